@@ -1,0 +1,59 @@
+# Two entry points for a fresh machine:
+#   make demo   - installs scramjet into .venv and runs `scramjet demo`
+#   make test   - installs scramjet with its test tools and runs lint, types and tests
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# CPU build of torch for development and CI; the package itself accepts torch>=2.4.
+TORCH_PIN ?= torch==2.13.0
+STAMP_RUN := $(VENV)/.installed-run
+STAMP_DEV := $(VENV)/.installed-dev
+
+.PHONY: demo test test-slow lint typecheck format bench install install-dev system-deps clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP_RUN): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q $(TORCH_PIN)
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(STAMP_DEV): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q $(TORCH_PIN)
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@ $(STAMP_RUN)
+
+install: $(STAMP_RUN)
+install-dev: $(STAMP_DEV) system-deps
+
+# Browser and terminal multiplexer used by the report and dashboard tests.
+system-deps:
+	@bash scripts/system-deps.sh
+
+demo: install
+	$(BIN)/scramjet demo
+
+lint: $(STAMP_DEV)
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+
+format: $(STAMP_DEV)
+	$(BIN)/ruff format src tests benchmarks examples
+	$(BIN)/ruff check --fix src tests benchmarks examples
+
+typecheck: $(STAMP_DEV)
+	$(BIN)/mypy
+
+test: install-dev lint typecheck
+	$(BIN)/python -m pytest -q
+
+test-slow: install-dev
+	$(BIN)/python -m pytest -q -m slow
+
+bench: install-dev
+	@for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
