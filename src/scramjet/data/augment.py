@@ -1,0 +1,450 @@
+"""Seeded augmentations for images and frame sequences.
+
+Every augmentation works on
+
+- numpy ``uint8`` arrays in HWC layout (``TxHxWxC`` for sequences), and
+- torch tensors in CHW layout (``TxCxHxW`` for sequences), ``uint8`` or float.
+
+The output has the input's type, layout and dtype (except :class:`Normalize`, which
+returns float). Random parameters are drawn once per call from a numpy ``Generator`` and
+applied to every frame of a sequence, so the frames of one clip stay consistent.
+
+Reproducibility: give an augmentation (or a :class:`Compose`) a ``seed``, then call it
+with the sample ``index`` (and ``epoch``): the draw depends only on ``(seed, epoch,
+index)``, whatever the worker, process or call order. :class:`scramjet.data.PackedDataset`
+passes both automatically. A generator can also be passed explicitly as ``rng=``.
+
+Example:
+    >>> import numpy as np
+    >>> aug = Compose(Flip(), Crop(area=(0.5, 1.0)), Brighten(0.2), seed=7)
+    >>> img = np.zeros((32, 32, 3), np.uint8)
+    >>> np.array_equal(aug(img, index=3), aug(img, index=3))
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "Augmentation",
+    "Blur",
+    "Brighten",
+    "Compose",
+    "Contrast",
+    "Crop",
+    "Flip",
+    "Hue",
+    "Noise",
+    "Normalize",
+    "Resize",
+    "Rotate",
+    "Sample",
+    "Saturate",
+]
+
+_LUMA = torch.tensor([0.299, 0.587, 0.114])
+
+
+class _Img:
+    """Internal form: float32 tensor ``TxCxHxW`` plus what is needed to convert back."""
+
+    def __init__(self, x: Any) -> None:
+        self.numpy = isinstance(x, np.ndarray)
+        if not self.numpy and not isinstance(x, torch.Tensor):
+            raise TypeError(
+                f"augmentations take a numpy HWC array or a torch CHW tensor, got {type(x).__name__}"
+            )
+        if x.ndim not in (3, 4):
+            raise ValueError(
+                f"expected an image (HWC array / CHW tensor) or a sequence (THWC / TCHW), "
+                f"got shape {tuple(x.shape)}"
+            )
+        self.seq = x.ndim == 4
+        t = torch.from_numpy(np.ascontiguousarray(x)) if self.numpy else x
+        if self.numpy:
+            t = t.movedim(-1, -3)
+        self.uint8 = t.dtype == torch.uint8
+        self.dtype = t.dtype
+        self.scale = 255.0 if self.uint8 else 1.0
+        self.t = (t if self.seq else t.unsqueeze(0)).to(torch.float32)
+
+    def result(self) -> Any:
+        t = self.t if self.seq else self.t[0]
+        if self.uint8:
+            t = t.round_().clamp_(0, 255).to(torch.uint8)
+        elif self.dtype != torch.float32:
+            t = (t if self.dtype.is_floating_point else t.round()).to(self.dtype)
+        if self.numpy:
+            return np.ascontiguousarray(t.movedim(-3, -1).numpy())
+        return t.contiguous()
+
+
+def _range(value: float | Sequence[float], center: float, name: str) -> tuple[float, float]:
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0 or a (low, high) pair, got {value}")
+        return center - value, center + value
+    low, high = (float(v) for v in value)
+    if low > high:
+        raise ValueError(f"{name} range must be (low, high) with low <= high, got {value}")
+    return low, high
+
+
+class Augmentation:
+    """Base class: draw parameters with :meth:`params`, apply them with :meth:`apply`.
+
+    Args:
+        p: probability of applying the augmentation on a call.
+        seed: seed for reproducible draws (see the module docs).
+    """
+
+    def __init__(self, p: float = 1.0, seed: int | None = None) -> None:
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"p must be a probability in [0, 1], got {p}")
+        self.p = p
+        self.seed = seed
+        self._gen: np.random.Generator | None = None
+
+    def _rng(self, rng: np.random.Generator | None, index: int | None, epoch: int) -> Any:
+        if rng is not None:
+            return rng
+        if self.seed is None:
+            return np.random.default_rng()  # fresh OS entropy: never shared by forked workers
+        if index is not None:
+            return np.random.default_rng([int(self.seed), int(epoch), int(index)])
+        if self._gen is None:
+            self._gen = np.random.default_rng(self.seed)
+        return self._gen
+
+    def __call__(
+        self,
+        x: Any,
+        *,
+        rng: np.random.Generator | None = None,
+        index: int | None = None,
+        epoch: int = 0,
+    ) -> Any:
+        """Augment an image or a sequence.
+
+        Args:
+            x: numpy HWC / THWC array or torch CHW / TCHW tensor.
+            rng: generator to draw from (overrides the seed).
+            index: sample index, for per-sample reproducible draws with ``seed``.
+            epoch: epoch mixed into the seed with ``index``.
+        """
+        img = _Img(x)
+        self.forward(img, self._rng(rng, index, epoch))
+        return img.result()
+
+    def forward(self, img: _Img, rng: np.random.Generator) -> None:
+        """Draw parameters once and apply them in place to every frame of ``img``."""
+        if self.p < 1.0 and rng.random() >= self.p:
+            return
+        img.t = self.apply(img, self.params(rng, img))
+
+    def params(self, rng: np.random.Generator, img: _Img) -> Any:
+        """Random parameters for one call (None for deterministic ops)."""
+        return None
+
+    def apply(self, img: _Img, params: Any) -> torch.Tensor:
+        """Apply ``params`` to ``img.t`` (``TxCxHxW`` float) and return the new tensor."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({args})"
+
+
+class Compose(Augmentation):
+    """Apply augmentations in order, from one generator per call.
+
+    Args:
+        *ops: augmentations (a single list is accepted too).
+        seed: seed for reproducible draws; the ops' own seeds are not used inside.
+    """
+
+    def __init__(self, *ops: Augmentation, seed: int | None = None) -> None:
+        super().__init__(1.0, seed)
+        if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+            ops = tuple(ops[0])
+        for op in ops:
+            if not isinstance(op, Augmentation):
+                raise TypeError(f"Compose takes scramjet.data.augment objects, got {op!r}")
+        self.ops = list(ops)
+
+    def forward(self, img: _Img, rng: np.random.Generator) -> None:
+        for op in self.ops:
+            op.forward(img, rng)
+
+
+class Flip(Augmentation):
+    """Flip horizontally and/or vertically, each with probability ``p``."""
+
+    def __init__(
+        self,
+        horizontal: bool = True,
+        vertical: bool = False,
+        p: float = 0.5,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(1.0, seed)
+        self.horizontal, self.vertical, self.prob = horizontal, vertical, p
+
+    def params(self, rng: np.random.Generator, img: _Img) -> tuple[bool, bool]:
+        h, v = rng.random() < self.prob, rng.random() < self.prob
+        return h and self.horizontal, v and self.vertical
+
+    def apply(self, img: _Img, params: tuple[bool, bool]) -> torch.Tensor:
+        dims = [d for d, on in ((-1, params[0]), (-2, params[1])) if on]
+        return img.t.flip(dims) if dims else img.t
+
+
+def _resize(t: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    if tuple(t.shape[-2:]) == tuple(size):
+        return t
+    return F.interpolate(t, size=size, mode="bilinear", align_corners=False, antialias=True)
+
+
+class Crop(Augmentation):
+    """Random crop with an area fraction and an aspect ratio drawn from ranges, resized.
+
+    Args:
+        area: range of the crop's area as a fraction of the image.
+        ratio: range of the crop's width/height ratio (drawn log-uniformly).
+        size: output ``(height, width)``; default: the input size.
+    """
+
+    def __init__(
+        self,
+        area: tuple[float, float] = (0.08, 1.0),
+        ratio: tuple[float, float] = (3 / 4, 4 / 3),
+        size: tuple[int, int] | None = None,
+        p: float = 1.0,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(p, seed)
+        if not 0 < area[0] <= area[1] <= 1:
+            raise ValueError(f"area must satisfy 0 < low <= high <= 1, got {area}")
+        if not 0 < ratio[0] <= ratio[1]:
+            raise ValueError(f"ratio must satisfy 0 < low <= high, got {ratio}")
+        self.area, self.ratio, self.size = area, ratio, size
+
+    def params(self, rng: np.random.Generator, img: _Img) -> tuple[int, int, int, int]:
+        height, width = img.t.shape[-2:]
+        for _ in range(10):
+            target = rng.uniform(*self.area) * height * width
+            aspect = math.exp(rng.uniform(math.log(self.ratio[0]), math.log(self.ratio[1])))
+            w = round(math.sqrt(target * aspect))
+            h = round(math.sqrt(target / aspect))
+            if 0 < w <= width and 0 < h <= height:
+                return (
+                    int(rng.integers(0, height - h + 1)),
+                    int(rng.integers(0, width - w + 1)),
+                    h,
+                    w,
+                )
+        return 0, 0, int(height), int(width)  # no fit in 10 draws: keep the whole image
+
+    def apply(self, img: _Img, params: tuple[int, int, int, int]) -> torch.Tensor:
+        top, left, h, w = params
+        out = img.t[..., top : top + h, left : left + w]
+        return _resize(out, self.size or (img.t.shape[-2], img.t.shape[-1]))
+
+
+class Rotate(Augmentation):
+    """Rotate by an angle (degrees) drawn from ``degrees`` (``d`` means ``(-d, d)``)."""
+
+    def __init__(
+        self, degrees: float | tuple[float, float] = 15.0, p: float = 1.0, seed: int | None = None
+    ) -> None:
+        super().__init__(p, seed)
+        self.degrees = _range(degrees, 0.0, "degrees")
+
+    def params(self, rng: np.random.Generator, img: _Img) -> float:
+        return float(rng.uniform(*self.degrees))
+
+    def apply(self, img: _Img, params: float) -> torch.Tensor:
+        t = img.t
+        h, w = t.shape[-2:]
+        c, s = math.cos(math.radians(params)), math.sin(math.radians(params))
+        # rotation in pixel space, written in the normalised coordinates of affine_grid
+        theta = torch.tensor([[c, -s * h / w, 0.0], [s * w / h, c, 0.0]], dtype=t.dtype)
+        grid = F.affine_grid(theta.expand(t.shape[0], 2, 3), list(t.shape), align_corners=False)
+        return F.grid_sample(t, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+def _gray(t: torch.Tensor) -> torch.Tensor:
+    if t.shape[-3] == 1:
+        return t
+    return (t * _LUMA.view(3, 1, 1)).sum(dim=-3, keepdim=True)
+
+
+class Brighten(Augmentation):
+    """Multiply intensities by a factor drawn from ``factor`` (``d`` means ``(1-d, 1+d)``)."""
+
+    def __init__(
+        self, factor: float | tuple[float, float] = 0.2, p: float = 1.0, seed: int | None = None
+    ) -> None:
+        super().__init__(p, seed)
+        self.factor = _range(factor, 1.0, "factor")
+
+    def params(self, rng: np.random.Generator, img: _Img) -> float:
+        return float(rng.uniform(*self.factor))
+
+    def apply(self, img: _Img, params: float) -> torch.Tensor:
+        return img.t * params
+
+
+class Contrast(Brighten):
+    """Scale the distance of every pixel from the frame's mean gray level."""
+
+    def apply(self, img: _Img, params: float) -> torch.Tensor:
+        mean = _gray(img.t).mean(dim=(-3, -2, -1), keepdim=True)
+        return (img.t - mean) * params + mean
+
+
+class Saturate(Brighten):
+    """Scale the distance of every pixel from its own gray level (RGB only)."""
+
+    def apply(self, img: _Img, params: float) -> torch.Tensor:
+        gray = _gray(img.t)
+        return (img.t - gray) * params + gray
+
+
+class Hue(Augmentation):
+    """Rotate hue by a fraction of a full turn drawn from ``shift`` (``d``: ``(-d, d)``)."""
+
+    def __init__(
+        self, shift: float | tuple[float, float] = 0.05, p: float = 1.0, seed: int | None = None
+    ) -> None:
+        super().__init__(p, seed)
+        self.shift = _range(shift, 0.0, "shift")
+
+    def params(self, rng: np.random.Generator, img: _Img) -> float:
+        return float(rng.uniform(*self.shift))
+
+    def apply(self, img: _Img, params: float) -> torch.Tensor:
+        if img.t.shape[-3] != 3:
+            return img.t
+        # rotate the chroma plane of YIQ: a 3x3 linear map, so one matmul per pixel
+        to_yiq = torch.tensor(
+            [[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523, 0.312]]
+        )
+        a = 2 * math.pi * params
+        rot = torch.tensor(
+            [[1, 0, 0], [0, math.cos(a), -math.sin(a)], [0, math.sin(a), math.cos(a)]]
+        )
+        m = torch.linalg.inv(to_yiq) @ rot @ to_yiq
+        return torch.einsum("ij,tjhw->tihw", m, img.t)
+
+
+class Blur(Augmentation):
+    """Gaussian blur with a sigma (pixels) drawn from ``sigma``."""
+
+    def __init__(
+        self, sigma: tuple[float, float] = (0.1, 2.0), p: float = 0.5, seed: int | None = None
+    ) -> None:
+        super().__init__(p, seed)
+        self.sigma = _range(sigma, 0.0, "sigma")
+
+    def params(self, rng: np.random.Generator, img: _Img) -> float:
+        return float(rng.uniform(*self.sigma))
+
+    def apply(self, img: _Img, params: float) -> torch.Tensor:
+        t = img.t
+        radius = min(max(1, math.ceil(3 * params)), min(t.shape[-2:]) - 1)
+        if radius < 1 or params <= 0:
+            return t
+        x = torch.arange(-radius, radius + 1, dtype=t.dtype)
+        k = torch.exp(-(x**2) / (2 * params**2))
+        k = k / k.sum()
+        c = t.shape[-3]
+        t = F.pad(t, (radius, radius, radius, radius), mode="reflect")
+        t = F.conv2d(t, k.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
+        return F.conv2d(t, k.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
+
+
+class Noise(Augmentation):
+    """Add Gaussian noise; ``std`` is a fraction of the value range (255 for uint8).
+
+    The same noise field is added to every frame of a sequence.
+    """
+
+    def __init__(
+        self,
+        std: float | tuple[float, float] = (0.0, 0.05),
+        p: float = 1.0,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(p, seed)
+        self.std = (0.0, float(std)) if isinstance(std, (int, float)) else _range(std, 0, "std")
+
+    def params(self, rng: np.random.Generator, img: _Img) -> tuple[float, int]:
+        return float(rng.uniform(*self.std)), int(rng.integers(0, 2**62))
+
+    def apply(self, img: _Img, params: tuple[float, int]) -> torch.Tensor:
+        std, seed = params
+        gen = torch.Generator().manual_seed(seed)
+        noise = torch.randn(img.t.shape[1:], generator=gen) * (std * img.scale)
+        return img.t + noise
+
+
+class Resize(Augmentation):
+    """Resize to ``(height, width)`` (bilinear, antialiased)."""
+
+    def __init__(self, size: int | tuple[int, int]) -> None:
+        super().__init__(1.0, None)
+        self.size = (size, size) if isinstance(size, int) else tuple(size)
+
+    def apply(self, img: _Img, params: Any) -> torch.Tensor:
+        return _resize(img.t, self.size)  # type: ignore[arg-type]
+
+
+class Normalize(Augmentation):
+    """``(x / range - mean) / std`` per channel; returns float (range 255 for uint8)."""
+
+    def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
+        super().__init__(1.0, None)
+        if any(s <= 0 for s in std):
+            raise ValueError(f"std values must be > 0, got {list(std)}")
+        self.mean, self.std = list(mean), list(std)
+
+    def apply(self, img: _Img, params: Any) -> torch.Tensor:
+        mean = torch.tensor(self.mean).view(-1, 1, 1)
+        std = torch.tensor(self.std).view(-1, 1, 1)
+        out = (img.t / img.scale - mean) / std
+        img.uint8, img.dtype, img.scale = False, torch.float32, 1.0
+        return out
+
+
+class Sample(Augmentation):
+    """Keep one frame in every window of ``theta`` frames, at a random place in the window.
+
+    A sequence of ``T`` frames gives ``ceil(T / theta)`` frames. With ``jitter=False`` the
+    first frame of every window is kept.
+    """
+
+    def __init__(self, theta: int, jitter: bool = True, seed: int | None = None) -> None:
+        super().__init__(1.0, seed)
+        if not isinstance(theta, int) or theta < 1:
+            raise ValueError(f"theta must be a positive int, got {theta!r}")
+        self.theta, self.jitter = theta, jitter
+
+    def params(self, rng: np.random.Generator, img: _Img) -> list[int]:
+        if not img.seq:
+            raise ValueError("Sample works on sequences (THWC arrays / TCHW tensors)")
+        total = img.t.shape[0]
+        starts = range(0, total, self.theta)
+        if not self.jitter:
+            return list(starts)
+        return [s + int(rng.integers(0, min(self.theta, total - s))) for s in starts]
+
+    def apply(self, img: _Img, params: list[int]) -> torch.Tensor:
+        return img.t[params]

@@ -1,0 +1,265 @@
+"""The on-disk layout of a pack (see ``FORMAT.md`` next to this file).
+
+Everything here is plain data: column specs, value parsing for CSV cells, the JSON
+manifest and shard checksums. No pickle is used anywhere in the format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT_NAME = "scramjet-pack"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+OFFSETS_GROUP = "_offsets"  # byte/element offsets of variable-length items
+ROWS_GROUP = "_rows"  # frame offsets of sequence rows
+ENCODINGS = ("jpeg", "png", "raw")
+
+#: Scalar dtypes a value column may have (a ``v`` prefix makes any of them variable length).
+VALUE_DTYPES = (
+    "bool",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float16",
+    "float32",
+    "float64",
+    "str",
+)
+
+_TRUE = {"1", "true", "t", "yes", "y"}
+_FALSE = {"0", "false", "f", "no", "n"}
+
+
+class PackFormatError(ValueError):
+    """A pack on disk is missing, incomplete, corrupted or of an unknown version."""
+
+
+def shard_name(index: int) -> str:
+    """File name of shard ``index`` inside a pack directory."""
+    return f"shard-{index:05d}.h5"
+
+
+def parse_dtype(spec: str) -> tuple[str, bool]:
+    """Split a column dtype such as ``"vuint8"`` into ``("uint8", True)``.
+
+    Args:
+        spec: one of :data:`VALUE_DTYPES`, optionally prefixed with ``v``.
+
+    Returns:
+        The base dtype and whether the column is variable length (``str`` always is).
+
+    Raises:
+        ValueError: for an unknown dtype.
+    """
+    if not isinstance(spec, str):
+        raise TypeError(f"dtype entries must be strings such as 'int64', got {spec!r}")
+    name = spec.strip().lower()
+    variable = False
+    if name not in VALUE_DTYPES and name.startswith("v") and name[1:] in VALUE_DTYPES:
+        name, variable = name[1:], True
+    if name not in VALUE_DTYPES:
+        raise ValueError(
+            f"unknown column dtype {spec!r}; expected one of {', '.join(VALUE_DTYPES)}, "
+            "optionally prefixed with 'v' for variable length (e.g. 'vint64')"
+        )
+    return name, variable or name == "str"
+
+
+def parse_scalar(text: str, dtype: str) -> Any:
+    """Parse one CSV token into a value of ``dtype``, strictly.
+
+    Booleans accept ``1/0, true/false, t/f, yes/no, y/n`` (any case); ``"False"`` is
+    False. Integers must be integral and inside the dtype's range.
+
+    Raises:
+        ValueError: when the token is not a valid ``dtype`` value.
+    """
+    token = text.strip()
+    if dtype == "str":
+        return text
+    if dtype == "bool":
+        low = token.lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ValueError(f"{text!r} is not a boolean; expected one of 1/0, true/false, yes/no")
+    if dtype.startswith(("int", "uint")):
+        try:
+            value = int(token)
+        except ValueError:
+            raise ValueError(f"{text!r} is not an integer (column dtype {dtype})") from None
+        info = np.iinfo(np.dtype(dtype))
+        if not info.min <= value <= info.max:
+            raise ValueError(f"{value} is outside the range of {dtype} [{info.min}, {info.max}]")
+        return value
+    try:
+        return float(token)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number (column dtype {dtype})") from None
+
+
+def split_list(text: str) -> list[str]:
+    """Split a list cell (``"1,2,3"`` or ``"1 2 3"``) into its non-empty tokens."""
+    return [tok for tok in text.replace(",", " ").split() if tok]
+
+
+@dataclass
+class ColumnSpec:
+    """One column of a pack, as written in the manifest.
+
+    Attributes:
+        name: column name (from the CSV header).
+        kind: ``"image"`` for the first column, ``"value"`` for the others.
+        dtype: numpy dtype name of stored values (``uint8`` for images, ``str`` for text).
+        variable: whether rows have variable length (``_offsets/<name>`` holds the offsets).
+        encoding: ``jpeg``, ``png`` or ``raw`` for image columns.
+        quality: JPEG quality used when packing.
+        height: image height in pixels.
+        width: image width in pixels.
+        channels: 3 (RGB) or 1 (grayscale).
+        sequence: whether each row is a sequence of frames (``_rows/<name>``).
+        keep_exif: whether EXIF was kept in encoded images.
+    """
+
+    name: str
+    kind: str
+    dtype: str
+    variable: bool = False
+    encoding: str | None = None
+    quality: int | None = None
+    height: int | None = None
+    width: int | None = None
+    channels: int | None = None
+    sequence: bool = False
+    keep_exif: bool | None = None
+
+
+@dataclass
+class ShardInfo:
+    """One shard file: name, sample count, byte size and SHA-256 of the whole file."""
+
+    file: str
+    samples: int
+    bytes: int
+    sha256: str
+
+
+@dataclass
+class Manifest:
+    """The JSON manifest of a pack (``manifest.json``).
+
+    Attributes:
+        columns: column specs, image column first.
+        shards: shard files in global index order.
+        version: format version (see ``FORMAT.md``).
+        format: always ``"scramjet-pack"``.
+        created_by: writer name and version.
+    """
+
+    columns: list[ColumnSpec]
+    shards: list[ShardInfo]
+    version: int = FORMAT_VERSION
+    format: str = FORMAT_NAME
+    created_by: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_samples(self) -> int:
+        """Total number of samples over all shards."""
+        return sum(s.samples for s in self.shards)
+
+    def to_json(self) -> str:
+        """Serialise to JSON text."""
+        data = asdict(self)
+        data["num_samples"] = self.num_samples
+        return json.dumps(data, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "manifest") -> Manifest:
+        """Parse and validate manifest JSON text.
+
+        Raises:
+            PackFormatError: on a foreign file or an unsupported version.
+        """
+        try:
+            data = json.loads(text)
+            if data.get("format") != FORMAT_NAME:
+                raise PackFormatError(
+                    f"{where} is not a scramjet pack manifest (format={data.get('format')!r})"
+                )
+            if int(data["version"]) > FORMAT_VERSION:
+                raise PackFormatError(
+                    f"{where} has format version {data['version']}, this scramjet reads "
+                    f"up to {FORMAT_VERSION}; upgrade scramjet to read it"
+                )
+            return cls(
+                columns=[ColumnSpec(**c) for c in data["columns"]],
+                shards=[ShardInfo(**s) for s in data["shards"]],
+                version=int(data["version"]),
+                created_by=data.get("created_by", ""),
+                extra=data.get("extra", {}),
+            )
+        except (KeyError, TypeError, json.JSONDecodeError) as exc:
+            raise PackFormatError(f"{where} is not a valid pack manifest: {exc}") from exc
+
+    @classmethod
+    def load(cls, pack_dir: str | os.PathLike[str]) -> Manifest:
+        """Read ``manifest.json`` from a pack directory.
+
+        Raises:
+            PackFormatError: when the directory holds no complete pack.
+        """
+        path = Path(pack_dir) / MANIFEST_NAME
+        if not path.is_file():
+            raise PackFormatError(
+                f"no pack at {str(pack_dir)!r}: {MANIFEST_NAME} is missing. A pack is complete "
+                "only once its manifest exists; pass the directory written by scramjet.data.pack"
+            )
+        return cls.from_json(path.read_text(encoding="utf-8"), where=str(path))
+
+
+def file_sha256(path: str | os.PathLike[str], block: int = 1 << 22) -> str:
+    """SHA-256 hex digest of a whole file, read in 4 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_atomic_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temp file in the same directory, fsync and replace."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so renames inside it survive a crash (no-op where unsupported)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

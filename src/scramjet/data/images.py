@@ -1,0 +1,107 @@
+"""Image loading, encoding and decoding for packs.
+
+Kept free of torch so the encoding worker processes of :func:`scramjet.data.pack` start
+quickly. Pixels are always RGB (or single-channel grayscale), in HWC ``uint8`` layout.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+Decoder = Callable[[Any, int, "np.ndarray | None"], np.ndarray]
+
+
+def load_image(
+    path: str, height: int, width: int, channel: int
+) -> tuple[Image.Image, bytes | None]:
+    """Open an image file, convert it to RGB (or L) and resize it to ``height x width``.
+
+    Returns:
+        The converted image and the EXIF bytes of the source file (or None).
+
+    Raises:
+        OSError: when the file cannot be read or decoded.
+    """
+    with Image.open(path) as src:
+        src.load()  # decode fully now so truncated files fail here, not later
+        exif = src.info.get("exif")
+        mode = "L" if channel == 1 else "RGB"
+        img = src.convert(mode) if src.mode != mode else src.copy()
+    if img.size != (width, height):
+        img = img.resize((width, height), Image.Resampling.BILINEAR, reducing_gap=3.0)
+    return img, exif if isinstance(exif, bytes) else None
+
+
+def encode_image(
+    img: Image.Image, encode: str, quality: int, exif: bytes | None
+) -> bytes | np.ndarray:
+    """Encode an already resized image as ``jpeg``/``png`` bytes, or return raw HWC pixels."""
+    if encode == "raw":
+        arr = np.asarray(img, dtype=np.uint8)
+        return arr[:, :, None] if arr.ndim == 2 else arr
+    buf = io.BytesIO()
+    kwargs: dict[str, Any] = {}
+    if exif:
+        kwargs["exif"] = exif
+    if encode == "jpeg":
+        img.save(buf, format="JPEG", quality=quality, **kwargs)
+    else:
+        img.save(buf, format="PNG", compress_level=1, **kwargs)
+    return buf.getvalue()
+
+
+def _decode_pil(data: Any, channels: int, out: np.ndarray | None) -> np.ndarray:
+    with Image.open(io.BytesIO(memoryview(data))) as img:
+        arr = np.asarray(img.convert("L" if channels == 1 else "RGB"))
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    if out is not None:
+        out[...] = arr
+        return out
+    return arr
+
+
+def _decode_simplejpeg(data: Any, channels: int, out: np.ndarray | None) -> np.ndarray:
+    import simplejpeg
+
+    arr = simplejpeg.decode_jpeg(
+        np.asarray(data), colorspace="GRAY" if channels == 1 else "RGB", buffer=out
+    )
+    return arr if arr.ndim == 3 else arr[:, :, None]
+
+
+def jpeg_decoder(name: str = "auto") -> tuple[str, Decoder]:
+    """Pick the JPEG decoder.
+
+    ``auto`` uses simplejpeg (libjpeg-turbo, decodes straight into a caller's buffer) when
+    it is installed, and PIL otherwise; ``docs/bench/data.md`` has the measurements.
+
+    Args:
+        name: ``auto``, ``simplejpeg`` or ``pil``.
+
+    Returns:
+        The chosen name and a function ``decode(bytes, channels, out) -> HWC array``.
+    """
+    if name not in ("auto", "simplejpeg", "pil"):
+        raise ValueError(f"decoder must be 'auto', 'simplejpeg' or 'pil', got {name!r}")
+    if name in ("auto", "simplejpeg"):
+        try:
+            import simplejpeg  # noqa: F401
+        except ImportError:
+            if name == "simplejpeg":
+                raise ImportError(
+                    "decoder='simplejpeg' needs simplejpeg: pip install 'scramjet[jpeg]'"
+                ) from None
+        else:
+            return "simplejpeg", _decode_simplejpeg
+    return "pil", _decode_pil
+
+
+def png_decoder() -> Decoder:
+    """Decoder for PNG bytes (PIL)."""
+    return _decode_pil

@@ -1,0 +1,348 @@
+"""``PackedDataset``: a map-style torch Dataset over every shard of a pack.
+
+Reading is built for speed. Our writer stores every dataset contiguously and
+uncompressed, so after one look at the HDF5 metadata each dataset is memory-mapped
+straight from the shard file: a raw image is a slice of a memmap (no decode, no HDF5
+call per sample), an encoded image is a byte slice handed to the decoder. A list of
+indices (``ds[[3, 9, 4]]``, or :meth:`PackedDataset.loader`, which feeds whole batches
+from a batch sampler) is served with one read per shard and per column, decoding
+straight into the batch array.
+
+File handles are opened lazily, per process: a dataset built in the main process and
+sent to DataLoader workers (fork or spawn) opens its own maps in each worker.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    Dataset,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    default_collate,
+)
+
+from scramjet.data.format import (
+    MANIFEST_NAME,
+    OFFSETS_GROUP,
+    ROWS_GROUP,
+    ColumnSpec,
+    Manifest,
+    PackFormatError,
+    file_sha256,
+)
+from scramjet.data.images import jpeg_decoder, png_decoder
+
+Transform = Callable[[Any], Any] | Mapping[str, Callable[[Any], Any]]
+
+
+def _map_dataset(path: str, ds: Any) -> np.ndarray:
+    """Memory-map a contiguous, uncompressed HDF5 dataset; read anything else into memory."""
+    offset = ds.id.get_offset()
+    if offset is None or ds.chunks is not None or ds.compression is not None or ds.size == 0:
+        return np.asarray(ds[()])
+    return np.memmap(path, dtype=ds.dtype, mode="r", offset=offset, shape=ds.shape)
+
+
+class _Shard:
+    """The arrays of one open shard: data maps plus in-memory offset tables."""
+
+    def __init__(self, path: str, columns: list[ColumnSpec]) -> None:
+        import h5py
+
+        self.data: dict[str, np.ndarray] = {}
+        self.offsets: dict[str, np.ndarray] = {}
+        self.rows: dict[str, np.ndarray] = {}
+        with h5py.File(path, "r") as h5:
+            for col in columns:
+                self.data[col.name] = _map_dataset(path, h5[col.name])
+                if col.variable:
+                    self.offsets[col.name] = np.asarray(h5[f"{OFFSETS_GROUP}/{col.name}"][()])
+                if col.sequence:
+                    self.rows[col.name] = np.asarray(h5[f"{ROWS_GROUP}/{col.name}"][()])
+
+
+class PackedDataset(Dataset):
+    """Map-style dataset over a pack written by :func:`scramjet.data.pack`.
+
+    A sample is a dict: image columns give ``uint8`` HWC arrays (``TxHxWxC`` for
+    sequences), fixed value columns numpy scalars, variable columns 1-D arrays, ``str``
+    columns Python strings. Samples and the dataset itself are picklable.
+
+    Args:
+        path: the pack directory (or its ``manifest.json``).
+        columns: names of the columns to read (default: all); others are never decoded.
+        transform: a callable applied to the sample dict, or a mapping ``column ->
+            callable`` applied to single columns. :mod:`scramjet.data.augment` objects get
+            the sample index and :attr:`epoch`, so random draws are reproducible per sample.
+        verify: check every shard's SHA-256 against the manifest before reading.
+        decoder: JPEG decoder, ``"auto"`` (simplejpeg if installed), ``"simplejpeg"`` or
+            ``"pil"``.
+
+    Example:
+        >>> ds = PackedDataset("photos.pack")  # doctest: +SKIP
+        >>> ds[0]["image"].shape  # doctest: +SKIP
+        (224, 224, 3)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        columns: Sequence[str] | None = None,
+        transform: Transform | None = None,
+        verify: bool = False,
+        decoder: str = "auto",
+    ) -> None:
+        root = Path(path)
+        if root.name == MANIFEST_NAME and root.is_file():
+            root = root.parent
+        self.path = root
+        self.manifest = Manifest.load(root)
+        by_name = {c.name: c for c in self.manifest.columns}
+        names = list(by_name) if columns is None else list(columns)
+        unknown = [n for n in names if n not in by_name]
+        if unknown:
+            raise ValueError(f"unknown columns {unknown}; this pack has {list(by_name)}")
+        self.columns: list[ColumnSpec] = [by_name[n] for n in names]
+        self.transform = transform
+        self.decoder, _ = jpeg_decoder(decoder)
+        self.epoch = 0
+        self._check_files(verify)
+        sizes = [s.samples for s in self.manifest.shards]
+        self._ends = np.cumsum(sizes, dtype=np.int64)
+        self._starts = self._ends - np.asarray(sizes, dtype=np.int64)
+        self._shards: list[_Shard | None] = []
+        self._pid = -1
+
+    def _check_files(self, verify: bool) -> None:
+        for info in self.manifest.shards:
+            file = self.path / info.file
+            if not file.is_file():
+                raise PackFormatError(f"shard {info.file} of pack {str(self.path)!r} is missing")
+            size = file.stat().st_size
+            if size != info.bytes:
+                raise PackFormatError(
+                    f"shard {info.file} has {size} bytes, the manifest says {info.bytes}: "
+                    "the file is truncated or was modified; re-create the pack"
+                )
+            if verify and file_sha256(file) != info.sha256:
+                raise PackFormatError(
+                    f"shard {info.file} of pack {str(self.path)!r} fails its SHA-256 check: "
+                    "the file is corrupted; re-create or re-copy the pack"
+                )
+
+    # -- pickling and lazy per-process handles --------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_shards"], state["_pid"] = [], -1
+        return state
+
+    def _shard(self, k: int) -> _Shard:
+        if self._pid != os.getpid():  # new process (fork/spawn worker): never reuse maps
+            self._shards, self._pid = [None] * len(self.manifest.shards), os.getpid()
+        shard = self._shards[k]
+        if shard is None:
+            shard = _Shard(str(self.path / self.manifest.shards[k].file), self.columns)
+            self._shards[k] = shard
+        return shard
+
+    def set_epoch(self, epoch: int) -> None:
+        """Set the epoch mixed into the seeds of :mod:`scramjet.data.augment` transforms."""
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return int(self._ends[-1]) if len(self._ends) else 0
+
+    def _locate(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = len(self)
+        if indices.size and (indices.min() < -n or indices.max() >= n):
+            bad = indices[(indices < -n) | (indices >= n)][0]
+            raise IndexError(f"index {int(bad)} is out of range for a pack of {n} samples")
+        indices = np.where(indices < 0, indices + n, indices)
+        shard = np.searchsorted(self._ends, indices, side="right")
+        return shard, indices - self._starts[shard]
+
+    # -- single samples -------------------------------------------------------------------
+    def _decode(self, col: ColumnSpec, data: Any, out: np.ndarray | None = None) -> np.ndarray:
+        if col.encoding == "jpeg":
+            return jpeg_decoder(self.decoder)[1](data, col.channels or 3, out)
+        return png_decoder()(data, col.channels or 3, out)
+
+    def _read_image(self, col: ColumnSpec, shard: _Shard, local: int) -> np.ndarray:
+        data = shard.data[col.name]
+        if col.sequence:
+            f0, f1 = (int(v) for v in shard.rows[col.name][local : local + 2])
+            if col.encoding == "raw":
+                return np.array(data[f0:f1])
+            shape = (f1 - f0, col.height or 0, col.width or 0, col.channels or 3)
+            out = np.empty(shape, np.uint8)
+            offs = shard.offsets[col.name]
+            for t in range(f0, f1):
+                self._decode(col, data[offs[t] : offs[t + 1]], out[t - f0])
+            return out
+        if col.encoding == "raw":
+            return np.array(data[local])
+        offs = shard.offsets[col.name]
+        return self._decode(col, data[offs[local] : offs[local + 1]])
+
+    def read_column(self, name: str, index: int) -> Any:
+        """Read one column of one sample, without the transform."""
+        col = next((c for c in self.columns if c.name == name), None)
+        if col is None:
+            raise KeyError(f"column {name!r} is not read by this dataset; has {self.column_names}")
+        k, local = (int(v[0]) for v in self._locate(np.asarray([index], dtype=np.int64)))
+        return self._read_one(col, self._shard(k), local)
+
+    def _read_one(self, col: ColumnSpec, shard: _Shard, local: int) -> Any:
+        if col.kind == "image":
+            return self._read_image(col, shard, local)
+        data = shard.data[col.name]
+        if not col.variable:
+            return data[local][()]
+        o0, o1 = (int(v) for v in shard.offsets[col.name][local : local + 2])
+        if col.dtype == "str":
+            return bytes(data[o0:o1]).decode("utf-8")
+        return np.array(data[o0:o1])
+
+    @property
+    def column_names(self) -> list[str]:
+        """Names of the columns this dataset reads."""
+        return [c.name for c in self.columns]
+
+    def read(self, index: int) -> dict[str, Any]:
+        """Read one sample as a dict, without the transform."""
+        k, local = (int(v[0]) for v in self._locate(np.asarray([index], dtype=np.int64)))
+        shard = self._shard(k)
+        return {c.name: self._read_one(c, shard, local) for c in self.columns}
+
+    def _apply(self, sample: dict[str, Any], index: int) -> Any:
+        from scramjet.data.augment import Augmentation
+
+        def call(fn: Callable[..., Any], x: Any) -> Any:
+            if isinstance(fn, Augmentation):
+                return fn(x, index=index, epoch=self.epoch)
+            return fn(x)
+
+        if self.transform is None:
+            return sample
+        if isinstance(self.transform, Mapping):
+            for name, fn in self.transform.items():
+                sample[name] = call(fn, sample[name])
+            return sample
+        return call(self.transform, sample)
+
+    def __getitem__(self, index: Any) -> Any:
+        """``ds[i]`` gives one sample; ``ds[[i, j, ...]]`` a collated batch of tensors."""
+        if isinstance(index, (int, np.integer)):
+            return self._apply(self.read(int(index)), int(index))
+        if isinstance(index, slice):
+            index = range(*index.indices(len(self)))
+        if isinstance(index, torch.Tensor):
+            index = index.tolist()
+        if isinstance(index, Iterable):
+            return self.get_batch(list(index))
+        raise TypeError(f"index must be an int or a sequence of ints, got {type(index).__name__}")
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        """Samples for a list of indices (used by DataLoader), read shard by shard."""
+        idx = np.asarray(indices, dtype=np.int64)
+        shards, local = self._locate(idx)
+        out: list[Any] = [None] * len(idx)
+        for pos in np.lexsort((local, shards)):  # ascending shard, then position in shard
+            shard = self._shard(int(shards[pos]))
+            sample = {c.name: self._read_one(c, shard, int(local[pos])) for c in self.columns}
+            out[pos] = self._apply(sample, int(idx[pos]))
+        return out
+
+    # -- whole batches --------------------------------------------------------------------
+    def get_batch(self, indices: Sequence[int]) -> dict[str, Any]:
+        """A collated batch: image columns ``BxHxWxC`` uint8 tensors, values tensors.
+
+        Variable-length and ``str`` columns (and sequences of unequal length) come back
+        as lists. With a transform, samples are transformed one by one and collated with
+        ``default_collate``.
+        """
+        if self.transform is not None:
+            return default_collate(self.__getitems__(indices))
+        idx = np.asarray(indices, dtype=np.int64)
+        shards, local = self._locate(idx)
+        batch: dict[str, Any] = {}
+        for col in self.columns:
+            batch[col.name] = self._batch_column(col, shards, local)
+        return batch
+
+    def _batch_column(self, col: ColumnSpec, shards: np.ndarray, local: np.ndarray) -> Any:
+        fixed_image = col.kind == "image" and not col.sequence
+        if fixed_image or (col.kind == "value" and not col.variable):
+            if fixed_image:
+                shape: tuple[int, ...] = (col.height or 0, col.width or 0, col.channels or 3)
+                dtype = np.dtype(np.uint8)
+            else:
+                shape, dtype = (), np.dtype(col.dtype)
+            out = np.empty((len(local), *shape), dtype)
+            for k in np.unique(shards):
+                pos = np.flatnonzero(shards == k)
+                pos = pos[np.argsort(local[pos], kind="stable")]  # read in file order
+                shard = self._shard(int(k))
+                if col.encoding in ("jpeg", "png"):
+                    data, offs = shard.data[col.name], shard.offsets[col.name]
+                    for p in pos:
+                        i = int(local[p])
+                        self._decode(col, data[offs[i] : offs[i + 1]], out[p])
+                else:
+                    out[pos] = shard.data[col.name][local[pos]]
+            return torch.from_numpy(out)
+        items = [self._read_one(col, self._shard(int(k)), int(i)) for k, i in zip(shards, local)]
+        if col.kind == "image" and len({x.shape for x in items}) == 1:
+            return torch.from_numpy(np.stack(items))
+        if col.dtype == "str":
+            return items
+        return [torch.from_numpy(x) for x in items]
+
+    def loader(
+        self,
+        batch_size: int,
+        *,
+        shuffle: bool = False,
+        drop_last: bool = False,
+        num_workers: int = 0,
+        sampler: Sampler[int] | None = None,
+        generator: torch.Generator | None = None,
+        **kwargs: Any,
+    ) -> DataLoader:
+        """A DataLoader that reads whole batches at once (the fast path).
+
+        A batch sampler hands each worker a list of indices, served by :meth:`get_batch`
+        with one read per shard instead of one call per sample.
+
+        Args:
+            batch_size: samples per batch.
+            shuffle: shuffle every epoch (ignored when ``sampler`` is given).
+            drop_last: drop the last incomplete batch.
+            num_workers: DataLoader worker processes.
+            sampler: a sampler of indices, e.g. ``DistributedSampler(ds)``.
+            generator: random generator for shuffling.
+            **kwargs: passed to ``DataLoader`` (``pin_memory``, ``persistent_workers``...).
+        """
+        if sampler is None:
+            sampler = (
+                RandomSampler(self, generator=generator) if shuffle else SequentialSampler(self)
+            )
+        batches = BatchSampler(sampler, batch_size, drop_last)
+        return DataLoader(self, batch_size=None, sampler=batches, num_workers=num_workers, **kwargs)
+
+    def __repr__(self) -> str:
+        return (
+            f"PackedDataset({str(self.path)!r}, samples={len(self)}, "
+            f"shards={len(self.manifest.shards)}, columns={self.column_names})"
+        )

@@ -1,0 +1,434 @@
+"""``pack``: turn a folder of images and a CSV list into a sharded HDF5 pack.
+
+How it works: rows are checked in the main process (paths, values), images are loaded,
+resized and encoded by a process pool, and the encoded frames are appended in order to
+a spool file inside a hidden temporary directory next to ``dst``. Once every row is
+done, the valid rows are split into exactly ``shards`` balanced shards, each written as
+one HDF5 file with contiguous datasets, checksummed, and described by ``manifest.json``.
+Only then is the temporary directory renamed to ``dst``: an interrupted pack leaves no
+directory at ``dst`` and nothing with a manifest.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scramjet.data.csvlist import Row, RowError, check_header, parse_row, read_table
+from scramjet.data.format import (
+    ENCODINGS,
+    MANIFEST_NAME,
+    OFFSETS_GROUP,
+    ROWS_GROUP,
+    ColumnSpec,
+    Manifest,
+    ShardInfo,
+    file_sha256,
+    fsync_dir,
+    shard_name,
+    write_atomic_text,
+)
+from scramjet.data.images import encode_image, load_image
+
+_COPY_BLOCK = 1 << 26  # 64 MiB per spool -> HDF5 copy
+
+
+class PackError(ValueError):
+    """Packing stopped on a bad row, or the arguments cannot produce a pack."""
+
+
+@dataclass
+class SkippedRow:
+    """A row left out by ``on_error="skip"``: CSV line, file name and reason."""
+
+    line: int
+    file: str
+    reason: str
+
+
+@dataclass
+class PackReport:
+    """What :func:`pack` wrote.
+
+    Attributes:
+        path: the pack directory.
+        num_samples: samples written.
+        shard_sizes: samples per shard.
+        bytes: total bytes of the shard files.
+        seconds: wall-clock time of the pack.
+        skipped: rows left out with ``on_error="skip"``.
+    """
+
+    path: Path
+    num_samples: int
+    shard_sizes: list[int]
+    bytes: int
+    seconds: float
+    skipped: list[SkippedRow] = field(default_factory=list)
+
+
+def _encode_task(task: tuple[int, list[str], int, int, int, str, int, bool]) -> tuple[int, Any]:
+    """Worker: load, resize and encode every frame of one row; errors come back as text."""
+    index, files, height, width, channel, encode, quality, keep_exif = task
+    frames = []
+    for path in files:
+        try:
+            img, exif = load_image(path, height, width, channel)
+            out = encode_image(img, encode, quality, exif if keep_exif else None)
+        except Exception as exc:  # any decoder failure is reported for this row
+            return index, f"cannot read image {os.path.basename(path)!r}: {exc}"
+        frames.append(out.tobytes() if isinstance(out, np.ndarray) else out)
+    return index, frames
+
+
+def _check_args(
+    encode: str, height: int, width: int, channel: int, quality: int, shards: int, on_error: str
+) -> str:
+    enc = str(encode).lower()
+    if enc not in ENCODINGS:
+        raise ValueError(f"encode must be one of {ENCODINGS}, got {encode!r}")
+    for name, val in (("height", height), ("width", width), ("shards", shards)):
+        if not isinstance(val, int) or isinstance(val, bool) or val < 1:
+            raise ValueError(f"{name} must be a positive int, got {val!r}")
+    if channel not in (1, 3):
+        raise ValueError(f"channel must be 3 (RGB) or 1 (grayscale), got {channel!r}")
+    if not 1 <= int(quality) <= 100:
+        raise ValueError(f"quality must be in 1..100, got {quality!r}")
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    return enc
+
+
+def _results(tasks: list[Any], workers: int) -> Iterator[tuple[int, Any]]:
+    if workers <= 1 or len(tasks) < 2:
+        yield from map(_encode_task, tasks)
+        return
+    chunk = max(1, min(16, len(tasks) // (workers * 8)))
+    with multiprocessing.get_context().Pool(workers) as pool:
+        yield from pool.imap(_encode_task, tasks, chunksize=chunk)
+
+
+def _progress(enabled: bool, total: int) -> Any:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        disable=not enabled,
+        transient=True,
+    )
+
+
+def pack(
+    file_dir: str | os.PathLike[str],
+    file_list: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    dtype: Sequence[str] | str,
+    height: int,
+    width: int,
+    channel: int = 3,
+    encode: str = "jpeg",
+    quality: int = 95,
+    shards: int = 1,
+    keep_exif: bool = True,
+    is_seq: bool = False,
+    workers: int | None = None,
+    on_error: str = "raise",
+    overwrite: bool = False,
+    progress: bool = True,
+) -> PackReport:
+    """Pack the images listed in a CSV file into a sharded HDF5 pack directory.
+
+    Args:
+        file_dir: folder the CSV paths are relative to.
+        file_list: CSV (tab or comma separated) with a header; first column the image path
+            (for ``is_seq``, a quoted comma-joined list of frame paths), then value columns.
+        dst: pack directory to create (must not exist unless ``overwrite``).
+        dtype: one dtype per value column: ``bool, (u)int8..64, float16/32/64, str``;
+            a ``v`` prefix (``"vint64"``) makes a column variable length (lists per row).
+        height: output image height in pixels.
+        width: output image width in pixels.
+        channel: 3 for RGB, 1 for grayscale.
+        encode: ``"jpeg"``, ``"png"`` (lossless) or ``"raw"`` (uint8 pixels, no decode).
+        quality: JPEG quality.
+        shards: exact number of shard files; rows are split into balanced shards.
+        keep_exif: keep EXIF data in encoded images (not possible for ``raw``).
+        is_seq: rows are frame sequences.
+        workers: encoding processes (default: CPU count; 0 or 1 encodes in-process).
+        on_error: ``"raise"`` stops at the first bad row; ``"skip"`` leaves bad rows out
+            and lists them in the report and the manifest.
+        overwrite: replace an existing pack at ``dst`` (atomically).
+        progress: show a progress bar on stderr.
+
+    Returns:
+        A :class:`PackReport`.
+
+    Raises:
+        PackError: a bad row (naming its CSV line and file) or an impossible request.
+
+    Example:
+        >>> report = pack("photos", "photos/list.csv", "photos.pack",
+        ...               dtype=["int64"], height=224, width=224)  # doctest: +SKIP
+    """
+    start = time.perf_counter()
+    enc = _check_args(encode, height, width, channel, quality, shards, on_error)
+    dtypes_in = [dtype] if isinstance(dtype, str) else list(dtype)
+    root = Path(file_dir).resolve()
+    if not root.is_dir():
+        raise ValueError(f"file_dir {str(file_dir)!r} is not a directory")
+    out = Path(dst).absolute()
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"{str(out)!r} already exists; remove it or pass overwrite=True")
+    header, table = read_table(file_list)
+    dtypes = check_header(header, dtypes_in)
+
+    skipped: list[SkippedRow] = []
+    rows: list[Row] = []
+    for line, cells in table:
+        try:
+            rows.append(parse_row(root, header, dtypes, line, cells, is_seq))
+        except RowError as exc:
+            if on_error == "raise":
+                raise PackError(str(exc)) from None
+            skipped.append(SkippedRow(exc.line, exc.file, exc.reason))
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.partial-{uuid.uuid4().hex[:12]}"
+    tmp.mkdir()
+    try:
+        spooled = _spool_rows(
+            rows,
+            tmp,
+            (height, width, channel, enc, quality, keep_exif),
+            workers,
+            on_error,
+            skipped,
+            progress,
+        )
+        columns = _column_specs(
+            header, dtypes, enc, quality, height, width, channel, is_seq, keep_exif
+        )
+        manifest = _write_shards(tmp, spooled, columns, shards, enc, (height, width, channel))
+        manifest.extra["skipped_rows"] = [vars(s) for s in skipped]
+        write_atomic_text(tmp / MANIFEST_NAME, manifest.to_json())
+        fsync_dir(tmp)
+        _publish(tmp, out, overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return PackReport(
+        path=out,
+        num_samples=manifest.num_samples,
+        shard_sizes=[s.samples for s in manifest.shards],
+        bytes=sum(s.bytes for s in manifest.shards),
+        seconds=time.perf_counter() - start,
+        skipped=skipped,
+    )
+
+
+@dataclass
+class _Spooled:
+    path: Path
+    rows: list[Row]  # valid rows in order
+    frame_sizes: list[int]  # byte size of every frame, in order
+    row_frames: list[int]  # frames per valid row
+
+
+def _spool_rows(
+    rows: list[Row],
+    tmp: Path,
+    opts: tuple[int, int, int, str, int, bool],
+    workers: int | None,
+    on_error: str,
+    skipped: list[SkippedRow],
+    progress: bool,
+) -> _Spooled:
+    """Encode every row (in parallel) and append its frames to a spool file, in order."""
+    tasks = [(i, row.files, *opts) for i, row in enumerate(rows)]
+    n_workers = (os.cpu_count() or 1) if workers is None else int(workers)
+    spool = _Spooled(tmp / "frames.spool", [], [], [])
+    with open(spool.path, "wb") as fh, _progress(progress, len(tasks)) as bar:
+        task_id = bar.add_task("packing", total=len(tasks))
+        for index, result in _results(tasks, n_workers):
+            row = rows[index]
+            if isinstance(result, str):
+                if on_error == "raise":
+                    raise PackError(f"{result} (CSV row at line {row.line}, file {row.name!r})")
+                skipped.append(SkippedRow(row.line, row.name, result))
+            else:
+                for frame in result:
+                    fh.write(frame)
+                    spool.frame_sizes.append(len(frame))
+                spool.row_frames.append(len(result))
+                spool.rows.append(row)
+            bar.advance(task_id)
+    return spool
+
+
+def _column_specs(
+    header: list[str],
+    dtypes: list[tuple[str, bool]],
+    enc: str,
+    quality: int,
+    height: int,
+    width: int,
+    channel: int,
+    is_seq: bool,
+    keep_exif: bool,
+) -> list[ColumnSpec]:
+    image = ColumnSpec(
+        name=header[0],
+        kind="image",
+        dtype="uint8",
+        variable=enc != "raw",
+        encoding=enc,
+        quality=quality if enc == "jpeg" else None,
+        height=height,
+        width=width,
+        channels=channel,
+        sequence=is_seq,
+        keep_exif=keep_exif and enc != "raw",
+    )
+    values = [
+        ColumnSpec(name=n, kind="value", dtype=b, variable=v)
+        for n, (b, v) in zip(header[1:], dtypes)
+    ]
+    return [image, *values]
+
+
+def _balanced(n: int, shards: int) -> list[tuple[int, int]]:
+    base, extra = divmod(n, shards)
+    bounds, start = [], 0
+    for i in range(shards):
+        stop = start + base + (1 if i < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def _write_shards(
+    tmp: Path,
+    spooled: _Spooled,
+    columns: list[ColumnSpec],
+    shards: int,
+    enc: str,
+    shape: tuple[int, int, int],
+) -> Manifest:
+    import scramjet
+
+    n = len(spooled.rows)
+    if n == 0:
+        raise PackError("no valid rows to pack; check the CSV list and file_dir")
+    if shards > n:
+        raise PackError(f"shards={shards} but only {n} valid rows; pass shards <= {n}")
+    frame_off = np.concatenate([[0], np.cumsum(spooled.frame_sizes, dtype=np.int64)])
+    row_off = np.concatenate([[0], np.cumsum(spooled.row_frames, dtype=np.int64)])
+    infos = []
+    with open(spooled.path, "rb") as spool:
+        for k, (a, b) in enumerate(_balanced(n, shards)):
+            path = tmp / shard_name(k)
+            _write_one(
+                path, spool, spooled.rows[a:b], columns, frame_off, row_off, a, b, enc, shape
+            )
+            infos.append(ShardInfo(shard_name(k), b - a, path.stat().st_size, file_sha256(path)))
+    spooled.path.unlink()
+    return Manifest(columns=columns, shards=infos, created_by=f"scramjet {scramjet.__version__}")
+
+
+def _write_one(
+    path: Path,
+    spool: Any,
+    rows: list[Row],
+    columns: list[ColumnSpec],
+    frame_off: np.ndarray,
+    row_off: np.ndarray,
+    a: int,
+    b: int,
+    enc: str,
+    shape: tuple[int, int, int],
+) -> None:
+    """Write one shard: image frames copied from the spool, then the value columns."""
+    import h5py
+
+    image = columns[0]
+    f0, f1 = int(row_off[a]), int(row_off[b])  # frame range of this shard
+    b0, b1 = int(frame_off[f0]), int(frame_off[f1])  # byte range in the spool
+    with h5py.File(path, "w", libver="latest") as h5:
+        h5.attrs["format"] = "scramjet-pack"
+        h5.attrs["version"] = 1
+        if enc == "raw":
+            ds = h5.create_dataset(image.name, shape=(f1 - f0, *shape), dtype=np.uint8)
+            flat_len = (f1 - f0) * int(np.prod(shape))
+        else:
+            ds = h5.create_dataset(image.name, shape=(b1 - b0,), dtype=np.uint8)
+            flat_len = b1 - b0
+            h5.create_dataset(f"{OFFSETS_GROUP}/{image.name}", data=frame_off[f0 : f1 + 1] - b0)
+        _copy_spool(spool, b0, flat_len, ds)
+        if image.sequence:
+            h5.create_dataset(f"{ROWS_GROUP}/{image.name}", data=row_off[a : b + 1] - f0)
+        for j, col in enumerate(columns[1:]):
+            _write_values(h5, col, [r.values[j] for r in rows])
+        h5.flush()
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())
+
+
+def _copy_spool(spool: Any, start: int, length: int, ds: Any) -> None:
+    row_bytes = int(np.prod(ds.shape[1:])) if ds.ndim > 1 else 1
+    spool.seek(start)
+    done = 0
+    while done < length:
+        take = min(_COPY_BLOCK // row_bytes * row_bytes or row_bytes, length - done)
+        buf = np.frombuffer(spool.read(take), dtype=np.uint8)
+        lo, hi = done // row_bytes, (done + take) // row_bytes
+        ds[lo:hi] = buf.reshape((hi - lo, *ds.shape[1:]))
+        done += take
+
+
+def _write_values(h5: Any, col: ColumnSpec, values: list[Any]) -> None:
+    """Write a value column: fixed -> one array; variable/str -> flat values + offsets."""
+    if not col.variable:
+        h5.create_dataset(col.name, data=np.asarray(values, dtype=np.dtype(col.dtype)))
+        return
+    if col.dtype == "str":
+        parts = [np.frombuffer(v.encode("utf-8"), dtype=np.uint8) for v in values]
+        dtype = np.dtype(np.uint8)
+    else:
+        dtype = np.dtype(col.dtype)
+        parts = [np.asarray(v, dtype=dtype) for v in values]
+    lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+    flat = np.concatenate(parts) if parts else np.zeros(0, dtype)
+    # Always a 1-D array plus offsets, even when every row has the same length.
+    h5.create_dataset(col.name, data=flat.astype(dtype, copy=False), shape=(len(flat),))
+    h5.create_dataset(
+        f"{OFFSETS_GROUP}/{col.name}",
+        data=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+    )
+
+
+def _publish(tmp: Path, out: Path, overwrite: bool) -> None:
+    """Move the finished pack into place; an old pack is swapped out, then removed."""
+    old = None
+    if out.exists():
+        if not overwrite:
+            raise FileExistsError(f"{str(out)!r} appeared while packing; nothing was replaced")
+        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:12]}"
+        os.rename(out, old)
+    os.rename(tmp, out)
+    fsync_dir(out.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
