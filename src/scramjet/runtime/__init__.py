@@ -1,0 +1,72 @@
+"""Devices and multi-process runs: where to train, and how processes cooperate.
+
+- :mod:`~scramjet.runtime.devices`: :func:`default_device`, :func:`move_to_device`,
+  GPU selection by free memory (:func:`select_gpus`).
+- :mod:`~scramjet.runtime.distributed`: process group setup from the launcher's
+  environment and collectives that are no-ops in a single process.
+- :mod:`~scramjet.runtime.launch`: :func:`launch` runs a function in N processes.
+- ``scramjet launch`` (:mod:`~scramjet.runtime.cli`) runs a script through torchrun.
+"""
+
+from __future__ import annotations
+
+from scramjet.runtime.devices import (
+    GpuInfo,
+    NoGpuAvailableError,
+    choose_gpus,
+    default_device,
+    move_to_device,
+    query_gpus,
+    select_gpus,
+    set_visible_gpus,
+)
+from scramjet.runtime.distributed import (
+    DistEnv,
+    barrier,
+    broadcast_object,
+    destroy_distributed,
+    eval_sampler,
+    gather,
+    gather_for_metrics,
+    gather_object,
+    get_local_rank,
+    get_rank,
+    get_world_size,
+    init_distributed,
+    is_distributed,
+    is_main_process,
+    read_env,
+    reduce,
+    unpad_gathered,
+)
+from scramjet.runtime.launch import LaunchError, launch
+
+__all__ = [
+    "DistEnv",
+    "GpuInfo",
+    "LaunchError",
+    "NoGpuAvailableError",
+    "barrier",
+    "broadcast_object",
+    "choose_gpus",
+    "default_device",
+    "destroy_distributed",
+    "eval_sampler",
+    "gather",
+    "gather_for_metrics",
+    "gather_object",
+    "get_local_rank",
+    "get_rank",
+    "get_world_size",
+    "init_distributed",
+    "is_distributed",
+    "is_main_process",
+    "launch",
+    "move_to_device",
+    "query_gpus",
+    "read_env",
+    "reduce",
+    "select_gpus",
+    "set_visible_gpus",
+    "unpad_gathered",
+]

@@ -1,0 +1,396 @@
+"""Process-group setup and collective helpers over ``torch.distributed``.
+
+The environment is the one ``torchrun`` (``python -m torch.distributed.run``),
+``scramjet launch`` and ``accelerate launch`` set for every process: ``RANK``,
+``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``.
+Every helper is a cheap no-op in a single process, so the same script runs with or
+without a launcher.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal, TypeVar
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import Dataset, DistributedSampler
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "DistEnv",
+    "TIMEOUT_ENV",
+    "barrier",
+    "broadcast_object",
+    "destroy_distributed",
+    "eval_sampler",
+    "gather",
+    "gather_for_metrics",
+    "gather_object",
+    "get_local_rank",
+    "get_rank",
+    "get_world_size",
+    "init_distributed",
+    "is_distributed",
+    "is_main_process",
+    "read_env",
+    "reduce",
+    "unpad_gathered",
+]
+
+DEFAULT_TIMEOUT_S = 300.0
+TIMEOUT_ENV = "SCRAMJET_DIST_TIMEOUT"
+
+ReduceOp = Literal["mean", "sum", "max", "min"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    """Where this process sits in a (possibly single-process) run.
+
+    Attributes:
+        rank: Global rank, 0 to ``world_size - 1``.
+        world_size: Number of processes in the run.
+        local_rank: Rank among the processes of this node (selects the GPU).
+        local_world_size: Number of processes on this node.
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+
+
+def _env_int(name: str, default: int, env: dict[str, str] | os._Environ[str]) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(
+            f"environment variable {name}={raw!r} is not an integer; it is set by the "
+            "launcher (torchrun / scramjet launch), unset it or fix its value"
+        ) from None
+
+
+def read_env(env: dict[str, str] | None = None) -> DistEnv:
+    """Read rank and world size from launcher environment variables.
+
+    Args:
+        env: Mapping to read instead of ``os.environ`` (for tests).
+
+    Returns:
+        A :class:`DistEnv`; ``DistEnv()`` (rank 0 of 1) when no launcher variables are set.
+
+    Raises:
+        ValueError: A variable is not an int, or the values are inconsistent.
+    """
+    source = os.environ if env is None else env
+    world_size = _env_int("WORLD_SIZE", 1, source)
+    rank = _env_int("RANK", 0, source)
+    local_rank = _env_int("LOCAL_RANK", rank, source)
+    local_world_size = _env_int("LOCAL_WORLD_SIZE", world_size, source)
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(
+            f"RANK={rank} and WORLD_SIZE={world_size} are inconsistent: expected "
+            "WORLD_SIZE >= 1 and 0 <= RANK < WORLD_SIZE; start the script with torchrun or "
+            "`scramjet launch`, or unset both"
+        )
+    if not 0 <= local_rank < max(local_world_size, 1):
+        raise ValueError(f"LOCAL_RANK={local_rank} is outside LOCAL_WORLD_SIZE={local_world_size}")
+    return DistEnv(rank, world_size, local_rank, local_world_size)
+
+
+def _timeout_seconds(timeout: float | timedelta | None) -> float:
+    if isinstance(timeout, timedelta):
+        return timeout.total_seconds()
+    if timeout is not None:
+        seconds = float(timeout)
+    else:
+        raw = os.environ.get(TIMEOUT_ENV, "")
+        try:
+            seconds = float(raw) if raw.strip() else DEFAULT_TIMEOUT_S
+        except ValueError:
+            raise ValueError(
+                f"{TIMEOUT_ENV}={raw!r} is not a number of seconds (e.g. {TIMEOUT_ENV}=600)"
+            ) from None
+    if not seconds > 0:
+        raise ValueError(f"the distributed timeout must be > 0 seconds, got {seconds}")
+    return seconds
+
+
+def init_distributed(
+    backend: str | None = None, timeout: float | timedelta | None = None
+) -> DistEnv:
+    """Create the default process group when the launcher asked for more than one process.
+
+    Does nothing when ``WORLD_SIZE`` is 1 (or unset) or a process group already exists.
+
+    Args:
+        backend: ``"gloo"``, ``"nccl"``, ...; default ``"nccl"`` when CUDA is available,
+            otherwise ``"gloo"``.
+        timeout: Seconds (or a timedelta) a collective may wait for the other ranks before
+            failing, so a dead or stuck rank ends the run with an error instead of a hang.
+            Default: ``$SCRAMJET_DIST_TIMEOUT`` or 300 s.
+
+    Returns:
+        The :class:`DistEnv` of this process.
+
+    Raises:
+        ValueError: Bad environment or timeout values.
+        RuntimeError: ``MASTER_ADDR``/``MASTER_PORT`` are missing in a multi-process run.
+    """
+    env = read_env()
+    seconds = _timeout_seconds(timeout)
+    if env.world_size == 1 or not dist.is_available() or dist.is_initialized():
+        return env
+    missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name)]
+    if missing:
+        raise RuntimeError(
+            f"WORLD_SIZE={env.world_size} but {', '.join(missing)} is not set; start the "
+            "script with `scramjet launch --nproc-per-node N script.py` or torchrun"
+        )
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
+        # Each process drives the GPU of its local rank; NCCL needs it set before init.
+        torch.cuda.set_device(env.local_rank)
+    dist.init_process_group(
+        backend=backend,
+        rank=env.rank,
+        world_size=env.world_size,
+        timeout=timedelta(seconds=seconds),
+    )
+    return env
+
+
+def destroy_distributed() -> None:
+    """Destroy the default process group if one exists (safe to call always)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def is_distributed() -> bool:
+    """True when a process group with more than one process is active."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def get_rank() -> int:
+    """Global rank: from the process group if there is one, else from ``RANK`` (default 0)."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    return read_env().rank
+
+
+def get_world_size() -> int:
+    """Number of processes: from the process group, else from ``WORLD_SIZE`` (default 1)."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    return read_env().world_size
+
+
+def get_local_rank() -> int:
+    """Rank of this process on its node, from ``LOCAL_RANK`` (default 0)."""
+    return read_env().local_rank
+
+
+def is_main_process() -> bool:
+    """True on global rank 0 (and in a single process): the one that writes files."""
+    return get_rank() == 0
+
+
+def barrier() -> None:
+    """Wait until every rank reaches this point (no-op in a single process)."""
+    if is_distributed():
+        dist.barrier()
+
+
+def _comm_device() -> torch.device:
+    # NCCL only moves CUDA tensors; gloo only CPU ones.
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
+    """Combine a tensor over all ranks; every rank receives the result.
+
+    Args:
+        tensor: Same shape on every rank (a Python number is turned into a tensor).
+        op: ``"mean"``, ``"sum"``, ``"max"`` or ``"min"``.
+
+    Returns:
+        A new tensor on the input's device (the input is not modified). In a single
+        process, a copy of the input.
+
+    Raises:
+        ValueError: Unknown ``op``.
+    """
+    ops = {"mean": "sum", "sum": "sum", "max": "max", "min": "min"}
+    if op not in ops:
+        raise ValueError(f"op must be one of {sorted(ops)}, got {op!r}")
+    value = torch.as_tensor(tensor)
+    if not is_distributed():
+        return value.clone()
+    device = value.device
+    work = value.detach().to(_comm_device(), copy=True)
+    if op == "mean" and not work.is_floating_point():
+        work = work.double()
+    dist.all_reduce(work, op=getattr(dist.ReduceOp, ops[op].upper()))
+    if op == "mean":
+        work /= dist.get_world_size()
+    return work.to(device)
+
+
+def gather(tensor: torch.Tensor) -> torch.Tensor:
+    """Concatenate a tensor from all ranks along dim 0, in rank order.
+
+    The first dimension may differ between ranks (e.g. the last batch is smaller);
+    the other dimensions must match. A 0-d tensor counts as one row.
+
+    Args:
+        tensor: This rank's part.
+
+    Returns:
+        The concatenation ``[rank 0 rows, rank 1 rows, ...]`` on every rank, on the
+        input's device. In a single process, the input (as at least 1-d).
+    """
+    value = tensor.detach()
+    if value.dim() == 0:
+        value = value.reshape(1)
+    if not is_distributed():
+        return value
+    device = value.device
+    work = value.to(_comm_device())
+    world = dist.get_world_size()
+    sizes = torch.zeros(world, dtype=torch.long, device=work.device)
+    sizes[dist.get_rank()] = work.shape[0]
+    dist.all_reduce(sizes)  # all_gather of sizes via one small sum
+    longest = int(sizes.max())
+    if work.shape[0] < longest:  # all_gather needs equal shapes: pad, then trim
+        pad = work.new_zeros((longest - work.shape[0], *work.shape[1:]))
+        work = torch.cat([work, pad])
+    parts = [torch.empty_like(work) for _ in range(world)]
+    dist.all_gather(parts, work.contiguous())
+    return torch.cat([p[: int(n)] for p, n in zip(parts, sizes)]).to(device)
+
+
+def gather_object(obj: T) -> list[T]:
+    """Collect one picklable object from every rank, in rank order.
+
+    Args:
+        obj: Any picklable value (a dict of metrics, a list of strings, ...).
+
+    Returns:
+        ``[obj from rank 0, obj from rank 1, ...]`` on every rank; ``[obj]`` in a single
+        process.
+    """
+    if not is_distributed():
+        return [obj]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def broadcast_object(obj: T, src: int = 0) -> T:
+    """Send a picklable object from rank ``src`` to every rank.
+
+    Args:
+        obj: The value on ``src`` (what other ranks pass is ignored).
+        src: Rank whose value wins.
+
+    Returns:
+        ``src``'s object on every rank; ``obj`` itself in a single process.
+    """
+    if not is_distributed():
+        return obj
+    box: list[Any] = [obj]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
+
+
+def unpad_gathered(gathered: Any, num_samples: int, world_size: int | None = None) -> Any:
+    """Put results gathered from a non-shuffling ``DistributedSampler`` back in dataset order.
+
+    With ``shuffle=False, drop_last=False`` the sampler pads the dataset to a multiple of
+    the world size by repeating its first samples, and rank ``r`` sees indices
+    ``r, r + W, r + 2W, ...``. After :func:`gather` the rows are grouped by rank. This
+    interleaves them back and drops the padding: 33 samples on 2 ranks give exactly 33
+    rows, row ``i`` being sample ``i``.
+
+    Args:
+        gathered: A tensor or a sequence with ``W * ceil(num_samples / W)`` rows, grouped
+            by rank (as :func:`gather` / concatenated :func:`gather_object` lists return).
+        num_samples: ``len(dataset)``.
+        world_size: Number of ranks; default the current world size.
+
+    Returns:
+        A tensor (or list) with ``num_samples`` rows in dataset order.
+
+    Raises:
+        ValueError: The number of rows is not what such a sampler produces.
+    """
+    world = get_world_size() if world_size is None else world_size
+    if num_samples < 0 or world < 1:
+        raise ValueError(f"need num_samples >= 0 and world_size >= 1, got {num_samples}, {world}")
+    per_rank = math.ceil(num_samples / world)
+    if len(gathered) != per_rank * world:
+        raise ValueError(
+            f"got {len(gathered)} gathered rows, expected {per_rank * world} "
+            f"({world} ranks x ceil({num_samples}/{world})). Use eval_sampler(dataset) "
+            "(shuffle=False, drop_last=False) and gather every batch of every rank"
+        )
+    if isinstance(gathered, torch.Tensor):
+        rest = gathered.shape[1:]
+        order = gathered.reshape(world, per_rank, *rest).transpose(0, 1)
+        return order.reshape(world * per_rank, *rest)[:num_samples]
+    items = list(gathered)
+    return [items[(i % world) * per_rank + i // world] for i in range(num_samples)]
+
+
+def gather_for_metrics(tensor: torch.Tensor, num_samples: int) -> torch.Tensor:
+    """:func:`gather` then :func:`unpad_gathered`: per-sample outputs in dataset order.
+
+    Args:
+        tensor: This rank's outputs for all its samples, in its sampler's order.
+        num_samples: ``len(dataset)``.
+
+    Returns:
+        ``num_samples`` rows in dataset order (in a single process, the input itself,
+        which must have ``num_samples`` rows).
+    """
+    return unpad_gathered(gather(tensor), num_samples)
+
+
+def eval_sampler(
+    dataset: Dataset[Any] | Sequence[Any],
+    *,
+    num_replicas: int | None = None,
+    rank: int | None = None,
+) -> DistributedSampler[Any]:
+    """A ``DistributedSampler`` for evaluation and prediction: no shuffling, no dropping.
+
+    Pair it with :func:`gather_for_metrics` to get exactly ``len(dataset)`` results in
+    dataset order.
+
+    Args:
+        dataset: The evaluation dataset.
+        num_replicas: World size; default the current one.
+        rank: This rank; default the current one.
+
+    Returns:
+        A sampler that gives rank ``r`` the indices ``r, r + W, ...`` (padded by wrapping).
+    """
+    return DistributedSampler(
+        dataset,  # type: ignore[arg-type]
+        num_replicas=get_world_size() if num_replicas is None else num_replicas,
+        rank=get_rank() if rank is None else rank,
+        shuffle=False,
+        drop_last=False,
+    )

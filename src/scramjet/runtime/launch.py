@@ -1,0 +1,133 @@
+"""Run a Python function in N processes on this machine (for scripts and notebooks).
+
+Built on torch's elastic launcher, the engine behind ``torchrun``: each process gets
+``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` in its
+environment, so :func:`scramjet.runtime.init_distributed` creates the process group.
+The rendezvous listens on a free port picked by the operating system, so two runs on
+one machine never collide on a hard-coded port.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+__all__ = ["LaunchError", "launch"]
+
+
+class LaunchError(RuntimeError):
+    """A process of a :func:`launch` run failed; the whole run was stopped.
+
+    Attributes:
+        rank: Global rank of the first process that failed.
+        message: Its error (``"ValueError: ..."``, or the signal that ended it).
+        traceback: Its Python traceback when it raised, else an empty string.
+        failures: ``{rank: message}`` of every process that failed.
+    """
+
+    def __init__(self, rank: int, message: str, traceback: str, failures: dict[int, str]) -> None:
+        self.rank = rank
+        self.message = message
+        self.traceback = traceback
+        self.failures = failures
+        text = f"rank {rank} failed: {message}"
+        if traceback:
+            text += f"\n--- traceback of rank {rank} ---\n{traceback.rstrip()}"
+        super().__init__(text)
+
+
+def _run_rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    # Runs in each child process. Destroying the group here spares users the
+    # "process group was not destroyed" warning when fn forgot to.
+    from scramjet.runtime.distributed import destroy_distributed
+
+    result = fn(*args)
+    destroy_distributed()
+    return result
+
+
+def launch(
+    fn: Callable[..., Any],
+    nprocs: int = 2,
+    args: Sequence[Any] = (),
+    *,
+    start_method: Literal["spawn", "fork", "forkserver"] = "spawn",
+    max_restarts: int = 0,
+    monitor_interval: float = 0.1,
+) -> Any:
+    """Run ``fn(*args)`` in ``nprocs`` processes and return rank 0's result.
+
+    Call :func:`scramjet.runtime.init_distributed` inside ``fn`` to create the process
+    group (gloo on CPU, NCCL on CUDA). If any process raises or dies, the others are
+    stopped and :class:`LaunchError` names the rank and its error.
+
+    Args:
+        fn: A module-level function (it is pickled by reference with ``spawn``; in a
+            notebook, define it in a module or use ``start_method="fork"`` on Linux).
+        nprocs: Number of processes (>= 1).
+        args: Positional arguments for ``fn``; must be picklable.
+        start_method: How children start: ``"spawn"`` (safe everywhere), ``"fork"``
+            (lets notebook-defined functions run; Linux/macOS only, no CUDA in the parent).
+        max_restarts: How many times the elastic agent restarts the group after a failure.
+        monitor_interval: Seconds between health checks of the children.
+
+    Returns:
+        What ``fn`` returned on rank 0.
+
+    Raises:
+        ValueError: ``nprocs`` < 1.
+        LaunchError: A process failed (after ``max_restarts`` restarts).
+
+    Example:
+        >>> from scramjet.runtime import launch  # doctest: +SKIP
+        >>> launch(train, nprocs=2, args=(config,))  # doctest: +SKIP
+    """
+    if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
+        raise ValueError(f"nprocs must be an int >= 1, got {nprocs!r}")
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    config = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=nprocs,
+        run_id=uuid.uuid4().hex,
+        rdzv_backend="c10d",
+        # Port 0: the OS picks a free port for the rendezvous store (as torchrun --standalone).
+        rdzv_endpoint="localhost:0",
+        max_restarts=max_restarts,
+        monitor_interval=monitor_interval,
+        start_method=start_method,
+    )
+    try:
+        results = elastic_launch(config, _run_rank)(fn, tuple(args))
+    except ChildFailedError as error:
+        raise _launch_error(error) from None
+    return results[0]
+
+
+def _launch_error(error: Any) -> LaunchError:
+    failures: dict[int, str] = {}
+    tracebacks: dict[int, str] = {}
+    for rank, failure in sorted(error.failures.items()):
+        failures[rank], tracebacks[rank] = _describe_failure(failure)
+    rank, _ = error.get_first_failure()
+    return LaunchError(
+        rank, failures.get(rank, "unknown error"), tracebacks.get(rank, ""), failures
+    )
+
+
+def _describe_failure(failure: Any) -> tuple[str, str]:
+    """``(message, traceback)`` of one failed process, from its elastic error record."""
+    # The record is {"message": "ValueError: ...", "extraInfo": {"py_callstack": ...}};
+    # depending on the torch version it is the failure's message or inside its file data.
+    record: Any = failure.message
+    if not isinstance(record, dict):
+        data = failure.error_file_data
+        record = data.get("message") if isinstance(data, dict) else None
+    if isinstance(record, dict):
+        extra = record.get("extraInfo")
+        callstack = extra.get("py_callstack", "") if isinstance(extra, dict) else ""
+        return str(record.get("message", record)), str(callstack)
+    return str(failure.message), ""
