@@ -1,0 +1,339 @@
+"""nebulae's Fuel names (FuelGenerator, Tank, Comburant) over :mod:`scramjet.data`.
+
+- :class:`FuelGenerator` calls :func:`scramjet.data.pack`; ``dst_path`` becomes a pack
+  directory (``manifest.json`` plus ``shard-*.h5``), whatever its suffix.
+- :class:`Tank` is a :class:`scramjet.data.PackedDataset` behind a torch ``DataLoader``,
+  with nebulae's ``next()``, ``MPE`` and ``len()``.
+- :class:`Comburant` is a :class:`scramjet.data.augment.Compose`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import (
+    DataLoader,
+    Dataset,
+    DistributedSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+)
+
+from scramjet.data.augment import (
+    Augmentation,
+    Blur,
+    Brighten,
+    Compose,
+    Contrast,
+    Crop,
+    Flip,
+    Hue,
+    Noise,
+    Resize,
+    Rotate,
+    Sample,
+    Saturate,
+)
+from scramjet.data.reader import PackedDataset
+from scramjet.data.writer import PackReport, pack
+
+__all__ = [
+    "Blur",
+    "Brighten",
+    "Comburant",
+    "Contrast",
+    "Crop",
+    "Flip",
+    "FuelGenerator",
+    "Hue",
+    "Noise",
+    "Resize",
+    "Rotate",
+    "Sample",
+    "Saturate",
+    "Tank",
+]
+
+_SOURCE_KEYS = ("file_dir", "file_list", "dtype", "is_seq")
+_OUTPUT_KEYS = ("height", "width", "channel", "encode", "shards", "keep_exif")
+_EXTRA_KEYS = ("quality", "workers", "on_error", "progress")
+
+
+class FuelGenerator:
+    """Pack raw images and labels listed in a CSV file (nebulae's ``FuelGenerator``).
+
+    Args:
+        file_dir: where the raw data is.
+        file_list: CSV list (header; image path first, then value columns).
+        dtype: dtypes of the value columns (``'int64'``, ``'str'``, ``'vuint8'``...).
+        is_seq: rows are frame sequences.
+        config: a dict with the same keys (and optionally ``height``, ``width``,
+            ``channel``, ``encode``, ``shards``, ``keep_exif``); exclusive with the others.
+
+    Example:
+        >>> fg = FuelGenerator(file_dir="imgs", file_list="imgs/list.csv",
+        ...                    dtype=["int64"])  # doctest: +SKIP
+        >>> fg.generate("train.hdf5", height=224, width=224)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        file_dir: str | Mapping[str, Any] | None = None,
+        file_list: str | None = None,
+        dtype: list[str] | None = None,
+        is_seq: bool = False,
+        *,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        if isinstance(file_dir, Mapping):  # FuelGenerator(config) passed positionally
+            config, file_dir = file_dir, None
+        given = file_dir is not None or file_list is not None or dtype is not None
+        if config is not None and given:
+            raise ValueError("pass either config= or file_dir/file_list/dtype, not both")
+        self.params: dict[str, Any] = {
+            "is_seq": False,
+            "channel": 3,
+            "encode": "jpeg",
+            "shards": 1,
+            "keep_exif": True,
+        }
+        if config is not None:
+            self.modify(config=config)
+        else:
+            self.modify(file_dir=file_dir, file_list=file_list, dtype=dtype, is_seq=is_seq)
+
+    def modify(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        """Change properties (``fg.modify(height=200, width=200)`` or ``config={...}``)."""
+        changes = {**(dict(config) if config else {}), **kwargs}
+        valid = _SOURCE_KEYS + _OUTPUT_KEYS + _EXTRA_KEYS
+        unknown = sorted(set(changes) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown FuelGenerator properties {unknown}; valid: {list(valid)}")
+        self.params.update(changes)
+
+    def generate(
+        self,
+        dst_path: str | os.PathLike[str],
+        height: int | None = None,
+        width: int | None = None,
+        channel: int | None = None,
+        encode: str | None = None,
+        shards: int | None = None,
+        keep_exif: bool | None = None,
+        **kwargs: Any,
+    ) -> PackReport:
+        """Write the pack to ``dst_path`` (a directory; replaced if it exists).
+
+        Arguments left as None take the generator's properties. Extra keyword arguments
+        (``quality``, ``workers``, ``on_error``, ``overwrite``, ``progress``) go to
+        :func:`scramjet.data.pack`.
+        """
+        given = {
+            "height": height,
+            "width": width,
+            "channel": channel,
+            "encode": encode,
+            "shards": shards,
+            "keep_exif": keep_exif,
+        }
+        p = {**self.params, **{k: v for k, v in given.items() if v is not None}}
+        missing = [
+            k for k in ("file_dir", "file_list", "dtype", "height", "width") if p.get(k) is None
+        ]
+        if missing:
+            raise ValueError(f"FuelGenerator.generate needs {missing}; set them or pass them")
+        extra = {k: p[k] for k in _EXTRA_KEYS if k in p}
+        extra.setdefault("overwrite", True)
+        extra.update(kwargs)
+        return pack(
+            p["file_dir"],
+            p["file_list"],
+            dst_path,
+            dtype=p["dtype"],
+            height=int(p["height"]),
+            width=int(p["width"]),
+            channel=int(p["channel"]),
+            encode=str(p["encode"]).lower(),
+            shards=int(p["shards"]),
+            keep_exif=bool(p["keep_exif"]),
+            is_seq=bool(p["is_seq"]),
+            **extra,
+        )
+
+
+class _ColumnView:
+    """``data['label'][idx]``: one column of the pack, indexed by sample."""
+
+    def __init__(self, ds: PackedDataset, name: str) -> None:
+        self._ds, self._name = ds, name
+
+    def __getitem__(self, idx: int) -> Any:
+        return self._ds.read_column(self._name, int(idx))
+
+    def __len__(self) -> int:
+        return len(self._ds)
+
+
+class _Columns(Mapping[str, _ColumnView]):
+    """The mapping handed to ``fetch_fn(data, idx)``: column name -> indexable column."""
+
+    def __init__(self, ds: PackedDataset) -> None:
+        self._ds = ds
+
+    def __getitem__(self, name: str) -> _ColumnView:
+        if name not in self._ds.column_names:
+            raise KeyError(f"no column {name!r} in this pack; columns: {self._ds.column_names}")
+        return _ColumnView(self._ds, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ds.column_names)
+
+    def __len__(self) -> int:
+        return len(self._ds.column_names)
+
+
+class _TankDataset(Dataset):
+    def __init__(
+        self,
+        ds: PackedDataset,
+        specf: Mapping[str, str],
+        fetch_fn: Callable[..., Any] | None,
+        prep_fn: Callable[..., Any] | None,
+    ) -> None:
+        self.ds, self.specf, self.fetch_fn, self.prep_fn = ds, dict(specf), fetch_fn, prep_fn
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, idx: int) -> Any:
+        if self.fetch_fn is not None:
+            item = self.fetch_fn(_Columns(self.ds), idx)
+        else:
+            item = {}
+            for k, v in self.ds.read(idx).items():
+                dtype = self.specf.get(k)
+                item[k] = (
+                    v if dtype in (None, "str") or isinstance(v, str) else np.asarray(v, dtype)
+                )
+        return self.prep_fn(item) if self.prep_fn is not None else item
+
+
+class Tank:
+    """Batches from a pack (nebulae's ``Tank``): ``next()``, ``MPE`` and ``len()``.
+
+    Args:
+        data_path: the pack directory written by :class:`FuelGenerator` or ``pack``.
+        data_specf: ``{column: dtype}``; the columns to read and, without ``fetch_fn``,
+            the dtypes they are cast to.
+        batch_size: samples per batch.
+        shuffle: reshuffle every epoch.
+        in_same_size: drop the last incomplete batch so all batches have the same size.
+        fetch_fn: ``fetch_fn(data, idx) -> item``; ``data[column][idx]`` reads one value.
+        prep_fn: ``prep_fn(item) -> item`` applied after fetching.
+        collate_fn: batches items (default: torch ``default_collate``).
+        num_workers: DataLoader worker processes.
+        seed: seed of the shuffling order (default: a random order per epoch).
+
+    With ``RANK`` and ``WORLD_SIZE`` set (as by ``torchrun``) and ``WORLD_SIZE > 1``, each
+    process reads its own part through a ``DistributedSampler`` whose epoch advances
+    with the Tank's, so the order changes every epoch.
+    """
+
+    def __init__(
+        self,
+        data_path: str | os.PathLike[str],
+        data_specf: Mapping[str, str],
+        batch_size: int,
+        shuffle: bool = True,
+        in_same_size: bool = True,
+        fetch_fn: Callable[..., Any] | None = None,
+        prep_fn: Callable[..., Any] | None = None,
+        collate_fn: Callable[..., Any] | None = None,
+        *,
+        num_workers: int = 0,
+        seed: int | None = None,
+    ) -> None:
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        packed = PackedDataset(data_path, columns=list(data_specf) or None)
+        self.dataset = _TankDataset(packed, data_specf, fetch_fn, prep_fn)
+        self.epoch = 0
+        self._seed = seed
+        self.sampler = self._make_sampler(shuffle, in_same_size)
+        self.loader = DataLoader(
+            self.dataset,
+            batch_size=batch_size,
+            sampler=self.sampler,
+            drop_last=in_same_size,
+            collate_fn=collate_fn,
+            num_workers=num_workers,
+        )
+        self._it: Iterator[Any] | None = None
+
+    def _make_sampler(self, shuffle: bool, drop_last: bool) -> Sampler[int]:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world > 1:
+            rank = int(os.environ.get("RANK", "0"))
+            return DistributedSampler(
+                self.dataset,
+                num_replicas=world,
+                rank=rank,
+                shuffle=shuffle,
+                seed=self._seed or 0,
+                drop_last=drop_last,
+            )
+        if not shuffle:
+            return SequentialSampler(self.dataset)
+        gen = None if self._seed is None else torch.Generator().manual_seed(self._seed)
+        return RandomSampler(self.dataset, generator=gen)
+
+    def _start_epoch(self) -> None:
+        if isinstance(self.sampler, DistributedSampler):
+            self.sampler.set_epoch(self.epoch)
+        self._it = iter(self.loader)
+
+    def next(self) -> Any:
+        """The next batch; a new, reshuffled epoch starts when one ends."""
+        if self._it is None:
+            self._start_epoch()
+        try:
+            return next(self._it)  # type: ignore[arg-type]
+        except StopIteration:
+            self.epoch += 1
+            self._start_epoch()
+            return next(self._it)  # type: ignore[arg-type]
+
+    def __next__(self) -> Any:
+        return self.next()
+
+    def __iter__(self) -> Iterator[Any]:
+        """Yield :attr:`MPE` batches (one epoch's worth)."""
+        for _ in range(self.MPE):
+            yield self.next()
+
+    @property
+    def MPE(self) -> int:
+        """Miles (iterations) per epoch for this process."""
+        return len(self.loader)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+
+class Comburant(Compose):
+    """A container of augmentations applied in order (nebulae's ``Comburant``).
+
+    Example:
+        >>> import numpy as np
+        >>> comburant = Comburant(Flip(), Brighten(0.2), seed=0)
+        >>> comburant(np.zeros((8, 8, 3), np.uint8)).shape
+        (8, 8, 3)
+    """
+
+    def __init__(self, *augmentations: Augmentation, seed: int | None = None) -> None:
+        super().__init__(*augmentations, seed=seed)

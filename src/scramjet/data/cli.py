@@ -1,0 +1,67 @@
+"""``scramjet pack``: pack images listed in a CSV file into a sharded HDF5 pack."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Add the ``scramjet pack`` arguments to ``parser``."""
+    parser.add_argument("file_dir", help="folder the CSV paths are relative to")
+    parser.add_argument("file_list", help="CSV list: header, image path, then value columns")
+    parser.add_argument("dst", help="pack directory to create")
+    parser.add_argument(
+        "--dtype",
+        required=True,
+        help="comma-separated dtypes of the value columns, e.g. 'int64,str,vfloat32'",
+    )
+    parser.add_argument("--height", type=int, required=True, help="output image height")
+    parser.add_argument("--width", type=int, required=True, help="output image width")
+    parser.add_argument("--channel", type=int, default=3, choices=(1, 3), help="3=RGB, 1=gray")
+    parser.add_argument("--encode", default="jpeg", choices=("jpeg", "png", "raw"))
+    parser.add_argument("--quality", type=int, default=95, help="JPEG quality (default 95)")
+    parser.add_argument("--shards", type=int, default=1, help="number of shard files")
+    parser.add_argument("--drop-exif", action="store_true", help="do not keep EXIF data")
+    parser.add_argument("--seq", action="store_true", help="rows are frame sequences")
+    parser.add_argument("--workers", type=int, default=None, help="encoding processes")
+    parser.add_argument("--on-error", default="raise", choices=("raise", "skip"))
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing pack")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``scramjet pack``; returns the process exit status."""
+    from scramjet.data.writer import pack
+
+    dtype = [d.strip() for d in args.dtype.split(",")] if args.dtype.strip() else []
+    try:
+        report = pack(
+            args.file_dir,
+            args.file_list,
+            args.dst,
+            dtype=dtype,
+            height=args.height,
+            width=args.width,
+            channel=args.channel,
+            encode=args.encode,
+            quality=args.quality,
+            shards=args.shards,
+            keep_exif=not args.drop_exif,
+            is_seq=args.seq,
+            workers=args.workers,
+            on_error=args.on_error,
+            overwrite=args.overwrite,
+            progress=not args.no_progress,
+        )
+    except (ValueError, TypeError, OSError) as exc:
+        print(f"scramjet pack: error: {exc}", file=sys.stderr)
+        return 1
+    for row in report.skipped:
+        print(f"skipped CSV line {row.line} ({row.file}): {row.reason}", file=sys.stderr)
+    print(
+        f"packed {report.num_samples} samples into {len(report.shard_sizes)} shards at "
+        f"{report.path} ({report.bytes / 1e6:.1f} MB, {report.seconds:.1f} s, "
+        f"{len(report.skipped)} rows skipped)"
+    )
+    return 0

@@ -1,0 +1,51 @@
+"""Synthetic image folders and CSV lists for the packed-dataset tests (helpers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+
+def smooth_image(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+    """A smooth RGB image (gradients plus mild noise): realistic for JPEG quality checks."""
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    phase = rng.uniform(0, 6.28, size=3)
+    freq = rng.uniform(0.02, 0.08, size=3)
+    chans = [127 + 100 * np.sin(freq[c] * x + phase[c]) * np.cos(freq[c] * y) for c in range(3)]
+    img = np.stack(chans, axis=-1) + rng.normal(0, 2, size=(height, width, 3))
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def write_images(
+    folder: Path,
+    n: int,
+    size: tuple[int, int] = (32, 40),
+    seed: int = 0,
+    fmt: str = "png",
+    prefix: str = "img",
+) -> list[tuple[str, np.ndarray]]:
+    """Write ``n`` images into ``folder``; returns (relative name, pixels) pairs."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i in range(n):
+        arr = smooth_image(rng, *size)
+        name = f"{prefix}_{i}.{fmt}"
+        Image.fromarray(arr).save(folder / name, quality=98) if fmt == "jpg" else Image.fromarray(
+            arr
+        ).save(folder / name)
+        out.append((name, arr))
+    return out
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[str]], sep: str = "\t") -> Path:
+    """Write a CSV list; cells containing the separator or a comma are quoted."""
+
+    def cell(c: str) -> str:
+        return f'"{c}"' if ("," in c or sep in c) else c
+
+    lines = [sep.join(header)] + [sep.join(cell(c) for c in r) for r in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
