@@ -1,0 +1,291 @@
+"""The safe-fallback engine behind :func:`scramjet.accel.accelerate_model`.
+
+One engine per model instance. It keeps the user's backends in priority order, always ending
+in ``PYTORCH`` (eager). On the first call in each mode (train / inference) a non-eager backend
+runs next to eager on the same inputs, RNG state and buffers; outputs and parameter gradients
+must agree within a stated tolerance, then the backend is committed for that mode. Buffers
+and RNG state are restored between the two runs, so BatchNorm statistics move once per step.
+A backend that fails to build, fails the check or raises later is dropped for good with one
+warning, and the same call is redone by the next backend from the restored state.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from scramjet.accel.backends import BuildContext, ForwardFn, get_builder
+
+EAGER = "PYTORCH"
+AUTO = "AUTO"
+
+
+class AccelerationWarning(UserWarning):
+    """Emitted once when a backend is dropped, or when an option cannot apply here."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Agreement required between a backend and eager on its first step.
+
+    A tensor ``c`` matches the eager tensor ``e`` when
+    ``max|c - e| <= atol + rtol * max|e|`` (checked for every floating output and for the
+    gradient of every trainable parameter under a fixed random projection of the outputs).
+
+    Attributes:
+        rtol: relative part, as a fraction of the largest eager magnitude (default 1e-3).
+        atol: absolute part (default 1e-5).
+        low_precision_rtol: ``rtol`` used when an output is fp16/bf16 or autocast is on.
+    """
+
+    rtol: float = 1e-3
+    atol: float = 1e-5
+    low_precision_rtol: float = 5e-2
+
+
+class CheckFailed(RuntimeError):
+    """A backend's first step disagreed with eager beyond the tolerance."""
+
+
+class _Snapshot:
+    """Buffers and RNG state, so a trial or failed run can be undone."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.buffers = [(b, b.detach().clone()) for b in module.buffers()]
+        self.cpu_rng = torch.get_rng_state()
+        self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+
+    def restore(self) -> None:
+        with torch.no_grad():
+            for live, saved in self.buffers:
+                live.copy_(saved)
+        torch.set_rng_state(self.cpu_rng)
+        if self.cuda_rng is not None:
+            torch.cuda.set_rng_state_all(self.cuda_rng)
+
+
+def _float_leaves(out: Any) -> list[torch.Tensor]:
+    leaves, _ = tree_flatten(out)
+    return [t for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+def _mismatch(c: torch.Tensor, e: torch.Tensor, rtol: float, atol: float) -> float | None:
+    """Return the excess error when ``c`` is outside tolerance of ``e``, else None."""
+    if c.shape != e.shape:
+        return float("inf")
+    c64, e64 = c.detach().double(), e.detach().double()
+    bound = atol + rtol * float(e64.abs().max()) if e64.numel() else 0.0
+    err = float((c64 - e64).abs().max()) if e64.numel() else 0.0
+    if err != err or err > bound:  # NaN counts as a mismatch
+        return err
+    return None
+
+
+def _projected_grads(out: Any, params: list[Any], keep_graph: bool) -> list[torch.Tensor | None]:
+    leaves = [t for t in _float_leaves(out) if t.requires_grad]
+    if not leaves or not params:
+        return []
+    gen = torch.Generator(device=leaves[0].device).manual_seed(1234)
+    total = torch.stack(
+        [(t.float() * torch.randn(t.shape, generator=gen, device=t.device)).sum() for t in leaves]
+    ).sum()
+    grads = torch.autograd.grad(total, params, allow_unused=True, retain_graph=keep_graph)
+    return list(grads)
+
+
+def _device_of(module: torch.nn.Module) -> torch.device:
+    for p in module.parameters():
+        return p.device
+    for b in module.buffers():
+        return b.device
+    return torch.device("cpu")
+
+
+def default_backends(device: torch.device) -> list[str]:
+    """The measured per-device default used for ``backends=None`` / ``"AUTO"``.
+
+    CUDA: ``COMPILE`` then eager (Inductor kernels, bf16-friendly). CPU and others: eager
+    only; on a 2-core CPU ``torch.compile`` paid back its compile time only for long runs of
+    some models (figures in docs/bench/accel.md), so it stays an explicit choice there.
+    """
+    if device.type == "cuda":
+        return ["COMPILE", EAGER]
+    return [EAGER]
+
+
+class Engine:
+    """Per-instance backend state machine (see module docstring)."""
+
+    def __init__(
+        self,
+        backends: list[str] | None,
+        options: dict[str, Any] | None = None,
+        tolerance: Tolerance | None = None,
+    ) -> None:
+        self.requested = None if backends is None else [b.upper() for b in backends]
+        for name in self.requested or []:
+            if name != AUTO:
+                get_builder(name)  # raises ValueError listing the valid names
+        self.options = dict(options or {})
+        self.tolerance = tolerance or Tolerance()
+        self.dropped: dict[str, str] = {}
+        self._clear()
+
+    def _clear(self) -> None:
+        self.queue: list[str] | None = None
+        self.fns: dict[str, ForwardFn] = {}
+        self.verified: dict[str, set[tuple[bool, bool]]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Compiled callables do not pickle; they are rebuilt (and re-checked) on first use.
+        return {
+            "requested": self.requested,
+            "options": {k: v for k, v in self.options.items() if k != "raw_module"},
+            "tolerance": self.tolerance,
+            "dropped": self.dropped,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._clear()
+
+    @property
+    def active(self) -> str | None:
+        """The backend the next call will try first (None before the first call)."""
+        return None if self.queue is None else self.queue[0]
+
+    def _resolve(self, module: torch.nn.Module) -> list[str]:
+        names: list[str] = []
+        for name in self.requested or [AUTO]:
+            expanded = default_backends(_device_of(module)) if name == AUTO else [name]
+            names += [n for n in expanded if n not in names and n not in self.dropped]
+        if EAGER not in names:
+            names.append(EAGER)
+        return names
+
+    def reset(self) -> None:
+        """Forget built backends and checks; the next call rebuilds and re-checks."""
+        self._clear()
+
+    def run(
+        self,
+        module: torch.nn.Module,
+        raw: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """Run one forward call through the first working backend."""
+        if self.queue is None:
+            self.queue = self._resolve(module)
+        return self._run_from(list(self.queue), module, raw, args, kwargs)
+
+    def _run_from(
+        self,
+        names: list[str],
+        module: torch.nn.Module,
+        raw: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        name = names[0]
+        if name == EAGER:
+            return raw(*args, **kwargs)
+        snap = _Snapshot(module) if module.training else None
+        try:
+            phase = "build"
+            fn = self.fns.get(name) or self._build(name, module, raw)
+            mode = (module.training, torch.is_grad_enabled())
+            if mode in self.verified.setdefault(name, set()):
+                phase = "run"
+                return fn(*args, **kwargs)
+            phase = "check"
+            out = self._checked(name, fn, module, raw, args, kwargs)
+            self.verified[name].add(mode)
+            return out
+        except Exception as exc:
+            if snap is not None:
+                snap.restore()
+            # Redo the call in the next backend first: if it fails as well, the inputs or the
+            # model are at fault, so the error is the user's and this backend is kept.
+            out = self._run_from(names[1:], module, raw, args, kwargs)
+            self._drop(name, phase, exc)
+            return out
+
+    def _build(self, name: str, module: torch.nn.Module, raw: Callable[..., Any]) -> ForwardFn:
+        ctx = BuildContext(module=module, device=_device_of(module), options=self.options)
+        fn = get_builder(name)(raw, ctx)
+        self.fns[name] = fn
+        return fn
+
+    def _checked(
+        self,
+        name: str,
+        fn: ForwardFn,
+        module: torch.nn.Module,
+        raw: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        params: list[torch.nn.Parameter] = [p for p in module.parameters() if p.requires_grad]
+        want_grads = torch.is_grad_enabled()
+        snap = _Snapshot(module)
+        ref = raw(*args, **kwargs)
+        ref_grads = _projected_grads(ref, params, keep_graph=False) if want_grads else []
+        snap.restore()
+        out = fn(*args, **kwargs)
+        got_grads = _projected_grads(out, params, keep_graph=True) if want_grads else []
+        self._compare(name, ref, out, ref_grads, got_grads, params, module)
+        return out
+
+    def _compare(
+        self,
+        name: str,
+        ref: Any,
+        out: Any,
+        ref_grads: list[torch.Tensor | None],
+        got_grads: list[torch.Tensor | None],
+        params: list[torch.nn.Parameter],
+        module: torch.nn.Module,
+    ) -> None:
+        tol = self.tolerance
+        ref_leaves, got_leaves = _float_leaves(ref), _float_leaves(out)
+        low = self.options.get("autocast") is not None or any(
+            t.dtype in (torch.float16, torch.bfloat16) for t in ref_leaves
+        )
+        rtol = tol.low_precision_rtol if low else tol.rtol
+        if len(ref_leaves) != len(got_leaves):
+            raise CheckFailed(f"{name} returned {len(got_leaves)} tensors, eager {len(ref_leaves)}")
+        for i, (c, e) in enumerate(zip(got_leaves, ref_leaves)):
+            err = _mismatch(c, e, rtol, tol.atol)
+            if err is not None:
+                raise CheckFailed(f"output {i} differs from eager by {err:.3g} (rtol={rtol})")
+        names = {id(p): n for n, p in module.named_parameters()}
+        for p, ge, gc in zip(params, ref_grads, got_grads):
+            if ge is None and gc is None:
+                continue
+            if ge is None or gc is None:
+                raise CheckFailed(f"gradient of {names.get(id(p))!r} is missing in one run")
+            err = _mismatch(gc, ge, rtol, tol.atol)
+            if err is not None:
+                raise CheckFailed(
+                    f"gradient of {names.get(id(p))!r} differs from eager by {err:.3g} "
+                    f"(rtol={rtol})"
+                )
+
+    def _drop(self, name: str, phase: str, exc: BaseException) -> None:
+        if self.queue is not None and name in self.queue:
+            self.queue.remove(name)
+        self.fns.pop(name, None)
+        self.dropped[name] = f"{phase}: {type(exc).__name__}: {exc}"
+        nxt = self.queue[0] if self.queue else EAGER
+        warnings.warn(
+            f"scramjet.accel: backend {name!r} dropped (failed at {phase}: "
+            f"{type(exc).__name__}: {str(exc)[:500]}); continuing with {nxt!r}",
+            AccelerationWarning,
+            stacklevel=4,
+        )

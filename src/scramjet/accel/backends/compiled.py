@@ -1,0 +1,41 @@
+"""COMPILE backend: ``torch.compile`` (TorchDynamo + Inductor).
+
+Dynamo guards on the module's ``training`` flag, parameter dtypes/devices and submodule
+identity, so train/eval switches, ``.to()`` moves and submodule replacement recompile
+instead of running a stale graph. ``fallback_random`` makes dropout draw from the same
+generator as eager, so the first-step check can compare outputs exactly and training stays
+reproducible under ``torch.manual_seed``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from scramjet.accel.backends import BuildContext, ForwardFn
+
+
+def build_compile(forward_fn: ForwardFn, ctx: BuildContext) -> ForwardFn:
+    """Compile ``forward_fn`` with ``torch.compile``.
+
+    Options read from ``ctx.options``: ``compile_mode`` (``None``, ``"default"``,
+    ``"reduce-overhead"``, ``"max-autotune"``), ``cuda_graphs`` (bool; selects
+    ``"reduce-overhead"`` on CUDA, which captures CUDA graphs for static shapes) and
+    ``dynamic`` (passed through).
+
+    Raises:
+        RuntimeError: ``torch.compile`` is unavailable in this torch build.
+    """
+    if not hasattr(torch, "compile"):
+        raise RuntimeError(f"torch {torch.__version__} has no torch.compile; needs torch>=2.0")
+    mode = ctx.options.get("compile_mode")
+    if ctx.options.get("cuda_graphs") and ctx.device.type == "cuda":
+        mode = "reduce-overhead"
+    kwargs: dict[str, Any] = {"dynamic": ctx.options.get("dynamic")}
+    if mode in (None, "default"):
+        # Inductor options and ``mode`` are mutually exclusive in torch.compile.
+        kwargs["options"] = {"fallback_random": True}
+    else:
+        kwargs["mode"] = mode
+    return torch.compile(forward_fn, **kwargs)  # type: ignore[no-any-return]

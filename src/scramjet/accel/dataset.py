@@ -1,0 +1,402 @@
+"""``accelerate_dataset`` / ``CachedDataset``: decode each sample once, serve it from RAM.
+
+The cache lives in a private directory (``/dev/shm`` when available) that every DataLoader
+worker opens: one copy for all workers, with fork or spawn, persistent or not. Samples of any
+structure are stored (tensors, NumPy arrays, scalars, strings, nested containers). The memory
+tier holds at most ``max_memory_size`` bytes; further samples spill to a directory on disk
+(``spill=True``, the default) or are not cached (``spill=False``). ``preloaded_data`` threads
+decode ahead of the loop in every process that reads, from the first epoch on. ``transform``
+runs after the cache, so random augmentations stay random.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import random
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from scramjet.accel._store import CLAIMED, DISK, EMPTY, MEM, SharedStore, decode, encode
+
+T = TypeVar("T")
+_CLAIM_WAIT_S = 30.0
+
+
+class CacheWarning(UserWarning):
+    """The dataset looks unsafe to cache as is (e.g. random augmentations inside it)."""
+
+
+def _same(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and bool(np.array_equal(a, b))
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def probe_deterministic(getitem: Callable[[int], Any], index: int = 0) -> bool:
+    """Call ``getitem(index)`` twice and say whether both results are equal.
+
+    The global RNG states (torch, NumPy, random) are restored afterwards, so the probe does
+    not shift the user's random streams.
+    """
+    states = (torch.get_rng_state(), np.random.get_state(), random.getstate())
+    try:
+        return _same(getitem(index), getitem(index))
+    finally:
+        torch.set_rng_state(states[0])
+        np.random.set_state(states[1])
+        random.setstate(states[2])
+
+
+class _Cache:
+    """Per-dataset cache logic over a :class:`SharedStore` (picklable; attaches on load)."""
+
+    def __init__(
+        self,
+        n: int,
+        preloaded_data: int,
+        max_memory_size: int | None,
+        spill: bool,
+        cache_dir: str | None,
+    ) -> None:
+        _validate(preloaded_data, max_memory_size)
+        self.n, self.preloaded_data, self.budget = n, preloaded_data, max_memory_size
+        self.spill, self.cache_dir = spill, cache_dir
+        self.store = SharedStore.create(n, spill, cache_dir)
+        self._finalizer = weakref.finalize(self, _destroy_if_owner, self.store, os.getpid())
+        atexit.register(self._finalizer)
+        self._init_process_state()
+
+    def _init_process_state(self) -> None:
+        self._started_pid = -1
+        self._pool: ThreadPoolExecutor | None = None
+        self._stop = threading.Event()
+
+    def __getstate__(self) -> dict[str, Any]:
+        keep = ("n", "preloaded_data", "budget", "spill", "cache_dir")
+        state = {k: self.__dict__[k] for k in keep}
+        state["root"], state["spill_dir"] = self.store.root, self.store.spill_dir
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        root, spill_dir = state.pop("root"), state.pop("spill_dir")
+        self.__dict__.update(state)
+        self.store = SharedStore(root, spill_dir, owner=False)
+        if not self.store.exists():  # the creating process is gone: start a fresh cache
+            self.store = SharedStore.create(self.n, self.spill, self.cache_dir)
+            self._finalizer = weakref.finalize(self, _destroy_if_owner, self.store, os.getpid())
+        self._init_process_state()
+
+    def stats(self) -> dict[str, int]:
+        states = self.store.states()
+        mem, disk = self.store.usage()
+        return {
+            "samples": self.n,
+            "in_memory": int((states == MEM).sum()),
+            "on_disk": int((states == DISK).sum()),
+            "memory_bytes": mem,
+            "disk_bytes": disk,
+        }
+
+    def get(self, i: int, load: Callable[[int], Any]) -> Any:
+        self._ensure_prefetch(load)
+        blob = self.store.get(i)
+        if blob is not None:
+            return decode(blob)
+        deadline = time.monotonic() + _CLAIM_WAIT_S
+        while True:
+            if self.store.try_claim(i):
+                return self._load_and_store(i, load)
+            blob = self.store.get(i)
+            if blob is not None:
+                return decode(blob)
+            if self.store.entry(i)[0] not in (CLAIMED,) or time.monotonic() > deadline:
+                return load(i)  # not cacheable (over budget) or a stuck claimer: just load
+            time.sleep(0.0005)
+
+    def _load_and_store(self, i: int, load: Callable[[int], Any]) -> Any:
+        try:
+            sample = load(i)
+        except BaseException:
+            self.store.release(i)
+            raise
+        self.store.put(i, encode(sample), self.budget)
+        return sample
+
+    def get_many(self, indices: list[int], load: Callable[[int], Any]) -> list[Any]:
+        self._ensure_prefetch(load)
+        if self._pool is None or len(indices) < 2:
+            return [self.get(i, load) for i in indices]
+        return list(self._pool.map(lambda i: self.get(i, load), indices))
+
+    def _ensure_prefetch(self, load: Callable[[int], Any]) -> None:
+        if self._started_pid == os.getpid() or self.preloaded_data <= 0:
+            return
+        self._started_pid = os.getpid()
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(self.preloaded_data, thread_name_prefix="scramjet-get")
+        start = random.Random(os.getpid()).randrange(max(self.n, 1))
+        for t in range(self.preloaded_data):
+            threading.Thread(
+                target=self._prefetch_loop,
+                args=(load, start + t * max(self.n // self.preloaded_data, 1)),
+                name="scramjet-prefetch",
+                daemon=True,
+            ).start()
+
+    def _prefetch_loop(self, load: Callable[[int], Any], start: int) -> None:
+        store, n = self.store, self.n
+        for step in range(n):
+            if self._stop.is_set() or not store.exists():
+                return
+            i = (start + step) % n
+            if store.entry(i)[0] != EMPTY or not store.try_claim(i):
+                continue
+            try:
+                self._load_and_store(i, load)
+            except Exception:
+                return  # the loop itself will hit and report the same error
+            if self.budget is not None and not self.spill:
+                mem, _ = store.usage()
+                if mem >= self.budget:
+                    return
+
+    def close(self) -> None:
+        self._stop.set()
+        finalizer = self.__dict__.get("_finalizer")
+        if finalizer is not None:
+            finalizer()
+
+
+def _destroy_if_owner(store: SharedStore, pid: int) -> None:
+    # Forked DataLoader workers inherit this finalizer; only the creating process deletes.
+    if os.getpid() == pid:
+        store.destroy()
+
+
+def _validate(preloaded_data: int, max_memory_size: int | None) -> None:
+    if not isinstance(preloaded_data, int) or preloaded_data < 0:
+        raise ValueError(
+            f"preloaded_data must be an int >= 0 (background decoding threads), got "
+            f"{preloaded_data!r}"
+        )
+    if max_memory_size is not None and (
+        not isinstance(max_memory_size, int) or max_memory_size < 0
+    ):
+        raise ValueError(
+            f"max_memory_size must be a number of bytes >= 0 or None (no limit), got "
+            f"{max_memory_size!r}; e.g. max_memory_size=2 * 1024**3"
+        )
+
+
+def _normalise(index: Any, n: int) -> int | None:
+    if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+        i = int(index)
+        i = i + n if i < 0 else i
+        return i if 0 <= i < n else None
+    return None
+
+
+class _CachingMixin:
+    """Shared by :class:`CachedDataset` and classes made by :func:`accelerate_dataset`."""
+
+    _scramjet_cache: _Cache
+    _scramjet_transform: Callable[[Any], Any] | None
+
+    def _raw_item(self, index: int) -> Any:
+        raise NotImplementedError
+
+    def _setup_cache(self, n: int, settings: dict[str, Any]) -> None:
+        settings = dict(settings)
+        self._scramjet_transform = settings.pop("transform", None)
+        probe = settings.pop("probe", True)
+        if probe and n > 0 and not probe_deterministic(self._raw_item):
+            warnings.warn(
+                f"{type(self).__name__}.__getitem__ returned different values for the same "
+                "index; caching would freeze that randomness (e.g. random augmentations) at "
+                "its first draw. Move random transforms to transform=..., which runs after "
+                "the cache, or pass probe=False if this is intended.",
+                CacheWarning,
+                stacklevel=4,
+            )
+        self._scramjet_cache = _Cache(n, **settings)
+
+    def _cached_item(self, index: Any) -> Any:
+        cache = self._scramjet_cache
+        i = _normalise(index, cache.n)
+        sample = self._raw_item(index) if i is None else cache.get(i, self._raw_item)
+        fn = self._scramjet_transform
+        return sample if fn is None else fn(sample)
+
+    def _cached_items(self, indices: list[Any]) -> list[Any]:
+        cache = self._scramjet_cache
+        norm = [_normalise(i, cache.n) for i in indices]
+        if any(i is None for i in norm):
+            return [self._cached_item(i) for i in indices]
+        samples = cache.get_many([int(i) for i in norm if i is not None], self._raw_item)
+        fn = self._scramjet_transform
+        return samples if fn is None else [fn(s) for s in samples]
+
+    def cache_stats(self) -> dict[str, int]:
+        """Counts and bytes of cached samples: ``samples``, ``in_memory``, ``on_disk``,
+        ``memory_bytes``, ``disk_bytes``."""
+        return self._scramjet_cache.stats()
+
+    def close_cache(self) -> None:
+        """Stop background decoding and (in the creating process) delete the cache files."""
+        self._scramjet_cache.close()
+
+
+class CachedDataset(Dataset, _CachingMixin):
+    """Wrap a map-style dataset with a cache shared by all DataLoader workers.
+
+    Args:
+        dataset: any map-style dataset (``__getitem__`` + ``__len__``).
+        preloaded_data: background threads per reading process that decode samples ahead
+            of the loop (0 = decode only on demand). Batched reads (``__getitems__``) also
+            decode their misses on these threads.
+        max_memory_size: bytes the in-memory tier may hold (``None`` = no limit).
+        transform: applied to every sample after the cache (random augmentations go here).
+        spill: beyond ``max_memory_size``, store samples in a temporary directory on disk
+            (True) or leave them uncached (False).
+        cache_dir: parent directory of the in-memory tier (default ``/dev/shm``).
+        probe: call ``dataset[0]`` twice at construction and warn if the results differ.
+
+    Example:
+        >>> import torch
+        >>> from torch.utils.data import TensorDataset
+        >>> from scramjet.accel import CachedDataset
+        >>> ds = CachedDataset(TensorDataset(torch.arange(4.0)), max_memory_size=1 << 20)
+        >>> ds[2]
+        (tensor(2.),)
+        >>> ds.cache_stats()["in_memory"]
+        1
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        preloaded_data: int = 0,
+        max_memory_size: int | None = None,
+        transform: Callable[[Any], Any] | None = None,
+        *,
+        spill: bool = True,
+        cache_dir: str | None = None,
+        probe: bool = True,
+    ) -> None:
+        if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
+            raise TypeError(
+                f"CachedDataset needs a map-style dataset with __getitem__ and __len__, got "
+                f"{type(dataset).__name__}; iterable datasets cannot be cached by index"
+            )
+        self.dataset = dataset
+        settings = {
+            "preloaded_data": preloaded_data,
+            "max_memory_size": max_memory_size,
+            "spill": spill,
+            "cache_dir": cache_dir,
+            "transform": transform,
+            "probe": probe,
+        }
+        self._setup_cache(len(dataset), settings)
+
+    def _raw_item(self, index: int) -> Any:
+        return self.dataset[index]
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._cached_item(index)
+
+    def __getitems__(self, indices: list[Any]) -> list[Any]:
+        return self._cached_items(indices)
+
+
+def _decorate_dataset(cls: type[T], settings: dict[str, Any]) -> type[T]:
+    if not isinstance(cls, type) or not hasattr(cls, "__getitem__"):
+        raise TypeError(
+            f"@accelerate_dataset decorates map-style Dataset classes, got {cls!r}; "
+            "to wrap an instance use CachedDataset(dataset, ...)"
+        )
+    base_init = cls.__init__
+    base_getitem = cls.__getitem__  # type: ignore[attr-defined, index]
+
+    @functools.wraps(base_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        base_init(self, *args, **kwargs)
+        self._setup_cache(len(self), settings)
+
+    def _raw_item(self: Any, index: int) -> Any:
+        return base_getitem(self, index)
+
+    namespace = {
+        "__init__": __init__,
+        "_raw_item": _raw_item,
+        "__getitem__": _CachingMixin._cached_item,
+        "__getitems__": _CachingMixin._cached_items,
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__,
+    }
+    return type(cls.__name__, (cls, _CachingMixin), namespace)
+
+
+def accelerate_dataset(
+    preloaded_data: int = 0,
+    max_memory_size: int | None = None,
+    transform: Callable[[Any], Any] | None = None,
+    *,
+    spill: bool = True,
+    cache_dir: str | None = None,
+    probe: bool = True,
+) -> Callable[[type[T]], type[T]]:
+    """Class decorator: instances cache their samples like :class:`CachedDataset`.
+
+    Returns a subclass with the same ``__name__``, ``__qualname__`` and ``__module__``, so
+    ``isinstance`` and pickling (spawned DataLoader workers) work; the class itself is not
+    modified. Arguments are those of :class:`CachedDataset`.
+
+    Example:
+        >>> from torch.utils.data import Dataset
+        >>> from scramjet.accel import accelerate_dataset
+        >>> @accelerate_dataset(max_memory_size=1 << 20)
+        ... class Squares(Dataset):
+        ...     def __len__(self):
+        ...         return 5
+        ...     def __getitem__(self, i):
+        ...         return i * i
+        >>> Squares()[3], Squares.__name__
+        (9, 'Squares')
+    """
+    settings = {
+        "preloaded_data": preloaded_data,
+        "max_memory_size": max_memory_size,
+        "spill": spill,
+        "cache_dir": cache_dir,
+        "transform": transform,
+        "probe": probe,
+    }
+    _validate(preloaded_data, max_memory_size)
+    return functools.partial(_decorate_dataset, settings=settings)  # type: ignore[return-value]

@@ -1,0 +1,159 @@
+"""Opt-in speed switches, each a pure function that can be tested and measured on its own.
+
+- :func:`to_channels_last` / :func:`inputs_to_channels_last`: channels-last memory format.
+- :func:`set_tf32` / :func:`tf32`: TF32 matmuls and convolutions on CUDA (Ampere+).
+- :func:`fast_optimizer_kwargs` / :func:`fast_optimizer`: fused (CUDA) or foreach optimizers.
+- :func:`resolve_autocast` / :func:`autocast`: bf16/fp16 autocast.
+- CUDA graphs: ``accelerate_model(..., backends=["COMPILE"], cuda_graphs=True)`` selects
+  ``torch.compile(mode="reduce-overhead")``; see :func:`cuda_graphs_supported`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_map
+
+_AUTOCAST_NAMES = {
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+}
+
+
+def to_channels_last(module: nn.Module) -> nn.Module:
+    """Convert the module's 4-D parameters and buffers to channels-last, in place.
+
+    Args:
+        module: any module; only 4-D tensors (convolution weights) change layout.
+
+    Returns:
+        The same module, for chaining.
+    """
+    return module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+
+
+def inputs_to_channels_last(tree: Any) -> Any:
+    """Return ``tree`` with every 4-D floating tensor in channels-last layout."""
+
+    def convert(t: Any) -> Any:
+        if isinstance(t, torch.Tensor) and t.dim() == 4 and t.is_floating_point():
+            return t.contiguous(memory_format=torch.channels_last)
+        return t
+
+    return tree_map(convert, tree)
+
+
+def set_tf32(enabled: bool = True) -> dict[str, Any]:
+    """Switch TF32 for CUDA matmuls and cuDNN convolutions; return the previous settings.
+
+    TF32 keeps fp32 range with a 10-bit mantissa in tensor-core matmuls (about 1e-3
+    relative error). It has no effect on CPU.
+
+    Args:
+        enabled: ``True`` to allow TF32, ``False`` to forbid it.
+
+    Returns:
+        The previous settings, to pass to :func:`restore_tf32`.
+    """
+    previous = {
+        "matmul": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn": torch.backends.cudnn.allow_tf32,
+    }
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    return previous
+
+
+def restore_tf32(previous: dict[str, Any]) -> None:
+    """Restore settings returned by :func:`set_tf32`."""
+    torch.backends.cuda.matmul.allow_tf32 = previous["matmul"]
+    torch.backends.cudnn.allow_tf32 = previous["cudnn"]
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool = True) -> Iterator[None]:
+    """Context manager form of :func:`set_tf32`."""
+    previous = set_tf32(enabled)
+    try:
+        yield
+    finally:
+        restore_tf32(previous)
+
+
+def fast_optimizer_kwargs(optimizer_cls: type, device: torch.device | str) -> dict[str, bool]:
+    """Keyword arguments that select the fastest implementation ``optimizer_cls`` offers.
+
+    ``fused=True`` on CUDA when the class accepts it (one kernel for all parameters),
+    otherwise ``foreach=True`` (multi-tensor ops) when accepted, else nothing.
+
+    Args:
+        optimizer_cls: e.g. ``torch.optim.AdamW``.
+        device: where the parameters live.
+
+    Returns:
+        A dict to splat into the optimizer's constructor.
+    """
+    params = inspect.signature(optimizer_cls).parameters
+    if torch.device(device).type == "cuda" and "fused" in params:
+        return {"fused": True}
+    if "foreach" in params:
+        return {"foreach": True}
+    return {}
+
+
+def fast_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """Rebuild ``optimizer`` with :func:`fast_optimizer_kwargs`, keeping groups and state.
+
+    Args:
+        optimizer: an optimizer from ``torch.optim``.
+
+    Returns:
+        A new optimizer of the same class over the same parameters and state.
+    """
+    first = next(p for g in optimizer.param_groups for p in g["params"])
+    extra = fast_optimizer_kwargs(type(optimizer), first.device)
+    groups = [dict(g) for g in optimizer.param_groups]
+    for group in groups:
+        group.update(extra)
+        for key in ("fused", "foreach"):
+            if key not in extra:
+                group.pop(key, None)
+    new = type(optimizer)(groups, **extra)  # type: ignore[call-arg, arg-type]
+    new.load_state_dict(optimizer.state_dict())
+    for group in new.param_groups:
+        group.update(extra)
+    return new
+
+
+def resolve_autocast(value: str | torch.dtype | None) -> torch.dtype | None:
+    """Turn ``"bf16"``/``"fp16"``/a dtype/``None`` into an autocast dtype (or None).
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    if value is None or isinstance(value, torch.dtype):
+        return value
+    try:
+        return _AUTOCAST_NAMES[str(value).lower()]
+    except KeyError:
+        raise ValueError(
+            f"autocast={value!r} is not understood; use 'bf16', 'fp16', a torch dtype or None"
+        ) from None
+
+
+def autocast(device_type: str, dtype: str | torch.dtype = "bf16") -> torch.autocast:
+    """An autocast context for ``device_type`` with a readable dtype name."""
+    resolved = resolve_autocast(dtype)
+    return torch.autocast(device_type, dtype=resolved)
+
+
+def cuda_graphs_supported() -> bool:
+    """True when CUDA graphs can be captured here (a CUDA device is present)."""
+    return torch.cuda.is_available()

@@ -1,0 +1,370 @@
+"""``accelerate_model``: the same model, run by the fastest backend that proves correct.
+
+Three ways to use it::
+
+    @accelerate_model(backends=["COMPILE"])          # class decorator -> subclass
+    class Net(nn.Module): ...
+
+    fast = accelerate_model(net, backends=["COMPILE"])  # instance -> AcceleratedModel
+    fast = TrainingLearner(net, ["COMPILE"])              # the same, nebulgym's spelling
+
+The class decorator never touches the user's class: it returns a subclass with the same
+``__name__``, ``__qualname__`` and ``__module__`` that only overrides ``forward`` (so
+``nn.Module.__call__`` still runs hooks) and ``__init__`` (to attach the engine). The
+wrapper keeps ``state_dict`` keys identical to the wrapped module's (no ``module.`` prefix).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_map
+
+from scramjet.accel._engine import Engine, Tolerance
+from scramjet.accel.extras import inputs_to_channels_last, resolve_autocast, to_channels_last
+from scramjet.accel.sparse_backprop import SparseBackpropConfig, apply_sparse_backprop
+
+M = TypeVar("M", bound=nn.Module)
+_ENGINE_ATTR = "_scramjet_engine"
+
+
+def _make_raw(
+    module: nn.Module, call: Callable[..., Any], options: dict[str, Any]
+) -> Callable[..., Any]:
+    """The eager forward every backend must match, with channels_last/autocast applied."""
+    channels_last = bool(options.get("channels_last"))
+    autocast = options.get("autocast")
+
+    def raw(*args: Any, **kwargs: Any) -> Any:
+        if channels_last:
+            args, kwargs = inputs_to_channels_last((args, kwargs))
+        if autocast is None:
+            return call(*args, **kwargs)
+        device_type = next(module.parameters()).device.type
+        with torch.autocast(device_type, dtype=autocast):
+            out = call(*args, **kwargs)
+        # Hand fp32 back so the user's loss is computed in full precision.
+        return tree_map(
+            lambda t: t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t,
+            out,
+        )
+
+    return raw
+
+
+class _RawForward(nn.Module):
+    """Runs the undecorated forward of a decorated model (used by ``ORTModule``)."""
+
+    def __init__(self, model: nn.Module, base_forward: Callable[..., Any]) -> None:
+        super().__init__()
+        self.model = model
+        self._base_forward = base_forward
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._base_forward(self.model, *args, **kwargs)
+
+
+def _options(
+    patch_backprop: bool | SparseBackpropConfig,
+    channels_last: bool,
+    autocast: str | torch.dtype | None,
+    compile_mode: str | None,
+    cuda_graphs: bool,
+) -> dict[str, Any]:
+    return {
+        "patch_backprop": patch_backprop,
+        "channels_last": channels_last,
+        "autocast": resolve_autocast(autocast),
+        "compile_mode": compile_mode,
+        "cuda_graphs": cuda_graphs,
+    }
+
+
+def _prepare(module: nn.Module, options: dict[str, Any]) -> None:
+    """One-time, in-place model changes the options ask for."""
+    patch = options.get("patch_backprop")
+    if patch:
+        cfg = patch if isinstance(patch, SparseBackpropConfig) else SparseBackpropConfig()
+        apply_sparse_backprop(module, cfg)
+    if options.get("channels_last"):
+        to_channels_last(module)
+
+
+def engine_of(model: nn.Module) -> Engine:
+    """Return the acceleration engine of an accelerated model (decorated or wrapped).
+
+    Raises:
+        TypeError: ``model`` was not produced by ``accelerate_model``.
+    """
+    target = model.module if isinstance(model, AcceleratedModel) else model
+    holder = model if isinstance(model, AcceleratedModel) else target
+    engine = holder.__dict__.get(_ENGINE_ATTR)
+    if engine is None:
+        raise TypeError(
+            f"{type(model).__name__} is not accelerated; wrap it with "
+            "scramjet.accel.accelerate_model(model) or decorate its class"
+        )
+    return engine
+
+
+def active_backend(model: nn.Module) -> str | None:
+    """Name of the backend an accelerated model uses now (None before its first call)."""
+    return engine_of(model).active
+
+
+def _strip_module_prefix(
+    module: nn.Module, state_dict: dict[str, Any], prefix: str, local_metadata: Any
+) -> None:
+    inner = prefix + "module."
+    for key in [k for k in state_dict if k.startswith(inner)]:
+        state_dict[prefix + key[len(inner) :]] = state_dict.pop(key)
+
+
+def _add_module_prefix(
+    module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any
+) -> None:
+    inner = prefix + "module."
+    for key in [k for k in state_dict if k.startswith(prefix) and not k.startswith(inner)]:
+        state_dict[inner + key[len(prefix) :]] = state_dict.pop(key)
+
+
+class AcceleratedModel(nn.Module):
+    """Wraps a model instance; ``.module`` gives the original back.
+
+    ``state_dict()`` and ``load_state_dict()`` use the wrapped module's own keys (no
+    ``module.`` prefix), so checkpoints move freely between the wrapped and unwrapped model.
+    Attributes not found on the wrapper are looked up on the wrapped module.
+
+    Args:
+        module: the model to accelerate.
+        backends: backend names in priority order (``None`` = measured default per device).
+        patch_backprop: ``True`` or a :class:`SparseBackpropConfig` for meProp backward.
+        channels_last: convert 4-D weights and inputs to channels-last memory format.
+        autocast: ``"bf16"`` / ``"fp16"`` / a dtype to run forward under autocast.
+        compile_mode: ``torch.compile`` mode for the ``COMPILE`` backend.
+        cuda_graphs: on CUDA, let ``COMPILE`` capture CUDA graphs (static shapes only).
+        tolerance: agreement required on the first-step check.
+
+    Example:
+        >>> import torch
+        >>> from scramjet.accel import AcceleratedModel
+        >>> net = torch.nn.Linear(4, 2)
+        >>> fast = AcceleratedModel(net, backends=["PYTORCH"])
+        >>> fast(torch.zeros(3, 4)).shape
+        torch.Size([3, 2])
+        >>> sorted(fast.state_dict())
+        ['bias', 'weight']
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        backends: Sequence[str] | None = None,
+        *,
+        patch_backprop: bool | SparseBackpropConfig = False,
+        channels_last: bool = False,
+        autocast: str | torch.dtype | None = None,
+        compile_mode: str | None = None,
+        cuda_graphs: bool = False,
+        tolerance: Tolerance | None = None,
+    ) -> None:
+        if not isinstance(module, nn.Module):
+            raise TypeError(
+                f"AcceleratedModel expects a torch.nn.Module, got {type(module).__name__}; "
+                "pass a model instance (or decorate the class with @accelerate_model())"
+            )
+        super().__init__()
+        self.module = module
+        opts = _options(patch_backprop, channels_last, autocast, compile_mode, cuda_graphs)
+        _prepare(module, opts)
+        self.__dict__[_ENGINE_ATTR] = Engine(_as_list(backends), opts, tolerance)
+        self._register_state_dict_hook(_strip_module_prefix)
+        self._register_load_state_dict_pre_hook(_add_module_prefix, with_module=True)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the wrapped module through the active backend."""
+        engine: Engine = self.__dict__[_ENGINE_ATTR]
+        raw = self.__dict__.get("_scramjet_raw")
+        if raw is None:
+            raw = _make_raw(self.module, self.module, engine.options)
+            self.__dict__["_scramjet_raw"] = raw
+        return engine.run(self.module, raw, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name == "module":
+                raise
+            return getattr(self._modules["module"], name)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_scramjet_raw", None)
+        return state
+
+
+def _as_list(backends: Sequence[str] | str | None) -> list[str] | None:
+    if backends is None:
+        return None
+    if isinstance(backends, str):
+        return [backends]
+    if not isinstance(backends, Sequence):
+        raise TypeError(
+            f"backends must be a list of names such as ['COMPILE', 'PYTORCH'], got "
+            f"{type(backends).__name__}"
+        )
+    return list(backends)
+
+
+def _decorate_class(
+    cls: type[M], options: dict[str, Any], backends: list[str] | None, tolerance: Tolerance | None
+) -> type[M]:
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise TypeError(f"@accelerate_model decorates nn.Module subclasses, got {cls!r}")
+    Engine(backends, options, tolerance)  # validate names now, at decoration time
+    base_init = cls.__init__
+    base_forward = cls.forward
+
+    @functools.wraps(base_init)
+    def __init__(self: nn.Module, *args: Any, **kwargs: Any) -> None:
+        base_init(self, *args, **kwargs)
+        _prepare(self, options)
+        opts = dict(options, raw_module=_RawForward(self, base_forward))
+        self.__dict__[_ENGINE_ATTR] = Engine(backends, opts, tolerance)
+
+    @functools.wraps(base_forward)
+    def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        engine: Engine = self.__dict__[_ENGINE_ATTR]
+        raw = self.__dict__.get("_scramjet_raw")
+        if raw is None:
+            call = functools.partial(base_forward, self)
+            raw = _make_raw(self, call, engine.options)
+            self.__dict__["_scramjet_raw"] = raw
+        return engine.run(self, raw, args, kwargs)
+
+    def __getstate__(self: nn.Module) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_scramjet_raw", None)
+        return state
+
+    def __setstate__(self: nn.Module, state: dict[str, Any]) -> None:
+        nn.Module.__setstate__(self, state)
+        engine = self.__dict__.get(_ENGINE_ATTR)
+        if engine is not None:
+            engine.options["raw_module"] = _RawForward(self, base_forward)
+
+    namespace = {
+        "__init__": __init__,
+        "forward": forward,
+        "__getstate__": __getstate__,
+        "__setstate__": __setstate__,
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__,
+        "__scramjet_accelerated__": True,
+    }
+    return type(cls.__name__, (cls,), namespace)  # type: ignore[return-value]
+
+
+def accelerate_model(
+    model: Any = None,
+    *,
+    backends: Sequence[str] | str | None = None,
+    patch_backprop: bool | SparseBackpropConfig = False,
+    channels_last: bool = False,
+    autocast: str | torch.dtype | None = None,
+    compile_mode: str | None = None,
+    cuda_graphs: bool = False,
+    tolerance: Tolerance | None = None,
+) -> Any:
+    """Accelerate a model class (decorator) or a model instance (wrapper).
+
+    Backends are tried in the given order and always end in ``"PYTORCH"`` (eager). Each
+    backend is checked against eager on its first call per mode and dropped with one
+    :class:`AccelerationWarning` if it fails to build, fails the check or fails later.
+
+    Args:
+        model: an ``nn.Module`` subclass (returns a same-named subclass), an instance
+            (returns :class:`AcceleratedModel`), or ``None`` (returns a decorator).
+        backends: names among ``"PYTORCH"``, ``"COMPILE"``, ``"ONNXRUNTIME"``, ``"RAMMER"``
+            and ``"AUTO"``; ``None`` = ``["AUTO"]`` (COMPILE on CUDA, eager on CPU).
+        patch_backprop: opt-in meProp sparse backward for Linear layers (changes training
+            results; see docs/acceleration.md).
+        channels_last: channels-last weights and 4-D inputs (CNNs on CUDA/modern CPUs).
+        autocast: ``"bf16"`` or ``"fp16"`` autocast around forward; outputs come back fp32.
+        compile_mode: ``torch.compile`` mode for ``COMPILE``.
+        cuda_graphs: use CUDA graphs through ``COMPILE`` on CUDA (static shapes only).
+        tolerance: first-step agreement required (default :class:`Tolerance`).
+
+    Returns:
+        The decorated class, an :class:`AcceleratedModel`, or a decorator.
+
+    Raises:
+        ValueError: an unknown backend name (the message lists the valid ones).
+        TypeError: ``model`` is neither a module class nor a module instance.
+
+    Example:
+        >>> import torch
+        >>> from scramjet.accel import accelerate_model
+        >>> @accelerate_model(backends=["PYTORCH"])
+        ... class Net(torch.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.fc = torch.nn.Linear(4, 2)
+        ...     def forward(self, x):
+        ...         return self.fc(x)
+        >>> net = Net()
+        >>> type(net).__name__, sorted(net.state_dict())
+        ('Net', ['fc.bias', 'fc.weight'])
+    """
+    opts = _options(patch_backprop, channels_last, autocast, compile_mode, cuda_graphs)
+    names = _as_list(backends)
+
+    def apply(target: Any) -> Any:
+        if isinstance(target, type):
+            return _decorate_class(target, opts, names, tolerance)
+        if isinstance(target, nn.Module):
+            return AcceleratedModel(
+                target,
+                names,
+                patch_backprop=patch_backprop,
+                channels_last=channels_last,
+                autocast=autocast,
+                compile_mode=compile_mode,
+                cuda_graphs=cuda_graphs,
+                tolerance=tolerance,
+            )
+        raise TypeError(
+            f"accelerate_model expects an nn.Module subclass or instance, got "
+            f"{type(target).__name__}; use @accelerate_model(...) on the class or "
+            "accelerate_model(model) on an instance"
+        )
+
+    return apply if model is None else apply(model)
+
+
+class TrainingLearner(AcceleratedModel):
+    """nebulgym's name for the function form: ``TrainingLearner(model, backends)``.
+
+    Args:
+        model: the model to accelerate.
+        backends: backend names in priority order (``None`` = measured default).
+        **kwargs: the keyword options of :class:`AcceleratedModel`.
+
+    Example:
+        >>> import torch
+        >>> from scramjet.accel import TrainingLearner
+        >>> learner = TrainingLearner(torch.nn.Linear(2, 1), ["PYTORCH"])
+        >>> learner(torch.ones(1, 2)).shape
+        torch.Size([1, 1])
+    """
+
+    def __init__(
+        self, model: nn.Module, backends: Sequence[str] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(model, backends, **kwargs)
