@@ -47,6 +47,7 @@ __all__ = [
     "CorruptCheckpointError",
     "LoadResult",
     "read_checkpoint",
+    "write_checkpoint",
 ]
 
 FORMAT_VERSION = 1
@@ -56,6 +57,7 @@ _INDEX = "index.json"
 _TMP_PREFIX = ".tmp-"
 _NAME_RE = re.compile(r"^ckpt-(\d+)-step(\d+)\.pt$")
 _MAX_LISTED_KEYS = 20
+_PRIMITIVES: tuple[type, ...] = (bool, int, float, complex, str, bytes)
 
 
 class CheckpointError(RuntimeError):
@@ -168,8 +170,13 @@ def _write_json(path: Path, data: Any, *, fsync: bool = True) -> None:
 
 def _to_storable(value: Any, where: str) -> Any:
     """Convert ``value`` into types that ``torch.load(weights_only=True)`` accepts."""
-    if value is None or isinstance(value, bool | int | float | complex | str | bytes):
+    if value is None or type(value) in _PRIMITIVES:
         return value
+    if isinstance(value, np.generic):  # before float: np.float64 subclasses float
+        return value.item()
+    for base in _PRIMITIVES:  # IntEnum, str subclasses, ...: store the plain value
+        if isinstance(value, base):
+            return base(value)
     if isinstance(value, torch.Tensor | torch.dtype | torch.device):
         return value
     if isinstance(value, np.ndarray):
@@ -179,8 +186,6 @@ def _to_storable(value: Any, where: str) -> Any:
                 "convert it to a numeric array or a list first"
             )
         return {_NDARRAY_TAG: torch.from_numpy(np.ascontiguousarray(value))}
-    if isinstance(value, np.generic):
-        return value.item()
     if isinstance(value, Mapping):
         return {k: _to_storable(v, f"{where}[{k!r}]") for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
@@ -458,36 +463,16 @@ class CheckpointManager:
             raise ValueError(f"step must be a non-negative int, got {step!r}")
         if not isinstance(state, Mapping):
             raise TypeError(f"state must be a dict of entries, got {type(state).__qualname__}")
-        clean_metrics = _clean_metrics(metrics)
-        payload_state: dict[str, Any] = {}
-        stateful: list[str] = []
-        for key, value in state.items():
-            if not isinstance(key, str):
-                raise TypeError(f"state keys must be strings, got {key!r}")
-            obj = _unwrap(value)
-            if _is_stateful(obj):
-                payload_state[key] = _to_storable(obj.state_dict(), f"state[{key!r}].state_dict()")
-                stateful.append(key)
-            else:
-                payload_state[key] = _to_storable(value, f"state[{key!r}]")
         existing = self.checkpoints()
         seq = existing[-1].seq + 1 if existing else 1
+        payload = _build_payload(state, seq=seq, step=step, epoch=epoch, metrics=metrics)
         info = CheckpointInfo(
             path=self.directory / f"ckpt-{seq:06d}-step{step}.pt",
             seq=seq,
             step=step,
             epoch=epoch,
-            metrics=clean_metrics,
+            metrics=payload["metrics"],
         )
-        payload = {
-            _MARKER: FORMAT_VERSION,
-            "seq": seq,
-            "step": step,
-            "epoch": epoch,
-            "metrics": clean_metrics,
-            "stateful": stateful,
-            "state": payload_state,
-        }
         _atomic_write(info.path, lambda tmp: torch.save(payload, tmp), fsync=self.fsync)
         self._meta_cache[info.path.name] = info
         self._rotate([*existing, info])
@@ -745,3 +730,58 @@ def read_checkpoint(
             f"{FORMAT_VERSION}); upgrade scramjet",
         )
     return payload
+
+
+def _build_payload(
+    state: Mapping[str, Any],
+    *,
+    seq: int,
+    step: int,
+    epoch: int | None,
+    metrics: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The dict stored in a checkpoint file (objects with ``state_dict`` saved through it)."""
+    if not isinstance(state, Mapping):
+        raise TypeError(f"state must be a dict of entries, got {type(state).__qualname__}")
+    payload_state: dict[str, Any] = {}
+    stateful: list[str] = []
+    for key, value in state.items():
+        if not isinstance(key, str):
+            raise TypeError(f"state keys must be strings, got {key!r}")
+        obj = _unwrap(value)
+        if _is_stateful(obj):
+            payload_state[key] = _to_storable(obj.state_dict(), f"state[{key!r}].state_dict()")
+            stateful.append(key)
+        else:
+            payload_state[key] = _to_storable(value, f"state[{key!r}]")
+    return {
+        _MARKER: FORMAT_VERSION,
+        "seq": seq,
+        "step": step,
+        "epoch": epoch,
+        "metrics": _clean_metrics(metrics),
+        "stateful": stateful,
+        "state": payload_state,
+    }
+
+
+def write_checkpoint(
+    path: str | os.PathLike[str],
+    state: Mapping[str, Any],
+    *,
+    step: int = 0,
+    epoch: int | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    fsync: bool = True,
+) -> Path:
+    """Write one checkpoint file atomically, outside any manager's rotation.
+
+    The file has the same layout as :meth:`CheckpointManager.save` writes, so
+    :meth:`CheckpointManager.load` (with ``which=path``) and :func:`read_checkpoint` read it.
+    A crash during the write leaves any previous file at ``path`` intact.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    payload = _build_payload(state, seq=0, step=step, epoch=epoch, metrics=metrics)
+    _atomic_write(target, lambda tmp: torch.save(payload, tmp), fsync=fsync)
+    return target

@@ -1,0 +1,280 @@
+"""Callback events, the base class, and the dispatcher.
+
+The loop, drawn as the order in which hooks (Trainer methods) and events (callback
+methods) run. A callback event always runs *after* the hook of the same name, so a hook
+can update state that a callback then reads::
+
+    train_dl = create_train_dataloader();  eval_dl = create_eval_dataloader()
+    scheduler = create_scheduler()
+    training_run_start();                  on_training_run_start
+    for epoch in range(num_epochs):
+        train_epoch_start();               on_train_epoch_start
+        for batch in train_dl:
+            on_train_step_start
+            batch_output = calculate_train_batch_loss(batch)
+            on_train_step_end(batch, batch_output)
+            backward_step(batch_output["loss"])
+            if end of an accumulation window:
+                optimizer_step(); scheduler_step(); optimizer_zero_grad()
+                on_optimizer_step_end
+        train_epoch_end();                 on_train_epoch_end
+        evaluation_run_start();            on_evaluation_run_start     (only if eval data)
+        eval_epoch_start();                on_eval_epoch_start
+        for batch in eval_dl:
+            on_eval_step_start
+            batch_output = calculate_eval_batch_loss(batch)
+            on_eval_step_end(batch, batch_output)
+        eval_epoch_end();                  on_eval_epoch_end
+        evaluation_run_end();              on_evaluation_run_end
+        on_training_run_epoch_end
+    training_run_end();                    on_training_run_end
+
+``on_init_end`` runs once at the end of ``Trainer.__init__``; ``on_stop_training_error``
+runs when a callback raises :class:`StopTrainingError` (the run then ends cleanly).
+``Trainer.evaluate`` runs the evaluation part alone.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import inspect
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scramjet.trainer import Trainer
+
+
+class Event(str, enum.Enum):
+    """Every point of the loop where callbacks are called (see the module docstring)."""
+
+    INIT_END = "on_init_end"
+    TRAINING_RUN_START = "on_training_run_start"
+    TRAIN_EPOCH_START = "on_train_epoch_start"
+    TRAIN_STEP_START = "on_train_step_start"
+    TRAIN_STEP_END = "on_train_step_end"
+    OPTIMIZER_STEP_END = "on_optimizer_step_end"
+    TRAIN_EPOCH_END = "on_train_epoch_end"
+    EVALUATION_RUN_START = "on_evaluation_run_start"
+    EVAL_EPOCH_START = "on_eval_epoch_start"
+    EVAL_STEP_START = "on_eval_step_start"
+    EVAL_STEP_END = "on_eval_step_end"
+    EVAL_EPOCH_END = "on_eval_epoch_end"
+    EVALUATION_RUN_END = "on_evaluation_run_end"
+    TRAINING_RUN_EPOCH_END = "on_training_run_epoch_end"
+    TRAINING_RUN_END = "on_training_run_end"
+    STOP_TRAINING_ERROR = "on_stop_training_error"
+
+
+#: Events called once per batch: dispatch skips callbacks that don't override them.
+PER_STEP_EVENTS = frozenset(
+    {
+        Event.TRAIN_STEP_START.value,
+        Event.TRAIN_STEP_END.value,
+        Event.OPTIMIZER_STEP_END.value,
+        Event.EVAL_STEP_START.value,
+        Event.EVAL_STEP_END.value,
+    }
+)
+
+#: Names used in pytorch-accelerated's README, accepted as documented aliases.
+ALIASES: dict[str, str] = {
+    "on_train_run_begin": Event.TRAINING_RUN_START.value,
+    "on_train_epoch_begin": Event.TRAIN_EPOCH_START.value,
+    "on_train_step_begin": Event.TRAIN_STEP_START.value,
+    "on_eval_epoch_begin": Event.EVAL_EPOCH_START.value,
+    "on_eval_step_begin": Event.EVAL_STEP_START.value,
+    "on_train_run_end": Event.TRAINING_RUN_END.value,
+}
+
+
+class StopTrainingError(Exception):
+    """Raise from a callback to end the training run cleanly after the current step.
+
+    The Trainer calls ``on_stop_training_error`` on every callback, then finishes the run
+    (``training_run_end`` and ``on_training_run_end`` still run). The error is kept in
+    ``trainer.stop_reason``.
+    """
+
+
+class CallbackError(RuntimeError):
+    """A callback raised while handling an event; the message names both."""
+
+
+class TrainerCallback:
+    """Base class for callbacks: one no-op method per :class:`Event`.
+
+    Override the events you need. Every method receives the trainer and keyword
+    arguments (``batch`` and ``batch_output`` for the step-end events, ``error`` for
+    ``on_stop_training_error``). Callbacks hold infrastructure (logging, checkpoints,
+    stopping); they should not change the maths of a step — subclass ``Trainer`` for that.
+
+    A method whose name starts with ``on_`` but is not an event (nor a documented alias,
+    nor a custom event declared in ``custom_events``) is rejected when the callback is
+    registered, so a typo never silently disables a callback.
+
+    Example:
+        >>> class CountSteps(TrainerCallback):
+        ...     def __init__(self):
+        ...         self.steps = 0
+        ...     def on_train_step_end(self, trainer, batch, batch_output, **kwargs):
+        ...         self.steps += 1
+        >>> CountSteps().steps
+        0
+    """
+
+    #: Extra event names this callback handles, fired with ``trainer.callback_handler.call_event``.
+    custom_events: tuple[str, ...] = ()
+
+    def on_init_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """End of ``Trainer.__init__``."""
+
+    def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Start of ``train()``, after ``training_run_start``."""
+
+    def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Start of a training epoch, after ``train_epoch_start``."""
+
+    def on_train_step_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Before ``calculate_train_batch_loss``."""
+
+    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """After ``calculate_train_batch_loss``; receives ``batch`` and ``batch_output``."""
+
+    def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """After each optimizer update (optimizer, scheduler, zero_grad)."""
+
+    def on_train_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """End of a training epoch, after ``train_epoch_end``."""
+
+    def on_evaluation_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Start of an evaluation run (in ``train()`` and in ``evaluate()``)."""
+
+    def on_eval_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Start of an evaluation epoch, after ``eval_epoch_start``."""
+
+    def on_eval_step_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Before ``calculate_eval_batch_loss``."""
+
+    def on_eval_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """After ``calculate_eval_batch_loss``; receives ``batch`` and ``batch_output``."""
+
+    def on_eval_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """End of an evaluation epoch, after ``eval_epoch_end``."""
+
+    def on_evaluation_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """End of an evaluation run."""
+
+    def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """End of one epoch of a training run, after training and evaluation."""
+
+    def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """End of ``train()``, after ``training_run_end``."""
+
+    def on_stop_training_error(self, trainer: Trainer, **kwargs: Any) -> None:
+        """A callback raised :class:`StopTrainingError`; receives ``error``."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """State to save in a training checkpoint (default: nothing)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+
+
+EVENT_NAMES: frozenset[str] = frozenset(e.value for e in Event)
+
+
+def _event_methods(callback: TrainerCallback, known: frozenset[str]) -> dict[str, str]:
+    """Map each event the callback overrides to the attribute implementing it.
+
+    Raises ValueError for an ``on_*`` method that matches no known event or alias.
+    """
+    declared = set(getattr(callback, "custom_events", ()))
+    valid = known | declared
+    found: dict[str, str] = {}
+    for attr in dir(type(callback)):
+        if not attr.startswith("on_") or not callable(getattr(callback, attr, None)):
+            continue
+        event = ALIASES.get(attr, attr)
+        if event not in valid:
+            close = difflib.get_close_matches(attr, sorted(valid | set(ALIASES)), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(
+                f"Callback {type(callback).__name__} defines {attr!r}, which is not a Trainer "
+                f"event.{hint} Rename it to an event from scramjet.callbacks.Event, or declare "
+                f"it in `custom_events` if you fire it yourself."
+            )
+        base_impl = getattr(TrainerCallback, event, None)
+        impl = getattr(type(callback), attr)
+        if base_impl is not None and impl is base_impl:
+            continue  # not overridden: skip at dispatch
+        if event in found and found[event] != attr:
+            raise ValueError(
+                f"Callback {type(callback).__name__} defines both {found[event]!r} and {attr!r}, "
+                f"which are the same event; keep one."
+            )
+        found[event] = attr
+    return found
+
+
+class CallbackHandler:
+    """Holds the callbacks of a Trainer and calls them in order for each event.
+
+    For each event it keeps only the callbacks that override it, so a callback that
+    does not care about per-step events adds no per-step cost.
+    """
+
+    def __init__(
+        self, callbacks: Iterable[TrainerCallback] = (), custom_events: Sequence[str] = ()
+    ) -> None:
+        self.callbacks: list[TrainerCallback] = []
+        self._known = EVENT_NAMES | frozenset(custom_events)
+        self._table: dict[str, list[tuple[TrainerCallback, Any]]] = {}
+        for cb in callbacks:
+            self.add_callback(cb)
+
+    def register_event(self, name: str) -> None:
+        """Declare a custom event name that callbacks may implement."""
+        if not name.startswith("on_"):
+            raise ValueError(f"Event names start with 'on_'; received {name!r}.")
+        self._known = self._known | {name}
+
+    def add_callback(self, callback: TrainerCallback | type[TrainerCallback]) -> None:
+        """Register a callback (an instance, or a class with a no-argument constructor)."""
+        if inspect.isclass(callback):
+            callback = callback()
+        if not isinstance(callback, TrainerCallback):
+            raise TypeError(
+                f"Callbacks must be TrainerCallback instances; received {type(callback).__name__}. "
+                f"Subclass scramjet.callbacks.TrainerCallback."
+            )
+        methods = _event_methods(callback, self._known)
+        self.callbacks.append(callback)
+        for event, attr in methods.items():
+            self._table.setdefault(event, []).append((callback, getattr(callback, attr)))
+
+    def get(self, kind: type[TrainerCallback]) -> TrainerCallback | None:
+        """The first registered callback of the given type, or None."""
+        return next((cb for cb in self.callbacks if isinstance(cb, kind)), None)
+
+    def has(self, event: str) -> bool:
+        """Whether any callback handles ``event`` (cheap check for hot loops)."""
+        return event in self._table
+
+    def call_event(self, event: str, trainer: Trainer, **kwargs: Any) -> None:
+        """Call ``event`` on every callback that implements it, in registration order."""
+        entries = self._table.get(event)
+        if not entries:
+            return
+        for callback, method in entries:
+            try:
+                method(trainer, **kwargs)
+            except StopTrainingError:
+                raise
+            except Exception as exc:
+                raise CallbackError(
+                    f"Callback {type(callback).__name__} raised {type(exc).__name__} in "
+                    f"{event}: {exc}"
+                ) from exc

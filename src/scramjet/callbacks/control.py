@@ -1,0 +1,192 @@
+"""Callbacks that control the run: NaN guard, early stopping, limits, step-based evaluation."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from scramjet.callbacks.base import StopTrainingError, TrainerCallback
+
+if TYPE_CHECKING:
+    from scramjet.trainer import Trainer
+
+
+class TrainingNaNError(StopTrainingError):
+    """The training loss became NaN or infinite. Raised from ``train()`` after a clean stop."""
+
+    reraise = True
+
+
+class TerminateOnNaNCallback(TrainerCallback):
+    """Stops training cleanly when the training loss is NaN or infinite.
+
+    The run ends normally (``training_run_end`` and end-of-run callbacks still run, so
+    logs and trackers are closed) and ``train()`` then raises :class:`TrainingNaNError`
+    naming the step; the process is never exited.
+
+    Losses are checked in groups of ``check_every`` steps so the loop needs no device
+    synchronisation per step; the first non-finite loss of a group is reported.
+
+    Args:
+        check_every: how many training steps to check at once.
+        raise_error: raise :class:`TrainingNaNError` from ``train()`` after stopping; with
+            False, training just stops and ``trainer.stop_reason`` holds the error.
+    """
+
+    def __init__(self, check_every: int = 8, raise_error: bool = True) -> None:
+        if check_every < 1:
+            raise ValueError(f"check_every must be ≥ 1; received {check_every}.")
+        self.check_every = check_every
+        self.raise_error = raise_error
+        self._pending: list[torch.Tensor] = []
+
+    def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Start a fresh group of losses."""
+        self._pending = []
+
+    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Collect the loss; check the group when full."""
+        self._pending.append(kwargs["batch_output"]["loss"].detach())
+        if len(self._pending) >= self.check_every:
+            self._check(trainer)
+
+    def on_train_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Check what is left at the end of the epoch."""
+        if self._pending:
+            self._check(trainer)
+
+    def _check(self, trainer: Trainer) -> None:
+        losses, self._pending = torch.stack(self._pending), []
+        finite = torch.isfinite(losses)
+        if bool(finite.all()):
+            return
+        first = int((~finite).nonzero()[0])
+        batch = trainer.state.batches_seen_in_epoch - len(losses) + first + 1
+        err = TrainingNaNError(
+            f"Training stopped: the loss is {float(losses[first])} at batch {batch} of epoch "
+            f"{trainer.run_history.current_epoch} (after {trainer.state.global_step} optimizer "
+            f"steps). Lower the learning rate, clip gradients (gradient_clip_value=...), or "
+            f"check the data for NaN/inf values."
+        )
+        err.reraise = self.raise_error  # type: ignore[misc]
+        raise err
+
+
+def _improved(value: float, best: float | None, greater_is_better: bool, threshold: float) -> bool:
+    if best is None:
+        return True
+    return value > best + threshold if greater_is_better else value < best - threshold
+
+
+class EarlyStoppingCallback(TrainerCallback):
+    """Stops training when a metric has not improved for ``early_stopping_patience`` epochs.
+
+    Args:
+        early_stopping_patience: epochs without improvement before stopping.
+        early_stopping_threshold: minimum change that counts as an improvement.
+        watch_metric: metric name in the run history.
+        greater_is_better: whether larger values are better.
+        reset_on_train: forget the best value at the start of each ``train()``.
+    """
+
+    def __init__(self, early_stopping_patience: int = 1, early_stopping_threshold: float = 0.01,
+                 watch_metric: str = "eval_loss_epoch", greater_is_better: bool = False,
+                 reset_on_train: bool = True) -> None:
+        if early_stopping_patience < 1:
+            raise ValueError(f"early_stopping_patience must be ≥ 1; received {early_stopping_patience}.")
+        self.patience = early_stopping_patience
+        self.threshold = early_stopping_threshold
+        self.watch_metric = watch_metric
+        self.greater_is_better = greater_is_better
+        self.reset_on_train = reset_on_train
+        self.best: float | None = None
+        self.epochs_without_improvement = 0
+
+    def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Reset the counters when asked."""
+        if self.reset_on_train:
+            self.best, self.epochs_without_improvement = None, 0
+
+    def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Compare this epoch's metric with the best so far."""
+        value = float(trainer.run_history.get_latest_metric(self.watch_metric))
+        if _improved(value, self.best, self.greater_is_better, self.threshold):
+            self.best, self.epochs_without_improvement = value, 0
+            return
+        self.epochs_without_improvement += 1
+        if self.epochs_without_improvement >= self.patience:
+            raise StopTrainingError(
+                f"Early stopping: {self.watch_metric} has not improved on {self.best:.6g} for "
+                f"{self.epochs_without_improvement} epoch(s)."
+            )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Best value and the count of epochs without improvement."""
+        return {"best": self.best, "epochs_without_improvement": self.epochs_without_improvement}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the counters."""
+        self.best = state["best"]
+        self.epochs_without_improvement = state["epochs_without_improvement"]
+
+
+class LimitBatchesCallback(TrainerCallback):
+    """Ends every training and evaluation epoch after ``num_batches`` batches (for debugging)."""
+
+    def __init__(self, num_batches: int) -> None:
+        if num_batches < 1:
+            raise ValueError(f"num_batches must be ≥ 1; received {num_batches}.")
+        self.num_batches = num_batches
+        self._count = 0
+
+    def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Reset the counter."""
+        self._count = 0
+
+    on_eval_epoch_start = on_train_epoch_start
+
+    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Count; end the epoch at the limit."""
+        self._count += 1
+        if self._count >= self.num_batches:
+            trainer.end_epoch()
+
+    on_eval_step_end = on_train_step_end
+
+
+class LimitEvalStepsCallback(TrainerCallback):
+    """Ends every evaluation epoch after ``num_eval_steps`` batches."""
+
+    def __init__(self, num_eval_steps: int) -> None:
+        if num_eval_steps < 1:
+            raise ValueError(f"num_eval_steps must be ≥ 1; received {num_eval_steps}.")
+        self.num_eval_steps = num_eval_steps
+        self._count = 0
+
+    def on_eval_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Reset the counter."""
+        self._count = 0
+
+    def on_eval_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Count; end the evaluation epoch at the limit."""
+        self._count += 1
+        if self._count >= self.num_eval_steps:
+            trainer.end_epoch()
+
+
+class StepBasedEvaluationCallback(TrainerCallback):
+    """Evaluates every ``eval_every_n_steps`` optimizer updates (besides each epoch end)."""
+
+    def __init__(self, eval_every_n_steps: int) -> None:
+        if eval_every_n_steps < 1:
+            raise ValueError(f"eval_every_n_steps must be ≥ 1; received {eval_every_n_steps}.")
+        self.eval_every_n_steps = eval_every_n_steps
+        self.evaluations = 0
+
+    def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Run an evaluation at the chosen interval."""
+        if trainer.state.global_step % self.eval_every_n_steps == 0:
+            trainer.run_evaluation()
+            self.evaluations += 1
+

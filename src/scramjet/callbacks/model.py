@@ -1,0 +1,246 @@
+"""Callbacks about the model: device placement, best-model saving, EMA, SyncBN, checkpoints."""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from scramjet.callbacks.base import TrainerCallback
+from scramjet.checkpoint import CheckpointManager
+from scramjet.runtime import distributed as dist
+
+if TYPE_CHECKING:
+    from scramjet.trainer import Trainer
+
+
+class MoveModulesToDeviceCallback(TrainerCallback):
+    """Moves every ``nn.Module`` attribute of the trainer (e.g. a weighted loss) to its device.
+
+    The model itself is placed by the Trainer; this covers the other modules a subclass
+    or the loss function holds.
+    """
+
+    def _move(self, trainer: Trainer) -> None:
+        for name, value in vars(trainer).items():
+            if isinstance(value, nn.Module) and name not in ("model", "_unwrapped_model"):
+                value.to(trainer.device)
+
+    def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Move before training."""
+        self._move(trainer)
+
+    def on_evaluation_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Move before a standalone evaluation too."""
+        self._move(trainer)
+
+
+def _improved(value: float, best: float | None, greater_is_better: bool) -> bool:
+    return best is None or (value > best if greater_is_better else value < best)
+
+
+class SaveBestModelCallback(TrainerCallback):
+    """Saves a checkpoint whenever ``watch_metric`` improves; optionally reloads the best at the end.
+
+    Args:
+        save_path: checkpoint file (written atomically, by the main process).
+        watch_metric: metric name in the run history.
+        greater_is_better: whether larger values are better.
+        reset_on_train: forget the best value at the start of each ``train()``.
+        save_optimizer: include optimizer/scheduler state in the file.
+        load_saved_checkpoint: restore the best weights when training ends.
+    """
+
+    def __init__(self, save_path: str | os.PathLike[str] = "best_model.pt",
+                 watch_metric: str = "eval_loss_epoch", greater_is_better: bool = False,
+                 reset_on_train: bool = True, save_optimizer: bool = True,
+                 load_saved_checkpoint: bool = True) -> None:
+        self.save_path = Path(save_path)
+        self.watch_metric = watch_metric
+        self.greater_is_better = greater_is_better
+        self.reset_on_train = reset_on_train
+        self.save_optimizer = save_optimizer
+        self.load_saved_checkpoint = load_saved_checkpoint
+        self.best: float | None = None
+        self.saved = False
+
+    def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Reset when asked."""
+        if self.reset_on_train:
+            self.best, self.saved = None, False
+
+    def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Save when the watched metric improved."""
+        value = float(trainer.run_history.get_latest_metric(self.watch_metric))
+        if _improved(value, self.best, self.greater_is_better):
+            self.best = value
+            trainer.save_checkpoint(
+                self.save_path,
+                checkpoint_kwargs={self.watch_metric: value},
+                save_optimizer=self.save_optimizer,
+            )
+            self.saved = True
+
+    def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Reload the best weights if asked."""
+        if self.load_saved_checkpoint and self.saved:
+            trainer.load_checkpoint(self.save_path, load_optimizer=False)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The best value seen."""
+        return {"best": self.best, "saved": self.saved}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the best value."""
+        self.best, self.saved = state["best"], state["saved"]
+
+
+class ModelEmaCallback(TrainerCallback):
+    """Keeps an exponential moving average of the weights, updated after every optimizer step.
+
+    ``ema = decay * ema + (1 - decay) * weights`` for parameters (buffers are copied).
+    With ``evaluate_during_training`` evaluation runs with the EMA weights; the trained
+    weights are put back afterwards. ``ema_model`` holds the averaged copy.
+
+    Args:
+        decay: averaging factor per optimizer step.
+        evaluate_during_training: evaluate with the EMA weights.
+        save_path: if given, the EMA weights' state dict is saved there at the end.
+    """
+
+    def __init__(self, decay: float = 0.999, evaluate_during_training: bool = True,
+                 save_path: str | os.PathLike[str] | None = None) -> None:
+        if not 0.0 < decay < 1.0:
+            raise ValueError(f"decay must be in (0, 1); received {decay}.")
+        self.decay = decay
+        self.evaluate_during_training = evaluate_during_training
+        self.save_path = Path(save_path) if save_path is not None else None
+        self.ema_model: nn.Module | None = None
+        self._pending_state: dict[str, Any] | None = None
+        self._backup: dict[str, torch.Tensor] | None = None
+
+    def _ensure(self, trainer: Trainer) -> nn.Module:
+        if self.ema_model is None:
+            self.ema_model = copy.deepcopy(trainer.unwrapped_model).eval()
+            for p in self.ema_model.parameters():
+                p.requires_grad_(False)
+        if self._pending_state is not None:
+            self.ema_model.load_state_dict(self._pending_state)
+            self._pending_state = None
+        return self.ema_model
+
+    def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Create the EMA copy (or keep the restored one)."""
+        self._ensure(trainer).to(trainer.device)
+
+    @torch.no_grad()
+    def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Fold the new weights into the average."""
+        ema = self._ensure(trainer)
+        model_params = [p for p in trainer.unwrapped_model.parameters()]
+        ema_params = [p for p in ema.parameters()]
+        floats = [(e, m) for e, m in zip(ema_params, model_params) if e.is_floating_point()]
+        if floats:
+            torch._foreach_lerp_([e for e, _ in floats], [m.detach() for _, m in floats],
+                                 1.0 - self.decay)
+        for eb, mb in zip(ema.buffers(), trainer.unwrapped_model.buffers()):
+            eb.copy_(mb)
+
+    def on_evaluation_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Swap in the EMA weights for evaluation."""
+        if self.evaluate_during_training and self.ema_model is not None:
+            model = trainer.unwrapped_model
+            self._backup = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            model.load_state_dict(self.ema_model.state_dict())
+
+    def on_evaluation_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Put the trained weights back."""
+        if self._backup is not None:
+            trainer.unwrapped_model.load_state_dict(self._backup)
+            self._backup = None
+
+    def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Save the EMA weights if a path was given."""
+        if self.save_path is not None and self.ema_model is not None and trainer.is_main_process:
+            from scramjet.checkpoint import write_checkpoint
+
+            write_checkpoint(self.save_path, {"model": self.ema_model}, step=trainer.state.global_step)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The EMA weights (empty before the first training run)."""
+        if self.ema_model is None:
+            return {}
+        return {"ema": {k: v.detach().cpu() for k, v in self.ema_model.state_dict().items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore EMA weights (applied when the run starts)."""
+        if "ema" in state:
+            if self.ema_model is not None:
+                self.ema_model.load_state_dict(state["ema"])
+            else:
+                self._pending_state = state["ema"]
+
+
+class ConvertSyncBatchNormCallback(TrainerCallback):
+    """Turns BatchNorm layers into SyncBatchNorm when running on several processes.
+
+    Must run before the model is wrapped for distributed training, so it acts at
+    ``on_init_end``. In a single process the model is left unchanged unless ``always``.
+    """
+
+    def __init__(self, always: bool = False) -> None:
+        self.always = always
+        self.converted = False
+
+    def on_init_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Convert the model's BatchNorm layers (parameters are shared, not copied)."""
+        if self.always or dist.get_world_size() > 1:
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(trainer.unwrapped_model)
+            trainer.model = trainer._unwrapped_model = model
+            self.converted = True
+
+
+class SaveTrainingStateCallback(TrainerCallback):
+    """Saves the full training state for exact resume, every N epochs and/or N steps.
+
+    Checkpoints go through :class:`~scramjet.checkpoint.CheckpointManager` (atomic,
+    keep-k rotation that survives restarts). Resume with
+    ``trainer.train(..., resume_from=directory)``.
+
+    Args:
+        directory: checkpoint directory.
+        every_n_steps: also save every N optimizer updates (mid-epoch).
+        every_n_epochs: save at the end of every N-th epoch (None to disable).
+        keep_last: how many recent checkpoints to keep.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], every_n_steps: int | None = None,
+                 every_n_epochs: int | None = 1, keep_last: int | None = 3) -> None:
+        if every_n_steps is not None and every_n_steps < 1:
+            raise ValueError(f"every_n_steps must be ≥ 1 or None; received {every_n_steps}.")
+        if every_n_epochs is not None and every_n_epochs < 1:
+            raise ValueError(f"every_n_epochs must be ≥ 1 or None; received {every_n_epochs}.")
+        self.directory = Path(directory)
+        self.every_n_steps = every_n_steps
+        self.every_n_epochs = every_n_epochs
+        self.keep_last = keep_last
+        self._manager: CheckpointManager | None = None
+
+    def _save(self, trainer: Trainer) -> None:
+        if self._manager is None and trainer.is_main_process:
+            self._manager = CheckpointManager(self.directory, keep_last=self.keep_last)
+        trainer.save_to_manager(self._manager)
+
+    def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Save every N optimizer steps."""
+        if self.every_n_steps and trainer.state.global_step % self.every_n_steps == 0:
+            self._save(trainer)
+
+    def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Save every N epochs."""
+        if self.every_n_epochs and (trainer.state.epoch + 1) % self.every_n_epochs == 0:
+            self._save(trainer)

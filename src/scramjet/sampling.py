@@ -1,0 +1,128 @@
+"""Samplers whose order is a pure function of (seed, epoch), so a run can resume mid-epoch.
+
+A resumed run rebuilds the epoch's order and *skips indices*, never batches of loaded
+data: resuming costs no forward passes and no decoding of the skipped samples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sized
+
+import torch
+from torch.utils.data import Sampler
+
+
+class EpochSampler(Sampler[int]):
+    """Shuffled (or sequential) order over ``range(n)`` that depends only on seed and epoch.
+
+    With ``num_replicas > 1`` it yields this rank's share, like ``DistributedSampler``:
+    the shuffled order is padded to a multiple of ``num_replicas`` (training needs equal
+    step counts on every rank) and rank ``r`` takes positions ``r, r + W, ...``.
+    """
+
+    def __init__(
+        self,
+        data_source: Sized,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+        drop_last: bool = False,
+    ) -> None:
+        self.n = len(data_source)
+        self.shuffle = shuffle
+        self.seed = int(seed)
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.drop_last = drop_last
+        self.epoch = 0
+        self.start = 0
+        if drop_last and self.n % num_replicas:
+            self.per_rank = self.n // num_replicas
+        else:
+            self.per_rank = math.ceil(self.n / num_replicas)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the order of ``epoch`` (a new permutation every epoch when shuffling)."""
+        self.epoch = epoch
+
+    def set_start(self, start: int) -> None:
+        """Skip the first ``start`` indices of this rank's order (used when resuming)."""
+        self.start = max(0, int(start))
+
+    def _order(self) -> list[int]:
+        if self.shuffle:
+            g = torch.Generator()
+            g.manual_seed(self.seed + self.epoch)
+            order = torch.randperm(self.n, generator=g).tolist()
+        else:
+            order = list(range(self.n))
+        total = self.per_rank * self.num_replicas
+        if total > len(order):  # pad by repeating from the start, as DistributedSampler does
+            order += order[: total - len(order)]
+        else:
+            order = order[:total]
+        return order[self.rank : total : self.num_replicas]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._order()[self.start :])
+
+    def __len__(self) -> int:
+        return max(0, self.per_rank - self.start)
+
+
+class ShardSampler(Sampler[int]):
+    """Rank ``r`` of ``W`` takes indices ``r, r + W, ...`` in order, without padding.
+
+    Used for evaluation and prediction, where padding would count samples twice; the
+    gathered outputs are put back in dataset order with :func:`interleave_shards`.
+    """
+
+    def __init__(self, data_source: Sized, num_replicas: int = 1, rank: int = 0) -> None:
+        self.n = len(data_source)
+        self.num_replicas = num_replicas
+        self.rank = rank
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.rank, self.n, self.num_replicas))
+
+    def __len__(self) -> int:
+        return len(range(self.rank, self.n, self.num_replicas))
+
+
+class SkipSampler(Sampler[int]):
+    """Wraps any sampler and skips its first ``start`` indices (for user-given samplers)."""
+
+    def __init__(self, sampler: Sampler[int]) -> None:
+        self.sampler = sampler
+        self.start = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Forward ``set_epoch`` to the wrapped sampler when it has one."""
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
+
+    def set_start(self, start: int) -> None:
+        """Skip the first ``start`` indices of the next iteration."""
+        self.start = max(0, int(start))
+
+    def __iter__(self) -> Iterator[int]:
+        it = iter(self.sampler)
+        for _ in range(self.start):
+            next(it, None)
+        return it
+
+    def __len__(self) -> int:
+        return max(0, len(self.sampler) - self.start)  # type: ignore[arg-type]
+
+
+def interleave_shards(shards: list[list[object]]) -> list[object]:
+    """Undo :class:`ShardSampler`: ``shards[r]`` holds items ``r, r + W, ...``."""
+    world = len(shards)
+    total = sum(len(s) for s in shards)
+    out: list[object] = [None] * total
+    for rank, items in enumerate(shards):
+        out[rank:total:world] = items
+    return out

@@ -1,0 +1,244 @@
+"""Step-based, stateful learning-rate schedulers and the Trainer's placeholder values.
+
+A scheduler often needs numbers only the Trainer knows (how many optimizer updates an
+epoch has once the data is sharded across processes and accumulated). Pass
+:class:`TrainerPlaceholderValues` (optionally in simple arithmetic) inside a
+``functools.partial``; the Trainer resolves them when it creates the scheduler — by
+evaluating a small expression tree, never by ``eval`` of strings.
+
+Example:
+    >>> from functools import partial
+    >>> import torch
+    >>> fn = CosineWarmupScheduler.create_scheduler_fn(num_warmup_epochs=1)
+    >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    >>> sched = resolve_placeholders(fn, {"num_epochs": 3, "num_update_steps_per_epoch": 10})(opt)
+    >>> sched.total_steps, sched.warmup_steps
+    (30, 10)
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch.optim.lr_scheduler import LRScheduler
+
+
+class _Expr:
+    """A lazy arithmetic expression over placeholder values."""
+
+    def resolve(self, values: Mapping[str, Any]) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _bin(self, other: Any, op: Callable[[Any, Any], Any], reverse: bool = False) -> _Expr:
+        return _BinOp(other, self, op) if reverse else _BinOp(self, other, op)
+
+    def __add__(self, o: Any) -> _Expr:
+        return self._bin(o, operator.add)
+
+    def __radd__(self, o: Any) -> _Expr:
+        return self._bin(o, operator.add, True)
+
+    def __sub__(self, o: Any) -> _Expr:
+        return self._bin(o, operator.sub)
+
+    def __rsub__(self, o: Any) -> _Expr:
+        return self._bin(o, operator.sub, True)
+
+    def __mul__(self, o: Any) -> _Expr:
+        return self._bin(o, operator.mul)
+
+    def __rmul__(self, o: Any) -> _Expr:
+        return self._bin(o, operator.mul, True)
+
+    def __floordiv__(self, o: Any) -> _Expr:
+        return self._bin(o, operator.floordiv)
+
+    def __truediv__(self, o: Any) -> _Expr:
+        return self._bin(o, operator.truediv)
+
+
+class _BinOp(_Expr):
+    def __init__(self, left: Any, right: Any, op: Callable[[Any, Any], Any]) -> None:
+        self.left, self.right, self.op = left, right, op
+
+    def resolve(self, values: Mapping[str, Any]) -> Any:
+        return self.op(_resolve(self.left, values), _resolve(self.right, values))
+
+
+class _Placeholder(_Expr):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def resolve(self, values: Mapping[str, Any]) -> Any:
+        if self.key not in values:
+            raise ValueError(
+                f"Placeholder {self.key!r} has no value here; available: {sorted(values)}."
+            )
+        return values[self.key]
+
+    def __repr__(self) -> str:
+        return f"TrainerPlaceholderValues.{self.key.upper()}"
+
+
+class TrainerPlaceholderValues:
+    """Values the Trainer fills in when it creates the scheduler."""
+
+    NUM_EPOCHS = _Placeholder("num_epochs")
+    NUM_UPDATE_STEPS_PER_EPOCH = _Placeholder("num_update_steps_per_epoch")
+    TOTAL_UPDATE_STEPS = _Placeholder("total_update_steps")
+    PER_PROCESS_BATCH_SIZE = _Placeholder("per_process_batch_size")
+    EVAL_PER_PROCESS_BATCH_SIZE = _Placeholder("eval_per_process_batch_size")
+    GRADIENT_ACCUMULATION_STEPS = _Placeholder("gradient_accumulation_steps")
+    NUM_PROCESSES = _Placeholder("num_processes")
+
+
+def _resolve(value: Any, values: Mapping[str, Any]) -> Any:
+    return value.resolve(values) if isinstance(value, _Expr) else value
+
+
+def resolve_placeholders(fn: Callable[..., Any], values: Mapping[str, Any]) -> Callable[..., Any]:
+    """Replace placeholder values in a ``functools.partial``'s arguments."""
+    if not isinstance(fn, functools.partial):
+        return fn
+    args = tuple(_resolve(a, values) for a in fn.args)
+    kwargs = {k: _resolve(v, values) for k, v in fn.keywords.items()}
+    return functools.partial(resolve_placeholders(fn.func, values), *args, **kwargs)
+
+
+class _StepScheduler(LRScheduler):
+    """Base: a multiplier of the base learning rate, as a pure function of the step."""
+
+    total_steps: int
+
+    def __init__(self, optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int,
+                 warmup_start_factor: float, last_epoch: int = -1) -> None:
+        if total_steps < 1:
+            raise ValueError(f"total_steps must be ≥ 1; received {total_steps}.")
+        if not 0 <= warmup_steps <= total_steps:
+            raise ValueError(
+                f"warmup_steps must be between 0 and total_steps ({total_steps}); "
+                f"received {warmup_steps}."
+            )
+        self.total_steps = int(total_steps)
+        self.warmup_steps = int(warmup_steps)
+        self.warmup_start_factor = float(warmup_start_factor)
+        super().__init__(optimizer, last_epoch)
+
+    def factor(self, step: int) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _warmup(self, step: int) -> float:
+        frac = step / self.warmup_steps
+        return self.warmup_start_factor + (1.0 - self.warmup_start_factor) * frac
+
+    def get_lr(self) -> list[float]:  # type: ignore[override]
+        f = self.factor(min(self.last_epoch, self.total_steps))
+        return [base * f for base in self.base_lrs]
+
+
+class CosineWarmupScheduler(_StepScheduler):
+    """Linear warmup, then cosine decay to ``min_lr_ratio`` × the base learning rate.
+
+    Call ``step()`` once per optimizer update (the Trainer does).
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int = 0,
+                 *, warmup_start_factor: float = 0.0, min_lr_ratio: float = 0.0,
+                 last_epoch: int = -1) -> None:
+        self.min_lr_ratio = float(min_lr_ratio)
+        super().__init__(optimizer, total_steps, warmup_steps, warmup_start_factor, last_epoch)
+
+    def factor(self, step: int) -> float:
+        """LR multiplier at ``step``."""
+        if step < self.warmup_steps:
+            return self._warmup(step)
+        span = max(1, self.total_steps - self.warmup_steps)
+        progress = (step - self.warmup_steps) / span
+        cos = 0.5 * (1.0 + math.cos(math.pi * progress))
+        return self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cos
+
+    @classmethod
+    def create_scheduler_fn(cls, *, num_warmup_epochs: float = 0, warmup_start_factor: float = 0.0,
+                            min_lr_ratio: float = 0.0) -> functools.partial[Any]:
+        """A ``create_scheduler_fn`` for ``Trainer.train`` with epochs counted by the Trainer."""
+        steps = TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH
+        return functools.partial(
+            cls,
+            total_steps=TrainerPlaceholderValues.TOTAL_UPDATE_STEPS,
+            warmup_steps=_Ceil(steps * num_warmup_epochs),
+            warmup_start_factor=warmup_start_factor,
+            min_lr_ratio=min_lr_ratio,
+        )
+
+
+class WSDScheduler(_StepScheduler):
+    """Warmup–stable–decay: linear warmup, a constant plateau, then a final decay.
+
+    ``decay_fraction`` of the total steps is spent decaying to ``min_lr_ratio`` with the
+    chosen shape (``"linear"``, ``"cosine"`` or ``"sqrt"``).
+    """
+
+    SHAPES = ("linear", "cosine", "sqrt")
+
+    def __init__(self, optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int = 0,
+                 *, decay_fraction: float = 0.2, decay_shape: str = "linear",
+                 warmup_start_factor: float = 0.0, min_lr_ratio: float = 0.0,
+                 last_epoch: int = -1) -> None:
+        if decay_shape not in self.SHAPES:
+            raise ValueError(f"decay_shape must be one of {self.SHAPES}; received {decay_shape!r}.")
+        if not 0.0 <= decay_fraction <= 1.0:
+            raise ValueError(f"decay_fraction must be in [0, 1]; received {decay_fraction}.")
+        self.decay_steps = int(round(total_steps * decay_fraction))
+        self.decay_shape = decay_shape
+        self.min_lr_ratio = float(min_lr_ratio)
+        super().__init__(optimizer, total_steps, warmup_steps, warmup_start_factor, last_epoch)
+        if self.warmup_steps + self.decay_steps > self.total_steps:
+            raise ValueError(
+                f"warmup_steps ({self.warmup_steps}) + decay steps ({self.decay_steps}) exceed "
+                f"total_steps ({self.total_steps}); lower one of them."
+            )
+
+    def factor(self, step: int) -> float:
+        """LR multiplier at ``step``."""
+        if step < self.warmup_steps:
+            return self._warmup(step)
+        decay_start = self.total_steps - self.decay_steps
+        if step < decay_start or self.decay_steps == 0:
+            return 1.0
+        p = (step - decay_start) / self.decay_steps
+        if self.decay_shape == "linear":
+            left = 1.0 - p
+        elif self.decay_shape == "cosine":
+            left = 0.5 * (1.0 + math.cos(math.pi * p))
+        else:
+            left = 1.0 - math.sqrt(p)
+        return self.min_lr_ratio + (1.0 - self.min_lr_ratio) * left
+
+    @classmethod
+    def create_scheduler_fn(cls, *, num_warmup_epochs: float = 0, decay_fraction: float = 0.2,
+                            decay_shape: str = "linear", warmup_start_factor: float = 0.0,
+                            min_lr_ratio: float = 0.0) -> functools.partial[Any]:
+        """A ``create_scheduler_fn`` for ``Trainer.train``."""
+        steps = TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH
+        return functools.partial(
+            cls,
+            total_steps=TrainerPlaceholderValues.TOTAL_UPDATE_STEPS,
+            warmup_steps=_Ceil(steps * num_warmup_epochs),
+            decay_fraction=decay_fraction,
+            decay_shape=decay_shape,
+            warmup_start_factor=warmup_start_factor,
+            min_lr_ratio=min_lr_ratio,
+        )
+
+
+class _Ceil(_Expr):
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def resolve(self, values: Mapping[str, Any]) -> int:
+        return int(math.ceil(_resolve(self.inner, values)))

@@ -1,0 +1,718 @@
+"""The Trainer: scramjet's one training loop, written as named, overridable hooks.
+
+Read :meth:`Trainer.train` top to bottom: every step of the loop is a public method that
+does one thing. Subclass and override a hook to change *how* a step is computed; add a
+callback (see :mod:`scramjet.callbacks`) for infrastructure such as logging, progress,
+checkpoints and stopping.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, IterableDataset, Sampler
+
+from scramjet.callbacks.base import CallbackHandler, Event, StopTrainingError, TrainerCallback
+from scramjet.runtime import distributed as dist
+from scramjet.runtime.devices import default_device, move_to_device
+from scramjet.runtime.precision import autocast_context, make_grad_scaler, resolve_precision
+from scramjet.sampling import EpochSampler, ShardSampler, SkipSampler
+from scramjet.schedulers import resolve_placeholders
+from scramjet.seeding import seed_everything
+from scramjet.state import RunConfig, RunHistory, TrainState
+from scramjet.trainer_checks import check_batch_size, check_dataset, check_loss, check_optimizer
+from scramjet.trainer_state import TrainingStateMixin
+
+
+def _default_callbacks() -> tuple[TrainerCallback, ...]:
+    from scramjet.callbacks import DEFAULT_CALLBACKS
+
+    return tuple(cb() if isinstance(cb, type) else cb for cb in DEFAULT_CALLBACKS)
+
+
+class Trainer(TrainingStateMixin):
+    """Trains, evaluates and predicts with a PyTorch model.
+
+    Args:
+        model: the ``nn.Module`` to train.
+        loss_func: called as ``loss_func(model_outputs, targets)``; returns a scalar tensor.
+        optimizer: a ``torch.optim.Optimizer`` over the model's parameters.
+        callbacks: callback instances (or classes); defaults to ``DEFAULT_CALLBACKS``
+            (metric logging, progress bar, NaN guard, moving modules to the device).
+        run_history: where metrics are recorded; a new :class:`RunHistory` by default.
+        precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (autocast via ``torch.amp``; fp16
+            uses a GradScaler). ``None`` reads ``ACCELERATE_MIXED_PRECISION`` (set by
+            ``accelerate launch``), else full precision.
+        seed: if given, seeds Python, NumPy and torch now and makes shuffling and
+            DataLoader workers reproducible. Nothing is seeded otherwise.
+        device: a device to use instead of the automatic CUDA → MPS → CPU choice.
+
+    Example:
+        >>> import torch
+        >>> from torch.utils.data import TensorDataset
+        >>> model = torch.nn.Linear(4, 2)
+        >>> trainer = Trainer(model, torch.nn.CrossEntropyLoss(),
+        ...                   torch.optim.SGD(model.parameters(), lr=0.1), callbacks=(), seed=0)
+        >>> data = TensorDataset(torch.randn(32, 4), torch.randint(0, 2, (32,)))
+        >>> trainer.train(data, num_epochs=2, per_device_batch_size=8)
+        >>> len(trainer.run_history.get_metric_values("train_loss_epoch"))
+        2
+    """
+
+    #: Extra callback event names a subclass fires with ``self.callback_handler.call_event``.
+    custom_events: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        model: nn.Module,
+        loss_func: Callable[..., torch.Tensor] | None,
+        optimizer: torch.optim.Optimizer,
+        callbacks: Iterable[TrainerCallback | type[TrainerCallback]] | None = None,
+        run_history: RunHistory | None = None,
+        *,
+        precision: str | None = None,
+        seed: int | None = None,
+        device: str | torch.device | None = None,
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(
+                f"model must be a torch.nn.Module; received {type(model).__name__}. "
+                f"Wrap your network in an nn.Module subclass."
+            )
+        check_optimizer(optimizer, model)
+        self.model = model
+        self.loss_func = loss_func
+        self.optimizer = optimizer
+        self.precision = resolve_precision(precision)
+        self.seed = seed
+        if seed is not None:
+            seed_everything(seed)
+        dist.init_distributed()
+        self.device = torch.device(device) if device is not None else default_device()
+        self.run_history = run_history if run_history is not None else RunHistory()
+        self.state = TrainState()
+        self.scheduler: Any = None
+        self.scaler = make_grad_scaler(self.precision, self.device.type)
+        self.run_config: RunConfig | None = None
+        self.stop_reason: StopTrainingError | None = None
+        self._end_epoch_requested = False
+        self.train_dataset: Any = None
+        self.eval_dataset: Any = None
+        self.collate_fn: Callable[..., Any] | None = None
+        self._unwrapped_model = model
+        self._sampler_seed: int | None = None
+        callbacks = _default_callbacks() if callbacks is None else callbacks
+        self.callback_handler = CallbackHandler(callbacks, custom_events=self.custom_events)
+        self.callback_handler.call_event(Event.INIT_END, self)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def callbacks(self) -> list[TrainerCallback]:
+        """The registered callbacks, in call order."""
+        return self.callback_handler.callbacks
+
+    @property
+    def unwrapped_model(self) -> nn.Module:
+        """The user's model, without the DistributedDataParallel wrapper."""
+        return self._unwrapped_model
+
+    @property
+    def is_main_process(self) -> bool:
+        """True on the process that should log and write files (rank 0)."""
+        return dist.is_main_process()
+
+    @property
+    def num_processes(self) -> int:
+        """Number of processes taking part in the run."""
+        return dist.get_world_size()
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` on the main process only."""
+        if self.is_main_process:
+            print(*args, **kwargs)
+
+    def add_callback(self, callback: TrainerCallback | type[TrainerCallback]) -> None:
+        """Register another callback after construction."""
+        self.callback_handler.add_callback(callback)
+
+    # ------------------------------------------------------------------ setup hooks
+    def get_default_train_dl_kwargs(self, batch_size: int) -> dict[str, Any]:
+        """DataLoader settings used unless ``train_dataloader_kwargs`` overrides them."""
+        return {
+            "shuffle": True,
+            "pin_memory": self.device.type == "cuda",
+            "batch_size": batch_size,
+            "num_workers": 0,
+            "drop_last": False,
+        }
+
+    def get_default_eval_dl_kwargs(self, batch_size: int) -> dict[str, Any]:
+        """DataLoader settings used unless ``eval_dataloader_kwargs`` overrides them."""
+        return {
+            "shuffle": False,
+            "pin_memory": self.device.type == "cuda",
+            "batch_size": batch_size,
+            "num_workers": 0,
+        }
+
+    def create_train_dataloader(
+        self, batch_size: int, train_dl_kwargs: Mapping[str, Any] | None = None
+    ) -> Iterable[Any]:
+        """Build the training DataLoader.
+
+        The sampler's order depends only on the run's seed and the epoch, which is what
+        lets a run resume mid-epoch without replaying data; across processes each rank
+        gets its own share (like ``DistributedSampler``), reshuffled every epoch.
+        """
+        kwargs = {**self.get_default_train_dl_kwargs(batch_size), **(train_dl_kwargs or {})}
+        shuffle = kwargs.pop("shuffle")
+        if isinstance(self.train_dataset, IterableDataset):
+            return DataLoader(self.train_dataset, collate_fn=self.collate_fn, **kwargs)
+        sampler: Sampler[int] | None = kwargs.pop("sampler", None)
+        if sampler is None:
+            sampler = EpochSampler(
+                self.train_dataset,
+                shuffle=shuffle,
+                seed=self._ensure_sampler_seed(),
+                num_replicas=dist.get_world_size(),
+                rank=dist.get_rank(),
+                drop_last=bool(kwargs.get("drop_last")),
+            )
+        elif not isinstance(sampler, EpochSampler | SkipSampler):
+            sampler = SkipSampler(sampler)
+        generator = torch.Generator()
+        generator.manual_seed(self._ensure_sampler_seed() + dist.get_rank())
+        return DataLoader(
+            self.train_dataset, sampler=sampler, generator=generator,
+            collate_fn=self.collate_fn, **kwargs,
+        )
+
+    def create_eval_dataloader(
+        self, batch_size: int, eval_dl_kwargs: Mapping[str, Any] | None = None
+    ) -> Iterable[Any]:
+        """Build the evaluation DataLoader: each rank takes ``r, r + W, ...``, no padding."""
+        kwargs = {**self.get_default_eval_dl_kwargs(batch_size), **(eval_dl_kwargs or {})}
+        kwargs.pop("shuffle", None)
+        if isinstance(self.eval_dataset, IterableDataset):
+            return DataLoader(self.eval_dataset, collate_fn=self.collate_fn, **kwargs)
+        sampler = kwargs.pop("sampler", None) or ShardSampler(
+            self.eval_dataset, dist.get_world_size(), dist.get_rank()
+        )
+        return DataLoader(self.eval_dataset, sampler=sampler, collate_fn=self.collate_fn, **kwargs)
+
+    def create_scheduler(self) -> Any:
+        """Build the scheduler from ``create_scheduler_fn`` with placeholders resolved."""
+        assert self.run_config is not None
+        rc = self.run_config
+        values = {
+            "num_epochs": rc.num_epochs,
+            "num_update_steps_per_epoch": rc.num_update_steps_per_epoch,
+            "total_update_steps": rc.total_update_steps,
+            "per_process_batch_size": rc.train_per_device_batch_size,
+            "eval_per_process_batch_size": rc.eval_per_device_batch_size,
+            "gradient_accumulation_steps": rc.gradient_accumulation_steps,
+            "num_processes": rc.num_processes,
+        }
+        return resolve_placeholders(self._create_scheduler_fn, values)(self.optimizer)
+
+    # ------------------------------------------------------------------ run hooks
+    def training_run_start(self) -> None:
+        """Start of ``train()``: hook for subclasses (the default does nothing)."""
+
+    def training_run_end(self) -> None:
+        """End of ``train()``: hook for subclasses (the default does nothing)."""
+
+    def evaluation_run_start(self) -> None:
+        """Start of an evaluation run: hook for subclasses (the default does nothing)."""
+
+    def evaluation_run_end(self) -> None:
+        """End of an evaluation run: hook for subclasses (the default does nothing)."""
+
+    def train_epoch_start(self) -> None:
+        """Put the model in training mode and reset the epoch's loss tracking."""
+        self.model.train()
+        self._train_losses: tuple[list[torch.Tensor], list[int]] = ([], [])
+
+    def calculate_train_batch_loss(self, batch: Any) -> dict[str, Any]:
+        """Forward pass and loss for one batch ``(inputs, targets)``.
+
+        Returns:
+            ``{"loss": scalar tensor (mean over the batch), "model_outputs": ...,
+            "batch_size": int}``.
+        """
+        xb, yb = batch[0], batch[1]
+        model_outputs = self.model(xb)
+        loss = self.loss_func(model_outputs, yb)  # type: ignore[misc]
+        return {"loss": loss, "model_outputs": model_outputs, "batch_size": yb.size(0)}
+
+    def backward_step(self, loss: torch.Tensor) -> None:
+        """Backpropagate ``loss``, scaled for accumulation and (fp16) loss scaling.
+
+        With gradient accumulation each micro-batch's mean loss is divided by the number
+        of micro-batches in its window — the last window of an epoch may be shorter — so
+        an update averages its window's batches rather than summing them.
+        """
+        if self._loss_divisor != 1:
+            loss = loss / self._loss_divisor
+        if self.scaler is not None:
+            loss = self.scaler.scale(loss)
+        loss.backward()
+
+    def clip_gradients(self) -> None:
+        """Clip gradients once per optimizer update (value and/or norm), after unscaling."""
+        rc = self.run_config
+        assert rc is not None
+        if rc.gradient_clip_value is None and rc.gradient_clip_norm is None:
+            return
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        if rc.gradient_clip_value is not None:
+            nn.utils.clip_grad_value_(params, rc.gradient_clip_value)
+        if rc.gradient_clip_norm is not None:
+            nn.utils.clip_grad_norm_(params, rc.gradient_clip_norm)
+
+    def optimizer_step(self) -> None:
+        """Apply the accumulated gradients."""
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+
+    def scheduler_step(self) -> None:
+        """Advance the scheduler once per optimizer update (if there is one)."""
+        if self.scheduler is not None:
+            self.scheduler.step()
+
+    def optimizer_zero_grad(self) -> None:
+        """Reset gradients after an update."""
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def train_epoch_end(self) -> None:
+        """Record ``train_loss_epoch``: the mean loss per sample, over all processes."""
+        self.run_history.update_metric("train_loss_epoch", self._epoch_mean_loss(self._train_losses))
+
+    def eval_epoch_start(self) -> None:
+        """Put the model in evaluation mode and reset the epoch's loss tracking."""
+        self.model.eval()
+        self._eval_losses: tuple[list[torch.Tensor], list[int]] = ([], [])
+
+    def calculate_eval_batch_loss(self, batch: Any) -> dict[str, Any]:
+        """Forward pass and loss for one evaluation batch (run under ``torch.no_grad``)."""
+        xb, yb = batch[0], batch[1]
+        model_outputs = self.model(xb)
+        loss = self.loss_func(model_outputs, yb)  # type: ignore[misc]
+        return {"loss": loss, "model_outputs": model_outputs, "batch_size": yb.size(0)}
+
+    def eval_epoch_end(self) -> None:
+        """Record ``eval_loss_epoch``: the mean loss per sample, over all processes."""
+        self.run_history.update_metric("eval_loss_epoch", self._epoch_mean_loss(self._eval_losses))
+
+    def predict_step(self, batch: Any) -> Any:
+        """Model outputs for one batch; inputs are ``batch[0]`` for tuples/lists."""
+        inputs = batch[0] if isinstance(batch, list | tuple) else batch
+        return self.model(inputs)
+
+    # ------------------------------------------------------------------ orchestration
+    def train(
+        self,
+        train_dataset: Any,
+        num_epochs: int,
+        eval_dataset: Any = None,
+        per_device_batch_size: int = 8,
+        max_num_train_steps: int | None = None,
+        gradient_accumulation_steps: int = 1,
+        gradient_clip_value: float | None = None,
+        create_scheduler_fn: Callable[..., Any] | None = None,
+        train_dataloader_kwargs: Mapping[str, Any] | None = None,
+        eval_dataloader_kwargs: Mapping[str, Any] | None = None,
+        reset_run_history: bool = True,
+        collate_fn: Callable[..., Any] | None = None,
+        resume_from: str | os.PathLike[str] | None = None,
+        *,
+        gradient_clip_norm: float | None = None,
+        eval_per_device_batch_size: int | None = None,
+    ) -> None:
+        """Train for ``num_epochs`` epochs (or ``max_num_train_steps`` optimizer updates).
+
+        ``resume_from`` takes a checkpoint file, or a directory of checkpoints whose
+        latest good one is used, and continues at the exact optimizer step it was saved
+        at (mid-epoch included), restoring model, optimizer, scheduler, scaler, counters,
+        history, callback state and RNG states.
+        """
+        check_dataset(train_dataset, "train_dataset")
+        if eval_dataset is not None:
+            check_dataset(eval_dataset, "eval_dataset")
+        check_batch_size(per_device_batch_size, "per_device_batch_size")
+        if not isinstance(num_epochs, int) or num_epochs < 1:
+            raise ValueError(f"num_epochs must be an int ≥ 1; received {num_epochs!r}.")
+        if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
+            raise ValueError(
+                f"gradient_accumulation_steps must be an int ≥ 1; received "
+                f"{gradient_accumulation_steps!r}."
+            )
+        if max_num_train_steps is not None and max_num_train_steps < 1:
+            raise ValueError(f"max_num_train_steps must be ≥ 1 or None; received {max_num_train_steps}.")
+        self.train_dataset, self.eval_dataset, self.collate_fn = train_dataset, eval_dataset, collate_fn
+        self._create_scheduler_fn = create_scheduler_fn
+        if reset_run_history:
+            self.run_history.reset()
+        self.state = TrainState()
+        self.stop_reason = None
+        self._sampler_seed = None
+        self._resumed_losses: tuple[list[torch.Tensor], list[int]] | None = None
+        self._prepare_model_for_training()
+        self._train_dl = self.create_train_dataloader(per_device_batch_size, train_dataloader_kwargs)
+        eval_bs = eval_per_device_batch_size or per_device_batch_size
+        self._eval_dl = (
+            self.create_eval_dataloader(eval_bs, eval_dataloader_kwargs) if eval_dataset is not None else None
+        )
+        self.run_config = self._create_run_config(
+            num_epochs, per_device_batch_size, eval_bs, max_num_train_steps,
+            gradient_accumulation_steps, gradient_clip_value, gradient_clip_norm,
+        )
+        self.scheduler = self.create_scheduler() if create_scheduler_fn is not None else None
+        if resume_from is not None:
+            self._restore_training_state(resume_from)
+            sampler = getattr(self._train_dl, "sampler", None)
+            if isinstance(sampler, EpochSampler):
+                sampler.seed = int(self._sampler_seed or 0)
+        self._run_training()
+
+    def _run_training(self) -> None:
+        rc = self.run_config
+        assert rc is not None
+        self.optimizer_zero_grad()
+        self._in_training_run = True
+        self.training_run_start()
+        self.callback_handler.call_event(Event.TRAINING_RUN_START, self)
+        try:
+            while self.state.epoch < rc.num_epochs and not self._reached_max_steps():
+                self._epoch_finished = False
+                self._run_train_epoch(self._train_dl)
+                if self._eval_dl is not None:
+                    self._run_evaluation(self._eval_dl)
+                self._epoch_finished = True
+                self.callback_handler.call_event(Event.TRAINING_RUN_EPOCH_END, self)
+                self._epoch_finished = False
+                self.state.epoch += 1
+                self.state.batches_seen_in_epoch = 0
+                self.run_history._increment_epoch()
+                if self.state.stop_requested:
+                    break
+        except StopTrainingError as err:
+            self.stop_reason = err
+            self.callback_handler.call_event(Event.STOP_TRAINING_ERROR, self, error=err)
+        self.training_run_end()
+        self.callback_handler.call_event(Event.TRAINING_RUN_END, self)
+        self._in_training_run = False
+        if self.stop_reason is not None and getattr(self.stop_reason, "reraise", False):
+            raise self.stop_reason
+
+    def _run_train_epoch(self, train_dl: Iterable[Any]) -> None:
+        rc = self.run_config
+        assert rc is not None
+        state, handler, accum = self.state, self.callback_handler, rc.gradient_accumulation_steps
+        sampler = getattr(train_dl, "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(state.epoch)
+        if hasattr(sampler, "set_start"):
+            sampler.set_start(state.batches_seen_in_epoch * rc.train_per_device_batch_size)
+        self._reseed_loader(train_dl)
+        n_batches = state.batches_seen_in_epoch + _safe_len(train_dl)
+        self.train_epoch_start()
+        if self._resumed_losses is not None:  # losses of the epoch's batches before the resume
+            self._train_losses, self._resumed_losses = self._resumed_losses, None
+        handler.call_event(Event.TRAIN_EPOCH_START, self)
+        has_step_start = handler.has(Event.TRAIN_STEP_START)
+        has_step_end = handler.has(Event.TRAIN_STEP_END)
+        on_device = self.device.type != "cpu"
+        autocast = self.precision != "no"
+        for batch in train_dl:
+            i = state.batches_seen_in_epoch
+            window_start = i - i % accum
+            window_end = min(window_start + accum, n_batches) if n_batches else window_start + accum
+            self._loss_divisor = window_end - window_start
+            is_update = i + 1 == window_end
+            if on_device:
+                batch = move_to_device(batch, self.device, non_blocking=True)
+            if has_step_start:
+                handler.call_event(Event.TRAIN_STEP_START, self)
+            with self._no_sync(not is_update):
+                if autocast:
+                    with autocast_context(self.precision, self.device.type):
+                        batch_output = self.calculate_train_batch_loss(batch)
+                else:
+                    batch_output = self.calculate_train_batch_loss(batch)
+                if i == 0 or state.global_step == 0:
+                    check_loss(batch_output)
+                self._record_loss(self._train_losses, batch_output)
+                if has_step_end:
+                    handler.call_event(Event.TRAIN_STEP_END, self, batch=batch, batch_output=batch_output)
+                self.backward_step(batch_output["loss"])
+            state.batches_seen_in_epoch = i + 1
+            state.samples_seen += batch_output["batch_size"]
+            if is_update:
+                self._apply_update()
+                if self._reached_max_steps() or state.stop_requested:
+                    break
+            if self._end_epoch_requested:
+                if not is_update:  # close the open accumulation window before leaving
+                    self._apply_update()
+                break
+        self._end_epoch_requested = False
+        self.train_epoch_end()
+        handler.call_event(Event.TRAIN_EPOCH_END, self)
+
+    def _run_evaluation(self, eval_dl: Iterable[Any]) -> None:
+        self.evaluation_run_start()
+        self.callback_handler.call_event(Event.EVALUATION_RUN_START, self)
+        self._run_eval_epoch(eval_dl)
+        self.evaluation_run_end()
+        self.callback_handler.call_event(Event.EVALUATION_RUN_END, self)
+
+    def _run_eval_epoch(self, eval_dl: Iterable[Any]) -> None:
+        handler = self.callback_handler
+        # Evaluate through the unwrapped module: ranks may hold different numbers of
+        # batches (no padding), and the DDP wrapper would try to sync buffers.
+        wrapped, self.model = self.model, self._unwrapped_model
+        try:
+            self.eval_epoch_start()
+            handler.call_event(Event.EVAL_EPOCH_START, self)
+            has_start, has_end = handler.has(Event.EVAL_STEP_START), handler.has(Event.EVAL_STEP_END)
+            on_device = self.device.type != "cpu"
+            with torch.no_grad():
+                for batch in eval_dl:
+                    if on_device:
+                        batch = move_to_device(batch, self.device, non_blocking=True)
+                    if has_start:
+                        handler.call_event(Event.EVAL_STEP_START, self)
+                    with autocast_context(self.precision, self.device.type):
+                        batch_output = self.calculate_eval_batch_loss(batch)
+                    self._record_loss(self._eval_losses, batch_output)
+                    if has_end:
+                        handler.call_event(Event.EVAL_STEP_END, self, batch=batch, batch_output=batch_output)
+                    if self._end_epoch_requested:
+                        break
+            self._end_epoch_requested = False
+            self.eval_epoch_end()
+            handler.call_event(Event.EVAL_EPOCH_END, self)
+        finally:
+            self.model = wrapped
+
+    def evaluate(
+        self,
+        dataset: Any,
+        per_device_batch_size: int = 8,
+        dataloader_kwargs: Mapping[str, Any] | None = None,
+        collate_fn: Callable[..., Any] | None = None,
+    ) -> None:
+        """Run one evaluation epoch over ``dataset``; ``eval_loss_epoch`` is recorded."""
+        check_dataset(dataset, "dataset")
+        check_batch_size(per_device_batch_size, "per_device_batch_size")
+        self.eval_dataset, self.collate_fn = dataset, collate_fn
+        self._place_model()
+        if self.run_config is None:
+            self.run_config = self._create_run_config(1, per_device_batch_size, per_device_batch_size,
+                                                      None, 1, None, None)
+        eval_dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
+        self._run_evaluation(eval_dl)
+
+    def predict(
+        self,
+        dataset: Any,
+        per_device_batch_size: int = 8,
+        dataloader_kwargs: Mapping[str, Any] | None = None,
+        collate_fn: Callable[..., Any] | None = None,
+    ) -> Any:
+        """Model outputs for every sample of ``dataset``, in dataset order.
+
+        Across processes, each rank predicts its share and the outputs are gathered on
+        every rank without the sampler's padding (N samples → exactly N outputs).
+        Tensors are concatenated along the first dimension; other outputs come back as a
+        list with one entry per batch.
+        """
+        check_dataset(dataset, "dataset")
+        check_batch_size(per_device_batch_size, "per_device_batch_size")
+        self.eval_dataset, self.collate_fn = dataset, collate_fn
+        self._place_model()
+        dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
+        model, was_training = self._unwrapped_model, self._unwrapped_model.training
+        wrapped, self.model = self.model, model
+        outputs: list[Any] = []
+        try:
+            model.eval()
+            with torch.no_grad():
+                for batch in dl:
+                    batch = move_to_device(batch, self.device, non_blocking=True)
+                    with autocast_context(self.precision, self.device.type):
+                        outputs.append(self.predict_step(batch))
+        finally:
+            self.model = wrapped
+            model.train(was_training)
+        return _collect_predictions(outputs, _safe_len(dataset))
+
+    # ------------------------------------------------------------------ internals
+    def _prepare_model_for_training(self) -> None:
+        self._place_model()
+        if dist.get_world_size() > 1 and not isinstance(self.model, nn.parallel.DistributedDataParallel):
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            self.model = nn.parallel.DistributedDataParallel(self._unwrapped_model, device_ids=device_ids)
+
+    def _place_model(self) -> None:
+        if _module_device(self._unwrapped_model) != self.device:
+            self._unwrapped_model.to(self.device)
+            # Optimizer state created before the move must follow the parameters.
+            for st in self.optimizer.state.values():
+                for k, v in st.items():
+                    if isinstance(v, torch.Tensor) and k != "step":
+                        st[k] = v.to(self.device)
+
+    def _create_run_config(
+        self, num_epochs: int, train_bs: int, eval_bs: int, max_steps: int | None,
+        accum: int, clip_value: float | None, clip_norm: float | None,
+    ) -> RunConfig:
+        n_batches = _safe_len(getattr(self, "_train_dl", None)) if self.train_dataset is not None else 0
+        return RunConfig(
+            num_epochs=num_epochs,
+            train_per_device_batch_size=train_bs,
+            eval_per_device_batch_size=eval_bs,
+            num_update_steps_per_epoch=math.ceil(n_batches / accum) if n_batches else 0,
+            max_num_train_steps=max_steps,
+            gradient_accumulation_steps=accum,
+            gradient_clip_value=clip_value,
+            gradient_clip_norm=clip_norm,
+            precision=self.precision,
+            num_processes=dist.get_world_size(),
+            is_local_process_zero=int(os.environ.get("LOCAL_RANK", "0")) == 0,
+            is_world_process_zero=dist.is_main_process(),
+            device=str(self.device),
+        )
+
+    def _ensure_sampler_seed(self) -> int:
+        if self._sampler_seed is None:
+            if self.seed is not None:
+                self._sampler_seed = int(self.seed)
+            else:  # drawn from torch's RNG, so torch.manual_seed(...) makes it reproducible
+                drawn = int(torch.randint(0, 2**31 - 1, ()).item())
+                self._sampler_seed = int(dist.gather_object(drawn)[0])  # rank 0's draw
+        return self._sampler_seed
+
+    def _reseed_loader(self, dl: Any) -> None:
+        # Worker seeds follow (seed, epoch, rank): reproducible, and different every epoch.
+        gen = getattr(dl, "generator", None)
+        if isinstance(gen, torch.Generator) and self._sampler_seed is not None:
+            gen.manual_seed(self._sampler_seed + 1_000_003 * self.state.epoch + dist.get_rank())
+
+    def _no_sync(self, skip_sync: bool) -> Any:
+        # Accumulation micro-steps need no gradient all-reduce: only the update does.
+        if skip_sync and isinstance(self.model, nn.parallel.DistributedDataParallel):
+            return self.model.no_sync()
+        return _NULL_CONTEXT
+
+    @staticmethod
+    def _record_loss(acc: tuple[list[torch.Tensor], list[int]], batch_output: Mapping[str, Any]) -> None:
+        # Kept as tensors: no device sync per step; reduced once at the end of the epoch.
+        acc[0].append(batch_output["loss"].detach())
+        acc[1].append(int(batch_output["batch_size"]))
+
+    def _epoch_mean_loss(self, acc: tuple[list[torch.Tensor], list[int]]) -> float:
+        """Per-sample mean of an epoch's batch losses, over all processes."""
+        terms, counts_list = acc
+        if terms:
+            losses = torch.stack([t.float() for t in terms])
+            counts = torch.tensor(counts_list, dtype=torch.float32, device=losses.device)
+            totals = torch.stack([(losses * counts).sum(), counts.sum()])
+        else:
+            totals = torch.zeros(2, device=self.device)
+        totals = dist.reduce(totals.to(self.device), op="sum")
+        return float(totals[0] / totals[1]) if float(totals[1]) > 0 else math.nan
+
+    def _apply_update(self) -> None:
+        self.clip_gradients()
+        self.optimizer_step()
+        self.scheduler_step()
+        self.optimizer_zero_grad()
+        self.state.global_step += 1
+        self.callback_handler.call_event(Event.OPTIMIZER_STEP_END, self)
+
+    def end_epoch(self) -> None:
+        """Ask the loop to end the current train or eval epoch after the current batch.
+
+        In training, an unfinished accumulation window is applied as an update first.
+        """
+        self._end_epoch_requested = True
+
+    def stop_training(self) -> None:
+        """Ask the loop to stop after the current optimizer update (no error raised)."""
+        self.state.stop_requested = True
+
+    def run_evaluation(self) -> None:
+        """Evaluate on the run's ``eval_dataset`` now (e.g. every N steps), then resume training."""
+        if getattr(self, "_eval_dl", None) is None:
+            raise ValueError("run_evaluation() needs train(..., eval_dataset=...) to be running.")
+        was_training = self.model.training
+        self._run_evaluation(self._eval_dl)
+        self.model.train(was_training)
+
+    def _reached_max_steps(self) -> bool:
+        rc = self.run_config
+        return bool(rc and rc.max_num_train_steps and self.state.global_step >= rc.max_num_train_steps)
+
+
+class _NullContext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NULL_CONTEXT = _NullContext()
+
+
+def _safe_len(obj: Any) -> int:
+    try:
+        return len(obj)
+    except TypeError:
+        return 0
+
+
+def _module_device(module: nn.Module) -> torch.device | None:
+    for p in module.parameters():
+        return p.device
+    return None
+
+
+def _collect_predictions(outputs: list[Any], num_samples: int) -> Any:
+    """Concatenate per-batch outputs; across processes, gather and restore dataset order."""
+    world = dist.get_world_size()
+    if outputs and all(isinstance(o, torch.Tensor) for o in outputs):
+        local = torch.cat([o.detach() for o in outputs]).cpu()
+        if world == 1:
+            return local
+        gathered = dist.gather(local)  # [rank 0 rows, rank 1 rows, ...]
+        # Rank r predicted samples r, r + W, ... (ShardSampler): put them back in order.
+        positions = [list(range(r, num_samples, world)) for r in range(world)]
+        order = torch.tensor([p for part in positions for p in part])
+        result = torch.empty_like(gathered)
+        result[order] = gathered
+        return result
+    if outputs and all(isinstance(o, Mapping) for o in outputs):
+        return {k: _collect_predictions([o[k] for o in outputs], num_samples) for k in outputs[0]}
+    if world > 1:
+        raise TypeError(
+            "predict() across processes needs predict_step to return tensors (or dicts of "
+            f"tensors) with one row per sample; received "
+            f"{type(outputs[0]).__name__ if outputs else 'nothing'}."
+        )
+    return outputs
+
+
+__all__ = ["Trainer"]

@@ -1,0 +1,74 @@
+"""Input checks for the Trainer: clear errors that say what was received and how to fix it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+
+def check_dataset(dataset: Any, name: str) -> None:
+    """A map-style dataset (``__getitem__`` + ``__len__``) or an iterable."""
+    if isinstance(dataset, torch.utils.data.Dataset | Iterable):
+        if not isinstance(dataset, torch.utils.data.IterableDataset) and not hasattr(dataset, "__len__"):
+            if not isinstance(dataset, Iterable):
+                raise TypeError(
+                    f"{name} has no __len__; received {type(dataset).__name__}. Give it a "
+                    f"__len__, or make it a torch.utils.data.IterableDataset."
+                )
+        if isinstance(dataset, str | bytes):
+            raise TypeError(f"{name} must be a dataset, not a {type(dataset).__name__}.")
+        return
+    raise TypeError(
+        f"{name} must be a torch.utils.data.Dataset (with __getitem__ and __len__) or an "
+        f"iterable of samples; received {type(dataset).__name__}. Wrap tensors with "
+        f"torch.utils.data.TensorDataset(inputs, targets)."
+    )
+
+
+def check_batch_size(value: Any, name: str) -> None:
+    """A positive int."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int; received {value!r}.")
+
+
+def check_optimizer(optimizer: Any, model: nn.Module) -> None:
+    """A torch optimizer holding at least one of the model's parameters."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(
+            f"optimizer must be a torch.optim.Optimizer; received {type(optimizer).__name__}. "
+            f"Create it with e.g. torch.optim.AdamW(model.parameters(), lr=1e-3)."
+        )
+    model_params = {id(p) for p in model.parameters()}
+    held = [p for g in optimizer.param_groups for p in g["params"]]
+    if model_params and not any(id(p) in model_params for p in held):
+        raise ValueError(
+            f"The optimizer holds {len(held)} parameter(s), none of which belong to the model. "
+            f"Create the optimizer from this model's parameters (model.parameters()) after "
+            f"building the model, not from a copy or another model."
+        )
+
+
+def check_loss(batch_output: Any) -> None:
+    """``calculate_*_batch_loss`` must return a dict whose ``loss`` is a scalar tensor."""
+    if not isinstance(batch_output, Mapping) or "loss" not in batch_output:
+        raise TypeError(
+            "calculate_train_batch_loss must return a dict with keys 'loss', 'model_outputs' "
+            f"and 'batch_size'; received {type(batch_output).__name__}."
+        )
+    loss = batch_output["loss"]
+    if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
+        shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise ValueError(
+            f"The loss must be a scalar tensor; received {shape}. Reduce it (e.g. use "
+            f"reduction='mean' in the loss function, or call .mean())."
+        )
+    if not loss.requires_grad and torch.is_grad_enabled():
+        raise ValueError(
+            "The loss does not require grad, so nothing would be trained. Check that the model "
+            "output is used to compute the loss and that its parameters have requires_grad=True."
+        )
+    if "batch_size" not in batch_output:
+        raise TypeError("calculate_train_batch_loss's dict must include 'batch_size' (an int).")

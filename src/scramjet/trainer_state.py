@@ -1,0 +1,171 @@
+"""Saving and restoring the Trainer's complete training state (exact resume).
+
+A training checkpoint holds everything that decides what happens next: model,
+optimizer, scheduler, GradScaler, the loop counters (optimizer step, epoch, batches
+consumed in the epoch), the run history, the losses of the unfinished epoch, every
+callback's state (EMA weights, early-stopping counters, ...), the sampler seed and the
+RNG states of every rank (Python, NumPy, torch CPU and CUDA). Resuming rebuilds the
+epoch's sampler order from the seed and skips the consumed indices, so no batch is
+repeated or skipped and no skipped batch is loaded or run through the model.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from scramjet.checkpoint import CheckpointManager, write_checkpoint
+from scramjet.runtime import distributed as dist
+from scramjet.seeding import get_rng_states, set_rng_states
+
+if TYPE_CHECKING:
+    from scramjet.trainer import Trainer
+
+
+def _callback_key(index: int, callback: object) -> str:
+    return f"{index}:{type(callback).__name__}"
+
+
+class TrainingStateMixin:
+    """Checkpoint methods of :class:`~scramjet.trainer.Trainer`."""
+
+    _epoch_finished: bool = False
+
+    def training_state(self: Trainer, *, include_optimizer: bool = True) -> dict[str, Any]:
+        """Everything needed to resume, as entries for :class:`CheckpointManager`.
+
+        Collective in a distributed run (every rank must call it): RNG states of all
+        ranks are gathered so that each rank resumes with its own.
+        """
+        state: dict[str, Any] = {"model": self.unwrapped_model}
+        if include_optimizer:
+            state["optimizer"] = self.optimizer
+            if self.scheduler is not None:
+                state["scheduler"] = self.scheduler
+            if self.scaler is not None:
+                state["scaler"] = self.scaler
+        counters = self.state.state_dict()
+        history = self.run_history.state_dict()
+        losses, counts = getattr(self, "_train_losses", ([], []))
+        if self._epoch_finished:
+            # Saved between epochs: the next run starts the next epoch from its start.
+            counters.update(epoch=counters["epoch"] + 1, batches_seen_in_epoch=0)
+            history["epoch"] += 1
+            losses, counts = [], []
+        state["trainer_state"] = counters
+        state["run_history"] = history
+        state["epoch_losses"] = (
+            torch.stack([t.float().cpu() for t in losses]) if losses else torch.zeros(0)
+        )
+        state["epoch_loss_counts"] = list(counts)
+        state["callbacks"] = {
+            _callback_key(i, cb): cb.state_dict() for i, cb in enumerate(self.callbacks)
+        }
+        state["sampler_seed"] = int(self._sampler_seed or 0)
+        state["rng"] = dist.gather_object(get_rng_states())
+        return state
+
+    def save_checkpoint(
+        self: Trainer,
+        save_path: str | os.PathLike[str],
+        checkpoint_kwargs: dict[str, Any] | None = None,
+        save_optimizer: bool = True,
+    ) -> None:
+        """Write the training state to one file, atomically (rank 0 writes; all ranks call).
+
+        ``checkpoint_kwargs`` are extra plain values stored alongside (returned by
+        :meth:`load_checkpoint`).
+        """
+        state = self.training_state(include_optimizer=save_optimizer)
+        state.update(checkpoint_kwargs or {})
+        if self.is_main_process:
+            write_checkpoint(save_path, state, step=self.state.global_step, epoch=self.state.epoch)
+        dist.barrier()
+
+    def save_to_manager(self: Trainer, manager: CheckpointManager | None) -> Path | None:
+        """Save the training state as the next checkpoint of ``manager`` (all ranks call)."""
+        state = self.training_state()
+        metrics = {}
+        for name in self.run_history.get_metric_names():
+            value = self.run_history.get_latest_metric(name)
+            if isinstance(value, int | float):
+                metrics[name] = float(value)
+        path = None
+        if self.is_main_process and manager is not None:
+            epoch = self.state.epoch + (1 if self._epoch_finished else 0)
+            path = manager.save(state, step=self.state.global_step, epoch=epoch, metrics=metrics)
+        dist.barrier()
+        return path
+
+    def load_checkpoint(
+        self: Trainer, checkpoint_path: str | os.PathLike[str], load_optimizer: bool = True
+    ) -> dict[str, Any]:
+        """Restore a checkpoint written by :meth:`save_checkpoint` (or a checkpoint directory).
+
+        Returns the plain values stored with it (including ``checkpoint_kwargs``).
+        """
+        return self._restore_training_state(checkpoint_path, include_optimizer=load_optimizer)
+
+    def _restore_training_state(
+        self: Trainer, path: str | os.PathLike[str], *, include_optimizer: bool = True
+    ) -> dict[str, Any]:
+        path = Path(path)
+        if path.is_dir():
+            manager = CheckpointManager(path, keep_last=None)
+            which: str | Path = "latest"
+        elif path.is_file():
+            manager, which = CheckpointManager(path.parent, keep_last=None), path
+        else:
+            raise FileNotFoundError(
+                f"resume_from={str(path)!r} does not exist. Pass a checkpoint file written by "
+                f"trainer.save_checkpoint, or a directory written by SaveTrainingStateCallback "
+                f"or CheckpointManager."
+            )
+        self._place_model()
+        targets: dict[str, Any] = {"model": self.unwrapped_model}
+        if include_optimizer:
+            targets["optimizer"] = self.optimizer
+            if self.scheduler is not None:
+                targets["scheduler"] = self.scheduler
+            if self.scaler is not None:
+                targets["scaler"] = self.scaler
+        result = manager.load(targets, which=which)
+        values = dict(result.values)
+        self.state.load_state_dict(values.pop("trainer_state", {}))
+        if "run_history" in values:
+            self.run_history.load_state_dict(values.pop("run_history"))
+        losses = values.pop("epoch_losses", torch.zeros(0))
+        self._resumed_losses = (list(losses.to(self.device).unbind(0)), list(values.pop("epoch_loss_counts", [])))
+        self._restore_callbacks(values.pop("callbacks", {}))
+        self._sampler_seed = int(values.pop("sampler_seed", self._sampler_seed or 0))
+        self._restore_rng(values.pop("rng", None))
+        return values
+
+    def _restore_callbacks(self: Trainer, saved: dict[str, Any]) -> None:
+        for i, cb in enumerate(self.callbacks):
+            key = _callback_key(i, cb)
+            if key in saved:
+                cb.load_state_dict(saved[key])
+            elif cb.state_dict():
+                warnings.warn(
+                    f"The checkpoint holds no state for callback {key}; it starts fresh.",
+                    stacklevel=3,
+                )
+
+    def _restore_rng(self: Trainer, per_rank: list[dict[str, Any]] | None) -> None:
+        if not per_rank:
+            return
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if len(per_rank) != world:
+            warnings.warn(
+                f"The checkpoint was saved by {len(per_rank)} process(es) and is resumed by "
+                f"{world}; every rank takes rank 0's RNG state, so randomness differs from "
+                f"an uninterrupted run.",
+                stacklevel=3,
+            )
+            rank = 0
+        set_rng_states(per_rank[rank])
