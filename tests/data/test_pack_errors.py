@@ -26,7 +26,7 @@ def _no_pack_left(tmp_path, name="p"):
     assert not (tmp_path / name).exists()
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(f".{name}.")]
     assert leftovers == []
-    with pytest.raises(PackFormatError, match="manifest.json is missing"):
+    with pytest.raises(PackFormatError, match=r"manifest\.json is missing"):
         PackedDataset(tmp_path / name)
 
 
@@ -80,7 +80,7 @@ def test_path_traversal_rejected(tmp_path, name):
     write_images(tmp_path, 1, size=(8, 8), prefix="outside")
     (tmp_path / "outside.png").write_bytes((tmp_path / "outside_0.png").read_bytes())
     write_csv(tmp_path / "l.csv", ["image", "label"], [["img_0.png", "0"], [name, "1"]])
-    with pytest.raises(PackError, match="escapes file_dir|absolute paths are not allowed"):
+    with pytest.raises(PackError, match=r"escapes file_dir|absolute paths are not allowed"):
         _pack(tmp_path / "root", tmp_path / "l.csv", tmp_path / "p")
     report = _pack(tmp_path / "root", tmp_path / "l.csv", tmp_path / "p", on_error="skip")
     assert report.num_samples == 1 and [s.line for s in report.skipped] == [3]
@@ -111,7 +111,7 @@ def test_verify_detects_a_corrupted_shard(folder, tmp_path):
     data[-100] ^= 0xFF  # flip one byte inside the pixel data, same size
     shard.write_bytes(bytes(data))
     PackedDataset(tmp_path / "p")  # cheap checks (sizes) pass
-    with pytest.raises(PackFormatError, match="shard-00001.h5.*SHA-256"):
+    with pytest.raises(PackFormatError, match=r"shard-00001\.h5.*SHA-256"):
         PackedDataset(tmp_path / "p", verify=True)
     shard.write_bytes(bytes(data[:-10]))
     with pytest.raises(PackFormatError, match="truncated"):

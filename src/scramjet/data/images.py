@@ -57,7 +57,7 @@ def encode_image(
 
 def _decode_pil(data: Any, channels: int, out: np.ndarray | None) -> np.ndarray:
     with Image.open(io.BytesIO(memoryview(data))) as img:
-        arr = np.asarray(img.convert("L" if channels == 1 else "RGB"))
+        arr = np.array(img.convert("L" if channels == 1 else "RGB"))
     if arr.ndim == 2:
         arr = arr[:, :, None]
     if out is not None:

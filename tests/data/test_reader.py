@@ -1,0 +1,130 @@
+"""PackedDataset with DataLoader workers, samplers, batches and caching wrappers."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+from scramjet.data import PackedDataset, pack
+from scramjet.data.augment import Compose, Flip, Noise
+
+
+@pytest.fixture(params=["raw", "jpeg"])
+def packed(request, folder, tmp_path):
+    root, imgs = folder
+    pack(
+        root,
+        root / "list.csv",
+        tmp_path / "p",
+        dtype=["int64"],
+        height=32,
+        width=40,
+        encode=request.param,
+        shards=3,
+        workers=0,
+        progress=False,
+    )
+    return PackedDataset(tmp_path / "p"), imgs
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_dataloader_workers_fork_and_spawn(packed, context):
+    ds, _ = packed
+    ds[0]  # open maps in the parent first: workers must not reuse them
+    loader = DataLoader(ds, batch_size=5, num_workers=2, multiprocessing_context=context)
+    batches = list(loader)
+    labels = torch.cat([b["label"] for b in batches]).tolist()
+    assert labels == [i % 4 for i in range(12)]
+    images = torch.cat([b["image"] for b in batches])
+    assert images.shape == (12, 32, 40, 3) and images.dtype == torch.uint8
+    np.testing.assert_array_equal(images[7].numpy(), ds[7]["image"])
+
+
+def test_fast_loader_matches_per_item_reads(packed):
+    ds, _ = packed
+    gen = torch.Generator().manual_seed(0)
+    seen = []
+    for batch in ds.loader(4, shuffle=True, generator=gen, num_workers=2):
+        assert batch["image"].shape[1:] == (32, 40, 3)
+        for _img, label in zip(batch["image"], batch["label"]):
+            seen.append(int(label))
+        idx = [i for i in range(12) if ds[i]["label"] == batch["label"][0]]
+        assert any(np.array_equal(batch["image"][0].numpy(), ds[i]["image"]) for i in idx)
+    assert sorted(seen) == sorted(i % 4 for i in range(12))
+    batch = ds[[11, 0, 5, 5, -1]]
+    for pos, i in enumerate([11, 0, 5, 5, 11]):
+        np.testing.assert_array_equal(batch["image"][pos].numpy(), ds[i]["image"])
+    assert [s["label"] for s in ds.__getitems__([3, 2])] == [3, 2]
+
+
+def test_distributed_sampler_covers_every_sample_once(packed):
+    ds, _ = packed
+    got = []
+    for rank in range(2):
+        sampler = DistributedSampler(ds, num_replicas=2, rank=rank, shuffle=True, seed=1)
+        sampler.set_epoch(3)
+        for batch in DataLoader(ds, batch_size=4, sampler=sampler):
+            got.extend(batch["label"].tolist())
+        got_fast = [x for b in ds.loader(4, sampler=sampler) for x in b["label"].tolist()]
+        assert sorted(got_fast) == sorted(got[-len(got_fast) :])
+    assert sorted(got) == sorted(i % 4 for i in range(12))
+
+
+class CachingWrapper(Dataset):
+    """A generic caching wrapper: calls __getitem__ once and keeps pickled results."""
+
+    def __init__(self, ds):
+        self.ds, self.cache = ds, {}
+
+    def __len__(self):
+        return len(self.ds)
+
+    def __getitem__(self, i):
+        if i not in self.cache:
+            self.cache[i] = pickle.dumps(self.ds[i])
+        return pickle.loads(self.cache[i])
+
+
+def test_samples_and_dataset_are_picklable_for_caching(packed):
+    ds, _ = packed
+    clone = pickle.loads(pickle.dumps(ds))
+    np.testing.assert_array_equal(clone[4]["image"], ds[4]["image"])
+    sample = ds[4]
+    assert isinstance(sample["image"], np.ndarray) and not isinstance(sample["image"], np.memmap)
+    cached = CachingWrapper(ds)
+    first = [cached[i] for i in range(12)]
+    second = [cached[i] for i in range(12)]
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a["image"], b["image"])
+    loader = DataLoader(CachingWrapper(ds), batch_size=6, num_workers=1)
+    assert sum(len(b["label"]) for b in loader) == 12
+
+
+def test_columns_subset_and_index_errors(packed):
+    ds, _ = packed
+    labels_only = PackedDataset(ds.path, columns=["label"])
+    assert list(labels_only[3]) == ["label"]
+    with pytest.raises(ValueError, match="unknown columns"):
+        PackedDataset(ds.path, columns=["nope"])
+    with pytest.raises(IndexError, match="out of range"):
+        ds[12]
+    assert ds[-1]["label"] == ds[11]["label"]
+    assert "samples=12" in repr(ds)
+
+
+def test_transforms_get_index_and_epoch(packed):
+    ds, _ = packed
+    aug = Compose(Flip(p=0.5), Noise(0.1), seed=5)
+    tds = PackedDataset(ds.path, transform={"image": aug})
+    a, b = tds[2]["image"], tds[2]["image"]
+    np.testing.assert_array_equal(a, b)  # same (seed, epoch, index): same draw
+    tds.set_epoch(1)
+    assert not np.array_equal(tds[2]["image"], a)
+    whole = PackedDataset(ds.path, transform=lambda s: {"x": s["label"] * 2})
+    assert whole[3] == {"x": 6}
+    batch = next(iter(tds.loader(3)))
+    assert batch["image"].shape == (3, 32, 40, 3)
