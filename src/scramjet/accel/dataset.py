@@ -155,12 +155,14 @@ class _Cache:
             return
         self._started_pid = os.getpid()
         self._stop = threading.Event()
-        self._pool = ThreadPoolExecutor(self.preloaded_data, thread_name_prefix="scramjet-get")
+        # More decoding threads than cores only adds contention (nebulgym's README asks for 20).
+        threads = min(self.preloaded_data, os.cpu_count() or 1)
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="scramjet-get")
         start = random.Random(os.getpid()).randrange(max(self.n, 1))
-        for t in range(self.preloaded_data):
+        for t in range(threads):
             threading.Thread(
                 target=self._prefetch_loop,
-                args=(load, start + t * max(self.n // self.preloaded_data, 1)),
+                args=(load, start + t * max(self.n // threads, 1)),
                 name="scramjet-prefetch",
                 daemon=True,
             ).start()
@@ -274,7 +276,7 @@ class CachedDataset(Dataset, _CachingMixin):
     Args:
         dataset: any map-style dataset (``__getitem__`` + ``__len__``).
         preloaded_data: background threads per reading process that decode samples ahead
-            of the loop (0 = decode only on demand). Batched reads (``__getitems__``) also
+            of the loop (0 = decode only on demand; capped at ``os.cpu_count()``). Batched reads (``__getitems__``) also
             decode their misses on these threads.
         max_memory_size: bytes the in-memory tier may hold (``None`` = no limit).
         transform: applied to every sample after the cache (random augmentations go here).

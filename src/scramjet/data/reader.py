@@ -28,6 +28,7 @@ from torch.utils.data import (
     RandomSampler,
     Sampler,
     SequentialSampler,
+    get_worker_info,
     default_collate,
 )
 
@@ -51,6 +52,21 @@ def _map_dataset(path: str, ds: Any) -> np.ndarray:
     if offset is None or ds.chunks is not None or ds.compression is not None or ds.size == 0:
         return np.asarray(ds[()])
     return np.memmap(path, dtype=ds.dtype, mode="r", offset=offset, shape=ds.shape)
+
+
+def _batch_buffer(
+    shape: tuple[int, ...], dtype: np.dtype, shared: bool
+) -> tuple[torch.Tensor, np.ndarray]:
+    """An empty batch as a tensor and a numpy view of it.
+
+    Inside a DataLoader worker, image batches are allocated in shared memory: the worker
+    decodes straight into the memory the main process receives, with no extra copy.
+    """
+    if shared and get_worker_info() is not None:
+        tensor = torch.empty(shape, dtype=torch.uint8).share_memory_()
+        return tensor, tensor.numpy()
+    out = np.empty(shape, dtype)
+    return torch.from_numpy(out), out
 
 
 class _Shard:
@@ -289,7 +305,7 @@ class PackedDataset(Dataset):
                 dtype = np.dtype(np.uint8)
             else:
                 shape, dtype = (), np.dtype(col.dtype)
-            out = np.empty((len(local), *shape), dtype)
+            tensor, out = _batch_buffer((len(local), *shape), dtype, shared=fixed_image)
             for k in np.unique(shards):
                 pos = np.flatnonzero(shards == k)
                 pos = pos[np.argsort(local[pos], kind="stable")]  # read in file order
@@ -299,9 +315,13 @@ class PackedDataset(Dataset):
                     for p in pos:
                         i = int(local[p])
                         self._decode(col, data[offs[i] : offs[i + 1]], out[p])
+                elif fixed_image:  # row by row: one copy from the page cache into the batch
+                    data = shard.data[col.name]
+                    for p in pos:
+                        out[p] = data[local[p]]
                 else:
                     out[pos] = shard.data[col.name][local[pos]]
-            return torch.from_numpy(out)
+            return tensor
         items = [self._read_one(col, self._shard(int(k)), int(i)) for k, i in zip(shards, local)]
         if col.kind == "image" and len({x.shape for x in items}) == 1:
             return torch.from_numpy(np.stack(items))

@@ -90,7 +90,8 @@ def build_torchrun_argv(args: argparse.Namespace) -> list[str]:
     script_args = list(args.script_args)
     if script_args[:1] == ["--"]:
         script_args = script_args[1:]
-    return [*argv, args.script, *script_args]
+    # The runner module makes an uncaught exception show up in the launcher's summary.
+    return [*argv, "--module", "scramjet.runtime._script", args.script, *script_args]
 
 
 def run(args: argparse.Namespace) -> int:
