@@ -115,8 +115,14 @@ class _StepScheduler(LRScheduler):
 
     total_steps: int
 
-    def __init__(self, optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int,
-                 warmup_start_factor: float, last_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        total_steps: int,
+        warmup_steps: int,
+        warmup_start_factor: float,
+        last_epoch: int = -1,
+    ) -> None:
         if total_steps < 1:
             raise ValueError(f"total_steps must be ≥ 1; received {total_steps}.")
         if not 0 <= warmup_steps <= total_steps:
@@ -147,9 +153,16 @@ class CosineWarmupScheduler(_StepScheduler):
     Call ``step()`` once per optimizer update (the Trainer does).
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int = 0,
-                 *, warmup_start_factor: float = 0.0, min_lr_ratio: float = 0.0,
-                 last_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        total_steps: int,
+        warmup_steps: int = 0,
+        *,
+        warmup_start_factor: float = 0.0,
+        min_lr_ratio: float = 0.0,
+        last_epoch: int = -1,
+    ) -> None:
         self.min_lr_ratio = float(min_lr_ratio)
         super().__init__(optimizer, total_steps, warmup_steps, warmup_start_factor, last_epoch)
 
@@ -163,8 +176,13 @@ class CosineWarmupScheduler(_StepScheduler):
         return self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cos
 
     @classmethod
-    def create_scheduler_fn(cls, *, num_warmup_epochs: float = 0, warmup_start_factor: float = 0.0,
-                            min_lr_ratio: float = 0.0) -> functools.partial[Any]:
+    def create_scheduler_fn(
+        cls,
+        *,
+        num_warmup_epochs: float = 0,
+        warmup_start_factor: float = 0.0,
+        min_lr_ratio: float = 0.0,
+    ) -> functools.partial[Any]:
         """A ``create_scheduler_fn`` for ``Trainer.train`` with epochs counted by the Trainer."""
         steps = TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH
         return functools.partial(
@@ -185,10 +203,18 @@ class WSDScheduler(_StepScheduler):
 
     SHAPES = ("linear", "cosine", "sqrt")
 
-    def __init__(self, optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int = 0,
-                 *, decay_fraction: float = 0.2, decay_shape: str = "linear",
-                 warmup_start_factor: float = 0.0, min_lr_ratio: float = 0.0,
-                 last_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        total_steps: int,
+        warmup_steps: int = 0,
+        *,
+        decay_fraction: float = 0.2,
+        decay_shape: str = "linear",
+        warmup_start_factor: float = 0.0,
+        min_lr_ratio: float = 0.0,
+        last_epoch: int = -1,
+    ) -> None:
         if decay_shape not in self.SHAPES:
             raise ValueError(f"decay_shape must be one of {self.SHAPES}; received {decay_shape!r}.")
         if not 0.0 <= decay_fraction <= 1.0:
@@ -220,9 +246,15 @@ class WSDScheduler(_StepScheduler):
         return self.min_lr_ratio + (1.0 - self.min_lr_ratio) * left
 
     @classmethod
-    def create_scheduler_fn(cls, *, num_warmup_epochs: float = 0, decay_fraction: float = 0.2,
-                            decay_shape: str = "linear", warmup_start_factor: float = 0.0,
-                            min_lr_ratio: float = 0.0) -> functools.partial[Any]:
+    def create_scheduler_fn(
+        cls,
+        *,
+        num_warmup_epochs: float = 0,
+        decay_fraction: float = 0.2,
+        decay_shape: str = "linear",
+        warmup_start_factor: float = 0.0,
+        min_lr_ratio: float = 0.0,
+    ) -> functools.partial[Any]:
         """A ``create_scheduler_fn`` for ``Trainer.train``."""
         steps = TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH
         return functools.partial(
@@ -241,4 +273,4 @@ class _Ceil(_Expr):
         self.inner = inner
 
     def resolve(self, values: Mapping[str, Any]) -> int:
-        return int(math.ceil(_resolve(self.inner, values)))
+        return math.ceil(_resolve(self.inner, values))

@@ -50,7 +50,13 @@ def set_rng_states(states: dict[str, Any]) -> None:
     random.setstate(_python_state_from_plain(states["python"]))
     n = states["numpy"]
     np.random.set_state(
-        (n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+        (
+            n["kind"],
+            n["keys"].numpy().astype(np.uint32),
+            n["pos"],
+            n["has_gauss"],
+            n["cached_gaussian"],
+        )
     )
     torch.set_rng_state(states["torch"])
     if "cuda" in states and torch.cuda.is_available():

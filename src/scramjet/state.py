@@ -123,7 +123,10 @@ class RunHistory:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything recorded, as plain Python values."""
-        return {"metrics": {k: list(v) for k, v in self._metrics.items()}, "epoch": self.current_epoch}
+        return {
+            "metrics": {k: list(v) for k, v in self._metrics.items()},
+            "epoch": self.current_epoch,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""

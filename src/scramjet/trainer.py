@@ -188,8 +188,11 @@ class Trainer(TrainingStateMixin):
         generator = torch.Generator()
         generator.manual_seed(self._ensure_sampler_seed() + dist.get_rank())
         return DataLoader(
-            self.train_dataset, sampler=sampler, generator=generator,
-            collate_fn=self.collate_fn, **kwargs,
+            self.train_dataset,
+            sampler=sampler,
+            generator=generator,
+            collate_fn=self.collate_fn,
+            **kwargs,
         )
 
     def create_eval_dataloader(
@@ -296,7 +299,9 @@ class Trainer(TrainingStateMixin):
 
     def train_epoch_end(self) -> None:
         """Record ``train_loss_epoch``: the mean loss per sample, over all processes."""
-        self.run_history.update_metric("train_loss_epoch", self._epoch_mean_loss(self._train_losses))
+        self.run_history.update_metric(
+            "train_loss_epoch", self._epoch_mean_loss(self._train_losses)
+        )
 
     def eval_epoch_start(self) -> None:
         """Put the model in evaluation mode and reset the epoch's loss tracking."""
@@ -358,8 +363,14 @@ class Trainer(TrainingStateMixin):
                 f"{gradient_accumulation_steps!r}."
             )
         if max_num_train_steps is not None and max_num_train_steps < 1:
-            raise ValueError(f"max_num_train_steps must be ≥ 1 or None; received {max_num_train_steps}.")
-        self.train_dataset, self.eval_dataset, self.collate_fn = train_dataset, eval_dataset, collate_fn
+            raise ValueError(
+                f"max_num_train_steps must be ≥ 1 or None; received {max_num_train_steps}."
+            )
+        self.train_dataset, self.eval_dataset, self.collate_fn = (
+            train_dataset,
+            eval_dataset,
+            collate_fn,
+        )
         self._create_scheduler_fn = create_scheduler_fn
         if reset_run_history:
             self.run_history.reset()
@@ -368,14 +379,23 @@ class Trainer(TrainingStateMixin):
         self._sampler_seed = None
         self._resumed_losses: tuple[list[torch.Tensor], list[int]] | None = None
         self._prepare_model_for_training()
-        self._train_dl = self.create_train_dataloader(per_device_batch_size, train_dataloader_kwargs)
+        self._train_dl = self.create_train_dataloader(
+            per_device_batch_size, train_dataloader_kwargs
+        )
         eval_bs = eval_per_device_batch_size or per_device_batch_size
         self._eval_dl = (
-            self.create_eval_dataloader(eval_bs, eval_dataloader_kwargs) if eval_dataset is not None else None
+            self.create_eval_dataloader(eval_bs, eval_dataloader_kwargs)
+            if eval_dataset is not None
+            else None
         )
         self.run_config = self._create_run_config(
-            num_epochs, per_device_batch_size, eval_bs, max_num_train_steps,
-            gradient_accumulation_steps, gradient_clip_value, gradient_clip_norm,
+            num_epochs,
+            per_device_batch_size,
+            eval_bs,
+            max_num_train_steps,
+            gradient_accumulation_steps,
+            gradient_clip_value,
+            gradient_clip_norm,
         )
         self.scheduler = self.create_scheduler() if create_scheduler_fn is not None else None
         if resume_from is not None:
@@ -388,7 +408,9 @@ class Trainer(TrainingStateMixin):
     def _run_training(self) -> None:
         rc = self.run_config
         assert rc is not None
-        self.optimizer_zero_grad()
+        # Drop gradients left over from before the run; not the hook, so hooks run exactly
+        # in the documented order (optimizer_zero_grad only after an update).
+        self.optimizer.zero_grad(set_to_none=True)
         self._in_training_run = True
         self.training_run_start()
         self.callback_handler.call_event(Event.TRAINING_RUN_START, self)
@@ -454,7 +476,9 @@ class Trainer(TrainingStateMixin):
                     check_loss(batch_output)
                 self._record_loss(self._train_losses, batch_output)
                 if has_step_end:
-                    handler.call_event(Event.TRAIN_STEP_END, self, batch=batch, batch_output=batch_output)
+                    handler.call_event(
+                        Event.TRAIN_STEP_END, self, batch=batch, batch_output=batch_output
+                    )
                 self.backward_step(batch_output["loss"])
             state.batches_seen_in_epoch = i + 1
             state.samples_seen += batch_output["batch_size"]
@@ -485,7 +509,10 @@ class Trainer(TrainingStateMixin):
         try:
             self.eval_epoch_start()
             handler.call_event(Event.EVAL_EPOCH_START, self)
-            has_start, has_end = handler.has(Event.EVAL_STEP_START), handler.has(Event.EVAL_STEP_END)
+            has_start, has_end = (
+                handler.has(Event.EVAL_STEP_START),
+                handler.has(Event.EVAL_STEP_END),
+            )
             on_device = self.device.type != "cpu"
             with torch.no_grad():
                 for batch in eval_dl:
@@ -497,7 +524,9 @@ class Trainer(TrainingStateMixin):
                         batch_output = self.calculate_eval_batch_loss(batch)
                     self._record_loss(self._eval_losses, batch_output)
                     if has_end:
-                        handler.call_event(Event.EVAL_STEP_END, self, batch=batch, batch_output=batch_output)
+                        handler.call_event(
+                            Event.EVAL_STEP_END, self, batch=batch, batch_output=batch_output
+                        )
                     if self._end_epoch_requested:
                         break
             self._end_epoch_requested = False
@@ -519,8 +548,9 @@ class Trainer(TrainingStateMixin):
         self.eval_dataset, self.collate_fn = dataset, collate_fn
         self._place_model()
         if self.run_config is None:
-            self.run_config = self._create_run_config(1, per_device_batch_size, per_device_batch_size,
-                                                      None, 1, None, None)
+            self.run_config = self._create_run_config(
+                1, per_device_batch_size, per_device_batch_size, None, 1, None, None
+            )
         eval_dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
         self._run_evaluation(eval_dl)
 
@@ -561,9 +591,13 @@ class Trainer(TrainingStateMixin):
     # ------------------------------------------------------------------ internals
     def _prepare_model_for_training(self) -> None:
         self._place_model()
-        if dist.get_world_size() > 1 and not isinstance(self.model, nn.parallel.DistributedDataParallel):
+        if dist.get_world_size() > 1 and not isinstance(
+            self.model, nn.parallel.DistributedDataParallel
+        ):
             device_ids = [self.device.index] if self.device.type == "cuda" else None
-            self.model = nn.parallel.DistributedDataParallel(self._unwrapped_model, device_ids=device_ids)
+            self.model = nn.parallel.DistributedDataParallel(
+                self._unwrapped_model, device_ids=device_ids
+            )
 
     def _place_model(self) -> None:
         if _module_device(self._unwrapped_model) != self.device:
@@ -575,10 +609,18 @@ class Trainer(TrainingStateMixin):
                         st[k] = v.to(self.device)
 
     def _create_run_config(
-        self, num_epochs: int, train_bs: int, eval_bs: int, max_steps: int | None,
-        accum: int, clip_value: float | None, clip_norm: float | None,
+        self,
+        num_epochs: int,
+        train_bs: int,
+        eval_bs: int,
+        max_steps: int | None,
+        accum: int,
+        clip_value: float | None,
+        clip_norm: float | None,
     ) -> RunConfig:
-        n_batches = _safe_len(getattr(self, "_train_dl", None)) if self.train_dataset is not None else 0
+        n_batches = (
+            _safe_len(getattr(self, "_train_dl", None)) if self.train_dataset is not None else 0
+        )
         return RunConfig(
             num_epochs=num_epochs,
             train_per_device_batch_size=train_bs,
@@ -617,7 +659,9 @@ class Trainer(TrainingStateMixin):
         return _NULL_CONTEXT
 
     @staticmethod
-    def _record_loss(acc: tuple[list[torch.Tensor], list[int]], batch_output: Mapping[str, Any]) -> None:
+    def _record_loss(
+        acc: tuple[list[torch.Tensor], list[int]], batch_output: Mapping[str, Any]
+    ) -> None:
         # Kept as tensors: no device sync per step; reduced once at the end of the epoch.
         acc[0].append(batch_output["loss"].detach())
         acc[1].append(int(batch_output["batch_size"]))
@@ -663,7 +707,9 @@ class Trainer(TrainingStateMixin):
 
     def _reached_max_steps(self) -> bool:
         rc = self.run_config
-        return bool(rc and rc.max_num_train_steps and self.state.global_step >= rc.max_num_train_steps)
+        return bool(
+            rc and rc.max_num_train_steps and self.state.global_step >= rc.max_num_train_steps
+        )
 
 
 class _NullContext:

@@ -10,22 +10,19 @@ from torch import nn
 
 
 def check_dataset(dataset: Any, name: str) -> None:
-    """A map-style dataset (``__getitem__`` + ``__len__``) or an iterable."""
-    if isinstance(dataset, torch.utils.data.Dataset | Iterable):
-        if not isinstance(dataset, torch.utils.data.IterableDataset) and not hasattr(dataset, "__len__"):
-            if not isinstance(dataset, Iterable):
-                raise TypeError(
-                    f"{name} has no __len__; received {type(dataset).__name__}. Give it a "
-                    f"__len__, or make it a torch.utils.data.IterableDataset."
-                )
-        if isinstance(dataset, str | bytes):
-            raise TypeError(f"{name} must be a dataset, not a {type(dataset).__name__}.")
-        return
-    raise TypeError(
-        f"{name} must be a torch.utils.data.Dataset (with __getitem__ and __len__) or an "
-        f"iterable of samples; received {type(dataset).__name__}. Wrap tensors with "
-        f"torch.utils.data.TensorDataset(inputs, targets)."
-    )
+    """A map-style dataset (``__getitem__`` + ``__len__``) or an iterable of samples."""
+    is_data = isinstance(dataset, torch.utils.data.Dataset | Iterable)
+    if not is_data or isinstance(dataset, str | bytes):
+        raise TypeError(
+            f"{name} must be a torch.utils.data.Dataset (with __getitem__ and __len__) or an "
+            f"iterable of samples; received {type(dataset).__name__}. Wrap tensors with "
+            f"torch.utils.data.TensorDataset(inputs, targets)."
+        )
+    if not isinstance(dataset, Iterable) and not hasattr(dataset, "__len__"):
+        raise TypeError(
+            f"{name} has no __len__; received {type(dataset).__name__}. Give it a __len__, or "
+            f"make it a torch.utils.data.IterableDataset."
+        )
 
 
 def check_batch_size(value: Any, name: str) -> None:

@@ -139,7 +139,10 @@ class TrainingStateMixin:
         if "run_history" in values:
             self.run_history.load_state_dict(values.pop("run_history"))
         losses = values.pop("epoch_losses", torch.zeros(0))
-        self._resumed_losses = (list(losses.to(self.device).unbind(0)), list(values.pop("epoch_loss_counts", [])))
+        self._resumed_losses = (
+            list(losses.to(self.device).unbind(0)),
+            list(values.pop("epoch_loss_counts", [])),
+        )
         self._restore_callbacks(values.pop("callbacks", {}))
         self._sampler_seed = int(values.pop("sampler_seed", self._sampler_seed or 0))
         self._restore_rng(values.pop("rng", None))

@@ -90,11 +90,18 @@ class EarlyStoppingCallback(TrainerCallback):
         reset_on_train: forget the best value at the start of each ``train()``.
     """
 
-    def __init__(self, early_stopping_patience: int = 1, early_stopping_threshold: float = 0.01,
-                 watch_metric: str = "eval_loss_epoch", greater_is_better: bool = False,
-                 reset_on_train: bool = True) -> None:
+    def __init__(
+        self,
+        early_stopping_patience: int = 1,
+        early_stopping_threshold: float = 0.01,
+        watch_metric: str = "eval_loss_epoch",
+        greater_is_better: bool = False,
+        reset_on_train: bool = True,
+    ) -> None:
         if early_stopping_patience < 1:
-            raise ValueError(f"early_stopping_patience must be ≥ 1; received {early_stopping_patience}.")
+            raise ValueError(
+                f"early_stopping_patience must be ≥ 1; received {early_stopping_patience}."
+            )
         self.patience = early_stopping_patience
         self.threshold = early_stopping_threshold
         self.watch_metric = watch_metric
@@ -189,4 +196,3 @@ class StepBasedEvaluationCallback(TrainerCallback):
         if trainer.state.global_step % self.eval_every_n_steps == 0:
             trainer.run_evaluation()
             self.evaluations += 1
-

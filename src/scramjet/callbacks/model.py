@@ -55,10 +55,15 @@ class SaveBestModelCallback(TrainerCallback):
         load_saved_checkpoint: restore the best weights when training ends.
     """
 
-    def __init__(self, save_path: str | os.PathLike[str] = "best_model.pt",
-                 watch_metric: str = "eval_loss_epoch", greater_is_better: bool = False,
-                 reset_on_train: bool = True, save_optimizer: bool = True,
-                 load_saved_checkpoint: bool = True) -> None:
+    def __init__(
+        self,
+        save_path: str | os.PathLike[str] = "best_model.pt",
+        watch_metric: str = "eval_loss_epoch",
+        greater_is_better: bool = False,
+        reset_on_train: bool = True,
+        save_optimizer: bool = True,
+        load_saved_checkpoint: bool = True,
+    ) -> None:
         self.save_path = Path(save_path)
         self.watch_metric = watch_metric
         self.greater_is_better = greater_is_better
@@ -112,8 +117,12 @@ class ModelEmaCallback(TrainerCallback):
         save_path: if given, the EMA weights' state dict is saved there at the end.
     """
 
-    def __init__(self, decay: float = 0.999, evaluate_during_training: bool = True,
-                 save_path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        decay: float = 0.999,
+        evaluate_during_training: bool = True,
+        save_path: str | os.PathLike[str] | None = None,
+    ) -> None:
         if not 0.0 < decay < 1.0:
             raise ValueError(f"decay must be in (0, 1); received {decay}.")
         self.decay = decay
@@ -145,8 +154,9 @@ class ModelEmaCallback(TrainerCallback):
         ema_params = [p for p in ema.parameters()]
         floats = [(e, m) for e, m in zip(ema_params, model_params) if e.is_floating_point()]
         if floats:
-            torch._foreach_lerp_([e for e, _ in floats], [m.detach() for _, m in floats],
-                                 1.0 - self.decay)
+            torch._foreach_lerp_(
+                [e for e, _ in floats], [m.detach() for _, m in floats], 1.0 - self.decay
+            )
         for eb, mb in zip(ema.buffers(), trainer.unwrapped_model.buffers()):
             eb.copy_(mb)
 
@@ -168,7 +178,9 @@ class ModelEmaCallback(TrainerCallback):
         if self.save_path is not None and self.ema_model is not None and trainer.is_main_process:
             from scramjet.checkpoint import write_checkpoint
 
-            write_checkpoint(self.save_path, {"model": self.ema_model}, step=trainer.state.global_step)
+            write_checkpoint(
+                self.save_path, {"model": self.ema_model}, step=trainer.state.global_step
+            )
 
     def state_dict(self) -> dict[str, Any]:
         """The EMA weights (empty before the first training run)."""
@@ -218,8 +230,13 @@ class SaveTrainingStateCallback(TrainerCallback):
         keep_last: how many recent checkpoints to keep.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], every_n_steps: int | None = None,
-                 every_n_epochs: int | None = 1, keep_last: int | None = 3) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        every_n_steps: int | None = None,
+        every_n_epochs: int | None = 1,
+        keep_last: int | None = 3,
+    ) -> None:
         if every_n_steps is not None and every_n_steps < 1:
             raise ValueError(f"every_n_steps must be ≥ 1 or None; received {every_n_steps}.")
         if every_n_epochs is not None and every_n_epochs < 1:

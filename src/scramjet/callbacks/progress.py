@@ -35,8 +35,11 @@ class LogMetricsCallback(TrainerCallback):
             return
         history = trainer.run_history
         parts = [f"{n}: {_format_value(history.get_latest_metric(n))}" for n in sorted(names)]
-        print(f"epoch {history.current_epoch} | " + " | ".join(parts), file=self.file or sys.stdout,
-              flush=True)
+        print(
+            f"epoch {history.current_epoch} | " + " | ".join(parts),
+            file=self.file or sys.stdout,
+            flush=True,
+        )
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Log every metric recorded so far (train and eval)."""
@@ -109,8 +112,10 @@ class _ProgressView:
         done, samples, eta = self.snapshot()
         total = self.total or "?"
         eta_s = f"{eta:,.0f}s" if math.isfinite(eta) else "--"
-        return (f"epoch {self.trainer.run_history.current_epoch} {self.stage} {done}/{total} "
-                f"| {samples:,.0f} samples/s | ETA {eta_s}")
+        return (
+            f"epoch {self.trainer.run_history.current_epoch} {self.stage} {done}/{total} "
+            f"| {samples:,.0f} samples/s | ETA {eta_s}"
+        )
 
     def __rich__(self) -> Any:
         from rich.progress_bar import ProgressBar
@@ -136,8 +141,9 @@ class ProgressBarCallback(TrainerCallback):
         refresh_per_second: redraw rate on a terminal.
     """
 
-    def __init__(self, file: IO[str] | None = None, interval: float = 10.0,
-                 refresh_per_second: float = 4.0) -> None:
+    def __init__(
+        self, file: IO[str] | None = None, interval: float = 10.0, refresh_per_second: float = 4.0
+    ) -> None:
         self.file = file
         self.interval = interval
         self.refresh_per_second = refresh_per_second
@@ -154,21 +160,29 @@ class ProgressBarCallback(TrainerCallback):
         """Start the display for this epoch."""
         if not trainer.is_main_process:
             return
-        total = len(trainer._train_dl) + trainer.state.batches_seen_in_epoch if hasattr(
-            trainer._train_dl, "__len__") else 0
+        total = (
+            len(trainer._train_dl) + trainer.state.batches_seen_in_epoch
+            if hasattr(trainer._train_dl, "__len__")
+            else 0
+        )
         self._view = _ProgressView(trainer, total, "train")
         if self._is_terminal():
             from rich.console import Console
             from rich.live import Live
 
             console = Console(file=self.file or sys.stdout)
-            self._live = Live(self._view, console=console, refresh_per_second=self.refresh_per_second,
-                              transient=False)
+            self._live = Live(
+                self._view,
+                console=console,
+                refresh_per_second=self.refresh_per_second,
+                transient=False,
+            )
             self._live.start()
         else:
             self._stop.clear()
-            self._thread = threading.Thread(target=self._plain_loop, daemon=True,
-                                            name="scramjet-progress")
+            self._thread = threading.Thread(
+                target=self._plain_loop, daemon=True, name="scramjet-progress"
+            )
             self._thread.start()
 
     def _plain_loop(self) -> None:
