@@ -1,0 +1,1 @@
+"""A tiny synthetic world shared by the tests: models, datasets and recording helpers."""
