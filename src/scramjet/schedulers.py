@@ -11,7 +11,8 @@ Example:
     >>> import torch
     >>> fn = CosineWarmupScheduler.create_scheduler_fn(num_warmup_epochs=1)
     >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
-    >>> sched = resolve_placeholders(fn, {"num_epochs": 3, "num_update_steps_per_epoch": 10})(opt)
+    >>> values = {"num_epochs": 3, "num_update_steps_per_epoch": 10, "total_update_steps": 30}
+    >>> sched = resolve_placeholders(fn, values)(opt)
     >>> sched.total_steps, sched.warmup_steps
     (30, 10)
 """
@@ -144,7 +145,7 @@ class _StepScheduler(LRScheduler):
 
     def get_lr(self) -> list[float]:  # type: ignore[override]
         f = self.factor(min(self.last_epoch, self.total_steps))
-        return [base * f for base in self.base_lrs]
+        return [float(base) * f for base in self.base_lrs]
 
 
 class CosineWarmupScheduler(_StepScheduler):
@@ -185,13 +186,13 @@ class CosineWarmupScheduler(_StepScheduler):
     ) -> functools.partial[Any]:
         """A ``create_scheduler_fn`` for ``Trainer.train`` with epochs counted by the Trainer."""
         steps = TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH
-        return functools.partial(
-            cls,
+        kwargs: dict[str, Any] = dict(  # placeholders stand in for ints until resolved
             total_steps=TrainerPlaceholderValues.TOTAL_UPDATE_STEPS,
             warmup_steps=_Ceil(steps * num_warmup_epochs),
             warmup_start_factor=warmup_start_factor,
             min_lr_ratio=min_lr_ratio,
         )
+        return functools.partial(cls, **kwargs)
 
 
 class WSDScheduler(_StepScheduler):
@@ -219,7 +220,7 @@ class WSDScheduler(_StepScheduler):
             raise ValueError(f"decay_shape must be one of {self.SHAPES}; received {decay_shape!r}.")
         if not 0.0 <= decay_fraction <= 1.0:
             raise ValueError(f"decay_fraction must be in [0, 1]; received {decay_fraction}.")
-        self.decay_steps = int(round(total_steps * decay_fraction))
+        self.decay_steps = round(total_steps * decay_fraction)
         self.decay_shape = decay_shape
         self.min_lr_ratio = float(min_lr_ratio)
         super().__init__(optimizer, total_steps, warmup_steps, warmup_start_factor, last_epoch)
@@ -257,8 +258,7 @@ class WSDScheduler(_StepScheduler):
     ) -> functools.partial[Any]:
         """A ``create_scheduler_fn`` for ``Trainer.train``."""
         steps = TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH
-        return functools.partial(
-            cls,
+        kwargs: dict[str, Any] = dict(  # placeholders stand in for ints until resolved
             total_steps=TrainerPlaceholderValues.TOTAL_UPDATE_STEPS,
             warmup_steps=_Ceil(steps * num_warmup_epochs),
             decay_fraction=decay_fraction,
@@ -266,6 +266,7 @@ class WSDScheduler(_StepScheduler):
             warmup_start_factor=warmup_start_factor,
             min_lr_ratio=min_lr_ratio,
         )
+        return functools.partial(cls, **kwargs)
 
 
 class _Ceil(_Expr):

@@ -106,8 +106,8 @@ class Trainer(TrainingStateMixin):
         self.collate_fn: Callable[..., Any] | None = None
         self._unwrapped_model = model
         self._sampler_seed: int | None = None
-        callbacks = _default_callbacks() if callbacks is None else callbacks
-        self.callback_handler = CallbackHandler(callbacks, custom_events=self.custom_events)
+        chosen = _default_callbacks() if callbacks is None else callbacks
+        self.callback_handler = CallbackHandler(chosen, custom_events=self.custom_events)
         self.callback_handler.call_event(Event.INIT_END, self)
 
     # ------------------------------------------------------------------ properties
@@ -221,6 +221,8 @@ class Trainer(TrainingStateMixin):
             "gradient_accumulation_steps": rc.gradient_accumulation_steps,
             "num_processes": rc.num_processes,
         }
+        if self._create_scheduler_fn is None:
+            return None
         return resolve_placeholders(self._create_scheduler_fn, values)(self.optimizer)
 
     # ------------------------------------------------------------------ run hooks
@@ -441,7 +443,7 @@ class Trainer(TrainingStateMixin):
         rc = self.run_config
         assert rc is not None
         state, handler, accum = self.state, self.callback_handler, rc.gradient_accumulation_steps
-        sampler = getattr(train_dl, "sampler", None)
+        sampler: Any = getattr(train_dl, "sampler", None)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(state.epoch)
         if hasattr(sampler, "set_start"):
@@ -699,10 +701,11 @@ class Trainer(TrainingStateMixin):
 
     def run_evaluation(self) -> None:
         """Evaluate on the run's ``eval_dataset`` now (e.g. every N steps), then resume training."""
-        if getattr(self, "_eval_dl", None) is None:
+        eval_dl = getattr(self, "_eval_dl", None)
+        if eval_dl is None:
             raise ValueError("run_evaluation() needs train(..., eval_dataset=...) to be running.")
         was_training = self.model.training
-        self._run_evaluation(self._eval_dl)
+        self._run_evaluation(eval_dl)
         self.model.train(was_training)
 
     def _reached_max_steps(self) -> bool:

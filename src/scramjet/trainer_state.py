@@ -31,11 +31,15 @@ def _callback_key(index: int, callback: object) -> str:
 
 
 class TrainingStateMixin:
-    """Checkpoint methods of :class:`~scramjet.trainer.Trainer`."""
+    """Checkpoint methods of :class:`~scramjet.trainer.Trainer`.
+
+    Methods annotate ``self`` as the Trainer they are mixed into (hence the
+    ``type: ignore[misc]`` on their signatures).
+    """
 
     _epoch_finished: bool = False
 
-    def training_state(self: Trainer, *, include_optimizer: bool = True) -> dict[str, Any]:
+    def training_state(self: Trainer, *, include_optimizer: bool = True) -> dict[str, Any]:  # type: ignore[misc]
         """Everything needed to resume, as entries for :class:`CheckpointManager`.
 
         Collective in a distributed run (every rank must call it): RNG states of all
@@ -69,7 +73,7 @@ class TrainingStateMixin:
         state["rng"] = dist.gather_object(get_rng_states())
         return state
 
-    def save_checkpoint(
+    def save_checkpoint(  # type: ignore[misc]
         self: Trainer,
         save_path: str | os.PathLike[str],
         checkpoint_kwargs: dict[str, Any] | None = None,
@@ -86,7 +90,7 @@ class TrainingStateMixin:
             write_checkpoint(save_path, state, step=self.state.global_step, epoch=self.state.epoch)
         dist.barrier()
 
-    def save_to_manager(self: Trainer, manager: CheckpointManager | None) -> Path | None:
+    def save_to_manager(self: Trainer, manager: CheckpointManager | None) -> Path | None:  # type: ignore[misc]
         """Save the training state as the next checkpoint of ``manager`` (all ranks call)."""
         state = self.training_state()
         metrics = {}
@@ -101,7 +105,7 @@ class TrainingStateMixin:
         dist.barrier()
         return path
 
-    def load_checkpoint(
+    def load_checkpoint(  # type: ignore[misc]
         self: Trainer, checkpoint_path: str | os.PathLike[str], load_optimizer: bool = True
     ) -> dict[str, Any]:
         """Restore a checkpoint written by :meth:`save_checkpoint` (or a checkpoint directory).
@@ -110,7 +114,7 @@ class TrainingStateMixin:
         """
         return self._restore_training_state(checkpoint_path, include_optimizer=load_optimizer)
 
-    def _restore_training_state(
+    def _restore_training_state(  # type: ignore[misc]
         self: Trainer, path: str | os.PathLike[str], *, include_optimizer: bool = True
     ) -> dict[str, Any]:
         path = Path(path)
@@ -148,7 +152,7 @@ class TrainingStateMixin:
         self._restore_rng(values.pop("rng", None))
         return values
 
-    def _restore_callbacks(self: Trainer, saved: dict[str, Any]) -> None:
+    def _restore_callbacks(self: Trainer, saved: dict[str, Any]) -> None:  # type: ignore[misc]
         for i, cb in enumerate(self.callbacks):
             key = _callback_key(i, cb)
             if key in saved:
@@ -159,7 +163,7 @@ class TrainingStateMixin:
                     stacklevel=3,
                 )
 
-    def _restore_rng(self: Trainer, per_rank: list[dict[str, Any]] | None) -> None:
+    def _restore_rng(self: Trainer, per_rank: list[dict[str, Any]] | None) -> None:  # type: ignore[misc]
         if not per_rank:
             return
         rank, world = dist.get_rank(), dist.get_world_size()

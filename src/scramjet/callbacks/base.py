@@ -227,7 +227,9 @@ class CallbackHandler:
     """
 
     def __init__(
-        self, callbacks: Iterable[TrainerCallback] = (), custom_events: Sequence[str] = ()
+        self,
+        callbacks: Iterable[TrainerCallback | type[TrainerCallback]] = (),
+        custom_events: Sequence[str] = (),
     ) -> None:
         self.callbacks: list[TrainerCallback] = []
         self._known = EVENT_NAMES | frozenset(custom_events)

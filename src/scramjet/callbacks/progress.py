@@ -161,7 +161,7 @@ class ProgressBarCallback(TrainerCallback):
         if not trainer.is_main_process:
             return
         total = (
-            len(trainer._train_dl) + trainer.state.batches_seen_in_epoch
+            len(trainer._train_dl) + trainer.state.batches_seen_in_epoch  # type: ignore[arg-type]
             if hasattr(trainer._train_dl, "__len__")
             else 0
         )
