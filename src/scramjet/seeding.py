@@ -28,7 +28,7 @@ def get_rng_states() -> dict[str, Any]:
     Everything is a tensor or plain Python value so ``torch.load(weights_only=True)``
     can read it back.
     """
-    np_state = np.random.get_state()
+    np_state: Any = np.random.get_state()
     states: dict[str, Any] = {
         "python": _python_state_to_plain(random.getstate()),
         "numpy": {
