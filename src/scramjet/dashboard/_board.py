@@ -1,0 +1,517 @@
+"""The Dashboard: a read-only Trainer callback and a standalone ``gauge()``/``log()`` tool."""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import math
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from scramjet.callbacks.base import TrainerCallback
+from scramjet.dashboard import _files
+from scramjet.dashboard._view import LiveView, Snapshot, StageView, memory_text, plain_lines
+
+if TYPE_CHECKING:
+    from scramjet.trainer import Trainer
+
+_FORMAT_KINDS = ("raw", "percent", "tailor", "inviz")
+
+
+@dataclass
+class _Stage:
+    """Counters of one stage; written by the loop thread, read by the display thread."""
+
+    name: str
+    epoch: int = 0
+    epochs: int | None = None
+    done: int = 0
+    total: int | None = None
+    samples: int = 0
+    has_samples: bool = False
+    started: float = field(default_factory=time.perf_counter)
+    busy: float = 0.0  # sum of the ``duration`` values given to gauge(), if any
+    finished: bool = False
+    ended: float | None = None  # perf_counter() when the epoch of the stage finished
+    # (done, samples) read at snapshot time, for the Trainer's own counters.
+    probe: Callable[[], tuple[int, int]] | None = None
+    base: tuple[int, int] = (0, 0)
+
+
+def _check_format(fmt: Mapping[str, Any] | None) -> dict[str, tuple[str, Any]]:
+    out: dict[str, tuple[str, Any]] = {}
+    for name, spec in (fmt or {}).items():
+        kind, arg = (spec, None) if isinstance(spec, str) else (*tuple(spec), None)[:2]
+        if kind not in _FORMAT_KINDS:
+            raise ValueError(
+                f"format[{name!r}] = {spec!r}: the kind must be one of {_FORMAT_KINDS}, e.g. "
+                f"{{'acc': ('percent', '.2f'), 'loss': ('raw', '.4f')}}."
+            )
+        if kind == "tailor" and not callable(arg):
+            raise TypeError(
+                f"format[{name!r}] uses 'tailor', which needs a function value -> str as its "
+                f"second item; received {arg!r}."
+            )
+        out[str(name)] = (kind, arg)
+    return out
+
+
+def _as_float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError, RuntimeError):
+        return math.nan
+
+
+class Dashboard(TrainerCallback):
+    """A live terminal dashboard: progress per stage, metrics, memory and line curves.
+
+    Use it as a Trainer callback (``Trainer(..., callbacks=[Dashboard()])``), or on its own
+    with nebulae's calls ``gauge(entry, mile, epoch, mpe, stage)`` and ``log()``.
+
+    On a terminal it is drawn with ``rich.live`` and redrawn by rich's timer thread
+    (``refresh_per_second``), never by the training loop; elsewhere (CI, a file) it
+    prints one plain line per stage every ``print_every`` seconds and when an epoch
+    ends. Only rank 0 of a distributed run displays or writes anything.
+
+    As a Trainer callback it reads the trainer's counters from the display thread, keeps
+    each step's loss as a detached tensor (turned into a number by the display thread)
+    and reads epoch metrics from ``trainer.run_history``. It changes nothing in training.
+
+    Args:
+        log_path: Folder for :meth:`log` (CSV and PNG per metric, record files).
+        window: Moving-average window of the curves.
+        divisor: Number of rows the y axis of a curve is divided into.
+        span: Width of the x axis of a curve, in steps.
+        format: ``{metric: (kind, arg)}`` with kind ``"raw"`` (arg: a format spec such as
+            ``".4f"``), ``"percent"`` (value × 100, arg: spec), ``"tailor"`` (arg: a
+            function value -> str) or ``"inviz"`` (recorded, not shown).
+        curves: Metrics to plot (default: every recorded metric).
+        file: Stream to draw on (default: standard output).
+        refresh_per_second: Redraw rate on a terminal.
+        print_every: Seconds between plain lines when the stream is not a terminal.
+        force_terminal: Override terminal detection (True: always draw with control codes).
+        show_memory: Show the CPU/GPU memory line.
+
+    Example:
+        >>> import io
+        >>> board = Dashboard(file=io.StringIO(), show_memory=False)
+        >>> board.gauge({"loss": 0.5}, mile=0, epoch=0, mpe=2, stage="train", duration=0.1)
+        >>> board.snapshot().stages[0].done
+        1
+        >>> board.close()
+    """
+
+    def __init__(
+        self,
+        log_path: str = "./aerolog",
+        window: int = 1,
+        divisor: int = 10,
+        span: int = 30,
+        format: Mapping[str, Any] | None = None,
+        *,
+        curves: Sequence[str] | None = None,
+        file: IO[str] | None = None,
+        refresh_per_second: float = 4.0,
+        print_every: float = 10.0,
+        force_terminal: bool | None = None,
+        show_memory: bool = True,
+    ) -> None:
+        for name, value, low in (("window", window, 1), ("divisor", divisor, 2), ("span", span, 2)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an int >= {low}; received {value!r}.")
+        if not refresh_per_second > 0 or not print_every > 0:
+            raise ValueError(
+                f"refresh_per_second and print_every must be > 0; received "
+                f"{refresh_per_second!r} and {print_every!r}."
+            )
+        self.log_path = Path(log_path)
+        self.window, self.divisor, self.span = window, divisor, span
+        self.format = _check_format(format)
+        self.curves = None if curves is None else [str(c) for c in curves]
+        self.file = file
+        self.refresh_per_second = refresh_per_second
+        self.print_every = print_every
+        self.force_terminal = force_terminal
+        self.show_memory = show_memory
+        self.title = "scramjet dashboard"
+        self._lock = threading.RLock()
+        self._stages: dict[str, _Stage] = {}
+        self._entries: dict[str, dict[str, Any]] = {}
+        # {metric: {stage: [[step, epoch, mile, value], ...]}}; values may be tensors
+        # until the display thread (or log()) turns them into floats.
+        self._series: dict[str, dict[str, list[list[Any]]]] = {}
+        self._pending: collections.deque[Any] = collections.deque()
+        self._loss_steps = 0
+        self._epoch_losses = 0
+        self._trainer: Trainer | None = None
+        self._live: Any = None
+        self._plain_thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._started = False
+
+    # ------------------------------------------------------------------ nebulae calls
+    def gauge(
+        self,
+        entry: Mapping[str, Any],
+        mile: int,
+        epoch: int,
+        mpe: int,
+        stage: str,
+        interval: int = 1,
+        duration: float | None = None,
+        *,
+        samples: int | None = None,
+    ) -> None:
+        """Record one step (or epoch) of ``stage`` and its metric values.
+
+        Args:
+            entry: ``{name: value}``; numbers or one-element tensors (kept as they are
+                and turned into numbers by the display thread, so no device sync here).
+            mile: 0-based step within the epoch.
+            epoch: 0-based epoch (shown 1-based).
+            mpe: Steps per epoch (miles per epoch).
+            stage: Stage name, e.g. ``"train"`` or ``"test"``.
+            interval: Keep a curve point every ``interval`` steps (and the last step of
+                each epoch); the screen refreshes on its own timer either way.
+            duration: Seconds this step took; throughput then uses the sum of these
+                instead of the wall clock.
+            samples: Samples in this step; throughput is then in samples/s, else steps/s.
+        """
+        if not isinstance(mpe, int) or mpe < 1 or not isinstance(mile, int) or mile < 0:
+            raise ValueError(
+                f"gauge() needs int mile >= 0 and int mpe >= 1; received mile={mile!r}, "
+                f"mpe={mpe!r}. Pass the 0-based step and the number of steps per epoch."
+            )
+        if not isinstance(interval, int) or interval < 1:
+            raise ValueError(f"interval must be an int >= 1; received {interval!r}.")
+        if not _is_main_process():
+            return
+        with self._lock:
+            st = self._stages.get(stage)
+            if st is None or st.epoch != epoch or mile < st.done - 1 or st.finished:
+                st = self._stages[stage] = _Stage(stage, epoch=epoch)
+            st.done, st.total = mile + 1, mpe
+            st.finished = mile + 1 >= mpe
+            if st.finished:
+                st.ended = time.perf_counter()
+            if duration is not None:
+                st.busy += float(duration)
+            if samples is not None:
+                st.samples += int(samples)
+                st.has_samples = True
+            self._entries.setdefault(stage, {}).update(entry)
+            if mile % interval == 0 or st.finished:
+                step = epoch * mpe + mile + 1
+                for name, value in entry.items():
+                    self._add_point(str(name), stage, [step, epoch, mile, _detach(value)])
+        self._start()
+        if st.finished and self._plain_thread is not None:
+            self._print_plain([stage])
+
+    def log(self, gauge: bool = True, tachograph: bool = True, record: str | None = None) -> None:
+        """Write what was recorded into ``log_path`` (rank 0 only).
+
+        Args:
+            gauge: Write ``<metric>.png``: a line plot of each metric, one line per stage.
+            tachograph: Write ``<metric>.csv`` with columns ``stage,epoch,mile,step,value``.
+            record: A file name (inside ``log_path`` unless absolute) to which one line per
+                stage with the latest values is appended.
+        """
+        if not _is_main_process():
+            return
+        with self._lock:
+            self._drain()
+            series = {
+                m: {
+                    s: [(float(r[0]), int(r[1]), int(r[2]), _as_float(r[3])) for r in rows]
+                    for s, rows in by_stage.items()
+                }
+                for m, by_stage in self._series.items()
+            }
+            snap = self._snapshot_locked()
+        for metric, by_stage in series.items():
+            base = self.log_path / _files.safe_name(metric)
+            if tachograph:
+                _files.atomic_write_bytes(base.with_suffix(".csv"), _files.csv_bytes(by_stage))
+            if gauge:
+                png = _files.png_bytes(metric, by_stage, self.window)
+                _files.atomic_write_bytes(base.with_suffix(".png"), png)
+        if record:
+            stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            lines = [f"{stamp} {line}" for line in plain_lines(snap)]
+            path = Path(record)
+            _files.append_record(path if path.is_absolute() else self.log_path / path, lines)
+
+    # ------------------------------------------------------------------ display
+    def snapshot(self) -> Snapshot:
+        """What the dashboard would draw now (also used by the display thread)."""
+        with self._lock:
+            self._drain()
+            return self._snapshot_locked()
+
+    def _snapshot_locked(self) -> Snapshot:
+        now = time.perf_counter()
+        stages = [self._stage_view(st, now) for st in self._stages.values()]
+        metrics = {
+            stage: {k: text for k, v in values.items() if (text := self._fmt(k, v)) is not None}
+            for stage, values in self._entries.items()
+        }
+        names = self.curves if self.curves is not None else list(self._series)
+        curves = {
+            m: {s: [(float(r[0]), _as_float(r[3])) for r in rows] for s, rows in by_stage.items()}
+            for m in names
+            if (by_stage := self._series.get(m))
+        }
+        return Snapshot(
+            title=self.title,
+            stages=stages,
+            metrics=metrics,
+            curves=curves,
+            memory=memory_text() if self.show_memory else "",
+            span=self.span,
+            divisor=self.divisor,
+            window=self.window,
+        )
+
+    def _stage_view(self, st: _Stage, now: float) -> StageView:
+        if st.probe is not None:
+            d, s = st.probe()
+            st.done, st.samples = d, s - st.base[1]
+        end = st.ended if st.ended is not None else now
+        elapsed = st.busy if st.busy > 0 else max(end - st.started, 1e-9)
+        steps = st.done - st.base[0]
+        work = st.samples if st.has_samples else steps
+        rate = work / elapsed if work else math.nan
+        steps_rate = steps / elapsed if steps else 0.0
+        left = (st.total - st.done) if st.total else None
+        eta = left / steps_rate if left is not None and steps_rate > 0 else math.nan
+        return StageView(
+            name=st.name,
+            epoch=st.epoch,
+            epochs=st.epochs,
+            done=st.done,
+            total=st.total,
+            rate=rate,
+            unit="samples/s" if st.has_samples else "steps/s",
+            eta=0.0 if st.finished else eta,
+            finished=st.finished,
+        )
+
+    def _fmt(self, name: str, value: Any) -> str | None:
+        kind, arg = self.format.get(name, ("raw", None))
+        if kind == "inviz":
+            return None
+        if kind == "tailor":
+            return str(arg(value))
+        number = _as_float(value)
+        if kind == "percent":
+            return f"{number * 100:{arg or '.2f'}}%"
+        if isinstance(value, str):
+            return value
+        return f"{number:{arg or '.4g'}}"
+
+    def _start(self) -> None:
+        if self._started or not _is_main_process():
+            return
+        self._started = True
+        from rich.console import Console
+
+        console = Console(file=self.file, force_terminal=self.force_terminal)
+        if console.is_terminal and not console.is_dumb_terminal:
+            from rich.live import Live
+
+            self._live = Live(
+                LiveView(self.snapshot),
+                console=console,
+                refresh_per_second=self.refresh_per_second,
+                transient=False,
+            )
+            self._live.start()
+        else:
+            self._stop.clear()
+            self._plain_thread = threading.Thread(
+                target=self._plain_loop, daemon=True, name="scramjet-dashboard"
+            )
+            self._plain_thread.start()
+        atexit.register(self.close)
+
+    def _plain_loop(self) -> None:
+        while not self._stop.wait(self.print_every):
+            self._print_plain(None)
+
+    def _print_plain(self, stages: Sequence[str] | None) -> None:
+        lines = plain_lines(self.snapshot(), stages)
+        if lines:
+            print("\n".join(lines), file=self.file or sys.stdout, flush=True)
+
+    def close(self) -> None:
+        """Stop the display (drawing or printing a last time). Safe to call twice."""
+        if not self._started:
+            return
+        self._started = False
+        atexit.unregister(self.close)
+        if self._live is not None:
+            live, self._live = self._live, None
+            live.stop()
+        if self._plain_thread is not None:
+            self._stop.set()
+            self._plain_thread.join()
+            self._plain_thread = None
+            self._print_plain(None)
+
+    def __enter__(self) -> Dashboard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ recording
+    def _add_point(self, metric: str, stage: str, row: list[Any]) -> None:
+        self._series.setdefault(metric, {}).setdefault(stage, []).append(row)
+
+    def _drain(self) -> None:
+        """Turn the per-step losses queued by the loop into curve points (caller holds the lock)."""
+        pending = self._pending
+        if not pending:
+            return
+        train = self._stages.get("train")
+        epoch = train.epoch if train is not None else 0
+        while pending:
+            loss = pending.popleft()
+            self._loss_steps += 1
+            self._add_point(
+                "loss", "train", [self._loss_steps, epoch, self._epoch_losses, _as_float(loss)]
+            )
+            self._epoch_losses += 1
+            self._entries.setdefault("train", {})["loss"] = loss
+
+    # ------------------------------------------------------------------ Trainer events
+    def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Start drawing (rank 0)."""
+        if not trainer.is_main_process:
+            return
+        self._trainer = trainer
+        self._start()
+
+    def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Open the train stage for this epoch; its counters are read by the display thread."""
+        if not trainer.is_main_process:
+            return
+        state = trainer.state
+        dl = getattr(trainer, "_train_dl", None)
+        total = _safe_len(dl) + state.batches_seen_in_epoch if dl is not None else 0
+        rc = trainer.run_config
+        with self._lock:
+            self._drain()
+            self._epoch_losses = 0
+            self._stages["train"] = _Stage(
+                "train",
+                epoch=state.epoch,
+                epochs=rc.num_epochs if rc else None,
+                total=total or None,
+                has_samples=True,
+                probe=lambda: (state.batches_seen_in_epoch, state.samples_seen),
+                base=(state.batches_seen_in_epoch, state.samples_seen),
+            )
+
+    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Queue this step's loss as a detached tensor (no device sync, no conversion)."""
+        self._pending.append(kwargs["batch_output"]["loss"].detach())
+
+    def on_train_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Close the train stage and pick up the epoch metrics."""
+        if not trainer.is_main_process:
+            return
+        with self._lock:
+            self._drain()
+            st = self._stages.get("train")
+            if st is not None and st.probe is not None:
+                d, s = st.probe()
+                st.done, st.samples = d, s - st.base[1]
+                st.probe, st.finished, st.ended = None, True, time.perf_counter()
+        self._read_history(trainer, "train")
+        if self._plain_thread is not None:
+            self._print_plain(["train"])
+
+    def on_eval_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Open the eval stage."""
+        if not trainer.is_main_process:
+            return
+        rc = trainer.run_config
+        with self._lock:
+            self._stages["eval"] = _Stage(
+                "eval",
+                epoch=trainer.state.epoch,
+                epochs=rc.num_epochs if rc else None,
+                total=_safe_len(getattr(trainer, "_eval_dl", None)) or None,
+                has_samples=True,
+            )
+
+    def on_eval_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Count an evaluation batch (two integer additions)."""
+        st = self._stages.get("eval")
+        if st is not None:
+            st.done += 1
+            st.samples += int(kwargs["batch_output"]["batch_size"])
+
+    def on_eval_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Close the eval stage and pick up its epoch metrics."""
+        if not trainer.is_main_process:
+            return
+        st = self._stages.get("eval")
+        if st is not None:
+            st.finished, st.ended = True, time.perf_counter()
+            st.total = st.total or st.done
+        self._read_history(trainer, "eval")
+        if self._plain_thread is not None:
+            self._print_plain(["eval"])
+
+    def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Draw a last time and stop."""
+        if trainer.is_main_process:
+            self.close()
+            self._trainer = None
+
+    def _read_history(self, trainer: Trainer, stage: str) -> None:
+        """Copy the latest epoch metrics of ``stage`` from the run history."""
+        history = trainer.run_history
+        step = self._loss_steps
+        epoch = trainer.state.epoch
+        with self._lock:
+            for full in sorted(history.get_metric_names()):
+                if not full.startswith(stage + "_"):
+                    continue
+                values = history.get_metric_values(full)
+                if not values:
+                    continue
+                short = full[len(stage) + 1 :]
+                self._entries.setdefault(stage, {})[short] = values[-1]
+                name = short.removesuffix("_epoch")
+                if stage == "train" and name == "loss":
+                    continue  # the per-step loss curve already covers it
+                self._add_point(name, stage, [step, epoch, 0, _as_float(values[-1])])
+
+
+def _detach(value: Any) -> Any:
+    detach = getattr(value, "detach", None)
+    return detach() if callable(detach) else value
+
+
+def _safe_len(obj: Any) -> int:
+    try:
+        return len(obj)
+    except TypeError:
+        return 0
+
+
+def _is_main_process() -> bool:
+    from scramjet.runtime.distributed import is_main_process
+
+    return is_main_process()

@@ -1,0 +1,100 @@
+"""Files written by ``Dashboard.log()``: one CSV and one PNG plot per metric.
+
+Writes are atomic (temporary file in the same folder, fsync, ``os.replace``), so a
+crash while logging never leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+#: One recorded value: (step, epoch, mile, value).
+Row = tuple[float, int, int, float]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def safe_name(metric: str) -> str:
+    """A file-name-safe version of a metric name (``val/acc`` -> ``val_acc``).
+
+    Example:
+        >>> safe_name("val/acc 1")
+        'val_acc_1'
+    """
+    return _UNSAFE.sub("_", metric).strip("_") or "metric"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so readers see the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def csv_bytes(series: Mapping[str, Sequence[Row]]) -> bytes:
+    """CSV text with columns ``stage,epoch,mile,step,value``, stages in insertion order."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["stage", "epoch", "mile", "step", "value"])
+    for stage, rows in series.items():
+        for step, epoch, mile, value in rows:
+            writer.writerow([stage, epoch, mile, f"{step:g}", repr(float(value))])
+    return out.getvalue().encode("utf-8")
+
+
+def png_bytes(metric: str, series: Mapping[str, Sequence[Row]], window: int) -> bytes:
+    """A PNG line plot of one metric, one line per stage (raw and moving average).
+
+    Uses a private matplotlib ``Figure`` with the Agg canvas: no pyplot, no global style.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from scramjet.dashboard._plot import moving_average
+
+    fig = Figure(figsize=(7, 4), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for stage, rows in series.items():
+        xs = [r[0] for r in rows]
+        ys = [float(r[3]) for r in rows]
+        marker = "o" if len(rows) < 50 else None
+        if window > 1:
+            ax.plot(xs, ys, alpha=0.3, marker=marker)
+            ax.plot(xs, moving_average(ys, window), label=f"{stage} (avg {window})")
+        else:
+            ax.plot(xs, ys, label=stage, marker=marker)
+    ax.set_xlabel("step")
+    ax.set_ylabel(metric)
+    ax.set_title(metric)
+    ax.grid(True, alpha=0.3)
+    if series:
+        ax.legend()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def append_record(path: Path, lines: Sequence[str]) -> None:
+    """Append lines to a record file (created if missing), flushed to disk."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        for line in lines:
+            f.write(line.rstrip("\n") + "\n")
+        f.flush()
+        os.fsync(f.fileno())

@@ -1,0 +1,247 @@
+"""What the dashboard shows, as plain data, and how it is drawn.
+
+A :class:`Snapshot` is taken from the dashboard's counters a few times per second by
+the display thread; :func:`render` turns it into a rich renderable (terminal) and
+:func:`plain_lines` into plain text lines (logs, CI). Both are pure, which is what
+the golden test checks.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scramjet.dashboard._plot import render_curve
+
+_BAR_FULL, _BAR_EMPTY = "█", "░"
+
+
+@dataclass(frozen=True)
+class StageView:
+    """Progress of one stage (``train``, ``eval``, ...) at the moment of the snapshot.
+
+    Attributes:
+        name: Stage name.
+        epoch: 0-based epoch index (shown 1-based).
+        epochs: Number of epochs of the run, if known.
+        done: Steps done in this epoch.
+        total: Steps in this epoch, if known.
+        rate: Throughput in ``unit`` (NaN when unknown).
+        unit: ``"samples/s"`` or ``"steps/s"``.
+        eta: Seconds left in this epoch (NaN when unknown).
+        finished: The stage's epoch is complete.
+    """
+
+    name: str
+    epoch: int
+    epochs: int | None
+    done: int
+    total: int | None
+    rate: float
+    unit: str
+    eta: float
+    finished: bool = False
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything drawn in one refresh.
+
+    Attributes:
+        title: First line.
+        stages: One progress row per stage, in the order the stages started.
+        metrics: ``{stage: {name: formatted value}}``.
+        curves: ``{metric: {stage: [(step, value), ...]}}`` for the plotted metrics.
+        memory: One line about CPU/GPU memory (empty to hide it).
+        span: Width of the x axis of the curves (steps).
+        divisor: Rows of the y axis of the curves.
+        window: Moving-average window of the curves.
+    """
+
+    title: str
+    stages: list[StageView]
+    metrics: dict[str, dict[str, str]]
+    curves: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
+    memory: str = ""
+    span: int = 30
+    divisor: int = 10
+    window: int = 1
+
+
+def format_duration(seconds: float) -> str:
+    """``h:mm:ss`` for a number of seconds; ``--:--`` when unknown.
+
+    Example:
+        >>> format_duration(3725.2)
+        '1:02:05'
+    """
+    if not math.isfinite(seconds) or seconds < 0:
+        return "--:--"
+    s = round(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _epoch_text(stage: StageView) -> str:
+    return f"epoch {stage.epoch + 1}" + (f"/{stage.epochs}" if stage.epochs else "")
+
+
+def _count_text(stage: StageView) -> str:
+    return f"{stage.done}/{stage.total}" if stage.total else f"{stage.done}"
+
+
+def _rate_text(stage: StageView) -> str:
+    return f"{stage.rate:,.0f} {stage.unit}" if math.isfinite(stage.rate) else f"-- {stage.unit}"
+
+
+def _eta_text(stage: StageView) -> str:
+    return "done" if stage.finished else f"ETA {format_duration(stage.eta)}"
+
+
+def bar(done: int, total: int | None, width: int) -> str:
+    """A text progress bar ``width`` characters wide (all empty when total is unknown).
+
+    Example:
+        >>> bar(1, 4, 8)
+        '██░░░░░░'
+    """
+    if not total or width <= 0:
+        return _BAR_EMPTY * max(width, 0)
+    filled = min(width, round(width * done / total))
+    return _BAR_FULL * filled + _BAR_EMPTY * (width - filled)
+
+
+def metrics_text(values: dict[str, str]) -> str:
+    """``name value · name value`` in insertion order."""
+    return " · ".join(f"{k} {v}" for k, v in values.items())
+
+
+def plain_lines(snapshot: Snapshot, stages: Iterable[str] | None = None) -> list[str]:
+    """One plain line per stage, for output that is not a terminal.
+
+    Args:
+        snapshot: What to print.
+        stages: Only these stages (default: all).
+
+    Returns:
+        Lines such as ``train epoch 2/3 37/100 | 1,234 samples/s | ETA 0:00:03 | loss 0.1``.
+    """
+    wanted = None if stages is None else set(stages)
+    lines = []
+    for st in snapshot.stages:
+        if wanted is not None and st.name not in wanted:
+            continue
+        parts = [f"{st.name} {_epoch_text(st)} {_count_text(st)}", _rate_text(st), _eta_text(st)]
+        values = snapshot.metrics.get(st.name)
+        if values:
+            parts.append(metrics_text(values))
+        if snapshot.memory:
+            parts.append(snapshot.memory)
+        lines.append(" | ".join(parts))
+    return lines
+
+
+def _progress_lines(snapshot: Snapshot, width: int) -> list[tuple[str, str, str]]:
+    """``(stage label, bar, tail)`` per stage, the bar filling what the width leaves."""
+    if not snapshot.stages:
+        return []
+    name_w = max(len(s.name) for s in snapshot.stages)
+    heads = [f"{s.name:<{name_w}}  {_epoch_text(s)}" for s in snapshot.stages]
+    head_w = max(len(h) for h in heads)
+    cols = [
+        [_count_text(s) for s in snapshot.stages],
+        [_rate_text(s) for s in snapshot.stages],
+        [_eta_text(s) for s in snapshot.stages],
+    ]
+    widths = [max(len(c) for c in col) for col in cols]
+    tails = [
+        f"{cols[0][i]:>{widths[0]}}  {cols[1][i]:>{widths[1]}}  {cols[2][i]}"
+        for i in range(len(snapshot.stages))
+    ]
+    tail_w = max(len(t) for t in tails)
+    bar_w = max(10, width - head_w - tail_w - 4)
+    return [
+        (f"{h:<{head_w}}", bar(s.done, s.total, bar_w), f"{t:<{tail_w}}".rstrip())
+        for h, s, t in zip(heads, snapshot.stages, tails)
+    ]
+
+
+def render(snapshot: Snapshot, width: int) -> Any:
+    """A rich renderable of ``snapshot`` laid out for ``width`` columns."""
+    from rich.console import Group
+    from rich.text import Text
+
+    parts: list[Any] = [Text(snapshot.title, style="bold")]
+    for head, bar_text, tail in _progress_lines(snapshot, width):
+        line = Text()
+        line.append(head, style="bold cyan")
+        line.append("  ")
+        line.append(bar_text, style="green")
+        line.append("  " + tail)
+        parts.append(line)
+    for stage, values in snapshot.metrics.items():
+        if values:
+            line = Text()
+            line.append(f"{stage}: ", style="bold")
+            line.append(metrics_text(values))
+            parts.append(line)
+    if snapshot.memory:
+        parts.append(Text(snapshot.memory, style="dim"))
+    for metric, series in snapshot.curves.items():
+        caption = f"{metric}  (moving average {snapshot.window}, last {snapshot.span} steps)"
+        parts.append(Text(caption, style="bold"))
+        curve = render_curve(
+            series, span=snapshot.span, divisor=snapshot.divisor, window=snapshot.window
+        )
+        parts.append(Text("\n".join(curve), no_wrap=True, overflow="crop"))
+    return Group(*parts)
+
+
+class LiveView:
+    """The object handed to ``rich.live.Live``: asks for a fresh snapshot on every refresh."""
+
+    def __init__(self, take_snapshot: Any) -> None:
+        self._take_snapshot = take_snapshot
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        yield render(self._take_snapshot(), options.max_width)
+
+
+def memory_text() -> str:
+    """CPU resident memory of this process and, if CUDA is in use, GPU memory per device.
+
+    CUDA is never initialised here: GPU figures appear only once the program uses CUDA.
+    """
+    parts = []
+    rss = _rss_bytes()
+    if rss is not None:
+        parts.append(f"CPU RSS {rss / 2**20:,.1f} MiB")
+    try:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            for i in range(torch.cuda.device_count()):
+                used = torch.cuda.memory_allocated(i) / 2**30
+                total = torch.cuda.get_device_properties(i).total_memory / 2**30
+                parts.append(f"GPU cuda:{i} {used:.2f}/{total:.1f} GiB allocated")
+    except Exception:  # a display must never break training
+        pass
+    return "memory: " + " · ".join(parts) if parts else ""
+
+
+def _rss_bytes() -> int | None:
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass
+    try:
+        import resource
+        import sys
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak if sys.platform == "darwin" else peak * 1024)
+    except Exception:
+        return None
