@@ -1,0 +1,107 @@
+"""nebulgym's documented names over :mod:`scramjet.accel`.
+
+Change only the import line of nebulgym code::
+
+    from scramjet.compat.nebulgym import patch_torch_module, patch_dataset
+
+What differs, and why (details in docs/acceleration.md):
+
+- Decorators return a same-named subclass instead of rewriting the class or ``__new__``:
+  hooks fire, ``isinstance`` and pickling (spawn workers) work, train/eval switches hold.
+- ``patch_backprop`` defaults to False and, when on, never starves small layers or the head.
+- Failed backends are dropped once with one warning; every backend is checked against eager.
+- ``max_memory_size`` is enforced (spill to disk beyond it); ``preloaded_data`` is the
+  number of background decoding threads (capped at the CPU count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from torch.utils.data import Dataset
+
+from scramjet.accel.dataset import CachedDataset
+from scramjet.accel.dataset import accelerate_dataset as _accelerate_dataset
+from scramjet.accel.model import TrainingLearner
+from scramjet.accel.model import accelerate_model as _accelerate_model
+
+T = TypeVar("T")
+
+
+def accelerate_model(
+    backends: Sequence[str] | None = None, patch_backprop: bool = False
+) -> Callable[[type[T]], type[T]]:
+    """Class decorator with nebulgym's signature; see :func:`scramjet.accel.accelerate_model`.
+
+    Args:
+        backends: ``"PYTORCH"``, ``"COMPILE"``, ``"ONNXRUNTIME"``, ``"RAMMER"`` in priority
+            order (``None`` = the measured default for the model's device).
+        patch_backprop: opt-in meProp sparse backward (head and small layers stay dense).
+
+    Returns:
+        A decorator returning a same-named subclass.
+    """
+    return _accelerate_model(backends=backends, patch_backprop=patch_backprop)  # type: ignore[no-any-return]
+
+
+def patch_torch_module(
+    backends: Sequence[str] | None = None, patch_backprop: bool = False
+) -> Callable[[type[T]], type[T]]:
+    """nebulgym's older name for :func:`accelerate_model`."""
+    return accelerate_model(backends=backends, patch_backprop=patch_backprop)
+
+
+def accelerate_dataset(
+    preloaded_data: int = 0, max_memory_size: int | None = None
+) -> Callable[[type[T]], type[T]]:
+    """Class decorator with nebulgym's signature; see :func:`scramjet.accel.accelerate_dataset`.
+
+    Args:
+        preloaded_data: background decoding threads (capped at the CPU count).
+        max_memory_size: bytes the in-memory cache may hold; beyond it samples spill to disk.
+
+    Returns:
+        A decorator returning a same-named subclass.
+    """
+    return _accelerate_dataset(preloaded_data=preloaded_data, max_memory_size=max_memory_size)
+
+
+def patch_dataset(
+    preloaded_data: int = 0, max_memory_size: int | None = None
+) -> Callable[[type[T]], type[T]]:
+    """nebulgym's older name for :func:`accelerate_dataset`."""
+    return accelerate_dataset(preloaded_data=preloaded_data, max_memory_size=max_memory_size)
+
+
+class NebulDataset(CachedDataset):
+    """nebulgym's dataset wrapper: ``NebulDataset(input_data, preloaded_data, max_memory_size)``.
+
+    Args:
+        input_data: the map-style dataset to cache.
+        preloaded_data: background decoding threads (capped at the CPU count).
+        max_memory_size: bytes the in-memory cache may hold; beyond it samples spill to disk.
+
+    Example:
+        >>> from scramjet.compat.nebulgym import NebulDataset
+        >>> NebulDataset([10, 20, 30], max_memory_size=1 << 16)[1]
+        20
+    """
+
+    def __init__(
+        self,
+        input_data: Dataset[Any] | Sequence[Any],
+        preloaded_data: int = 0,
+        max_memory_size: int | None = None,
+    ) -> None:
+        super().__init__(input_data, preloaded_data=preloaded_data, max_memory_size=max_memory_size)
+
+
+__all__ = [
+    "NebulDataset",
+    "TrainingLearner",
+    "accelerate_dataset",
+    "accelerate_model",
+    "patch_dataset",
+    "patch_torch_module",
+]

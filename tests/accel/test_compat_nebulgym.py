@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import inspect
+import os
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader
+
+import scramjet.compat.nebulgym as ng
+
+
+def make_images(folder: str, n: int, seed: int = 0) -> list[str]:
+    """Two classes of noisy 224x224 PNGs: class 1 has a bright square in the centre."""
+    rng = np.random.default_rng(seed)
+    paths = []
+    for i in range(n):
+        label = i % 2
+        img = rng.integers(0, 160, size=(224, 224, 3), dtype=np.uint8)
+        if label:
+            img[64:160, 64:160] = np.clip(img[64:160, 64:160].astype(int) + 90, 0, 255)
+        path = os.path.join(folder, f"img_{i:04d}_{label}.png")
+        Image.fromarray(img).save(path)
+        paths.append(path)
+    return paths
+
+
+def label_of(path: str) -> int:
+    return int(path.rsplit("_", 1)[1][0])
+
+
+def read_image(path: str) -> torch.Tensor:
+    with Image.open(path) as img:
+        arr = np.asarray(img.convert("RGB"), dtype=np.float32) / 255.0
+    return torch.from_numpy(arr).permute(2, 0, 1)
+
+
+def test_seed_readme_example_learns_with_only_the_import_changed(tmp_path):
+    from seed_readme_example import CustomDataset, CustomModel
+
+    torch.manual_seed(0)
+    paths = make_images(str(tmp_path), 80)
+    train = CustomDataset(paths[:64], label_of, read_image)
+    val = CustomDataset(paths[64:], label_of, read_image)
+    model = CustomModel()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    for _ in range(3):
+        model.train()
+        for x, y in DataLoader(train, batch_size=8, shuffle=True):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    model.eval()
+    with torch.no_grad():
+        hits = sum(int((model(x).argmax(1) == y).sum()) for x, y in DataLoader(val, batch_size=8))
+    assert hits / 16 >= 0.9
+    assert train.cache_stats()["in_memory"] == 64
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+def test_seed_names_and_signatures():
+    assert list(inspect.signature(ng.NebulDataset).parameters) == [
+        "input_data",
+        "preloaded_data",
+        "max_memory_size",
+    ]
+    assert list(inspect.signature(ng.TrainingLearner).parameters)[:2] == ["model", "backends"]
+    for fn in (ng.accelerate_model, ng.patch_torch_module):
+        assert list(inspect.signature(fn).parameters) == ["backends", "patch_backprop"]
+    for fn in (ng.accelerate_dataset, ng.patch_dataset):
+        assert list(inspect.signature(fn).parameters) == ["preloaded_data", "max_memory_size"]
+    data = ng.NebulDataset([torch.ones(2), torch.zeros(2)], preloaded_data=1, max_memory_size=10)
+    assert torch.equal(data[1], torch.zeros(2))
+    learner = ng.TrainingLearner(torch.nn.Linear(2, 1), ["RAMMER", "PYTORCH"])
+    with pytest.warns(UserWarning, match="RAMMER"):
+        learner(torch.ones(3, 2))

@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+import os
+import pickle
+import time
+
+import numpy as np
+import pytest
+import torch
+from accel_helpers import (
+    DecoratedDataset,
+    LoggingDataset,
+    RandomDataset,
+    add_noise,
+    read_log,
+)
+from torch.utils.data import DataLoader, Subset
+from torch.utils.data.distributed import DistributedSampler
+
+from scramjet.accel import CachedDataset, CacheWarning, accelerate_dataset
+
+
+def _epochs(ds, epochs: int, **loader_kwargs) -> list[list]:
+    loader = DataLoader(ds, batch_size=4, collate_fn=list, **loader_kwargs)
+    return [[s for batch in loader for s in batch] for _ in range(epochs)]
+
+
+def _assert_same_sample(a: dict, b: dict) -> None:
+    torch.testing.assert_close(a["x"], b["x"])
+    np.testing.assert_array_equal(a["arr"], b["arr"])
+    assert a["meta"][:2] == b["meta"][:2] and a["meta"][2][0] == b["meta"][2][0]
+    assert a["meta"][2][1]["half"].dtype == torch.bfloat16
+    assert torch.equal(a["meta"][2][1]["half"], b["meta"][2][1]["half"])
+
+
+def test_any_sample_structure_roundtrips(tmp_path):
+    raw = LoggingDataset(6, str(tmp_path / "log"))
+    ds = CachedDataset(raw, probe=False)
+    for i in range(6):
+        _assert_same_sample(ds[i], raw[i])
+        _assert_same_sample(ds[i], raw[i])  # second read comes from the cache
+    assert isinstance(ds[-1]["arr"], np.ndarray) and ds[-1]["meta"][1] == "item-5"
+    assert ds.cache_stats()["in_memory"] == 6
+
+
+@pytest.mark.parametrize(
+    ("num_workers", "persistent", "context"),
+    [(0, False, None), (2, False, "fork"), (2, True, "fork"), (2, True, "spawn")],
+)
+def test_decodes_each_sample_once_across_workers(tmp_path, num_workers, persistent, context):
+    log = str(tmp_path / "log")
+    ds = CachedDataset(LoggingDataset(12, log), probe=False)
+    kwargs = {"num_workers": num_workers, "persistent_workers": persistent}
+    if context:
+        kwargs["multiprocessing_context"] = context
+    first, _, third = _epochs(ds, 3, **kwargs)
+    assert sorted(read_log(log)) == list(range(12))  # one decode per index, all processes
+    for a, b in zip(first, third):
+        _assert_same_sample(a, b)
+    if num_workers:
+        with open(log) as f:
+            pids = {line.split()[0] for line in f}
+        assert str(os.getpid()) not in pids  # decoded in workers, served to all epochs
+
+
+def test_decorated_dataset_keeps_identity_pickles_and_works_with_spawn(tmp_path):
+    log = str(tmp_path / "log")
+    ds = DecoratedDataset(8, log)
+    assert type(ds).__name__ == "DecoratedDataset" and isinstance(ds, LoggingDataset)
+    assert type(pickle.loads(pickle.dumps(ds))) is DecoratedDataset
+    epochs = _epochs(ds, 2, num_workers=1, multiprocessing_context="spawn", persistent_workers=True)
+    assert len(epochs[1]) == 8
+    assert sorted(read_log(log)) == [0, 0, *range(8)]  # two probe calls, then one each
+
+
+def test_memory_budget_holds_and_spills_to_disk(tmp_path):
+    budget = 5_000  # bytes: a handful of 1 KiB samples
+    ds = CachedDataset(
+        LoggingDataset(20, str(tmp_path / "log"), size=256), max_memory_size=budget, probe=False
+    )
+    _epochs(ds, 2, num_workers=2)
+    store = ds._scramjet_cache.store
+    in_ram = sum(
+        os.path.getsize(os.path.join(store.root, f))
+        for f in os.listdir(store.root)
+        if f.startswith("seg-")
+    )
+    stats = ds.cache_stats()
+    assert in_ram <= budget and stats["memory_bytes"] == in_ram
+    assert stats["in_memory"] >= 1 and stats["in_memory"] + stats["on_disk"] == 20
+    assert stats["disk_bytes"] > 0
+    assert sorted(read_log(str(tmp_path / "log"))) == list(range(20))
+
+
+def test_without_spill_over_budget_samples_are_loaded_each_time(tmp_path):
+    log = str(tmp_path / "log")
+    ds = CachedDataset(
+        LoggingDataset(10, log, size=256), max_memory_size=3_000, spill=False, probe=False
+    )
+    _epochs(ds, 2)
+    stats = ds.cache_stats()
+    assert stats["memory_bytes"] <= 3_000 and stats["on_disk"] == 0
+    assert len(read_log(log)) == 10 + (10 - stats["in_memory"])
+
+
+def test_transform_runs_after_cache_so_augmentations_stay_random(tmp_path):
+    ds = CachedDataset(LoggingDataset(4, str(tmp_path / "log")), transform=add_noise)
+    first, second = _epochs(ds, 2, num_workers=2)
+    for a, b in zip(first, second):
+        assert not torch.equal(a["x"], b["x"])
+    assert sorted(read_log(str(tmp_path / "log"))) == [0, 0, 0, 1, 2, 3]  # 2 probe calls
+
+
+def test_probe_warns_about_random_getitem_and_keeps_rng_streams():
+    state = torch.get_rng_state()
+    with pytest.warns(CacheWarning, match="transform="):
+        CachedDataset(RandomDataset())
+    assert torch.equal(state, torch.get_rng_state())
+
+
+def test_subset_and_distributed_sampler(tmp_path):
+    log = str(tmp_path / "log")
+    ds = CachedDataset(LoggingDataset(16, log), probe=False)
+    sub = Subset(ds, [1, 3, 5, 7])
+    assert [s["meta"][0] for e in _epochs(sub, 2, num_workers=2) for s in e] == [1, 3, 5, 7] * 2
+    sampler = DistributedSampler(ds, num_replicas=2, rank=1, shuffle=True, seed=0)
+    loader = DataLoader(ds, batch_size=4, sampler=sampler, collate_fn=list, num_workers=2)
+    seen = []
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        seen.append(sorted(s["meta"][0] for b in loader for s in b))
+    assert all(len(s) == 8 for s in seen)
+    assert sorted(set(read_log(log))) == sorted(set([1, 3, 5, 7]) | set(seen[0]) | set(seen[1]))
+    assert len(read_log(log)) == len(set(read_log(log)))
+
+
+def test_preloading_decodes_ahead_of_the_loop(tmp_path):
+    log = str(tmp_path / "log")
+    ds = CachedDataset(LoggingDataset(30, log), preloaded_data=2, probe=False)
+    ds[0]  # starts the background threads in this process
+    deadline = time.monotonic() + 10
+    while ds.cache_stats()["in_memory"] < 30 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ds.cache_stats()["in_memory"] == 30
+    assert sorted(read_log(log)) == list(range(30))
+
+
+def test_bad_arguments_say_what_to_do():
+    with pytest.raises(ValueError, match="max_memory_size"):
+        accelerate_dataset(max_memory_size=-1)
+    with pytest.raises(ValueError, match="preloaded_data"):
+        CachedDataset([1, 2], preloaded_data=-2)
+    with pytest.raises(TypeError, match="map-style"):
+        CachedDataset(iter([1, 2]))
+
+
+def test_close_removes_the_cache_files(tmp_path):
+    ds = CachedDataset(LoggingDataset(3, str(tmp_path / "log")), probe=False)
+    ds[0]
+    root = ds._scramjet_cache.store.root
+    assert os.path.isdir(root)
+    ds.close_cache()
+    assert not os.path.exists(root)

@@ -1,0 +1,257 @@
+from __future__ import annotations
+
+import copy
+import io
+import multiprocessing
+import pickle
+import warnings
+
+import pytest
+import torch
+from accel_helpers import DecoratedNet, SmallNet, run_model
+from torch import nn
+
+from scramjet.accel import (
+    AcceleratedModel,
+    AccelerationWarning,
+    TrainingLearner,
+    accelerate_model,
+    active_backend,
+    engine_of,
+    register_backend,
+    unregister_backend,
+)
+
+
+def _batch(n: int = 16, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 8, generator=g), torch.randint(0, 3, (n,), generator=g)
+
+
+def _train(model: nn.Module, steps: int) -> list[float]:
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for _ in range(steps):
+        x, y = _batch(seed=0)
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def _accel_warnings(record: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in record if issubclass(w.category, AccelerationWarning)]
+
+
+@pytest.fixture
+def fault_backends():
+    """Real backends that break in each way the engine must survive."""
+    calls = {"flaky": 0}
+
+    def build_broken(fn, ctx):
+        raise RuntimeError("cannot build here")
+
+    def build_wrong(fn, ctx):
+        def run(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            return out * 1.5  # wrong numbers: must fail the first-step check
+
+        return run
+
+    def build_flaky(fn, ctx):
+        def run(*args, **kwargs):
+            calls["flaky"] += 1
+            if calls["flaky"] == 4:
+                raise RuntimeError("device lost mid-training")
+            return fn(*args, **kwargs)
+
+        return run
+
+    register_backend("BROKEN", build_broken)
+    register_backend("WRONG", build_wrong)
+    register_backend("FLAKY", build_flaky)
+    yield calls
+    for name in ("BROKEN", "WRONG", "FLAKY"):
+        unregister_backend(name)
+
+
+def test_decorator_keeps_identity_and_module_behaviour():
+    assert DecoratedNet.__name__ == "DecoratedNet"
+    assert DecoratedNet.__qualname__ == "DecoratedNet"
+    assert DecoratedNet.__module__ == "accel_helpers"
+    net = DecoratedNet()
+    assert isinstance(net, SmallNet) and isinstance(net, DecoratedNet)
+    assert list(net.state_dict()) == list(SmallNet().state_dict())
+    net.eval()
+    assert not net.training and not net.bn.training
+    net.train()
+    assert net.bn.training
+
+
+def test_decorated_model_pickles_and_torch_saves():
+    net = DecoratedNet()
+    _train(net, 2)
+    x, _ = _batch()
+    net.eval()
+    expected = net(x)
+    clone = pickle.loads(pickle.dumps(net))
+    assert type(clone) is DecoratedNet
+    torch.testing.assert_close(clone(x), expected)
+    buf = io.BytesIO()
+    torch.save(net, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    torch.testing.assert_close(loaded(x), expected)
+    torch.testing.assert_close(copy.deepcopy(net)(x), expected)
+
+
+def test_forward_hooks_fire_once_per_call_in_both_forms():
+    for model in (DecoratedNet(), accelerate_model(SmallNet(), backends=["PYTORCH"])):
+        seen: list[tuple[int, ...]] = []
+        model.register_forward_hook(lambda m, i, o, seen=seen: seen.append(tuple(o.shape)))
+        model(_batch()[0])
+        model(_batch(4)[0])
+        assert seen == [(16, 3), (4, 3)]
+
+
+def test_function_form_unwraps_and_keeps_state_dict_keys():
+    inner = SmallNet()
+    fast = accelerate_model(inner, backends=["PYTORCH"])
+    assert isinstance(fast, AcceleratedModel) and fast.module is inner
+    assert list(fast.state_dict()) == list(inner.state_dict())
+    other = SmallNet()
+    other.load_state_dict(fast.state_dict())  # wrapped -> plain
+    fast.load_state_dict(SmallNet().state_dict())  # plain -> wrapped
+    container = nn.Sequential(fast)
+    assert "0.fc.weight" in container.state_dict()
+    nn.Sequential(accelerate_model(SmallNet())).load_state_dict(container.state_dict())
+    assert fast.head is inner.head  # attribute fall-through
+    learner = TrainingLearner(SmallNet(), ["PYTORCH"])
+    assert pickle.loads(pickle.dumps(learner))(_batch()[0]).shape == (16, 3)
+
+
+def test_unknown_backend_lists_valid_names():
+    with pytest.raises(ValueError, match=r"'TURBO'.*PYTORCH.*COMPILE.*ONNXRUNTIME.*RAMMER"):
+        accelerate_model(SmallNet(), backends=["TURBO"])
+    with pytest.raises(ValueError, match="TURBO"):
+        accelerate_model(backends=["turbo"])(SmallNet)
+    with pytest.raises(TypeError, match=r"nn\.Module"):
+        accelerate_model(42)
+
+
+@pytest.mark.parametrize("backends", [["RAMMER"], ["ONNXRUNTIME"], ["BROKEN"]])
+def test_backend_failing_at_build_falls_back_with_one_warning(backends, fault_backends):
+    model = accelerate_model(SmallNet(), backends=backends)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        losses = _train(model, 5)
+        model.eval()
+        model(_batch()[0])
+    messages = _accel_warnings(record)
+    assert len(messages) == 1 and backends[0] in messages[0] and "build" in messages[0]
+    assert active_backend(model) == "PYTORCH"
+    assert losses[-1] < losses[0]
+    assert int(model.module.bn.num_batches_tracked) == 5
+
+
+def test_backend_failing_the_check_falls_back(fault_backends):
+    torch.manual_seed(0)
+    model = accelerate_model(SmallNet(), backends=["WRONG", "PYTORCH"])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        _train(model, 3)
+    messages = _accel_warnings(record)
+    assert len(messages) == 1 and "WRONG" in messages[0] and "check" in messages[0]
+    assert active_backend(model) == "PYTORCH"
+    # The check ran eager next to the candidate, yet BN saw each step exactly once.
+    assert int(model.module.bn.num_batches_tracked) == 3
+
+
+def test_backend_failing_mid_training_redoes_the_step_once(fault_backends):
+    torch.manual_seed(0)
+    reference = SmallNet()
+    model = accelerate_model(copy.deepcopy(reference), backends=["FLAKY"])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        torch.manual_seed(1)
+        losses = _train(model, 6)
+    messages = _accel_warnings(record)
+    assert len(messages) == 1 and "FLAKY" in messages[0] and "run" in messages[0]
+    assert fault_backends["flaky"] == 4  # dropped for good: never called again
+    assert int(model.module.bn.num_batches_tracked) == 6
+    torch.manual_seed(1)
+    expected = _train(reference, 6)  # same RNG draws (dropout) and same BN updates as eager
+    assert losses == pytest.approx(expected, rel=1e-5)
+
+
+def test_input_errors_are_the_users_and_keep_the_backend(fault_backends):
+    model = accelerate_model(SmallNet(), backends=["FLAKY"])
+    _train(model, 1)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match="shapes"):
+            model(torch.randn(4, 5))
+    assert _accel_warnings(record) == []
+    assert active_backend(model) == "FLAKY"
+
+
+def test_eval_uses_eval_semantics_and_matches_eager_eval():
+    torch.manual_seed(0)
+    plain = SmallNet()
+    fast = accelerate_model(copy.deepcopy(plain), backends=["PYTORCH"])
+    torch.manual_seed(1)
+    _train(fast, 3)
+    torch.manual_seed(1)
+    _train(plain, 3)
+    fast.eval()
+    plain.eval()
+    x, _ = _batch(5, seed=9)
+    before = fast.module.bn.running_mean.clone()
+    torch.testing.assert_close(fast(x), plain(x), rtol=0, atol=0)
+    torch.testing.assert_close(fast(x), fast(x), rtol=0, atol=0)  # dropout off
+    assert torch.equal(before, fast.module.bn.running_mean)  # eval does not move BN stats
+
+
+def test_compile_backend_follows_mode_dtype_and_submodule_changes():
+    torch.manual_seed(0)
+    model = accelerate_model(SmallNet(d_in=4, hidden=8), backends=["COMPILE"])
+    x = torch.randn(6, 4)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        model(x).sum().backward()
+    assert _accel_warnings(record) == [] and active_backend(model) == "COMPILE"
+    assert int(model.module.bn.num_batches_tracked) == 1
+    model.eval()
+    eager = SmallNet(d_in=4, hidden=8)
+    eager.load_state_dict(model.state_dict())
+    eager.eval()
+    torch.testing.assert_close(model(x), eager(x), rtol=1e-4, atol=1e-5)
+    model.module.head = nn.Linear(8, 5)
+    assert model(x).shape == (6, 5)
+    model.double()
+    assert model(x.double()).dtype == torch.float64
+    assert active_backend(model) == "COMPILE"
+
+
+def test_decorated_model_runs_in_a_spawned_process():
+    net = DecoratedNet()
+    net.eval()
+    x = torch.randn(3, 8)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        out = pool.apply(run_model, (net, x))
+    torch.testing.assert_close(out, net(x))
+
+
+def test_engine_state_survives_pickling_without_compiled_artifacts():
+    model = accelerate_model(SmallNet(), backends=["RAMMER", "PYTORCH"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AccelerationWarning)
+        _train(model, 1)
+    clone = pickle.loads(pickle.dumps(model))
+    assert "RAMMER" in engine_of(clone).dropped
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        _train(clone, 1)
+    assert _accel_warnings(record) == []  # a dropped backend is not retried
