@@ -14,6 +14,28 @@ _WHERE: dict[str, str] = {
     "FuelGenerator": "fuel",
     "Tank": "fuel",
     "Comburant": "fuel",
+    # aerolog: the dashboard
+    "DashBoard": "aerolog",
+    # cockpit: devices, checkpoints, processes
+    "CPU": "cockpit",
+    "GPU": "cockpit",
+    "Engine": "cockpit",
+    "TimeMachine": "cockpit",
+    "Multiverse": "cockpit",
+    # kit: GPU monitoring
+    "GPUtil": "kit",
+    # astro: networks, gradient contexts, tensor helpers
+    "Craft": "astro",
+    "Dense": "astro",
+    "Law": "astro",
+    "Reshape": "astro",
+    "Rudder": "astro",
+    "Prober": "astro",
+    "Nozzle": "astro",
+    "coat": "astro",
+    "shell": "astro",
+    "autoPad": "astro",
+    "dock": "astro",
 }
 
 __all__ = sorted(_WHERE)
@@ -23,5 +45,7 @@ def __getattr__(name: str) -> Any:
     try:
         module = _WHERE[name]
     except KeyError:
-        raise AttributeError(f"module 'scramjet.compat.nebulae' has no attribute {name!r}") from None
+        raise AttributeError(
+            f"module 'scramjet.compat.nebulae' has no attribute {name!r}"
+        ) from None
     return getattr(importlib.import_module(f"{__name__}.{module}"), name)

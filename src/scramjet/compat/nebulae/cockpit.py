@@ -1,0 +1,291 @@
+"""nebulae's Cockpit names over scramjet's core.
+
+- :class:`Engine`: device choice; GPUs picked by free memory through NVML
+  (:mod:`scramjet.runtime.devices`), read-only.
+- :class:`TimeMachine`: checkpoints through :class:`scramjet.checkpoint.CheckpointManager`
+  (atomic writes, rotation that survives restarts, latest by sequence number).
+- :class:`Multiverse`: N processes through :func:`scramjet.runtime.launch` (torch's
+  elastic launcher, free port), DDP, and :func:`scramjet.runtime.reduce`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from scramjet.checkpoint import CheckpointManager, LoadResult
+from scramjet.compat.nebulae import astro
+from scramjet.runtime import distributed as dist
+from scramjet.runtime.devices import NoGpuAvailableError, select_gpus, set_visible_gpus
+
+__all__ = ["CPU", "GPU", "Engine", "Multiverse", "TimeMachine"]
+
+CPU = "CPU"
+GPU = "GPU"
+
+
+class Engine:
+    """Chooses the device a craft runs on (nebulae's ``Engine``).
+
+    Args:
+        device: ``"CPU"`` or ``"GPU"``.
+        ngpus: Number of GPUs to take (``ngpu`` is accepted too, as in nebulae's examples).
+        least_mem: Minimum free memory, in MiB, for a GPU to qualify.
+        available_gpus: Restrict the choice to these GPU indices (default: all).
+
+    With ``"GPU"`` the freest qualifying GPUs are read from NVML and, while CUDA is not
+    initialised yet, made the only visible ones (``CUDA_VISIBLE_DEVICES``). Nothing is
+    stopped or signalled: other processes on the GPUs are never touched. On a machine
+    without a usable NVIDIA GPU it raises
+    :class:`~scramjet.runtime.devices.NoGpuAvailableError` saying so.
+
+    Attributes:
+        device: The ``torch.device`` of this process (``cuda:<local rank>`` or ``cpu``).
+        gpus: The chosen NVML indices (empty on CPU).
+    """
+
+    def __init__(
+        self,
+        device: str = CPU,
+        ngpus: int = 1,
+        least_mem: int = 2048,
+        available_gpus: Sequence[int] = (),
+        *,
+        ngpu: int | None = None,
+    ) -> None:
+        kind = str(device).upper()
+        if kind not in (CPU, GPU):
+            raise ValueError(f"device must be 'CPU' or 'GPU'; received {device!r}.")
+        self.ngpus = int(ngpu if ngpu is not None else ngpus)
+        self.least_mem = int(least_mem)
+        self.gpus: list[int] = []
+        if kind == CPU:
+            self.device = torch.device("cpu")
+        else:
+            self.device = self._take_gpus(list(available_gpus) or None)
+        astro.set_current_device(self.device)
+
+    def _take_gpus(self, available: list[int] | None) -> torch.device:
+        try:
+            self.gpus = select_gpus(self.ngpus, self.least_mem, available)
+        except (ImportError, RuntimeError) as error:
+            if isinstance(error, NoGpuAvailableError):
+                raise
+            raise NoGpuAvailableError(
+                f"Engine(device='GPU') found no usable NVIDIA GPU: {error}. On this machine "
+                "use Engine(device='CPU')."
+            ) from error
+        if not torch.cuda.is_initialized():
+            set_visible_gpus(self.gpus)
+        local_rank = dist.get_local_rank()
+        return torch.device("cuda", local_rank % max(len(self.gpus), 1))
+
+    def __repr__(self) -> str:
+        return f"Engine(device={str(self.device)!r}, gpus={self.gpus})"
+
+
+class TimeMachine:
+    """Saves and restores crafts (nebulae's ``TimeMachine``).
+
+    Checkpoints of a craft live in ``save_path/<name>/`` where ``name`` is ``file`` or
+    the craft's ``scope``; each :meth:`drop` writes a new file atomically and keeps the
+    last ``max_anchors`` (all when -1). Sequence numbers are recovered from the folder,
+    so after a restart new anchors never overwrite old ones and rotation still keeps
+    ``max_anchors``. :meth:`to` loads the latest anchor by sequence number, never by
+    modification time.
+
+    Args:
+        ckpt_path: Folder checkpoints are read from.
+        save_path: Folder checkpoints are written to.
+        max_anchors: Number of checkpoints kept per craft (-1: keep all).
+    """
+
+    def __init__(
+        self,
+        ckpt_path: str | os.PathLike[str] = "",
+        save_path: str | os.PathLike[str] = "",
+        max_anchors: int = -1,
+    ) -> None:
+        if (
+            isinstance(max_anchors, bool)
+            or not isinstance(max_anchors, int)
+            or (max_anchors == 0 or max_anchors < -1)
+        ):
+            raise ValueError(
+                f"max_anchors must be -1 (keep all) or a positive int; received {max_anchors!r}."
+            )
+        self.ckpt_path = Path(ckpt_path) if str(ckpt_path) else None
+        self.save_path = Path(save_path) if str(save_path) else None
+        self.max_anchors = max_anchors
+
+    @staticmethod
+    def _name(craft: nn.Module, file: str) -> str:
+        return file or str(getattr(craft, "scope", "") or type(craft).__name__)
+
+    def drop(self, craft: nn.Module, file: str = "", save_scope: str | None = None) -> Path:
+        """Save ``craft`` (only its parameters under ``save_scope``, if given); rank 0 writes.
+
+        Returns:
+            The path of the new checkpoint (on every rank).
+        """
+        if self.save_path is None:
+            raise ValueError("TimeMachine(save_path=...) is needed to drop checkpoints.")
+        keep = None if self.max_anchors == -1 else self.max_anchors
+        manager = CheckpointManager(self.save_path / self._name(craft, file), keep_last=keep)
+        model = getattr(craft, "module", craft)
+        entry: Any = model
+        if save_scope:
+            prefix = save_scope.rstrip(".") + "."
+            entry = {k: v for k, v in model.state_dict().items() if k.startswith(prefix)}
+            if not entry:
+                raise ValueError(
+                    f"save_scope {save_scope!r} matches no parameter of {type(model).__name__}; "
+                    f"top-level names: {sorted({k.split('.')[0] for k in model.state_dict()})}."
+                )
+        path: Path | None = None
+        if dist.is_main_process():
+            found = manager.checkpoints()
+            step = found[-1].step + 1 if found else 1
+            path = manager.save({"model": entry}, step=step)
+        return dist.broadcast_object(path)  # type: ignore[return-value]
+
+    def to(
+        self, craft: nn.Module, file: str = "", ckpt_scope: str | None = None, frozen: bool = False
+    ) -> LoadResult:
+        """Load ``craft`` from ``ckpt_path``.
+
+        Args:
+            craft: The model to restore in place.
+            file: A checkpoint file (absolute, or inside ``ckpt_path``) or a folder name
+                inside ``ckpt_path``; default the folder named after ``craft.scope``.
+            ckpt_scope: Only load parameters under this prefix.
+            frozen: True: every parameter must match (missing or unexpected keys raise).
+                False: matching parameters are loaded, the rest reported and skipped.
+        """
+        if self.ckpt_path is None:
+            raise ValueError("TimeMachine(ckpt_path=...) is needed to load checkpoints.")
+        target = (
+            Path(file)
+            if file and Path(file).is_absolute()
+            else self.ckpt_path / self._name(craft, file)
+        )
+        if target.is_file():
+            manager = CheckpointManager(target.parent, keep_last=None)
+            which: str | Path = target
+        elif target.is_dir():
+            manager, which = CheckpointManager(target, keep_last=None), "latest"
+        else:
+            raise FileNotFoundError(
+                f"no checkpoint at {str(target)!r}: expected a checkpoint file or a folder "
+                "written by TimeMachine.drop(); check ckpt_path and file."
+            )
+        model = getattr(craft, "module", craft)
+        return manager.load({"model": model}, which, strict=frozen, scope=ckpt_scope)
+
+
+def _world_entry(universe: Callable[..., Any], nworld: int) -> Any:
+    # Runs in each process started by scramjet.runtime.launch.
+    return universe(Multiverse(universe, nworld))
+
+
+class Multiverse:
+    """Runs ``universe(mv)`` in ``nworld`` processes (nebulae's ``Multiverse``).
+
+    Processes are started by :func:`scramjet.runtime.launch` (torch's elastic launcher,
+    rendezvous on a free port); each one calls ``mv.init()`` to join the process group
+    (gloo on CPU, NCCL on CUDA).
+
+    Args:
+        universe: A module-level function taking the Multiverse (it is pickled by
+            reference when the processes start).
+        nworld: Number of processes.
+    """
+
+    def __init__(self, universe: Callable[..., Any], nworld: int = 1) -> None:
+        if isinstance(nworld, bool) or not isinstance(nworld, int) or nworld < 1:
+            raise ValueError(f"nworld must be an int >= 1; received {nworld!r}.")
+        if not callable(universe):
+            raise TypeError(f"universe must be a function; received {type(universe).__name__}.")
+        self.universe = universe
+        self.nworld = nworld
+
+    def __call__(self) -> Any:
+        """Start the ``nworld`` processes and return rank 0's result."""
+        from scramjet.runtime.launch import launch
+
+        return launch(_world_entry, self.nworld, (self.universe, self.nworld))
+
+    @property
+    def rank(self) -> int:
+        """This process's global rank."""
+        return dist.get_rank()
+
+    def init(self) -> Multiverse:
+        """Join the process group (no-op in a single process)."""
+        dist.init_distributed()
+        return self
+
+    def scope(self) -> contextlib.AbstractContextManager[None]:
+        """A parallel scope. PyTorch needs none, so this is an empty context."""
+        return contextlib.nullcontext()
+
+    def sync(self, models: Any, data: Sequence[Any] | None = None) -> Any:
+        """Wrap model(s) for data-parallel training and check the data is sharded.
+
+        Models with parameters are wrapped in ``DistributedDataParallel`` (BatchNorm
+        becomes SyncBatchNorm on CUDA) when more than one process runs. Each ``Tank`` in
+        ``data`` must shard its samples with a ``DistributedSampler`` whose epoch advances,
+        so every epoch has a new order.
+
+        Returns:
+            The wrapped model (or list of them); ``(models, data)`` when ``data`` is given.
+        """
+        many = isinstance(models, list | tuple)
+        wrapped = [self._wrap(m) for m in (models if many else [models])]
+        for tank in data or ():
+            self._check_data(tank)
+        out: Any = wrapped if many else wrapped[0]
+        return out if data is None else (out, data)
+
+    @staticmethod
+    def _wrap(model: nn.Module) -> nn.Module:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"sync() takes nn.Module crafts; received {type(model).__name__}.")
+        if not dist.is_distributed() or not any(p.requires_grad for p in model.parameters()):
+            return model
+        device = next(model.parameters()).device
+        if device.type == "cuda":
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+            return nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
+        return nn.parallel.DistributedDataParallel(model)
+
+    @staticmethod
+    def _check_data(tank: Any) -> None:
+        from torch.utils.data import DistributedSampler
+
+        sampler = getattr(tank, "sampler", None)
+        if dist.is_distributed() and not isinstance(sampler, DistributedSampler):
+            raise ValueError(
+                f"sync(): {type(tank).__name__} does not shard its samples across processes "
+                "(no DistributedSampler). Create Tanks inside the Multiverse processes, after "
+                "mv.init(), so each reads its own part."
+            )
+
+    def reduce(self, tensor: torch.Tensor | float, aggregate: bool = False) -> torch.Tensor:
+        """Combine a value over all processes: the sum if ``aggregate`` else the mean.
+
+        The result is detached (for reporting); DDP already averages gradients.
+        """
+        return dist.reduce(tensor, "sum" if aggregate else "mean")
+
+    @staticmethod
+    def Executor(fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Mark the main function of a run (returned unchanged, so it stays picklable)."""
+        fn.__nebulae_executor__ = True  # type: ignore[attr-defined]
+        return fn
