@@ -28,8 +28,8 @@ from torch.utils.data import (
     RandomSampler,
     Sampler,
     SequentialSampler,
-    get_worker_info,
     default_collate,
+    get_worker_info,
 )
 
 from scramjet.data.format import (
