@@ -1,0 +1,184 @@
+"""NLP result packages: BLEU, ROUGE-1/2/L, perplexity, question answering (EM / F1).
+
+BLEU, perplexity and the QA scores come from torchmetrics. torchmetrics' ROUGE needs
+nltk, so ROUGE-N and ROUGE-L are computed here: lower-cased alphanumeric tokens,
+n-gram overlap counted with multiplicity (ROUGE-N) and the longest common subsequence
+(ROUGE-L); precision, recall and F1 per pair, averaged over pairs. With several
+references per prediction, the best-scoring reference counts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from scramjet.metrics.base import ResultPackage, as_tensor
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased runs of letters and digits."""
+    return _TOKEN.findall(text.lower())
+
+
+def _prf(overlap: int, n_pred: int, n_ref: int) -> tuple[float, float, float]:
+    p = overlap / n_pred if n_pred else 0.0
+    r = overlap / n_ref if n_ref else 0.0
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+
+def rouge_n(prediction: str, reference: str, n: int) -> tuple[float, float, float]:
+    """ROUGE-N precision, recall and F1 of one pair."""
+
+    def grams(tokens: list[str]) -> Counter[tuple[str, ...]]:
+        return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+    p_grams, r_grams = grams(tokenize(prediction)), grams(tokenize(reference))
+    overlap = sum((p_grams & r_grams).values())
+    return _prf(overlap, sum(p_grams.values()), sum(r_grams.values()))
+
+
+def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence (O(len(a)·len(b)) time, O(len(b)) memory)."""
+    row = [0] * (len(b) + 1)
+    for x in a:
+        prev_diag = 0
+        for j, y in enumerate(b, start=1):
+            keep = row[j]
+            row[j] = prev_diag + 1 if x == y else max(row[j], row[j - 1])
+            prev_diag = keep
+    return row[-1]
+
+
+def rouge_l(prediction: str, reference: str) -> tuple[float, float, float]:
+    """ROUGE-L precision, recall and F1 of one pair."""
+    p, r = tokenize(prediction), tokenize(reference)
+    return _prf(lcs_length(p, r), len(p), len(r))
+
+
+def _as_refs(y_true: Any, n: int) -> list[list[str]]:
+    refs = [[t] if isinstance(t, str) else list(t) for t in y_true]
+    if len(refs) != n:
+        raise ValueError(
+            f"{n} predictions but {len(refs)} references; pass one (list of) reference(s) each."
+        )
+    return refs
+
+
+def _texts(y_pred: Any) -> list[str]:
+    if isinstance(y_pred, str) or not all(isinstance(t, str) for t in y_pred):
+        raise TypeError("y_pred must be a list of strings (one text per sample).")
+    return list(y_pred)
+
+
+class RougeResults(ResultPackage):
+    """ROUGE-1, ROUGE-2 and ROUGE-L (precision, recall, F1) for summaries or answers."""
+
+    name = "rouge"
+
+    def compute(
+        self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Mean scores over pairs; ``y_true`` holds one reference or a list per prediction."""
+        preds = _texts(y_pred)
+        refs = _as_refs(y_true, len(preds))
+        scorers = {
+            "rouge1": lambda p, r: rouge_n(p, r, 1),
+            "rouge2": lambda p, r: rouge_n(p, r, 2),
+            "rougeL": rouge_l,
+        }
+        out: dict[str, Any] = {}
+        for key, fn in scorers.items():
+            best = [max((fn(p, r) for r in rs), key=lambda s: s[2]) for p, rs in zip(preds, refs)]
+            for i, part in enumerate(("precision", "recall", "f1")):
+                out[f"{key}_{part}"] = sum(s[i] for s in best) / len(best) if best else math.nan
+        return out
+
+
+class BleuResults(ResultPackage):
+    """Corpus BLEU (torchmetrics ``BLEUScore``) for translations.
+
+    Args:
+        n_gram: highest n-gram order.
+        smooth: add-one smoothing of the n-gram precisions.
+    """
+
+    name = "bleu"
+
+    def __init__(self, n_gram: int = 4, smooth: bool = False) -> None:
+        self.n_gram, self.smooth = n_gram, smooth
+
+    def compute(
+        self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``{"bleu": score in [0, 1]}``."""
+        from torchmetrics.functional.text import bleu_score
+
+        preds = _texts(y_pred)
+        refs = _as_refs(y_true, len(preds))
+        return {"bleu": float(bleu_score(preds, refs, n_gram=self.n_gram, smooth=self.smooth))}
+
+
+class PerplexityResults(ResultPackage):
+    """Perplexity from token logits ``[N, T, V]`` and targets ``[N, T]`` (torchmetrics).
+
+    Args:
+        ignore_index: target value to skip (padding).
+    """
+
+    name = "perplexity"
+
+    def __init__(self, ignore_index: int | None = None) -> None:
+        self.ignore_index = ignore_index
+
+    def compute(
+        self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``{"perplexity": exp(mean token cross-entropy)}``."""
+        from torchmetrics.functional.text import perplexity
+
+        logits = as_tensor(y_pred, "y_pred").float()
+        target = as_tensor(y_true, "y_true").long()
+        if logits.dim() != 3 or target.shape != logits.shape[:2]:
+            raise ValueError(
+                f"perplexity needs logits [N, T, V] and targets [N, T]; received "
+                f"{tuple(logits.shape)} and {tuple(target.shape)}."
+            )
+        return {"perplexity": float(perplexity(logits, target, ignore_index=self.ignore_index))}
+
+
+class QAResults(ResultPackage):
+    """Extractive QA: SQuAD exact match and token F1 (torchmetrics ``squad``), as fractions.
+
+    ``y_pred`` is a list of answer strings; ``y_true`` a list of gold answers (a string
+    or a list of acceptable strings per question).
+    """
+
+    name = "qa"
+
+    def compute(
+        self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``{"exact_match": ..., "f1": ...}`` in [0, 1]."""
+        from torchmetrics.functional.text import squad
+
+        preds = _texts(y_pred)
+        refs = _as_refs(y_true, len(preds))
+        p = [{"prediction_text": t, "id": str(i)} for i, t in enumerate(preds)]
+        g: list[Any] = [
+            {"answers": {"answer_start": [0] * len(r), "text": r}, "id": str(i)}
+            for i, r in enumerate(refs)
+        ]
+        scores = squad(p, g)
+        return {"exact_match": float(scores["exact_match"]) / 100, "f1": float(scores["f1"]) / 100}
+
+
+def perplexity_from_loss(mean_token_loss: float | torch.Tensor) -> float:
+    """Perplexity from a mean per-token cross-entropy (e.g. ``eval_loss_epoch``)."""
+    return float(math.exp(float(mean_token_loss)))

@@ -1,0 +1,167 @@
+"""Small helpers of the run folder: atomic JSON, environment capture, unique folder names."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+_PACKAGES = (
+    "scramjet",
+    "torch",
+    "numpy",
+    "torchmetrics",
+    "fsspec",
+    "s3fs",
+    "gcsfs",
+    "matplotlib",
+    "tensorboard",
+    "mlflow-skinny",
+    "safetensors",
+    "scikit-learn",
+)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically: temp file in the same folder, fsync, ``os.replace``."""
+    tmp = path.with_name(f".tmp-{path.name}-{uuid.uuid4().hex[:6]}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, sort_keys=True, default=str)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    """JSON content of ``path``, or ``{}`` when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def check_name(value: str, what: str) -> str:
+    """A project or experiment name usable as a folder name."""
+    if (
+        not isinstance(value, str)
+        or not value
+        or value in (".", "..")
+        or any(c in value for c in "/\\\0")
+    ):
+        raise ValueError(
+            f"{what} must be a non-empty name without '/', '\\' or NUL; received {value!r}. "
+            f"Use a plain name such as 'mnist-mlp'."
+        )
+    return value
+
+
+def create_run_dir(root: Path, project: str, experiment: str) -> Path:
+    """Create ``<root>/<project>/<experiment>_<YYYYmmdd-HHMMSS>_<6 hex>/`` (never an existing one)."""
+    parent = root / project
+    parent.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for _ in range(1000):
+        path = parent / f"{experiment}_{stamp}_{uuid.uuid4().hex[:6]}"
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise RuntimeError(f"could not create a unique run folder under {parent}")
+
+
+def latest_run(root: Path, project: str, experiment: str) -> Path | None:
+    """Newest run folder of ``experiment`` (by the time stamp in its name), or None."""
+    parent = root / project
+    if not parent.is_dir():
+        return None
+    found = [p for p in parent.iterdir() if p.is_dir() and p.name.startswith(f"{experiment}_")]
+    found.sort(key=lambda p: (read_json(p / "run.json").get("started", 0.0), p.name))
+    return found[-1] if found else None
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def launch_script() -> Path | None:
+    """The file of the ``__main__`` module, if the process was started from a script."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    return Path(path).resolve() if path and Path(path).is_file() else None
+
+
+def environment(seed: int | None, device: torch.device, world_size: int) -> dict[str, Any]:
+    """Package versions, git commit, command line, seed and devices of this process."""
+    packages = {}
+    for name in _PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    script = launch_script()
+    where = script.parent if script else Path.cwd()
+    commit = _git(["rev-parse", "HEAD"], where)
+    env: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": packages,
+        "command_line": [sys.executable, *sys.argv],
+        "cwd": str(Path.cwd()),
+        "script": str(script) if script else None,
+        "git": {"commit": commit, "dirty": bool(_git(["status", "--porcelain"], where))}
+        if commit
+        else None,
+        "seed": seed,
+        "device": str(device),
+        "world_size": world_size,
+        "cuda_devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+    }
+    return env
+
+
+def copy_script(run_dir: Path, script: Path | None) -> Path | None:
+    """Copy the launching script to ``<run>/code/`` (returns the copy)."""
+    if script is None or not script.is_file():
+        return None
+    target = run_dir / "code" / script.name
+    target.parent.mkdir(exist_ok=True)
+    shutil.copy2(script, target)
+    return target
+
+
+def save_weights(model: torch.nn.Module, folder: Path) -> list[Path]:
+    """``model.pt`` (a state dict for ``torch.load(weights_only=True)``) and, when the
+    safetensors extra is installed, ``model.safetensors``."""
+    folder.mkdir(exist_ok=True)
+    state = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
+    written = []
+    tmp = folder / ".tmp-model.pt"
+    torch.save(state, tmp)
+    os.replace(tmp, folder / "model.pt")
+    written.append(folder / "model.pt")
+    try:
+        from safetensors.torch import save_file
+    except ImportError:
+        return written
+    tmp = folder / ".tmp-model.safetensors"
+    save_file(state, str(tmp))
+    os.replace(tmp, folder / "model.safetensors")
+    written.append(folder / "model.safetensors")
+    return written

@@ -1,0 +1,583 @@
+"""``Experiment``: a Trainer callback that keeps one tracked run folder per run.
+
+Layout of ``<root>/<project>/<experiment>_<YYYYmmdd-HHMMSS>_<id>/``::
+
+    run.json            status, start/end times, last step, remote folder
+    hyperparams.json    your hyperparameters + the trainer's run settings
+    environment.json    package versions, git commit, command line, seed, devices
+    metrics.csv         one line per value: scope (step|epoch), epoch, step, time, name, value
+    metrics.jsonl       one JSON object per logged row
+    checkpoints/        full training states (CheckpointManager): train(resume_from=...)
+    model/              final weights: model.pt (+ model.safetensors)
+    results/            result-package outputs as JSON (and predictions if given)
+    plots/              loss.png and one PNG per metric
+    report.html         self-contained report (plots embedded)
+    code/               a copy of the launching script
+    manifest.json       with storage=: every file's size, SHA-256 and remote check
+
+Resuming continues the same folder: either ``trainer.train(..., resume_from=<run>/checkpoints)``
+(the checkpoint carries the run folder in this callback's state) or
+``Experiment(..., resume=<run folder> | "latest")``, which restores the latest checkpoint
+itself when ``train()`` was not given ``resume_from``. Metric rows logged after the
+restored checkpoint are dropped, so the history reads as one uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from scramjet.callbacks.base import TrainerCallback
+from scramjet.checkpoint import CheckpointManager
+from scramjet.runtime import distributed as dist
+from scramjet.tracking import _files
+from scramjet.tracking.loggers.base import MetricRow, Tracker
+from scramjet.tracking.loggers.csv import CSVTracker
+from scramjet.tracking.storage import RunStorage, UploadReport
+
+if TYPE_CHECKING:
+    from scramjet.trainer import Trainer
+
+_CHECKPOINT_CHOICES = "'epoch', 'end', an int N (every N optimizer steps) or None"
+
+
+class _Writer:
+    """Background thread that feeds metric rows to the trackers, off the training loop."""
+
+    def __init__(self, trackers: list[Tracker], after_write: Callable[[], None]) -> None:
+        self.trackers = trackers
+        self.after_write = after_write
+        self.errors: list[str] = []
+        self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="scramjet-tracking", daemon=True)
+        self._thread.start()
+
+    def put(self, kind: str, payload: Any) -> None:
+        self._queue.put((kind, payload))
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                kind, payload = item
+                for tracker in self.trackers:
+                    try:
+                        if kind == "metrics":
+                            tracker.log_metrics(payload)
+                        elif kind == "hyperparams":
+                            tracker.log_hyperparams(payload)
+                        elif kind == "truncate":
+                            tracker.truncate(*payload)
+                    except Exception as exc:  # a broken backend must not stop training
+                        self.errors.append(f"{tracker.name}: {type(exc).__name__}: {exc}")
+                if kind == "sync":
+                    self.after_write()
+            finally:
+                self._queue.task_done()
+
+    def flush(self) -> None:
+        self._queue.join()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=60)
+        for tracker in self.trackers:
+            try:
+                tracker.close()
+            except Exception as exc:
+                self.errors.append(f"{tracker.name}: {type(exc).__name__}: {exc}")
+
+
+class Experiment(TrainerCallback):
+    """Tracks a training run in its own folder: metrics, checkpoints, weights, plots, report.
+
+    Args:
+        project: project name (a folder under ``root``).
+        experiment: experiment name (prefix of the run folder).
+        root: where runs live; created if missing.
+        hyperparams: your hyperparameters (JSON-serialisable values), saved and reported.
+        storage: optional fsspec URL (``s3://bucket/prefix``, ``gs://...``); the run is
+            mirrored to ``<storage>/<project>/<run folder name>/`` in background threads.
+        storage_options: passed to fsspec (credentials come from the usual AWS/GCP config).
+        loggers: extra trackers: ``"tensorboard"``, ``"mlflow"`` or :class:`Tracker`
+            instances. CSV/JSONL files are always written (the report reads them).
+        checkpoint: ``"epoch"``, ``"end"``, an int N (every N optimizer steps) or None.
+            Checkpoints are full training states (resume with ``train(resume_from=...)``).
+        keep_best: best checkpoints kept by ``monitor`` (besides the ``keep_last`` newest).
+        monitor: metric that ranks checkpoints.
+        mode: ``"min"`` or ``"max"`` for ``monitor``.
+        keep_last: newest checkpoints kept.
+        resume: a run folder to continue, or ``"latest"`` for the newest run of
+            ``project/experiment``.
+        log_every_n_steps: per-step training loss and learning rate are read from the
+            device and written once every N optimizer steps (one sync per N steps).
+        on_complete: called with the :class:`UploadReport` (or None without storage) once
+            the run is finished and every upload is verified; never called if one failed.
+        save_script: copy the launching script into ``code/``.
+
+    Example:
+        >>> from scramjet.tracking import Experiment
+        >>> exp = Experiment("demo", "mlp", root="runs", hyperparams={"lr": 0.1})  # doctest: +SKIP
+        >>> Trainer(model, loss, opt, callbacks=[exp]).train(data, 3)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        project: str,
+        experiment: str,
+        *,
+        root: str | os.PathLike[str] = "runs",
+        hyperparams: Mapping[str, Any] | None = None,
+        storage: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        loggers: Iterable[str | Tracker] = ("csv",),
+        checkpoint: str | int | None = "epoch",
+        keep_best: int = 2,
+        monitor: str = "eval_loss_epoch",
+        mode: str = "min",
+        keep_last: int = 1,
+        resume: str | os.PathLike[str] | None = None,
+        log_every_n_steps: int = 50,
+        on_complete: Callable[[UploadReport | None], Any] | None = None,
+        save_script: bool = True,
+    ) -> None:
+        self.project = _files.check_name(project, "project")
+        self.experiment = _files.check_name(experiment, "experiment")
+        self.root = Path(root)
+        self.hyperparams = dict(hyperparams or {})
+        self.storage_url = storage
+        self.storage_options = dict(storage_options or {})
+        self.logger_specs = list(loggers)
+        self._check_options(checkpoint, mode, log_every_n_steps)
+        self.checkpoint = checkpoint
+        self.keep_best, self.monitor, self.mode, self.keep_last = (
+            keep_best,
+            monitor,
+            mode,
+            keep_last,
+        )
+        self.resume = resume
+        self.log_every_n_steps = log_every_n_steps
+        self.on_complete = on_complete
+        self.save_script = save_script
+        self.upload_report: UploadReport | None = None
+        self._run_dir: Path | None = None
+        self._reopened = False
+        self._restored_dir: Path | None = None
+        self._storage: RunStorage | None = None
+        self._writer: _Writer | None = None
+        self._manager: CheckpointManager | None = None
+        self._losses: list[torch.Tensor] = []
+        self._loss_steps: list[int] = []
+        self._lrs: dict[int, float] = {}
+        self._seen: dict[str, int] = {}
+        self._last_ckpt_step = -1
+        self._finished = False
+
+    @staticmethod
+    def _check_options(checkpoint: Any, mode: str, every: int) -> None:
+        ok = checkpoint in ("epoch", "end", None) or (
+            isinstance(checkpoint, int) and not isinstance(checkpoint, bool) and checkpoint > 0
+        )
+        if not ok:
+            raise ValueError(f"checkpoint must be {_CHECKPOINT_CHOICES}; received {checkpoint!r}.")
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode must be 'min' or 'max'; received {mode!r}.")
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"log_every_n_steps must be an int ≥ 1; received {every!r}.")
+
+    # ----------------------------------------------------------------- folder
+    @property
+    def run_dir(self) -> Path:
+        """The run folder (known once training started or :meth:`start` was called)."""
+        if self._run_dir is None:
+            raise RuntimeError(
+                "The run folder is created when training starts; call start() first."
+            )
+        return self._run_dir
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """``<run>/checkpoints``: pass it to ``train(resume_from=...)``."""
+        return self.run_dir / "checkpoints"
+
+    @property
+    def remote_url(self) -> str | None:
+        """Remote folder of the run when ``storage`` is set."""
+        if self.storage_url is None or self._run_dir is None:
+            return None
+        return f"{self.storage_url.rstrip('/')}/{self.project}/{self._run_dir.name}"
+
+    def _choose_dir(self) -> tuple[Path, bool]:
+        if self._restored_dir is not None:
+            return self._restored_dir, True
+        if self.resume is not None:
+            if str(self.resume) == "latest":
+                found = _files.latest_run(self.root, self.project, self.experiment)
+                if found is not None:
+                    return found, True
+            else:
+                path = Path(self.resume)
+                if not path.is_dir():
+                    raise FileNotFoundError(
+                        f"resume={str(path)!r} is not a run folder; pass a folder under "
+                        f"{self.root / self.project} or resume='latest'."
+                    )
+                return path, True
+        return _files.create_run_dir(self.root, self.project, self.experiment), False
+
+    def start(self) -> Path:
+        """Create (or reopen) the run folder; collective in a distributed run."""
+        if self._run_dir is not None:
+            return self._run_dir
+        path: str | None = None
+        resumed = False
+        if dist.is_main_process():
+            chosen, resumed = self._choose_dir()
+            path = str(chosen)
+        path = dist.broadcast_object(path)
+        self._run_dir = Path(str(path))
+        self._reopened = resumed
+        return self._run_dir
+
+    def _ensure_storage(self) -> None:
+        if self.storage_url is not None and self._storage is None:
+            self._storage = RunStorage(self.run_dir, str(self.remote_url), self.storage_options)
+
+    def _open(self, resumed: bool) -> None:
+        run = self.run_dir
+        self._ensure_storage()
+        trackers: list[Tracker] = [CSVTracker(run)]
+        for spec in self.logger_specs:
+            if spec != "csv":
+                trackers.append(self._make_tracker(spec))
+        self._writer = _Writer(trackers, self._upload_metric_files)
+        info = _files.read_json(run / "run.json") if resumed else {}
+        info.setdefault("started", time.time())
+        info.update(
+            status="running",
+            project=self.project,
+            experiment=self.experiment,
+            remote=self.remote_url,
+        )
+        if resumed:
+            info.setdefault("resumed", []).append(time.time())
+        self._write_json("run.json", info)
+
+    def _make_tracker(self, spec: str | Tracker) -> Tracker:
+        if isinstance(spec, Tracker):
+            return spec
+        if spec == "tensorboard":
+            from scramjet.tracking.loggers.tensorboard import TensorBoardTracker
+
+            return TensorBoardTracker(self.run_dir)
+        if spec == "mlflow":
+            from scramjet.tracking.loggers.mlflow import MLflowTracker
+
+            info = _files.read_json(self.run_dir / "run.json")
+            tracker = MLflowTracker(
+                self.run_dir, self.project, self.run_dir.name, run_id=info.get("mlflow_run_id")
+            )
+            info["mlflow_run_id"] = tracker.run_id
+            self._write_json("run.json", info)
+            return tracker
+        raise ValueError(
+            f"Unknown logger {spec!r}; expected 'csv', 'tensorboard', 'mlflow' or a Tracker instance."
+        )
+
+    def _write_json(self, rel: str, data: Any) -> None:
+        _files.write_json(self.run_dir / rel, data)
+        self._upload(rel)
+
+    def _upload(self, rel: str) -> None:
+        if self._storage is not None:
+            self._storage.upload(rel)
+
+    def _upload_metric_files(self) -> None:
+        self._upload("metrics.csv")
+        self._upload("metrics.jsonl")
+
+    # ----------------------------------------------------------------- events
+    def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Open the run folder, restore a resumed run, write hyperparameters and environment."""
+        self.start()
+        if trainer.is_main_process and self._writer is None:
+            self._open(self._reopened or (self.run_dir / "run.json").exists())
+        if self.resume is not None and trainer.state.global_step == 0 and trainer.state.epoch == 0:
+            self._self_restore(trainer)
+        resumed = trainer.state.global_step > 0 or trainer.state.epoch > 0
+        self._seen = {
+            n: len(trainer.run_history.get_metric_values(n))
+            for n in trainer.run_history.get_metric_names()
+        }
+        self._losses, self._loss_steps, self._lrs = [], [], {}
+        self._last_ckpt_step = trainer.state.global_step if resumed else -1
+        self._finished = False
+        if not trainer.is_main_process:
+            return
+        if self.checkpoint is not None and self._manager is None:
+            self._manager = CheckpointManager(
+                self.checkpoint_dir,
+                keep_last=self.keep_last,
+                keep_best=self.keep_best,
+                monitor=self.monitor if self.keep_best else None,
+                mode=self.mode,  # type: ignore[arg-type]
+            )
+        assert self._writer is not None
+        if resumed:
+            self._writer.put("truncate", (trainer.state.global_step, trainer.state.epoch))
+        params = self._hyperparams(trainer)
+        self._write_json("hyperparams.json", params)
+        self._writer.put("hyperparams", params)
+        self._write_environment(trainer, resumed)
+        if self.save_script and not resumed:
+            copy = _files.copy_script(self.run_dir, _files.launch_script())
+            if copy is not None:
+                self._upload(copy.relative_to(self.run_dir).as_posix())
+
+    def _self_restore(self, trainer: Trainer) -> None:
+        ckpts = self.checkpoint_dir
+        if not ckpts.is_dir() or CheckpointManager(ckpts, keep_last=None).latest_path is None:
+            return
+        trainer.load_checkpoint(ckpts)
+        # train(resume_from=...) also re-seeds the sampler with the checkpoint's seed.
+        sampler = getattr(getattr(trainer, "_train_dl", None), "sampler", None)
+        seed = getattr(trainer, "_sampler_seed", None)
+        if hasattr(sampler, "seed") and seed is not None:
+            sampler.seed = int(seed)
+
+    def _hyperparams(self, trainer: Trainer) -> dict[str, Any]:
+        opt = trainer.optimizer
+        model = trainer.unwrapped_model
+        return {
+            "project": self.project,
+            "experiment": self.experiment,
+            "run": self.run_dir.name,
+            "hyperparams": self.hyperparams,
+            "trainer": trainer.run_config.to_dict() if trainer.run_config else {},
+            "optimizer": {
+                "class": type(opt).__name__,
+                **{
+                    k: v for k, v in opt.defaults.items() if isinstance(v, int | float | str | bool)
+                },
+            },
+            "model": {
+                "class": type(model).__name__,
+                "parameters": sum(p.numel() for p in model.parameters()),
+            },
+        }
+
+    def _write_environment(self, trainer: Trainer, resumed: bool) -> None:
+        path = self.run_dir / "environment.json"
+        current = _files.environment(trainer.seed, trainer.device, trainer.num_processes)
+        if resumed and path.exists():
+            env = _files.read_json(path)
+            env.setdefault("resumes", []).append(
+                {"time": time.time(), "step": trainer.state.global_step, "environment": current}
+            )
+        else:
+            env = current
+        self._write_json("environment.json", env)
+
+    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Keep the batch loss as a tensor: no device sync here."""
+        if self._writer is not None:
+            self._losses.append(kwargs["batch_output"]["loss"].detach())
+            self._loss_steps.append(trainer.state.global_step + 1)
+
+    def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Note the learning rate; flush every N steps; step-based checkpoints."""
+        step = trainer.state.global_step
+        if self._writer is not None:
+            self._lrs[step] = float(trainer.optimizer.param_groups[0]["lr"])
+            if step % self.log_every_n_steps == 0:
+                self._flush_steps(trainer)
+        if isinstance(self.checkpoint, int) and step % self.checkpoint == 0:
+            self._save_checkpoint(trainer)
+
+    def _flush_steps(self, trainer: Trainer) -> None:
+        if not self._losses or self._writer is None:
+            return
+        values = torch.stack([t.float() for t in self._losses]).cpu().tolist()  # one sync
+        sums: dict[int, list[float]] = {}
+        for step, value in zip(self._loss_steps, values):
+            sums.setdefault(step, []).append(value)
+        now, epoch = time.time(), trainer.run_history.current_epoch
+        rows = []
+        for step, vals in sums.items():
+            metrics = {"train_loss": sum(vals) / len(vals)}
+            if step in self._lrs:
+                metrics["lr"] = self._lrs[step]
+            rows.append(MetricRow(scope="step", step=step, epoch=epoch, time=now, metrics=metrics))
+        self._losses, self._loss_steps, self._lrs = [], [], {}
+        self._writer.put("metrics", rows)
+
+    def _log_epoch_metrics(self, trainer: Trainer) -> None:
+        history, new = trainer.run_history, {}
+        for name in history.get_metric_names():
+            values = history.get_metric_values(name)
+            if len(values) > self._seen.get(name, 0) and isinstance(values[-1], int | float):
+                new[name] = float(values[-1])
+            self._seen[name] = len(values)
+        if new and self._writer is not None:
+            row = MetricRow(
+                scope="epoch",
+                step=trainer.state.global_step,
+                epoch=history.current_epoch,
+                time=time.time(),
+                metrics=new,
+            )
+            self._writer.put("metrics", [row])
+
+    def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Log the epoch's metrics; checkpoint; queue uploads."""
+        if self._writer is not None:
+            self._flush_steps(trainer)
+            self._log_epoch_metrics(trainer)
+            self._writer.put("sync", None)
+        if self.checkpoint == "epoch":
+            self._save_checkpoint(trainer)
+
+    def _save_checkpoint(self, trainer: Trainer) -> None:
+        # Collective: every rank takes part in gathering RNG states; rank 0 writes.
+        path = trainer.save_to_manager(self._manager)
+        self._last_ckpt_step = trainer.state.global_step
+        if path is not None and self._storage is not None:
+            self._upload(f"checkpoints/{path.name}")
+            self._upload("checkpoints/index.json")
+
+    def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Final checkpoint and weights, plots, report; then wait for and verify uploads."""
+        if self.checkpoint is not None and self._last_ckpt_step != trainer.state.global_step:
+            self._save_checkpoint(trainer)
+        if not trainer.is_main_process or self._writer is None:
+            return
+        self._flush_steps(trainer)
+        self._log_epoch_metrics(trainer)
+        _files.save_weights(trainer.unwrapped_model, self.run_dir / "model")
+        self._writer.close()  # trackers flushed and closed; reopened by a next train()
+        self.finish(trainer)
+        self._writer = None
+        if self._storage is not None:
+            self._storage.close()
+            self._storage = None
+
+    # ----------------------------------------------------------------- results & finish
+    def log_results(
+        self, name: str, results: Mapping[str, Any], predictions: Any = None
+    ) -> Path | None:
+        """Save result-package outputs as ``results/<name>.json`` (main process only).
+
+        Args:
+            name: e.g. ``"val"`` or ``"test"``.
+            results: ``{metric: value}`` (numbers, lists, nested dicts).
+            predictions: optional predictions saved as ``results/<name>_predictions.json``.
+
+        Returns:
+            The results file (None on other ranks). After the run finished, the report is
+            rebuilt and uploads are synced again.
+        """
+        if not dist.is_main_process():
+            return None
+        folder = self.start() / "results"
+        folder.mkdir(exist_ok=True)
+        self._write_json(f"results/{name}.json", _plain(results))
+        if predictions is not None:
+            self._write_json(f"results/{name}_predictions.json", _plain(predictions))
+        if self._finished:
+            self.finish(None)
+            if self._storage is not None:
+                self._storage.close()
+                self._storage = None
+        return folder / f"{name}.json"
+
+    def finish(self, trainer: Trainer | None = None) -> UploadReport | None:
+        """Write plots, report, status; wait for uploads and verify them; run ``on_complete``."""
+        from scramjet.tracking.report import build_report
+
+        errors = list(self._writer.errors) if self._writer is not None else []
+        self._ensure_storage()
+        build_report(self.run_dir)
+        info = _files.read_json(self.run_dir / "run.json")
+        info.update(status="finished", finished=time.time())
+        if trainer is not None:
+            info["last_step"] = trainer.state.global_step
+        if errors:
+            info["logger_errors"] = errors
+        _files.write_json(self.run_dir / "run.json", info)
+        self._finished = True
+        self.upload_report = self._sync() if self._storage is not None else None
+        if self.upload_report is not None and not self.upload_report.ok:
+            warnings.warn(
+                f"Uploading the run to {self.upload_report.remote} failed for "
+                f"{self.upload_report.failures}; local files are intact in {self.run_dir}. "
+                f"See manifest.json; rerun Experiment(..., resume=...) or copy them by hand.",
+                stacklevel=2,
+            )
+        elif self.on_complete is not None:
+            self.on_complete(self.upload_report)
+        return self.upload_report
+
+    def _sync(self) -> UploadReport:
+        assert self._storage is not None
+        report = self._storage.finish(exclude=lambda rel: rel == "manifest.json")
+        _files.write_json(
+            self.run_dir / "manifest.json",
+            {
+                "remote": report.remote,
+                "ok": report.ok,
+                "failures": report.failures,
+                "files": report.files,
+                "verified_at": time.time(),
+            },
+        )
+        self._storage.upload("manifest.json")
+        self._storage.wait()
+        if report.ok and self._storage._verify("manifest.json")["status"] != "verified":
+            report.ok, report.failures = False, ["manifest.json"]
+        return report
+
+    def close(self) -> None:
+        """Stop background threads (called automatically at interpreter exit is not needed)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._storage is not None:
+            self._storage.close()
+            self._storage = None
+
+    # ----------------------------------------------------------------- checkpoint state
+    def state_dict(self) -> dict[str, Any]:
+        """The run folder, so ``train(resume_from=...)`` continues it."""
+        return {"run_dir": str(self._run_dir.resolve()) if self._run_dir else ""}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Remember the run folder of a restored checkpoint (if it still exists here)."""
+        path = Path(state.get("run_dir") or "")
+        if state.get("run_dir") and path.is_dir() and self._run_dir is None:
+            self._restored_dir = path
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().tolist()
+    if hasattr(value, "tolist") and not isinstance(value, str):
+        return value.tolist()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+__all__ = ["Experiment"]

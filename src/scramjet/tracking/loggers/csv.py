@@ -1,0 +1,151 @@
+"""CSV and JSON Lines metric files (the default logger)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from scramjet.tracking.loggers.base import MetricRow, Tracker
+
+CSV_FIELDS = ("scope", "epoch", "step", "time", "name", "value")
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".tmp-{path.name}")
+    with open(tmp, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class CSVTracker(Tracker):
+    """Appends metrics to ``metrics.csv`` (long format) and ``metrics.jsonl``.
+
+    ``metrics.csv`` has one line per value (``scope, epoch, step, time, name, value``), so
+    new metric names never change the header; ``metrics.jsonl`` has one JSON object per
+    row. Both files are appended in batches and read back by :func:`read_metrics`.
+
+    Args:
+        run_dir: the run folder.
+    """
+
+    name = "csv"
+
+    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
+        self.run_dir = Path(run_dir)
+        self.csv_path = self.run_dir / "metrics.csv"
+        self.jsonl_path = self.run_dir / "metrics.jsonl"
+        if not self.csv_path.exists():
+            _atomic_write_text(self.csv_path, ",".join(CSV_FIELDS) + "\n")
+        if not self.jsonl_path.exists():
+            _atomic_write_text(self.jsonl_path, "")
+
+    def log_metrics(self, rows: Sequence[MetricRow]) -> None:
+        """Append the rows to both files (one write per file)."""
+        if not rows:
+            return
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        lines = []
+        for row in rows:
+            for name, value in row["metrics"].items():
+                writer.writerow(
+                    [
+                        row["scope"],
+                        row["epoch"],
+                        row["step"],
+                        f"{row['time']:.3f}",
+                        name,
+                        repr(float(value)),
+                    ]
+                )
+            lines.append(json.dumps(_json_row(row), allow_nan=True))
+        with open(self.csv_path, "a", encoding="utf-8", newline="") as fh:
+            fh.write(buf.getvalue())
+        with open(self.jsonl_path, "a", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+
+    def truncate(self, step: int, epoch: int) -> None:
+        """Drop rows after the resumed checkpoint and rewrite both files atomically."""
+        rows = [r for r in read_metrics(self.run_dir) if _kept(r, step, epoch)]
+        _atomic_write_text(self.jsonl_path, "".join(json.dumps(_json_row(r)) + "\n" for r in rows))
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(CSV_FIELDS)
+        for r in rows:
+            for name, value in r["metrics"].items():
+                writer.writerow(
+                    [
+                        r["scope"],
+                        r["epoch"],
+                        r["step"],
+                        f"{r['time']:.3f}",
+                        name,
+                        repr(float(value)),
+                    ]
+                )
+        _atomic_write_text(self.csv_path, buf.getvalue())
+
+
+def _kept(row: MetricRow, step: int, epoch: int) -> bool:
+    if row["scope"] == "epoch":
+        return row["epoch"] <= epoch
+    return row["step"] <= step
+
+
+def _json_row(row: MetricRow) -> dict[str, Any]:
+    return {
+        "scope": row["scope"],
+        "epoch": row["epoch"],
+        "step": row["step"],
+        "time": round(row["time"], 3),
+        "metrics": row["metrics"],
+    }
+
+
+def read_metrics(run_dir: str | os.PathLike[str]) -> list[MetricRow]:
+    """Rows of ``metrics.jsonl`` (a torn last line from a crash is ignored)."""
+    path = Path(run_dir) / "metrics.jsonl"
+    rows: list[MetricRow] = []
+    if not path.exists():
+        return rows
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        rows.append(
+            MetricRow(
+                scope=data["scope"],
+                epoch=int(data["epoch"]),
+                step=int(data["step"]),
+                time=float(data.get("time", math.nan)),
+                metrics={k: float(v) for k, v in data["metrics"].items()},
+            )
+        )
+    return rows
+
+
+def metric_series(
+    rows: Sequence[MetricRow], scope: str
+) -> dict[str, tuple[list[int], list[float]]]:
+    """``{name: (x, values)}`` for one scope; x is the step (``"step"``) or epoch (``"epoch"``)."""
+    series: dict[str, tuple[list[int], list[float]]] = {}
+    for row in rows:
+        if row["scope"] != scope:
+            continue
+        x = row["step"] if scope == "step" else row["epoch"]
+        for name, value in row["metrics"].items():
+            xs, ys = series.setdefault(name, ([], []))
+            xs.append(x)
+            ys.append(value)
+    return series
