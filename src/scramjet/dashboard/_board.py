@@ -144,7 +144,8 @@ class Dashboard(TrainerCallback):
         self._lock = threading.RLock()
         self._stages: dict[str, _Stage] = {}
         self._entries: dict[str, dict[str, Any]] = {}
-        # {metric: {stage: [[step, epoch, mile, value], ...]}}; values may be tensors
+        # {metric: {stage: [[x, step, epoch, mile, value], ...]}}, x = epoch progress
+        # (epoch + (mile + 1) / mpe); values may be tensors
         # until the display thread (or log()) turns them into floats.
         self._series: dict[str, dict[str, list[list[Any]]]] = {}
         self._pending: collections.deque[Any] = collections.deque()
@@ -208,9 +209,9 @@ class Dashboard(TrainerCallback):
                 st.has_samples = True
             self._entries.setdefault(stage, {}).update(entry)
             if mile % interval == 0 or st.finished:
-                step = epoch * mpe + mile + 1
+                step, x = epoch * mpe + mile + 1, epoch + (mile + 1) / mpe
                 for name, value in entry.items():
-                    self._add_point(str(name), stage, [step, epoch, mile, _detach(value)])
+                    self._add_point(str(name), stage, [x, step, epoch, mile, _detach(value)])
         self._start()
         if st.finished and self._plain_thread is not None:
             self._print_plain([stage])
@@ -230,7 +231,10 @@ class Dashboard(TrainerCallback):
             self._drain()
             series = {
                 m: {
-                    s: [(float(r[0]), int(r[1]), int(r[2]), _as_float(r[3])) for r in rows]
+                    s: [
+                        (float(r[0]), int(r[1]), int(r[2]), int(r[3]), _as_float(r[4]))
+                        for r in rows
+                    ]
                     for s, rows in by_stage.items()
                 }
                 for m, by_stage in self._series.items()
@@ -263,9 +267,12 @@ class Dashboard(TrainerCallback):
             stage: {k: text for k, v in values.items() if (text := self._fmt(k, v)) is not None}
             for stage, values in self._entries.items()
         }
-        names = self.curves if self.curves is not None else list(self._series)
+        if self.curves is not None:
+            names = self.curves
+        else:
+            names = [m for m in self._series if self.format.get(m, ("raw",))[0] != "inviz"]
         curves = {
-            m: {s: [(float(r[0]), _as_float(r[3])) for r in rows] for s, rows in by_stage.items()}
+            m: {s: [(float(r[0]), _as_float(r[4])) for r in rows] for s, rows in by_stage.items()}
             for m in names
             if (by_stage := self._series.get(m))
         }
@@ -383,13 +390,14 @@ class Dashboard(TrainerCallback):
             return
         train = self._stages.get("train")
         epoch = train.epoch if train is not None else 0
+        per_epoch = (train.total if train is not None else None) or 0
         while pending:
             loss = pending.popleft()
             self._loss_steps += 1
-            self._add_point(
-                "loss", "train", [self._loss_steps, epoch, self._epoch_losses, _as_float(loss)]
-            )
             self._epoch_losses += 1
+            x = epoch + self._epoch_losses / per_epoch if per_epoch else float(self._loss_steps)
+            row = [x, self._loss_steps, epoch, self._epoch_losses - 1, _as_float(loss)]
+            self._add_point("loss", "train", row)
             self._entries.setdefault("train", {})["loss"] = loss
 
     # ------------------------------------------------------------------ Trainer events
@@ -496,7 +504,7 @@ class Dashboard(TrainerCallback):
                 name = short.removesuffix("_epoch")
                 if stage == "train" and name == "loss":
                     continue  # the per-step loss curve already covers it
-                self._add_point(name, stage, [step, epoch, 0, _as_float(values[-1])])
+                self._add_point(name, stage, [epoch + 1.0, step, epoch, 0, _as_float(values[-1])])
 
 
 def _detach(value: Any) -> Any:

@@ -14,8 +14,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-#: One recorded value: (step, epoch, mile, value).
-Row = tuple[float, int, int, float]
+#: One recorded value: (x = epoch progress, step, epoch, mile, value).
+Row = tuple[float, int, int, int, float]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -46,12 +46,16 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def csv_bytes(series: Mapping[str, Sequence[Row]]) -> bytes:
-    """CSV text with columns ``stage,epoch,mile,step,value``, stages in insertion order."""
+    """CSV text with columns ``stage,epoch,mile,step,value``, stages in insertion order.
+
+    ``epoch`` and ``mile`` are as given to ``gauge()`` (0-based); ``step`` counts the
+    stage's steps from 1 over the whole run.
+    """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["stage", "epoch", "mile", "step", "value"])
     for stage, rows in series.items():
-        for step, epoch, mile, value in rows:
+        for _, step, epoch, mile, value in rows:
             writer.writerow([stage, epoch, mile, f"{step:g}", repr(float(value))])
     return out.getvalue().encode("utf-8")
 
@@ -71,14 +75,14 @@ def png_bytes(metric: str, series: Mapping[str, Sequence[Row]], window: int) -> 
     ax = fig.add_subplot(1, 1, 1)
     for stage, rows in series.items():
         xs = [r[0] for r in rows]
-        ys = [float(r[3]) for r in rows]
+        ys = [float(r[4]) for r in rows]
         marker = "o" if len(rows) < 50 else None
         if window > 1:
             ax.plot(xs, ys, alpha=0.3, marker=marker)
             ax.plot(xs, moving_average(ys, window), label=f"{stage} (avg {window})")
         else:
             ax.plot(xs, ys, label=stage, marker=marker)
-    ax.set_xlabel("step")
+    ax.set_xlabel("epoch")
     ax.set_ylabel(metric)
     ax.set_title(metric)
     ax.grid(True, alpha=0.3)

@@ -2,8 +2,8 @@
 
 A curve is drawn on a character grid ``divisor`` rows high and ``span`` columns wide.
 Each stage (``train``, ``eval``, ...) has its own marker, so several stages share one
-plot. Points are placed by their step (x) value, so a per-step train curve and
-per-epoch eval points line up in time.
+plot. Points are placed by their x value (progress in epochs), so a per-step train
+curve and per-epoch eval points line up in time.
 """
 
 from __future__ import annotations
@@ -46,29 +46,42 @@ def _format_tick(value: float) -> str:
     return f"{value:.4g}"
 
 
-def _visible(series: Mapping[str, Points], span: int) -> tuple[float, float] | None:
-    """The x range to draw: the last ``span`` steps of the furthest-reaching stage."""
-    xs = [x for pts in series.values() for x, y in pts if math.isfinite(y)]
-    if not xs:
+def _format_x(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def _visible(series: Mapping[str, Points], span: int) -> tuple[float, float, float] | None:
+    """``(x_lo, x_hi, dx)``: the last ``span`` points of the densest stage, one column each.
+
+    The densest stage (most points, e.g. per-step training values) sets the scale:
+    each of its last ``span`` points gets a column ``dx`` apart; sparser stages
+    (per-epoch evaluation) are placed by their x value on the same scale.
+    """
+    finite = {s: [x for x, y in pts if math.isfinite(y)] for s, pts in series.items()}
+    finite = {s: xs for s, xs in finite.items() if xs}
+    if not finite:
         return None
-    x_end = max(xs)
-    # Steps are integers in practice: span columns cover the last span steps; fewer
-    # steps than that are spread over the whole width.
-    return max(min(xs), x_end - span + 1), x_end
+    shown = max(finite.values(), key=len)[-span:]
+    x_hi = max(max(xs) for xs in finite.values())
+    x_lo = min(shown[0], x_hi)
+    dx = (shown[-1] - shown[0]) / (len(shown) - 1) if len(shown) > 1 else 0.0
+    if dx <= 0:
+        dx = max(x_hi - x_lo, 1e-12) / (span - 1)
+    return x_lo, min(x_hi, x_lo + dx * (span - 1)), dx
 
 
 def _columns(
-    series: Mapping[str, Points], x_lo: float, x_hi: float, span: int
+    series: Mapping[str, Points], x_lo: float, x_hi: float, dx: float, span: int
 ) -> dict[str, dict[int, float]]:
     """Mean value per column for each stage, for the points inside ``[x_lo, x_hi]``."""
-    width = max(x_hi - x_lo, 1e-12)
     out: dict[str, dict[int, float]] = {}
+    eps = dx * 1e-6
     for stage, pts in series.items():
         sums: dict[int, list[float]] = {}
         for x, y in pts:
-            if x < x_lo or x > x_hi or not math.isfinite(y):
+            if x < x_lo - eps or x > x_hi + eps or not math.isfinite(y):
                 continue
-            col = min(span - 1, max(0, round((x - x_lo) / width * (span - 1))))
+            col = min(span - 1, max(0, round((x - x_lo) / dx)))
             sums.setdefault(col, []).append(y)
         out[stage] = {c: sum(v) / len(v) for c, v in sums.items()}
     return out
@@ -84,8 +97,10 @@ def render_curve(
     """Draw one metric as text lines: y labels, a framed grid, and a legend line.
 
     Args:
-        series: ``{stage: [(x, y), ...]}`` in increasing x; x is usually the step.
-        span: Width of the x axis in steps (and in character columns).
+        series: ``{stage: [(x, y), ...]}`` in increasing x; x is the epoch progress
+            (``epoch + (mile + 1) / mpe``), so stages with different steps per epoch line up.
+        span: Width of the x axis: the last ``span`` points of the densest stage, one
+            character column each.
         divisor: Number of rows the y axis is divided into (>= 2).
         window: Moving-average window applied to each stage before drawing.
 
@@ -96,7 +111,7 @@ def render_curve(
     Example:
         >>> lines = render_curve({"train": [(1, 1.0), (2, 0.5)]}, span=4, divisor=2)
         >>> lines[0], lines[1]
-        ('   1 ┤•   ', ' 0.5 ┤   •')
+        ('   1 ┤•   ', ' 0.5 ┤ •  ')
     """
     if isinstance(span, bool) or not isinstance(span, int) or span < 2:
         raise ValueError(f"span must be an int >= 2 (columns of the x axis); received {span!r}.")
@@ -109,12 +124,13 @@ def render_curve(
     bounds = _visible(smoothed, span)
     if bounds is None:
         return ["(no data yet)"]
-    x_lo, x_hi = bounds
-    cols = _columns(smoothed, x_lo, x_hi, span)
+    x_lo, x_hi, dx = bounds
+    cols = _columns(smoothed, x_lo, x_hi, dx, span)
     values = [v for per_stage in cols.values() for v in per_stage.values()]
     y_lo, y_hi = min(values), max(values)
-    if y_hi - y_lo < 1e-12:
-        y_lo, y_hi = y_lo - 0.5 * max(abs(y_lo), 1.0), y_hi + 0.5 * max(abs(y_hi), 1.0)
+    if y_hi - y_lo < 1e-12:  # a constant: centre it in a narrow band
+        pad = max(abs(y_hi) * 0.1, 1e-6)
+        y_lo, y_hi = y_lo - pad, y_hi + pad
     grid = [[" "] * span for _ in range(divisor)]
     for i, stage in enumerate(cols):
         marker = MARKERS[i % len(MARKERS)]
@@ -124,9 +140,10 @@ def render_curve(
     labels = [_format_tick(y_hi - r * (y_hi - y_lo) / (divisor - 1)) for r in range(divisor)]
     pad = max(len(s) for s in labels) + 1
     lines = [f"{lab:>{pad}} ┤{''.join(row)}" for lab, row in zip(labels, grid)]
-    lo_text, hi_text = f"{x_lo:g}", f"{x_hi:g}"
+    lo_text, hi_text = _format_x(x_lo), _format_x(x_hi)
     lines.append(" " * pad + " └" + "─" * span)
-    gap = max(1, span - len(lo_text) - len(hi_text))
+    last_col = min(span - 1, round((x_hi - x_lo) / dx))
+    gap = max(1, last_col + 1 - len(lo_text) - len(hi_text))
     lines.append(" " * (pad + 2) + lo_text + " " * gap + hi_text)
     legend = "   ".join(f"{MARKERS[i % len(MARKERS)]} {s}" for i, s in enumerate(cols))
     lines.append(" " * (pad + 2) + legend)

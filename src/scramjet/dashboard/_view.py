@@ -54,9 +54,9 @@ class Snapshot:
         title: First line.
         stages: One progress row per stage, in the order the stages started.
         metrics: ``{stage: {name: formatted value}}``.
-        curves: ``{metric: {stage: [(step, value), ...]}}`` for the plotted metrics.
+        curves: ``{metric: {stage: [(epoch progress, value), ...]}}`` for the plotted metrics.
         memory: One line about CPU/GPU memory (empty to hide it).
-        span: Width of the x axis of the curves (steps).
+        span: Width of the x axis of the curves (points of the densest stage).
         divisor: Rows of the y axis of the curves.
         window: Moving-average window of the curves.
     """
@@ -190,7 +190,9 @@ def render(snapshot: Snapshot, width: int) -> Any:
     if snapshot.memory:
         parts.append(Text(snapshot.memory, style="dim"))
     for metric, series in snapshot.curves.items():
-        caption = f"{metric}  (moving average {snapshot.window}, last {snapshot.span} steps)"
+        caption = (
+            f"{metric}  (moving average {snapshot.window}, last {snapshot.span} points, x: epochs)"
+        )
         parts.append(Text(caption, style="bold"))
         curve = render_curve(
             series, span=snapshot.span, divisor=snapshot.divisor, window=snapshot.window
