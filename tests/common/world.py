@@ -175,7 +175,7 @@ class StepRecorder(TrainerCallback):
 
     def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
         out = kwargs["batch_output"]
-        self.losses.append((float(out["loss"]), int(out["batch_size"])))
+        self.losses.append((float(out["loss"].detach()), int(out["batch_size"])))
 
     def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
         self.weights.append(

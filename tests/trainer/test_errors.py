@@ -1,0 +1,106 @@
+"""Bad input fails early with a message saying what was received, what was expected, how to fix."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from tests.common.world import TinyMLP, blobs, make_trainer
+from torch import nn
+
+from scramjet import Trainer
+
+
+@pytest.mark.parametrize("bad", [5, object(), "data.csv"], ids=["int", "object", "str"])
+def test_dataset_that_is_not_a_dataset(bad: object) -> None:
+    trainer = make_trainer(TinyMLP())
+    with pytest.raises(TypeError, match="train_dataset") as info:
+        trainer.train(bad, num_epochs=1)
+    assert type(bad).__name__ in str(info.value)
+
+
+def test_dataset_error_names_the_fix() -> None:
+    with pytest.raises(TypeError, match=re.escape("TensorDataset")):
+        make_trainer(TinyMLP()).train(object(), num_epochs=1)
+
+
+def test_eval_dataset_is_checked_before_training() -> None:
+    trainer = make_trainer(TinyMLP())
+    with pytest.raises(TypeError, match="eval_dataset"):
+        trainer.train(blobs(n=8), num_epochs=1, eval_dataset=3.5)
+    assert trainer.state.global_step == 0
+
+
+@pytest.mark.parametrize("bs", [0, -4, 2.5, True])
+def test_batch_size_must_be_positive_int(bs: object) -> None:
+    with pytest.raises(
+        ValueError,
+        match=rf"per_device_batch_size must be a positive int; received {re.escape(repr(bs))}",
+    ):
+        make_trainer(TinyMLP()).train(blobs(n=8), num_epochs=1, per_device_batch_size=bs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("epochs", [0, -1, 1.5])
+def test_num_epochs_must_be_at_least_one(epochs: object) -> None:
+    with pytest.raises(
+        ValueError, match=rf"num_epochs must be an int ≥ 1; received {re.escape(repr(epochs))}"
+    ):
+        make_trainer(TinyMLP()).train(blobs(n=8), num_epochs=epochs)  # type: ignore[arg-type]
+
+
+def test_gradient_accumulation_steps_checked() -> None:
+    with pytest.raises(
+        ValueError, match="gradient_accumulation_steps must be an int ≥ 1; received 0"
+    ):
+        make_trainer(TinyMLP()).train(blobs(n=8), num_epochs=1, gradient_accumulation_steps=0)
+
+
+def test_loss_that_is_not_a_scalar() -> None:
+    trainer = make_trainer(TinyMLP(), loss=nn.CrossEntropyLoss(reduction="none"))
+    with pytest.raises(ValueError, match=r"scalar tensor; received \(4,\).*reduction='mean'"):
+        trainer.train(blobs(n=8), num_epochs=1, per_device_batch_size=4)
+
+
+def test_loss_that_is_not_a_tensor() -> None:
+    trainer = make_trainer(TinyMLP(), loss=lambda out, y: 1.0)
+    with pytest.raises(ValueError, match="scalar tensor; received float"):
+        trainer.train(blobs(n=8), num_epochs=1, per_device_batch_size=4)
+
+
+def test_optimizer_without_model_parameters() -> None:
+    model, other = TinyMLP(), TinyMLP()
+    optimizer = torch.optim.SGD(other.parameters(), lr=0.1)
+    with pytest.raises(
+        ValueError,
+        match=r"holds 4 parameter\(s\), none of which belong to the model.*model.parameters\(\)",
+    ):
+        Trainer(model, nn.CrossEntropyLoss(), optimizer, callbacks=())
+
+
+def test_optimizer_of_wrong_type() -> None:
+    model = TinyMLP()
+    with pytest.raises(TypeError, match=r"received list.*torch\.optim\.AdamW"):
+        Trainer(model, nn.CrossEntropyLoss(), list(model.parameters()), callbacks=())  # type: ignore[arg-type]
+
+
+def test_model_of_wrong_type() -> None:
+    with pytest.raises(TypeError, match=r"model must be a torch\.nn\.Module; received function"):
+        Trainer(
+            lambda x: x,
+            nn.CrossEntropyLoss(),
+            torch.optim.SGD(TinyMLP().parameters()),  # type: ignore[arg-type]
+            callbacks=(),
+        )
+
+
+def test_unknown_precision_string() -> None:
+    with pytest.raises(
+        ValueError, match=r"Unknown precision 'fp8'. Expected one of 'no', 'bf16', 'fp16'"
+    ):
+        make_trainer(TinyMLP(), precision="fp8")
+
+
+def test_callback_of_wrong_type() -> None:
+    with pytest.raises(TypeError, match="TrainerCallback instances; received str"):
+        make_trainer(TinyMLP(), callbacks=["progress"])

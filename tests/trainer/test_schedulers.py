@@ -1,0 +1,161 @@
+"""Step-based schedulers: values at key steps, state round trip, placeholders from the Trainer."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import math
+from typing import Any
+
+import pytest
+import torch
+from tests.common.world import TinyMLP, blobs, make_trainer
+
+import scramjet.schedulers as schedulers
+from scramjet.schedulers import (
+    CosineWarmupScheduler,
+    TrainerPlaceholderValues,
+    WSDScheduler,
+    resolve_placeholders,
+)
+
+
+def _opt(lr: float = 1.0) -> torch.optim.Optimizer:
+    return torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+
+
+def _lrs(sched: Any, steps: int) -> list[float]:
+    """The learning rate in effect for each update 0..steps-1."""
+    out = []
+    for _ in range(steps):
+        out.append(sched.optimizer.param_groups[0]["lr"])
+        sched.optimizer.step()
+        sched.step()
+    return out
+
+
+def test_cosine_warmup_key_steps() -> None:
+    sched = CosineWarmupScheduler(_opt(2.0), total_steps=20, warmup_steps=4, min_lr_ratio=0.1)
+    lrs = _lrs(sched, 21)
+    assert lrs[0] == pytest.approx(0.0)
+    assert lrs[2] == pytest.approx(1.0)  # half-way through warmup
+    assert lrs[4] == pytest.approx(2.0)  # peak
+    assert lrs[12] == pytest.approx(2.0 * (0.1 + 0.9 * 0.5))  # cosine mid-point
+    assert lrs[20] == pytest.approx(0.2)  # floor
+    assert all(a >= b for a, b in itertools.pairwise(lrs[4:])), "monotone decay after warmup"
+    sched.step()
+    assert sched.get_last_lr()[0] == pytest.approx(0.2), "stays at the floor past total_steps"
+
+
+def test_wsd_key_steps() -> None:
+    sched = WSDScheduler(_opt(1.0), total_steps=20, warmup_steps=2, decay_fraction=0.25)
+    lrs = _lrs(sched, 21)
+    assert lrs[:3] == pytest.approx([0.0, 0.5, 1.0])
+    assert lrs[3:15] == pytest.approx([1.0] * 12)  # stable plateau until step 15
+    assert lrs[15] == pytest.approx(1.0)
+    assert lrs[17] == pytest.approx(0.6)  # linear decay over 5 steps
+    assert lrs[20] == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize(("shape", "mid"), [("cosine", 0.5), ("sqrt", 1 - math.sqrt(0.5))])
+def test_wsd_decay_shapes(shape: str, mid: float) -> None:
+    sched = WSDScheduler(_opt(1.0), total_steps=10, decay_fraction=0.4, decay_shape=shape)
+    assert _lrs(sched, 9)[8] == pytest.approx(mid)
+
+
+@pytest.mark.parametrize("cls", [CosineWarmupScheduler, WSDScheduler])
+def test_state_dict_round_trip(cls: Any) -> None:
+    """A restored scheduler (with its optimizer, as a checkpoint holds both) continues identically."""
+    a = cls(_opt(), total_steps=20, warmup_steps=5)
+    _lrs(a, 9)
+    b = cls(_opt(), total_steps=20, warmup_steps=5)
+    b.optimizer.load_state_dict(a.optimizer.state_dict())
+    b.load_state_dict(a.state_dict())
+    assert b.last_epoch == 9
+    assert b.get_last_lr() == pytest.approx(a.get_last_lr())
+    resumed = _lrs(b, 10)
+    assert _lrs(a, 10) == pytest.approx(resumed)
+    uninterrupted = _lrs(cls(_opt(), total_steps=20, warmup_steps=5), 19)
+    assert uninterrupted[9:] == pytest.approx(resumed)
+    assert len(set(resumed)) > 1, "the window covers changing values"
+
+
+def test_bad_scheduler_arguments() -> None:
+    with pytest.raises(ValueError, match="warmup_steps must be between 0 and total_steps"):
+        CosineWarmupScheduler(_opt(), total_steps=5, warmup_steps=6)
+    with pytest.raises(ValueError, match="decay_shape must be one of"):
+        WSDScheduler(_opt(), total_steps=5, decay_shape="exp")
+
+
+def test_trainer_resolves_placeholders_with_accumulation() -> None:
+    """22 samples / batch 2 = 11 batches; accumulation 3 → 4 updates per epoch (3+3+3+2)."""
+    seen: dict[str, Any] = {}
+
+    def make(optimizer: torch.optim.Optimizer, **values: Any) -> Any:
+        seen.update(values)
+        return CosineWarmupScheduler(
+            optimizer, total_steps=values["total"], warmup_steps=values["warmup"]
+        )
+
+    P = TrainerPlaceholderValues
+    fn = functools.partial(
+        make,
+        per_epoch=P.NUM_UPDATE_STEPS_PER_EPOCH,
+        total=P.TOTAL_UPDATE_STEPS,
+        warmup=P.NUM_UPDATE_STEPS_PER_EPOCH // 2,
+        epochs=P.NUM_EPOCHS,
+        bs=P.PER_PROCESS_BATCH_SIZE,
+        accum=P.GRADIENT_ACCUMULATION_STEPS,
+        procs=P.NUM_PROCESSES,
+        scaled=2 * P.NUM_EPOCHS + 1,
+    )
+    trainer = make_trainer(TinyMLP())
+    trainer.train(
+        blobs(n=22),
+        num_epochs=3,
+        per_device_batch_size=2,
+        gradient_accumulation_steps=3,
+        create_scheduler_fn=fn,
+    )
+    assert seen == {
+        "per_epoch": 4,
+        "total": 12,
+        "warmup": 2,
+        "epochs": 3,
+        "bs": 2,
+        "accum": 3,
+        "procs": 1,
+        "scaled": 7,
+    }
+    assert trainer.scheduler.last_epoch == trainer.state.global_step == 12
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.0), "decayed to the end"
+
+
+def test_create_scheduler_fn_classmethod_in_trainer() -> None:
+    trainer = make_trainer(TinyMLP())
+    fn = WSDScheduler.create_scheduler_fn(num_warmup_epochs=0.5, decay_fraction=0.5)
+    trainer.train(
+        blobs(n=20),
+        num_epochs=2,
+        per_device_batch_size=4,
+        max_num_train_steps=7,
+        create_scheduler_fn=fn,
+    )
+    sched = trainer.scheduler
+    assert isinstance(sched, WSDScheduler)
+    assert (sched.total_steps, sched.warmup_steps, sched.decay_steps) == (7, 3, 4)
+
+
+def test_strings_are_never_evaluated() -> None:
+    """Placeholders are objects; a string argument is passed through untouched."""
+    fn = functools.partial(dict, a="TrainerPlaceholderValues.NUM_EPOCHS", b="__import__('os')")
+    resolved = resolve_placeholders(fn, {"num_epochs": 3})
+    assert resolved() == {"a": "TrainerPlaceholderValues.NUM_EPOCHS", "b": "__import__('os')"}
+    assert "eval(" not in inspect.getsource(schedulers)
+
+
+def test_missing_placeholder_value_is_a_clear_error() -> None:
+    fn = functools.partial(dict, n=TrainerPlaceholderValues.NUM_EPOCHS)
+    with pytest.raises(ValueError, match="Placeholder 'num_epochs' has no value here"):
+        resolve_placeholders(fn, {})
