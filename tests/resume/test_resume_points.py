@@ -1,0 +1,105 @@
+"""Resume at an epoch boundary, from a single file, and without replaying skipped batches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import resume_job as job
+import torch
+
+from scramjet import Trainer
+from scramjet.callbacks import CallbackError, TrainerCallback
+
+
+class Crash(TrainerCallback):
+    """Optionally saves a single-file checkpoint, then fails, at a given optimizer step."""
+
+    def __init__(self, at_step: int | None = None, save_to: Path | None = None) -> None:
+        self.at_step = at_step
+        self.save_to = save_to
+
+    def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        if trainer.state.global_step != self.at_step:
+            return
+        if self.save_to is not None:
+            trainer.save_checkpoint(self.save_to, checkpoint_kwargs={"note": "mid-epoch"})
+        raise RuntimeError("simulated crash")
+
+
+def finished(trainer: Trainer) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict]:
+    return trainer.model.state_dict(), job.ema_weights(trainer), trainer.run_history.state_dict()
+
+
+@pytest.fixture(scope="module")
+def uninterrupted() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict]:
+    trainer, kwargs = job.build(None, num_workers=0, extra=(Crash(),))
+    trainer.train(**kwargs)
+    return finished(trainer)
+
+
+def assert_same_run(trainer: Trainer, expected: tuple[dict, dict, dict]) -> None:
+    weights, ema, history = finished(trainer)
+    for got, want in ((weights, expected[0]), (ema, expected[1])):
+        assert got.keys() == want.keys()
+        for key in got:
+            assert torch.equal(got[key], want[key]), f"{key} differs"
+    assert history == expected[2]
+    assert trainer.state.global_step == job.TOTAL_STEPS
+
+
+def crash_then_resume(
+    tmp_path: Path, at_step: int, *, every_n_steps: int | None, single_file: bool = False
+) -> tuple[Trainer, Path, list[str]]:
+    """Train until a crash at ``at_step``, resume in a new Trainer; also the saved names."""
+    ckpt = tmp_path / "ckpt"
+    target = tmp_path / "state.pt" if single_file else None
+    crashed, kwargs = job.build(
+        ckpt, every_n_steps=every_n_steps, num_workers=0, extra=(Crash(at_step, target),)
+    )
+    with pytest.raises(CallbackError, match="simulated crash"):
+        crashed.train(**kwargs)
+    saved = sorted(p.name for p in ckpt.glob("ckpt-*.pt"))
+    resumed, kwargs = job.build(ckpt, every_n_steps=every_n_steps, num_workers=0, extra=(Crash(),))
+    source = target if target is not None else ckpt
+    assert source is not None
+    resumed.train(**kwargs, resume_from=source)
+    return resumed, source, saved
+
+
+def test_resume_at_an_epoch_boundary(tmp_path: Path, uninterrupted: Any) -> None:
+    # Checkpoints only at epoch ends; the crash comes 2 steps into the second epoch, so
+    # the latest checkpoint is the end of epoch 1.
+    resumed, _, saved = crash_then_resume(tmp_path, job.STEPS_PER_EPOCH + 2, every_n_steps=None)
+    assert saved[-1].endswith(f"step{job.STEPS_PER_EPOCH}.pt")
+    assert_same_run(resumed, uninterrupted)
+
+
+def test_resume_from_a_single_file_written_by_save_checkpoint(
+    tmp_path: Path, uninterrupted: Any
+) -> None:
+    resumed, path, _ = crash_then_resume(tmp_path, 10, every_n_steps=None, single_file=True)
+    assert path.is_file()
+    assert_same_run(resumed, uninterrupted)
+    fresh, _ = job.build(None, num_workers=0, extra=(Crash(),))
+    values = fresh.load_checkpoint(path)
+    assert values["note"] == "mid-epoch" and fresh.state.global_step == 10
+    assert fresh.state.batches_seen_in_epoch == 2 * (10 - job.STEPS_PER_EPOCH)
+
+
+def test_resume_neither_loads_nor_runs_skipped_batches(tmp_path: Path) -> None:
+    full, kwargs = job.build(None, num_workers=0, extra=(Crash(),))
+    full.train(**kwargs)
+    full_fetched = kwargs["train_dataset"].fetched
+    full_forwards = full.unwrapped_model.train_forwards
+    assert len(full_fetched) == job.EPOCHS * job.NUM_SAMPLES
+
+    # Saved at step 12 = 5 updates into epoch 2 = 10 micro-batches = 40 samples of it.
+    resumed, _, saved = crash_then_resume(tmp_path, 13, every_n_steps=4)
+    assert saved[-1].endswith("step12.pt")
+    consumed = job.NUM_SAMPLES + 40
+    fetched = resumed.train_dataset.fetched
+    assert fetched == full_fetched[consumed:]  # nothing repeated, nothing skipped
+    assert resumed.unwrapped_model.train_forwards == full_forwards - (13 + 10)
+    assert resumed.state.global_step == job.TOTAL_STEPS
