@@ -90,7 +90,9 @@ def test_golden_content_is_what_was_fed() -> None:
 
 def test_layout_follows_width() -> None:
     narrow, wide = render_fixed(80), render_fixed(140)
-    bar_len = [max(len(l) for l in t.splitlines() if l.startswith("train")) for t in (narrow, wide)]
+    bar_len = [
+        max(len(ln) for ln in t.splitlines() if ln.startswith("train")) for t in (narrow, wide)
+    ]
     assert bar_len[0] <= 80 < bar_len[1] <= 140
 
 
@@ -117,7 +119,7 @@ def test_curve_span_keeps_last_steps_and_window_smooths() -> None:
     assert not any(line.strip().startswith("100") for line in last[:4])
     raw = render_curve({"train": pts}, span=20, divisor=4, window=1)
     smooth = render_curve({"train": pts}, span=20, divisor=4, window=2)
-    rows = lambda ls: sum(1 for l in ls[:4] if "•" in l)  # noqa: E731
+    rows = lambda ls: sum(1 for ln in ls[:4] if "•" in ln)  # noqa: E731
     assert rows(raw) == 2 and rows(smooth) == 1  # 0/1 alternation averages to 0.5
 
 
