@@ -278,5 +278,5 @@ class CallbackHandler:
             except Exception as exc:
                 raise CallbackError(
                     f"Callback {type(callback).__name__} raised {type(exc).__name__} in "
-                    f"{event}: {exc}"
+                    f"{getattr(event, 'value', event)}: {exc}"
                 ) from exc

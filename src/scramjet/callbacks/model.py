@@ -184,8 +184,8 @@ class ModelEmaCallback(TrainerCallback):
 
     def state_dict(self) -> dict[str, Any]:
         """The EMA weights (empty before the first training run)."""
-        if self.ema_model is None:
-            return {}
+        if self.ema_model is None:  # restored but not applied yet: hand the restored state on
+            return {"ema": dict(self._pending_state)} if self._pending_state is not None else {}
         return {"ema": {k: v.detach().cpu() for k, v in self.ema_model.state_dict().items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
