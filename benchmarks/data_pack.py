@@ -34,26 +34,18 @@ def serial_baseline(root: Path, names: list[str], size: int, quality: int) -> fl
     return len(names) / (time.perf_counter() - start)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=512, help="images (default 512)")
-    parser.add_argument("--src-size", type=int, default=256, help="source image side")
-    parser.add_argument("--size", type=int, default=224, help="packed image side")
-    parser.add_argument("--workers", type=int, default=2, help="encoding processes")
-    parser.add_argument("--quality", type=int, default=90)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-
+def measure(args: argparse.Namespace) -> tuple[dict[str, float], list[tuple[str, float, int]]]:
+    """Make the source images, then time the baseline, a tar copy and every pack run."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="scramjet-bench-") as tmp:
         root = Path(tmp)
         items = make_images(root, args.n, args.src_size, args.quality)
-        loose_bytes = sum((root / name).stat().st_size for name, _ in items)
+        base = {"loose_bytes": float(sum((root / n).stat().st_size for n, _ in items))}
         start = time.perf_counter()
         urls = write_tars(root, items, shards=4)
-        tar_rate = args.n / (time.perf_counter() - start)
-        tar_bytes = sum(Path(u).stat().st_size for u in urls)
-        base = serial_baseline(root, [name for name, _ in items], args.size, args.quality)
+        base["tar_rate"] = args.n / (time.perf_counter() - start)
+        base["tar_bytes"] = float(sum(Path(u).stat().st_size for u in urls))
+        base["serial"] = serial_baseline(root, [n for n, _ in items], args.size, args.quality)
         runs = [("jpeg", 1), ("jpeg", args.workers), ("png", args.workers), ("raw", args.workers)]
         for encode, workers in runs:
             report = pack(
@@ -76,10 +68,23 @@ def main() -> None:
                     report.bytes,
                 )
             )
+    return base, rows
 
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=512, help="images (default 512)")
+    parser.add_argument("--src-size", type=int, default=256, help="source image side")
+    parser.add_argument("--size", type=int, default=224, help="packed image side")
+    parser.add_argument("--workers", type=int, default=2, help="encoding processes")
+    parser.add_argument("--quality", type=int, default=90)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    base, rows = measure(args)
+    n, serial = args.n, base["serial"]
     print(f"machine: {machine()}")
     print(
-        f"{args.n} synthetic {args.src_size}x{args.src_size} JPEGs (quality {args.quality}) "
+        f"{n} synthetic {args.src_size}x{args.src_size} JPEGs (quality {args.quality}) "
         f"packed to {args.size}x{args.size}, 4 shards"
     )
     print(
@@ -87,21 +92,19 @@ def main() -> None:
         f"{'bytes/sample':>13}"
     )
     print(
-        f"{'serial PIL resize+encode (baseline)':<34} {base:>10.0f} {1.0:>9.2f}x "
+        f"{'serial PIL resize+encode (baseline)':<34} {serial:>10.0f} {1.0:>9.2f}x "
         f"{'-':>11} {'-':>13}"
     )
+    loose = base["loose_bytes"]
+    print(f"{'loose source files':<34} {'-':>10} {'-':>10} {loose / 1e6:>11.1f} {loose / n:>13.0f}")
+    tar_rate, tar_bytes = base["tar_rate"], base["tar_bytes"]
     print(
-        f"{'loose source files':<34} {'-':>10} {'-':>10} {loose_bytes / 1e6:>11.1f} "
-        f"{loose_bytes / args.n:>13.0f}"
-    )
-    print(
-        f"{'tar shards of the sources (copy)':<34} {tar_rate:>10.0f} {tar_rate / base:>9.2f}x "
-        f"{tar_bytes / 1e6:>11.1f} {tar_bytes / args.n:>13.0f}"
+        f"{'tar shards of the sources (copy)':<34} {tar_rate:>10.0f} {tar_rate / serial:>9.2f}x "
+        f"{tar_bytes / 1e6:>11.1f} {tar_bytes / n:>13.0f}"
     )
     for name, rate, size in rows:
         print(
-            f"{name:<34} {rate:>10.0f} {rate / base:>9.2f}x {size / 1e6:>11.1f} "
-            f"{size / args.n:>13.0f}"
+            f"{name:<34} {rate:>10.0f} {rate / serial:>9.2f}x {size / 1e6:>11.1f} {size / n:>13.0f}"
         )
 
 

@@ -18,7 +18,7 @@ import tarfile
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +158,90 @@ def decode_rates(blobs: list[bytes]) -> dict[str, float]:
     return rates
 
 
+def build_readers(
+    root: Path, items: list[tuple[str, int]], args: argparse.Namespace
+) -> list[tuple[str, Iterable[Any]]]:
+    """Every reader under test, as (name, loader); all use the same workers and batch."""
+    common = {
+        "dtype": ["int64"],
+        "height": args.size,
+        "width": args.size,
+        "quality": args.quality,
+        "shards": 4,
+        "progress": False,
+    }
+    pack(root, root / "list.csv", root / "jpeg.pack", encode="jpeg", **common)
+    pack(root, root / "list.csv", root / "raw.pack", encode="raw", **common)
+    urls = write_tars(root, items, shards=4)
+    gen = torch.Generator().manual_seed(0)
+    persistent = args.workers > 0
+
+    def map_loader(ds: Dataset) -> DataLoader:
+        return DataLoader(
+            ds,
+            batch_size=args.batch,
+            shuffle=True,
+            generator=gen,
+            num_workers=args.workers,
+            persistent_workers=persistent,
+        )
+
+    def batched(path: str, decoder: str = "auto") -> DataLoader:
+        ds = PackedDataset(root / path, decoder=decoder)
+        return ds.loader(
+            args.batch,
+            shuffle=True,
+            generator=gen,
+            num_workers=args.workers,
+            persistent_workers=persistent,
+        )
+
+    return [
+        ("loose JPEG files, PIL (ImageFolder style)", map_loader(LooseJPEGs(root, items))),
+        (
+            "WebDataset tar shards, PIL ('rgb8')",
+            webdataset_loader(urls, args.batch, args.workers, False),
+        ),
+        (
+            "WebDataset tar shards, simplejpeg",
+            webdataset_loader(urls, args.batch, args.workers, True),
+        ),
+        ("pack jpeg, per-sample reads, simplejpeg", map_loader(PackedDataset(root / "jpeg.pack"))),
+        ("pack jpeg, batched reads, PIL", batched("jpeg.pack", "pil")),
+        ("pack jpeg, batched reads, simplejpeg", batched("jpeg.pack")),
+        ("pack raw, per-sample reads", map_loader(PackedDataset(root / "raw.pack"))),
+        ("pack raw, batched reads", batched("raw.pack")),
+    ]
+
+
+def report(
+    args: argparse.Namespace, results: list[tuple[str, float]], codec: dict[str, float]
+) -> None:
+    print(f"machine: {machine()}")
+    print(
+        f"{args.n} synthetic {args.size}x{args.size} RGB images, JPEG quality {args.quality}, "
+        f"batch {args.batch}, {args.workers} DataLoader workers, warm page cache, "
+        f"median of {args.epochs} interleaved epochs"
+    )
+    base = results[0][1]
+    print(f"{'reader':<46} {'samples/s':>10} {'vs loose':>9}")
+    for name, rate in results:
+        print(f"{name:<46} {rate:>10.0f} {rate / base:>8.2f}x")
+    rate = dict(results)
+    best_jpeg = rate["pack jpeg, batched reads, simplejpeg"]
+    wds_pil = rate["WebDataset tar shards, PIL ('rgb8')"]
+    wds_fast = rate["WebDataset tar shards, simplejpeg"]
+    print(
+        f"pack jpeg (batched, simplejpeg) vs WebDataset (PIL): {best_jpeg / wds_pil:.2f}x; "
+        f"vs WebDataset (simplejpeg): {best_jpeg / wds_fast:.2f}x"
+    )
+    print(
+        "single-thread JPEG decode, images/s: "
+        + ", ".join(f"{k} {v:.0f}" for k, v in codec.items())
+        + f" (simplejpeg/PIL {codec['simplejpeg'] / codec['pil']:.2f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1024, help="images (default 1024)")
@@ -169,89 +253,14 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-
     with tempfile.TemporaryDirectory(prefix="scramjet-bench-") as tmp:
         root = Path(tmp)
         items = make_images(root, args.n, args.size, args.quality)
-        common = {
-            "dtype": ["int64"],
-            "height": args.size,
-            "width": args.size,
-            "quality": args.quality,
-            "shards": 4,
-            "progress": False,
-        }
-        pack(root, root / "list.csv", root / "jpeg.pack", encode="jpeg", **common)
-        pack(root, root / "list.csv", root / "raw.pack", encode="raw", **common)
-        urls = write_tars(root, items, shards=4)
-        gen = torch.Generator().manual_seed(0)
-        dl = {
-            "batch_size": args.batch,
-            "num_workers": args.workers,
-            "persistent_workers": args.workers > 0,
-        }
-
-        def map_loader(ds: Dataset) -> DataLoader:
-            return DataLoader(ds, shuffle=True, generator=gen, **dl)
-
-        def fast(path: str, decoder: str = "auto") -> DataLoader:
-            ds = PackedDataset(root / path, decoder=decoder)
-            return ds.loader(
-                args.batch,
-                shuffle=True,
-                generator=gen,
-                num_workers=args.workers,
-                persistent_workers=args.workers > 0,
-            )
-
-        readers: list[tuple[str, Callable[[], Iterable[Any]]]] = [
-            (
-                "loose JPEG files, PIL (ImageFolder style)",
-                lambda: map_loader(LooseJPEGs(root, items)),
-            ),
-            (
-                "WebDataset tar shards, PIL ('rgb8')",
-                lambda: webdataset_loader(urls, args.batch, args.workers, False),
-            ),
-            (
-                "WebDataset tar shards, simplejpeg",
-                lambda: webdataset_loader(urls, args.batch, args.workers, True),
-            ),
-            (
-                "pack jpeg, per-sample reads, simplejpeg",
-                lambda: map_loader(PackedDataset(root / "jpeg.pack")),
-            ),
-            ("pack jpeg, batched reads, PIL", lambda: fast("jpeg.pack", "pil")),
-            ("pack jpeg, batched reads, simplejpeg", lambda: fast("jpeg.pack")),
-            ("pack raw, per-sample reads", lambda: map_loader(PackedDataset(root / "raw.pack"))),
-            ("pack raw, batched reads", lambda: fast("raw.pack")),
-        ]
-        rates = interleaved_rates([build() for _, build in readers], args.epochs)
-        results = [(name, rate) for (name, _), rate in zip(readers, rates)]
-        blobs = [(root / name).read_bytes() for name, _ in items[:200]]
-        codec = decode_rates(blobs)
-
-    print(f"machine: {machine()}")
-    print(
-        f"{args.n} synthetic {args.size}x{args.size} RGB images, JPEG quality {args.quality}, "
-        f"batch {args.batch}, {args.workers} DataLoader workers, warm page cache, "
-        f"{args.epochs} timed epochs"
-    )
-    base = results[0][1]
-    print(f"{'reader':<46} {'samples/s':>10} {'vs loose':>9}")
-    for name, rate in results:
-        print(f"{name:<46} {rate:>10.0f} {rate / base:>8.2f}x")
-    wds_peer = results[1][1]
-    best_jpeg = results[5][1]
-    print(
-        f"pack jpeg (batched, simplejpeg) vs WebDataset (PIL): {best_jpeg / wds_peer:.2f}x; "
-        f"vs WebDataset (simplejpeg): {best_jpeg / results[2][1]:.2f}x"
-    )
-    print(
-        "single-thread JPEG decode, images/s: "
-        + ", ".join(f"{k} {v:.0f}" for k, v in codec.items())
-        + f" (simplejpeg/PIL {codec['simplejpeg'] / codec['pil']:.2f}x)"
-    )
+        readers = build_readers(root, items, args)
+        rates = interleaved_rates([loader for _, loader in readers], args.epochs)
+        results = [(name, r) for (name, _), r in zip(readers, rates)]
+        codec = decode_rates([(root / name).read_bytes() for name, _ in items[:200]])
+    report(args, results, codec)
 
 
 if __name__ == "__main__":

@@ -105,9 +105,24 @@ class PackedDataset(Dataset):
             ``"pil"``.
 
     Example:
-        >>> ds = PackedDataset("photos.pack")  # doctest: +SKIP
-        >>> ds[0]["image"].shape  # doctest: +SKIP
-        (224, 224, 3)
+        >>> import numpy as np
+        >>> from pathlib import Path
+        >>> from PIL import Image
+        >>> from scramjet.data import pack
+        >>> Path("imgs").mkdir()
+        >>> for i in range(6):
+        ...     Image.fromarray(np.full((40, 40, 3), 40 * i, np.uint8)).save(f"imgs/{i}.png")
+        >>> rows = "".join(f"{i}.png\\t{i % 3}\\n" for i in range(6))
+        >>> _ = Path("imgs/list.tsv").write_text("image\\tlabel\\n" + rows)
+        >>> _ = pack("imgs", "imgs/list.tsv", "imgs.pack", dtype=["int64"], height=32,
+        ...          width=32, encode="raw", workers=0, progress=False)
+        >>> ds = PackedDataset("imgs.pack")
+        >>> sample = ds[4]
+        >>> sample["image"].shape, int(sample["label"])
+        ((32, 32, 3), 1)
+        >>> batch = next(iter(ds.loader(batch_size=4)))
+        >>> tuple(batch["image"].shape), batch["label"].tolist()
+        ((4, 32, 32, 3), [0, 1, 2, 0])
     """
 
     def __init__(

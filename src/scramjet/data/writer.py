@@ -181,12 +181,21 @@ def pack(
         PackError: a bad row (naming its CSV line and file) or an impossible request.
 
     Example:
-        >>> report = pack("photos", "photos/list.csv", "photos.pack",
-        ...               dtype=["int64"], height=224, width=224)  # doctest: +SKIP
+        >>> import numpy as np
+        >>> from pathlib import Path
+        >>> from PIL import Image
+        >>> Path("photos").mkdir()
+        >>> for i in range(4):
+        ...     Image.fromarray(np.full((40, 40, 3), 60 * i, np.uint8)).save(f"photos/{i}.png")
+        >>> rows = "".join(f"{i}.png,{i % 2}\\n" for i in range(4))
+        >>> _ = Path("photos/list.csv").write_text("image,label\\n" + rows)
+        >>> report = pack("photos", "photos/list.csv", "photos.pack", dtype=["int64"],
+        ...               height=32, width=32, shards=2, workers=0, progress=False)
+        >>> report.num_samples, report.shard_sizes
+        (4, [2, 2])
     """
     start = time.perf_counter()
     enc = _check_args(encode, height, width, channel, quality, shards, on_error)
-    dtypes_in = [dtype] if isinstance(dtype, str) else list(dtype)
     root = Path(file_dir).resolve()
     if not root.is_dir():
         raise ValueError(f"file_dir {str(file_dir)!r} is not a directory")
@@ -194,34 +203,16 @@ def pack(
     if out.exists() and not overwrite:
         raise FileExistsError(f"{str(out)!r} already exists; remove it or pass overwrite=True")
     header, table = read_table(file_list)
-    dtypes = check_header(header, dtypes_in)
-
+    dtypes = check_header(header, [dtype] if isinstance(dtype, str) else list(dtype))
     skipped: list[SkippedRow] = []
-    rows: list[Row] = []
-    for line, cells in table:
-        try:
-            rows.append(parse_row(root, header, dtypes, line, cells, is_seq))
-        except RowError as exc:
-            if on_error == "raise":
-                raise PackError(str(exc)) from None
-            skipped.append(SkippedRow(exc.line, exc.file, exc.reason))
-
+    rows = _parse_rows(root, header, dtypes, table, is_seq, on_error, skipped)
+    columns = _column_specs(header, dtypes, enc, quality, height, width, channel, is_seq, keep_exif)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.partial-{uuid.uuid4().hex[:12]}"
     tmp.mkdir()
     try:
-        spooled = _spool_rows(
-            rows,
-            tmp,
-            (height, width, channel, enc, quality, keep_exif),
-            workers,
-            on_error,
-            skipped,
-            progress,
-        )
-        columns = _column_specs(
-            header, dtypes, enc, quality, height, width, channel, is_seq, keep_exif
-        )
+        opts = (height, width, channel, enc, quality, keep_exif)
+        spooled = _spool_rows(rows, tmp, opts, workers, on_error, skipped, progress)
         manifest = _write_shards(tmp, spooled, columns, shards, enc, (height, width, channel))
         manifest.extra["skipped_rows"] = [vars(s) for s in skipped]
         write_atomic_text(tmp / MANIFEST_NAME, manifest.to_json())
@@ -238,6 +229,27 @@ def pack(
         seconds=time.perf_counter() - start,
         skipped=skipped,
     )
+
+
+def _parse_rows(
+    root: Path,
+    header: list[str],
+    dtypes: list[tuple[str, bool]],
+    table: list[tuple[int, list[str]]],
+    is_seq: bool,
+    on_error: str,
+    skipped: list[SkippedRow],
+) -> list[Row]:
+    """Check every row's paths and values in the main process (cheap, before encoding)."""
+    rows: list[Row] = []
+    for line, cells in table:
+        try:
+            rows.append(parse_row(root, header, dtypes, line, cells, is_seq))
+        except RowError as exc:
+            if on_error == "raise":
+                raise PackError(str(exc)) from None
+            skipped.append(SkippedRow(exc.line, exc.file, exc.reason))
+    return rows
 
 
 @dataclass

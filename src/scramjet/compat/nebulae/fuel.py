@@ -76,9 +76,19 @@ class FuelGenerator:
             ``channel``, ``encode``, ``shards``, ``keep_exif``); exclusive with the others.
 
     Example:
-        >>> fg = FuelGenerator(file_dir="imgs", file_list="imgs/list.csv",
-        ...                    dtype=["int64"])  # doctest: +SKIP
-        >>> fg.generate("train.hdf5", height=224, width=224)  # doctest: +SKIP
+        >>> import numpy as np
+        >>> from pathlib import Path
+        >>> from PIL import Image
+        >>> Path("raw").mkdir()
+        >>> for i in range(4):
+        ...     Image.fromarray(np.full((20, 30, 3), 50 * i, np.uint8)).save(f"raw/{i}.jpg")
+        >>> rows = "".join(f"{i}.jpg\\t{i % 2}\\n" for i in range(4))
+        >>> _ = Path("raw/list.csv").write_text("image\\tlabel\\n" + rows)
+        >>> fg = FuelGenerator("raw", "raw/list.csv", ["int64"], False)
+        >>> _ = fg.generate("train.hdf5", 16, 16, progress=False, workers=0)
+        >>> tank = Tank("train.hdf5", {"image": "uint8", "label": "int64"}, batch_size=2)
+        >>> len(tank), tank.MPE, tuple(tank.next()["image"].shape)
+        (4, 2, (2, 16, 16, 3))
     """
 
     def __init__(
