@@ -353,7 +353,7 @@ class Experiment(TrainerCallback):
         # train(resume_from=...) also re-seeds the sampler with the checkpoint's seed.
         sampler = getattr(getattr(trainer, "_train_dl", None), "sampler", None)
         seed = getattr(trainer, "_sampler_seed", None)
-        if hasattr(sampler, "seed") and seed is not None:
+        if sampler is not None and hasattr(sampler, "seed") and seed is not None:
             sampler.seed = int(seed)
 
     def _hyperparams(self, trainer: Trainer) -> dict[str, Any]:

@@ -1,0 +1,398 @@
+"""AIToolbox-style callbacks (``AbstractCallback`` and its hook names) on Trainer events.
+
+Mapping of hooks to :class:`~scramjet.callbacks.Event`:
+
+====================================  =========================================
+AIToolbox hook                        Trainer event
+====================================  =========================================
+``on_train_begin``                    ``on_training_run_start``
+``on_epoch_begin``                    ``on_train_epoch_start``
+``on_batch_begin``                    ``on_train_step_start``
+``on_after_gradient_update``          ``on_after_gradient_update`` (fired by the
+                                      TrainLoop's ``clip_gradients`` hook: after
+                                      backward, gradients unscaled, before the
+                                      optimizer step; once per update)
+``on_after_optimizer_step``           ``on_optimizer_step_end``
+``on_batch_end``                      ``on_optimizer_step_end`` (once per update)
+``on_epoch_end``                      ``on_training_run_epoch_end`` (after validation)
+``on_train_end``                      ``on_training_run_end``
+====================================  =========================================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from scramjet.callbacks.base import StopTrainingError, TrainerCallback
+
+if TYPE_CHECKING:
+    from scramjet.compat.aitoolbox.train_loop import TrainLoop
+
+#: AIToolbox hook → Trainer events that call it.
+HOOK_EVENTS: dict[str, tuple[str, ...]] = {
+    "on_train_begin": ("on_training_run_start",),
+    "on_epoch_begin": ("on_train_epoch_start",),
+    "on_batch_begin": ("on_train_step_start",),
+    "on_after_gradient_update": ("on_after_gradient_update",),
+    "on_after_optimizer_step": ("on_optimizer_step_end",),
+    "on_batch_end": ("on_optimizer_step_end",),
+    "on_epoch_end": ("on_training_run_epoch_end",),
+    "on_train_end": ("on_training_run_end",),
+}
+
+
+class AbstractCallback:
+    """Base class of AIToolbox-style callbacks; override the hooks you need.
+
+    Args:
+        callback_name: a name for messages.
+        execution_order: callbacks run in increasing order (ties keep list order).
+        device_idx_execution: in a distributed run, only this rank runs the callback
+            (None: every rank).
+    """
+
+    def __init__(
+        self, callback_name: str, execution_order: int = 0, device_idx_execution: int | None = None
+    ) -> None:
+        self.callback_name = callback_name
+        self.execution_order = execution_order
+        self.device_idx_execution = device_idx_execution
+        self.train_loop_obj: TrainLoop | None = None
+
+    def register_train_loop_object(self, train_loop_obj: TrainLoop) -> AbstractCallback:
+        """Attach the TrainLoop (called by ``fit``), then ``on_train_loop_registration``."""
+        self.train_loop_obj = train_loop_obj
+        self.on_train_loop_registration()
+        return self
+
+    def on_train_loop_registration(self) -> None:
+        """Called once the TrainLoop is attached."""
+
+    def on_train_begin(self) -> None:
+        """Start of training."""
+
+    def on_train_end(self) -> None:
+        """End of training."""
+
+    def on_epoch_begin(self) -> None:
+        """Start of an epoch."""
+
+    def on_epoch_end(self) -> None:
+        """End of an epoch, after validation."""
+
+    def on_batch_begin(self) -> None:
+        """Before a batch's loss."""
+
+    def on_batch_end(self) -> None:
+        """After a batch's update."""
+
+    def on_after_gradient_update(self, optimizer_idx: int = 0) -> None:
+        """After backward, before the optimizer step (e.g. gradient clipping)."""
+
+    def on_after_optimizer_step(self) -> None:
+        """After the optimizer step."""
+
+
+def to_trainer_callback(callback: AbstractCallback, loop: TrainLoop) -> TrainerCallback:
+    """A TrainerCallback that calls ``callback``'s overridden AIToolbox hooks on their events.
+
+    Only the events whose hooks are overridden are defined, so an idle hook costs nothing
+    per step.
+    """
+    events: dict[str, list[str]] = {}
+    for hook, names in HOOK_EVENTS.items():
+        if getattr(type(callback), hook) is not getattr(AbstractCallback, hook):
+            for event in names:
+                events.setdefault(event, []).append(hook)
+
+    def make(hooks: list[str]) -> Any:
+        def handler(self: TrainerCallback, trainer: Any, **kwargs: Any) -> None:
+            if callback.device_idx_execution is not None and (
+                trainer.num_processes > 1
+                and torch.distributed.get_rank() != callback.device_idx_execution
+            ):
+                return
+            for hook in hooks:
+                getattr(callback, hook)()
+
+        return handler
+
+    attrs: dict[str, Any] = {event: make(hooks) for event, hooks in events.items()}
+    attrs["custom_events"] = ("on_after_gradient_update",)
+    attrs["wrapped"] = callback
+    cls = type(f"AIToolbox{type(callback).__name__}", (TrainerCallback,), attrs)
+    callback.register_train_loop_object(loop)
+    return cls()
+
+
+# ------------------------------------------------------------------ basic callbacks
+class EarlyStopping(AbstractCallback):
+    """Stops when ``monitor`` has not improved by ``min_delta`` for ``patience`` epochs.
+
+    ``monitor`` uses AIToolbox names (``"val_loss"``, ``"loss"``, or a result metric such
+    as ``"val_accuracy"``); ``mode`` is inferred (``loss`` → min, else max) unless given.
+    """
+
+    def __init__(
+        self,
+        monitor: str = "val_loss",
+        min_delta: float = 0.0,
+        patience: int = 0,
+        mode: str | None = None,
+    ) -> None:
+        super().__init__("EarlyStopping")
+        self.monitor, self.min_delta, self.patience = monitor, min_delta, patience
+        self.mode = mode or ("min" if "loss" in monitor else "max")
+        self.best: float | None = None
+        self.wait = 0
+
+    def on_epoch_end(self) -> None:
+        """Compare, count, stop."""
+        assert self.train_loop_obj is not None
+        values = self.train_loop_obj.train_history.get(self.monitor, [])
+        if not values:
+            return
+        value = float(values[-1])
+        sign = 1.0 if self.mode == "min" else -1.0
+        if self.best is None or sign * (self.best - value) > self.min_delta:
+            self.best, self.wait = value, 0
+            return
+        self.wait += 1
+        if self.wait > self.patience:
+            self.train_loop_obj.ep_stop_training_flag = True
+
+
+class TerminateOnNaN(AbstractCallback):
+    """Stops training when the monitored history value is NaN or infinite."""
+
+    def __init__(self, monitor: str = "loss") -> None:
+        super().__init__("TerminateOnNaN")
+        self.monitor = monitor
+
+    def on_epoch_end(self) -> None:
+        """Check the latest value."""
+        assert self.train_loop_obj is not None
+        values = self.train_loop_obj.train_history.get(self.monitor, [])
+        if values and not math.isfinite(float(values[-1])):
+            raise StopTrainingError(f"{self.monitor} is {values[-1]}; training stopped.")
+
+
+class GradValueClip(AbstractCallback):
+    """Clips every gradient element to ``[-max_grad_value, max_grad_value]`` before each update."""
+
+    def __init__(self, max_grad_value: float) -> None:
+        super().__init__("GradValueClip")
+        self.max_grad_value = max_grad_value
+
+    def on_after_gradient_update(self, optimizer_idx: int = 0) -> None:
+        """Clip."""
+        assert self.train_loop_obj is not None
+        torch.nn.utils.clip_grad_value_(self.train_loop_obj.model.parameters(), self.max_grad_value)
+
+
+class GradNormClip(AbstractCallback):
+    """Rescales gradients so their total norm is at most ``max_grad_norm`` before each update."""
+
+    def __init__(self, max_grad_norm: float, **kwargs: Any) -> None:
+        super().__init__("GradNormClip")
+        self.max_grad_norm, self.kwargs = max_grad_norm, kwargs
+        self.last_total_norm: float | None = None
+
+    def on_after_gradient_update(self, optimizer_idx: int = 0) -> None:
+        """Clip and remember the norm before clipping."""
+        assert self.train_loop_obj is not None
+        norm = torch.nn.utils.clip_grad_norm_(
+            self.train_loop_obj.model.parameters(), self.max_grad_norm, **self.kwargs
+        )
+        self.last_total_norm = float(norm)
+
+
+class GradientStatsPrint(AbstractCallback):
+    """Prints mean, std and norm of each parameter's gradient.
+
+    Args:
+        model_layers_extract_def: function ``model -> list of modules`` to inspect
+            (default: every parameter of the model).
+        on_every_grad_update: print at every update instead of only the epoch's last one.
+    """
+
+    def __init__(
+        self, model_layers_extract_def: Any = None, on_every_grad_update: bool = False
+    ) -> None:
+        super().__init__("GradientStatsPrint")
+        self.extract = model_layers_extract_def
+        self.on_every_grad_update = on_every_grad_update
+        self.last_stats: dict[str, dict[str, float]] = {}
+
+    def _params(self) -> list[tuple[str, torch.nn.Parameter]]:
+        assert self.train_loop_obj is not None
+        model = self.train_loop_obj.model
+        if self.extract is None:
+            return list(model.named_parameters())
+        return [
+            (f"{i}.{n}", p)
+            for i, layer in enumerate(self.extract(model))
+            for n, p in layer.named_parameters()
+        ]
+
+    def on_after_gradient_update(self, optimizer_idx: int = 0) -> None:
+        """Collect statistics (one device sync per parameter, only here)."""
+        stats = {}
+        for name, p in self._params():
+            if p.grad is not None:
+                g = p.grad.detach().float()
+                stats[name] = {
+                    "mean": float(g.mean()),
+                    "std": float(g.std()) if g.numel() > 1 else 0.0,
+                    "norm": float(g.norm()),
+                }
+        self.last_stats = stats
+        if self.on_every_grad_update:
+            self._print()
+
+    def on_epoch_end(self) -> None:
+        """Print the last update's statistics."""
+        if not self.on_every_grad_update:
+            self._print()
+
+    def _print(self) -> None:
+        for name, s in self.last_stats.items():
+            print(f"grad {name}: mean {s['mean']:.4g} std {s['std']:.4g} norm {s['norm']:.4g}")
+
+
+def _output_dir(loop: TrainLoop | None, folder: str | os.PathLike[str] | None, sub: str) -> Path:
+    if folder is not None:
+        path = Path(folder)
+    elif loop is not None and loop.experiment is not None:
+        path = loop.experiment.start() / sub
+    else:
+        path = Path(sub)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class ModelTrainHistoryPlot(AbstractCallback):
+    """Plots every history metric to ``<folder>/<metric>.png`` (default: the run's ``plots/``).
+
+    Args:
+        epoch_end: plot after every epoch.
+        train_end: plot at the end of training.
+        folder: output folder; default the tracked run's ``plots/`` or ``./plots``.
+    """
+
+    def __init__(
+        self,
+        epoch_end: bool = True,
+        train_end: bool = False,
+        folder: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__("ModelTrainHistoryPlot")
+        self.epoch_end, self.train_end, self.folder = epoch_end, train_end, folder
+        self.written: list[Path] = []
+
+    def _plot(self) -> None:
+        from scramjet.tracking.report import _plot_lines, _safe, _write
+
+        assert self.train_loop_obj is not None
+        out = _output_dir(self.train_loop_obj, self.folder, "plots")
+        for name, values in self.train_loop_obj.train_history.items():
+            numbers = [float(v) for v in values if isinstance(v, int | float)]
+            if numbers:
+                xs = list(range(1, len(numbers) + 1))
+                self.written.append(
+                    _write(
+                        out / f"{_safe(name)}.png",
+                        _plot_lines(name, [(name, xs, numbers)], "epoch"),
+                    )
+                )
+
+    def on_epoch_end(self) -> None:
+        """Plot if asked."""
+        if self.epoch_end:
+            self._plot()
+
+    def on_train_end(self) -> None:
+        """Plot if asked."""
+        if self.train_end:
+            self._plot()
+
+
+class ModelTrainHistoryFileWriter(AbstractCallback):
+    """Appends each epoch's history values to ``<folder>/train_history.jsonl`` and ``.txt``."""
+
+    def __init__(
+        self,
+        epoch_end: bool = True,
+        train_end: bool = False,
+        folder: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__("ModelTrainHistoryFileWriter")
+        self.epoch_end, self.train_end, self.folder = epoch_end, train_end, folder
+        self.path: Path | None = None
+
+    def _write(self) -> None:
+        assert self.train_loop_obj is not None
+        out = _output_dir(self.train_loop_obj, self.folder, "results")
+        self.path = out / "train_history.jsonl"
+        latest = {k: v[-1] for k, v in self.train_loop_obj.train_history.items() if v}
+        record = {"epoch": self.train_loop_obj.epoch + 1, **latest}
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, default=float) + "\n")
+        with open(out / "train_history.txt", "a", encoding="utf-8") as fh:
+            fh.write(" | ".join(f"{k}: {v}" for k, v in record.items()) + "\n")
+
+    def on_epoch_end(self) -> None:
+        """Write if asked."""
+        if self.epoch_end:
+            self._write()
+
+    def on_train_end(self) -> None:
+        """Write if asked."""
+        if self.train_end:
+            self._write()
+
+
+class TensorBoardFullTracker(AbstractCallback):
+    """Writes every history metric per epoch to TensorBoard (``pip install 'scramjet[tensorboard]'``).
+
+    Args:
+        log_dir: event folder; default ``<run>/tensorboard`` of the tracked run or
+            ``./tensorboard``.
+    """
+
+    def __init__(self, log_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
+        super().__init__("TensorBoardFullTracker")
+        self.log_dir = log_dir
+        self._writer: Any = None
+
+    def on_train_begin(self) -> None:
+        """Open the event file."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        self._writer = SummaryWriter(
+            str(_output_dir(self.train_loop_obj, self.log_dir, "tensorboard"))
+        )
+
+    def on_epoch_end(self) -> None:
+        """Add the epoch's values."""
+        assert self.train_loop_obj is not None and self._writer is not None
+        epoch = self.train_loop_obj.epoch + 1
+        for name, values in self.train_loop_obj.train_history.items():
+            if values and isinstance(values[-1], int | float):
+                self._writer.add_scalar(name, float(values[-1]), epoch)
+
+    def on_train_end(self) -> None:
+        """Close the event file."""
+        if self._writer is not None:
+            self._writer.close()
+
+
+TensorboardFullTracker = TensorBoardFullTracker
