@@ -458,6 +458,7 @@ class Trainer(TrainingStateMixin):
         has_step_end = handler.has(Event.TRAIN_STEP_END)
         on_device = self.device.type != "cpu"
         autocast = self.precision != "no"
+        open_window = False
         for batch in train_dl:
             i = state.batches_seen_in_epoch
             window_start = i - i % accum
@@ -484,14 +485,20 @@ class Trainer(TrainingStateMixin):
                 self.backward_step(batch_output["loss"])
             state.batches_seen_in_epoch = i + 1
             state.samples_seen += batch_output["batch_size"]
+            open_window = not is_update
             if is_update:
                 self._apply_update()
                 if self._reached_max_steps() or state.stop_requested:
                     break
             if self._end_epoch_requested:
-                if not is_update:  # close the open accumulation window before leaving
-                    self._apply_update()
                 break
+        if open_window:
+            # The epoch ended inside an accumulation window (end_epoch(), or a loader of
+            # unknown length). Its batches were divided by the full window size: rescale so
+            # the update averages the batches the window really holds, then apply it.
+            held = (state.batches_seen_in_epoch - 1) % accum + 1
+            _scale_gradients(self.optimizer, self._loss_divisor / held)
+            self._apply_update()
         self._end_epoch_requested = False
         self.train_epoch_end()
         handler.call_event(Event.TRAIN_EPOCH_END, self)
@@ -724,6 +731,12 @@ class _NullContext:
 
 
 _NULL_CONTEXT = _NullContext()
+
+
+def _scale_gradients(optimizer: torch.optim.Optimizer, factor: float) -> None:
+    grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+    if grads and factor != 1:
+        torch._foreach_mul_(grads, factor)
 
 
 def _safe_len(obj: Any) -> int:

@@ -128,3 +128,26 @@ def test_clipping_per_micro_step_would_differ() -> None:
     pairs = zip(model.parameters(), wrong.parameters())
     diff = max(float((a - b).detach().abs().max()) for a, b in pairs)
     assert diff > 1e-4
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    """An iterable dataset without a length: the loader cannot tell where the epoch ends."""
+
+    def __init__(self, data: TensorDataset) -> None:
+        self.data = data
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(zip(*self.data.tensors))
+
+
+def test_unknown_length_loader_applies_the_last_short_window() -> None:
+    data = blobs(n=N)
+    model = TinyMLP()
+    expected = clone(model)
+    updates = reference_train(expected, data, epochs=2, accum=5)
+    trainer = make_trainer(model, lr=LR)
+    trainer.train(
+        _Stream(data), num_epochs=2, per_device_batch_size=BATCH, gradient_accumulation_steps=5
+    )
+    assert trainer.state.global_step == updates == 6
+    assert_same_weights(model, expected, atol=1e-6)

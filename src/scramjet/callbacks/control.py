@@ -49,20 +49,21 @@ class TerminateOnNaNCallback(TrainerCallback):
         """Collect the loss; check the group when full."""
         self._pending.append(kwargs["batch_output"]["loss"].detach())
         if len(self._pending) >= self.check_every:
-            self._check(trainer)
+            # The loop counts this batch as seen only after its backward step.
+            self._check(trainer, trainer.state.batches_seen_in_epoch + 1)
 
     def on_train_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Check what is left at the end of the epoch."""
         if self._pending:
-            self._check(trainer)
+            self._check(trainer, trainer.state.batches_seen_in_epoch)
 
-    def _check(self, trainer: Trainer) -> None:
+    def _check(self, trainer: Trainer, seen: int) -> None:
         losses, self._pending = torch.stack(self._pending), []
         finite = torch.isfinite(losses)
         if bool(finite.all()):
             return
         first = int((~finite).nonzero()[0])
-        batch = trainer.state.batches_seen_in_epoch - len(losses) + first + 1
+        batch = seen - len(losses) + first + 1
         err = TrainingNaNError(
             f"Training stopped: the loss is {float(losses[first])} at batch {batch} of epoch "
             f"{trainer.run_history.current_epoch} (after {trainer.state.global_step} optimizer "
