@@ -492,13 +492,8 @@ class Trainer(TrainingStateMixin):
                     break
             if self._end_epoch_requested:
                 break
-        if open_window:
-            # The epoch ended inside an accumulation window (end_epoch(), or a loader of
-            # unknown length). Its batches were divided by the full window size: rescale so
-            # the update averages the batches the window really holds, then apply it.
-            held = (state.batches_seen_in_epoch - 1) % accum + 1
-            _scale_gradients(self.optimizer, self._loss_divisor / held)
-            self._apply_update()
+        if open_window:  # ended inside an accumulation window: end_epoch(), or unknown length
+            self._close_window(held=(state.batches_seen_in_epoch - 1) % accum + 1)
         self._end_epoch_requested = False
         self.train_epoch_end()
         handler.call_event(Event.TRAIN_EPOCH_END, self)
@@ -686,6 +681,12 @@ class Trainer(TrainingStateMixin):
             totals = torch.zeros(2, device=self.device)
         totals = dist.reduce(totals.to(self.device), op="sum")
         return float(totals[0] / totals[1]) if float(totals[1]) > 0 else math.nan
+
+    def _close_window(self, held: int) -> None:
+        # The window's batches were divided by its full size; rescale so the update
+        # averages the ``held`` batches it really has, then apply it.
+        _scale_gradients(self.optimizer, self._loss_divisor / held)
+        self._apply_update()
 
     def _apply_update(self) -> None:
         self.clip_gradients()
