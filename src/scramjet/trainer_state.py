@@ -30,6 +30,16 @@ def _callback_key(index: int, callback: object) -> str:
     return f"{index}:{type(callback).__name__}"
 
 
+def _this_rank(per_rank: Any) -> Any:
+    """This rank's entry of a per-rank list (rank 0's if the world size changed)."""
+    if isinstance(per_rank, torch.Tensor) or not per_rank:
+        return per_rank  # a single value (older checkpoints) or nothing
+    if not isinstance(per_rank[0], list | torch.Tensor):
+        return per_rank  # older checkpoints: a flat list of counts
+    rank = dist.get_rank() if len(per_rank) == dist.get_world_size() else 0
+    return per_rank[rank]
+
+
 class TrainingStateMixin:
     """Checkpoint methods of :class:`~scramjet.trainer.Trainer`.
 
@@ -62,15 +72,21 @@ class TrainingStateMixin:
             losses, counts = [], []
         state["trainer_state"] = counters
         state["run_history"] = history
-        state["epoch_losses"] = (
-            torch.stack([t.float().cpu() for t in losses]) if losses else torch.zeros(0)
-        )
-        state["epoch_loss_counts"] = list(counts)
         state["callbacks"] = {
             _callback_key(i, cb): cb.state_dict() for i, cb in enumerate(self.callbacks)
         }
         state["sampler_seed"] = int(self._sampler_seed or 0)
-        state["rng"] = dist.gather_object(get_rng_states())
+        # Per-rank parts, gathered in one collective: each rank resumes with its own RNG
+        # states and its own losses of the unfinished epoch (only rank 0 writes the file).
+        local = {
+            "rng": get_rng_states(),
+            "losses": torch.stack([t.float().cpu() for t in losses]) if losses else torch.zeros(0),
+            "counts": list(counts),
+        }
+        per_rank = dist.gather_object(local)
+        state["rng"] = [part["rng"] for part in per_rank]
+        state["epoch_losses"] = [part["losses"] for part in per_rank]
+        state["epoch_loss_counts"] = [part["counts"] for part in per_rank]
         return state
 
     def save_checkpoint(  # type: ignore[misc]
@@ -142,11 +158,10 @@ class TrainingStateMixin:
         self.state.load_state_dict(values.pop("trainer_state", {}))
         if "run_history" in values:
             self.run_history.load_state_dict(values.pop("run_history"))
-        losses = values.pop("epoch_losses", torch.zeros(0))
-        self._resumed_losses = (
-            list(losses.to(self.device).unbind(0)),
-            list(values.pop("epoch_loss_counts", [])),
-        )
+        losses = _this_rank(values.pop("epoch_losses", []))
+        counts = _this_rank(values.pop("epoch_loss_counts", []))
+        losses = losses if isinstance(losses, torch.Tensor) else torch.zeros(0)
+        self._resumed_losses = (list(losses.to(self.device).unbind(0)), list(counts or []))
         self._restore_callbacks(values.pop("callbacks", {}))
         self._sampler_seed = int(values.pop("sampler_seed", self._sampler_seed or 0))
         self._restore_rng(values.pop("rng", None))
