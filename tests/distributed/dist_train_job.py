@@ -7,7 +7,7 @@
   then trains a second model with shuffling to record which indices each rank saw.
 - ``resume``: the ``full`` training resumed from checkpoint file ARG.
 - ``raise``: rank 1 raises ValueError at optimizer step 2.
-- ``hang``: rank 1 sleeps before training; the others must fail on the collective timeout.
+- ``hang``: rank 1 stalls at step 2; the others must fail on the collective timeout.
 
 Each rank writes ``OUT/rank{r}.pt``.
 """
@@ -74,6 +74,17 @@ class RaiseOnRank(TrainerCallback):
     def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
         if dist.get_rank() == self.rank and trainer.state.global_step == self.step:
             raise ValueError(f"rank {self.rank} failed on purpose at step {self.step}")
+
+
+class StallOnRank(TrainerCallback):
+    """Stops one rank for two minutes at one optimizer step (a stuck process)."""
+
+    def __init__(self, rank: int, step: int) -> None:
+        self.rank, self.step = rank, step
+
+    def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        if dist.get_rank() == self.rank and trainer.state.global_step == self.step:
+            time.sleep(120)
 
 
 def train_in_order(
@@ -143,9 +154,7 @@ def run(mode: str, out: str, arg: str | None = None) -> dict[str, Any]:
         trainer, steps = train_in_order(None, extra=(RaiseOnRank(1, 2),))
         report = result(trainer, steps)
     elif mode == "hang":
-        if rank == 1:
-            time.sleep(120)
-        trainer, steps = train_in_order(None)
+        trainer, steps = train_in_order(None, extra=(StallOnRank(1, 2),))
         report = result(trainer, steps)
     else:
         raise ValueError(f"unknown mode {mode!r}; expected full, resume, raise or hang")

@@ -152,10 +152,12 @@ def test_a_rank_that_raises_ends_the_run_with_its_error(tmp_path: Path) -> None:
 
 
 def test_a_stuck_rank_ends_the_run_at_the_timeout(tmp_path: Path) -> None:
+    # Rank 1 stalls for 120 s at step 2; rank 0's next gradient all-reduce gives up after
+    # SCRAMJET_DIST_TIMEOUT seconds and the launcher then stops rank 1.
     done, elapsed = torchrun("hang", str(tmp_path), SCRAMJET_DIST_TIMEOUT="4")
     assert done.returncode != 0
-    assert elapsed < 40, f"took {elapsed:.0f} s"  # rank 1 sleeps 120 s
-    assert "timed out" in done.stderr.lower() or "timeout" in done.stderr.lower()
+    assert elapsed < 45, f"took {elapsed:.0f} s"
+    assert "Timed out waiting 4000ms" in done.stderr, done.stderr[-3000:]
     assert not (tmp_path / "rank0.pt").exists()
 
 
