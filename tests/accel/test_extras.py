@@ -31,15 +31,16 @@ def test_tf32_switch_restores_previous_settings():
     set_tf32(previous["matmul"])
 
 
-def test_fast_optimizer_keeps_state_and_selects_foreach_on_cpu():
-    assert fast_optimizer_kwargs(torch.optim.AdamW, "cpu") == {"foreach": True}
+def test_fast_optimizer_keeps_state_and_selects_fused_kernels():
+    assert fast_optimizer_kwargs(torch.optim.AdamW, "cpu") == {"fused": True}
     assert fast_optimizer_kwargs(torch.optim.AdamW, "cuda") == {"fused": True}
+    assert fast_optimizer_kwargs(torch.optim.RMSprop, "cpu") == {"foreach": True}
     model = nn.Linear(3, 2)
     opt = torch.optim.AdamW(model.parameters(), lr=0.01)
     model(torch.randn(4, 3)).sum().backward()
     opt.step()
     fast = fast_optimizer(opt)
-    assert fast.param_groups[0]["foreach"] is True and fast.param_groups[0]["lr"] == 0.01
+    assert fast.param_groups[0]["fused"] is True and fast.param_groups[0]["lr"] == 0.01
     assert torch.equal(fast.state[model.weight]["exp_avg"], opt.state[model.weight]["exp_avg"])
     fast.step()
 

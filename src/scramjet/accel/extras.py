@@ -2,7 +2,7 @@
 
 - :func:`to_channels_last` / :func:`inputs_to_channels_last`: channels-last memory format.
 - :func:`set_tf32` / :func:`tf32`: TF32 matmuls and convolutions on CUDA (Ampere+).
-- :func:`fast_optimizer_kwargs` / :func:`fast_optimizer`: fused (CUDA) or foreach optimizers.
+- :func:`fast_optimizer_kwargs` / :func:`fast_optimizer`: fused (CUDA, CPU) or foreach optimizers.
 - :func:`resolve_autocast` / :func:`autocast`: bf16/fp16 autocast.
 - CUDA graphs: ``accelerate_model(..., backends=["COMPILE"], cuda_graphs=True)`` selects
   ``torch.compile(mode="reduce-overhead")``; see :func:`cuda_graphs_supported`.
@@ -90,8 +90,10 @@ def tf32(enabled: bool = True) -> Iterator[None]:
 def fast_optimizer_kwargs(optimizer_cls: type, device: torch.device | str) -> dict[str, bool]:
     """Keyword arguments that select the fastest implementation ``optimizer_cls`` offers.
 
-    ``fused=True`` on CUDA when the class accepts it (one kernel for all parameters),
-    otherwise ``foreach=True`` (multi-tensor ops) when accepted, else nothing.
+    ``fused=True`` when the class accepts it and torch has fused kernels for the device
+    (CUDA, and CPU since torch 2.4: measured 5-6x faster than the default per-tensor loop
+    for Adam on the README model, see docs/bench/accel.md), else ``foreach=True`` when
+    accepted, else nothing.
 
     Args:
         optimizer_cls: e.g. ``torch.optim.AdamW``.
@@ -101,11 +103,19 @@ def fast_optimizer_kwargs(optimizer_cls: type, device: torch.device | str) -> di
         A dict to splat into the optimizer's constructor.
     """
     params = inspect.signature(optimizer_cls).parameters
-    if torch.device(device).type == "cuda" and "fused" in params:
+    if "fused" in params and torch.device(device).type in _fused_devices():
         return {"fused": True}
     if "foreach" in params:
         return {"foreach": True}
     return {}
+
+
+def _fused_devices() -> list[str]:
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+    except ImportError:  # older torch: fused kernels were CUDA-only
+        return ["cuda"]
+    return list(_get_fused_kernels_supported_devices())
 
 
 def fast_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
