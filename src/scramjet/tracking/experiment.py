@@ -124,6 +124,8 @@ class Experiment(TrainerCallback):
         on_complete: called with the :class:`UploadReport` (or None without storage) once
             the run is finished and every upload is verified; never called if one failed.
         save_script: copy the launching script into ``code/``.
+        upload_attempts: tries per background upload (exponential backoff from 0.5 s,
+            capped at 10 s); files still missing are retried by the final sync.
 
     Example:
         >>> from scramjet.tracking import Experiment
@@ -150,6 +152,7 @@ class Experiment(TrainerCallback):
         log_every_n_steps: int = 50,
         on_complete: Callable[[UploadReport | None], Any] | None = None,
         save_script: bool = True,
+        upload_attempts: int = 6,
     ) -> None:
         self.project = _files.check_name(project, "project")
         self.experiment = _files.check_name(experiment, "experiment")
@@ -170,6 +173,7 @@ class Experiment(TrainerCallback):
         self.log_every_n_steps = log_every_n_steps
         self.on_complete = on_complete
         self.save_script = save_script
+        self.upload_attempts = upload_attempts
         self.upload_report: UploadReport | None = None
         self._run_dir: Path | None = None
         self._reopened = False
@@ -252,7 +256,12 @@ class Experiment(TrainerCallback):
 
     def _ensure_storage(self) -> None:
         if self.storage_url is not None and self._storage is None:
-            self._storage = RunStorage(self.run_dir, str(self.remote_url), self.storage_options)
+            self._storage = RunStorage(
+                self.run_dir,
+                str(self.remote_url),
+                self.storage_options,
+                max_attempts=self.upload_attempts,
+            )
 
     def _open(self, resumed: bool) -> None:
         run = self.run_dir
@@ -262,7 +271,7 @@ class Experiment(TrainerCallback):
             if spec != "csv":
                 trackers.append(self._make_tracker(spec))
         self._writer = _Writer(trackers, self._upload_metric_files)
-        info = _files.read_json(run / "run.json") if resumed else {}
+        info = _files.read_json(run / "run.json")  # may already hold the MLflow run id
         info.setdefault("started", time.time())
         info.update(
             status="running",
@@ -334,7 +343,13 @@ class Experiment(TrainerCallback):
                 mode=self.mode,  # type: ignore[arg-type]
             )
         assert self._writer is not None
-        if resumed:
+        if resumed or self._reopened:
+            if not resumed:
+                warnings.warn(
+                    f"Continuing run folder {self.run_dir} without a checkpoint to restore: "
+                    f"training starts from step 0 and the folder's metric rows are reset.",
+                    stacklevel=2,
+                )
             self._writer.put("truncate", (trainer.state.global_step, trainer.state.epoch))
         params = self._hyperparams(trainer)
         self._write_json("hyperparams.json", params)
@@ -539,6 +554,7 @@ class Experiment(TrainerCallback):
                 "failures": report.failures,
                 "files": report.files,
                 "verified_at": time.time(),
+                "failed_attempts": report.failed_attempts,
             },
         )
         self._storage.upload("manifest.json")

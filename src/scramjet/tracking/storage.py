@@ -75,12 +75,14 @@ class UploadReport:
             ``"missing"``, ``"size mismatch"``, ``"hash mismatch"`` or an error text).
         failures: relative paths whose status is not ``"verified"``.
         remote: the remote folder.
+        failed_attempts: upload tries that failed and were retried during the run.
     """
 
     ok: bool
     files: dict[str, dict[str, Any]]
     failures: list[str] = field(default_factory=list)
     remote: str = ""
+    failed_attempts: int = 0
 
 
 class RunStorage:
@@ -123,10 +125,15 @@ class RunStorage:
         self.local_dir = Path(local_dir)
         self.url = url.rstrip("/")
         self.fs, self.remote_root = open_filesystem(self.url, storage_options)
+        protocols = (
+            self.fs.protocol if isinstance(self.fs.protocol, tuple | list) else (self.fs.protocol,)
+        )
+        self._local_fs = bool({"file", "local"} & set(protocols))
         self.max_attempts = max_attempts
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.errors: dict[str, str] = {}
+        self.failed_attempts = 0
         self._uploaded: dict[str, tuple[int, int]] = {}  # rel -> (size, mtime_ns) sent
         self._pending: set[str] = set()
         self._lock = threading.Lock()
@@ -177,10 +184,12 @@ class RunStorage:
             if self._uploaded.get(rel) == (stat.st_size, stat.st_mtime_ns):
                 return True
             try:
-                self.fs.makedirs(self.remote_path(rel).rsplit("/", 1)[0], exist_ok=True)
+                if self._local_fs:  # object stores have no folders (and s3fs would create a bucket)
+                    self.fs.makedirs(self.remote_path(rel).rsplit("/", 1)[0], exist_ok=True)
                 self.fs.put_file(str(local), self.remote_path(rel))
             except Exception as exc:  # network errors come in many types
                 self.errors[rel] = f"{type(exc).__name__}: {exc}"
+                self.failed_attempts += 1
                 logger.warning("upload of %s failed (attempt %d): %s", rel, attempt, exc)
                 if attempt < self.max_attempts:
                     time.sleep(delay)
@@ -229,7 +238,13 @@ class RunStorage:
                 self._put_with_retries(rel)
         self._remove_stale(set(files))
         failures = sorted(rel for rel, info in files.items() if info["status"] != "verified")
-        return UploadReport(ok=not failures, files=files, failures=failures, remote=self.url)
+        return UploadReport(
+            ok=not failures,
+            files=files,
+            failures=failures,
+            remote=self.url,
+            failed_attempts=self.failed_attempts,
+        )
 
     def _verify(self, rel: str) -> dict[str, Any]:
         local = self.local_dir / rel
