@@ -43,25 +43,24 @@ class MNISTModel(nn.Module):
         return self.main(input.view(input.shape[0], -1))
 
 
-if __name__ == "__main__":
-    dataset = generated_mnist(NUM_SAMPLES)
-    num_validation = NUM_SAMPLES // 12  # 55000 / 5000 for the full 60000 samples
-    train_dataset, validation_dataset = random_split(
-        dataset, [NUM_SAMPLES - num_validation, num_validation]
-    )
-    model = MNISTModel()
-    optimizer = optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
-    loss_func = nn.CrossEntropyLoss()
+dataset = generated_mnist(NUM_SAMPLES)
+num_validation = NUM_SAMPLES // 12  # 55000 / 5000 for the full 60000 samples
+train_dataset, validation_dataset = random_split(
+    dataset, [NUM_SAMPLES - num_validation, num_validation]
+)
+model = MNISTModel()
+optimizer = optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
+loss_func = nn.CrossEntropyLoss()
 
-    trainer = Trainer(
-        model,
-        loss_func=loss_func,
-        optimizer=optimizer,
-    )
+trainer = Trainer(
+    model,
+    loss_func=loss_func,
+    optimizer=optimizer,
+)
 
-    trainer.train(
-        train_dataset=train_dataset,
-        eval_dataset=validation_dataset,
-        num_epochs=NUM_EPOCHS,
-        per_device_batch_size=32,
-    )
+trainer.train(
+    train_dataset=train_dataset,
+    eval_dataset=validation_dataset,
+    num_epochs=NUM_EPOCHS,
+    per_device_batch_size=32,
+)
