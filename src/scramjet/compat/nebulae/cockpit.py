@@ -128,11 +128,13 @@ class TimeMachine:
     def _name(craft: nn.Module, file: str) -> str:
         return file or str(getattr(craft, "scope", "") or type(craft).__name__)
 
-    def drop(self, craft: nn.Module, file: str = "", save_scope: str | None = None) -> Path:
+    def drop(self, craft: nn.Module, file: str = "", save_scope: str | None = None) -> Path | None:
         """Save ``craft`` (only its parameters under ``save_scope``, if given); rank 0 writes.
 
+        Call it on every rank or on rank 0 only: it involves no collective operation.
+
         Returns:
-            The path of the new checkpoint (on every rank).
+            The path of the new checkpoint on rank 0; None on the other ranks.
         """
         if self.save_path is None:
             raise ValueError("TimeMachine(save_path=...) is needed to drop checkpoints.")
@@ -148,12 +150,17 @@ class TimeMachine:
                     f"save_scope {save_scope!r} matches no parameter of {type(model).__name__}; "
                     f"top-level names: {sorted({k.split('.')[0] for k in model.state_dict()})}."
                 )
-        path: Path | None = None
-        if dist.is_main_process():
-            found = manager.checkpoints()
-            step = found[-1].step + 1 if found else 1
-            path = manager.save({"model": entry}, step=step)
-        return dist.broadcast_object(path)  # type: ignore[return-value]
+        if not dist.is_main_process():
+            return None  # no collective here: calling drop() on rank 0 only is fine too
+        found = manager.checkpoints()
+        step = found[-1].step + 1 if found else 1
+        path = manager.save({"model": entry}, step=step)
+        # Rotation may delete old files in the background: finish it, so exactly
+        # max_anchors files are on disk when drop() returns.
+        wait = getattr(manager, "wait", None)
+        if callable(wait):
+            wait()
+        return path
 
     def to(
         self, craft: nn.Module, file: str = "", ckpt_scope: str | None = None, frozen: bool = False

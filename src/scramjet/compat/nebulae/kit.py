@@ -1,7 +1,7 @@
 """nebulae's Kit name ``GPUtil`` over :mod:`scramjet.runtime.devices`.
 
 GPU state is read through NVML (``nvidia-ml-py``) by
-:func:`scramjet.runtime.devices.query_gpus`. Nothing here starts ``nvidia-smi``, and
+:func:`scramjet.runtime.devices.query_gpus`. No command-line tool is started, and
 nothing ever stops, signals or otherwise touches another process.
 """
 

@@ -1,0 +1,216 @@
+"""nebulae's Cockpit and Kit names: Engine, GPUtil, TimeMachine, Multiverse."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from scramjet.compat.nebulae import Engine, GPUtil, Multiverse, TimeMachine, coat, dock
+from scramjet.compat.nebulae.kit import summarize_samples
+from scramjet.runtime.devices import GpuInfo, NoGpuAvailableError
+
+HERE = Path(__file__).parent
+
+
+def _has_gpu() -> bool:
+    return torch.cuda.is_available()
+
+
+class Net(dock.Craft):
+    def __init__(self, scope: str = "NET") -> None:
+        super().__init__(scope)
+        self.encoder = torch.nn.Linear(4, 3)
+        self.head = torch.nn.Linear(3, 2)
+
+    def run(self, x):  # type: ignore[no-untyped-def]
+        return self.head(self.encoder(x))
+
+
+def _net(value: float, scope: str = "NET") -> Net:
+    net = Net(scope)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.fill_(value)
+    return net
+
+
+# ---------------------------------------------------------------- Engine / GPUtil
+
+
+def test_engine_cpu() -> None:
+    engine = Engine(device="CPU")
+    assert engine.device == torch.device("cpu") and engine.gpus == []
+    assert coat([1.0]).device.type == "cpu"
+    with pytest.raises(ValueError, match="'CPU' or 'GPU'"):
+        Engine(device="TPU")
+
+
+@pytest.mark.skipif(_has_gpu(), reason="checks the message on a machine without GPUs")
+def test_engine_gpu_without_gpus_says_so() -> None:
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    with pytest.raises(NoGpuAvailableError, match=r"Engine\(device='CPU'\)"):
+        Engine(device="GPU", ngpus=1, least_mem=0)
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") == before
+
+
+@pytest.mark.skipif(_has_gpu(), reason="checks the message on a machine without GPUs")
+def test_gputil_without_gpus_says_so() -> None:
+    util = GPUtil()
+    for call in (lambda: util.available(1, 0), util.monitor, util.status):
+        with pytest.raises(NoGpuAvailableError, match="CPU"):
+            call()
+
+
+def test_gputil_available_picks_freest_and_offers_what_exists() -> None:
+    readings = [
+        GpuInfo(0, 1000, 8000, "a"),
+        GpuInfo(1, 6000, 8000, "b"),
+        GpuInfo(2, 3000, 8000, "c"),
+    ]
+    util = GPUtil(reader=lambda: readings)
+    assert [g["index"] for g in util.available(2, 2048)] == [1, 2]
+    assert [g["index"] for g in util.available(5, 2048)] == [1, 2]  # fewer than asked
+    assert util.available(1, 0)[0]["used_mib"] == 2000
+
+
+def test_gputil_summary() -> None:
+    samples = [
+        [GpuInfo(0, 900, 1000, "g"), GpuInfo(1, 100, 1000, "g")],
+        [GpuInfo(0, 500, 1000, "g"), GpuInfo(1, 100, 1000, "g")],
+    ]
+    s0, s1 = summarize_samples(samples)
+    assert (s0["min_used_mib"], s0["mean_used_mib"], s0["max_used_mib"]) == (100, 300.0, 500)
+    assert s1["samples"] == 2 and s1["max_used_mib"] == 900
+
+
+def test_nothing_runs_nvidia_smi_or_kills() -> None:
+    root = HERE.parents[1] / "src" / "scramjet" / "compat" / "nebulae"
+    for name in ("cockpit.py", "kit.py"):
+        text = (root / name).read_text()
+        for word in ("nvidia-smi", "subprocess", "pkill", "os.kill", "killpg"):
+            assert word not in text, f"{name} mentions {word}"
+
+
+@pytest.mark.gpu
+def test_engine_and_gputil_on_a_gpu_machine() -> None:
+    util = GPUtil()
+    found = util.available(1, 0)
+    assert found and found[0]["total_mib"] > 0
+    util.monitor(sec=0.1)
+    summary = util.status()
+    assert summary[0]["samples"] >= 1
+    engine = Engine(device="GPU", ngpus=1, least_mem=0)
+    assert engine.device.type == "cuda" and len(engine.gpus) == 1
+
+
+# ---------------------------------------------------------------- TimeMachine
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.suffix == ".pt")
+
+
+def test_time_machine_keeps_max_anchors_across_a_restart(tmp_path: Path) -> None:
+    tm = TimeMachine(ckpt_path=tmp_path, save_path=tmp_path, max_anchors=2)
+    for v in (1.0, 2.0, 3.0):
+        tm.drop(_net(v))
+    folder = tmp_path / "NET"
+    first = _files(folder)
+    assert len(first) == 2
+    restarted = TimeMachine(ckpt_path=tmp_path, save_path=tmp_path, max_anchors=2)
+    for v in (4.0, 5.0):
+        restarted.drop(_net(v))
+    files = _files(folder)
+    assert len(files) == 2 and not set(files) & set(first)  # nothing overwritten
+    assert [f.split("-")[1] for f in files] == ["000004", "000005"]
+    # Make the older file the newest by mtime: the latest is still found by sequence.
+    os.utime(folder / files[0], (4_000_000_000, 4_000_000_000))
+    net = _net(0.0)
+    restarted.to(net)
+    assert float(net.head.weight[0, 0].detach()) == 5.0
+
+
+def test_time_machine_scopes_and_frozen(tmp_path: Path) -> None:
+    tm = TimeMachine(ckpt_path=tmp_path, save_path=tmp_path)
+    tm.drop(_net(7.0), save_scope="encoder")
+    net = _net(0.0)
+    with pytest.raises(ValueError, match="missing keys"):
+        tm.to(net, frozen=True)  # frozen: the missing head is not allowed
+    with pytest.warns(UserWarning, match="skipped keys"):
+        tm.to(net)
+    assert float(net.encoder.weight[0, 0]) == 7.0 and float(net.head.weight[0, 0]) == 0.0
+    tm.drop(_net(9.0))
+    other = _net(0.0)
+    tm.to(other, ckpt_scope="head", frozen=True)
+    assert float(other.head.weight[0, 0]) == 9.0 and float(other.encoder.weight[0, 0]) == 0.0
+    with pytest.raises(ValueError, match="matches no parameter"):
+        tm.drop(_net(1.0), save_scope="decoder")
+
+
+def test_time_machine_file_names(tmp_path: Path) -> None:
+    tm = TimeMachine(ckpt_path=tmp_path, save_path=tmp_path, max_anchors=3)
+    path = tm.drop(_net(2.0), file="best")
+    assert path is not None and path.parent.name == "best"
+    net = _net(0.0, scope="OTHER")
+    tm.to(net, file="best")
+    assert float(net.head.bias[0]) == 2.0
+    tm.to(net, file=str(path))  # an explicit file
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        tm.to(net, file="missing")
+    with pytest.raises(ValueError, match="max_anchors"):
+        TimeMachine(tmp_path, tmp_path, max_anchors=0)
+
+
+# ---------------------------------------------------------------- Multiverse
+
+
+def test_multiverse_in_one_process() -> None:
+    mv = Multiverse(lambda m: None, 1).init()
+    net = _net(1.0)
+    assert mv.sync(net) is net
+    value = torch.tensor([2.0, 4.0])
+    torch.testing.assert_close(mv.reduce(value), value)
+    torch.testing.assert_close(mv.reduce(value, aggregate=True), value)
+    with mv.scope():
+        pass
+
+    @Multiverse.Executor
+    def main() -> int:
+        return 3
+
+    assert main() == 3
+    with pytest.raises(ValueError, match="nworld"):
+        Multiverse(main, 0)
+
+
+@pytest.mark.distributed
+def test_multiverse_reduce_sums_with_aggregate() -> None:
+    sys.path.insert(0, str(HERE))
+    from nebulae_mv_worker import reduce_universe
+
+    seen = Multiverse(reduce_universe, 2)()
+    assert seen["ranks"] == [0, 1]
+    # rank r contributes [r + 1, 10 (r + 1)]: sums [3, 30], means [1.5, 15].
+    assert seen["sum"] == [[3.0, 30.0], [3.0, 30.0]]
+    assert seen["mean"] == [[1.5, 15.0], [1.5, 15.0]]
+
+
+@pytest.mark.distributed
+def test_brochure_multiverse_example_runs_on_cpu(tmp_path: Path) -> None:
+    script = HERE / "scripts" / "multiverse_example.py"
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=150
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["world"] == 2
+    assert result["same_weights"]  # DDP kept both worlds' models identical
+    assert result["orders_differ_between_epochs"]
+    assert result["sum_is_twice_mean"]
+    assert len(list((tmp_path / "ckpt" / "cnn").glob("ckpt-*.pt"))) == 1
