@@ -120,6 +120,7 @@ def test_transforms_get_index_and_epoch(packed):
     ds, _ = packed
     aug = Compose(Flip(p=0.5), Noise(0.1), seed=5)
     tds = PackedDataset(ds.path, transform={"image": aug})
+    np.testing.assert_array_equal(tds[-10]["image"], tds[2]["image"])  # index normalised
     a, b = tds[2]["image"], tds[2]["image"]
     np.testing.assert_array_equal(a, b)  # same (seed, epoch, index): same draw
     tds.set_epoch(1)

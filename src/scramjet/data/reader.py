@@ -275,7 +275,8 @@ class PackedDataset(Dataset):
     def __getitem__(self, index: Any) -> Any:
         """``ds[i]`` gives one sample; ``ds[[i, j, ...]]`` a collated batch of tensors."""
         if isinstance(index, (int, np.integer)):
-            return self._apply(self.read(int(index)), int(index))
+            i = int(index) + len(self) if index < 0 else int(index)
+            return self._apply(self.read(i), i)
         if isinstance(index, slice):
             index = range(*index.indices(len(self)))
         if isinstance(index, torch.Tensor):
@@ -288,6 +289,7 @@ class PackedDataset(Dataset):
         """Samples for a list of indices (used by DataLoader), read shard by shard."""
         idx = np.asarray(indices, dtype=np.int64)
         shards, local = self._locate(idx)
+        idx = np.where(idx < 0, idx + len(self), idx)
         out: list[Any] = [None] * len(idx)
         for pos in np.lexsort((local, shards)):  # ascending shard, then position in shard
             shard = self._shard(int(shards[pos]))
