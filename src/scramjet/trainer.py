@@ -25,7 +25,13 @@ from scramjet.sampling import EpochSampler, ShardSampler, SkipSampler
 from scramjet.schedulers import resolve_placeholders
 from scramjet.seeding import seed_everything
 from scramjet.state import RunConfig, RunHistory, TrainState
-from scramjet.trainer_checks import check_batch_size, check_dataset, check_loss, check_optimizer
+from scramjet.trainer_checks import (
+    check_batch_size,
+    check_dataset,
+    check_loss,
+    check_optimizer,
+    check_optional_positive,
+)
 from scramjet.trainer_state import TrainingStateMixin
 
 
@@ -357,6 +363,10 @@ class Trainer(TrainingStateMixin):
         if eval_dataset is not None:
             check_dataset(eval_dataset, "eval_dataset")
         check_batch_size(per_device_batch_size, "per_device_batch_size")
+        if eval_per_device_batch_size is not None:
+            check_batch_size(eval_per_device_batch_size, "eval_per_device_batch_size")
+        check_optional_positive(gradient_clip_value, "gradient_clip_value")
+        check_optional_positive(gradient_clip_norm, "gradient_clip_norm")
         if not isinstance(num_epochs, int) or num_epochs < 1:
             raise ValueError(f"num_epochs must be an int ≥ 1; received {num_epochs!r}.")
         if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:

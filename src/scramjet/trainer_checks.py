@@ -31,6 +31,14 @@ def check_batch_size(value: Any, name: str) -> None:
         raise ValueError(f"{name} must be a positive int; received {value!r}.")
 
 
+def check_optional_positive(value: Any, name: str) -> None:
+    """None, or a number > 0 (gradient clipping thresholds)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{name} must be a number > 0 or None (to disable); received {value!r}.")
+
+
 def check_optimizer(optimizer: Any, model: nn.Module) -> None:
     """A torch optimizer holding at least one of the model's parameters."""
     if not isinstance(optimizer, torch.optim.Optimizer):

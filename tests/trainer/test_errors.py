@@ -104,3 +104,21 @@ def test_unknown_precision_string() -> None:
 def test_callback_of_wrong_type() -> None:
     with pytest.raises(TypeError, match="TrainerCallback instances; received str"):
         make_trainer(TinyMLP(), callbacks=["progress"])
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("gradient_clip_value", 0.0), ("gradient_clip_norm", -1.0), ("gradient_clip_norm", "1")],
+)
+def test_clip_thresholds_must_be_positive(name: str, value: object) -> None:
+    with pytest.raises(ValueError, match=rf"{name} must be a number > 0 or None"):
+        make_trainer(TinyMLP()).train(blobs(n=8), num_epochs=1, **{name: value})
+
+
+def test_eval_batch_size_is_checked() -> None:
+    with pytest.raises(
+        ValueError, match="eval_per_device_batch_size must be a positive int; received -1"
+    ):
+        make_trainer(TinyMLP()).train(
+            blobs(n=8), num_epochs=1, eval_dataset=blobs(n=4), eval_per_device_batch_size=-1
+        )
