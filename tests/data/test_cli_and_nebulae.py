@@ -12,6 +12,7 @@ from packdata_helpers import write_csv, write_images
 
 from scramjet.cli import main
 from scramjet.compat.nebulae import Comburant, FuelGenerator, Tank
+from scramjet.compat.nebulae import fuel as depot  # nebulae: from nebulae.fuel import depot
 from scramjet.compat.nebulae.fuel import Brighten, Crop, Flip, Sample
 from scramjet.data import PackedDataset
 
@@ -127,7 +128,7 @@ def test_fuel_generator_and_tank_brochure_example(folder, tmp_path):
     fg.generate(str(tmp_path / "small.hdf5"), progress=False, workers=0)  # replaces it
     assert len(PackedDataset(tmp_path / "small.hdf5").manifest.shards) == 3
 
-    tank = Tank(
+    tank = depot.Tank(
         str(tmp_path / "train.hdf5"),
         {"image": "uint8", "label": "int64"},
         batch_size=5,
