@@ -62,6 +62,12 @@ class _Expr:
     def __truediv__(self, o: Any) -> _Expr:
         return self._bin(o, operator.truediv)
 
+    def __rfloordiv__(self, o: Any) -> _Expr:
+        return self._bin(o, operator.floordiv, True)
+
+    def __rtruediv__(self, o: Any) -> _Expr:
+        return self._bin(o, operator.truediv, True)
+
 
 class _BinOp(_Expr):
     def __init__(self, left: Any, right: Any, op: Callable[[Any, Any], Any]) -> None:

@@ -159,3 +159,25 @@ def test_missing_placeholder_value_is_a_clear_error() -> None:
     fn = functools.partial(dict, n=TrainerPlaceholderValues.NUM_EPOCHS)
     with pytest.raises(ValueError, match="Placeholder 'num_epochs' has no value here"):
         resolve_placeholders(fn, {})
+
+
+def test_placeholder_arithmetic_both_ways() -> None:
+    P = TrainerPlaceholderValues
+    values = {"num_epochs": 4, "total_update_steps": 40}
+    fn = functools.partial(
+        dict,
+        a=100 / P.NUM_EPOCHS,
+        b=100 // P.NUM_EPOCHS,
+        c=1 - P.NUM_EPOCHS,
+        d=P.TOTAL_UPDATE_STEPS / P.NUM_EPOCHS,
+        e=3 * P.NUM_EPOCHS + 1,
+        f=P.TOTAL_UPDATE_STEPS // 3,
+    )
+    assert resolve_placeholders(fn, values)() == {
+        "a": 25.0,
+        "b": 25,
+        "c": -3,
+        "d": 10.0,
+        "e": 13,
+        "f": 13,
+    }
