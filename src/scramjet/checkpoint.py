@@ -12,14 +12,10 @@
     It is only a cache: the directory listing decides which checkpoints exist, and a
     checkpoint missing from the index has its metadata read back from the file itself.
 
-Every write goes to a temporary file in the same directory, is flushed and fsync-ed,
-then renamed over its final name with :func:`os.replace`, and the directory is fsync-ed.
-A process killed in the middle of a save leaves at most a ``.tmp-*`` file, which is
-ignored and removed by the next manager opened on the directory.
-
-Files are read with ``torch.load(weights_only=True)``: no pickled code is ever run.
-Only one process may write to a directory (rank 0 in a distributed run); every rank
-may read.
+Writes go to a temporary file in the same directory (fsync-ed), then ``os.replace``
+and a directory fsync: a process killed mid-save leaves at most a ``.tmp-*`` file,
+ignored and removed by the next manager. Reads use ``torch.load(weights_only=True)``.
+One process writes to a directory (rank 0 in a distributed run); every rank may read.
 """
 
 from __future__ import annotations
@@ -28,7 +24,7 @@ import json
 import math
 import os
 import re
-import uuid
+import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,6 +34,8 @@ from typing import Any, Literal
 import numpy as np
 import torch
 from torch import nn
+
+from scramjet.runtime.files import TMP_PREFIX, atomic_write
 
 __all__ = [
     "CheckpointError",
@@ -54,7 +52,7 @@ FORMAT_VERSION = 1
 _MARKER = "scramjet_checkpoint"
 _NDARRAY_TAG = "__scramjet_ndarray__"
 _INDEX = "index.json"
-_TMP_PREFIX = ".tmp-"
+
 _NAME_RE = re.compile(r"^ckpt-(\d+)-step(\d+)\.pt$")
 _MAX_LISTED_KEYS = 20
 _PRIMITIVES: tuple[type, ...] = (bool, int, float, complex, str, bytes)
@@ -127,42 +125,22 @@ class LoadResult:
         return not (self.missing_keys or self.unexpected_keys or self.mismatched_keys)
 
 
-# --------------------------------------------------------------------------- atomic files
+# --------------------------------------------------------------------------- files
 
 
-def _fsync_dir(directory: Path) -> None:
-    # The rename is only durable once the directory entry itself reaches the disk.
-    if os.name != "posix":  # pragma: no cover - directories cannot be opened on Windows
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _write_json(path: Path, data: Any) -> None:
+    # The index is a cache rebuilt from the files after a crash: atomic, but no fsync.
+    text = json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
+    atomic_write(path, lambda file: file.write(text), fsync=False)
 
 
-def _atomic_write(path: Path, write: Any, *, fsync: bool = True) -> None:
-    """Write ``path`` through ``write(tmp_path)`` so readers see the old file or the new one."""
-    tmp = path.with_name(f"{_TMP_PREFIX}{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
-    try:
-        write(tmp)
-        if fsync:
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    if fsync:
-        _fsync_dir(path.parent)
+def _meta(info: CheckpointInfo) -> dict[str, Any]:
+    return {"seq": info.seq, "step": info.step, "epoch": info.epoch, "metrics": info.metrics}
 
 
-def _write_json(path: Path, data: Any, *, fsync: bool = True) -> None:
-    text = json.dumps(data, indent=1, sort_keys=True)
-    _atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), fsync=fsync)
+def _unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- value conversion
@@ -202,15 +180,18 @@ def _to_storable(value: Any, where: str) -> Any:
     )
 
 
-def _from_storable(value: Any) -> Any:
+def _from_storable(value: Any, copy: bool = False) -> Any:
+    """Undo :func:`_to_storable`; ``copy`` clones tensors (to detach them from a mmap)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone() if copy else value
     if isinstance(value, dict):
         if len(value) == 1 and _NDARRAY_TAG in value:
-            return value[_NDARRAY_TAG].numpy()
-        return {k: _from_storable(v) for k, v in value.items()}
+            return _from_storable(value[_NDARRAY_TAG], copy).numpy()
+        return {k: _from_storable(v, copy) for k, v in value.items()}
     if isinstance(value, list):
-        return [_from_storable(v) for v in value]
+        return [_from_storable(v, copy) for v in value]
     if isinstance(value, tuple):
-        return tuple(_from_storable(v) for v in value)
+        return tuple(_from_storable(v, copy) for v in value)
     return value
 
 
@@ -296,15 +277,14 @@ def _load_module(
             f"top-level prefixes in the checkpoint: {_format_keys(prefixes)}"
         )
     if strict and (missing or unexpected or mismatched):
-        lines = [
-            f"checkpoint {str(result.path)!r} does not fit entry {name!r} ({module.__class__.__name__}):"
-        ]
-        if missing:
-            lines.append(f"  missing keys ({len(missing)}): {_format_keys(missing)}")
-        if unexpected:
-            lines.append(f"  unexpected keys ({len(unexpected)}): {_format_keys(unexpected)}")
-        if mismatched:
-            lines.append(f"  shape mismatches ({len(mismatched)}): {_format_keys(mismatched)}")
+        lines = [f"checkpoint {str(result.path)!r} does not fit entry {name!r}:"]
+        for label, keys in (
+            ("missing keys", missing),
+            ("unexpected keys", unexpected),
+            ("shape mismatches", mismatched),
+        ):
+            if keys:
+                lines.append(f"  {label} ({len(keys)}): {_format_keys(keys)}")
         lines.append(
             "  Load the checkpoint into the model it was saved from, or pass strict=False "
             "to load the matching keys only (or scope='prefix' for one submodule)."
@@ -379,6 +359,7 @@ class CheckpointManager:
         self.mode = mode
         self.fsync = fsync
         self._meta_cache: dict[str, CheckpointInfo] = {}
+        self._deleter: threading.Thread | None = None
         self.directory.mkdir(parents=True, exist_ok=True)
         self._remove_stale_temporaries()
 
@@ -396,6 +377,7 @@ class CheckpointManager:
         Returns:
             One :class:`CheckpointInfo` per checkpoint file found by a directory scan.
         """
+        self.wait()
         index = self._read_index()
         found: list[CheckpointInfo] = []
         for entry in os.scandir(self.directory):
@@ -461,8 +443,6 @@ class CheckpointManager:
         """
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValueError(f"step must be a non-negative int, got {step!r}")
-        if not isinstance(state, Mapping):
-            raise TypeError(f"state must be a dict of entries, got {type(state).__qualname__}")
         existing = self.checkpoints()
         seq = existing[-1].seq + 1 if existing else 1
         payload = _build_payload(state, seq=seq, step=step, epoch=epoch, metrics=metrics)
@@ -473,7 +453,7 @@ class CheckpointManager:
             epoch=epoch,
             metrics=payload["metrics"],
         )
-        _atomic_write(info.path, lambda tmp: torch.save(payload, tmp), fsync=self.fsync)
+        atomic_write(info.path, lambda file: torch.save(payload, file), fsync=self.fsync)
         self._meta_cache[info.path.name] = info
         self._rotate([*existing, info])
         return info.path
@@ -482,11 +462,21 @@ class CheckpointManager:
         keep = {c.seq for c in (found if self.keep_last is None else found[-self.keep_last :])}
         keep.update(c.seq for c in self._ranked_best(found)[: self.keep_best])
         kept = [c for c in found if c.seq in keep]
-        for info in found:
-            if info.seq not in keep:
-                info.path.unlink(missing_ok=True)
-                self._meta_cache.pop(info.path.name, None)
+        doomed = [c.path for c in found if c.seq not in keep]
+        for path in doomed:
+            self._meta_cache.pop(path.name, None)
         self._write_index(kept)
+        if doomed:
+            # Unlinking a 200 MB file costs ~70 ms on ext4: do it off the training thread.
+            # Not a daemon thread, so it completes before the interpreter exits.
+            self._deleter = threading.Thread(target=_unlink_all, args=(doomed,))
+            self._deleter.start()
+
+    def wait(self) -> None:
+        """Block until files removed by the last rotation are deleted."""
+        if self._deleter is not None:
+            self._deleter.join()
+            self._deleter = None
 
     # ----------------------------------------------------------------- index
 
@@ -498,18 +488,9 @@ class CheckpointManager:
             "best": best[0].path.name if best else None,
             "monitor": self.monitor,
             "mode": self.mode,
-            "checkpoints": [
-                {
-                    "file": c.path.name,
-                    "seq": c.seq,
-                    "step": c.step,
-                    "epoch": c.epoch,
-                    "metrics": c.metrics,
-                }
-                for c in kept
-            ],
+            "checkpoints": [{"file": c.path.name, **_meta(c)} for c in kept],
         }
-        _write_json(self.directory / _INDEX, data, fsync=self.fsync)
+        _write_json(self.directory / _INDEX, data)
 
     def _read_index(self) -> dict[str, CheckpointInfo]:
         try:
@@ -532,13 +513,8 @@ class CheckpointManager:
         """Metadata of a checkpoint absent from the index (read lazily via mmap)."""
         try:
             payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-            return CheckpointInfo(
-                path=path,
-                seq=seq,
-                step=step,
-                epoch=payload.get("epoch"),
-                metrics=dict(payload.get("metrics") or {}),
-            )
+            metrics = dict(payload.get("metrics") or {})
+            return CheckpointInfo(path, seq, step, payload.get("epoch"), metrics)
         except Exception:
             # Unreadable: still listed (so rotation and fallback see it) without metadata.
             return CheckpointInfo(path=path, seq=seq, step=step)
@@ -546,7 +522,7 @@ class CheckpointManager:
     def _remove_stale_temporaries(self) -> None:
         # Left behind by a process killed mid-save; never a valid checkpoint.
         for entry in os.scandir(self.directory):
-            if entry.name.startswith(_TMP_PREFIX) and entry.is_file():
+            if entry.name.startswith(TMP_PREFIX) and entry.is_file():
                 Path(entry.path).unlink(missing_ok=True)
 
     # ----------------------------------------------------------------- loading
@@ -602,7 +578,10 @@ class CheckpointManager:
         if self._is_path(which):
             path = Path(which)
             if not path.is_file():
-                raise FileNotFoundError(f"checkpoint file {str(path)!r} does not exist")
+                raise FileNotFoundError(
+                    f"checkpoint file {str(path)!r} does not exist (which= takes 'latest', "
+                    "'best' or the path of a checkpoint file)"
+                )
             return [path]
         found = self.checkpoints()
         if which == "best":
@@ -624,10 +603,13 @@ class CheckpointManager:
     def _load_first_readable(
         self, candidates: list[Path], fallback: bool, map_location: Any
     ) -> tuple[dict[str, Any], Path]:
+        # Memory-map on CPU: modules copy straight from the page cache, once; every other
+        # tensor is cloned in _restore so nothing keeps the file mapped afterwards.
+        mmap = map_location is None or torch.device(map_location).type == "cpu"
         errors: list[CorruptCheckpointError] = []
         for path in candidates:
             try:
-                return read_checkpoint(path, map_location=map_location), path
+                return read_checkpoint(path, map_location=map_location, mmap=mmap), path
             except CorruptCheckpointError as error:
                 errors.append(error)
                 if not fallback:
@@ -664,9 +646,9 @@ class CheckpointManager:
                 _load_module(name, obj, saved[name], scope, strict, result)
                 restored.add(name)
             else:
-                obj.load_state_dict(_from_storable(saved[name]))
+                obj.load_state_dict(_from_storable(saved[name], copy=True))
                 restored.add(name)
-        result.values = {k: _from_storable(v) for k, v in saved.items() if k not in restored}
+        result.values = {k: _from_storable(v, True) for k, v in saved.items() if k not in restored}
         if not result.clean:
             warnings.warn(_describe_skipped(result), stacklevel=3)
         return result
@@ -696,13 +678,17 @@ def _describe_skipped(result: LoadResult) -> str:
 
 
 def read_checkpoint(
-    path: str | os.PathLike[str], *, map_location: str | torch.device | None = "cpu"
+    path: str | os.PathLike[str],
+    *,
+    map_location: str | torch.device | None = "cpu",
+    mmap: bool = False,
 ) -> dict[str, Any]:
     """Read one checkpoint file safely (``weights_only=True``) and check its layout.
 
     Args:
         path: A file written by :meth:`CheckpointManager.save`.
         map_location: Passed to ``torch.load``.
+        mmap: Memory-map the file instead of reading it (tensors stay backed by the file).
 
     Returns:
         The raw payload: ``{"step", "epoch", "metrics", "seq", "stateful", "state"}``.
@@ -713,7 +699,7 @@ def read_checkpoint(
     """
     path = Path(path)
     try:
-        payload = torch.load(path, map_location=map_location, weights_only=True)
+        payload = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except FileNotFoundError:
         raise
     except Exception as error:  # torch raises RuntimeError, EOFError, UnpicklingError, ...
@@ -783,5 +769,5 @@ def write_checkpoint(
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     payload = _build_payload(state, seq=0, step=step, epoch=epoch, metrics=metrics)
-    _atomic_write(target, lambda tmp: torch.save(payload, tmp), fsync=fsync)
+    atomic_write(target, lambda file: torch.save(payload, file), fsync=fsync)
     return target

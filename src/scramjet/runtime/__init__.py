@@ -4,6 +4,7 @@
   GPU selection by free memory (:func:`select_gpus`).
 - :mod:`~scramjet.runtime.distributed`: process group setup from the launcher's
   environment and collectives that are no-ops in a single process.
+- :mod:`~scramjet.runtime.files`: :func:`atomic_write` for crash-safe file writes.
 - :mod:`~scramjet.runtime.launch`: :func:`launch` runs a function in N processes.
 - ``scramjet launch`` (:mod:`~scramjet.runtime.cli`) runs a script through torchrun.
 """
@@ -39,6 +40,7 @@ from scramjet.runtime.distributed import (
     reduce,
     unpad_gathered,
 )
+from scramjet.runtime.files import atomic_write, fsync_dir
 from scramjet.runtime.launch import LaunchError, launch
 
 __all__ = [
@@ -46,12 +48,14 @@ __all__ = [
     "GpuInfo",
     "LaunchError",
     "NoGpuAvailableError",
+    "atomic_write",
     "barrier",
     "broadcast_object",
     "choose_gpus",
     "default_device",
     "destroy_distributed",
     "eval_sampler",
+    "fsync_dir",
     "gather",
     "gather_for_metrics",
     "gather_object",

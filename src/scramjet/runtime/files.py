@@ -1,0 +1,118 @@
+"""Crash-safe file writes: a reader sees the old file or the complete new one, never half.
+
+:func:`atomic_write` writes to a temporary file in the same directory (named
+``.tmp-<name>.<pid>.<random>``), fsyncs it, renames it over the target with
+:func:`os.replace` and fsyncs the directory. A process killed in the middle leaves only
+the temporary file, which readers ignore.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+__all__ = ["TMP_PREFIX", "atomic_write", "fsync_dir"]
+
+TMP_PREFIX = ".tmp-"
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Flush a directory entry to disk (a rename is only durable after this).
+
+    Args:
+        directory: The directory whose entries changed. No-op where directories cannot
+            be opened (Windows).
+    """
+    if os.name != "posix":  # pragma: no cover
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _SyncAheadWriter:
+    """File wrapper that starts flushing to disk while the rest is still being written.
+
+    Every ``every`` bytes an ``fdatasync`` runs in a helper thread (one at a time), so
+    disk writes overlap with serialisation and the final fsync has little left to do.
+    """
+
+    def __init__(self, file: BinaryIO, every: int = 32 << 20) -> None:
+        self._file = file
+        self._every = every
+        self._pending = 0
+        self._thread: threading.Thread | None = None
+
+    def write(self, data: Any) -> int:
+        written = self._file.write(data)
+        self._pending += written
+        if self._pending >= self._every and not (self._thread and self._thread.is_alive()):
+            self._file.flush()  # hand the bytes to the OS before asking it to sync them
+            self._pending = 0
+            self._thread = threading.Thread(target=os.fdatasync, args=(self._file.fileno(),))
+            self._thread.start()
+        return written
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def wait(self) -> None:
+        """Wait for the helper thread (before the file is closed, even on errors)."""
+        if self._thread is not None:
+            self._thread.join()
+
+    def sync(self) -> None:
+        """Flush and fsync everything written so far."""
+        self._file.flush()
+        self.wait()
+        os.fsync(self._file.fileno())
+
+
+def atomic_write(
+    path: str | os.PathLike[str], write: Callable[[Any], object], *, fsync: bool = True
+) -> None:
+    """Replace ``path`` with what ``write(file)`` writes, atomically.
+
+    Args:
+        path: Final file name.
+        write: Called once with a binary file-like object (``write``/``flush``), e.g.
+            ``lambda f: torch.save(obj, f)`` or ``lambda f: f.write(data)``.
+        fsync: Make the new file and its directory entry durable before returning.
+            Without it the replacement is still atomic for readers, but a power loss
+            may bring back the previous file.
+
+    Raises:
+        Whatever ``write`` raises; the temporary file is removed and ``path`` is untouched.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> target = pathlib.Path(tempfile.mkdtemp()) / "note.txt"
+        >>> atomic_write(target, lambda f: f.write(b"saved"))
+        >>> target.read_text()
+        'saved'
+    """
+    path = Path(path)
+    tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+    try:
+        with open(tmp, "wb") as file:
+            if fsync:
+                writer = _SyncAheadWriter(file)
+                try:
+                    write(writer)
+                    writer.sync()
+                finally:
+                    writer.wait()
+            else:
+                write(file)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if fsync:
+        fsync_dir(path.parent)
