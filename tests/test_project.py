@@ -1,0 +1,69 @@
+"""Project-wide checks: size budget, CLI entry point, public API surface."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "scramjet"
+MAX_FILE_LINES = 800
+MAX_FUNCTION_LINES = 60
+
+
+def _sources() -> list[Path]:
+    return sorted(SRC.rglob("*.py"))
+
+
+def test_no_source_file_over_the_size_budget() -> None:
+    too_big = {
+        str(p.relative_to(ROOT)): n
+        for p in _sources()
+        if (n := len(p.read_text().splitlines())) > MAX_FILE_LINES
+    }
+    assert not too_big, f"split these files by concept (> {MAX_FILE_LINES} lines): {too_big}"
+
+
+def test_no_function_over_the_size_budget() -> None:
+    too_long: dict[str, int] = {}
+    for path in _sources():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                body_start = node.body[0].lineno
+                if isinstance(node.body[0], ast.Expr) and isinstance(
+                    getattr(node.body[0], "value", None), ast.Constant
+                ):  # don't count the docstring
+                    body_start = node.body[0].end_lineno or body_start
+                length = (node.end_lineno or node.lineno) - body_start + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long[f"{path.relative_to(ROOT)}:{node.name}"] = length
+    assert not too_long, f"functions over {MAX_FUNCTION_LINES} lines: {too_long}"
+
+
+def test_console_script_help_lists_subcommands() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "scramjet.cli", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    for name in ("demo", "pack", "launch", "runs", "report"):
+        assert name in out
+
+
+def test_unknown_subcommand_is_an_error() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "scramjet.cli", "trian"], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert "invalid choice" in proc.stderr
+
+
+def test_importing_scramjet_seeds_nothing_and_stays_light() -> None:
+    code = (
+        "import sys, torch; s = torch.get_rng_state(); import scramjet; "
+        "assert torch.equal(s, torch.get_rng_state()); "
+        "heavy = [m for m in ('matplotlib', 'h5py', 'rich', 'torchmetrics') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
