@@ -14,6 +14,7 @@ sent to DataLoader workers (fork or spawn) opens its own maps in each worker.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -32,6 +33,7 @@ from torch.utils.data import (
     get_worker_info,
 )
 
+from scramjet.data._ring import BatchRequest, GenerationBatches, RingLoader, SlotRef, SlotRing
 from scramjet.data.format import (
     MANIFEST_NAME,
     OFFSETS_GROUP,
@@ -154,6 +156,7 @@ class PackedDataset(Dataset):
         self._starts = self._ends - np.asarray(sizes, dtype=np.int64)
         self._shards: list[_Shard | None] = []
         self._pid = -1
+        self._ring: SlotRing | None = None
 
     def _check_files(self, verify: bool) -> None:
         for info in self.manifest.shards:
@@ -274,6 +277,8 @@ class PackedDataset(Dataset):
 
     def __getitem__(self, index: Any) -> Any:
         """``ds[i]`` gives one sample; ``ds[[i, j, ...]]`` a collated batch of tensors."""
+        if isinstance(index, BatchRequest):
+            return self._ring_batch(index)
         if isinstance(index, (int, np.integer)):
             i = int(index) + len(self) if index < 0 else int(index)
             return self._apply(self.read(i), i)
@@ -298,7 +303,9 @@ class PackedDataset(Dataset):
         return out
 
     # -- whole batches --------------------------------------------------------------------
-    def get_batch(self, indices: Sequence[int]) -> dict[str, Any]:
+    def get_batch(
+        self, indices: Sequence[int], image_out: np.ndarray | None = None
+    ) -> dict[str, Any]:
         """A collated batch: image columns ``BxHxWxC`` uint8 tensors, values tensors.
 
         Variable-length and ``str`` columns (and sequences of unequal length) come back
@@ -311,10 +318,25 @@ class PackedDataset(Dataset):
         shards, local = self._locate(idx)
         batch: dict[str, Any] = {}
         for col in self.columns:
-            batch[col.name] = self._batch_column(col, shards, local)
+            batch[col.name] = self._batch_column(col, shards, local, image_out)
         return batch
 
-    def _batch_column(self, col: ColumnSpec, shards: np.ndarray, local: np.ndarray) -> Any:
+    def _ring_batch(self, request: BatchRequest) -> dict[str, Any]:
+        """Worker side of :mod:`scramjet.data._ring`: fill a reusable shared slot."""
+        info = get_worker_info()
+        if self._ring is None or info is None:
+            return self.get_batch(request.indices)
+        slot, buf = self._ring.acquire(info.id, request.generation)
+        n = len(request.indices)
+        batch = self.get_batch(request.indices, image_out=buf[:n])
+        self._ring.publish(info.id, slot, request.generation)
+        image = next(c.name for c in self.columns if c.kind == "image")
+        batch[image] = SlotRef(info.id, slot, n)
+        return batch
+
+    def _batch_column(
+        self, col: ColumnSpec, shards: np.ndarray, local: np.ndarray, image_out: Any = None
+    ) -> Any:
         fixed_image = col.kind == "image" and not col.sequence
         if fixed_image or (col.kind == "value" and not col.variable):
             if fixed_image:
@@ -322,7 +344,10 @@ class PackedDataset(Dataset):
                 dtype = np.dtype(np.uint8)
             else:
                 shape, dtype = (), np.dtype(col.dtype)
-            tensor, out = _batch_buffer((len(local), *shape), dtype, shared=fixed_image)
+            if fixed_image and image_out is not None:
+                tensor, out = None, image_out
+            else:
+                tensor, out = _batch_buffer((len(local), *shape), dtype, shared=fixed_image)
             for k in np.unique(shards):
                 pos = np.flatnonzero(shards == k)
                 pos = pos[np.argsort(local[pos], kind="stable")]  # read in file order
@@ -376,7 +401,27 @@ class PackedDataset(Dataset):
                 RandomSampler(self, generator=generator) if shuffle else SequentialSampler(self)
             )
         batches = BatchSampler(sampler, batch_size, drop_last)
-        return DataLoader(self, batch_size=None, sampler=batches, num_workers=num_workers, **kwargs)
+        images = [c for c in self.columns if c.kind == "image" and not c.sequence]
+        if not (
+            num_workers > 0
+            and kwargs.get("persistent_workers")
+            and images
+            and self.transform is None
+        ):
+            return DataLoader(
+                self, batch_size=None, sampler=batches, num_workers=num_workers, **kwargs
+            )
+        # Persistent workers: reuse shared batch slots instead of a new segment per batch.
+        col = images[0]
+        shape = (batch_size, col.height or 0, col.width or 0, col.channels or 3)
+        ring = SlotRing(num_workers, int(kwargs.get("prefetch_factor") or 2) + 1, shape)
+        dataset = copy.copy(self)
+        dataset._ring = ring
+        tagged = GenerationBatches(batches)
+        loader = DataLoader(
+            dataset, batch_size=None, sampler=tagged, num_workers=num_workers, **kwargs
+        )
+        return RingLoader(loader, ring, tagged)  # type: ignore[return-value]
 
     def __repr__(self) -> str:
         return (
