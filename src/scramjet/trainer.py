@@ -443,6 +443,10 @@ class Trainer(TrainingStateMixin):
         except StopTrainingError as err:
             self.stop_reason = err
             self.callback_handler.call_event(Event.STOP_TRAINING_ERROR, self, error=err)
+        except BaseException:  # a crash: let callbacks release threads and displays, re-raise
+            self._in_training_run = False
+            self.callback_handler.close_all(self)
+            raise
         self.training_run_end()
         self.callback_handler.call_event(Event.TRAINING_RUN_END, self)
         self._in_training_run = False

@@ -166,3 +166,30 @@ def test_default_callbacks_are_fresh_per_trainer() -> None:
     b = Trainer(model, None, torch.optim.SGD(model.parameters(), lr=0.1))
     assert [type(cb) for cb in a.callbacks] == list(DEFAULT_CALLBACKS)
     assert all(x is not y for x, y in zip(a.callbacks, b.callbacks))
+
+
+def test_close_runs_on_every_callback_after_a_crash() -> None:
+    class Closing(TrainerCallback):
+        def __init__(self) -> None:
+            self.closed = 0
+
+        def close(self) -> None:
+            self.closed += 1
+
+    class BadClose(TrainerCallback):
+        def close(self) -> None:
+            raise OSError("disk gone")
+
+    class Crash(TrainerCallback):
+        def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+            raise ZeroDivisionError("bad step")
+
+    closing = Closing()
+    trainer = make_trainer(TinyMLP(), callbacks=[BadClose(), Crash(), closing])
+    warns = pytest.warns(UserWarning, match="BadClose.close raised OSError: disk gone")
+    raises = pytest.raises(CallbackError, match="Crash raised ZeroDivisionError in on_train_step")
+    with warns, raises:
+        trainer.train(blobs(n=8), num_epochs=1, per_device_batch_size=4)
+    assert closing.closed == 1
+    make_trainer(TinyMLP(), callbacks=[closing]).train(blobs(n=8), num_epochs=1)
+    assert closing.closed == 1, "close is not called after a run that ends normally"

@@ -7,6 +7,7 @@ import re
 import time
 from typing import Any
 
+import torch
 from tests.common.world import TinyMLP, blobs, make_trainer
 
 from scramjet import Trainer
@@ -91,3 +92,29 @@ def test_progress_bar_draws_on_a_terminal() -> None:
     text = out.getvalue()
     assert "samples/s" in text and "epoch 1 train 3/3" in text
     assert bar._live is None, "the live display is stopped at the end of the epoch"
+
+
+def test_a_crashed_run_stops_the_progress_display() -> None:
+    import threading
+
+    def broken_loss(outputs: Any, targets: Any) -> Any:
+        raise RuntimeError("boom")
+
+    out = io.StringIO()
+    bar, log = ProgressBarCallback(file=out, interval=0.01), LogMetricsCallback(file=out)
+    trainer = make_trainer(TinyMLP(), loss=broken_loss, callbacks=[bar, log])
+    try:
+        trainer.train(blobs(n=8), num_epochs=1, per_device_batch_size=4)
+    except RuntimeError as err:
+        assert "boom" in str(err)
+    else:  # pragma: no cover - the loss always raises
+        raise AssertionError("train() should have raised")
+    assert bar._thread is None
+    assert "scramjet-progress" not in {t.name for t in threading.enumerate()}
+    printed = out.getvalue()
+    time.sleep(0.05)
+    assert out.getvalue() == printed, "nothing keeps printing after the crash"
+    # The trainer is usable again, and a standalone evaluation logs its metrics.
+    trainer.loss_func = torch.nn.CrossEntropyLoss()
+    trainer.evaluate(blobs(n=4))
+    assert "eval_loss_epoch" in out.getvalue()

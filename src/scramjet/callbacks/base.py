@@ -39,6 +39,7 @@ from __future__ import annotations
 import difflib
 import enum
 import inspect
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -182,6 +183,13 @@ class TrainerCallback:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
 
+    def close(self) -> None:
+        """Release threads, displays or files when a run fails with an exception.
+
+        Not an event: the end-of-run events do not run after a crash, so this is where a
+        callback stops what it started. The default does nothing.
+        """
+
 
 EVENT_NAMES: frozenset[str] = frozenset(e.value for e in Event)
 
@@ -260,6 +268,17 @@ class CallbackHandler:
     def get(self, kind: type[TrainerCallback]) -> TrainerCallback | None:
         """The first registered callback of the given type, or None."""
         return next((cb for cb in self.callbacks if isinstance(cb, kind)), None)
+
+    def close_all(self, trainer: Trainer) -> None:
+        """Call ``close`` on every callback after a failed run; their errors become warnings."""
+        for callback in self.callbacks:
+            try:
+                callback.close()
+            except Exception as exc:  # never hide the error that ended the run
+                warnings.warn(
+                    f"Callback {type(callback).__name__}.close raised {type(exc).__name__}: {exc}",
+                    stacklevel=2,
+                )
 
     def has(self, event: str) -> bool:
         """Whether any callback handles ``event`` (cheap check for hot loops)."""

@@ -198,6 +198,10 @@ class ProgressBarCallback(TrainerCallback):
         """Make sure nothing is left running (e.g. after an early stop)."""
         self._close(final=False)
 
+    def close(self) -> None:
+        """Stop the display when a run fails with an exception."""
+        self._close(final=False)
+
     def _close(self, final: bool) -> None:
         if self._live is not None:
             self._live.stop()
