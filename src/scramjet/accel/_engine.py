@@ -33,9 +33,11 @@ class AccelerationWarning(UserWarning):
 class Tolerance:
     """Agreement required between a backend and eager on its first step.
 
-    A tensor ``c`` matches the eager tensor ``e`` when
-    ``max|c - e| <= atol + rtol * max|e|`` (checked for every floating output and for the
-    gradient of every trainable parameter under a fixed random projection of the outputs).
+    An output ``c`` matches the eager output ``e`` when ``max|c - e| <= atol + rtol * max|e|``.
+    Parameter gradients are taken of a fixed random projection of the outputs; each must
+    satisfy ``max|g_c - g_e| <= atol + rtol * G``, where ``G`` is the largest eager gradient
+    entry over all parameters (float noise scales with the model's gradients, not with a
+    tensor whose gradient is ~0 by construction).
 
     Attributes:
         rtol: relative part, as a fraction of the largest eager magnitude (default 1e-3).
@@ -74,12 +76,15 @@ def _float_leaves(out: Any) -> list[torch.Tensor]:
     return [t for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point()]
 
 
-def _mismatch(c: torch.Tensor, e: torch.Tensor, rtol: float, atol: float) -> float | None:
-    """Return the excess error when ``c`` is outside tolerance of ``e``, else None."""
+def _mismatch(
+    c: torch.Tensor, e: torch.Tensor, rtol: float, atol: float, scale: float = 0.0
+) -> float | None:
+    """Return the error when ``c`` is outside tolerance of ``e``, else None."""
     if c.shape != e.shape:
         return float("inf")
     c64, e64 = c.detach().double(), e.detach().double()
-    bound = atol + rtol * float(e64.abs().max()) if e64.numel() else 0.0
+    biggest = max(float(e64.abs().max()) if e64.numel() else 0.0, scale)
+    bound = atol + rtol * biggest
     err = float((c64 - e64).abs().max()) if e64.numel() else 0.0
     if err != err or err > bound:  # NaN counts as a mismatch
         return err
@@ -238,9 +243,16 @@ class Engine:
         ref_grads = _projected_grads(ref, params, keep_graph=False) if want_grads else []
         snap.restore()
         out = fn(*args, **kwargs)
-        got_grads = _projected_grads(out, params, keep_graph=True) if want_grads else []
+        if not want_grads:
+            self._compare(name, ref, out, [], [], params, module)
+            return out
+        # Compiled backwards may donate buffers, so a graph cannot be walked twice: the
+        # gradient trial runs on its own forward and the state is restored once more before
+        # the forward whose output the caller gets.
+        got_grads = _projected_grads(out, params, keep_graph=False)
         self._compare(name, ref, out, ref_grads, got_grads, params, module)
-        return out
+        snap.restore()
+        return fn(*args, **kwargs)
 
     def _compare(
         self,
@@ -265,16 +277,23 @@ class Engine:
             if err is not None:
                 raise CheckFailed(f"output {i} differs from eager by {err:.3g} (rtol={rtol})")
         names = {id(p): n for n, p in module.named_parameters()}
+        # Each gradient is held to the scale of the largest eager gradient entry: a tensor
+        # whose gradient is ~0 by construction (a bias before BatchNorm) only carries float
+        # noise, which a per-tensor relative bound would reject.
+        scale = max(
+            (float(g.detach().abs().max()) for g in ref_grads if g is not None and g.numel()),
+            default=0.0,
+        )
         for p, ge, gc in zip(params, ref_grads, got_grads):
             if ge is None and gc is None:
                 continue
             if ge is None or gc is None:
                 raise CheckFailed(f"gradient of {names.get(id(p))!r} is missing in one run")
-            err = _mismatch(gc, ge, rtol, tol.atol)
+            err = _mismatch(gc, ge, rtol, tol.atol, scale)
             if err is not None:
                 raise CheckFailed(
                     f"gradient of {names.get(id(p))!r} differs from eager by {err:.3g} "
-                    f"(rtol={rtol})"
+                    f"(allowed {tol.atol:.1g} + {rtol:.1g} x {scale:.3g})"
                 )
 
     def _drop(self, name: str, phase: str, exc: BaseException) -> None:
