@@ -727,7 +727,11 @@ class Trainer(TrainingStateMixin):
         if eval_dl is None:
             raise ValueError("run_evaluation() needs train(..., eval_dataset=...) to be running.")
         was_training = self.model.training
+        # An end_epoch() asked for by the training epoch must not end this evaluation, and
+        # must still end the training epoch afterwards.
+        pending, self._end_epoch_requested = self._end_epoch_requested, False
         self._run_evaluation(eval_dl)
+        self._end_epoch_requested = pending
         self.model.train(was_training)
 
     def _reached_max_steps(self) -> bool:

@@ -207,3 +207,15 @@ def test_step_based_evaluation_needs_eval_data() -> None:
 def test_bad_arguments(make: Any) -> None:
     with pytest.raises(ValueError, match="received 0"):
         make()
+
+
+def test_limits_and_step_based_evaluation_do_not_interfere() -> None:
+    """Evaluations inside a training epoch keep their own batch count and end-of-epoch flag."""
+    log: list[str] = []
+    callbacks = [LimitBatchesCallback(2), StepBasedEvaluationCallback(1), Recorder(log)]
+    trainer = make_trainer(TinyMLP(), callbacks=callbacks)
+    trainer.train(blobs(n=24), num_epochs=2, per_device_batch_size=4, eval_dataset=blobs(n=12))
+    # Per epoch: 2 training batches; 3 evaluations (after each update, and at the epoch end)
+    # of 2 batches each.
+    assert _count_batches(log) == (4, 12)
+    assert trainer.state.global_step == 4

@@ -146,21 +146,29 @@ class LimitBatchesCallback(TrainerCallback):
         if num_batches < 1:
             raise ValueError(f"num_batches must be ≥ 1; received {num_batches}.")
         self.num_batches = num_batches
-        self._count = 0
+        # Separate counts: an evaluation can run inside a training epoch (step-based).
+        self._count = {"train": 0, "eval": 0}
 
     def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Reset the counter."""
-        self._count = 0
+        """Reset the training counter."""
+        self._count["train"] = 0
 
-    on_eval_epoch_start = on_train_epoch_start
+    def on_eval_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Reset the evaluation counter."""
+        self._count["eval"] = 0
 
     def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Count; end the epoch at the limit."""
-        self._count += 1
-        if self._count >= self.num_batches:
-            trainer.end_epoch()
+        """Count; end the training epoch at the limit."""
+        self._step(trainer, "train")
 
-    on_eval_step_end = on_train_step_end
+    def on_eval_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Count; end the evaluation epoch at the limit."""
+        self._step(trainer, "eval")
+
+    def _step(self, trainer: Trainer, stage: str) -> None:
+        self._count[stage] += 1
+        if self._count[stage] >= self.num_batches:
+            trainer.end_epoch()
 
 
 class LimitEvalStepsCallback(TrainerCallback):
