@@ -176,9 +176,11 @@ class Trainer(TrainingStateMixin):
         gets its own share (like ``DistributedSampler``), reshuffled every epoch.
         """
         kwargs = {**self.get_default_train_dl_kwargs(batch_size), **(train_dl_kwargs or {})}
+        if self.collate_fn is not None:  # train(collate_fn=...) wins over the kwargs' one
+            kwargs["collate_fn"] = self.collate_fn
         shuffle = kwargs.pop("shuffle")
         if isinstance(self.train_dataset, IterableDataset):
-            return DataLoader(self.train_dataset, collate_fn=self.collate_fn, **kwargs)
+            return DataLoader(self.train_dataset, **kwargs)
         sampler: Sampler[int] | None = kwargs.pop("sampler", None)
         if sampler is None:
             sampler = EpochSampler(
@@ -191,15 +193,9 @@ class Trainer(TrainingStateMixin):
             )
         elif not isinstance(sampler, EpochSampler | SkipSampler):
             sampler = SkipSampler(sampler)
-        generator = torch.Generator()
+        generator = kwargs.pop("generator", None) or torch.Generator()
         generator.manual_seed(self._ensure_sampler_seed() + dist.get_rank())
-        return DataLoader(
-            self.train_dataset,
-            sampler=sampler,
-            generator=generator,
-            collate_fn=self.collate_fn,
-            **kwargs,
-        )
+        return DataLoader(self.train_dataset, sampler=sampler, generator=generator, **kwargs)
 
     def create_eval_dataloader(
         self, batch_size: int, eval_dl_kwargs: Mapping[str, Any] | None = None
@@ -207,12 +203,14 @@ class Trainer(TrainingStateMixin):
         """Build the evaluation DataLoader: each rank takes ``r, r + W, ...``, no padding."""
         kwargs = {**self.get_default_eval_dl_kwargs(batch_size), **(eval_dl_kwargs or {})}
         kwargs.pop("shuffle", None)
+        if self.collate_fn is not None:  # the collate_fn argument wins over the kwargs' one
+            kwargs["collate_fn"] = self.collate_fn
         if isinstance(self.eval_dataset, IterableDataset):
-            return DataLoader(self.eval_dataset, collate_fn=self.collate_fn, **kwargs)
+            return DataLoader(self.eval_dataset, **kwargs)
         sampler = kwargs.pop("sampler", None) or ShardSampler(
             self.eval_dataset, dist.get_world_size(), dist.get_rank()
         )
-        return DataLoader(self.eval_dataset, sampler=sampler, collate_fn=self.collate_fn, **kwargs)
+        return DataLoader(self.eval_dataset, sampler=sampler, **kwargs)
 
     def create_scheduler(self) -> Any:
         """Build the scheduler from ``create_scheduler_fn`` with placeholders resolved."""

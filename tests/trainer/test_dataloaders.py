@@ -1,0 +1,89 @@
+"""DataLoader settings: collate functions, user generators and samplers, batches as dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from tests.common.world import TinyMLP, blobs, make_trainer
+from torch.utils.data import Dataset, SequentialSampler, default_collate
+
+from scramjet import Trainer
+
+
+class Counting:
+    """A collate function that counts its calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, samples: list[Any]) -> Any:
+        self.calls += 1
+        return default_collate(samples)
+
+
+@pytest.mark.parametrize("where", ["argument", "dataloader_kwargs"])
+def test_collate_fn_from_argument_or_kwargs(where: str) -> None:
+    train_collate, eval_collate = Counting(), Counting()
+    trainer = make_trainer(TinyMLP())
+    if where == "argument":
+        trainer.train(blobs(n=8), num_epochs=1, per_device_batch_size=4, collate_fn=train_collate)
+        trainer.evaluate(blobs(n=8), per_device_batch_size=4, collate_fn=eval_collate)
+    else:
+        trainer.train(
+            blobs(n=8),
+            num_epochs=1,
+            per_device_batch_size=4,
+            train_dataloader_kwargs={"collate_fn": train_collate},
+            eval_dataset=blobs(n=8),
+            eval_dataloader_kwargs={"collate_fn": eval_collate},
+        )
+    assert train_collate.calls == 2 and eval_collate.calls == 2
+
+
+def test_user_generator_and_sampler_are_accepted() -> None:
+    trainer = make_trainer(TinyMLP(), seed=0)
+    data = blobs(n=12)
+    trainer.train(
+        data,
+        num_epochs=2,
+        per_device_batch_size=4,
+        train_dataloader_kwargs={
+            "generator": torch.Generator(),
+            "sampler": SequentialSampler(data),
+        },
+    )
+    assert trainer.state.global_step == 6
+
+
+class DictData(Dataset[dict[str, torch.Tensor]]):
+    def __init__(self) -> None:
+        self.x, self.y = blobs(n=12).tensors
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"features": self.x[i], "label": self.y[i]}
+
+
+class DictTrainer(Trainer):
+    """Batches are dicts: override the two loss hooks, as the README suggests."""
+
+    def calculate_train_batch_loss(self, batch: Any) -> dict[str, Any]:
+        out = self.model(batch["features"])
+        loss = self.loss_func(out, batch["label"])  # type: ignore[misc]
+        return {"loss": loss, "model_outputs": out, "batch_size": len(batch["label"])}
+
+    calculate_eval_batch_loss = calculate_train_batch_loss
+
+    def predict_step(self, batch: Any) -> Any:
+        return self.model(batch["features"])
+
+
+def test_dict_batches_through_overridden_hooks() -> None:
+    trainer = make_trainer(TinyMLP(), trainer_cls=DictTrainer)
+    trainer.train(DictData(), num_epochs=2, per_device_batch_size=5, eval_dataset=DictData())
+    assert len(trainer.run_history.get_metric_values("eval_loss_epoch")) == 2
+    assert trainer.predict(DictData(), per_device_batch_size=5).shape == (12, 3)
