@@ -15,7 +15,7 @@ can update state that a callback then reads::
             on_train_step_end(batch, batch_output)
             backward_step(batch_output["loss"])
             if end of an accumulation window:
-                optimizer_step(); scheduler_step(); optimizer_zero_grad()
+                clip_gradients(); optimizer_step(); scheduler_step(); optimizer_zero_grad()
                 on_optimizer_step_end
         train_epoch_end();                 on_train_epoch_end
         evaluation_run_start();            on_evaluation_run_start     (only if eval data)
