@@ -13,6 +13,7 @@ from tests.common.world import (
     make_trainer,
 )
 from torch import nn
+from torch.utils.data import TensorDataset
 
 
 def test_learns_a_synthetic_task() -> None:
@@ -73,10 +74,10 @@ def test_train_loss_matches_hand_computation_while_learning() -> None:
     assert got == pytest.approx(expected, rel=1e-5)
 
 
-def test_evaluate_records_eval_loss() -> None:
-    model, data = TinyMLP(), blobs(n=13, seed=4)
+def test_evaluate_records_eval_loss(tiny_model: nn.Module, blobs_data: TensorDataset) -> None:
+    model, data = tiny_model, blobs_data  # 96 samples: batches of 10 leave a last one of 6
     trainer = make_trainer(model)
-    trainer.evaluate(data, per_device_batch_size=5)
+    trainer.evaluate(data, per_device_batch_size=10)
     assert trainer.run_history.get_metric_values("eval_loss_epoch") == pytest.approx(
         [dataset_loss(model, data)], rel=1e-5
     )
