@@ -167,3 +167,19 @@ def test_real_terminal_in_tmux() -> None:
     assert "└" + "─" * 40 in text
     # The screen was redrawn in place: one dashboard, not one per refresh.
     assert text.count("scramjet dashboard") == 1
+
+
+def test_warns_next_to_the_progress_bar() -> None:
+    from scramjet.callbacks import ProgressBarCallback
+
+    board = Dashboard(file=io.StringIO())
+    model = torch.nn.Linear(2, 2)
+    trainer = Trainer(
+        model,
+        torch.nn.MSELoss(),
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        callbacks=[ProgressBarCallback(file=io.StringIO()), board],
+    )
+    data = TensorDataset(torch.randn(8, 2), torch.randn(8, 2))
+    with pytest.warns(UserWarning, match="ProgressBarCallback"):
+        trainer.train(data, num_epochs=1, per_device_batch_size=4)

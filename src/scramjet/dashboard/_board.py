@@ -8,6 +8,7 @@ import math
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -267,12 +268,18 @@ class Dashboard(TrainerCallback):
             stage: {k: text for k, v in values.items() if (text := self._fmt(k, v)) is not None}
             for stage, values in self._entries.items()
         }
+        # Only the points a curve can show (plus the moving-average lead-in) are copied,
+        # so a refresh costs the same at step 100 and at step 1,000,000.
+        tail = self.span + self.window
         if self.curves is not None:
             names = self.curves
         else:
             names = [m for m in self._series if self.format.get(m, ("raw",))[0] != "inviz"]
         curves = {
-            m: {s: [(float(r[0]), _as_float(r[4])) for r in rows] for s, rows in by_stage.items()}
+            m: {
+                s: [(float(r[0]), _as_float(r[4])) for r in rows[-tail:]]
+                for s, rows in by_stage.items()
+            }
             for m in names
             if (by_stage := self._series.get(m))
         }
@@ -406,6 +413,14 @@ class Dashboard(TrainerCallback):
         if not trainer.is_main_process:
             return
         self._trainer = trainer
+        from scramjet.callbacks.progress import ProgressBarCallback
+
+        if any(isinstance(cb, ProgressBarCallback) for cb in trainer.callbacks):
+            warnings.warn(
+                "Dashboard and ProgressBarCallback both draw progress on the terminal; pass "
+                "callbacks without ProgressBarCallback (the Dashboard shows progress itself).",
+                stacklevel=2,
+            )
         self._start()
 
     def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:

@@ -87,6 +87,21 @@ def _columns(
     return out
 
 
+def _x_axis(
+    pad: int, span: int, x_lo: float, x_hi: float, dx: float, stages: list[str]
+) -> list[str]:
+    """The x axis line, its first and last labels, and the legend of stage markers."""
+    lo_text, hi_text = _format_x(x_lo), _format_x(x_hi)
+    last_col = min(span - 1, round((x_hi - x_lo) / dx))
+    gap = max(1, last_col + 1 - len(lo_text) - len(hi_text))
+    legend = "   ".join(f"{MARKERS[i % len(MARKERS)]} {s}" for i, s in enumerate(stages))
+    return [
+        " " * pad + " └" + "─" * span,
+        " " * (pad + 2) + lo_text + " " * gap + hi_text,
+        " " * (pad + 2) + legend,
+    ]
+
+
 def render_curve(
     series: Mapping[str, Points],
     *,
@@ -129,8 +144,8 @@ def render_curve(
     values = [v for per_stage in cols.values() for v in per_stage.values()]
     y_lo, y_hi = min(values), max(values)
     if y_hi - y_lo < 1e-12:  # a constant: centre it in a narrow band
-        pad = max(abs(y_hi) * 0.1, 1e-6)
-        y_lo, y_hi = y_lo - pad, y_hi + pad
+        band = max(abs(y_hi) * 0.1, 1e-6)
+        y_lo, y_hi = y_lo - band, y_hi + band
     grid = [[" "] * span for _ in range(divisor)]
     for i, stage in enumerate(cols):
         marker = MARKERS[i % len(MARKERS)]
@@ -140,11 +155,5 @@ def render_curve(
     labels = [_format_tick(y_hi - r * (y_hi - y_lo) / (divisor - 1)) for r in range(divisor)]
     pad = max(len(s) for s in labels) + 1
     lines = [f"{lab:>{pad}} ┤{''.join(row)}" for lab, row in zip(labels, grid)]
-    lo_text, hi_text = _format_x(x_lo), _format_x(x_hi)
-    lines.append(" " * pad + " └" + "─" * span)
-    last_col = min(span - 1, round((x_hi - x_lo) / dx))
-    gap = max(1, last_col + 1 - len(lo_text) - len(hi_text))
-    lines.append(" " * (pad + 2) + lo_text + " " * gap + hi_text)
-    legend = "   ".join(f"{MARKERS[i % len(MARKERS)]} {s}" for i, s in enumerate(cols))
-    lines.append(" " * (pad + 2) + legend)
+    lines.extend(_x_axis(pad, span, x_lo, x_hi, dx, list(cols)))
     return lines
