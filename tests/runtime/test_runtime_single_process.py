@@ -72,6 +72,7 @@ def test_helpers_are_no_ops_in_one_process(no_launcher_env: None) -> None:
     reduced = reduce(value, "mean")
     assert torch.equal(reduced, value) and reduced is not value
     assert float(reduce(3.0, "sum")) == 3.0
+    assert reduce(torch.tensor([1, 2]), "mean").dtype == torch.float64
     assert torch.equal(gather(torch.tensor(5)), torch.tensor([5]))
     assert gather_object({"a": 1}) == [{"a": 1}]
     assert broadcast_object("x") == "x"

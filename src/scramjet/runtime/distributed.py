@@ -226,8 +226,8 @@ def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
         op: ``"mean"``, ``"sum"``, ``"max"`` or ``"min"``.
 
     Returns:
-        A new tensor on the input's device (the input is not modified). In a single
-        process, a copy of the input.
+        A new tensor on the input's device (the input is not modified; integer inputs
+        give a float64 mean). In a single process, a copy of the input.
 
     Raises:
         ValueError: Unknown ``op``.
@@ -235,13 +235,13 @@ def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
     ops = {"mean": "sum", "sum": "sum", "max": "max", "min": "min"}
     if op not in ops:
         raise ValueError(f"op must be one of {sorted(ops)}, got {op!r}")
-    value = torch.as_tensor(tensor)
+    value = torch.as_tensor(tensor).detach()
+    if op == "mean" and not value.is_floating_point():
+        value = value.double()  # the mean of integers is not an integer
     if not is_distributed():
         return value.clone()
     device = value.device
-    work = value.detach().to(_comm_device(), copy=True)
-    if op == "mean" and not work.is_floating_point():
-        work = work.double()
+    work = value.to(_comm_device(), copy=True)
     dist.all_reduce(work, op=getattr(dist.ReduceOp, ops[op].upper()))
     if op == "mean":
         work /= dist.get_world_size()
