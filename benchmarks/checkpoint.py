@@ -138,14 +138,16 @@ def run(repeats: int, hidden: int, root: Path) -> None:
         loads["manager"].append(load_manager)
 
     size_mb = manager.latest_path.stat().st_size / 1e6 if manager.latest_path else 0.0
+    report(times, loads, f"{n_params / 1e6:.1f} M parameters + AdamW state, file {size_mb:.0f} MB")
+    print(f"{repeats} rounds; directory {root}")
+
+
+def report(times: dict[str, list[float]], loads: dict[str, list[float]], what: str) -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     lmed = {k: statistics.median(v) for k, v in loads.items()}
     low = {k: min(v) for k, v in [*times.items(), *(("load " + k, v) for k, v in loads.items())]}
     print(f"machine: {machine()}")
-    print(
-        f"state: {n_params / 1e6:.1f} M parameters + AdamW state, file {size_mb:.0f} MB; "
-        f"median of {repeats} rounds; directory {root}"
-    )
+    print(f"state: {what}; median and minimum over the rounds")
     print(f"{'operation':<42}{'median s':>9}{'min s':>8}{'ratio':>8}")
     rows = [
         ("save: bare torch.save (no fsync)", "bare", med["bare"], None),

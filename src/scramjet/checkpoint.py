@@ -14,8 +14,9 @@
 
 Writes go to a temporary file in the same directory (fsync-ed), then ``os.replace``
 and a directory fsync: a process killed mid-save leaves at most a ``.tmp-*`` file,
-ignored and removed by the next manager. Reads use ``torch.load(weights_only=True)``.
-One process writes to a directory (rank 0 in a distributed run); every rank may read.
+ignored by readers and removed by the next save. Reads use
+``torch.load(weights_only=True)``. One process writes to a directory (rank 0 in a
+distributed run); every rank may read.
 """
 
 from __future__ import annotations
@@ -361,7 +362,6 @@ class CheckpointManager:
         self._meta_cache: dict[str, CheckpointInfo] = {}
         self._deleter: threading.Thread | None = None
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._remove_stale_temporaries()
 
     def __repr__(self) -> str:
         return (
@@ -444,6 +444,7 @@ class CheckpointManager:
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValueError(f"step must be a non-negative int, got {step!r}")
         existing = self.checkpoints()
+        self._remove_stale_temporaries()
         seq = existing[-1].seq + 1 if existing else 1
         payload = _build_payload(state, seq=seq, step=step, epoch=epoch, metrics=metrics)
         info = CheckpointInfo(
@@ -520,7 +521,8 @@ class CheckpointManager:
             return CheckpointInfo(path=path, seq=seq, step=step)
 
     def _remove_stale_temporaries(self) -> None:
-        # Left behind by a process killed mid-save; never a valid checkpoint.
+        # Left behind by a writer killed mid-save; never a valid checkpoint. Only the (single)
+        # writer removes them, in save(): a reader might otherwise delete a file in flight.
         for entry in os.scandir(self.directory):
             if entry.name.startswith(TMP_PREFIX) and entry.is_file():
                 Path(entry.path).unlink(missing_ok=True)

@@ -193,13 +193,15 @@ def test_metadata_is_recovered_when_the_index_is_lost(tmp_path: Path) -> None:
     assert fresh.best_path == infos[0].path
 
 
-def test_stale_temporary_files_are_removed_and_ignored(tmp_path: Path) -> None:
+def test_stale_temporary_files_are_ignored_then_removed_by_the_writer(tmp_path: Path) -> None:
     CheckpointManager(tmp_path).save({"v": 1}, step=1)
     stale = tmp_path / ".tmp-ckpt-000002-step2.pt.123.abcd"
     stale.write_bytes(b"half a checkpoint")
     manager = CheckpointManager(tmp_path)
+    assert manager.load().step == 1 and len(manager.checkpoints()) == 1
+    assert stale.exists()  # readers never delete: the writer may still be writing it
+    manager.save({"v": 2}, step=2)
     assert not stale.exists()
-    assert manager.load().step == 1
 
 
 def test_scope_loads_only_the_submodule(tmp_path: Path) -> None:
