@@ -385,7 +385,11 @@ class PackedDataset(Dataset):
         """A DataLoader that reads whole batches at once (the fast path).
 
         A batch sampler hands each worker a list of indices, served by :meth:`get_batch`
-        with one read per shard instead of one call per sample.
+        with one read per shard instead of one call per sample. With
+        ``persistent_workers=True`` (and no transform), image batches travel through
+        shared-memory slots made once (``num_workers x (prefetch_factor + 1)`` batches)
+        instead of a new shared segment per batch; the returned object then wraps the
+        DataLoader and yields the same batches.
 
         Args:
             batch_size: samples per batch.
