@@ -155,11 +155,9 @@ class TimeMachine:
         found = manager.checkpoints()
         step = found[-1].step + 1 if found else 1
         path = manager.save({"model": entry}, step=step)
-        # Rotation may delete old files in the background: finish it, so exactly
+        # Rotation deletes old files in the background: finish it, so exactly
         # max_anchors files are on disk when drop() returns.
-        wait = getattr(manager, "wait", None)
-        if callable(wait):
-            wait()
+        manager.wait()
         return path
 
     def to(
