@@ -13,8 +13,7 @@ from scramjet.data import PackedDataset, pack
 from scramjet.data.augment import Compose, Flip, Noise
 
 
-@pytest.fixture(params=["raw", "jpeg"])
-def packed(request, folder, tmp_path):
+def make_pack(folder, tmp_path, encode):
     root, imgs = folder
     pack(
         root,
@@ -23,7 +22,7 @@ def packed(request, folder, tmp_path):
         dtype=["int64"],
         height=32,
         width=40,
-        encode=request.param,
+        encode=encode,
         shards=3,
         workers=0,
         progress=False,
@@ -31,9 +30,19 @@ def packed(request, folder, tmp_path):
     return PackedDataset(tmp_path / "p"), imgs
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
-def test_dataloader_workers_fork_and_spawn(packed, context):
-    ds, _ = packed
+@pytest.fixture(params=["raw", "jpeg"])
+def packed(request, folder, tmp_path):
+    return make_pack(folder, tmp_path, request.param)
+
+
+# spawn workers start slowly (a fresh interpreter each): one encoding each under spawn
+WORKER_CASES = [("raw", "fork"), ("jpeg", "fork"), ("raw", "spawn")]
+SLOT_CASES = [("raw", "fork"), ("jpeg", "fork"), ("jpeg", "spawn")]
+
+
+@pytest.mark.parametrize("encode,context", WORKER_CASES)
+def test_dataloader_workers_fork_and_spawn(folder, tmp_path, encode, context):
+    ds, _ = make_pack(folder, tmp_path, encode)
     ds[0]  # open maps in the parent first: workers must not reuse them
     loader = DataLoader(ds, batch_size=5, num_workers=2, multiprocessing_context=context)
     batches = list(loader)
@@ -131,10 +140,10 @@ def test_transforms_get_index_and_epoch(packed):
     assert batch["image"].shape == (3, 32, 40, 3)
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
-def test_persistent_worker_slots_give_exact_independent_batches(packed, context):
+@pytest.mark.parametrize("encode,context", SLOT_CASES)
+def test_persistent_worker_slots_give_exact_independent_batches(folder, tmp_path, encode, context):
     """With persistent workers, batches travel through reused shared slots."""
-    ds, _ = packed
+    ds, _ = make_pack(folder, tmp_path, encode)
     loader = ds.loader(
         5,
         num_workers=2,
