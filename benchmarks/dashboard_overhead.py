@@ -78,6 +78,7 @@ def component_costs(make_board: Any, steps: int) -> tuple[float, float]:
     the display thread and holds the GIL at most that long.
     """
     board = make_board()
+    board._active = True  # as during a Trainer run on rank 0
     loss = torch.tensor(0.5, requires_grad=True) * 2
     output = {"loss": loss, "batch_size": 64}
     n = 20_000

@@ -183,3 +183,10 @@ def test_warns_next_to_the_progress_bar() -> None:
     data = TensorDataset(torch.randn(8, 2), torch.randn(8, 2))
     with pytest.warns(UserWarning, match="ProgressBarCallback"):
         trainer.train(data, num_epochs=1, per_device_batch_size=4)
+
+
+def test_nothing_is_queued_outside_a_rank_0_run() -> None:
+    board = Dashboard(file=io.StringIO())
+    output = {"loss": torch.tensor(1.0), "batch_size": 4}
+    board.on_train_step_end(None, batch=None, batch_output=output)  # type: ignore[arg-type]
+    assert board.snapshot().curves == {}

@@ -157,6 +157,7 @@ class Dashboard(TrainerCallback):
         self._plain_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._started = False
+        self._active = False  # True during a Trainer run on rank 0: per-step losses are queued
 
     # ------------------------------------------------------------------ nebulae calls
     def gauge(
@@ -413,6 +414,7 @@ class Dashboard(TrainerCallback):
         if not trainer.is_main_process:
             return
         self._trainer = trainer
+        self._active = True
         from scramjet.callbacks.progress import ProgressBarCallback
 
         if any(isinstance(cb, ProgressBarCallback) for cb in trainer.callbacks):
@@ -446,7 +448,8 @@ class Dashboard(TrainerCallback):
 
     def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Queue this step's loss as a detached tensor (no device sync, no conversion)."""
-        self._pending.append(kwargs["batch_output"]["loss"].detach())
+        if self._active:  # other ranks keep nothing
+            self._pending.append(kwargs["batch_output"]["loss"].detach())
 
     def on_train_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Close the train stage and pick up the epoch metrics."""
@@ -499,6 +502,9 @@ class Dashboard(TrainerCallback):
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Draw a last time and stop."""
         if trainer.is_main_process:
+            with self._lock:
+                self._drain()
+            self._active = False
             self.close()
             self._trainer = None
 
