@@ -117,6 +117,13 @@ def _results(tasks: list[Any], workers: int) -> Iterator[tuple[int, Any]]:
         yield from pool.imap(_encode_task, tasks, chunksize=chunk)
 
 
+def _cpu_count() -> int:
+    """CPUs this process may run on (the affinity mask, where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 def _progress(enabled: bool, total: int) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
@@ -271,7 +278,7 @@ def _spool_rows(
 ) -> _Spooled:
     """Encode every row (in parallel) and append its frames to a spool file, in order."""
     tasks = [(i, row.files, *opts) for i, row in enumerate(rows)]
-    n_workers = (os.cpu_count() or 1) if workers is None else int(workers)
+    n_workers = _cpu_count() if workers is None else int(workers)
     spool = _Spooled(tmp / "frames.spool", [], [], [])
     with open(spool.path, "wb") as fh, _progress(progress, len(tasks)) as bar:
         task_id = bar.add_task("packing", total=len(tasks))
