@@ -698,6 +698,10 @@ class Trainer(TrainingStateMixin):
         # The window's batches were divided by its full size; rescale so the update
         # averages the ``held`` batches it really has, then apply it.
         _scale_gradients(self.optimizer, self._loss_divisor / held)
+        if isinstance(self.model, nn.parallel.DistributedDataParallel):  # it ran under no_sync
+            for p in self.model.parameters():
+                if p.grad is not None:
+                    p.grad = dist.reduce(p.grad, op="mean")
         self._apply_update()
 
     def _apply_update(self) -> None:
