@@ -184,3 +184,21 @@ def test_step_logging_does_not_sync_every_step(tmp_path: Path) -> None:
         Experiment._flush_steps = original  # type: ignore[method-assign]
     assert calls["n"] <= 3  # per epoch end + run end, never per step
     assert len([r for r in read_metrics(exp.run_dir) if r["scope"] == "step"]) == 24
+
+
+def test_a_crashed_run_is_marked_failed_and_keeps_its_metrics(tmp_path: Path) -> None:
+    from scramjet.callbacks import TrainerCallback
+
+    class Crash(TrainerCallback):
+        def on_train_epoch_start(self, trainer, **kwargs) -> None:
+            if trainer.state.epoch == 1:
+                raise RuntimeError("boom")
+
+    exp = Experiment("p", "e", root=tmp_path, log_every_n_steps=1)
+    with pytest.raises(Exception, match="boom"):
+        make_trainer([exp, Crash()]).train(tiny_data(), 3, per_device_batch_size=16)
+    info = json.loads((exp.run_dir / "run.json").read_text())
+    assert info["status"] == "failed"
+    assert [r["step"] for r in read_metrics(exp.run_dir) if r["scope"] == "step"] == list(
+        range(1, 7)
+    )

@@ -250,7 +250,7 @@ class Experiment(TrainerCallback):
             chosen, resumed = self._choose_dir()
             path = str(chosen)
         path = dist.broadcast_object(path)
-        self._run_dir = Path(str(path))
+        self._run_dir = Path(str(path)).resolve()
         self._reopened = resumed
         return self._run_dir
 
@@ -564,10 +564,16 @@ class Experiment(TrainerCallback):
         return report
 
     def close(self) -> None:
-        """Stop background threads (called automatically at interpreter exit is not needed)."""
+        """After a failed run: flush metrics, mark the run failed, mirror what exists, stop threads."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+            if not self._finished and self._run_dir is not None and dist.is_main_process():
+                info = _files.read_json(self.run_dir / "run.json")
+                info.update(status="failed", finished=time.time())
+                _files.write_json(self.run_dir / "run.json", info)
+                if self._storage is not None:
+                    self.upload_report = self._sync()
         if self._storage is not None:
             self._storage.close()
             self._storage = None

@@ -55,8 +55,12 @@ def open_filesystem(url: str, storage_options: Mapping[str, Any] | None = None) 
     import fsspec
 
     protocol = url.split("://", 1)[0] if "://" in url else "file"
+    options = dict(storage_options or {})
+    # A fresh filesystem per run: it reads the environment (AWS_ENDPOINT_URL, profiles)
+    # now, and its client is not shared with other threads or runs.
+    options.setdefault("skip_instance_cache", True)
     try:
-        fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+        fs, path = fsspec.core.url_to_fs(url, **options)
     except (ImportError, ValueError) as exc:
         hint = _INSTALL_HINTS.get(protocol)
         if hint is None:
@@ -173,10 +177,11 @@ class RunStorage:
             finally:
                 self._queue.task_done()
 
-    def _put_with_retries(self, rel: str) -> bool:
+    def _put_with_retries(self, rel: str, attempts: int | None = None) -> bool:
         local = self.local_dir / rel
         delay = self.backoff
-        for attempt in range(1, self.max_attempts + 1):
+        attempts = attempts or self.max_attempts
+        for attempt in range(1, attempts + 1):
             try:
                 stat = local.stat()
             except FileNotFoundError:
@@ -191,7 +196,7 @@ class RunStorage:
                 self.errors[rel] = f"{type(exc).__name__}: {exc}"
                 self.failed_attempts += 1
                 logger.warning("upload of %s failed (attempt %d): %s", rel, attempt, exc)
-                if attempt < self.max_attempts:
+                if attempt < attempts:
                     time.sleep(delay)
                     delay = min(delay * 2, self.max_backoff)
                 continue
@@ -227,15 +232,17 @@ class RunStorage:
         """
         self.wait()
         files: dict[str, dict[str, Any]] = {}
-        for _ in range(rounds):
+        for round_ in range(rounds):
             names = [r for r in self.local_files() if not (exclude and exclude(r))]
-            files = {rel: self._verify(rel) for rel in names}
+            files = self._verify_all(names)
             bad = [rel for rel, info in files.items() if info["status"] != "verified"]
-            if not bad:
+            if not bad or round_ == rounds - 1:
                 break
+            time.sleep(min(self.backoff * 2**round_, self.max_backoff))
             for rel in bad:
                 self._uploaded.pop(rel, None)
-                self._put_with_retries(rel)
+                if not self._put_with_retries(rel, attempts=1):
+                    break  # the remote is failing: wait for the next round
         self._remove_stale(set(files))
         failures = sorted(rel for rel, info in files.items() if info["status"] != "verified")
         return UploadReport(
@@ -245,6 +252,22 @@ class RunStorage:
             remote=self.url,
             failed_attempts=self.failed_attempts,
         )
+
+    def _verify_all(self, names: list[str]) -> dict[str, dict[str, Any]]:
+        files: dict[str, dict[str, Any]] = {}
+        unreachable = False
+        for rel in names:
+            if unreachable:  # do not pay one network timeout per file
+                local = self.local_dir / rel
+                files[rel] = {
+                    "size": local.stat().st_size,
+                    "sha256": file_sha256(local),
+                    "status": "not checked: remote unreachable",
+                }
+                continue
+            files[rel] = self._verify(rel)
+            unreachable = files[rel]["status"].startswith("error")
+        return files
 
     def _verify(self, rel: str) -> dict[str, Any]:
         local = self.local_dir / rel

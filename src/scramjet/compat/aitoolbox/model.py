@@ -38,17 +38,23 @@ class TTModel(nn.Module):
 
 @contextlib.contextmanager
 def route_forward(module: nn.Module, method: Any) -> Iterator[None]:
-    """Make ``module(...)`` call ``method`` for the duration of the block.
+    """Make the next ``module(...)`` call inside the block call ``method`` instead of ``forward``.
 
     DDP only registers its gradient all-reduce for calls that go through the wrapper's
     ``forward``; shadowing the wrapped module's ``forward`` with ``get_loss`` keeps that
     machinery for a loss computed by a custom method.
     """
-    module.forward = method  # type: ignore[method-assign]
+
+    def once(*args: Any, **kwargs: Any) -> Any:
+        # Restore the real forward first: get_loss usually calls self(...) itself.
+        module.__dict__.pop("forward", None)
+        return method(*args, **kwargs)
+
+    module.forward = once  # type: ignore[method-assign]
     try:
         yield
     finally:
-        del module.forward
+        module.__dict__.pop("forward", None)
 
 
 def default_get_loss(
