@@ -255,3 +255,27 @@ def test_engine_state_survives_pickling_without_compiled_artifacts():
         warnings.simplefilter("always")
         _train(clone, 1)
     assert _accel_warnings(record) == []  # a dropped backend is not retried
+
+
+@pytest.mark.slow
+def test_compile_on_a_cnn_with_bias_before_batchnorm_and_bf16_autocast():
+    torch.manual_seed(0)
+    cnn = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(),
+        nn.Linear(8 * 8 * 8, 4),
+    )  # fmt: skip
+    for kwargs in ({}, {"autocast": "bf16"}):
+        model = accelerate_model(copy.deepcopy(cnn), backends=["COMPILE"], **kwargs)
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            opt = torch.optim.SGD(model.parameters(), lr=0.05)
+            x, y = torch.randn(16, 3, 8, 8), torch.randint(0, 4, (16,))
+            losses = []
+            for _ in range(5):
+                loss = nn.functional.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        assert _accel_warnings(record) == [], kwargs
+        assert active_backend(model) == "COMPILE" and losses[-1] < losses[0]

@@ -148,7 +148,22 @@ class _Cache:
         self._ensure_prefetch(load)
         if self._pool is None or len(indices) < 2:
             return [self.get(i, load) for i in indices]
-        return list(self._pool.map(lambda i: self.get(i, load), indices))
+        # Helper threads decode misses from the end of the batch while this thread works
+        # from the front; a sample claimed by another thread is waited for, never redone.
+        futures = [self._pool.submit(self._warm, i, load) for i in reversed(indices)]
+        samples = [self.get(i, load) for i in indices]
+        for future in futures:
+            future.cancel()
+        return samples
+
+    def _warm(self, i: int, load: Callable[[int], Any]) -> None:
+        store = self.store
+        if store.entry(i)[0] != EMPTY or not store.try_claim(i):
+            return
+        try:
+            self._load_and_store(i, load)
+        except Exception:
+            return  # the reading thread loads it again and raises the error itself
 
     def _ensure_prefetch(self, load: Callable[[int], Any]) -> None:
         if self._started_pid == os.getpid() or self.preloaded_data <= 0:

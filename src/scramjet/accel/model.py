@@ -198,9 +198,10 @@ class AcceleratedModel(nn.Module):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            if name == "module":
+            inner = self.__dict__.get("_modules", {}).get("module")
+            if inner is None or name.startswith("__"):
                 raise
-            return getattr(self._modules["module"], name)
+            return getattr(inner, name)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
