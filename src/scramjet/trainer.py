@@ -30,7 +30,7 @@ from scramjet.trainer_checks import (
     check_dataset,
     check_loss,
     check_optimizer,
-    check_optional_positive,
+    check_train_args,
 )
 from scramjet.trainer_state import TrainingStateMixin
 
@@ -357,30 +357,13 @@ class Trainer(TrainingStateMixin):
         at (mid-epoch included), restoring model, optimizer, scheduler, scaler, counters,
         history, callback state and RNG states.
         """
-        check_dataset(train_dataset, "train_dataset")
-        if eval_dataset is not None:
-            check_dataset(eval_dataset, "eval_dataset")
-        check_batch_size(per_device_batch_size, "per_device_batch_size")
-        if eval_per_device_batch_size is not None:
-            check_batch_size(eval_per_device_batch_size, "eval_per_device_batch_size")
-        check_optional_positive(gradient_clip_value, "gradient_clip_value")
-        check_optional_positive(gradient_clip_norm, "gradient_clip_norm")
-        if not isinstance(num_epochs, int) or num_epochs < 1:
-            raise ValueError(f"num_epochs must be an int ≥ 1; received {num_epochs!r}.")
-        if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
-            raise ValueError(
-                f"gradient_accumulation_steps must be an int ≥ 1; received "
-                f"{gradient_accumulation_steps!r}."
-            )
-        if max_num_train_steps is not None and max_num_train_steps < 1:
-            raise ValueError(
-                f"max_num_train_steps must be ≥ 1 or None; received {max_num_train_steps}."
-            )
-        self.train_dataset, self.eval_dataset, self.collate_fn = (
-            train_dataset,
-            eval_dataset,
-            collate_fn,
-        )
+        check_train_args(
+            train_dataset, eval_dataset, num_epochs, per_device_batch_size,
+            eval_per_device_batch_size, max_num_train_steps, gradient_accumulation_steps,
+            gradient_clip_value, gradient_clip_norm,
+        )  # fmt: skip
+        self.train_dataset, self.eval_dataset = train_dataset, eval_dataset
+        self.collate_fn = collate_fn
         self._create_scheduler_fn = create_scheduler_fn
         if reset_run_history:
             self.run_history.reset()
@@ -393,20 +376,13 @@ class Trainer(TrainingStateMixin):
             per_device_batch_size, train_dataloader_kwargs
         )
         eval_bs = eval_per_device_batch_size or per_device_batch_size
-        self._eval_dl = (
-            self.create_eval_dataloader(eval_bs, eval_dataloader_kwargs)
-            if eval_dataset is not None
-            else None
-        )
+        self._eval_dl = None
+        if eval_dataset is not None:
+            self._eval_dl = self.create_eval_dataloader(eval_bs, eval_dataloader_kwargs)
         self.run_config = self._create_run_config(
-            num_epochs,
-            per_device_batch_size,
-            eval_bs,
-            max_num_train_steps,
-            gradient_accumulation_steps,
-            gradient_clip_value,
-            gradient_clip_norm,
-        )
+            num_epochs, per_device_batch_size, eval_bs, max_num_train_steps,
+            gradient_accumulation_steps, gradient_clip_value, gradient_clip_norm,
+        )  # fmt: skip
         self.scheduler = self.create_scheduler() if create_scheduler_fn is not None else None
         if resume_from is not None:
             self._restore_training_state(resume_from)

@@ -77,3 +77,36 @@ def check_loss(batch_output: Any) -> None:
         )
     if "batch_size" not in batch_output:
         raise TypeError("calculate_train_batch_loss's dict must include 'batch_size' (an int).")
+
+
+def _check_int(value: Any, name: str, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        extra = " or None" if allow_none else ""
+        raise ValueError(f"{name} must be an int ≥ 1{extra}; received {value!r}.")
+
+
+def check_train_args(
+    train_dataset: Any,
+    eval_dataset: Any,
+    num_epochs: Any,
+    per_device_batch_size: Any,
+    eval_per_device_batch_size: Any,
+    max_num_train_steps: Any,
+    gradient_accumulation_steps: Any,
+    gradient_clip_value: Any,
+    gradient_clip_norm: Any,
+) -> None:
+    """Every argument check of ``Trainer.train``, with errors naming the argument."""
+    check_dataset(train_dataset, "train_dataset")
+    if eval_dataset is not None:
+        check_dataset(eval_dataset, "eval_dataset")
+    check_batch_size(per_device_batch_size, "per_device_batch_size")
+    if eval_per_device_batch_size is not None:
+        check_batch_size(eval_per_device_batch_size, "eval_per_device_batch_size")
+    check_optional_positive(gradient_clip_value, "gradient_clip_value")
+    check_optional_positive(gradient_clip_norm, "gradient_clip_norm")
+    _check_int(num_epochs, "num_epochs")
+    _check_int(gradient_accumulation_steps, "gradient_accumulation_steps")
+    _check_int(max_num_train_steps, "max_num_train_steps", allow_none=True)
