@@ -285,9 +285,8 @@ def accelerate_model(
 ) -> Any:
     """Accelerate a model class (decorator) or a model instance (wrapper).
 
-    Backends are tried in the given order and always end in ``"PYTORCH"`` (eager). Each
-    backend is checked against eager on its first call per mode and dropped with one
-    :class:`AccelerationWarning` if it fails to build, fails the check or fails later.
+    Backends are tried in order, always ending in eager; each is checked against eager on
+    its first call per mode and dropped with one :class:`AccelerationWarning` on failure.
 
     Args:
         model: an ``nn.Module`` subclass (returns a same-named subclass), an instance
@@ -312,41 +311,36 @@ def accelerate_model(
     Example:
         >>> import torch
         >>> from scramjet.accel import accelerate_model
-        >>> @accelerate_model(backends=["PYTORCH"])
-        ... class Net(torch.nn.Module):
-        ...     def __init__(self):
-        ...         super().__init__()
-        ...         self.fc = torch.nn.Linear(4, 2)
-        ...     def forward(self, x):
-        ...         return self.fc(x)
-        >>> net = Net()
-        >>> type(net).__name__, sorted(net.state_dict())
-        ('Net', ['fc.bias', 'fc.weight'])
+        >>> fast = accelerate_model(torch.nn.Linear(4, 2), backends=["PYTORCH"])
+        >>> fast(torch.zeros(1, 4)).shape, sorted(fast.state_dict())
+        (torch.Size([1, 2]), ['bias', 'weight'])
     """
     opts = _options(patch_backprop, channels_last, autocast, compile_mode, cuda_graphs)
     names = _as_list(backends)
+    wrapper_kwargs: dict[str, Any] = {
+        "patch_backprop": patch_backprop,
+        "channels_last": channels_last,
+        "autocast": autocast,
+        "compile_mode": compile_mode,
+        "cuda_graphs": cuda_graphs,
+        "tolerance": tolerance,
+    }
 
-    def apply(target: Any) -> Any:
-        if isinstance(target, type):
-            return _decorate_class(target, opts, names, tolerance)
-        if isinstance(target, nn.Module):
-            return AcceleratedModel(
-                target,
-                names,
-                patch_backprop=patch_backprop,
-                channels_last=channels_last,
-                autocast=autocast,
-                compile_mode=compile_mode,
-                cuda_graphs=cuda_graphs,
-                tolerance=tolerance,
-            )
-        raise TypeError(
-            f"accelerate_model expects an nn.Module subclass or instance, got "
-            f"{type(target).__name__}; use @accelerate_model(...) on the class or "
-            "accelerate_model(model) on an instance"
-        )
-
+    apply = functools.partial(_apply, names=names, opts=opts, wrapper_kwargs=wrapper_kwargs)
     return apply if model is None else apply(model)
+
+
+def _apply(
+    target: Any, names: list[str] | None, opts: dict[str, Any], wrapper_kwargs: dict[str, Any]
+) -> Any:
+    if isinstance(target, type):
+        return _decorate_class(target, opts, names, wrapper_kwargs["tolerance"])
+    if isinstance(target, nn.Module):
+        return AcceleratedModel(target, names, **wrapper_kwargs)
+    raise TypeError(
+        f"accelerate_model expects an nn.Module subclass or instance, got "
+        f"{type(target).__name__}; decorate the class or pass an instance"
+    )
 
 
 class TrainingLearner(AcceleratedModel):
