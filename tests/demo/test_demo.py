@@ -43,3 +43,29 @@ def test_demo_rejects_bad_options(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode != 0
     assert "--epochs" in proc.stderr + proc.stdout
+
+
+def test_demo_in_a_real_terminal_shows_progress_and_curves(tmp_path: Path) -> None:
+    from tests.dashboard.tmux_helpers import run_in_tmux
+
+    command = [sys.executable, "-m", "scramjet.cli", "demo", "--epochs", "2", "--samples", "512",
+               "--out", str(tmp_path / "demo")]  # fmt: skip
+    screen = run_in_tmux(command, width=120, height=70, wait_for=r"report:\s", timeout=240)
+    lines = screen.splitlines()
+    assert any(
+        re.search(r"^train\s+epoch 2/2\s+█+\s+8/8\s+[\d,]+ samples/s", ln) for ln in lines
+    ), screen
+    assert any(re.search(r"^eval\s+epoch 2/2", ln) for ln in lines), screen
+    curve_rows = [ln for ln in lines if "┤" in ln]
+    assert len(curve_rows) >= 4, screen
+    assert "test accuracy:" in screen and "throughput: scramjet" in screen
+
+
+def test_nebulae_package_resolves_submodules_and_augmentations_lazily() -> None:
+    code = (
+        "import scramjet.compat.nebulae as neb; "
+        "from scramjet.data.augment import Flip; "
+        "assert neb.cockpit.TimeMachine is neb.TimeMachine; "
+        "assert neb.Flip is Flip; assert neb.fuel.Tank is neb.Tank"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -14,6 +14,14 @@ _WHERE: dict[str, str] = {
     "FuelGenerator": "fuel",
     "Tank": "fuel",
     "Comburant": "fuel",
+    "Flip": "fuel",
+    "Crop": "fuel",
+    "Rotate": "fuel",
+    "Brighten": "fuel",
+    "Contrast": "fuel",
+    "Saturate": "fuel",
+    "Hue": "fuel",
+    "Sample": "fuel",
     # aerolog: the dashboard
     "DashBoard": "aerolog",
     # cockpit: devices, checkpoints, processes
@@ -41,7 +49,12 @@ _WHERE: dict[str, str] = {
 __all__ = sorted(_WHERE)
 
 
+_SUBMODULES = frozenset({"fuel", "aerolog", "cockpit", "kit", "astro"})
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:  # `neb.cockpit.Engine` works without importing cockpit first
+        return importlib.import_module(f"{__name__}.{name}")
     try:
         module = _WHERE[name]
     except KeyError:
