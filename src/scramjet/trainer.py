@@ -562,6 +562,13 @@ class Trainer(TrainingStateMixin):
         """
         check_dataset(dataset, "dataset")
         check_batch_size(per_device_batch_size, "per_device_batch_size")
+        world = dist.get_world_size()
+        if world > 1 and not isinstance(dataset, IterableDataset) and len(dataset) < world:
+            # Every rank must hold a sample: gathering needs each rank's output shape.
+            raise ValueError(
+                f"predict() on {world} processes needs at least {world} samples; received "
+                f"{len(dataset)}. Predict small datasets in a single process."
+            )
         self.eval_dataset, self.collate_fn = dataset, collate_fn
         self._place_model()
         dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)

@@ -147,6 +147,11 @@ def run(mode: str, out: str, arg: str | None = None) -> dict[str, Any]:
         report = result(trainer, steps)
         report["predictions"] = trainer.predict(IndexedData(NUM_EVAL, seed=2), 4)
         report["shuffled"] = shuffled_indices()
+        try:  # fewer samples than processes: a clear error on every rank, not a hang
+            trainer.predict(IndexedData(1, seed=2))
+            report["tiny_predict"] = "no error"
+        except ValueError as error:
+            report["tiny_predict"] = str(error)
     elif mode == "resume":
         trainer, steps = train_in_order(None, resume_from=Path(str(arg)))
         report = result(trainer, steps)

@@ -103,6 +103,7 @@ def test_predict_returns_every_sample_once_in_order(
         with torch.no_grad():
             torch.testing.assert_close(preds, model(data.x), atol=1e-6, rtol=0)
         torch.testing.assert_close(preds, single["predictions"], atol=TOL, rtol=0)
+        assert "needs at least 2 samples; received 1" in rep["tiny_predict"]
 
 
 def test_each_rank_gets_its_own_share_reshuffled_every_epoch(
