@@ -8,6 +8,7 @@ checkpoints and stopping.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -180,6 +181,10 @@ class Trainer(TrainingStateMixin):
             kwargs["collate_fn"] = self.collate_fn
         shuffle = kwargs.pop("shuffle")
         if isinstance(self.train_dataset, IterableDataset):
+            # A generator of its own (reseeded every epoch): starting an epoch must not draw
+            # from the global RNG, whose state a checkpoint restores.
+            kwargs["generator"] = kwargs.get("generator") or torch.Generator()
+            kwargs["generator"].manual_seed(self._ensure_sampler_seed() + dist.get_rank())
             return DataLoader(self.train_dataset, **kwargs)
         sampler: Sampler[int] | None = kwargs.pop("sampler", None)
         if sampler is None:
@@ -437,7 +442,14 @@ class Trainer(TrainingStateMixin):
         if hasattr(sampler, "set_start"):
             sampler.set_start(state.batches_seen_in_epoch * rc.train_per_device_batch_size)
         self._reseed_loader(train_dl)
-        n_batches = state.batches_seen_in_epoch + _safe_len(train_dl)
+        n_batches = _safe_len(train_dl)  # 0 when the loader has no length (IterableDataset)
+        batches: Iterable[Any] = train_dl
+        if hasattr(sampler, "set_start"):  # the loader holds only the batches still to come
+            n_batches = state.batches_seen_in_epoch + n_batches if n_batches else 0
+        elif state.batches_seen_in_epoch:
+            # Nothing to skip indices with (e.g. an IterableDataset): read past the batches
+            # consumed before the resume without running them, so none is trained twice.
+            batches = itertools.islice(train_dl, state.batches_seen_in_epoch, None)
         self.train_epoch_start()
         if self._resumed_losses is not None:  # losses of the epoch's batches before the resume
             self._train_losses, self._resumed_losses = self._resumed_losses, None
@@ -447,7 +459,7 @@ class Trainer(TrainingStateMixin):
         on_device = self.device.type != "cpu"
         autocast = self.precision != "no"
         open_window = False
-        for batch in train_dl:
+        for batch in batches:
             i = state.batches_seen_in_epoch
             window_start = i - i % accum
             window_end = min(window_start + accum, n_batches) if n_batches else window_start + accum

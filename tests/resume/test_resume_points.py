@@ -10,7 +10,7 @@ import resume_job as job
 import torch
 
 from scramjet import Trainer
-from scramjet.callbacks import CallbackError, TrainerCallback
+from scramjet.callbacks import CallbackError, SaveTrainingStateCallback, TrainerCallback
 
 
 class Crash(TrainerCallback):
@@ -103,3 +103,42 @@ def test_resume_neither_loads_nor_runs_skipped_batches(tmp_path: Path) -> None:
     assert fetched == full_fetched[consumed:]  # nothing repeated, nothing skipped
     assert resumed.unwrapped_model.train_forwards == full_forwards - (13 + 10)
     assert resumed.state.global_step == job.TOTAL_STEPS
+
+
+class Stream(torch.utils.data.IterableDataset):
+    """An unsized stream of the same samples in the same order every epoch."""
+
+    def __init__(self) -> None:
+        self.data = job.CountingData(30, seed=3)
+
+    def __iter__(self) -> Any:
+        return (self.data[i] for i in range(len(self.data)))
+
+
+def stream_trainer(ckpt: Path, crash_at: int | None) -> tuple[Trainer, dict[str, Any]]:
+    model = job.DropoutMLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    save = SaveTrainingStateCallback(ckpt, every_n_steps=3, every_n_epochs=None)
+    callbacks = [save, Crash(crash_at)]
+    trainer = Trainer(model, torch.nn.CrossEntropyLoss(), opt, callbacks=callbacks, seed=5)
+    return trainer, dict(
+        train_dataset=Stream(), num_epochs=2, per_device_batch_size=4, gradient_accumulation_steps=2
+    )
+
+
+def test_resume_mid_epoch_from_an_iterable_dataset(tmp_path: Path) -> None:
+    # 30 samples in batches of 4: 8 micro-batches, 4 updates per epoch. Saved at step 6 =
+    # 2 updates into epoch 2 (4 micro-batches); the crash comes at step 7.
+    full, kwargs = stream_trainer(tmp_path / "full", None)
+    full.train(**kwargs)
+    crashed, kwargs = stream_trainer(tmp_path / "ckpt", 7)
+    with pytest.raises(CallbackError, match="simulated crash"):
+        crashed.train(**kwargs)
+    resumed, kwargs = stream_trainer(tmp_path / "ckpt", None)
+    resumed.train(**kwargs, resume_from=tmp_path / "ckpt/ckpt-000002-step6.pt")
+    assert resumed.state.global_step == full.state.global_step == 8
+    # The stream is read past the 4 consumed micro-batches; only the last 4 are trained on.
+    assert resumed.unwrapped_model.train_forwards == 4
+    for key, value in full.model.state_dict().items():
+        assert torch.equal(resumed.model.state_dict()[key], value), key
+    assert resumed.run_history.state_dict() == full.run_history.state_dict()
