@@ -85,6 +85,7 @@ def build(
     every_n_epochs: int | None = 1,
     num_workers: int = 2,
     extra: tuple[TrainerCallback, ...] = (),
+    precision: str = "no",
 ) -> tuple[Trainer, dict[str, Any]]:
     """A Trainer (AdamW, cosine warmup, accumulation 2, EMA, dropout) and its train() kwargs."""
     model = DropoutMLP()
@@ -96,7 +97,14 @@ def build(
                 ckpt_dir, every_n_steps=every_n_steps, every_n_epochs=every_n_epochs, keep_last=2
             )
         )
-    trainer = Trainer(model, nn.CrossEntropyLoss(), opt, callbacks=[*callbacks, *extra], seed=7)
+    trainer = Trainer(
+        model,
+        nn.CrossEntropyLoss(),
+        opt,
+        callbacks=[*callbacks, *extra],
+        precision=precision,
+        seed=7,
+    )
     kwargs: dict[str, Any] = dict(
         train_dataset=CountingData(NUM_SAMPLES, seed=1),
         num_epochs=EPOCHS,

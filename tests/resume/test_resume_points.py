@@ -50,18 +50,29 @@ def assert_same_run(trainer: Trainer, expected: tuple[dict, dict, dict]) -> None
 
 
 def crash_then_resume(
-    tmp_path: Path, at_step: int, *, every_n_steps: int | None, single_file: bool = False
+    tmp_path: Path,
+    at_step: int,
+    *,
+    every_n_steps: int | None,
+    single_file: bool = False,
+    precision: str = "no",
 ) -> tuple[Trainer, Path, list[str]]:
     """Train until a crash at ``at_step``, resume in a new Trainer; also the saved names."""
     ckpt = tmp_path / "ckpt"
     target = tmp_path / "state.pt" if single_file else None
     crashed, kwargs = job.build(
-        ckpt, every_n_steps=every_n_steps, num_workers=0, extra=(Crash(at_step, target),)
+        ckpt,
+        every_n_steps=every_n_steps,
+        num_workers=0,
+        extra=(Crash(at_step, target),),
+        precision=precision,
     )
     with pytest.raises(CallbackError, match="simulated crash"):
         crashed.train(**kwargs)
     saved = sorted(p.name for p in ckpt.glob("ckpt-*.pt"))
-    resumed, kwargs = job.build(ckpt, every_n_steps=every_n_steps, num_workers=0, extra=(Crash(),))
+    resumed, kwargs = job.build(
+        ckpt, every_n_steps=every_n_steps, num_workers=0, extra=(Crash(),), precision=precision
+    )
     source = target if target is not None else ckpt
     assert source is not None
     resumed.train(**kwargs, resume_from=source)
@@ -86,6 +97,17 @@ def test_resume_from_a_single_file_written_by_save_checkpoint(
     values = fresh.load_checkpoint(path)
     assert values["note"] == "mid-epoch" and fresh.state.global_step == 10
     assert fresh.state.batches_seen_in_epoch == 2 * (10 - job.STEPS_PER_EPOCH)
+
+
+def test_resume_with_fp16_restores_the_grad_scaler(tmp_path: Path) -> None:
+    full, kwargs = job.build(None, num_workers=0, extra=(Crash(),), precision="fp16")
+    full.train(**kwargs)
+    resumed, _, _ = crash_then_resume(tmp_path, 10, every_n_steps=3, precision="fp16")
+    assert_same_run(resumed, finished(full))
+    assert resumed.scaler is not None and full.scaler is not None
+    # The growth tracker counts every step since the last scale change: 21, not 21 - 9.
+    assert resumed.scaler.state_dict() == full.scaler.state_dict()
+    assert full.scaler.state_dict()["_growth_tracker"] == job.TOTAL_STEPS
 
 
 def test_resume_neither_loads_nor_runs_skipped_batches(tmp_path: Path) -> None:
