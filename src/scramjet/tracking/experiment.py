@@ -467,7 +467,7 @@ class Experiment(TrainerCallback):
         # Collective: every rank takes part in gathering RNG states; rank 0 writes.
         path = trainer.save_to_manager(self._manager)
         self._last_ckpt_step = trainer.state.global_step
-        if path is not None and self._storage is not None:
+        if path is not None:  # the upload itself runs on the storage threads
             self._upload(f"checkpoints/{path.name}")
             self._upload("checkpoints/index.json")
 
@@ -475,6 +475,8 @@ class Experiment(TrainerCallback):
         """Final checkpoint and weights, plots, report; then wait for and verify uploads."""
         if self.checkpoint is not None and self._last_ckpt_step != trainer.state.global_step:
             self._save_checkpoint(trainer)
+        if self._manager is not None:
+            self._manager.wait()  # rotated files are gone before the final sync
         if not trainer.is_main_process or self._writer is None:
             return
         self._flush_steps(trainer)
