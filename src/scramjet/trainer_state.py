@@ -40,6 +40,12 @@ def _this_rank(per_rank: Any) -> Any:
     return per_rank[rank]
 
 
+def _has_pending_gradients(trainer: Trainer) -> bool:
+    """Whether gradients of an unfinished accumulation window are held (one device sync)."""
+    grads = [p.grad for p in trainer.unwrapped_model.parameters() if p.grad is not None]
+    return bool(grads) and bool(torch.stack([g.detach().abs().sum() for g in grads]).sum() > 0)
+
+
 class TrainingStateMixin:
     """Checkpoint methods of :class:`~scramjet.trainer.Trainer`.
 
@@ -55,6 +61,14 @@ class TrainingStateMixin:
         Collective in a distributed run (every rank must call it): RNG states of all
         ranks are gathered so that each rank resumes with its own.
         """
+        if getattr(self, "_in_training_run", False) and _has_pending_gradients(self):
+            warnings.warn(
+                "Saving inside an accumulation window: the gradients accumulated so far are "
+                "not saved, so resuming from this checkpoint is not exact. Save from "
+                "on_optimizer_step_end or at the end of an epoch (as "
+                "SaveTrainingStateCallback does).",
+                stacklevel=3,
+            )
         state: dict[str, Any] = {"model": self.unwrapped_model}
         if include_optimizer:
             state["optimizer"] = self.optimizer

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +165,25 @@ def test_resume_mid_epoch_from_an_iterable_dataset(tmp_path: Path) -> None:
     for key, value in full.model.state_dict().items():
         assert torch.equal(resumed.model.state_dict()[key], value), key
     assert resumed.run_history.state_dict() == full.run_history.state_dict()
+
+
+class SaveMidWindow(TrainerCallback):
+    """Saves after the forward pass of the second micro-batch of the first window."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        if trainer.state.batches_seen_in_epoch == 1 and trainer.state.epoch == 0:
+            trainer.save_checkpoint(self.path)
+
+
+def test_saving_inside_an_accumulation_window_warns(tmp_path: Path) -> None:
+    trainer, kwargs = job.build(None, num_workers=0, extra=(SaveMidWindow(tmp_path / "a.pt"),))
+    with pytest.warns(UserWarning, match="inside an accumulation window"):
+        trainer.train(**kwargs)
+    # Saves at optimizer steps and epoch ends (SaveTrainingStateCallback) never warn.
+    trainer, kwargs = job.build(tmp_path / "ckpt", every_n_steps=1, num_workers=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trainer.train(**kwargs)
