@@ -1,4 +1,5 @@
-"""Resume at an epoch boundary, from a single file, and without replaying skipped batches."""
+"""Resume at an epoch boundary, from a single file, from a stream, with fp16, and without
+replaying skipped batches; saving inside an accumulation window warns."""
 
 from __future__ import annotations
 
