@@ -65,6 +65,23 @@ class SeenIndices(TrainerCallback):
         self.by_epoch.setdefault(trainer.state.epoch, []).extend(indices)
 
 
+class CountAllReduces(TrainerCallback):
+    """Counts the gradient all-reduces DDP makes (one per bucket per synchronised backward)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        def hook(state, bucket):  # type: ignore[no-untyped-def]  # DDP checks annotations
+            self.calls += 1
+            return allreduce_hook(None, bucket)  # type: ignore[arg-type]
+
+        if isinstance(trainer.model, nn.parallel.DistributedDataParallel):
+            trainer.model.register_comm_hook(None, hook)
+
+
 class RaiseOnRank(TrainerCallback):
     """Raises on one rank at one optimizer step."""
 
@@ -95,7 +112,8 @@ def train_in_order(
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
     steps: list[int] = []
     opt.register_step_post_hook(lambda *_: steps.append(1))
-    callbacks: list[Any] = list(extra)
+    allreduces = CountAllReduces()
+    callbacks: list[Any] = [allreduces, *extra]
     if ckpt_dir is not None:
         callbacks.append(
             SaveTrainingStateCallback(
@@ -112,6 +130,7 @@ def train_in_order(
         train_dataloader_kwargs={"shuffle": False},
         resume_from=resume_from,
     )
+    trainer.allreduces = allreduces.calls  # type: ignore[attr-defined]
     return trainer, steps
 
 
@@ -133,6 +152,7 @@ def result(trainer: Trainer, steps: list[int]) -> dict[str, Any]:
         "history": trainer.run_history.state_dict(),
         "global_step": trainer.state.global_step,
         "optimizer_steps": len(steps),
+        "allreduces": getattr(trainer, "allreduces", None),
         "wrapped": type(trainer.model).__name__,
     }
 

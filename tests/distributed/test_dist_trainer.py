@@ -81,6 +81,9 @@ def test_two_ranks_match_one_process_with_the_global_batch(
         assert rep["world"] == 2 and rep["wrapped"] == "DistributedDataParallel"
         # Each update applied once per process: 6 optimizer.step() calls, 6 global steps.
         assert rep["optimizer_steps"] == rep["global_step"] == job.STEPS == single["global_step"]
+        # Gradients are all-reduced once per update (one bucket), not once per micro-batch
+        # (10): accumulation micro-steps run under no_sync.
+        assert rep["allreduces"] == job.STEPS
         assert_close_weights(rep["weights"], single["weights"], TOL)
         for name in ("train_loss_epoch", "eval_loss_epoch"):  # reduced over both ranks
             got, want = rep["history"]["metrics"][name], single["history"]["metrics"][name]
