@@ -185,6 +185,12 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=400, help="optimizer steps per epoch")
+    parser.add_argument(
+        "--sync-every-s",
+        type=float,
+        default=60.0,
+        help="Experiment(sync_every_s=...): 0 mirrors checkpoints every epoch",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     from scramjet.tracking import Experiment

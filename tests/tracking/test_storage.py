@@ -98,6 +98,7 @@ def test_s3_outage_mid_run_loses_nothing(s3: S3Server, tmp_path: Path) -> None:
         keep_last=2,
         storage_options=options,
         upload_attempts=30,
+        sync_every_s=0,  # mirror every epoch, so uploads run into the outage mid-run
     )
     start = time.perf_counter()
     make_trainer([outage, exp]).train(

@@ -24,6 +24,7 @@ restored checkpoint are dropped, so the history reads as one uninterrupted run.
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import threading
@@ -126,6 +127,10 @@ class Experiment(TrainerCallback):
         save_script: copy the launching script into ``code/``.
         upload_attempts: tries per background upload (exponential backoff from 0.5 s,
             capped at 10 s); files still missing are retried by the final sync.
+        sync_every_s: checkpoints and metric files are mirrored at most this often
+            during training (the first epoch's at once); 0 mirrors every epoch. Upload
+            work shares the CPU and Python's GIL with the loop, so short epochs should
+            not each trigger one. Everything is synced and verified at the end.
 
     Example:
         >>> from scramjet.tracking import Experiment
@@ -153,6 +158,7 @@ class Experiment(TrainerCallback):
         on_complete: Callable[[UploadReport | None], Any] | None = None,
         save_script: bool = True,
         upload_attempts: int = 6,
+        sync_every_s: float = 60.0,
     ) -> None:
         self.project = _files.check_name(project, "project")
         self.experiment = _files.check_name(experiment, "experiment")
@@ -174,6 +180,10 @@ class Experiment(TrainerCallback):
         self.on_complete = on_complete
         self.save_script = save_script
         self.upload_attempts = upload_attempts
+        self.sync_every_s = sync_every_s
+        self._deferred: set[str] = set()
+        self._defer_lock = threading.Lock()
+        self._last_sync = -math.inf
         self.upload_report: UploadReport | None = None
         self._run_dir: Path | None = None
         self._reopened = False
@@ -308,13 +318,24 @@ class Experiment(TrainerCallback):
         _files.write_json(self.run_dir / rel, data)
         self._upload(rel)
 
-    def _upload(self, rel: str) -> None:
-        if self._storage is not None:
+    def _upload(self, rel: str, periodic: bool = False) -> None:
+        if self._storage is None:
+            return
+        if not periodic or self.sync_every_s <= 0:
             self._storage.upload(rel)
+            return
+        with self._defer_lock:  # called from the loop and from the writer thread
+            self._deferred.add(rel)
+            now = time.monotonic()
+            if now - self._last_sync < self.sync_every_s:
+                return
+            self._last_sync, pending, self._deferred = now, self._deferred, set()
+        for name in sorted(pending):
+            self._storage.upload(name)
 
     def _upload_metric_files(self) -> None:
-        self._upload("metrics.csv")
-        self._upload("metrics.jsonl")
+        self._upload("metrics.csv", periodic=True)
+        self._upload("metrics.jsonl", periodic=True)
 
     # ----------------------------------------------------------------- events
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
@@ -468,8 +489,8 @@ class Experiment(TrainerCallback):
         path = trainer.save_to_manager(self._manager)
         self._last_ckpt_step = trainer.state.global_step
         if path is not None:  # the upload itself runs on the storage threads
-            self._upload(f"checkpoints/{path.name}")
-            self._upload("checkpoints/index.json")
+            self._upload(f"checkpoints/{path.name}", periodic=True)
+            self._upload("checkpoints/index.json", periodic=True)
 
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Final checkpoint and weights, plots, report; then wait for and verify uploads."""

@@ -133,6 +133,7 @@ class RunStorage:
             self.fs.protocol if isinstance(self.fs.protocol, tuple | list) else (self.fs.protocol,)
         )
         self._local_fs = bool({"file", "local"} & set(protocols))
+        self._warm_up()
         self.max_attempts = max_attempts
         self.backoff = backoff
         self.max_backoff = max_backoff
@@ -149,6 +150,16 @@ class RunStorage:
         ]
         for thread in self._threads:
             thread.start()
+
+    def _warm_up(self) -> None:
+        # Creating the S3 client (botocore loads its service models) is a burst of Python
+        # work; done here, before training, it does not compete with the loop for the GIL.
+        connect = getattr(self.fs, "connect", None)
+        if callable(connect):
+            try:
+                connect()
+            except Exception as exc:  # the uploads will retry and report
+                logger.warning("could not prepare the storage client: %s", exc)
 
     # ----------------------------------------------------------------- queueing
     def upload(self, rel_path: str | os.PathLike[str]) -> None:
