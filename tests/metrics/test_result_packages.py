@@ -37,8 +37,12 @@ def test_classification_matches_sklearn(rng: np.random.Generator) -> None:
     y = target.numpy()
     assert out["accuracy"] == pytest.approx(skm.accuracy_score(y, pred), abs=1e-6)
     for avg in ("macro", "micro"):
-        assert out[f"precision_{avg}"] == pytest.approx(skm.precision_score(y, pred, average=avg), abs=1e-6)
-        assert out[f"recall_{avg}"] == pytest.approx(skm.recall_score(y, pred, average=avg), abs=1e-6)
+        assert out[f"precision_{avg}"] == pytest.approx(
+            skm.precision_score(y, pred, average=avg), abs=1e-6
+        )
+        assert out[f"recall_{avg}"] == pytest.approx(
+            skm.recall_score(y, pred, average=avg), abs=1e-6
+        )
         assert out[f"f1_{avg}"] == pytest.approx(skm.f1_score(y, pred, average=avg), abs=1e-6)
     assert out["confusion_matrix"] == skm.confusion_matrix(y, pred).tolist()
 
@@ -60,7 +64,9 @@ def test_regression_matches_sklearn_and_packages_combine(rng: np.random.Generato
     assert out["mse"] == pytest.approx(skm.mean_squared_error(y, p), rel=1e-5)
     assert out["mae"] == pytest.approx(skm.mean_absolute_error(y, p), rel=1e-5)
     assert out["r2"] == pytest.approx(skm.r2_score(y, p), rel=1e-5)
-    both = (ClassificationResults() + BinaryResults())(torch.tensor([0.9, 0.2, 0.7]), torch.tensor([1, 0, 0]))
+    both = (ClassificationResults() + BinaryResults())(
+        torch.tensor([0.9, 0.2, 0.7]), torch.tensor([1, 0, 0])
+    )
     assert {"roc_auc", "confusion_matrix"} <= set(both)
 
 
@@ -71,7 +77,7 @@ def test_rouge_against_hand_computed_values() -> None:
     # bigrams: pred {the cat, cat sat, sat on, on the, the mat}; ref shares the cat, on the, the mat
     assert rouge_n(pred, ref, 2) == pytest.approx((3 / 5, 3 / 5, 3 / 5))
     # LCS: the cat on the mat = 5 tokens
-    assert lcs_length("a b c d".split(), "a c d b".split()) == 3
+    assert lcs_length(["a", "b", "c", "d"], ["a", "c", "d", "b"]) == 3
     p, r, f = rouge_l("police killed the gunman", "police kill the gunman")
     assert (p, r) == pytest.approx((3 / 4, 3 / 4)) and f == pytest.approx(0.75)
     p, r, f = rouge_l("the gunman kill police", "police kill the gunman")
@@ -91,14 +97,18 @@ def test_bleu_and_perplexity_match_torchmetrics_and_definitions() -> None:
     torch.manual_seed(0)
     logits, target = torch.randn(3, 5, 11), torch.randint(0, 11, (3, 5))
     ce = torch.nn.functional.cross_entropy(logits.reshape(-1, 11), target.reshape(-1))
-    assert PerplexityResults()(logits, target)["perplexity"] == pytest.approx(math.exp(float(ce)), rel=1e-5)
+    assert PerplexityResults()(logits, target)["perplexity"] == pytest.approx(
+        math.exp(float(ce)), rel=1e-5
+    )
     assert perplexity_from_loss(ce) == pytest.approx(math.exp(float(ce)))
     with pytest.raises(ValueError, match=r"logits \[N, T, V\]"):
         PerplexityResults()(torch.randn(3, 11), target)
 
 
 def test_qa_exact_match_and_f1_by_hand() -> None:
-    out = QAResults()(["The cat", "Paris", "blue sky"], [["a cat sat"], "paris", ["red sky", "grey"]])
+    out = QAResults()(
+        ["The cat", "Paris", "blue sky"], [["a cat sat"], "paris", ["red sky", "grey"]]
+    )
     # EM after normalisation (lower case, no articles/punctuation): only "Paris" matches
     assert out["exact_match"] == pytest.approx(1 / 3)
     # F1: "cat" vs "cat sat" = 2/3; "paris" = 1; "blue sky" vs "red sky" = 1/2
@@ -108,8 +118,12 @@ def test_qa_exact_match_and_f1_by_hand() -> None:
 def test_evaluate_with_a_trainer_uses_exactly_one_prediction_per_sample() -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 3)
-    trainer = Trainer(model, torch.nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1),
-                      callbacks=())
+    trainer = Trainer(
+        model,
+        torch.nn.CrossEntropyLoss(),
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        callbacks=(),
+    )
     data = TensorDataset(torch.randn(33, 4), torch.randint(0, 3, (33,)))
     out = ClassificationResults(num_classes=3).evaluate(trainer, data, per_device_batch_size=8)
     with torch.no_grad():
