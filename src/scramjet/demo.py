@@ -211,13 +211,41 @@ def _callbacks(
     return callbacks
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the demo; returns a process exit code."""
+def _train(
+    args: argparse.Namespace, out: Path, train_pack: Path, test_pack: Path
+) -> tuple[Any, ...]:
+    """Step 3: the Trainer over cached packs, with the dashboard and tracking."""
     from scramjet.accel import CachedDataset, accelerate_model
     from scramjet.data import PackedDataset
-    from scramjet.demo_data import CLASSES, SmallCNN
-    from scramjet.metrics import ClassificationResults
+    from scramjet.demo_data import SmallCNN
+    from scramjet.seeding import seed_everything
     from scramjet.tracking import Experiment
+
+    print("[3/5] training a small CNN: Trainer + CachedDataset + accelerate_model"
+          " + Dashboard + Experiment")  # fmt: skip
+    train_ds = CachedDataset(PackedDataset(train_pack), preloaded_data=2)
+    test_ds = CachedDataset(PackedDataset(test_pack))
+    seed_everything(args.seed)  # before the model exists, so its initial weights are seeded too
+    model = accelerate_model(SmallCNN())
+    hyperparams = {"model": "SmallCNN", "optimizer": "AdamW", "lr": 3e-3, "batch_size": BATCH_SIZE,
+                   "epochs": args.epochs, "samples": args.samples, "seed": args.seed}  # fmt: skip
+    experiment = Experiment(
+        "scramjet-demo", "small-cnn", root=out / "runs", hyperparams=hyperparams
+    )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    callbacks = _callbacks(args, out, experiment, EpochTimer())
+    trainer = ImageTrainer(
+        model, nn.CrossEntropyLoss(), optimizer, callbacks=callbacks, seed=args.seed
+    )
+    trainer.train(train_ds, num_epochs=args.epochs, eval_dataset=test_ds,
+                  per_device_batch_size=BATCH_SIZE)  # fmt: skip
+    return trainer, experiment, train_ds, test_ds
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo; returns a process exit code."""
+    from scramjet.demo_data import CLASSES
+    from scramjet.metrics import ClassificationResults
 
     if args.epochs < 1 or args.samples < 64:
         raise SystemExit(
@@ -227,56 +255,22 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     train_dir, _, train_pack, test_pack = _prepare_data(args, out)
-
-    print(
-        "[3/5] training a small CNN: Trainer + CachedDataset + accelerate_model + Dashboard + Experiment"
-    )
-    train_ds = CachedDataset(PackedDataset(train_pack), preloaded_data=2)
-    test_ds = CachedDataset(PackedDataset(test_pack))
-    model = accelerate_model(SmallCNN())
-    hyperparams = {
-        "model": "SmallCNN",
-        "optimizer": "AdamW",
-        "lr": 3e-3,
-        "batch_size": BATCH_SIZE,
-        "epochs": args.epochs,
-        "samples": args.samples,
-        "seed": args.seed,
-    }
-    experiment = Experiment(
-        "scramjet-demo", "small-cnn", root=out / "runs", hyperparams=hyperparams
-    )
-    timer = EpochTimer()
-    trainer = ImageTrainer(
-        model,
-        nn.CrossEntropyLoss(),
-        torch.optim.AdamW(model.parameters(), lr=3e-3),
-        callbacks=_callbacks(args, out, experiment, timer),
-        seed=args.seed,
-    )
-    trainer.train(
-        train_ds, num_epochs=args.epochs, eval_dataset=test_ds, per_device_batch_size=BATCH_SIZE
-    )
+    trainer, experiment, train_ds, test_ds = _train(args, out, train_pack, test_pack)
 
     print("[4/5] evaluating on held-out images")
     targets = torch.tensor([int(test_ds[i]["label"]) for i in range(len(test_ds))])
-    results = ClassificationResults(num_classes=len(CLASSES)).compute(
-        trainer.predict(test_ds, per_device_batch_size=256), targets
-    )
+    logits = trainer.predict(test_ds, per_device_batch_size=256)
+    results = ClassificationResults(num_classes=len(CLASSES)).compute(logits, targets)
     experiment.log_results("test", results)
 
     print("[5/5] timing epochs of scramjet and of a plain PyTorch loop over the loose JPEG files")
     ours, plain = compare_throughput(train_ds, train_dir, args.seed)
-    report = experiment.run_dir / "report.html"
-    print(
-        f"\ntest accuracy: {results['accuracy']:.1%} on {len(test_ds)} held-out images "
-        f"(macro F1 {results['f1_macro']:.3f})"
-    )
-    print(
-        f"throughput: scramjet {ours:,.0f} samples/s vs plain PyTorch loop {plain:,.0f} samples/s "
-        f"-> {ours / plain:.2f}x (same model, median of 2 interleaved epochs each, this run)"
-    )
+    print(f"\ntest accuracy: {results['accuracy']:.1%} on {len(test_ds)} held-out images "
+          f"(macro F1 {results['f1_macro']:.3f})")  # fmt: skip
+    print(f"throughput: scramjet {ours:,.0f} samples/s vs plain PyTorch loop {plain:,.0f} "
+          f"samples/s -> {ours / plain:.2f}x (same model, median of 2 interleaved epochs each, "
+          "this run)")  # fmt: skip
     print(f"run folder: {experiment.run_dir}")
-    print(f"report:     {report}")
+    print(f"report:     {experiment.run_dir / 'report.html'}")
     print(f"finished in {time.perf_counter() - t_start:.0f} s")
     return 0

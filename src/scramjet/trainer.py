@@ -391,9 +391,6 @@ class Trainer(TrainingStateMixin):
         self.scheduler = self.create_scheduler() if create_scheduler_fn is not None else None
         if resume_from is not None:
             self._restore_training_state(resume_from)
-            sampler = getattr(self._train_dl, "sampler", None)
-            if isinstance(sampler, EpochSampler):
-                sampler.seed = int(self._sampler_seed or 0)
         self._run_training()
 
     def _run_training(self) -> None:
@@ -432,10 +429,10 @@ class Trainer(TrainingStateMixin):
         if self.stop_reason is not None and getattr(self.stop_reason, "reraise", False):
             raise self.stop_reason
 
-    def _run_train_epoch(self, train_dl: Iterable[Any]) -> None:
-        rc = self.run_config
+    def _epoch_batches(self, train_dl: Iterable[Any]) -> tuple[Iterable[Any], int]:
+        """This epoch's batches (after any resume point) and the epoch's length (0: unknown)."""
+        rc, state = self.run_config, self.state
         assert rc is not None
-        state, handler, accum = self.state, self.callback_handler, rc.gradient_accumulation_steps
         sampler: Any = getattr(train_dl, "sampler", None)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(state.epoch)
@@ -450,6 +447,13 @@ class Trainer(TrainingStateMixin):
             # Nothing to skip indices with (e.g. an IterableDataset): read past the batches
             # consumed before the resume without running them, so none is trained twice.
             batches = itertools.islice(train_dl, state.batches_seen_in_epoch, None)
+        return batches, n_batches
+
+    def _run_train_epoch(self, train_dl: Iterable[Any]) -> None:
+        rc = self.run_config
+        assert rc is not None
+        state, handler, accum = self.state, self.callback_handler, rc.gradient_accumulation_steps
+        batches, n_batches = self._epoch_batches(train_dl)
         self.train_epoch_start()
         if self._resumed_losses is not None:  # losses of the epoch's batches before the resume
             self._train_losses, self._resumed_losses = self._resumed_losses, None

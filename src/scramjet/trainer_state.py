@@ -178,6 +178,9 @@ class TrainingStateMixin:
         self._resumed_losses = (list(losses.to(self.device).unbind(0)), list(counts or []))
         self._restore_callbacks(values.pop("callbacks", {}))
         self._sampler_seed = int(values.pop("sampler_seed", self._sampler_seed or 0))
+        sampler: Any = getattr(getattr(self, "_train_dl", None), "sampler", None)
+        if hasattr(sampler, "seed"):  # the epoch order follows the restored seed
+            sampler.seed = int(self._sampler_seed or 0)
         self._restore_rng(values.pop("rng", None))
         return values
 

@@ -11,7 +11,7 @@ from pathlib import Path
 def test_demo_runs_end_to_end_and_leaves_a_tracked_run(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     proc = subprocess.run(
-        [sys.executable, "-m", "scramjet.cli", "demo", "--epochs", "2", "--samples", "512",
+        [sys.executable, "-m", "scramjet.cli", "demo", "--epochs", "3", "--samples", "1024",
          "--out", str(out), "--no-dashboard"],
         capture_output=True, text=True, timeout=280,
     )  # fmt: skip
@@ -33,7 +33,7 @@ def test_demo_runs_end_to_end_and_leaves_a_tracked_run(tmp_path: Path) -> None:
     assert (run_dir / "results" / "test.json").is_file()
     manifests = list((out / "train.pack").glob("manifest.json"))
     assert manifests, "the demo packs its images"
-    assert len(list((out / "images" / "train").glob("*.jpg"))) == 512
+    assert len(list((out / "images" / "train").glob("*.jpg"))) == 1024
 
 
 def test_demo_rejects_bad_options(tmp_path: Path) -> None:
