@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from scramjet.callbacks.base import StopTrainingError, TrainerCallback
+from scramjet.runtime import distributed as dist
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
@@ -60,8 +61,18 @@ class TerminateOnNaNCallback(TrainerCallback):
     def _check(self, trainer: Trainer, seen: int) -> None:
         losses, self._pending = torch.stack(self._pending), []
         finite = torch.isfinite(losses)
-        if bool(finite.all()):
+        all_finite = finite.all()
+        if dist.get_world_size() > 1:  # every rank must stop together, or the others hang
+            all_finite = dist.reduce(all_finite.to(torch.int32), op="min").bool()
+        if bool(all_finite):
             return
+        if bool(finite.all()):
+            other = TrainingNaNError(
+                f"Training stopped: another process saw a non-finite loss (this rank's losses "
+                f"were finite up to batch {seen} of epoch {trainer.run_history.current_epoch})."
+            )
+            other.reraise = self.raise_error  # type: ignore[misc]
+            raise other
         first = int((~finite).nonzero()[0])
         batch = seen - len(losses) + first + 1
         err = TrainingNaNError(
