@@ -33,6 +33,12 @@ SCRIPT = textwrap.dedent(
     if dist.get_rank() == 0:
         print("steps", trainer.state.global_step)
         print("diff", float((gathered[0] - gathered[1]).abs().max()))
+    # Drop the DDP wrapper before the process group: gloo aborts at exit otherwise.
+    del trainer, model
+    import gc
+    gc.collect()
+    dist.barrier()
+    dist.destroy_distributed()
     """
 )
 

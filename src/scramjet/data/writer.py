@@ -113,8 +113,20 @@ def _results(tasks: list[Any], workers: int) -> Iterator[tuple[int, Any]]:
         yield from map(_encode_task, tasks)
         return
     chunk = max(1, min(16, len(tasks) // (workers * 8)))
-    with multiprocessing.get_context().Pool(workers) as pool:
+    # Workers come from a fork server (a fresh interpreter), never a fork of this process:
+    # a fork of a process with threads (DataLoader, uploads, torch) can inherit a held lock
+    # and hang. Normal completion closes the pool; anything else terminates it.
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    pool = ctx.Pool(workers)
+    try:
         yield from pool.imap(_encode_task, tasks, chunksize=chunk)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
 
 
 def _cpu_count() -> int:
