@@ -277,7 +277,27 @@ def _output_dir(loop: TrainLoop | None, folder: str | os.PathLike[str] | None, s
     return path
 
 
-class ModelTrainHistoryPlot(AbstractCallback):
+class _EpochOrTrainEnd(AbstractCallback):
+    """Runs :meth:`_act` at each epoch end and/or at the end of training, as asked."""
+
+    epoch_end: bool
+    train_end: bool
+
+    def _act(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def on_epoch_end(self) -> None:
+        """Act if asked."""
+        if self.epoch_end:
+            self._act()
+
+    def on_train_end(self) -> None:
+        """Act if asked."""
+        if self.train_end:
+            self._act()
+
+
+class ModelTrainHistoryPlot(_EpochOrTrainEnd):
     """Plots every history metric to ``<folder>/<metric>.png`` (default: the run's ``plots/``).
 
     Args:
@@ -297,7 +317,7 @@ class ModelTrainHistoryPlot(AbstractCallback):
         self.epoch_end, self.train_end, self.folder = epoch_end, train_end, folder
         self.written: list[Path] = []
 
-    def _plot(self) -> None:
+    def _act(self) -> None:
         from scramjet.tracking.report import _plot_lines, _safe, _write
 
         assert self.train_loop_obj is not None
@@ -313,18 +333,8 @@ class ModelTrainHistoryPlot(AbstractCallback):
                     )
                 )
 
-    def on_epoch_end(self) -> None:
-        """Plot if asked."""
-        if self.epoch_end:
-            self._plot()
 
-    def on_train_end(self) -> None:
-        """Plot if asked."""
-        if self.train_end:
-            self._plot()
-
-
-class ModelTrainHistoryFileWriter(AbstractCallback):
+class ModelTrainHistoryFileWriter(_EpochOrTrainEnd):
     """Appends each epoch's history values to ``<folder>/train_history.jsonl`` and ``.txt``."""
 
     def __init__(
@@ -338,7 +348,7 @@ class ModelTrainHistoryFileWriter(AbstractCallback):
         self.epoch_end, self.train_end, self.folder = epoch_end, train_end, folder
         self.path: Path | None = None
 
-    def _write(self) -> None:
+    def _act(self) -> None:
         assert self.train_loop_obj is not None
         out = _output_dir(self.train_loop_obj, self.folder, "results")
         self.path = out / "train_history.jsonl"
@@ -348,16 +358,6 @@ class ModelTrainHistoryFileWriter(AbstractCallback):
             fh.write(json.dumps(record, default=float) + "\n")
         with open(out / "train_history.txt", "a", encoding="utf-8") as fh:
             fh.write(" | ".join(f"{k}: {v}" for k, v in record.items()) + "\n")
-
-    def on_epoch_end(self) -> None:
-        """Write if asked."""
-        if self.epoch_end:
-            self._write()
-
-    def on_train_end(self) -> None:
-        """Write if asked."""
-        if self.train_end:
-            self._write()
 
 
 class TensorBoardFullTracker(AbstractCallback):
