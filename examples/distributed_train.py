@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from scramjet import Trainer
+from scramjet import Trainer, seed_everything
 from scramjet.callbacks import LogMetricsCallback, SaveTrainingStateCallback
 from scramjet.runtime import distributed as dist
 from scramjet.schedulers import CosineWarmupScheduler
@@ -49,6 +49,7 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints")
     args = parser.parse_args()
 
+    seed_everything(0)  # the same initial weights on every run (DDP copies rank 0's)
     model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 3))
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     checkpoints = args.out / "checkpoints"
