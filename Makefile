@@ -17,12 +17,12 @@ $(BIN)/python:
 
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH_PIN)
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e . $(TORCH_PIN)
 	touch $@
 
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH_PIN)
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev]' $(TORCH_PIN)
 	touch $@ $(STAMP_RUN)
 
 install: $(STAMP_RUN)

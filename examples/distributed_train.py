@@ -5,6 +5,7 @@ Run it unchanged::
     python examples/distributed_train.py --out runs/demo
     torchrun --nproc-per-node 2 examples/distributed_train.py --out runs/demo
     scramjet launch --nproc-per-node 2 examples/distributed_train.py --out runs/demo
+    accelerate launch --multi_gpu --num_processes 2 examples/distributed_train.py --out runs/demo
     # two machines, one process each (run on node 0 with --node-rank 0, on node 1 with 1):
     torchrun --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr 10.0.0.1 \\
         --master-port 29500 examples/distributed_train.py --out runs/demo
@@ -79,6 +80,7 @@ def main() -> None:
     if trainer.is_main_process:
         summary = {
             "processes": trainer.num_processes,
+            "precision": trainer.precision,
             "optimizer_steps": trainer.state.global_step,
             "predictions": len(predictions),
             "eval_accuracy": accuracy,
