@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 
 import numpy as np
 import torch
@@ -52,6 +53,18 @@ class LoggingDataset(Dataset):
         }
 
 
+class SlowLoggingDataset(LoggingDataset):
+    """LoggingDataset whose decode takes ``delay`` seconds (a stand-in for JPEG decoding)."""
+
+    def __init__(self, n: int, log_path: str, delay: float = 0.004) -> None:
+        super().__init__(n, log_path)
+        self.delay = delay
+
+    def __getitem__(self, i: int) -> dict:
+        time.sleep(self.delay)
+        return super().__getitem__(i)
+
+
 @accelerate_dataset(max_memory_size=1 << 20)
 class DecoratedDataset(LoggingDataset):
     """LoggingDataset with caching, decorated at module level."""
@@ -70,6 +83,14 @@ class RandomDataset(Dataset):
 def add_noise(sample: dict) -> dict:
     """A random augmentation to pass as transform= (module level: picklable)."""
     return {**sample, "x": sample["x"] + torch.randn_like(sample["x"])}
+
+
+def read_log_pids(path: str) -> list[tuple[int, int]]:
+    """(pid, index) of every decode so far, in log order."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [(int(a), int(b)) for a, b in (line.split() for line in f if line.strip())]
 
 
 def read_log(path: str) -> list[int]:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import threading
 import time
 
 import numpy as np
@@ -11,13 +12,15 @@ from accel_helpers import (
     DecoratedDataset,
     LoggingDataset,
     RandomDataset,
+    SlowLoggingDataset,
     add_noise,
     read_log,
+    read_log_pids,
 )
 from torch.utils.data import DataLoader, Subset
 from torch.utils.data.distributed import DistributedSampler
 
-from scramjet.accel import CachedDataset, CacheWarning, accelerate_dataset
+from scramjet.accel import CachedDataset, CacheWarning, _preload, accelerate_dataset
 
 
 def _epochs(ds, epochs: int, **loader_kwargs) -> list[list]:
@@ -161,3 +164,103 @@ def test_close_removes_the_cache_files(tmp_path):
     assert os.path.isdir(root)
     ds.close_cache()
     assert not os.path.exists(root)
+
+
+def _preloader_pids(ds) -> list[int]:
+    return ds._scramjet_cache.store.preloaders()
+
+
+def _wait_until(predicate, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _background() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("scramjet-")]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("processes", [True, False], ids=["processes", "threads"])
+def test_preloaders_end_once_the_cache_is_complete(tmp_path, monkeypatch, processes):
+    if not processes:  # the fallback used where fork is unavailable (macOS, Windows)
+        monkeypatch.setattr(_preload, "use_processes", lambda: False)
+    log = str(tmp_path / "log")
+    ds = CachedDataset(SlowLoggingDataset(40, log, delay=0.002), preloaded_data=2, probe=False)
+    ds[0]
+    started = _preloader_pids(ds)
+    assert started, "preloaded_data=2 started no preloader"
+    assert _wait_until(lambda: ds._scramjet_cache.is_complete())
+    # Nothing keeps running once every sample is stored: no slot, process or thread left.
+    assert _wait_until(lambda: not _preloader_pids(ds) and not _background())
+    assert not any(_alive(p) for p in started if p != os.getpid())
+    assert sorted(read_log(log)) == list(range(40))
+    pids = {pid for pid, _ in read_log_pids(log)}
+    assert (pids - {os.getpid()}) if processes else pids == {os.getpid()}
+
+
+def test_close_stops_a_running_preloader(tmp_path):
+    ds = CachedDataset(SlowLoggingDataset(500, str(tmp_path / "log")), preloaded_data=1)
+    ds[0]
+    assert _wait_until(lambda: any(p != os.getpid() for p in _preloader_pids(ds)))
+    children = [p for p in _preloader_pids(ds) if p != os.getpid()]
+    ds.close_cache()
+    assert _wait_until(lambda: not any(_alive(p) for p in children) and not _background())
+    assert len(read_log(str(tmp_path / "log"))) < 500
+
+
+@pytest.mark.parametrize(
+    ("num_workers", "persistent", "context"),
+    [(0, False, None), (2, False, "fork"), (2, True, "spawn")],
+)
+def test_preloader_and_readers_never_decode_an_index_twice(
+    tmp_path, num_workers, persistent, context
+):
+    log = str(tmp_path / "log")
+    n = 48
+    ds = CachedDataset(SlowLoggingDataset(n, log), preloaded_data=2, probe=False)
+    kwargs = {"num_workers": num_workers, "persistent_workers": persistent, "shuffle": True}
+    if context:
+        kwargs["multiprocessing_context"] = context
+    torch.manual_seed(0)
+    epochs = _epochs(ds, 2, **kwargs)
+    assert sorted(read_log(log)) == list(range(n))  # each index decoded exactly once
+    assert sorted(s["meta"][0] for s in epochs[0]) == list(range(n))
+    readers = {pid for pid, _ in read_log_pids(log)}
+    assert len(readers) >= 2  # the preloader did part of the work, the readers the rest
+
+
+def test_epoch_one_is_the_same_with_and_without_preloading(tmp_path):
+    runs = []
+    for pre in (0, 2):
+        ds = CachedDataset(SlowLoggingDataset(40, str(tmp_path / f"log{pre}")), preloaded_data=pre)
+        torch.manual_seed(1)
+        runs.append(_epochs(ds, 2, shuffle=True, num_workers=0))
+    for plain, preloaded in zip(runs[0], runs[1]):
+        assert [s["meta"][0] for s in plain] == [s["meta"][0] for s in preloaded]
+        for a, b in zip(plain, preloaded):
+            _assert_same_sample(a, b)
+
+
+def test_preloader_takes_the_batch_from_its_end(tmp_path):
+    log = str(tmp_path / "log")
+    ds = CachedDataset(SlowLoggingDataset(200, log, delay=0.01), preloaded_data=1, probe=False)
+    batch = list(range(100, 116))
+    samples = ds.__getitems__(batch)
+    assert [s["meta"][0] for s in samples] == batch
+    decoded = read_log_pids(log)
+    assert sorted(i for _, i in decoded if i in batch) == batch  # each once
+    by_preloader = [i for pid, i in decoded if pid != os.getpid()]
+    assert 115 in by_preloader  # the hint said: start from the end of the batch
+    mine = [i for pid, i in decoded if pid == os.getpid()]
+    assert mine == sorted(mine) and mine[0] == 100  # the reader went from the front

@@ -2,16 +2,21 @@
 
 Layout of a store directory (private, mode 0700, removed by the process that created it)::
 
-    index.bin      int64 header [magic, n, mem_used, disk_used] + n entries
-                   [state, segment, offset, length]
-    lock           flock target for claims and budget reservations
+    index.bin      int64 header [magic, n, mem_used, disk_used, done, hints_written, owner, 0]
+                   + 8 preloader pid slots + a ring of 256 hinted indices
+                   + n entries [state, segment, offset, length]
+    lock           flock target for claims, budget reservations, slots and hints
     seg-<id>.bin   append-only segments, one per writing process, in RAM (/dev/shm)
     <spill dir>/seg-<id>.bin   segments on disk, used once the memory budget is full
 
 An entry goes EMPTY -> CLAIMED (segment field = claimer pid) -> MEM or DISK (or NONE when it
 could not be stored). The payload is written before the entry, and the state is stored last
 in a single aligned 8-byte write, so a reader that sees MEM/DISK sees a complete sample.
-Payloads are pickles written by this process tree into its own private directory.
+``done`` counts entries in a final state (MEM, DISK, NONE): once it equals ``n`` nothing is
+left to decode and readers take a lock-free path. Readers post the indices they are about to
+decode into the hint ring, so background preloaders work on them (from the other end of the
+batch) before they walk the rest. Payloads are pickles written by this process tree into its
+own private directory.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import io
+import mmap
 import os
 import pickle
 import secrets
@@ -32,8 +38,14 @@ import torch
 
 EMPTY, CLAIMED, MEM, DISK, NONE = 0, 1, 2, 3, 4
 _MAGIC = 0x5343524A  # "SCRJ"
-_HEADER = 4
 _ENTRY = 4
+_HEADER = 8  # magic, n, mem_used, disk_used, done, hints_written, owner pid, reserved
+_DONE, _HINTS_WRITTEN, _OWNER = 4, 5, 6
+_SLOTS = 8  # pids of running preloaders
+_HINTS = 256  # ring of hinted indices
+_SLOT0 = _HEADER
+_HINT0 = _HEADER + _SLOTS
+_TABLE = _HEADER + _SLOTS + _HINTS  # first entry
 
 
 def _rebuild_tensor(array: np.ndarray, dtype: str) -> torch.Tensor:
@@ -81,25 +93,29 @@ class SharedStore:
     def __init__(self, root: str, spill_dir: str | None, owner: bool) -> None:
         self.root, self.spill_dir, self.owner = root, spill_dir, owner
         self._pid = -1
+        self._index: np.ndarray | None = None
         self._reset_process_state()
 
     @classmethod
     def create(cls, n: int, spill: bool, parent: str | None = None) -> SharedStore:
         root = tempfile.mkdtemp(prefix="scramjet-cache-", dir=parent or default_root())
         spill_dir = tempfile.mkdtemp(prefix="scramjet-spill-") if spill else None
-        header = np.array([_MAGIC, n, 0, 0], dtype=np.int64)
+        header = np.zeros(_HEADER, dtype=np.int64)
+        header[:2] = (_MAGIC, n)
+        header[_OWNER] = os.getpid()
         with open(os.path.join(root, "index.bin"), "wb") as f:
             f.write(header.tobytes())
-            f.truncate((_HEADER + _ENTRY * n) * 8)
+            f.truncate((_TABLE + _ENTRY * n) * 8)
         open(os.path.join(root, "lock"), "wb").close()
         return cls(root, spill_dir, owner=True)
 
     def _reset_process_state(self) -> None:
         # Locks, fds and the writer segment belong to one process; a forked child gets fresh
-        # ones (a lock held by another thread at fork time would never be released).
+        # ones (a lock held by another thread at fork time would never be released, and an
+        # inherited flock fd would share the parent's lock instead of excluding it). The
+        # index mapping is MAP_SHARED and stays valid in a child.
         self._pid = os.getpid()
         self._tlock = threading.Lock()
-        self._index: np.ndarray | None = None
         self._lock_fd: int | None = None
         self._readers: dict[tuple[int, int], int] = {}
         self._writers: dict[int, tuple[int, int, int]] = {}
@@ -113,22 +129,38 @@ class SharedStore:
 
     @property
     def index(self) -> np.ndarray:
-        self._check_pid()
+        """The whole index file as a writable int64 array (a plain ndarray over an mmap)."""
         if self._index is None:
-            mm = np.memmap(os.path.join(self.root, "index.bin"), dtype=np.int64, mode="r+")
-            self._index = mm
+            with open(os.path.join(self.root, "index.bin"), "r+b") as f:
+                mm = mmap.mmap(f.fileno(), 0)
+            self._index = np.frombuffer(mm, dtype=np.int64)
         return self._index
 
+    @property
+    def n(self) -> int:
+        return int(self.index[1])
+
     def entry(self, i: int) -> np.ndarray:
-        base = _HEADER + _ENTRY * i
+        base = _TABLE + _ENTRY * i
         return self.index[base : base + _ENTRY]
 
+    def state(self, i: int) -> int:
+        return int(self.index[_TABLE + _ENTRY * i])
+
     def states(self) -> np.ndarray:
-        return self.index[_HEADER:].reshape(-1, _ENTRY)[:, 0]
+        return self.index[_TABLE:].reshape(-1, _ENTRY)[:, 0]
 
     def usage(self) -> tuple[int, int]:
         """(bytes in memory, bytes spilled to disk)."""
         return int(self.index[2]), int(self.index[3])
+
+    def complete(self) -> bool:
+        """True once every entry is in a final state: nothing is left to decode."""
+        index = self.index
+        return bool(index[_DONE] >= index[1])
+
+    def owner_pid(self) -> int:
+        return int(self.index[_OWNER])
 
     def _locked(self) -> _FileLock:
         self._check_pid()
@@ -173,7 +205,54 @@ class SharedStore:
         e = self.entry(i)
         e[1], e[2], e[3] = seg, offset, len(blob)
         e[0] = tier  # last: readers trust the other fields once the state says stored
+        with self._locked():
+            hdr[_DONE] += 1
         return tier
+
+    def post_hints(self, indices: list[int]) -> None:
+        """Ask preloaders to decode ``indices`` next (the last one first)."""
+        with self._locked():
+            index = self.index
+            written = int(index[_HINTS_WRITTEN])
+            for k, i in enumerate(reversed(indices[-_HINTS:])):
+                index[_HINT0 + (written + k) % _HINTS] = i
+            index[_HINTS_WRITTEN] = written + min(len(indices), _HINTS)
+
+    def hints_since(self, seen: int) -> tuple[list[int], int]:
+        """Hinted indices posted after the first ``seen`` ones, and the new count."""
+        index = self.index
+        written = int(index[_HINTS_WRITTEN])
+        seen = max(seen, written - _HINTS)
+        return [int(index[_HINT0 + k % _HINTS]) for k in range(seen, written)], written
+
+    def reserve_preloaders(self, wanted: int) -> int:
+        """Book up to ``wanted`` preloader slots minus the live ones; returns how many.
+
+        Booked slots hold this process's pid until :meth:`set_preloader` names the child.
+        """
+        with self._locked():
+            slots = self.index[_SLOT0 : _SLOT0 + _SLOTS]
+            for k in range(_SLOTS):
+                if slots[k] and not _pid_alive(int(slots[k])):
+                    slots[k] = 0
+            free = [k for k in range(_SLOTS) if slots[k] == 0]
+            booked = max(0, min(wanted - (_SLOTS - len(free)), len(free)))
+            for k in free[:booked]:
+                slots[k] = os.getpid()
+            return booked
+
+    def set_preloader(self, old: int, new: int) -> None:
+        """Replace the first slot holding pid ``old`` by ``new`` (0 frees it)."""
+        with self._locked():
+            slots = self.index[_SLOT0 : _SLOT0 + _SLOTS]
+            for k in range(_SLOTS):
+                if slots[k] == old:
+                    slots[k] = new
+                    return
+
+    def preloaders(self) -> list[int]:
+        """Pids in the preloader slots (live or not yet cleaned)."""
+        return [int(p) for p in self.index[_SLOT0 : _SLOT0 + _SLOTS] if p]
 
     def _reserve(self, tier: int, size: int) -> tuple[int, int]:
         seg, fd, end = self._writers.get(tier, (0, -1, 0))
@@ -189,7 +268,8 @@ class SharedStore:
 
     def get(self, i: int) -> bytes | None:
         """The stored payload of entry ``i``, or None when it is not stored."""
-        state, seg, offset, length = (int(v) for v in self.entry(i))
+        base = _TABLE + _ENTRY * i
+        state, seg, offset, length = self.index[base : base + _ENTRY].tolist()
         if state not in (MEM, DISK):
             return None
         fd = self._readers.get((state, seg))

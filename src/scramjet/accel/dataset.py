@@ -20,14 +20,14 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from scramjet.accel._store import CLAIMED, DISK, EMPTY, MEM, SharedStore, decode, encode
+from scramjet.accel._preload import start_preloaders
+from scramjet.accel._store import DISK, EMPTY, MEM, NONE, SharedStore, decode, encode
 
 T = TypeVar("T")
 _CLAIM_WAIT_S = 30.0
@@ -90,8 +90,8 @@ class _Cache:
 
     def _init_process_state(self) -> None:
         self._started_pid = -1
-        self._pool: ThreadPoolExecutor | None = None
-        self._stop = threading.Event()
+        self._complete = False
+        self._threads: list[threading.Thread] = []
 
     def __getstate__(self) -> dict[str, Any]:
         keep = ("n", "preloaded_data", "budget", "spill", "cache_dir")
@@ -119,88 +119,79 @@ class _Cache:
             "disk_bytes": disk,
         }
 
+    def is_complete(self) -> bool:
+        """True once every sample has its final place; remembered, so later reads are
+        one array lookup and a read, with no lock and no background work."""
+        if not self._complete and self.store.complete():
+            self._complete = True
+        return self._complete
+
     def get(self, i: int, load: Callable[[int], Any]) -> Any:
-        self._ensure_prefetch(load)
-        blob = self.store.get(i)
-        if blob is not None:
-            return decode(blob)
-        deadline = time.monotonic() + _CLAIM_WAIT_S
-        while True:
-            if self.store.try_claim(i):
-                return self._load_and_store(i, load)
+        if self._complete or self.is_complete():
             blob = self.store.get(i)
+            return decode(blob) if blob is not None else load(i)
+        self._ensure_preload(load)
+        return self._get_or_wait(i, load)
+
+    def get_many(self, indices: list[int], load: Callable[[int], Any]) -> list[Any]:
+        if self._complete or self.is_complete():
+            return [self.get(i, load) for i in indices]
+        self._ensure_preload(load)
+        store = self.store
+        if self.preloaded_data > 0 and len(indices) > 1:
+            # Preloaders take these from the end of the batch while this reader works from
+            # the front, so the batch is ready sooner and nothing is decoded twice.
+            store.post_hints([i for i in indices if store.state(i) == EMPTY])
+        samples: list[Any] = [None] * len(indices)
+        waiting = []
+        for k, i in enumerate(indices):
+            blob = store.get(i)
+            if blob is not None:
+                samples[k] = decode(blob)
+            elif store.state(i) == NONE:
+                samples[k] = load(i)
+            elif store.try_claim(i):
+                samples[k] = self.store_one(i, load)[0]
+            else:  # being decoded elsewhere: read the rest first, then wait for it
+                waiting.append(k)
+        for k in waiting:
+            samples[k] = self._get_or_wait(indices[k], load)
+        return samples
+
+    def _get_or_wait(self, i: int, load: Callable[[int], Any]) -> Any:
+        store, deadline, tries = self.store, time.monotonic() + _CLAIM_WAIT_S, 0
+        while True:
+            blob = store.get(i)
             if blob is not None:
                 return decode(blob)
-            if self.store.entry(i)[0] not in (CLAIMED,) or time.monotonic() > deadline:
-                return load(i)  # not cacheable (over budget) or a stuck claimer: just load
+            state = store.state(i)
+            if state == NONE:
+                return load(i)  # over the memory budget and not spilled: not cached
+            # A claim is retried at once on EMPTY and now and then on CLAIMED: try_claim
+            # takes a claim back from a claimer that died.
+            if (state == EMPTY or tries % 64 == 63) and store.try_claim(i):
+                return self.store_one(i, load)[0]
+            if time.monotonic() > deadline:
+                return load(i)  # a stuck claimer: load without storing
+            tries += 1
             time.sleep(0.0005)
 
-    def _load_and_store(self, i: int, load: Callable[[int], Any]) -> Any:
+    def store_one(self, i: int, load: Callable[[int], Any]) -> tuple[Any, int]:
+        """Decode claimed index ``i`` and store it; returns the sample and its tier."""
         try:
             sample = load(i)
         except BaseException:
             self.store.release(i)
             raise
-        self.store.put(i, encode(sample), self.budget)
-        return sample
+        return sample, self.store.put(i, encode(sample), self.budget)
 
-    def get_many(self, indices: list[int], load: Callable[[int], Any]) -> list[Any]:
-        self._ensure_prefetch(load)
-        if self._pool is None or len(indices) < 2:
-            return [self.get(i, load) for i in indices]
-        # Helper threads decode misses from the end of the batch while this thread works
-        # from the front; a sample claimed by another thread is waited for, never redone.
-        futures = [self._pool.submit(self._warm, i, load) for i in reversed(indices)]
-        samples = [self.get(i, load) for i in indices]
-        for future in futures:
-            future.cancel()
-        return samples
-
-    def _warm(self, i: int, load: Callable[[int], Any]) -> None:
-        store = self.store
-        if store.entry(i)[0] != EMPTY or not store.try_claim(i):
-            return
-        try:
-            self._load_and_store(i, load)
-        except Exception:
-            return  # the reading thread loads it again and raises the error itself
-
-    def _ensure_prefetch(self, load: Callable[[int], Any]) -> None:
+    def _ensure_preload(self, load: Callable[[int], Any]) -> None:
         if self._started_pid == os.getpid() or self.preloaded_data <= 0:
             return
         self._started_pid = os.getpid()
-        self._stop = threading.Event()
-        # More decoding threads than cores only adds contention (nebulgym's README asks for 20).
-        threads = min(self.preloaded_data, os.cpu_count() or 1)
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="scramjet-get")
-        start = random.Random(os.getpid()).randrange(max(self.n, 1))
-        for t in range(threads):
-            threading.Thread(
-                target=self._prefetch_loop,
-                args=(load, start + t * max(self.n // threads, 1)),
-                name="scramjet-prefetch",
-                daemon=True,
-            ).start()
-
-    def _prefetch_loop(self, load: Callable[[int], Any], start: int) -> None:
-        store, n = self.store, self.n
-        for step in range(n):
-            if self._stop.is_set() or not store.exists():
-                return
-            i = (start + step) % n
-            if store.entry(i)[0] != EMPTY or not store.try_claim(i):
-                continue
-            try:
-                self._load_and_store(i, load)
-            except Exception:
-                return  # the loop itself will hit and report the same error
-            if self.budget is not None and not self.spill:
-                mem, _ = store.usage()
-                if mem >= self.budget:
-                    return
+        self._threads = start_preloaders(self, load, self.preloaded_data)
 
     def close(self) -> None:
-        self._stop.set()
         finalizer = self.__dict__.get("_finalizer")
         if finalizer is not None:
             finalizer()
