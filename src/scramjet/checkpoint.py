@@ -27,15 +27,25 @@ import os
 import re
 import threading
 import warnings
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Literal
 
-import numpy as np
 import torch
 from torch import nn
 
+from scramjet._checkpoint_async import BackgroundWriter, Snapshotter, register_for_exit
+from scramjet._checkpoint_payload import (
+    FORMAT_VERSION,
+    MARKER,
+    build_payload,
+    from_storable,
+    is_stateful,
+    unwrap,
+)
 from scramjet.runtime.files import TMP_PREFIX, atomic_write
 
 __all__ = [
@@ -43,24 +53,23 @@ __all__ = [
     "CheckpointInfo",
     "CheckpointManager",
     "CheckpointMismatchError",
+    "CheckpointWriteError",
     "CorruptCheckpointError",
     "LoadResult",
     "read_checkpoint",
     "write_checkpoint",
 ]
 
-FORMAT_VERSION = 1
-_MARKER = "scramjet_checkpoint"
-_NDARRAY_TAG = "__scramjet_ndarray__"
 _INDEX = "index.json"
 
 _NAME_RE = re.compile(r"^ckpt-(\d+)-step(\d+)\.pt$")
 _MAX_LISTED_KEYS = 20
-_PRIMITIVES: tuple[type, ...] = (bool, int, float, complex, str, bytes)
+# Managers with a write in flight, per directory: a reader in this process waits for them.
+_WRITERS: dict[str, weakref.WeakSet[CheckpointManager]] = {}
 
 
 class CheckpointError(RuntimeError):
-    """Base class of the errors raised while reading checkpoints."""
+    """Base class of the errors raised while reading or writing checkpoints."""
 
 
 class CorruptCheckpointError(CheckpointError):
@@ -73,6 +82,14 @@ class CorruptCheckpointError(CheckpointError):
 
 class CheckpointMismatchError(CheckpointError, ValueError):
     """The checkpoint does not fit the objects it is loaded into (``strict=True``)."""
+
+
+class CheckpointWriteError(CheckpointError):
+    """A checkpoint write that ran in the background failed (raised by the next call).
+
+    The failed checkpoint does not exist and no earlier checkpoint was deleted for it.
+    ``__cause__`` holds the original error (``OSError`` for a full disk, ...).
+    """
 
 
 @dataclass(frozen=True)
@@ -142,90 +159,6 @@ def _meta(info: CheckpointInfo) -> dict[str, Any]:
 def _unlink_all(paths: list[Path]) -> None:
     for path in paths:
         path.unlink(missing_ok=True)
-
-
-# --------------------------------------------------------------------------- value conversion
-
-
-def _to_storable(value: Any, where: str) -> Any:
-    """Convert ``value`` into types that ``torch.load(weights_only=True)`` accepts."""
-    if value is None or type(value) in _PRIMITIVES:
-        return value
-    if isinstance(value, np.generic):  # before float: np.float64 subclasses float
-        return value.item()
-    for base in _PRIMITIVES:  # IntEnum, str subclasses, ...: store the plain value
-        if isinstance(value, base):
-            return base(value)
-    if isinstance(value, torch.Tensor | torch.dtype | torch.device):
-        return value
-    if isinstance(value, np.ndarray):
-        if value.dtype == object:
-            raise TypeError(
-                f"{where}: numpy arrays of dtype=object cannot be stored safely; "
-                "convert it to a numeric array or a list first"
-            )
-        return {_NDARRAY_TAG: torch.from_numpy(np.ascontiguousarray(value))}
-    if isinstance(value, Mapping):
-        return {k: _to_storable(v, f"{where}[{k!r}]") for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        items = [_to_storable(v, f"{where}[{i}]") for i, v in enumerate(value)]
-        if isinstance(value, list):
-            return items
-        if isinstance(value, tuple) and not hasattr(value, "_fields"):
-            return tuple(items)
-        return items if hasattr(value, "_fields") else type(value)(items)
-    raise TypeError(
-        f"{where}: cannot store a value of type {type(value).__qualname__}. Expected an object "
-        "with state_dict()/load_state_dict(), a tensor, a numpy array, a number, a string, "
-        "or lists/tuples/dicts of these. Convert it (e.g. to a dict) before saving."
-    )
-
-
-def _from_storable(value: Any, copy: bool = False) -> Any:
-    """Undo :func:`_to_storable`; ``copy`` clones tensors (to detach them from a mmap)."""
-    if isinstance(value, torch.Tensor):
-        return value.clone() if copy else value
-    if isinstance(value, dict):
-        if len(value) == 1 and _NDARRAY_TAG in value:
-            return _from_storable(value[_NDARRAY_TAG], copy).numpy()
-        return {k: _from_storable(v, copy) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_from_storable(v, copy) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_from_storable(v, copy) for v in value)
-    return value
-
-
-def _unwrap(obj: Any) -> Any:
-    """Strip DDP/DataParallel (``.module``) and ``torch.compile`` (``._orig_mod``) wrappers."""
-    while True:
-        if isinstance(obj, nn.parallel.DistributedDataParallel | nn.DataParallel):
-            obj = obj.module
-        elif isinstance(obj, nn.Module) and isinstance(getattr(obj, "_orig_mod", None), nn.Module):
-            obj = obj._orig_mod
-        else:
-            return obj
-
-
-def _is_stateful(obj: Any) -> bool:
-    return callable(getattr(obj, "state_dict", None)) and callable(
-        getattr(obj, "load_state_dict", None)
-    )
-
-
-def _clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for name, value in (metrics or {}).items():
-        if isinstance(value, torch.Tensor) and value.numel() == 1:
-            value = value.item()
-        try:
-            out[str(name)] = float(value)
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"metric {name!r} must be a number (or a one-element tensor), got "
-                f"{type(value).__qualname__}: {value!r}"
-            ) from None
-    return out
 
 
 def _format_keys(keys: list[str]) -> str:
@@ -315,19 +248,37 @@ class CheckpointManager:
         mode: ``"min"`` if a lower ``monitor`` is better, ``"max"`` if higher is better.
         fsync: Flush files and the directory to disk on every save (keep it on unless the
             directory is on storage where durability does not matter, e.g. tmpfs).
+        async_write: ``save()`` copies the state into host memory and returns; a
+            background thread writes, fsyncs, renames and rotates (one write at a time;
+            the next ``save()`` waits for the previous write). ``False`` writes inside
+            ``save()``. Either way a file, once it exists, is complete.
+        on_saved: Called with the :class:`CheckpointInfo` of each checkpoint once it is
+            durable and old ones are rotated away (on the writer thread when
+            ``async_write``); e.g. to upload it. An exception in it is reported like a
+            failed write.
+
+    With ``async_write`` (the default), a checkpoint is durable once :meth:`wait`
+    returns; every method that reads the directory (:meth:`load`, :meth:`checkpoints`,
+    ``latest_path``, ``best_path``) waits for the write in flight first, also across
+    managers of the same directory in this process. A failed background write raises
+    :class:`CheckpointWriteError` from the next call. :meth:`close` (or leaving a
+    ``with`` block) flushes, and writes still in flight when the interpreter exits are
+    completed before it exits.
 
     Only one process may write into ``directory`` (in a distributed run, call
     :meth:`save` on rank 0 only, e.g. ``if is_main_process(): manager.save(...)``);
-    every rank may call :meth:`load`.
+    every rank may call :meth:`load`. Other processes see a checkpoint once the
+    writer's :meth:`wait` returned.
 
     Example:
         >>> import tempfile, torch
         >>> model = torch.nn.Linear(2, 1)
         >>> manager = CheckpointManager(tempfile.mkdtemp(), keep_last=2)
         >>> path = manager.save({"model": model, "note": "hello"}, step=10, epoch=1)
-        >>> result = manager.load({"model": model})
+        >>> result = manager.load({"model": model})  # waits for the write in flight
         >>> result.step, result.values["note"]
         (10, 'hello')
+        >>> manager.close()  # flush (also done when the interpreter exits)
     """
 
     def __init__(
@@ -339,6 +290,8 @@ class CheckpointManager:
         monitor: str | None = None,
         mode: Literal["min", "max"] = "min",
         fsync: bool = True,
+        async_write: bool = True,
+        on_saved: Callable[[CheckpointInfo], object] | None = None,
     ) -> None:
         if keep_last is not None and (not isinstance(keep_last, int) or keep_last < 1):
             raise ValueError(
@@ -359,15 +312,38 @@ class CheckpointManager:
         self.monitor = monitor
         self.mode = mode
         self.fsync = fsync
+        self.async_write = async_write
+        self.on_saved = on_saved
         self._meta_cache: dict[str, CheckpointInfo] = {}
         self._deleter: threading.Thread | None = None
+        self._writer = BackgroundWriter("scramjet-checkpoint-writer")
+        self._snapshots = Snapshotter()
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._key = os.path.realpath(self.directory)
 
     def __repr__(self) -> str:
         return (
             f"CheckpointManager({str(self.directory)!r}, keep_last={self.keep_last}, "
-            f"keep_best={self.keep_best}, monitor={self.monitor!r}, mode={self.mode!r})"
+            f"keep_best={self.keep_best}, monitor={self.monitor!r}, mode={self.mode!r}, "
+            f"async_write={self.async_write})"
         )
+
+    def __enter__(self) -> CheckpointManager:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.close()
+            return
+        try:  # flush, but never hide the error that left the block
+            self.close()
+        except CheckpointWriteError as error:
+            warnings.warn(str(error), RuntimeWarning, stacklevel=2)
 
     # ----------------------------------------------------------------- listing
 
@@ -375,7 +351,8 @@ class CheckpointManager:
         """All checkpoints in the directory, oldest (lowest ``seq``) first.
 
         Returns:
-            One :class:`CheckpointInfo` per checkpoint file found by a directory scan.
+            One :class:`CheckpointInfo` per checkpoint file found by a directory scan
+            (after the write in flight, if any, is done).
         """
         self.wait()
         index = self._read_index()
@@ -422,7 +399,11 @@ class CheckpointManager:
         epoch: int | None = None,
         metrics: Mapping[str, Any] | None = None,
     ) -> Path:
-        """Write a new checkpoint atomically, then rotate old ones.
+        """Save a new checkpoint atomically, then rotate old ones.
+
+        With ``async_write`` the state is copied (a consistent snapshot: the objects may
+        change as soon as this returns) and written in the background; the file exists
+        once :meth:`wait` returns, and any method that reads the directory waits for it.
 
         Args:
             state: Entries to save. Objects with ``state_dict()`` (modules, optimizers,
@@ -440,13 +421,15 @@ class CheckpointManager:
         Raises:
             TypeError: A value cannot be stored safely (named in the message).
             ValueError: ``step`` is not a non-negative int.
+            CheckpointWriteError: The previous background write failed (this checkpoint
+                is then not saved).
         """
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValueError(f"step must be a non-negative int, got {step!r}")
-        existing = self.checkpoints()
+        existing = self.checkpoints()  # waits for the previous write: one in flight at most
         self._remove_stale_temporaries()
         seq = existing[-1].seq + 1 if existing else 1
-        payload = _build_payload(state, seq=seq, step=step, epoch=epoch, metrics=metrics)
+        payload = build_payload(state, seq=seq, step=step, epoch=epoch, metrics=metrics)
         info = CheckpointInfo(
             path=self.directory / f"ckpt-{seq:06d}-step{step}.pt",
             seq=seq,
@@ -454,12 +437,38 @@ class CheckpointManager:
             epoch=epoch,
             metrics=payload["metrics"],
         )
-        atomic_write(info.path, lambda file: torch.save(payload, file), fsync=self.fsync)
-        self._meta_cache[info.path.name] = info
-        self._rotate([*existing, info])
+        if not self.async_write:
+            self._write(info, lambda file: torch.save(payload, file), existing, background=False)
+            return info.path
+        # Only the snapshot is written: the live tensors are free to change after this.
+        snapshot = self._snapshots.take(payload)
+
+        def job() -> None:
+            self._write(info, snapshot.write_to, existing, background=True)
+            self._snapshots.give_back(snapshot.buffers)
+
+        _WRITERS.setdefault(self._key, weakref.WeakSet()).add(self)
+        register_for_exit(self)
+        self._writer.submit(job, f"writing checkpoint {str(info.path)!r} in the background")
         return info.path
 
-    def _rotate(self, found: list[CheckpointInfo]) -> None:
+    def _write(
+        self,
+        info: CheckpointInfo,
+        write: Callable[[Any], object],
+        existing: list[CheckpointInfo],
+        *,
+        background: bool,
+    ) -> None:
+        # Temp file, fsync, os.replace, directory fsync; only then the index and rotation,
+        # so a failed or interrupted write never costs an earlier checkpoint.
+        atomic_write(info.path, write, fsync=self.fsync)
+        self._meta_cache[info.path.name] = info
+        self._rotate([*existing, info], background=background)
+        if self.on_saved is not None:
+            self.on_saved(info)
+
+    def _rotate(self, found: list[CheckpointInfo], *, background: bool = False) -> None:
         keep = {c.seq for c in (found if self.keep_last is None else found[-self.keep_last :])}
         keep.update(c.seq for c in self._ranked_best(found)[: self.keep_best])
         kept = [c for c in found if c.seq in keep]
@@ -467,17 +476,52 @@ class CheckpointManager:
         for path in doomed:
             self._meta_cache.pop(path.name, None)
         self._write_index(kept)
-        if doomed:
+        if doomed and background:
+            _unlink_all(doomed)
+        elif doomed:
             # Unlinking a 200 MB file costs ~70 ms on ext4: do it off the training thread.
             # Not a daemon thread, so it completes before the interpreter exits.
             self._deleter = threading.Thread(target=_unlink_all, args=(doomed,))
             self._deleter.start()
 
+    @property
+    def pending(self) -> bool:
+        """Whether a background write is still in flight."""
+        return self._writer.busy
+
     def wait(self) -> None:
-        """Block until files removed by the last rotation are deleted."""
+        """Block until the write in flight is durable and rotated files are deleted.
+
+        Raises:
+            CheckpointWriteError: A background write failed since the last call (raised
+                once; the failed checkpoint does not exist, earlier ones are intact).
+        """
+        self._writer.join()
         if self._deleter is not None:
             self._deleter.join()
             self._deleter = None
+        for other in list(_WRITERS.get(self._key, ())):
+            if other is not self:  # another manager of this directory in this process
+                other._writer.join()
+        failure = self._writer.take_error()
+        if failure is not None:
+            error, what = failure
+            raise CheckpointWriteError(
+                f"{what} failed: {type(error).__name__}: {error}. That checkpoint was not "
+                f"saved; the earlier checkpoints in {str(self.directory)!r} are intact. Fix "
+                "the cause (disk space, permissions) and save again; async_write=False "
+                "reports such errors from save() itself."
+            ) from error
+
+    def close(self) -> None:
+        """Flush the write in flight (see :meth:`wait`) and free the snapshot buffers.
+
+        The manager stays usable; a later :meth:`save` allocates buffers again.
+        """
+        try:
+            self.wait()
+        finally:
+            self._snapshots.release()
 
     # ----------------------------------------------------------------- index
 
@@ -565,7 +609,9 @@ class CheckpointManager:
             FileNotFoundError: No checkpoint exists (or the path does not exist).
             CorruptCheckpointError: The file cannot be read (and no fallback succeeded).
             CheckpointMismatchError: ``strict=True`` and the checkpoint does not fit.
+            CheckpointWriteError: A background write of this manager failed.
         """
+        self.wait()  # a checkpoint saved in the background is visible here
         candidates = self._candidates(which)
         payload, path = self._load_first_readable(
             candidates, fallback and not self._is_path(which), map_location
@@ -639,8 +685,8 @@ class CheckpointManager:
         )
         restored: set[str] = set()
         for name, target in state.items():
-            obj = _unwrap(target)
-            if not _is_stateful(obj) or (scope is not None and not isinstance(obj, nn.Module)):
+            obj = unwrap(target)
+            if not is_stateful(obj) or (scope is not None and not isinstance(obj, nn.Module)):
                 continue  # plain values are returned; a scope restores modules only
             if name not in saved:
                 self._missing_entry(name, saved, path, strict, result)
@@ -648,9 +694,9 @@ class CheckpointManager:
                 _load_module(name, obj, saved[name], scope, strict, result)
                 restored.add(name)
             else:
-                obj.load_state_dict(_from_storable(saved[name], copy=True))
+                obj.load_state_dict(from_storable(saved[name], copy=True))
                 restored.add(name)
-        result.values = {k: _from_storable(v, True) for k, v in saved.items() if k not in restored}
+        result.values = {k: from_storable(v, True) for k, v in saved.items() if k not in restored}
         if not result.clean:
             warnings.warn(_describe_skipped(result), stacklevel=3)
         return result
@@ -700,6 +746,8 @@ def read_checkpoint(
             allowed with ``weights_only=True``, or is not a scramjet checkpoint.
     """
     path = Path(path)
+    for manager in list(_WRITERS.get(os.path.realpath(path.parent), ())):
+        manager._writer.join()  # a file being written by this process: read it once complete
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except FileNotFoundError:
@@ -707,50 +755,17 @@ def read_checkpoint(
     except Exception as error:  # torch raises RuntimeError, EOFError, UnpicklingError, ...
         reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         raise CorruptCheckpointError(path, reason) from error
-    if not isinstance(payload, dict) or _MARKER not in payload or "state" not in payload:
+    if not isinstance(payload, dict) or MARKER not in payload or "state" not in payload:
         raise CorruptCheckpointError(
             path, "not a scramjet checkpoint (expected a file written by CheckpointManager.save)"
         )
-    if payload[_MARKER] > FORMAT_VERSION:
+    if payload[MARKER] > FORMAT_VERSION:
         raise CorruptCheckpointError(
             path,
-            f"written by a newer scramjet (format {payload[_MARKER]}, this one reads "
+            f"written by a newer scramjet (format {payload[MARKER]}, this one reads "
             f"{FORMAT_VERSION}); upgrade scramjet",
         )
     return payload
-
-
-def _build_payload(
-    state: Mapping[str, Any],
-    *,
-    seq: int,
-    step: int,
-    epoch: int | None,
-    metrics: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    """The dict stored in a checkpoint file (objects with ``state_dict`` saved through it)."""
-    if not isinstance(state, Mapping):
-        raise TypeError(f"state must be a dict of entries, got {type(state).__qualname__}")
-    payload_state: dict[str, Any] = {}
-    stateful: list[str] = []
-    for key, value in state.items():
-        if not isinstance(key, str):
-            raise TypeError(f"state keys must be strings, got {key!r}")
-        obj = _unwrap(value)
-        if _is_stateful(obj):
-            payload_state[key] = _to_storable(obj.state_dict(), f"state[{key!r}].state_dict()")
-            stateful.append(key)
-        else:
-            payload_state[key] = _to_storable(value, f"state[{key!r}]")
-    return {
-        _MARKER: FORMAT_VERSION,
-        "seq": seq,
-        "step": step,
-        "epoch": epoch,
-        "metrics": _clean_metrics(metrics),
-        "stateful": stateful,
-        "state": payload_state,
-    }
 
 
 def write_checkpoint(
@@ -770,6 +785,6 @@ def write_checkpoint(
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    payload = _build_payload(state, seq=0, step=step, epoch=epoch, metrics=metrics)
+    payload = build_payload(state, seq=0, step=step, epoch=epoch, metrics=metrics)
     atomic_write(target, lambda file: torch.save(payload, file), fsync=fsync)
     return target

@@ -95,9 +95,9 @@ def test_round_trip_restores_objects_and_returns_plain_values(tmp_path: Path) ->
 
 def test_files_load_with_plain_weights_only_torch_load(tmp_path: Path) -> None:
     model, opt, _ = train_objects()
-    path = CheckpointManager(tmp_path).save(
-        {"model": model, "optimizer": opt, "rng": torch.get_rng_state()}, step=1
-    )
+    manager = CheckpointManager(tmp_path)
+    path = manager.save({"model": model, "optimizer": opt, "rng": torch.get_rng_state()}, step=1)
+    manager.wait()  # written in the background: on disk once wait() returns
     payload = torch.load(path, weights_only=True)
     assert payload["step"] == 1 and set(payload["state"]) == {"model", "optimizer", "rng"}
 
@@ -136,6 +136,7 @@ def test_latest_ignores_modification_times(tmp_path: Path) -> None:
     manager = CheckpointManager(tmp_path, keep_last=None)
     old = manager.save({"v": 1}, step=1)
     new = manager.save({"v": 2}, step=2)
+    manager.wait()  # the files exist once the background write is done
     future = new.stat().st_mtime + 10_000
     os.utime(old, (future, future))
     assert manager.latest_path == new
@@ -279,6 +280,7 @@ def test_corrupt_latest_is_named_and_falls_back(tmp_path: Path) -> None:
     manager.save({"v": 1}, step=1)
     good = manager.save({"v": 2}, step=2)
     bad = manager.save({"v": 3}, step=3)
+    manager.wait()
     corrupt(bad)
     with pytest.raises(CorruptCheckpointError, match=bad.name):
         manager.load(fallback=False)
@@ -292,6 +294,7 @@ def test_corrupt_latest_is_named_and_falls_back(tmp_path: Path) -> None:
 def test_all_corrupt_raises_listing_every_file(tmp_path: Path) -> None:
     manager = CheckpointManager(tmp_path)
     paths = [manager.save({"v": i}, step=i) for i in (1, 2)]
+    manager.wait()
     for p in paths:
         corrupt(p)
     with warnings.catch_warnings():

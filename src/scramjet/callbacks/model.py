@@ -216,6 +216,27 @@ class ConvertSyncBatchNormCallback(TrainerCallback):
             self.converted = True
 
 
+def flush_checkpoints(manager: CheckpointManager | None) -> None:
+    """Finish ``manager``'s background write, then let every rank pass (collective).
+
+    Call it on every rank; ``manager`` is None where nothing is written. The snapshot
+    buffers are freed. A failed write is raised on the writing rank after the barrier,
+    so the other ranks are never left waiting.
+
+    Args:
+        manager: This rank's checkpoint manager, or None.
+    """
+    error: Exception | None = None
+    if manager is not None:
+        try:
+            manager.close()
+        except Exception as exc:
+            error = exc
+    dist.barrier()
+    if error is not None:
+        raise error
+
+
 class SaveTrainingStateCallback(TrainerCallback):
     """Saves the full training state for exact resume, every N epochs and/or N steps.
 
@@ -223,11 +244,18 @@ class SaveTrainingStateCallback(TrainerCallback):
     keep-k rotation that survives restarts). Resume with
     ``trainer.train(..., resume_from=directory)``.
 
+    With ``async_write`` (the default) a save copies the state and returns; the file is
+    written, fsync-ed and renamed in a background thread while training goes on. The
+    callback waits for the last write when training ends (every rank waits for the
+    main process), so the files are on disk when ``train()`` returns; a failed write is
+    raised then, or by the next save.
+
     Args:
         directory: checkpoint directory.
         every_n_steps: also save every N optimizer updates (mid-epoch).
         every_n_epochs: save at the end of every N-th epoch (None to disable).
         keep_last: how many recent checkpoints to keep.
+        async_write: write checkpoints in a background thread (False: inside the save).
     """
 
     def __init__(
@@ -236,6 +264,7 @@ class SaveTrainingStateCallback(TrainerCallback):
         every_n_steps: int | None = None,
         every_n_epochs: int | None = 1,
         keep_last: int | None = 3,
+        async_write: bool = True,
     ) -> None:
         if every_n_steps is not None and every_n_steps < 1:
             raise ValueError(f"every_n_steps must be ≥ 1 or None; received {every_n_steps}.")
@@ -245,11 +274,14 @@ class SaveTrainingStateCallback(TrainerCallback):
         self.every_n_steps = every_n_steps
         self.every_n_epochs = every_n_epochs
         self.keep_last = keep_last
+        self.async_write = async_write
         self._manager: CheckpointManager | None = None
 
     def _save(self, trainer: Trainer) -> None:
         if self._manager is None and trainer.is_main_process:
-            self._manager = CheckpointManager(self.directory, keep_last=self.keep_last)
+            self._manager = CheckpointManager(
+                self.directory, keep_last=self.keep_last, async_write=self.async_write
+            )
         trainer.save_to_manager(self._manager)
 
     def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
@@ -261,3 +293,12 @@ class SaveTrainingStateCallback(TrainerCallback):
         """Save every N epochs."""
         if self.every_n_epochs and (trainer.state.epoch + 1) % self.every_n_epochs == 0:
             self._save(trainer)
+
+    def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Wait until the last checkpoint is durable (all ranks: the files exist after this)."""
+        flush_checkpoints(self._manager)
+
+    def close(self) -> None:
+        """After a failed run: finish the write in flight and free its buffers."""
+        if self._manager is not None:
+            self._manager.close()

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from scramjet.callbacks.base import TrainerCallback
-from scramjet.checkpoint import CheckpointManager
+from scramjet.callbacks.model import flush_checkpoints
+from scramjet.checkpoint import CheckpointInfo, CheckpointManager
 from scramjet.runtime import distributed as dist
 from scramjet.tracking import _files
 from scramjet.tracking.loggers.base import MetricRow, Tracker
@@ -127,10 +128,13 @@ class Experiment(TrainerCallback):
         save_script: copy the launching script into ``code/``.
         upload_attempts: tries per background upload (exponential backoff from 0.5 s,
             capped at 10 s); files still missing are retried by the final sync.
-        sync_every_s: checkpoints and metric files are mirrored at most this often
-            during training (the first epoch's at once); 0 mirrors every epoch. Upload
+        sync_every_s: files written during training (checkpoints, metric files, the
+            run's JSON files) are mirrored in one batch at most this often, the first
+            batch ``sync_every_s`` after training started; 0 mirrors every epoch. Upload
             work shares the CPU and Python's GIL with the loop, so short epochs should
             not each trigger one. Everything is synced and verified at the end.
+        async_checkpoint: checkpoints are copied on the loop and written (fsync, rename,
+            rotation) by a background thread; they are durable when ``train()`` returns.
 
     Example:
         >>> from scramjet.tracking import Experiment
@@ -159,6 +163,7 @@ class Experiment(TrainerCallback):
         save_script: bool = True,
         upload_attempts: int = 6,
         sync_every_s: float = 60.0,
+        async_checkpoint: bool = True,
     ) -> None:
         self.project = _files.check_name(project, "project")
         self.experiment = _files.check_name(experiment, "experiment")
@@ -181,6 +186,7 @@ class Experiment(TrainerCallback):
         self.save_script = save_script
         self.upload_attempts = upload_attempts
         self.sync_every_s = sync_every_s
+        self.async_checkpoint = async_checkpoint
         self._deferred: set[str] = set()
         self._defer_lock = threading.Lock()
         self._last_sync = -math.inf
@@ -291,7 +297,7 @@ class Experiment(TrainerCallback):
         )
         if resumed:
             info.setdefault("resumed", []).append(time.time())
-        self._write_json("run.json", info)
+        self._write_json("run.json", info, periodic=True)
 
     def _make_tracker(self, spec: str | Tracker) -> Tracker:
         if isinstance(spec, Tracker):
@@ -314,9 +320,9 @@ class Experiment(TrainerCallback):
             f"Unknown logger {spec!r}; expected 'csv', 'tensorboard', 'mlflow' or a Tracker instance."
         )
 
-    def _write_json(self, rel: str, data: Any) -> None:
+    def _write_json(self, rel: str, data: Any, periodic: bool = False) -> None:
         _files.write_json(self.run_dir / rel, data)
-        self._upload(rel)
+        self._upload(rel, periodic=periodic)
 
     def _upload(self, rel: str, periodic: bool = False) -> None:
         if self._storage is None:
@@ -340,6 +346,7 @@ class Experiment(TrainerCallback):
     # ----------------------------------------------------------------- events
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """Open the run folder, restore a resumed run, write hyperparameters and environment."""
+        self._last_sync = time.monotonic()  # the first batch of uploads: sync_every_s from now
         self.start()
         if trainer.is_main_process and self._writer is None:
             self._open(self._reopened or (self.run_dir / "run.json").exists())
@@ -362,6 +369,8 @@ class Experiment(TrainerCallback):
                 keep_best=self.keep_best,
                 monitor=self.monitor if self.keep_best else None,
                 mode=self.mode,  # type: ignore[arg-type]
+                async_write=self.async_checkpoint,
+                on_saved=self._checkpoint_saved,
             )
         assert self._writer is not None
         if resumed or self._reopened:
@@ -373,13 +382,13 @@ class Experiment(TrainerCallback):
                 )
             self._writer.put("truncate", (trainer.state.global_step, trainer.state.epoch))
         params = self._hyperparams(trainer)
-        self._write_json("hyperparams.json", params)
+        self._write_json("hyperparams.json", params, periodic=True)
         self._writer.put("hyperparams", params)
         self._write_environment(trainer, resumed)
         if self.save_script and not resumed:
             copy = _files.copy_script(self.run_dir, _files.launch_script())
             if copy is not None:
-                self._upload(copy.relative_to(self.run_dir).as_posix())
+                self._upload(copy.relative_to(self.run_dir).as_posix(), periodic=True)
 
     def _self_restore(self, trainer: Trainer) -> None:
         ckpts = self.checkpoint_dir
@@ -423,7 +432,7 @@ class Experiment(TrainerCallback):
             )
         else:
             env = current
-        self._write_json("environment.json", env)
+        self._write_json("environment.json", env, periodic=True)
 
     def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Keep the batch loss as a tensor: no device sync here."""
@@ -485,19 +494,22 @@ class Experiment(TrainerCallback):
             self._save_checkpoint(trainer)
 
     def _save_checkpoint(self, trainer: Trainer) -> None:
-        # Collective: every rank takes part in gathering RNG states; rank 0 writes.
-        path = trainer.save_to_manager(self._manager)
+        # Collective: every rank takes part in gathering RNG states; rank 0 writes (in
+        # the background; _checkpoint_saved queues the upload once the file is durable).
+        trainer.save_to_manager(self._manager)
         self._last_ckpt_step = trainer.state.global_step
-        if path is not None:  # the upload itself runs on the storage threads
-            self._upload(f"checkpoints/{path.name}", periodic=True)
-            self._upload("checkpoints/index.json", periodic=True)
+
+    def _checkpoint_saved(self, info: CheckpointInfo) -> None:
+        # On the checkpoint writer thread: the file and index.json are complete now.
+        self._upload(f"checkpoints/{info.path.name}", periodic=True)
+        self._upload("checkpoints/index.json", periodic=True)
 
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Final checkpoint and weights, plots, report; then wait for and verify uploads."""
         if self.checkpoint is not None and self._last_ckpt_step != trainer.state.global_step:
             self._save_checkpoint(trainer)
-        if self._manager is not None:
-            self._manager.wait()  # rotated files are gone before the final sync
+        # Every checkpoint durable and rotated files gone before the final sync (all ranks).
+        flush_checkpoints(self._manager)
         if not trainer.is_main_process or self._writer is None:
             return
         self._flush_steps(trainer)
@@ -588,6 +600,11 @@ class Experiment(TrainerCallback):
 
     def close(self) -> None:
         """After a failed run: flush metrics, mark the run failed, mirror what exists, stop threads."""
+        if self._manager is not None:
+            try:  # the checkpoint in flight, if any, is completed (or reported) first
+                self._manager.close()
+            except Exception as exc:
+                warnings.warn(f"Experiment: {exc}", RuntimeWarning, stacklevel=2)
         if self._writer is not None:
             self._writer.close()
             self._writer = None
