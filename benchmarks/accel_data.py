@@ -2,9 +2,14 @@
 
 Plain Dataset vs CachedDataset (no preloading) vs CachedDataset(preloaded_data=2), the same
 DataLoader settings (num_workers, batch size) and torch threads for all. Prints samples/s
-per epoch and the ratio to the plain Dataset.
+per epoch (median over rounds; each round runs the contenders in a rotated order), the ratio
+to the plain Dataset, the load average, whether any preloader is still running after the
+run, and the epoch-1 ceiling: decoding the same files on 2 workers vs 1 (threads, and
+processes as the preloader uses). On a shared machine, run it under a lock so benchmarks do
+not overlap:
 
-    .venv/bin/python benchmarks/accel_data.py [--images 384] [--epochs 3] [--workers 0] [--rounds 3]
+    flock /tmp/scramjet-bench.lock .venv/bin/python benchmarks/accel_data.py \
+        [--images 384] [--epochs 3] [--workers 0] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -42,6 +48,24 @@ class JpegDataset(Dataset):
         return torch.from_numpy(arr).permute(2, 0, 1).contiguous(), label_of(self.paths[i])
 
 
+def loadavg() -> str:
+    return "load avg " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def background_left(dataset: Dataset) -> int:
+    """Preloader processes and threads of ``dataset`` still alive (0 once the cache is full)."""
+    if not isinstance(dataset, CachedDataset):
+        return 0
+    deadline = time.monotonic() + 2.0  # a finished preloader takes a moment to be reaped
+    while True:
+        left = len(dataset._scramjet_cache.store.preloaders()) + sum(
+            t.name.startswith("scramjet-") for t in threading.enumerate()
+        )
+        if left == 0 or time.monotonic() > deadline:
+            return left
+        time.sleep(0.01)
+
+
 def run(dataset: Dataset, epochs: int, workers: int) -> list[float]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.AvgPool2d(8), torch.nn.Flatten(), torch.nn.Linear(192, 2))
@@ -63,13 +87,27 @@ def run(dataset: Dataset, epochs: int, workers: int) -> list[float]:
     return timed_epochs(epochs, epoch)
 
 
-def decode_rate(paths: list[str], threads: int) -> float:
-    """Items/s decoding the first 128 files on ``threads`` threads, no model, no cache."""
+def _decode(ds: JpegDataset, indices: range) -> None:
+    for i in indices:
+        ds[i]
+
+
+def decode_rate(paths: list[str], workers: int, processes: bool) -> float:
+    """Items/s decoding the first 128 files on ``workers`` threads or (forked) processes, no
+    model, no cache. Each worker decodes its own contiguous share; pools start before the
+    clock, so only decoding is timed."""
     ds = JpegDataset(paths[:128])
-    start = time.perf_counter()
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(ds.__getitem__, range(len(ds))))
-    return len(ds) / (time.perf_counter() - start)
+    shares = [range(k, len(ds), workers) for k in range(workers)]
+    pool_type = ProcessPoolExecutor if processes else ThreadPoolExecutor
+    with pool_type(workers) as pool:
+        list(pool.map(_decode, [ds] * workers, [range(0)] * workers))  # start the workers
+        start = time.perf_counter()
+        list(pool.map(_decode, [ds] * workers, shares))
+        return len(ds) / (time.perf_counter() - start)
+
+
+def ceiling(paths: list[str], processes: bool) -> float:
+    return decode_rate(paths, 2, processes) / decode_rate(paths, 1, processes)
 
 
 def main() -> None:
@@ -84,6 +122,7 @@ def main() -> None:
     paths = make_images(os.path.join(BENCH_DIR, f"jpeg{args.size}"), args.images, args.size, "jpg")
     print(machine())
     print(f"{args.images} JPEGs {args.size}px -> 64px, batch 32, num_workers={args.workers}")
+    print(f"start: {loadavg()}")
     contenders = {
         "plain Dataset": lambda: JpegDataset(paths),
         "CachedDataset": lambda: CachedDataset(JpegDataset(paths), probe=False),
@@ -91,20 +130,41 @@ def main() -> None:
             JpegDataset(paths), preloaded_data=2, probe=False
         ),
     }
-    # Rounds alternate the contenders so load drift on a shared machine hits all of them.
+    # Rounds alternate the contenders (in a rotated order) so load drift on a shared machine
+    # hits all of them; each round also measures the epoch-1 ceiling at that moment.
+    names = list(contenders)
     results: dict[str, list[list[float]]] = {name: [] for name in contenders}
-    for _ in range(args.rounds):
-        for name, make in contenders.items():
-            results[name].append(run(make(), args.epochs, args.workers))
+    left: dict[str, int] = dict.fromkeys(contenders, 0)
+    ceilings: list[tuple[float, float]] = []
+    for r in range(args.rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            ds = contenders[name]()
+            results[name].append(run(ds, args.epochs, args.workers))
+            left[name] = max(left[name], background_left(ds))
+            if isinstance(ds, CachedDataset):
+                ds.close_cache()
+        ceilings.append((ceiling(paths, True), ceiling(paths, False)))
+        first = {k: v[-1][0] / results["plain Dataset"][-1][0] for k, v in results.items()}
+        print(
+            f"round {r + 1}: epoch 1 vs plain "
+            + ", ".join(f"{k} {v:.2f}x" for k, v in first.items() if k != "plain Dataset")
+            + f"; ceiling {ceilings[-1][0]:.2f}x processes, {ceilings[-1][1]:.2f}x threads; "
+            + loadavg(),
+            flush=True,
+        )
     median = {k: [float(np.median(col)) for col in zip(*v)] for k, v in results.items()}
-    headroom = [decode_rate(paths, 2) / decode_rate(paths, 1) for _ in range(args.rounds)]
     print(f"{'contender':<34} samples/s by epoch (median of {args.rounds} rounds)")
     for name, rates in median.items():
-        print(ratio_row(name, rates, median["plain Dataset"]))
+        print(ratio_row(name, rates, median["plain Dataset"], f"  background left: {left[name]}"))
+    for name in names[1:]:
+        paired = [a[0] / b[0] for a, b in zip(results[name], results["plain Dataset"])]
+        print(f"epoch 1, {name} / plain, per round: median {np.median(paired):.2f}x")
+    procs, threads = (float(np.median(c)) for c in zip(*ceilings))
     print(
-        f"ceiling for epoch 1 here: decoding on 2 threads vs 1 = {np.median(headroom):.2f}x "
-        "(what the cores left by other processes allow)"
+        f"ceiling for epoch 1 here (median of rounds): decoding on 2 workers vs 1 = {procs:.2f}x "
+        f"with processes, {threads:.2f}x with threads (what the cores left by others allow)"
     )
+    print(f"end: {loadavg()}")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ The cache lives in a private directory (``/dev/shm`` when available) that every 
 worker opens: one copy for all workers, with fork or spawn, persistent or not. Samples of any
 structure are stored (tensors, NumPy arrays, scalars, strings, nested containers). The memory
 tier holds at most ``max_memory_size`` bytes; further samples spill to a directory on disk
-(``spill=True``, the default) or are not cached (``spill=False``). ``preloaded_data`` threads
-decode ahead of the loop in every process that reads, from the first epoch on. ``transform``
-runs after the cache, so random augmentations stay random.
+(``spill=True``, the default) or are not cached (``spill=False``). ``preloaded_data``
+preloaders (processes on Linux, see :mod:`scramjet.accel._preload`) decode ahead of the loop
+from the first epoch on and end once the cache is complete. ``transform`` runs after the
+cache, so random augmentations stay random.
 """
 
 from __future__ import annotations
@@ -206,8 +207,7 @@ def _destroy_if_owner(store: SharedStore, pid: int) -> None:
 def _validate(preloaded_data: int, max_memory_size: int | None) -> None:
     if not isinstance(preloaded_data, int) or preloaded_data < 0:
         raise ValueError(
-            f"preloaded_data must be an int >= 0 (background decoding threads), got "
-            f"{preloaded_data!r}"
+            f"preloaded_data must be an int >= 0 (background preloaders), got {preloaded_data!r}"
         )
     if max_memory_size is not None and (
         not isinstance(max_memory_size, int) or max_memory_size < 0
@@ -281,9 +281,10 @@ class CachedDataset(Dataset, _CachingMixin):
 
     Args:
         dataset: any map-style dataset (``__getitem__`` + ``__len__``).
-        preloaded_data: background threads per reading process that decode samples ahead
-            of the loop (0 = decode only on demand; capped at ``os.cpu_count()``). Batched reads (``__getitems__``) also
-            decode their misses on these threads.
+        preloaded_data: background preloaders that decode samples ahead of the loop, from
+            the first epoch on (0 = decode only on demand). Forked processes on Linux,
+            threads elsewhere; one set per cache, at most ``max(1, usable cores - readers)``;
+            they end once every sample is cached. No index is decoded twice.
         max_memory_size: bytes the in-memory tier may hold (``None`` = no limit).
         transform: applied to every sample after the cache (random augmentations go here).
         spill: beyond ``max_memory_size``, store samples in a temporary directory on disk
