@@ -256,7 +256,11 @@ def main() -> None:
         f"{100 * (t_cpu / b_cpu - 1):+.1f}% loop-thread CPU (target: at most +5%)"
     )
     with contextlib.suppress(OSError):
-        print(f"load average during the run: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+        one, five, _ = os.getloadavg()
+        print(
+            f"load average at the end: {one:.2f} (1 min), {five:.2f} (5 min) "
+            f"on {os.cpu_count()} cores"
+        )
 
 
 if __name__ == "__main__":

@@ -52,12 +52,22 @@ _CHECKPOINT_CHOICES = "'epoch', 'end', an int N (every N optimizer steps) or Non
 
 
 class _Writer:
-    """Background thread that feeds metric rows to the trackers, off the training loop."""
+    """Background thread that feeds metric rows to the trackers, off the training loop.
 
-    def __init__(self, trackers: list[Tracker], after_write: Callable[[], None]) -> None:
+    Rows are handed to the trackers in batches, at most once per ``batch_s`` seconds
+    (and before any other message: an epoch's ``sync``, a ``truncate``, closing), so the
+    metric files are appended about once per epoch rather than every few steps.
+    """
+
+    def __init__(
+        self, trackers: list[Tracker], after_write: Callable[[], None], batch_s: float = 1.0
+    ) -> None:
         self.trackers = trackers
         self.after_write = after_write
+        self.batch_s = batch_s
         self.errors: list[str] = []
+        self._rows: list[MetricRow] = []
+        self._last_write = time.monotonic()
         self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="scramjet-tracking", daemon=True)
         self._thread.start()
@@ -65,30 +75,43 @@ class _Writer:
     def put(self, kind: str, payload: Any) -> None:
         self._queue.put((kind, payload))
 
+    def _call(self, kind: str, payload: Any) -> None:
+        for tracker in self.trackers:
+            try:
+                if kind == "metrics":
+                    tracker.log_metrics(payload)
+                elif kind == "hyperparams":
+                    tracker.log_hyperparams(payload)
+                elif kind == "truncate":
+                    tracker.truncate(*payload)
+            except Exception as exc:  # a broken backend must not stop training
+                self.errors.append(f"{tracker.name}: {type(exc).__name__}: {exc}")
+
+    def _write_rows(self) -> None:
+        rows, self._rows = self._rows, []
+        self._last_write = time.monotonic()
+        if rows:
+            self._call("metrics", rows)
+
     def _run(self) -> None:
         while True:
             item = self._queue.get()
             try:
                 if item is None:
+                    self._write_rows()
                     return
                 kind, payload = item
-                for tracker in self.trackers:
-                    try:
-                        if kind == "metrics":
-                            tracker.log_metrics(payload)
-                        elif kind == "hyperparams":
-                            tracker.log_hyperparams(payload)
-                        elif kind == "truncate":
-                            tracker.truncate(*payload)
-                    except Exception as exc:  # a broken backend must not stop training
-                        self.errors.append(f"{tracker.name}: {type(exc).__name__}: {exc}")
+                if kind == "metrics":
+                    self._rows.extend(payload)
+                    if time.monotonic() - self._last_write >= self.batch_s:
+                        self._write_rows()
+                    continue
+                self._write_rows()  # everything before this message goes first
+                self._call(kind, payload)
                 if kind == "sync":
                     self.after_write()
             finally:
                 self._queue.task_done()
-
-    def flush(self) -> None:
-        self._queue.join()
 
     def close(self) -> None:
         self._queue.put(None)
@@ -122,7 +145,9 @@ class Experiment(TrainerCallback):
         resume: a run folder to continue, or ``"latest"`` for the newest run of
             ``project/experiment``.
         log_every_n_steps: per-step training loss and learning rate are read from the
-            device and written once every N optimizer steps (one sync per N steps).
+            device once every N optimizer steps (one sync per N steps); the metric files
+            are appended by a background thread at most once a second and at each
+            epoch end.
         on_complete: called with the :class:`UploadReport` (or None without storage) once
             the run is finished and every upload is verified; never called if one failed.
         save_script: copy the launching script into ``code/``.
