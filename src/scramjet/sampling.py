@@ -7,10 +7,15 @@ data: resuming costs no forward passes and no decoding of the skipped samples.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sized
+from collections.abc import Iterable, Iterator, Sized
+from typing import TypeVar
 
 import torch
 from torch.utils.data import Sampler
+
+from scramjet.runtime import distributed as dist
+
+T = TypeVar("T")
 
 
 class EpochSampler(Sampler[int]):
@@ -77,7 +82,8 @@ class ShardSampler(Sampler[int]):
     """Rank ``r`` of ``W`` takes indices ``r, r + W, ...`` in order, without padding.
 
     Used for evaluation and prediction, where padding would count samples twice; the
-    gathered outputs are put back in dataset order with :func:`interleave_shards`.
+    gathered outputs are put back in dataset order with :func:`interleave_shards`. When
+    every forward is a collective (FSDP), :func:`lockstep` evens out the batch counts.
     """
 
     def __init__(self, data_source: Sized, num_replicas: int = 1, rank: int = 0) -> None:
@@ -126,3 +132,49 @@ def interleave_shards(shards: list[list[object]]) -> list[object]:
     for rank, items in enumerate(shards):
         out[rank:total:world] = items
     return out
+
+
+def lockstep(batches: Iterable[T], enabled: bool = True) -> Iterator[tuple[T, bool]]:
+    """Yield ``(batch, is_real)`` so that every rank takes the same number of steps.
+
+    Under FSDP each forward gathers parameters from all ranks, so a rank may not stop
+    while another still runs batches. Ranks whose share (:class:`ShardSampler`, no
+    padding) runs out first repeat their last batch with ``is_real=False`` until every
+    rank is done: the caller runs the forward and discards its outputs, so no sample is
+    counted twice. One tiny all-reduce per step decides whether another step is needed.
+
+    Args:
+        batches: This rank's batches.
+        enabled: False yields every batch as real, with no communication.
+
+    Raises:
+        ValueError: On every rank, when some rank has no batch at all (fewer samples than
+            processes): it would have nothing to repeat.
+    """
+    if not enabled or not dist.is_distributed():
+        for item in batches:
+            yield item, True
+        return
+    iterator = iter(batches)
+    last: T | None = None
+    have_last = False
+    while True:
+        batch: T | None
+        try:
+            batch, real = next(iterator), True
+        except StopIteration:
+            batch, real = last, False
+        stuck = not real and not have_last
+        flags = dist.reduce(torch.tensor([float(real), float(stuck)]), op="max")
+        if flags[1] > 0:
+            raise ValueError(
+                "a rank has no evaluation batch while others do (fewer samples than "
+                f"processes: {dist.get_world_size()}); under FSDP every rank must run "
+                "forwards together. Evaluate or predict at least as many samples as "
+                "processes, or in a single process."
+            )
+        if flags[0] == 0:
+            return
+        if real:
+            last, have_last = batch, True
+        yield batch, real  # type: ignore[misc]

@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader, IterableDataset, Sampler
 
 from scramjet.callbacks.base import CallbackHandler, Event, StopTrainingError, TrainerCallback
 from scramjet.runtime import distributed as dist
+from scramjet.runtime import fsdp
 from scramjet.runtime.devices import default_device, move_to_device
 from scramjet.runtime.precision import autocast_context, make_grad_scaler, resolve_precision
 from scramjet.sampling import EpochSampler, ShardSampler, SkipSampler
@@ -27,12 +28,11 @@ from scramjet.schedulers import resolve_placeholders
 from scramjet.seeding import seed_everything
 from scramjet.state import RunConfig, RunHistory, TrainState
 from scramjet.trainer_checks import (
-    check_batch_size,
-    check_dataset,
     check_loss,
     check_optimizer,
     check_train_args,
 )
+from scramjet.trainer_eval import EvaluationMixin, _safe_len
 from scramjet.trainer_state import TrainingStateMixin
 
 
@@ -42,7 +42,7 @@ def _default_callbacks() -> tuple[TrainerCallback, ...]:
     return tuple(cb() if isinstance(cb, type) else cb for cb in DEFAULT_CALLBACKS)
 
 
-class Trainer(TrainingStateMixin):
+class Trainer(EvaluationMixin, TrainingStateMixin):
     """Trains, evaluates and predicts with a PyTorch model.
 
     Args:
@@ -74,6 +74,21 @@ class Trainer(TrainingStateMixin):
     #: Extra callback event names a subclass fires with ``self.callback_handler.call_event``.
     custom_events: tuple[str, ...] = ()
 
+    # Declared here for the type checker: the mixins' methods use them.
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    device: torch.device
+    precision: str
+    scaler: Any
+    state: TrainState
+    run_history: RunHistory
+    callback_handler: CallbackHandler
+    eval_dataset: Any
+    collate_fn: Callable[..., Any] | None
+    _unwrapped_model: nn.Module
+    _sharded: bool
+    _end_epoch_requested: bool
+
     def __init__(
         self,
         model: nn.Module,
@@ -91,8 +106,10 @@ class Trainer(TrainingStateMixin):
                 f"model must be a torch.nn.Module; received {type(model).__name__}. "
                 f"Wrap your network in an nn.Module subclass."
             )
+        fsdp.check_sharded_optimizer(optimizer, model)
         check_optimizer(optimizer, model)
         self.model = model
+        self._sharded = fsdp.is_sharded(model)  # FSDP2: sharded in place before the Trainer
         self.loss_func = loss_func
         self.optimizer = optimizer
         self.precision = resolve_precision(precision)
@@ -125,7 +142,10 @@ class Trainer(TrainingStateMixin):
 
     @property
     def unwrapped_model(self) -> nn.Module:
-        """The user's model, without the DistributedDataParallel wrapper."""
+        """The user's model, without the wrapper of :meth:`wrap_model` (e.g. DDP).
+
+        A model sharded with FSDP is sharded in place: it is its own unwrapped model.
+        """
         return self._unwrapped_model
 
     @property
@@ -233,6 +253,27 @@ class Trainer(TrainingStateMixin):
         if self._create_scheduler_fn is None:
             return None
         return resolve_placeholders(self._create_scheduler_fn, values)(self.optimizer)
+
+    def wrap_model(self, model: nn.Module) -> nn.Module:
+        """Wrap the model for training across processes (called once, at the first ``train()``).
+
+        The default wraps it in ``DistributedDataParallel`` when more than one process
+        runs, and leaves it as it is in one process or when it is sharded with FSDP
+        (:func:`scramjet.runtime.shard_model` / ``fully_shard``), which needs no wrapper.
+        Override to use another wrapper; :attr:`unwrapped_model` keeps the plain module.
+        """
+        if dist.get_world_size() == 1 or fsdp.is_sharded(model):
+            return model
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+
+    def release_distributed_wrapper(self) -> None:
+        """Drop the wrapper of :meth:`wrap_model` (the next ``train()`` wraps again).
+
+        :func:`scramjet.runtime.destroy_distributed` calls it before ending the process
+        group: a DDP wrapper that outlives the group can hang the process when freed.
+        """
+        self.model = self._unwrapped_model
 
     # ------------------------------------------------------------------ run hooks
     def training_run_start(self) -> None:
@@ -486,6 +527,12 @@ class Trainer(TrainingStateMixin):
                     handler.call_event(
                         Event.TRAIN_STEP_END, self, batch=batch, batch_output=batch_output
                     )
+                if self._sharded:  # FSDP reduces inside the backward: the last micro-step of
+                    # a window syncs, and so does every one when the window's end is unknown
+                    fsdp.set_gradient_sync(
+                        self._unwrapped_model,
+                        is_update or self._end_epoch_requested or not n_batches,
+                    )
                 self.backward_step(batch_output["loss"])
             state.batches_seen_in_epoch = i + 1
             state.samples_seen += batch_output["batch_size"]
@@ -502,117 +549,13 @@ class Trainer(TrainingStateMixin):
         self.train_epoch_end()
         handler.call_event(Event.TRAIN_EPOCH_END, self)
 
-    def _run_evaluation(self, eval_dl: Iterable[Any]) -> None:
-        self.evaluation_run_start()
-        self.callback_handler.call_event(Event.EVALUATION_RUN_START, self)
-        self._run_eval_epoch(eval_dl)
-        self.evaluation_run_end()
-        self.callback_handler.call_event(Event.EVALUATION_RUN_END, self)
-
-    def _run_eval_epoch(self, eval_dl: Iterable[Any]) -> None:
-        handler = self.callback_handler
-        # Evaluate through the unwrapped module: ranks may hold different numbers of
-        # batches (no padding), and the DDP wrapper would try to sync buffers.
-        wrapped, self.model = self.model, self._unwrapped_model
-        try:
-            self.eval_epoch_start()
-            handler.call_event(Event.EVAL_EPOCH_START, self)
-            has_start, has_end = (
-                handler.has(Event.EVAL_STEP_START),
-                handler.has(Event.EVAL_STEP_END),
-            )
-            on_device = self.device.type != "cpu"
-            with torch.no_grad():
-                for batch in eval_dl:
-                    if on_device:
-                        batch = move_to_device(batch, self.device, non_blocking=True)
-                    if has_start:
-                        handler.call_event(Event.EVAL_STEP_START, self)
-                    with autocast_context(self.precision, self.device.type):
-                        batch_output = self.calculate_eval_batch_loss(batch)
-                    self._record_loss(self._eval_losses, batch_output)
-                    if has_end:
-                        handler.call_event(
-                            Event.EVAL_STEP_END, self, batch=batch, batch_output=batch_output
-                        )
-                    if self._end_epoch_requested:
-                        break
-            self._end_epoch_requested = False
-            self.eval_epoch_end()
-            handler.call_event(Event.EVAL_EPOCH_END, self)
-        finally:
-            self.model = wrapped
-
-    def evaluate(
-        self,
-        dataset: Any,
-        per_device_batch_size: int = 8,
-        dataloader_kwargs: Mapping[str, Any] | None = None,
-        collate_fn: Callable[..., Any] | None = None,
-    ) -> None:
-        """Run one evaluation epoch over ``dataset``; ``eval_loss_epoch`` is recorded."""
-        check_dataset(dataset, "dataset")
-        check_batch_size(per_device_batch_size, "per_device_batch_size")
-        self.eval_dataset, self.collate_fn = dataset, collate_fn
-        self._place_model()
-        if self.run_config is None:
-            self.run_config = self._create_run_config(
-                1, per_device_batch_size, per_device_batch_size, None, 1, None, None
-            )
-        eval_dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
-        self._run_evaluation(eval_dl)
-
-    def predict(
-        self,
-        dataset: Any,
-        per_device_batch_size: int = 8,
-        dataloader_kwargs: Mapping[str, Any] | None = None,
-        collate_fn: Callable[..., Any] | None = None,
-    ) -> Any:
-        """Model outputs for every sample of ``dataset``, in dataset order.
-
-        Across processes, each rank predicts its share and the outputs are gathered on
-        every rank without the sampler's padding (N samples → exactly N outputs).
-        Tensors are concatenated along the first dimension; other outputs come back as a
-        list with one entry per batch.
-        """
-        check_dataset(dataset, "dataset")
-        check_batch_size(per_device_batch_size, "per_device_batch_size")
-        world = dist.get_world_size()
-        if world > 1 and not isinstance(dataset, IterableDataset) and len(dataset) < world:
-            # Every rank must hold a sample: gathering needs each rank's output shape.
-            raise ValueError(
-                f"predict() on {world} processes needs at least {world} samples; received "
-                f"{len(dataset)}. Predict small datasets in a single process."
-            )
-        self.eval_dataset, self.collate_fn = dataset, collate_fn
-        self._place_model()
-        dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
-        model, was_training = self._unwrapped_model, self._unwrapped_model.training
-        wrapped, self.model = self.model, model
-        outputs: list[Any] = []
-        try:
-            model.eval()
-            with torch.no_grad():
-                for batch in dl:
-                    batch = move_to_device(batch, self.device, non_blocking=True)
-                    with autocast_context(self.precision, self.device.type):
-                        outputs.append(self.predict_step(batch))
-        finally:
-            self.model = wrapped
-            model.train(was_training)
-        return _collect_predictions(outputs, _safe_len(dataset))
-
     # ------------------------------------------------------------------ internals
     def _prepare_model_for_training(self) -> None:
         self._place_model()
-        if dist.get_world_size() > 1 and not isinstance(
-            self.model, nn.parallel.DistributedDataParallel
-        ):
-            device_ids = [self.device.index] if self.device.type == "cuda" else None
-            self.model = nn.parallel.DistributedDataParallel(
-                self._unwrapped_model, device_ids=device_ids
-            )
+        if self.model is self._unwrapped_model:
+            self.model = self.wrap_model(self._unwrapped_model)
+            if self.model is not self._unwrapped_model:
+                dist.register_wrapper_owner(self)  # released before the group is destroyed
 
     def _place_model(self) -> None:
         if _module_device(self._unwrapped_model) != self.device:
@@ -722,19 +665,6 @@ class Trainer(TrainingStateMixin):
         """Ask the loop to stop after the current optimizer update (no error raised)."""
         self.state.stop_requested = True
 
-    def run_evaluation(self) -> None:
-        """Evaluate on the run's ``eval_dataset`` now (e.g. every N steps), then resume training."""
-        eval_dl = getattr(self, "_eval_dl", None)
-        if eval_dl is None:
-            raise ValueError("run_evaluation() needs train(..., eval_dataset=...) to be running.")
-        was_training = self.model.training
-        # An end_epoch() asked for by the training epoch must not end this evaluation, and
-        # must still end the training epoch afterwards.
-        pending, self._end_epoch_requested = self._end_epoch_requested, False
-        self._run_evaluation(eval_dl)
-        self._end_epoch_requested = pending
-        self.model.train(was_training)
-
     def _reached_max_steps(self) -> bool:
         rc = self.run_config
         return bool(
@@ -759,42 +689,10 @@ def _scale_gradients(optimizer: torch.optim.Optimizer, factor: float) -> None:
         torch._foreach_mul_(grads, factor)
 
 
-def _safe_len(obj: Any) -> int:
-    try:
-        return len(obj)
-    except TypeError:
-        return 0
-
-
 def _module_device(module: nn.Module) -> torch.device | None:
     for p in module.parameters():
         return p.device
     return None
-
-
-def _collect_predictions(outputs: list[Any], num_samples: int) -> Any:
-    """Concatenate per-batch outputs; across processes, gather and restore dataset order."""
-    world = dist.get_world_size()
-    if outputs and all(isinstance(o, torch.Tensor) for o in outputs):
-        local = torch.cat([o.detach() for o in outputs]).cpu()
-        if world == 1:
-            return local
-        gathered = dist.gather(local)  # [rank 0 rows, rank 1 rows, ...]
-        # Rank r predicted samples r, r + W, ... (ShardSampler): put them back in order.
-        positions = [list(range(r, num_samples, world)) for r in range(world)]
-        order = torch.tensor([p for part in positions for p in part])
-        result = torch.empty_like(gathered)
-        result[order] = gathered
-        return result
-    if outputs and all(isinstance(o, Mapping) for o in outputs):
-        return {k: _collect_predictions([o[k] for o in outputs], num_samples) for k in outputs[0]}
-    if world > 1:
-        raise TypeError(
-            "predict() across processes needs predict_step to return tensors (or dicts of "
-            f"tensors) with one row per sample; received "
-            f"{type(outputs[0]).__name__ if outputs else 'nothing'}."
-        )
-    return outputs
 
 
 __all__ = ["Trainer"]

@@ -20,6 +20,7 @@ import torch
 
 from scramjet.checkpoint import CheckpointManager, write_checkpoint
 from scramjet.runtime import distributed as dist
+from scramjet.runtime import fsdp
 from scramjet.seeding import get_rng_states, set_rng_states
 
 if TYPE_CHECKING:
@@ -43,7 +44,37 @@ def _this_rank(per_rank: Any) -> Any:
 def _has_pending_gradients(trainer: Trainer) -> bool:
     """Whether gradients of an unfinished accumulation window are held (one device sync)."""
     grads = [p.grad for p in trainer.unwrapped_model.parameters() if p.grad is not None]
+    grads = [g.to_local() if hasattr(g, "to_local") else g for g in grads]  # FSDP: own shard
     return bool(grads) and bool(torch.stack([g.detach().abs().sum() for g in grads]).sum() > 0)
+
+
+class _Fixed:
+    """A checkpoint entry whose state was computed beforehand (FSDP: gathered collectively)."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self._state = state
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # pragma: no cover - never loaded
+        raise TypeError("a saved snapshot cannot be loaded into")
+
+
+class _FullStateTarget:
+    """Loads an unsharded state dict into a sharded model (or its optimizer) on every rank."""
+
+    def __init__(self, model: Any, optimizer: torch.optim.Optimizer | None = None) -> None:
+        self.model, self.optimizer = model, optimizer
+
+    def state_dict(self) -> dict[str, Any]:  # pragma: no cover - only loaded into
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.optimizer is None:
+            fsdp.load_full_model_state(self.model, state)
+        else:
+            fsdp.load_full_optimizer_state(self.model, self.optimizer, state)
 
 
 class TrainingStateMixin:
@@ -54,6 +85,8 @@ class TrainingStateMixin:
     """
 
     _epoch_finished: bool = False
+    _sampler_seed: int | None
+    _resumed_losses: tuple[list[torch.Tensor], list[int]] | None
 
     def training_state(self: Trainer, *, include_optimizer: bool = True) -> dict[str, Any]:  # type: ignore[misc]
         """Everything needed to resume, as entries for :class:`CheckpointManager`.
@@ -72,6 +105,14 @@ class TrainingStateMixin:
         state: dict[str, Any] = {"model": self.unwrapped_model}
         if include_optimizer:
             state["optimizer"] = self.optimizer
+        if self._sharded:  # FSDP: gather full state dicts (collective); rank 0 gets them
+            model_sd, optim_sd = fsdp.full_state_dicts(
+                self.unwrapped_model, self.optimizer if include_optimizer else None
+            )
+            state["model"] = _Fixed(model_sd)
+            if optim_sd is not None:
+                state["optimizer"] = _Fixed(optim_sd)
+        if include_optimizer:
             if self.scheduler is not None:
                 state["scheduler"] = self.scheduler
             if self.scaler is not None:
@@ -167,6 +208,10 @@ class TrainingStateMixin:
                 targets["scheduler"] = self.scheduler
             if self.scaler is not None:
                 targets["scaler"] = self.scaler
+        if self._sharded:  # FSDP: every rank reads the full state and keeps its shard
+            targets["model"] = _FullStateTarget(self.unwrapped_model)
+            if include_optimizer:
+                targets["optimizer"] = _FullStateTarget(self.unwrapped_model, self.optimizer)
         result = manager.load(targets, which=which)
         values = dict(result.values)
         self.state.load_state_dict(values.pop("trainer_state", {}))

@@ -4,6 +4,8 @@
   GPU selection by free memory (:func:`select_gpus`).
 - :mod:`~scramjet.runtime.distributed`: process group setup from the launcher's
   environment and collectives that are no-ops in a single process.
+- :mod:`~scramjet.runtime.fsdp`: :func:`shard_model` shards a model with FSDP2
+  (``fully_shard``) for models that do not fit one device.
 - :mod:`~scramjet.runtime.files`: :func:`atomic_write` for crash-safe file writes.
 - :mod:`~scramjet.runtime.launch`: :func:`launch` runs a function in N processes.
 - ``scramjet launch`` (:mod:`~scramjet.runtime.cli`) runs a script through torchrun.
@@ -41,6 +43,7 @@ from scramjet.runtime.distributed import (
     unpad_gathered,
 )
 from scramjet.runtime.files import atomic_write, fsync_dir
+from scramjet.runtime.fsdp import shard_model
 from scramjet.runtime.launch import LaunchError, launch
 
 __all__ = [
@@ -72,5 +75,6 @@ __all__ = [
     "reduce",
     "select_gpus",
     "set_visible_gpus",
+    "shard_model",
     "unpad_gathered",
 ]

@@ -9,12 +9,17 @@ without a launcher.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import gc
 import math
 import os
+import sys
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -39,6 +44,7 @@ __all__ = [
     "is_main_process",
     "read_env",
     "reduce",
+    "register_wrapper_owner",
     "unpad_gathered",
 ]
 
@@ -47,6 +53,19 @@ TIMEOUT_ENV = "SCRAMJET_DIST_TIMEOUT"
 
 ReduceOp = Literal["mean", "sum", "max", "min"]
 T = TypeVar("T")
+
+
+class WrapperOwner(Protocol):
+    """Something holding a wrapper that runs collectives (the Trainer and its DDP model)."""
+
+    def release_distributed_wrapper(self) -> None:
+        """Drop the wrapper, keeping the plain model."""
+
+
+# Owners of live DDP wrappers, released before the process group goes away. Weak: a
+# Trainer that is gone needs no release.
+_OWNERS: weakref.WeakSet[Any] = weakref.WeakSet()
+_EXIT_HOOK_REGISTERED = False
 
 
 @dataclass(frozen=True)
@@ -167,13 +186,52 @@ def init_distributed(
         world_size=env.world_size,
         timeout=timedelta(seconds=seconds),
     )
+    global _EXIT_HOOK_REGISTERED
+    if not _EXIT_HOOK_REGISTERED:  # we created the group: we also end it cleanly at exit
+        atexit.register(_destroy_at_exit)
+        _EXIT_HOOK_REGISTERED = True
     return env
 
 
+def register_wrapper_owner(owner: WrapperOwner) -> None:
+    """Have :func:`destroy_distributed` release ``owner``'s wrapper before the group ends.
+
+    The Trainer registers itself when it wraps the model in DDP. A DDP model that has
+    run collectives and outlives the gloo process group can abort or hang the process
+    when it is freed later (at interpreter exit, for instance).
+    """
+    _OWNERS.add(owner)
+
+
+def _release_wrappers() -> None:
+    owners = list(_OWNERS)
+    _OWNERS.clear()
+    for owner in owners:
+        owner.release_distributed_wrapper()
+    del owners
+    gc.collect()  # free the released wrappers (and their reducers) now, with the group alive
+
+
 def destroy_distributed() -> None:
-    """Destroy the default process group if one exists (safe to call always)."""
+    """End the process group cleanly if one exists (safe to call always, on every rank).
+
+    First drops the DDP wrappers of the Trainers that created them (each keeps its plain
+    model, ``trainer.unwrapped_model``), frees them, then destroys the group. When
+    scramjet created the group, this also runs at interpreter exit if the script never
+    called it (unless the script ends on an uncaught exception).
+    """
     if dist.is_available() and dist.is_initialized():
+        _release_wrappers()
         dist.destroy_process_group()
+
+
+def _destroy_at_exit() -> None:
+    if getattr(sys, "last_value", None) is not None:
+        # Ending on an uncaught error: leave the group alone, so the other ranks do not
+        # fail on a closed connection first and the launcher reports this rank's error.
+        return
+    with contextlib.suppress(Exception):  # at exit, an error here must hide nothing
+        destroy_distributed()
 
 
 def is_distributed() -> bool:

@@ -1,0 +1,183 @@
+"""FSDP2 training job run by tests/distributed/test_fsdp.py under torchrun (and in-process).
+
+``python fsdp_job.py MODE OUT [CKPT ...]`` with MODE:
+
+- ``full``: shards the model with ``shard_model``, trains it unshuffled with gradient
+  accumulation and clipping (the single-process run with the global batch sees the same
+  batches), checkpoints every 2 steps, evaluates 33 samples, predicts 33 samples, saves a
+  final full-state-dict checkpoint, and checks that an optimizer created before sharding
+  is refused.
+- ``resume``: the ``full`` training resumed from each checkpoint file CKPT in turn.
+- ``ddp_exit``: trains with DDP and returns without destroying the process group.
+
+Each rank writes ``OUT/rank{r}.pt``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from dist_train_job import IndexedData, make_model
+from torch import nn
+
+from scramjet import Trainer
+from scramjet.callbacks import SaveTrainingStateCallback
+from scramjet.runtime import distributed as dist
+from scramjet.runtime import shard_model
+
+NUM_TRAIN, NUM_EVAL, GLOBAL_BATCH, ACCUM, EPOCHS, LR = 40, 33, 8, 2, 2, 0.1
+STEPS = EPOCHS * 3  # 5 batches per epoch, windows of 2: 3 updates per epoch
+CLIP_VALUE, CLIP_NORM = 0.5, 1.0
+
+
+class ReduceScatterCounter:
+    """Counts FSDP's gradient reduce-scatters (one per sharded unit per synced backward)."""
+
+    def __init__(self) -> None:
+        import torch.distributed as tdist
+
+        self.calls = 0
+        self._tdist = tdist
+        self._original = getattr(tdist, "reduce_scatter_single", None)
+        if self._original is not None:
+            tdist.reduce_scatter_single = self._counted  # type: ignore[attr-defined]
+
+    def _counted(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self._original(*args, **kwargs)  # type: ignore[misc]
+
+    def close(self) -> None:
+        if self._original is not None:
+            self._tdist.reduce_scatter_single = self._original  # type: ignore[attr-defined]
+
+
+def make_trainer(ckpt_dir: Path | None) -> Trainer:
+    """A sharded model (a no-op in one process) and its optimizer, created after sharding."""
+    model = shard_model(make_model())
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
+    callbacks: list[Any] = []
+    if ckpt_dir is not None:
+        callbacks.append(
+            SaveTrainingStateCallback(
+                ckpt_dir, every_n_steps=2, every_n_epochs=None, keep_last=None
+            )
+        )
+    return Trainer(model, nn.CrossEntropyLoss(), opt, callbacks=callbacks, seed=3)
+
+
+def train(trainer: Trainer, resume_from: Path | None = None) -> None:
+    """Unshuffled training with the global batch split over the ranks."""
+    trainer.train(
+        IndexedData(NUM_TRAIN, seed=1),
+        num_epochs=EPOCHS,
+        eval_dataset=IndexedData(NUM_EVAL, seed=2),
+        per_device_batch_size=GLOBAL_BATCH // dist.get_world_size(),
+        gradient_accumulation_steps=ACCUM,
+        gradient_clip_value=CLIP_VALUE,
+        gradient_clip_norm=CLIP_NORM,
+        train_dataloader_kwargs={"shuffle": False},
+        resume_from=resume_from,
+    )
+
+
+def full_weights(trainer: Trainer, path: Path) -> dict[str, torch.Tensor]:
+    """Save a full checkpoint (all ranks) and read its model weights back (every rank)."""
+    trainer.save_checkpoint(path)
+    dist.barrier()
+    return dict(torch.load(path, weights_only=True)["state"]["model"])
+
+
+def bad_optimizer_error() -> str:
+    """The error for an optimizer created before sharding."""
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    model = shard_model(model)
+    try:
+        Trainer(model, nn.CrossEntropyLoss(), opt, callbacks=[])
+    except ValueError as error:
+        return str(error)
+    return "no error"
+
+
+def run_full(out: Path) -> dict[str, Any]:
+    counter = ReduceScatterCounter()
+    trainer = make_trainer(out / "ckpt")
+    train(trainer)
+    counter.close()
+    history = trainer.run_history.state_dict()
+    trainer.evaluate(IndexedData(NUM_EVAL, seed=2), per_device_batch_size=4)
+    return {
+        "world": dist.get_world_size(),
+        "model_class": type(trainer.model).__name__,
+        "param_types": sorted({type(p).__name__ for p in trainer.model.parameters()}),
+        "weights": full_weights(trainer, out / "final.pt"),
+        "history": history,
+        "evaluate_loss": trainer.run_history.get_latest_metric("eval_loss_epoch"),
+        "global_step": trainer.state.global_step,
+        "reduce_scatters": counter.calls,
+        "predictions": trainer.predict(IndexedData(NUM_EVAL, seed=2), 4),
+        "bad_optimizer": bad_optimizer_error(),
+    }
+
+
+def run_resume(out: Path, checkpoints: list[str]) -> dict[str, Any]:
+    runs = []
+    for i, ckpt in enumerate(checkpoints):
+        trainer = make_trainer(None)
+        train(trainer, resume_from=Path(ckpt))
+        runs.append(
+            {
+                "weights": full_weights(trainer, out / f"resumed{i}.pt"),
+                "history": trainer.run_history.state_dict(),
+                "global_step": trainer.state.global_step,
+            }
+        )
+    return {"runs": runs}
+
+
+_KEPT: list[Trainer] = []  # the DDP trainer stays alive until the interpreter exits
+_RANK: list[int] = []
+
+
+def _report_at_exit(out: Path) -> None:
+    """Runs after scramjet's exit hook (registered later, so called earlier)."""
+    import torch.distributed as tdist
+
+    state = f"{tdist.is_initialized()} {type(_KEPT[0].model).__name__}"
+    (out / f"exit{_RANK[0]}.txt").write_text(state)
+
+
+def run_ddp_exit(out: Path) -> dict[str, Any]:
+    """DDP training; the caller then returns without destroy_distributed()."""
+    atexit.register(_report_at_exit, out)
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    trainer = Trainer(model, nn.CrossEntropyLoss(), opt, callbacks=[], seed=0)
+    trainer.train(IndexedData(NUM_TRAIN, seed=1), num_epochs=2, per_device_batch_size=4)
+    _KEPT.append(trainer)
+    _RANK.append(dist.get_rank())
+    return {"wrapped": type(trainer.model).__name__, "step": trainer.state.global_step}
+
+
+def main(mode: str, out: str, *rest: str) -> dict[str, Any]:
+    out_dir = Path(out)
+    if mode == "full":
+        report = run_full(out_dir)
+    elif mode == "resume":
+        report = run_resume(out_dir, list(rest))
+    elif mode == "ddp_exit":
+        report = run_ddp_exit(out_dir)
+    else:
+        raise ValueError(f"unknown mode {mode!r}; expected full, resume or ddp_exit")
+    torch.save(report, out_dir / f"rank{dist.get_rank()}.pt")
+    return report
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
+    # No destroy_distributed(): scramjet ends the process group at exit, after releasing
+    # the DDP wrapper (the ddp_exit mode tests exactly that).
