@@ -31,7 +31,7 @@ from scramjet.runtime import shard_model
 
 NUM_TRAIN, NUM_EVAL, GLOBAL_BATCH, ACCUM, EPOCHS, LR = 40, 33, 8, 2, 2, 0.1
 STEPS = EPOCHS * 3  # 5 batches per epoch, windows of 2: 3 updates per epoch
-CLIP_VALUE, CLIP_NORM = 0.5, 1.0
+CLIP_VALUE, CLIP_NORM = 0.1, 0.3  # both change the result (checked by a test)
 
 
 class ReduceScatterCounter:

@@ -90,6 +90,21 @@ def test_fsdp_training_matches_one_process_with_the_global_batch(
         assert torch.equal(value, reports[1]["weights"][key])
 
 
+def test_value_and_norm_clipping_both_change_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    # So that matching the single-process weights covers both clips on DTensor gradients.
+    def weights() -> dict[str, torch.Tensor]:
+        trainer = job.make_trainer(None)
+        job.train(trainer)
+        return trainer.unwrapped_model.state_dict()
+
+    both = weights()
+    for name in ("CLIP_VALUE", "CLIP_NORM"):
+        with monkeypatch.context() as patch:
+            patch.setattr(job, name, None)
+            other = weights()
+        assert max(float((both[k] - other[k]).abs().max()) for k in both) > 100 * TOL, name
+
+
 def test_accumulation_reduces_gradients_once_per_update(
     sharded: tuple[Path, list[dict[str, Any]]],
 ) -> None:
@@ -209,3 +224,30 @@ def test_a_ddp_script_that_never_destroys_its_group_exits_cleanly(tmp_path: Path
         for rank in (0, 1):
             assert load(out, rank) == {"wrapped": "DistributedDataParallel", "step": 10}
             assert (out / f"exit{rank}.txt").read_text() == "False Sequential"
+
+
+def test_wrap_model_is_an_overridable_hook() -> None:
+    class Wrapper(nn.Module):
+        def __init__(self, inner: nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.inner(x)
+
+    class WrappingTrainer(Trainer):
+        def wrap_model(self, model: nn.Module) -> nn.Module:
+            return Wrapper(model)
+
+    model = make_model()
+    trainer = WrappingTrainer(
+        model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[]
+    )
+    trainer.train(IndexedData(16, seed=1), num_epochs=1, per_device_batch_size=8)
+    assert isinstance(trainer.model, Wrapper) and trainer.unwrapped_model is model
+    trainer.release_distributed_wrapper()
+    assert trainer.model is model
+    # One process, default hook: nothing to wrap.
+    plain = Trainer(model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters()), callbacks=[])
+    plain.train(IndexedData(16, seed=1), num_epochs=1, per_device_batch_size=8)
+    assert plain.model is model
