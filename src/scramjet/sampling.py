@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Sized
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import torch
 from torch.utils.data import Sampler
@@ -83,7 +83,7 @@ class ShardSampler(Sampler[int]):
 
     Used for evaluation and prediction, where padding would count samples twice; the
     gathered outputs are put back in dataset order with :func:`interleave_shards`. When
-    every forward is a collective (FSDP), :func:`lockstep` evens out the batch counts.
+    every forward is a collective (FSDP), :class:`Lockstep` evens out the batch counts.
     """
 
     def __init__(self, data_source: Sized, num_replicas: int = 1, rank: int = 0) -> None:
@@ -134,14 +134,15 @@ def interleave_shards(shards: list[list[object]]) -> list[object]:
     return out
 
 
-def lockstep(batches: Iterable[T], enabled: bool = True) -> Iterator[tuple[T, bool]]:
-    """Yield ``(batch, is_real)`` so that every rank takes the same number of steps.
+class Lockstep(Generic[T]):
+    """Iterate ``(batch, is_real)`` so that every rank takes the same number of steps.
 
     Under FSDP each forward gathers parameters from all ranks, so a rank may not stop
     while another still runs batches. Ranks whose share (:class:`ShardSampler`, no
     padding) runs out first repeat their last batch with ``is_real=False`` until every
     rank is done: the caller runs the forward and discards its outputs, so no sample is
-    counted twice. One tiny all-reduce per step decides whether another step is needed.
+    counted twice. One tiny all-reduce per step decides, on every rank alike, whether
+    another step is needed.
 
     Args:
         batches: This rank's batches.
@@ -151,30 +152,43 @@ def lockstep(batches: Iterable[T], enabled: bool = True) -> Iterator[tuple[T, bo
         ValueError: On every rank, when some rank has no batch at all (fewer samples than
             processes): it would have nothing to repeat.
     """
-    if not enabled or not dist.is_distributed():
-        for item in batches:
-            yield item, True
-        return
-    iterator = iter(batches)
-    last: T | None = None
-    have_last = False
-    while True:
-        batch: T | None
-        try:
-            batch, real = next(iterator), True
-        except StopIteration:
-            batch, real = last, False
-        stuck = not real and not have_last
-        flags = dist.reduce(torch.tensor([float(real), float(stuck)]), op="max")
-        if flags[1] > 0:
-            raise ValueError(
-                "a rank has no evaluation batch while others do (fewer samples than "
-                f"processes: {dist.get_world_size()}); under FSDP every rank must run "
-                "forwards together. Evaluate or predict at least as many samples as "
-                "processes, or in a single process."
-            )
-        if flags[0] == 0:
+
+    def __init__(self, batches: Iterable[T], enabled: bool = True) -> None:
+        self.batches = batches
+        self.enabled = enabled and dist.is_distributed()
+        self._stop = False
+
+    def stop(self) -> None:
+        """End the iteration before the next step, on every rank (e.g. ``end_epoch()``)."""
+        self._stop = True
+
+    def __iter__(self) -> Iterator[tuple[T, bool]]:
+        if not self.enabled:
+            for item in self.batches:
+                yield item, True
+                if self._stop:
+                    return
             return
-        if real:
-            last, have_last = batch, True
-        yield batch, real  # type: ignore[misc]
+        iterator = iter(self.batches)
+        last: T | None = None
+        have_last = False
+        while True:
+            batch: T | None
+            try:
+                batch, real = next(iterator), True
+            except StopIteration:
+                batch, real = last, False
+            stuck = not real and not have_last
+            flags = dist.reduce(torch.tensor([float(real), float(stuck), float(self._stop)]), "max")
+            if flags[2] > 0 or flags[0] == 0:  # a rank was asked to stop, or all are done
+                return
+            if flags[1] > 0:
+                raise ValueError(
+                    "a rank has no evaluation batch while others do (fewer samples than "
+                    f"processes: {dist.get_world_size()}); under FSDP every rank must run "
+                    "forwards together. Evaluate or predict at least as many samples as "
+                    "processes, or in a single process."
+                )
+            if real:
+                last, have_last = batch, True
+            yield batch, real  # type: ignore[misc]

@@ -7,7 +7,7 @@ Trainer and are overridden there; this module holds the orchestration only.
 Across processes each rank takes its own share of the data without padding
 (:class:`~scramjet.sampling.ShardSampler`), so no sample is counted twice. When the
 model is sharded with FSDP every forward is a collective: ranks whose share runs out
-first repeat their last batch and discard its outputs (:func:`~scramjet.sampling.lockstep`),
+first repeat their last batch and discard its outputs (:class:`~scramjet.sampling.Lockstep`),
 so every rank runs the same number of forwards.
 """
 
@@ -23,7 +23,7 @@ from scramjet.callbacks.base import Event
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.devices import move_to_device
 from scramjet.runtime.precision import autocast_context
-from scramjet.sampling import lockstep
+from scramjet.sampling import Lockstep
 from scramjet.trainer_checks import check_batch_size, check_dataset
 
 if TYPE_CHECKING:
@@ -65,8 +65,9 @@ class EvaluationMixin:
                 handler.has(Event.EVAL_STEP_END),
             )
             on_device = self.device.type != "cpu"
+            steps = Lockstep(eval_dl, self._collective_forwards())
             with torch.no_grad():
-                for batch, real in lockstep(eval_dl, self._collective_forwards()):
+                for batch, real in steps:
                     if on_device:
                         batch = move_to_device(batch, self.device, non_blocking=True)
                     if not real:  # keeps this rank's forwards in step with the others'
@@ -82,8 +83,8 @@ class EvaluationMixin:
                         handler.call_event(
                             Event.EVAL_STEP_END, self, batch=batch, batch_output=batch_output
                         )
-                    if self._end_epoch_requested:
-                        break
+                    if self._end_epoch_requested:  # every rank stops before the next step
+                        steps.stop()
             self._end_epoch_requested = False
             self.eval_epoch_end()
             handler.call_event(Event.EVAL_EPOCH_END, self)
@@ -141,7 +142,7 @@ class EvaluationMixin:
         try:
             model.eval()
             with torch.no_grad():
-                for batch, real in lockstep(dl, self._collective_forwards()):
+                for batch, real in Lockstep(dl, self._collective_forwards()):
                     batch = move_to_device(batch, self.device, non_blocking=True)
                     with autocast_context(self.precision, self.device.type):
                         output = self.predict_step(batch)

@@ -25,7 +25,7 @@ from dist_train_job import IndexedData, make_model
 from torch import nn
 
 from scramjet import Trainer
-from scramjet.callbacks import SaveTrainingStateCallback
+from scramjet.callbacks import LimitEvalStepsCallback, SaveTrainingStateCallback
 from scramjet.runtime import distributed as dist
 from scramjet.runtime import shard_model
 
@@ -103,6 +103,13 @@ def bad_optimizer_error() -> str:
     return "no error"
 
 
+def limited_eval_loss(trainer: Trainer) -> float:
+    """Evaluation ended by end_epoch() after 3 global batches (the first 24 samples)."""
+    trainer.add_callback(LimitEvalStepsCallback(3))
+    trainer.evaluate(IndexedData(NUM_EVAL, seed=2), GLOBAL_BATCH // dist.get_world_size())
+    return float(trainer.run_history.get_latest_metric("eval_loss_epoch"))
+
+
 def run_full(out: Path) -> dict[str, Any]:
     counter = ReduceScatterCounter()
     trainer = make_trainer(out / "ckpt")
@@ -120,6 +127,7 @@ def run_full(out: Path) -> dict[str, Any]:
         "global_step": trainer.state.global_step,
         "reduce_scatters": counter.calls,
         "predictions": trainer.predict(IndexedData(NUM_EVAL, seed=2), 4),
+        "limited_eval_loss": limited_eval_loss(trainer),
         "bad_optimizer": bad_optimizer_error(),
     }
 

@@ -60,6 +60,7 @@ def single(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "history": history,
         "evaluate_loss": trainer.run_history.get_latest_metric("eval_loss_epoch"),
         "predictions": trainer.predict(IndexedData(job.NUM_EVAL, seed=2), 8),
+        "limited_eval_loss": job.limited_eval_loss(trainer),
     }
 
 
@@ -122,6 +123,9 @@ def test_eval_loss_counts_real_samples_only(
     # outputs are discarded; the loss is the mean over the 33 real samples.
     for rep in sharded[1]:
         assert rep["evaluate_loss"] == pytest.approx(single["evaluate_loss"], abs=TOL)
+        # end_epoch() after 3 steps ends the evaluation on every rank at the same step.
+        assert rep["limited_eval_loss"] == pytest.approx(single["limited_eval_loss"], abs=TOL)
+        assert rep["limited_eval_loss"] != pytest.approx(single["evaluate_loss"], abs=1e-3)
 
 
 def test_predict_returns_exactly_33_outputs_in_dataset_order(
