@@ -255,7 +255,7 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         return resolve_placeholders(self._create_scheduler_fn, values)(self.optimizer)
 
     def wrap_model(self, model: nn.Module) -> nn.Module:
-        """Wrap the model for training across processes (called once, at the first ``train()``).
+        """Wrap the model for training across processes (at ``train()``, if not wrapped yet).
 
         The default wraps it in ``DistributedDataParallel`` when more than one process
         runs, and leaves it as it is in one process or when it is sharded with FSDP
