@@ -225,10 +225,19 @@ def destroy_distributed() -> None:
         dist.destroy_process_group()
 
 
+def _ending_on_error() -> bool:
+    if getattr(sys, "last_value", None) is not None:  # an uncaught exception in a script
+        return True
+    # A worker of torch's elastic launcher (scramjet.runtime.launch) whose function raised:
+    # the launcher's error recorder has written this file before the process exits.
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE", "")
+    return bool(error_file) and os.path.exists(error_file)
+
+
 def _destroy_at_exit() -> None:
-    if getattr(sys, "last_value", None) is not None:
-        # Ending on an uncaught error: leave the group alone, so the other ranks do not
-        # fail on a closed connection first and the launcher reports this rank's error.
+    if _ending_on_error():
+        # Leave the group alone: the other ranks must not fail on a closed connection
+        # before the launcher has seen this rank's error, which it then reports.
         return
     with contextlib.suppress(Exception):  # at exit, an error here must hide nothing
         destroy_distributed()
