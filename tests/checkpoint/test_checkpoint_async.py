@@ -166,3 +166,19 @@ def test_a_failure_still_pending_at_exit_is_printed(tmp_path: Path) -> None:
         """,
     )
     assert "ckpt-000001-step1.pt" in done.stderr and "failed" in done.stderr, done.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_tensors_are_snapshotted_to_host(tmp_path: Path) -> None:
+    model = nn.Linear(256, 256).cuda()
+    before = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    manager = CheckpointManager(tmp_path)
+    for step in (1, 2):  # the second save reuses the pinned buffers of the first
+        manager.save({"model": model}, step=step)
+        with torch.no_grad():
+            model.weight.add_(1.0)
+        fresh = nn.Linear(256, 256)
+        manager.load({"model": fresh})
+        assert all(torch.equal(fresh.state_dict()[k], v) for k, v in before.items())
+        before = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
