@@ -227,8 +227,8 @@ def test_preloader_and_readers_never_decode_an_index_twice(
     tmp_path, num_workers, persistent, context
 ):
     log = str(tmp_path / "log")
-    n = 48
-    ds = CachedDataset(SlowLoggingDataset(n, log), preloaded_data=2, probe=False)
+    n = 48  # 10 ms each: ~0.5 s of decoding, time for a preloader to start even on a busy machine
+    ds = CachedDataset(SlowLoggingDataset(n, log, delay=0.01), preloaded_data=2, probe=False)
     kwargs = {"num_workers": num_workers, "persistent_workers": persistent, "shuffle": True}
     if context:
         kwargs["multiprocessing_context"] = context
