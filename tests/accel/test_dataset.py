@@ -264,3 +264,19 @@ def test_preloader_takes_the_batch_from_its_end(tmp_path):
     assert 115 in by_preloader  # the hint said: start from the end of the batch
     mine = [i for pid, i in decoded if pid == os.getpid()]
     assert mine == sorted(mine) and mine[0] == 100  # the reader went from the front
+
+
+def test_reading_a_complete_cache_takes_no_lock_and_starts_nothing(tmp_path):
+    log = str(tmp_path / "log")
+    ds = CachedDataset(SlowLoggingDataset(24, log, delay=0.0), preloaded_data=2, probe=False)
+    _epochs(ds, 1)
+    assert _wait_until(lambda: ds._scramjet_cache.is_complete() and not _preloader_pids(ds))
+    assert _wait_until(lambda: not _background())  # the preloader process has been reaped
+    reader = pickle.loads(pickle.dumps(ds))  # attaches like a spawned DataLoader worker
+    store = reader._scramjet_cache.store
+    assert store.root == ds._scramjet_cache.store.root
+    for a, b in zip(_epochs(reader, 1, shuffle=False)[0], _epochs(ds, 1, shuffle=False)[0]):
+        _assert_same_sample(a, b)
+    assert store._lock_fd is None  # no claim, no reservation: the lock file was never opened
+    assert not _preloader_pids(reader) and not _background()
+    assert sorted(read_log(log)) == list(range(24))
