@@ -58,7 +58,7 @@ def accelerate_dataset(
     """Class decorator with nebulgym's signature; see :func:`scramjet.accel.accelerate_dataset`.
 
     Args:
-        preloaded_data: background decoding threads (capped at the CPU count).
+        preloaded_data: background preloaders (processes on Linux, sized to the free cores).
         max_memory_size: bytes the in-memory cache may hold; beyond it samples spill to disk.
 
     Returns:
@@ -79,7 +79,7 @@ class NebulDataset(CachedDataset):
 
     Args:
         input_data: the map-style dataset to cache.
-        preloaded_data: background decoding threads (capped at the CPU count).
+        preloaded_data: background preloaders (processes on Linux, sized to the free cores).
         max_memory_size: bytes the in-memory cache may hold; beyond it samples spill to disk.
 
     Example:
