@@ -133,6 +133,15 @@ class ModelEmaCallback(TrainerCallback):
         self._backup: dict[str, torch.Tensor] | None = None
 
     def _ensure(self, trainer: Trainer) -> nn.Module:
+        from scramjet.runtime.fsdp import is_sharded
+
+        if is_sharded(trainer.unwrapped_model):
+            raise ValueError(
+                "ModelEmaCallback received a model sharded with FSDP2 (shard_model / "
+                "fully_shard); it needs an unsharded model, because its averaged copy and "
+                "saved state would hold only this rank's shards. Train with DDP (do not call "
+                "shard_model) to keep an EMA, or remove ModelEmaCallback."
+            )
         if self.ema_model is None:
             self.ema_model = copy.deepcopy(trainer.unwrapped_model).eval()
             for p in self.ema_model.parameters():
