@@ -1,22 +1,45 @@
 """Experiment tracking: run folders, metric loggers, cloud storage, reports.
 
 - :class:`Experiment` — the Trainer callback that keeps a run folder.
-- :class:`RunStorage` — background, verified mirroring to any fsspec URL.
+- :class:`RunStorage` — background, verified mirroring to any fsspec URL;
+  :class:`ProcessRunStorage` runs it in a separate process.
 - :class:`Tracker` and the CSV/JSONL, TensorBoard and MLflow loggers.
 - :func:`build_report` / :func:`compare_runs` — ``report.html`` and comparisons.
+
+Names are imported on first use, so the upload process (which imports only the storage
+module) does not load torch.
 """
 
 from __future__ import annotations
 
-from scramjet.tracking.experiment import Experiment
-from scramjet.tracking.loggers import CSVTracker, MetricRow, Tracker, read_metrics
-from scramjet.tracking.report import build_plots, build_report, compare_runs
-from scramjet.tracking.storage import RunStorage, UploadReport
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scramjet.tracking.experiment import Experiment
+    from scramjet.tracking.loggers import CSVTracker, MetricRow, Tracker, read_metrics
+    from scramjet.tracking.report import build_plots, build_report, compare_runs
+    from scramjet.tracking.storage import RunStorage, UploadReport
+    from scramjet.tracking.upload_process import ProcessRunStorage
+
+_LAZY = {
+    "CSVTracker": "scramjet.tracking.loggers",
+    "Experiment": "scramjet.tracking.experiment",
+    "MetricRow": "scramjet.tracking.loggers",
+    "ProcessRunStorage": "scramjet.tracking.upload_process",
+    "RunStorage": "scramjet.tracking.storage",
+    "Tracker": "scramjet.tracking.loggers",
+    "UploadReport": "scramjet.tracking.storage",
+    "build_plots": "scramjet.tracking.report",
+    "build_report": "scramjet.tracking.report",
+    "compare_runs": "scramjet.tracking.report",
+    "read_metrics": "scramjet.tracking.loggers",
+}
 
 __all__ = [
     "CSVTracker",
     "Experiment",
     "MetricRow",
+    "ProcessRunStorage",
     "RunStorage",
     "Tracker",
     "UploadReport",
@@ -25,3 +48,11 @@ __all__ = [
     "compare_runs",
     "read_metrics",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'scramjet.tracking' has no attribute {name!r}")

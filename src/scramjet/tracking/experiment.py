@@ -44,6 +44,7 @@ from scramjet.tracking import _files
 from scramjet.tracking.loggers.base import MetricRow, Tracker
 from scramjet.tracking.loggers.csv import CSVTracker
 from scramjet.tracking.storage import RunStorage, UploadReport
+from scramjet.tracking.upload_process import ProcessRunStorage, open_storage
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
@@ -132,8 +133,13 @@ class Experiment(TrainerCallback):
         root: where runs live; created if missing.
         hyperparams: your hyperparameters (JSON-serialisable values), saved and reported.
         storage: optional fsspec URL (``s3://bucket/prefix``, ``gs://...``); the run is
-            mirrored to ``<storage>/<project>/<run folder name>/`` in background threads.
+            mirrored to ``<storage>/<project>/<run folder name>/`` in the background.
         storage_options: passed to fsspec (credentials come from the usual AWS/GCP config).
+        upload_process: run the uploads in a separate process (True), in threads of the
+            training process (False), or None: a process for remote URLs, threads for
+            ``file://``. A process keeps upload work (signing, parsing, hashing) from
+            competing with the loop for Python's GIL; it is started with the run, before
+            training, and inherits the environment (``AWS_*`` variables).
         loggers: extra trackers: ``"tensorboard"``, ``"mlflow"`` or :class:`Tracker`
             instances. CSV/JSONL files are always written (the report reads them).
         checkpoint: ``"epoch"``, ``"end"``, an int N (every N optimizer steps) or None.
@@ -189,6 +195,7 @@ class Experiment(TrainerCallback):
         upload_attempts: int = 6,
         sync_every_s: float = 60.0,
         async_checkpoint: bool = True,
+        upload_process: bool | None = None,
     ) -> None:
         self.project = _files.check_name(project, "project")
         self.experiment = _files.check_name(experiment, "experiment")
@@ -212,6 +219,7 @@ class Experiment(TrainerCallback):
         self.upload_attempts = upload_attempts
         self.sync_every_s = sync_every_s
         self.async_checkpoint = async_checkpoint
+        self.upload_process = upload_process
         self._deferred: set[str] = set()
         self._defer_lock = threading.Lock()
         self._last_sync = -math.inf
@@ -219,7 +227,7 @@ class Experiment(TrainerCallback):
         self._run_dir: Path | None = None
         self._reopened = False
         self._restored_dir: Path | None = None
-        self._storage: RunStorage | None = None
+        self._storage: RunStorage | ProcessRunStorage | None = None
         self._writer: _Writer | None = None
         self._manager: CheckpointManager | None = None
         self._losses: list[torch.Tensor] = []
@@ -297,10 +305,11 @@ class Experiment(TrainerCallback):
 
     def _ensure_storage(self) -> None:
         if self.storage_url is not None and self._storage is None:
-            self._storage = RunStorage(
+            self._storage = open_storage(
                 self.run_dir,
                 str(self.remote_url),
                 self.storage_options,
+                process=self.upload_process,
                 max_attempts=self.upload_attempts,
             )
 
@@ -593,8 +602,9 @@ class Experiment(TrainerCallback):
         self._finished = True
         self.upload_report = self._sync() if self._storage is not None else None
         if self.upload_report is not None and not self.upload_report.ok:
+            reason = f" ({self.upload_report.error})" if self.upload_report.error else ""
             warnings.warn(
-                f"Uploading the run to {self.upload_report.remote} failed for "
+                f"Uploading the run to {self.upload_report.remote} failed{reason} for "
                 f"{self.upload_report.failures}; local files are intact in {self.run_dir}. "
                 f"See manifest.json; rerun Experiment(..., resume=...) or copy them by hand.",
                 stacklevel=2,
@@ -605,7 +615,7 @@ class Experiment(TrainerCallback):
 
     def _sync(self) -> UploadReport:
         assert self._storage is not None
-        report = self._storage.finish(exclude=lambda rel: rel == "manifest.json")
+        report = self._storage.finish(exclude=_is_manifest)
         _files.write_json(
             self.run_dir / "manifest.json",
             {
@@ -615,11 +625,12 @@ class Experiment(TrainerCallback):
                 "files": report.files,
                 "verified_at": time.time(),
                 "failed_attempts": report.failed_attempts,
+                **({"error": report.error} if report.error else {}),
             },
         )
         self._storage.upload("manifest.json")
         self._storage.wait()
-        if report.ok and self._storage._verify("manifest.json")["status"] != "verified":
+        if report.ok and self._storage.verify("manifest.json")["status"] != "verified":
             report.ok, report.failures = False, ["manifest.json"]
         return report
 
@@ -653,6 +664,11 @@ class Experiment(TrainerCallback):
         path = Path(state.get("run_dir") or "")
         if state.get("run_dir") and path.is_dir() and self._run_dir is None:
             self._restored_dir = path
+
+
+def _is_manifest(rel: str) -> bool:
+    # A module-level function: it is sent to the upload process.
+    return rel == "manifest.json"
 
 
 def _plain(value: Any) -> Any:

@@ -1,7 +1,9 @@
 """Mirroring a run folder to any fsspec URL (``s3://``, ``gs://``, ``file://``, ...).
 
 Uploads run in background threads: :meth:`RunStorage.upload` only puts a path in a
-queue and returns, so training never waits on the network. A failed upload is retried
+queue and returns, so training never waits on the network. The threads share Python's
+GIL with the training loop; :class:`~scramjet.tracking.upload_process.ProcessRunStorage`
+runs the same engine in a separate process instead. A failed upload is retried
 with exponential backoff; a file queued again while it waits is uploaded once, in its
 newest version. :meth:`RunStorage.finish` waits for the queue, uploads every file of the
 run folder that the remote lacks or holds in another version, and verifies each remote
@@ -80,6 +82,8 @@ class UploadReport:
         failures: relative paths whose status is not ``"verified"``.
         remote: the remote folder.
         failed_attempts: upload tries that failed and were retried during the run.
+        error: a failure of the upload machinery itself (e.g. the upload process
+            ended), empty when there was none.
     """
 
     ok: bool
@@ -87,6 +91,7 @@ class UploadReport:
     failures: list[str] = field(default_factory=list)
     remote: str = ""
     failed_attempts: int = 0
+    error: str = ""
 
 
 class RunStorage:
@@ -279,6 +284,11 @@ class RunStorage:
             files[rel] = self._verify(rel)
             unreachable = files[rel]["status"].startswith("error")
         return files
+
+    def verify(self, rel: str) -> dict[str, Any]:
+        """Check one file on the remote: ``size``, ``sha256`` and ``status`` (see
+        :class:`UploadReport`)."""
+        return self._verify(rel)
 
     def _verify(self, rel: str) -> dict[str, Any]:
         local = self.local_dir / rel
