@@ -71,8 +71,12 @@ class _Outage(TrainerCallback):
         self.server = server
         self.step_times: list[float] = []
         self._t = 0.0
+        self.exp: Experiment | None = None
+        self.engines: set[str] = set()
 
     def on_train_epoch_start(self, trainer, **kwargs) -> None:
+        if self.exp is not None:
+            self.engines.add(type(self.exp._storage).__name__)
         if trainer.state.epoch == 1:
             self.server.stop()
             threading.Timer(4.0, self.server.start).start()
@@ -100,6 +104,7 @@ def test_s3_outage_mid_run_loses_nothing(s3: S3Server, tmp_path: Path) -> None:
         upload_attempts=30,
         sync_every_s=0,  # mirror every epoch, so uploads run into the outage mid-run
     )
+    outage.exp = exp
     start = time.perf_counter()
     make_trainer([outage, exp]).train(
         tiny_data(), 5, eval_dataset=tiny_data(30, 1), per_device_batch_size=16
@@ -115,6 +120,7 @@ def test_s3_outage_mid_run_loses_nothing(s3: S3Server, tmp_path: Path) -> None:
         remote = s3.client().get_object(Bucket=bucket, Key=f"proj/{run.name}/{rel}")["Body"].read()
         assert hashlib.sha256(remote).hexdigest() == digest, rel
     assert max(outage.step_times) < 1.0, "no step waited on the network"
+    assert outage.engines == {"ProcessRunStorage"}, "uploads ran in the upload process"
 
 
 def test_failed_upload_is_reported_and_local_files_stay(s3: S3Server, tmp_path: Path) -> None:
