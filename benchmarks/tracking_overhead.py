@@ -22,7 +22,11 @@ shared machine it shows the work tracking adds even when other processes make wa
 times noisy.
 
 Usage: python benchmarks/tracking_overhead.py [--reps 4] [--epochs 3] [--steps 400]
-[--sync-every-s 60]
+[--sync-every-s 60] [--upload-process auto|on|off] [--account]
+
+Uploads run in a separate process by default for ``s3://`` (``Experiment(upload_process=
+None)``); ``--upload-process off`` runs them in threads of the training process, as
+earlier versions did, for comparison.
 """
 
 from __future__ import annotations
@@ -231,7 +235,14 @@ def main() -> None:
         default=60.0,
         help="Experiment(sync_every_s=...): 0 mirrors checkpoints every epoch",
     )
+    parser.add_argument(
+        "--upload-process",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="Experiment(upload_process=None/True/False): where the uploads run",
+    )
     args = parser.parse_args()
+    upload_process = {"auto": None, "on": True, "off": False}[args.upload_process]
     torch.set_num_threads(1)
     from scramjet.tracking import Experiment
 
@@ -243,7 +254,10 @@ def main() -> None:
     accounting = Accounting()
     try:
         run(data, 1)  # warm-up (imports, allocator)
-        run(data, 1, Experiment("bench", "warmup", root=root, storage="s3://bench/runs"))
+        warm = Experiment(
+            "bench", "warmup", root=root, storage="s3://bench/runs", upload_process=upload_process
+        )
+        run(data, 1, warm)
         for rep in range(args.reps):  # interleaved, the order alternating
             exp = Experiment(
                 "bench",
@@ -252,6 +266,7 @@ def main() -> None:
                 storage="s3://bench/runs",
                 checkpoint="epoch",
                 sync_every_s=args.sync_every_s,
+                upload_process=upload_process,
             )
             if args.account:
                 accounting.attach(exp)
@@ -279,7 +294,8 @@ def main() -> None:
     )
     print(
         f"workload: MLP 784-128-64-10, batch {BATCH}, {args.steps} steps/epoch, {args.epochs} epochs, "
-        f"{args.reps} interleaved reps; storage: local S3 server ({endpoint})"
+        f"{args.reps} interleaved reps; storage: local S3 server ({endpoint}), "
+        f"upload_process={upload_process}"
     )
     print(f"{'':38}{'Trainer':>12}{'+ Experiment':>16}{'ratio':>9}")
     print(f"{'median time per epoch (s)':38}{b_epoch:12.3f}{t_epoch:16.3f}{t_epoch / b_epoch:9.3f}")

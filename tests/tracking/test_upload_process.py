@@ -192,3 +192,53 @@ def test_child_that_cannot_open_the_storage_falls_back(tmp_path: Path) -> None:
         ProcessRunStorage(tmp_path, "nosuchprotocol-xyz://bucket/run")
     with pytest.warns(RuntimeWarning, match="could not open"), pytest.raises(ValueError):
         open_storage(tmp_path, "nosuchprotocol-xyz://bucket/run")  # the same error, in process
+
+
+_UNGUARDED_SCRIPT = """
+import sys
+from pathlib import Path
+from scramjet.tracking.upload_process import open_storage
+
+src, remote, marker = (Path(a) for a in sys.argv[1:4])
+with open(marker, "a") as fh:  # runs once per interpreter that executes this script
+    fh.write("ran\\n")
+store = open_storage(src, f"file://{remote}", process=True)
+print(store.pid, flush=True)
+store.upload("big.bin")
+# no close(): the training process ends with the upload still queued or in flight
+"""
+
+
+def test_child_does_not_rerun_the_script_and_ends_with_its_parent(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    src = tmp_path / "src"
+    src.mkdir()
+    payload = os.urandom(1 << 20)
+    (src / "big.bin").write_bytes(payload)
+    script = tmp_path / "train.py"  # no `if __name__ == "__main__":` guard
+    script.write_text(_UNGUARDED_SCRIPT)
+    marker, remote = tmp_path / "marker.txt", tmp_path / "remote"
+    out = subprocess.run(
+        [sys.executable, str(script), str(src), str(remote), str(marker)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    child = int(out.stdout.split()[0])
+    assert marker.read_text() == "ran\n", "the upload process did not run the script again"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _running(child):
+        time.sleep(0.1)
+    assert not _running(child), "the upload process ends when the training process is gone"
+    assert (remote / "big.bin").read_bytes() == payload, "what was queued was still sent"
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"

@@ -3,14 +3,16 @@
 :class:`RunStorage` uploads from threads of the training process. Its work (request
 signing, XML parsing, hashing in s3fs/botocore) is Python code that holds the GIL, and
 the training loop of a small model is Python code too: the two take turns.
-:class:`ProcessRunStorage` starts a child process (``spawn``: nothing of the training
-process is forked) that builds a :class:`RunStorage` with the same arguments and serves
-commands from a queue. :meth:`ProcessRunStorage.upload` sends only the relative path and
+:class:`ProcessRunStorage` starts a child process (a fresh interpreter: nothing of the
+training process is forked, and unlike multiprocessing's ``spawn`` the launching script is
+not imported again) that builds a :class:`RunStorage` with the same arguments and serves
+commands from a pipe. :meth:`ProcessRunStorage.upload` sends only the relative path and
 returns at once; :meth:`~ProcessRunStorage.wait`, :meth:`~ProcessRunStorage.finish` and
 :meth:`~ProcessRunStorage.verify` are round trips. The child inherits the environment
 (``AWS_*`` variables, ``AWS_ENDPOINT_URL``, profiles) of the moment it starts.
 
-If the child dies, no call waits for it: :meth:`~ProcessRunStorage.finish` returns a
+The child ends after ``close()``, or by itself once the training process is gone (after
+the uploads already queued). If the child dies, no call waits for it: :meth:`~ProcessRunStorage.finish` returns a
 failed :class:`UploadReport` that says so (local files are only read, to list them with
 their hashes), and later uploads are dropped. :func:`open_storage` picks the variant and
 falls back to the in-process engine, with one warning, when the options cannot be sent
@@ -19,16 +21,18 @@ to a child or the child cannot start.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import multiprocessing
 import os
 import pickle
-import queue
 import signal
+import subprocess
+import sys
 import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -44,37 +48,46 @@ class _ChildGone(Exception):
     """The upload process is not running any more."""
 
 
-def _serve(
-    local_dir: str,
-    url: str,
-    storage_options: Mapping[str, Any] | None,
-    options: dict[str, Any],
-    commands: Any,
-    replies: Any,
-) -> None:
-    """Child process: one RunStorage, commands from ``commands``, answers to ``replies``."""
+# The child is a fresh interpreter running only this bootstrap: unlike multiprocessing's
+# "spawn", it does not import the launching script (a training script without an
+# ``if __name__ == "__main__":`` guard would otherwise run again in the child).
+_BOOTSTRAP = (
+    "import signal, sys\n"
+    "from multiprocessing.connection import Connection\n"
+    "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    "commands, replies = Connection(int(sys.argv[1])), Connection(int(sys.argv[2]))\n"
+    "sys.path[:] = commands.recv()\n"
+    "from scramjet.tracking.upload_process import _serve\n"
+    "_serve(commands, replies)\n"
+)
+
+
+def _serve(commands: Connection, replies: Connection) -> None:
+    """Child process: one RunStorage, commands from ``commands``, answers to ``replies``.
+
+    Ends on ``close`` or when the training process is gone (end of file on ``commands``),
+    after the queued uploads; Ctrl-C is left to the training process.
+    """
+    local_dir, url, storage_options, options = commands.recv()
     try:
         store = RunStorage(local_dir, url, storage_options, **options)
     except BaseException as exc:
-        replies.put(("error", 0, f"{type(exc).__name__}: {exc}", {}, 0))
+        replies.send(("error", 0, f"{type(exc).__name__}: {exc}", {}, 0))
         return
-    replies.put(("ready", 0, os.getpid(), {}, 0))
-    parent = multiprocessing.parent_process()
+    replies.send(("ready", 0, os.getpid(), {}, 0))
     try:
         while True:
             try:
-                message = commands.get(timeout=1.0)
-            except queue.Empty:
-                if parent is not None and not parent.is_alive():
-                    return  # the training process is gone: stop after what is queued
-                continue
+                message = commands.recv()
+            except (EOFError, OSError):
+                return  # the training process is gone: stop after what is queued
             kind = message[0]
             if kind == "upload":
                 store.upload(message[1])
             elif kind == "close":
                 return
             else:
-                replies.put(_answer(store, kind, message[1], message[2:]))
+                replies.send(_answer(store, kind, message[1], message[2:]))
     finally:
         store.close()
 
@@ -153,28 +166,46 @@ class ProcessRunStorage:
             ) from exc
         self.errors: dict[str, str] = {}
         self.failed_attempts = 0
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one round trip at a time
+        self._send_lock = threading.Lock()  # messages from the loop and other threads
         self._seq = 0
         self._dead: str | None = None
         self._closed = False
-        ctx = multiprocessing.get_context("spawn")
-        self._commands = ctx.Queue()
-        self._replies = ctx.Queue()
         settings = dict(
             workers=workers, max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff
         )
-        self._process = ctx.Process(
-            target=_serve,
-            args=(str(self.local_dir), self.url, options, settings, self._commands, self._replies),
-            name="scramjet-upload-process",
-            daemon=True,
-        )
-        self._process.start()
+        self._process, self._commands, self._replies = self._launch()
         try:
+            self._send(list(sys.path))
+            self._send((str(self.local_dir), self.url, options, settings))
             self._await_ready(start_timeout)
-        except RuntimeError:
+        except (RuntimeError, OSError) as exc:
             self._stop(timeout=5)
+            if isinstance(exc, OSError):
+                raise RuntimeError(f"the upload process could not start: {exc}") from exc
             raise
+
+    @staticmethod
+    def _launch() -> tuple[subprocess.Popen[bytes], Connection, Connection]:
+        cmd_read, cmd_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-c", _BOOTSTRAP, str(cmd_read), str(reply_write)],
+                pass_fds=(cmd_read, reply_write),
+                stdin=subprocess.DEVNULL,
+            )
+        except BaseException:
+            for fd in (cmd_read, cmd_write, reply_read, reply_write):
+                os.close(fd)
+            raise
+        os.close(cmd_read)  # the child's ends: a dead child gives EOF / a broken pipe
+        os.close(reply_write)
+        return (
+            process,
+            Connection(cmd_write, readable=False),
+            Connection(reply_read, writable=False),
+        )
 
     @property
     def pid(self) -> int | None:
@@ -184,23 +215,40 @@ class ProcessRunStorage:
     @property
     def alive(self) -> bool:
         """Whether the upload process is running."""
-        return self._dead is None and self._process.is_alive()
+        return self._dead is None and self._process.poll() is None
+
+    def _send(self, message: Any) -> None:
+        with self._send_lock:
+            self._commands.send(message)
+
+    def _receive(self) -> tuple[Any, ...] | None:
+        """The next answer, or None if none came within the poll interval.
+
+        Raises:
+            _ChildGone: the child closed its end (it exited).
+        """
+        try:
+            if not self._replies.poll(_POLL_S):
+                return None
+            reply: tuple[Any, ...] = self._replies.recv()
+            return reply
+        except (EOFError, OSError):
+            raise _ChildGone from None
 
     def _await_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                status, _, detail, _, _ = self._replies.get(timeout=_POLL_S)
-            except queue.Empty:
-                if not self._process.is_alive():
-                    code = _exit_text(self._process.exitcode)
-                    raise RuntimeError(
-                        f"the upload process ended while starting ({code})"
-                    ) from None
+                reply = self._receive()
+            except _ChildGone:
+                self._process.wait(5)
+                code = _exit_text(self._process.returncode)
+                raise RuntimeError(f"the upload process ended while starting ({code})") from None
+            if reply is None:
                 continue
-            if status == "ready":
+            if reply[0] == "ready":
                 return
-            raise RuntimeError(f"the upload process could not open {self.url}: {detail}")
+            raise RuntimeError(f"the upload process could not open {self.url}: {reply[2]}")
         raise RuntimeError(f"the upload process did not start within {timeout:.0f} s")
 
     # ----------------------------------------------------------------- commands
@@ -212,7 +260,8 @@ class ProcessRunStorage:
         """
         if self._closed or self._dead is not None:
             return
-        self._commands.put(("upload", Path(rel_path).as_posix()))
+        with contextlib.suppress(OSError):  # the child is gone; the next round trip says so
+            self._send(("upload", Path(rel_path).as_posix()))
 
     def _request(self, kind: str, *args: Any) -> Any:
         with self._lock:
@@ -220,31 +269,37 @@ class ProcessRunStorage:
                 raise _ChildGone
             self._seq += 1
             seq = self._seq
-            self._commands.put((kind, seq, *args))
-            while True:
-                try:
-                    reply = self._replies.get(timeout=_POLL_S)
-                except queue.Empty:
-                    if not self._process.is_alive():
-                        self._mark_dead()
-                        raise _ChildGone from None
-                    continue
-                status, got, result, errors, failed = reply
-                if got != seq:
-                    continue  # an answer to an earlier call that gave up
-                self.errors, self.failed_attempts = errors, failed
-                if status == "raise":
-                    raise RuntimeError(f"the upload process failed in {kind}(): {result}")
-                return result
+            try:
+                self._send((kind, seq, *args))
+                while True:
+                    reply = self._receive()
+                    if reply is None:
+                        if self._process.poll() is not None:
+                            raise _ChildGone
+                        continue
+                    status, got, result, errors, failed = reply
+                    if got == seq:  # else: an answer to an earlier call that gave up
+                        break
+            except (_ChildGone, OSError):
+                self._mark_dead()
+                raise _ChildGone from None
+            self.errors, self.failed_attempts = errors, failed
+            if status == "raise":
+                raise RuntimeError(f"the upload process failed in {kind}(): {result}")
+            return result
 
     def _mark_dead(self) -> None:
+        try:
+            self._process.wait(5)
+        except subprocess.TimeoutExpired:  # its pipe broke but it still runs: end it
+            self._process.kill()
+            self._process.wait(5)
         self._dead = (
             f"the upload process ended unexpectedly "
-            f"({_exit_text(self._process.exitcode)}, pid {self._process.pid})"
+            f"({_exit_text(self._process.returncode)}, pid {self._process.pid})"
         )
         self.errors["(upload process)"] = self._dead
         logger.warning("%s; later uploads are skipped, local files are untouched", self._dead)
-        self._commands.cancel_join_thread()  # nobody reads what is still in the pipe
 
     def wait(self) -> None:
         """Block until every queued upload is done; returns at once if the child died."""
@@ -323,14 +378,15 @@ class ProcessRunStorage:
         self._stop(timeout=120)
 
     def _stop(self, timeout: float) -> None:
-        if self._process.is_alive():
-            self._commands.put(("close",))
-            self._process.join(timeout)
-        if self._process.is_alive():
-            logger.warning("the upload process did not stop within %.0f s; terminating", timeout)
-            self._process.terminate()
-            self._process.join(5)
-        self._commands.cancel_join_thread()
+        if self._process.poll() is None:
+            with contextlib.suppress(OSError):
+                self._send(("close",))
+            try:
+                self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                logger.warning("the upload process did not stop within %.0f s; ending it", timeout)
+                self._process.kill()
+                self._process.wait(5)
         self._commands.close()
         self._replies.close()
 
