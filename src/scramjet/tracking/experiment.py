@@ -43,7 +43,7 @@ from scramjet.runtime import distributed as dist
 from scramjet.tracking import _files
 from scramjet.tracking.loggers.base import MetricRow, Tracker
 from scramjet.tracking.loggers.csv import CSVTracker
-from scramjet.tracking.storage import RunStorage, UploadReport
+from scramjet.tracking.storage import RunStorage, UploadReport, is_manifest
 from scramjet.tracking.upload_process import ProcessRunStorage, open_storage
 
 if TYPE_CHECKING:
@@ -615,7 +615,7 @@ class Experiment(TrainerCallback):
 
     def _sync(self) -> UploadReport:
         assert self._storage is not None
-        report = self._storage.finish(exclude=_is_manifest)
+        report = self._storage.finish(exclude=is_manifest)
         _files.write_json(
             self.run_dir / "manifest.json",
             {
@@ -664,11 +664,6 @@ class Experiment(TrainerCallback):
         path = Path(state.get("run_dir") or "")
         if state.get("run_dir") and path.is_dir() and self._run_dir is None:
             self._restored_dir = path
-
-
-def _is_manifest(rel: str) -> bool:
-    # A module-level function: it is sent to the upload process.
-    return rel == "manifest.json"
 
 
 def _plain(value: Any) -> Any:

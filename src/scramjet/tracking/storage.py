@@ -71,6 +71,13 @@ def open_filesystem(url: str, storage_options: Mapping[str, Any] | None = None) 
     return fs, str(path).rstrip("/")
 
 
+def is_manifest(rel: str) -> bool:
+    """``exclude`` for :meth:`RunStorage.finish` that leaves out ``manifest.json`` (written
+    from the report afterwards). A module-level function: it can be sent to the upload
+    process, which then needs no other module of the package."""
+    return rel == "manifest.json"
+
+
 @dataclass
 class UploadReport:
     """What :meth:`RunStorage.finish` found.
@@ -338,4 +345,4 @@ class RunStorage:
             thread.join(timeout=60)
 
 
-__all__ = ["RunStorage", "UploadReport", "file_sha256", "open_filesystem"]
+__all__ = ["RunStorage", "UploadReport", "file_sha256", "is_manifest", "open_filesystem"]

@@ -241,7 +241,8 @@ class ProcessRunStorage:
             try:
                 reply = self._receive()
             except _ChildGone:
-                self._process.wait(5)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._process.wait(5)
                 code = _exit_text(self._process.returncode)
                 raise RuntimeError(f"the upload process ended while starting ({code})") from None
             if reply is None:
