@@ -162,8 +162,8 @@ class Experiment(TrainerCallback):
         sync_every_s: files written during training (checkpoints, metric files, the
             run's JSON files) are mirrored in one batch at most this often, the first
             batch ``sync_every_s`` after training started; 0 mirrors every epoch. Upload
-            work shares the CPU and Python's GIL with the loop, so short epochs should
-            not each trigger one. Everything is synced and verified at the end.
+            work shares the CPU with the loop (and the GIL, with ``upload_process=False``),
+            so short epochs should not each trigger one. Everything is synced and verified at the end.
         async_checkpoint: checkpoints are copied on the loop and written (fsync, rename,
             rotation) by a background thread; they are durable when ``train()`` returns.
 
