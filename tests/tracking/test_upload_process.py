@@ -21,8 +21,14 @@ from scramjet.tracking.storage import is_manifest
 from scramjet.tracking.upload_process import open_storage
 
 
-def _upload_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("scramjet-upload")]
+def _upload_threads(before: set[threading.Thread]) -> list[str]:
+    """Upload threads started since ``before`` was taken (earlier tests of this process may
+    have left in-process upload threads of their own running)."""
+    return [
+        t.name
+        for t in threading.enumerate()
+        if t.name.startswith("scramjet-upload") and t not in before
+    ]
 
 
 def _wait_for_key(s3: S3Server, bucket: str, key: str, timeout: float = 20.0) -> dict[str, int]:
@@ -38,6 +44,7 @@ def _wait_for_key(s3: S3Server, bucket: str, key: str, timeout: float = 20.0) ->
 def test_uploads_run_in_another_process(s3: S3Server, tmp_path: Path) -> None:
     bucket = s3.new_bucket()
     (tmp_path / "a.bin").write_bytes(os.urandom(3000))
+    before = set(threading.enumerate())
     store = open_storage(tmp_path, f"s3://{bucket}/run")
     try:
         assert isinstance(store, ProcessRunStorage)
@@ -45,7 +52,7 @@ def test_uploads_run_in_another_process(s3: S3Server, tmp_path: Path) -> None:
         store.upload("a.bin")  # returns at once; the child does the work
         keys = _wait_for_key(s3, bucket, "run/a.bin")
         assert keys["run/a.bin"] == 3000
-        assert _upload_threads() == [], "no upload thread runs in the training process"
+        assert _upload_threads(before) == [], "no upload thread runs in the training process"
         report = store.finish(exclude=is_manifest)
         assert report.ok and report.files["a.bin"]["status"] == "verified"
         maps = Path(f"/proc/{store.pid}/maps").read_text()
@@ -67,6 +74,7 @@ class _Probe(TrainerCallback):
     def __init__(self, s3: S3Server, bucket: str, exp: Experiment, kill: bool) -> None:
         self.s3, self.bucket, self.exp, self.kill = s3, bucket, exp, kill
         self.threads: list[str] | None = None
+        self.before = set(threading.enumerate())
         self.step_times: list[float] = []
         self._t = 0.0
 
@@ -80,7 +88,7 @@ class _Probe(TrainerCallback):
             os.kill(store.pid, signal.SIGKILL)
             return
         _wait_for_key(self.s3, self.bucket, f"proj/{self.exp.run_dir.name}/metrics.csv")
-        self.threads = _upload_threads()
+        self.threads = _upload_threads(self.before)
 
     def on_train_step_start(self, trainer, **kwargs) -> None:
         self._t = time.perf_counter()
