@@ -101,6 +101,32 @@ class UploadReport:
     error: str = ""
 
 
+def check_upload_settings(workers: int, max_attempts: int) -> None:
+    """Reject fewer than one upload thread or attempt, saying what was received."""
+    if workers < 1 or max_attempts < 1:
+        raise ValueError(
+            f"workers and max_attempts must be ≥ 1; received {workers} and {max_attempts}."
+        )
+
+
+def list_local_files(local_dir: Path) -> list[str]:
+    """Relative paths of every file under ``local_dir`` (temporary files excluded)."""
+    out = []
+    for path in sorted(local_dir.rglob("*")):
+        if path.is_file() and not path.name.startswith(".tmp"):
+            out.append(path.relative_to(local_dir).as_posix())
+    return out
+
+
+def unchecked_entry(local: Path, reason: str) -> dict[str, Any]:
+    """Manifest entry of a local file whose remote copy could not be checked."""
+    return {
+        "size": local.stat().st_size,
+        "sha256": file_sha256(local),
+        "status": f"not checked: {reason}",
+    }
+
+
 class RunStorage:
     """Background mirror of a local folder to a remote folder.
 
@@ -134,10 +160,7 @@ class RunStorage:
         backoff: float = 0.5,
         max_backoff: float = 10.0,
     ) -> None:
-        if workers < 1 or max_attempts < 1:
-            raise ValueError(
-                f"workers and max_attempts must be ≥ 1; received {workers} and {max_attempts}."
-            )
+        check_upload_settings(workers, max_attempts)
         self.local_dir = Path(local_dir)
         self.url = url.rstrip("/")
         self.fs, self.remote_root = open_filesystem(self.url, storage_options)
@@ -235,11 +258,7 @@ class RunStorage:
 
     def local_files(self) -> list[str]:
         """Relative paths of every file in the run folder (temporary files excluded)."""
-        out = []
-        for path in sorted(self.local_dir.rglob("*")):
-            if path.is_file() and not path.name.startswith(".tmp"):
-                out.append(path.relative_to(self.local_dir).as_posix())
-        return out
+        return list_local_files(self.local_dir)
 
     def finish(
         self, *, rounds: int = 3, exclude: Callable[[str], bool] | None = None
@@ -281,12 +300,7 @@ class RunStorage:
         unreachable = False
         for rel in names:
             if unreachable:  # do not pay one network timeout per file
-                local = self.local_dir / rel
-                files[rel] = {
-                    "size": local.stat().st_size,
-                    "sha256": file_sha256(local),
-                    "status": "not checked: remote unreachable",
-                }
+                files[rel] = unchecked_entry(self.local_dir / rel, "remote unreachable")
                 continue
             files[rel] = self._verify(rel)
             unreachable = files[rel]["status"].startswith("error")

@@ -36,7 +36,13 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from scramjet.tracking.storage import RunStorage, UploadReport, file_sha256
+from scramjet.tracking.storage import (
+    RunStorage,
+    UploadReport,
+    check_upload_settings,
+    list_local_files,
+    unchecked_entry,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -149,10 +155,7 @@ class ProcessRunStorage:
         max_backoff: float = 10.0,
         start_timeout: float = 120.0,
     ) -> None:
-        if workers < 1 or max_attempts < 1:
-            raise ValueError(
-                f"workers and max_attempts must be ≥ 1; received {workers} and {max_attempts}."
-            )
+        check_upload_settings(workers, max_attempts)
         self.local_dir = Path(local_dir)
         self.url = url.rstrip("/")
         options = dict(storage_options or {})
@@ -345,21 +348,14 @@ class ProcessRunStorage:
             return self._failed_report(exclude)
 
     def _unchecked(self, rel: str) -> dict[str, Any]:
-        local = self.local_dir / rel
-        return {
-            "size": local.stat().st_size,
-            "sha256": file_sha256(local),
-            "status": f"not checked: {self._dead or 'upload process closed'}",
-        }
+        return unchecked_entry(self.local_dir / rel, self._dead or "upload process closed")
 
     def _failed_report(self, exclude: Callable[[str], bool] | None) -> UploadReport:
-        names = []
-        for path in sorted(self.local_dir.rglob("*")):
-            rel = path.relative_to(self.local_dir).as_posix()
-            wanted = path.is_file() and not path.name.startswith(".tmp")
-            if wanted and not (exclude and exclude(rel)):
-                names.append(rel)
-        files = {rel: self._unchecked(rel) for rel in names}
+        files = {
+            rel: self._unchecked(rel)
+            for rel in list_local_files(self.local_dir)
+            if not (exclude and exclude(rel))
+        }
         return UploadReport(
             ok=False,
             files=files,
