@@ -70,14 +70,12 @@ class EvaluationMixin:
                 for batch, real in steps:
                     if on_device:
                         batch = move_to_device(batch, self.device, non_blocking=True)
-                    if not real:  # keeps this rank's forwards in step with the others'
-                        with autocast_context(self.precision, self.device.type):
-                            self.calculate_eval_batch_loss(batch)
-                        continue
-                    if has_start:
+                    if has_start and real:
                         handler.call_event(Event.EVAL_STEP_START, self)
                     with autocast_context(self.precision, self.device.type):
                         batch_output = self.calculate_eval_batch_loss(batch)
+                    if not real:  # a repeated batch only keeps the forwards in step
+                        continue
                     self._record_loss(self._eval_losses, batch_output)
                     if has_end:
                         handler.call_event(
