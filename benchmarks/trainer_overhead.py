@@ -5,26 +5,48 @@ CPU. Both contenders use the same DataLoader settings (shuffled, no workers) and
 the epoch's mean loss per sample (the Trainer records ``train_loss_epoch``; the
 hand-written loop sums ``loss.item() * batch`` as such loops do). The Trainer runs with
 ``DEFAULT_CALLBACKS``, its progress output sent to a file. Runs are interleaved and
-repeated; medians and the ratio are printed. Peers (pytorch-accelerated, HF accelerate,
-Lightning) are measured the same way when installed.
+repeated; medians and the ratio are printed.
 
-Usage: python benchmarks/trainer_overhead.py [--reps 7] [--steps 400]
+Peers are measured in the same process, interleaved with the others, when importable:
+HF accelerate (``Accelerator`` + ``prepare`` + ``accelerator.backward``), pytorch-accelerated
+(its ``Trainer`` with its default callbacks) and Lightning (``LightningModule`` logging the
+epoch loss, ``lightning.Trainer`` with its default progress bar). Every peer gets the same
+DataLoader settings (no workers; pytorch-accelerated would otherwise start one worker per
+core), its console output sent to a file, and no checkpoint or log files written.
+``--install-peers`` installs pytorch-accelerated and Lightning from PyPI into
+``.bench/peers`` (next to, not into, this environment: no dependency is resolved, so the
+installed torch is left alone) and puts that folder on ``sys.path``.
+
+Usage: python benchmarks/trainer_overhead.py [--reps 7] [--steps 400] [--install-peers]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
+import logging
+import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
+import warnings
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 BATCH = 64
+PEER_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".bench", "peers"
+)
+PEER_PACKAGES = ("pytorch-accelerated==0.1.61", "lightning==2.6.6")
+
+Timing = tuple[float, float]
 
 
 def _clock() -> tuple[float, float]:
@@ -49,7 +71,7 @@ def make_data(steps: int) -> TensorDataset:
     return TensorDataset(x, y)
 
 
-def run_plain(data: TensorDataset) -> float:
+def run_plain(data: TensorDataset) -> Timing:
     torch.manual_seed(1)
     model = make_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -69,7 +91,7 @@ def run_plain(data: TensorDataset) -> float:
     return _since(start)
 
 
-def run_scramjet(data: TensorDataset) -> float:
+def run_scramjet(data: TensorDataset) -> Timing:
     from scramjet import Trainer
     from scramjet.callbacks import (
         LogMetricsCallback,
@@ -94,13 +116,113 @@ def run_scramjet(data: TensorDataset) -> float:
     return _since(start)
 
 
-def _peers() -> dict[str, Callable[[TensorDataset], tuple[float, float]]]:
-    found: dict[str, Callable[[TensorDataset], tuple[float, float]]] = {}
-    for name in ("pytorch_accelerated", "accelerate", "lightning"):
+def run_accelerate(data: TensorDataset) -> Timing:
+    from accelerate import Accelerator
+
+    torch.manual_seed(1)
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_func = nn.CrossEntropyLoss()
+    accelerator = Accelerator(cpu=True)
+    start = _clock()
+    model, opt, loader = accelerator.prepare(
+        model, opt, DataLoader(data, batch_size=BATCH, shuffle=True)
+    )
+    model.train()
+    total, count = 0.0, 0
+    for xb, yb in loader:
+        loss = loss_func(model(xb), yb)
+        accelerator.backward(loss)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        total += loss.item() * yb.size(0)
+        count += yb.size(0)
+    _ = total / count
+    elapsed = _since(start)
+    accelerator.free_memory()
+    return elapsed
+
+
+def run_pytorch_accelerated(data: TensorDataset) -> Timing:
+    from pytorch_accelerated import Trainer as PATrainer
+
+    torch.manual_seed(1)
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    trainer = PATrainer(model=model, loss_func=nn.CrossEntropyLoss(), optimizer=opt)
+    sink = io.StringIO()  # its default callbacks print and draw a tqdm bar: send them to a file
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        start = _clock()
+        trainer.train(
+            train_dataset=data,
+            num_epochs=1,
+            per_device_batch_size=BATCH,
+            train_dataloader_kwargs={"num_workers": 0, "pin_memory": False},
+        )
+        return _since(start)
+
+
+def run_lightning(data: TensorDataset) -> Timing:
+    import lightning as L
+
+    class Module(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = make_model()
+            self.loss_func = nn.CrossEntropyLoss()
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            xb, yb = batch
+            loss = self.loss_func(self.net(xb), yb)
+            self.log("train_loss", loss, on_step=False, on_epoch=True, batch_size=yb.size(0))
+            return loss
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01, momentum=0.9)
+
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)  # banner lines per fit
+    torch.manual_seed(1)
+    module = Module()
+    sink = io.StringIO()
+    quiet = (contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink))
+    with quiet[0], quiet[1], warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "no workers" advice, printed on every fit
+        trainer = L.Trainer(
+            max_epochs=1,
+            accelerator="cpu",
+            devices=1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_model_summary=False,
+        )
+        start = _clock()
+        trainer.fit(module, DataLoader(data, batch_size=BATCH, shuffle=True))
+        return _since(start)
+
+
+def install_peers() -> None:
+    """pytorch-accelerated and Lightning into .bench/peers, without touching this environment."""
+    os.makedirs(PEER_DIR, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--upgrade"]
+    subprocess.run([*cmd, "--target", PEER_DIR, *PEER_PACKAGES], check=True)
+
+
+def _peers() -> dict[str, Callable[[TensorDataset], Timing]]:
+    if os.path.isdir(PEER_DIR) and PEER_DIR not in sys.path:
+        sys.path.append(PEER_DIR)  # after this environment's packages: its torch wins
+    runners = {
+        "accelerate": ("HF accelerate loop", run_accelerate),
+        "pytorch_accelerated": ("pytorch-accelerated", run_pytorch_accelerated),
+        "lightning": ("Lightning", run_lightning),
+    }
+    found: dict[str, Callable[[TensorDataset], Timing]] = {}
+    for module, (label, fn) in runners.items():
         try:
-            __import__(name)
-        except ImportError:
-            print(f"  ({name} not installed: not measured)")
+            __import__(module)
+        except ImportError as exc:
+            print(f"  ({label}: not importable, not measured: {exc}; try --install-peers)")
+            continue
+        found[label] = fn
     return found
 
 
@@ -108,13 +230,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--install-peers", action="store_true", help=install_peers.__doc__)
+    parser.add_argument("--no-peers", action="store_true", help="measure scramjet only")
     args = parser.parse_args()
+    if args.install_peers:
+        install_peers()
     torch.set_num_threads(1)
     data = make_data(args.steps)
-    contenders: dict[str, Callable[[TensorDataset], tuple[float, float]]] = {
+    contenders: dict[str, Callable[[TensorDataset], Timing]] = {
         "hand-written loop": run_plain,
         "scramjet Trainer": run_scramjet,
-        **_peers(),
+        **({} if args.no_peers else _peers()),
     }
     for fn in contenders.values():  # warm-up: imports, allocator, first-call costs
         fn(data)
@@ -122,11 +248,15 @@ def main() -> None:
     for _ in range(args.reps):
         for name, fn in contenders.items():
             times[name].append(fn(data))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
-        f"machine: {platform.processor() or platform.machine()}, "
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"{torch.get_num_threads()} thread, torch {torch.__version__}, "
-        f"python {platform.python_version()}"
+        f"python {platform.python_version()}, load average {load:.2f}"
     )
+    for module in ("accelerate", "pytorch_accelerated", "lightning"):
+        if module in sys.modules:
+            print(f"  {module} {getattr(sys.modules[module], '__version__', '?')}")
     print(f"MLP 784-128-64-10, batch {BATCH}, {args.steps} steps, {args.reps} interleaved reps")
     for label, k in (("wall-clock", 0), ("process CPU", 1)):
         base = statistics.median(t[k] for t in times["hand-written loop"])
