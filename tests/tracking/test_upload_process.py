@@ -163,6 +163,33 @@ def test_killed_child_direct_calls_return(s3: S3Server, tmp_path: Path) -> None:
     assert (tmp_path / "a.txt").read_text() == "hello"
 
 
+def test_stalled_child_never_blocks_the_caller(tmp_path: Path) -> None:
+    """A stopped upload process cannot read its pipe; upload() must still return at once
+    (the messages below are ~10x the pipe's buffer) and the queue must drain afterwards."""
+    src = tmp_path / "src"
+    src.mkdir()
+    names = [f"f{i:04d}-{'x' * 180}.txt" for i in range(3000)]
+    for name in names[:50]:
+        (src / name).write_text(name)
+    store = ProcessRunStorage(src, f"file://{tmp_path / 'remote'}")
+    assert store.pid is not None
+    os.kill(store.pid, signal.SIGSTOP)
+    try:
+        caller = threading.Thread(target=lambda: [store.upload(n) for n in names + names])
+        start = time.perf_counter()
+        caller.start()
+        caller.join(20)
+        assert not caller.is_alive(), "upload() blocked on a stalled upload process"
+        assert time.perf_counter() - start < 5
+    finally:
+        os.kill(store.pid, signal.SIGCONT)
+    report = store.finish()
+    store.close()
+    assert report.ok, report.error
+    for name in names[:50]:
+        assert (tmp_path / "remote" / name).read_text() == name
+
+
 def test_unpicklable_options_fall_back_to_threads(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()

@@ -6,8 +6,10 @@ the training loop of a small model is Python code too: the two take turns.
 :class:`ProcessRunStorage` starts a child process (a fresh interpreter: nothing of the
 training process is forked, and unlike multiprocessing's ``spawn`` the launching script is
 not imported again) that builds a :class:`RunStorage` with the same arguments and serves
-commands from a pipe. :meth:`ProcessRunStorage.upload` sends only the relative path and
-returns at once; :meth:`~ProcessRunStorage.wait`, :meth:`~ProcessRunStorage.finish` and
+commands from a pipe. :meth:`ProcessRunStorage.upload` hands the relative path to a sender
+thread and returns at once (the training loop never writes to the pipe itself, so a child
+that is busy or stalled cannot block it; a path already waiting to be sent is not queued
+twice); :meth:`~ProcessRunStorage.wait`, :meth:`~ProcessRunStorage.finish` and
 :meth:`~ProcessRunStorage.verify` are round trips. The child inherits the environment
 (``AWS_*`` variables, ``AWS_ENDPOINT_URL``, profiles) of the moment it starts.
 
@@ -21,6 +23,8 @@ to a child or the child cannot start.
 
 from __future__ import annotations
 
+import atexit
+import collections
 import contextlib
 import logging
 import os
@@ -31,6 +35,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -48,6 +53,10 @@ logger = logging.getLogger(__name__)
 
 _POLL_S = 0.2  # how often a waiting call checks that the child is still alive
 _LOCAL_PROTOCOLS = ("file", "local")
+
+
+_SENDER_DONE = object()  # tells the sender thread to end
+_EXIT_FLUSH_S = 10.0  # at interpreter exit, how long queued messages may take to reach the child
 
 
 class _ChildGone(Exception):
@@ -170,7 +179,13 @@ class ProcessRunStorage:
         self.errors: dict[str, str] = {}
         self.failed_attempts = 0
         self._lock = threading.Lock()  # one round trip at a time
-        self._send_lock = threading.Lock()  # messages from the loop and other threads
+        # Messages to the child go through a sender thread, in order, so that no caller
+        # (above all the training loop) ever blocks on a full pipe.
+        self._outbox: collections.deque[Any] = collections.deque()
+        self._queued_paths: set[str] = set()  # uploads in the outbox, not yet sent
+        self._outbox_ready = threading.Condition()
+        self._sender: threading.Thread | None = None
+        self._sending = False  # the sender thread holds a message it is writing
         self._seq = 0
         self._dead: str | None = None
         self._closed = False
@@ -179,14 +194,19 @@ class ProcessRunStorage:
         )
         self._process, self._commands, self._replies = self._launch()
         try:
-            self._send(list(sys.path))
-            self._send((str(self.local_dir), self.url, options, settings))
+            self._commands.send(list(sys.path))
+            self._commands.send((str(self.local_dir), self.url, options, settings))
             self._await_ready(start_timeout)
         except (RuntimeError, OSError) as exc:
             self._stop(timeout=5)
             if isinstance(exc, OSError):
                 raise RuntimeError(f"the upload process could not start: {exc}") from exc
             raise
+        self._sender = threading.Thread(
+            target=self._send_loop, name="scramjet-pipe-sender", daemon=True
+        )
+        self._sender.start()
+        _LIVE.add(self)
 
     @staticmethod
     def _launch() -> tuple[subprocess.Popen[bytes], Connection, Connection]:
@@ -221,8 +241,52 @@ class ProcessRunStorage:
         return self._dead is None and self._process.poll() is None
 
     def _send(self, message: Any) -> None:
-        with self._send_lock:
+        """Queue ``message`` for the sender thread (or send it now before it runs)."""
+        if self._sender is None:
             self._commands.send(message)
+            return
+        with self._outbox_ready:
+            if message is not _SENDER_DONE and message[0] == "upload":
+                if message[1] in self._queued_paths:
+                    return  # the queued message uploads the file's newest content anyway
+                self._queued_paths.add(message[1])
+            self._outbox.append(message)
+            self._outbox_ready.notify_all()
+
+    def _drain(self, timeout: float) -> bool:
+        """Wait until every queued message was written to the pipe; False on timeout."""
+        with self._outbox_ready:
+            return self._outbox_ready.wait_for(
+                lambda: not self._outbox and not self._sending, timeout
+            )
+
+    def _send_loop(self) -> None:
+        """Sender thread: writes queued messages to the child, in order."""
+        while True:
+            with self._outbox_ready:
+                while not self._outbox:
+                    self._outbox_ready.wait()
+                message = self._outbox.popleft()
+                if message is _SENDER_DONE:
+                    self._outbox_ready.notify_all()
+                    return
+                if message[0] == "upload":
+                    self._queued_paths.discard(message[1])
+                self._sending = True
+            try:
+                self._commands.send(message)
+            except OSError:  # the child is gone: the next round trip finds out and says so
+                with self._outbox_ready:
+                    self._outbox.clear()
+                    self._queued_paths.clear()
+                    self._sending = False
+                    self._outbox_ready.notify_all()
+                return
+            with self._outbox_ready:
+                self._sending = False
+                self._outbox_ready.notify_all()
+            if message[0] == "close":
+                return
 
     def _receive(self) -> tuple[Any, ...] | None:
         """The next answer, or None if none came within the poll interval.
@@ -264,8 +328,7 @@ class ProcessRunStorage:
         """
         if self._closed or self._dead is not None:
             return
-        with contextlib.suppress(OSError):  # the child is gone; the next round trip says so
-            self._send(("upload", Path(rel_path).as_posix()))
+        self._send(("upload", Path(rel_path).as_posix()))
 
     def _request(self, kind: str, *args: Any) -> Any:
         with self._lock:
@@ -384,8 +447,27 @@ class ProcessRunStorage:
                 logger.warning("the upload process did not stop within %.0f s; ending it", timeout)
                 self._process.kill()
                 self._process.wait(5)
+        if self._sender is not None:  # the child is gone: its pipe no longer blocks a send
+            self._send(_SENDER_DONE)
+            self._sender.join(5)
         self._commands.close()
         self._replies.close()
+
+
+_LIVE: weakref.WeakSet[ProcessRunStorage] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """Hand what is still queued to the upload processes before this interpreter ends.
+
+    The children finish those uploads by themselves after the training process is gone;
+    a child that does not read its pipe holds exit up for at most ``_EXIT_FLUSH_S``.
+    """
+    deadline = time.monotonic() + _EXIT_FLUSH_S
+    for store in list(_LIVE):
+        if store.alive:
+            store._drain(max(0.0, deadline - time.monotonic()))
 
 
 def wants_process(url: str) -> bool:
