@@ -48,6 +48,18 @@ def _has_pending_gradients(trainer: Trainer) -> bool:
     return bool(grads) and bool(torch.stack([g.detach().abs().sum() for g in grads]).sum() > 0)
 
 
+# What a checkpoint holds besides weights and optimizer: the state of the run itself.
+_TRAINING_STATE_KEYS = (
+    "trainer_state",
+    "run_history",
+    "epoch_losses",
+    "epoch_loss_counts",
+    "callbacks",
+    "sampler_seed",
+    "rng",
+)
+
+
 class _Fixed:
     """A checkpoint entry whose state was computed beforehand (FSDP: gathered collectively)."""
 
@@ -177,16 +189,36 @@ class TrainingStateMixin:
         return path
 
     def load_checkpoint(  # type: ignore[misc]
-        self: Trainer, checkpoint_path: str | os.PathLike[str], load_optimizer: bool = True
+        self: Trainer,
+        checkpoint_path: str | os.PathLike[str],
+        load_optimizer: bool = True,
+        *,
+        load_training_state: bool = True,
     ) -> dict[str, Any]:
         """Restore a checkpoint written by :meth:`save_checkpoint` (or a checkpoint directory).
 
+        Args:
+            checkpoint_path: the file, or a checkpoint directory (its latest checkpoint).
+            load_optimizer: also restore the optimizer, scheduler and GradScaler.
+            load_training_state: also restore the loop counters, the run history, the
+                callbacks' state and the random number generators (what resuming needs).
+                ``False`` loads weights (and optimizer, if asked) into the current run and
+                leaves its history and counters as they are.
+
         Returns the plain values stored with it (including ``checkpoint_kwargs``).
         """
-        return self._restore_training_state(checkpoint_path, include_optimizer=load_optimizer)
+        return self._restore_training_state(
+            checkpoint_path,
+            include_optimizer=load_optimizer,
+            include_training_state=load_training_state,
+        )
 
     def _restore_training_state(  # type: ignore[misc]
-        self: Trainer, path: str | os.PathLike[str], *, include_optimizer: bool = True
+        self: Trainer,
+        path: str | os.PathLike[str],
+        *,
+        include_optimizer: bool = True,
+        include_training_state: bool = True,
     ) -> dict[str, Any]:
         path = Path(path)
         if path.is_dir():
@@ -214,6 +246,10 @@ class TrainingStateMixin:
                 targets["optimizer"] = _FullStateTarget(self.unwrapped_model, self.optimizer)
         result = manager.load(targets, which=which)
         values = dict(result.values)
+        if not include_training_state:
+            for key in _TRAINING_STATE_KEYS:
+                values.pop(key, None)
+            return values
         self.state.load_state_dict(values.pop("trainer_state", {}))
         if "run_history" in values:
             self.run_history.load_state_dict(values.pop("run_history"))

@@ -92,6 +92,10 @@ def test_save_best_model_writes_and_reloads_the_best(tmp_path: Path, reload: boo
     final = snaps.weights[1] if reload else snaps.weights[2]
     for k, v in model.state_dict().items():
         assert torch.equal(v, final[k]), k
+    # Reloading brings back the weights only: the run's history and counters stay whole.
+    assert trainer.run_history.get_metric_values("score") == [0.5, 0.2, 0.7]
+    assert trainer.state.epoch == 3 and trainer.state.global_step == 12
+    assert best.best == 0.2
     # The file holds epoch 2's weights and the metric, readable by a fresh trainer.
     other = TinyMLP(seed=5)
     values = make_trainer(other).load_checkpoint(path, load_optimizer=False)

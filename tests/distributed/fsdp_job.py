@@ -9,6 +9,9 @@
   is refused.
 - ``resume``: the ``full`` training resumed from each checkpoint file CKPT in turn.
 - ``ddp_exit``: trains with DDP and returns without destroying the process group.
+- ``fp16_best``: fp16 with a GradScaler on a sharded model, one rank's gradient shard
+  poisoned with an inf before update ``POISON_STEP``, and ``SaveBestModelCallback``
+  watching the eval loss (best weights written, then loaded back at the end).
 
 Each rank writes ``OUT/rank{r}.pt``.
 """
@@ -25,7 +28,11 @@ from dist_train_job import IndexedData, make_model
 from torch import nn
 
 from scramjet import Trainer
-from scramjet.callbacks import LimitEvalStepsCallback, SaveTrainingStateCallback
+from scramjet.callbacks import (
+    LimitEvalStepsCallback,
+    SaveBestModelCallback,
+    SaveTrainingStateCallback,
+)
 from scramjet.runtime import distributed as dist
 from scramjet.runtime import shard_model
 
@@ -147,6 +154,61 @@ def run_resume(out: Path, checkpoints: list[str]) -> dict[str, Any]:
     return {"runs": runs}
 
 
+POISON_STEP = 2  # the update whose gradients get an inf on the last rank only
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This rank's shard of a DTensor (the tensor itself when not sharded)."""
+    to_local = getattr(t, "to_local", None)
+    return to_local() if to_local is not None else t
+
+
+class Fp16Trainer(Trainer):
+    """Records, for every update, whether this rank's parameters changed and the loss scale
+    after it; before update ``POISON_STEP`` the last rank's first gradient element is set to
+    inf (its own shard only under FSDP, so the other rank sees finite gradients)."""
+
+    updates: list[tuple[bool, float]]
+
+    def clip_gradients(self) -> None:  # runs before the scaler unscales and steps
+        if self.state.global_step == POISON_STEP and dist.get_rank() == dist.get_world_size() - 1:
+            grad = next(iter(self.model.parameters())).grad
+            assert grad is not None
+            _local(grad).view(-1)[0] = float("inf")
+        super().clip_gradients()
+
+    def optimizer_step(self) -> None:
+        before = [_local(p).detach().clone() for p in self.model.parameters()]
+        super().optimizer_step()
+        after = [_local(p) for p in self.model.parameters()]
+        changed = any(not torch.equal(a, b) for a, b in zip(before, after))
+        assert self.scaler is not None
+        self.updates.append((changed, float(self.scaler.get_scale())))
+
+
+def run_fp16_best(out: Path) -> dict[str, Any]:
+    model = shard_model(make_model())
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
+    best = SaveBestModelCallback(out / "best.pt", load_saved_checkpoint=True)
+    trainer = Fp16Trainer(
+        model, nn.CrossEntropyLoss(), opt, callbacks=[best], precision="fp16", seed=3
+    )
+    trainer.updates = []
+    trainer.train(
+        IndexedData(NUM_TRAIN, seed=1),
+        num_epochs=4,
+        eval_dataset=IndexedData(NUM_EVAL, seed=2),
+        per_device_batch_size=GLOBAL_BATCH // dist.get_world_size(),
+        train_dataloader_kwargs={"shuffle": False},
+    )
+    return {
+        "updates": trainer.updates,
+        "eval_losses": trainer.run_history.get_metric_values("eval_loss_epoch"),
+        "train_losses": trainer.run_history.get_metric_values("train_loss_epoch"),
+        "final_weights": full_weights(trainer, out / "after_best.pt"),
+    }
+
+
 _KEPT: list[Trainer] = []  # the DDP trainer stays alive until the interpreter exits
 _RANK: list[int] = []
 
@@ -179,8 +241,10 @@ def main(mode: str, out: str, *rest: str) -> dict[str, Any]:
         report = run_resume(out_dir, list(rest))
     elif mode == "ddp_exit":
         report = run_ddp_exit(out_dir)
+    elif mode == "fp16_best":
+        report = run_fp16_best(out_dir)
     else:
-        raise ValueError(f"unknown mode {mode!r}; expected full, resume or ddp_exit")
+        raise ValueError(f"unknown mode {mode!r}; expected full, resume, ddp_exit or fp16_best")
     torch.save(report, out_dir / f"rank{dist.get_rank()}.pt")
     return report
 

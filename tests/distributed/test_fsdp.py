@@ -185,6 +185,40 @@ def test_resume_under_fsdp_matches_the_uninterrupted_run(
         assert_close_weights(plain["weights"], reports[rank]["weights"], TOL)
 
 
+def test_fp16_scaler_and_save_best_under_fsdp(tmp_path: Path) -> None:
+    """fp16 + GradScaler on a sharded model: an inf in one rank's gradient shard skips the
+    update on every rank (the other rank's shard is finite) and halves the same scale;
+    SaveBestModelCallback writes a full checkpoint and reloads the best weights only."""
+    done, _ = torchrun("fp16_best", str(_mkdir(tmp_path / "fsdp")))
+    assert done.returncode == 0, done.stderr[-4000:]
+    single = job.run_fp16_best(_mkdir(tmp_path / "single"))  # the same run in one process
+    reports = [load(tmp_path / "fsdp", rank) for rank in (0, 1)]
+    for report in reports:
+        changed = [c for c, _ in report["updates"]]
+        scales = [s for _, s in report["updates"]]
+        assert len(changed) == 20 and changed.count(False) == 1
+        assert not changed[job.POISON_STEP], "the poisoned update is skipped on every rank"
+        assert scales[job.POISON_STEP - 1] == 2 * scales[job.POISON_STEP] == 65536.0
+        assert report["updates"] == reports[0]["updates"] == single["updates"]
+        assert len(report["eval_losses"]) == 4, "reloading the best keeps the whole history"
+        assert report["eval_losses"] == pytest.approx(single["eval_losses"], abs=1e-3)
+        assert_close_weights(single["final_weights"], report["final_weights"], 2e-3)
+    # The best file holds the full (gathered) weights of the best epoch, which are also
+    # the weights the run ended with, and it loads into a plain model.
+    best_epoch = min(range(4), key=lambda e: reports[0]["eval_losses"][e])
+    assert best_epoch < 3, "the test needs a best epoch before the last one"
+    saved = torch.load(tmp_path / "fsdp" / "best.pt", weights_only=True)["state"]["model"]
+    model = make_model()
+    model.load_state_dict(saved)
+    for key, value in reports[0]["final_weights"].items():
+        assert torch.equal(saved[key], value), key
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path
+
+
 def test_shard_model_is_a_no_op_in_one_process() -> None:
     model = make_model()
     before = {k: v.clone() for k, v in model.state_dict().items()}

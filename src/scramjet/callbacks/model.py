@@ -52,7 +52,8 @@ class SaveBestModelCallback(TrainerCallback):
         greater_is_better: whether larger values are better.
         reset_on_train: forget the best value at the start of each ``train()``.
         save_optimizer: include optimizer/scheduler state in the file.
-        load_saved_checkpoint: restore the best weights when training ends.
+        load_saved_checkpoint: restore the best weights when training ends (the weights
+            only: the run history and counters keep the whole run).
     """
 
     def __init__(
@@ -93,7 +94,8 @@ class SaveBestModelCallback(TrainerCallback):
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Reload the best weights if asked."""
         if self.load_saved_checkpoint and self.saved:
-            trainer.load_checkpoint(self.save_path, load_optimizer=False)
+            # The weights only: the run's history, counters and callbacks stay as trained.
+            trainer.load_checkpoint(self.save_path, load_optimizer=False, load_training_state=False)
 
     def state_dict(self) -> dict[str, Any]:
         """The best value seen."""
