@@ -102,14 +102,26 @@ class TrainerPlaceholderValues:
     EVAL_PER_PROCESS_BATCH_SIZE = _Placeholder("eval_per_process_batch_size")
     GRADIENT_ACCUMULATION_STEPS = _Placeholder("gradient_accumulation_steps")
     NUM_PROCESSES = _Placeholder("num_processes")
+    TRAIN_DATALOADER_LEN = _Placeholder("train_dataloader_len")
+    EVAL_DATALOADER_LEN = _Placeholder("eval_dataloader_len")
 
 
 def _resolve(value: Any, values: Mapping[str, Any]) -> Any:
-    return value.resolve(values) if isinstance(value, _Expr) else value
+    """Resolve placeholders, also inside lists, tuples, sets and dicts (e.g. milestones)."""
+    if isinstance(value, _Expr):
+        return value.resolve(values)
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [_resolve(v, values) for v in value]
+        if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
+            return type(value)(*items)
+        return type(value)(items)
+    if isinstance(value, dict):
+        return type(value)((k, _resolve(v, values)) for k, v in value.items())
+    return value
 
 
 def resolve_placeholders(fn: Callable[..., Any], values: Mapping[str, Any]) -> Callable[..., Any]:
-    """Replace placeholder values in a ``functools.partial``'s arguments."""
+    """Replace placeholder values in a ``functools.partial``'s arguments (nested too)."""
     if not isinstance(fn, functools.partial):
         return fn
     args = tuple(_resolve(a, values) for a in fn.args)
@@ -131,7 +143,11 @@ class _StepScheduler(LRScheduler):
         last_epoch: int = -1,
     ) -> None:
         if total_steps < 1:
-            raise ValueError(f"total_steps must be ≥ 1; received {total_steps}.")
+            raise ValueError(
+                f"total_steps must be ≥ 1; received {total_steps}. With a training dataset "
+                f"that has no length the Trainer cannot count the run's updates: pass "
+                f"max_num_train_steps to train(), or give the scheduler total_steps yourself."
+            )
         if not 0 <= warmup_steps <= total_steps:
             raise ValueError(
                 f"warmup_steps must be between 0 and total_steps ({total_steps}); "
@@ -194,7 +210,7 @@ class CosineWarmupScheduler(_StepScheduler):
         steps = TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH
         kwargs: dict[str, Any] = dict(  # placeholders stand in for ints until resolved
             total_steps=TrainerPlaceholderValues.TOTAL_UPDATE_STEPS,
-            warmup_steps=_Ceil(steps * num_warmup_epochs),
+            warmup_steps=_WarmupSteps(steps, num_warmup_epochs),
             warmup_start_factor=warmup_start_factor,
             min_lr_ratio=min_lr_ratio,
         )
@@ -266,7 +282,7 @@ class WSDScheduler(_StepScheduler):
         steps = TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH
         kwargs: dict[str, Any] = dict(  # placeholders stand in for ints until resolved
             total_steps=TrainerPlaceholderValues.TOTAL_UPDATE_STEPS,
-            warmup_steps=_Ceil(steps * num_warmup_epochs),
+            warmup_steps=_WarmupSteps(steps, num_warmup_epochs),
             decay_fraction=decay_fraction,
             decay_shape=decay_shape,
             warmup_start_factor=warmup_start_factor,
@@ -275,9 +291,18 @@ class WSDScheduler(_StepScheduler):
         return functools.partial(cls, **kwargs)
 
 
-class _Ceil(_Expr):
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
+class _WarmupSteps(_Expr):
+    """``ceil(updates per epoch * warmup epochs)``; an error when the epoch length is unknown."""
 
-    def resolve(self, values: Mapping[str, Any]) -> int:
-        return math.ceil(_resolve(self.inner, values))
+    def __init__(self, steps_per_epoch: _Expr, epochs: float) -> None:
+        self.steps_per_epoch, self.epochs = steps_per_epoch, epochs
+
+    def resolve(self, values: Mapping[str, Any]) -> Any:
+        per_epoch = _resolve(self.steps_per_epoch, values)
+        if self.epochs and not per_epoch:
+            raise ValueError(
+                f"num_warmup_epochs={self.epochs} needs the number of updates per epoch, which "
+                f"is unknown for a training dataset without a length. Give the dataset a "
+                f"__len__, or build the scheduler with warmup_steps=... (optimizer updates)."
+            )
+        return math.ceil(per_epoch * self.epochs)

@@ -33,9 +33,15 @@ class RunConfig:
 
     @property
     def total_update_steps(self) -> int:
-        """Optimizer updates in the whole run (capped by ``max_num_train_steps``)."""
+        """Optimizer updates in the whole run (``max_num_train_steps`` when given).
+
+        For a dataset without a length it is ``max_num_train_steps``, or 0 if that is not
+        given either (unknown).
+        """
         total = self.num_epochs * self.num_update_steps_per_epoch
-        return min(total, self.max_num_train_steps) if self.max_num_train_steps else total
+        if self.max_num_train_steps:
+            return min(total, self.max_num_train_steps) if total else self.max_num_train_steps
+        return total
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict view, for logging and hyperparameter files."""

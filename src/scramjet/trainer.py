@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, Sampler
 
+from scramjet.callbacks import DEFAULT_CALLBACKS
 from scramjet.callbacks.base import CallbackHandler, Event, StopTrainingError, TrainerCallback
 from scramjet.runtime import distributed as dist
 from scramjet.runtime import fsdp
@@ -36,12 +37,6 @@ from scramjet.trainer_eval import EvaluationMixin, _safe_len
 from scramjet.trainer_state import TrainingStateMixin
 
 
-def _default_callbacks() -> tuple[TrainerCallback, ...]:
-    from scramjet.callbacks import DEFAULT_CALLBACKS
-
-    return tuple(cb() if isinstance(cb, type) else cb for cb in DEFAULT_CALLBACKS)
-
-
 class Trainer(EvaluationMixin, TrainingStateMixin):
     """Trains, evaluates and predicts with a PyTorch model.
 
@@ -49,14 +44,17 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         model: the ``nn.Module`` to train.
         loss_func: called as ``loss_func(model_outputs, targets)``; returns a scalar tensor.
         optimizer: a ``torch.optim.Optimizer`` over the model's parameters.
-        callbacks: callback instances (or classes); defaults to ``DEFAULT_CALLBACKS``
-            (metric logging, progress bar, NaN guard, moving modules to the device).
+        callbacks: callback instances (or classes, instantiated per Trainer); defaults to
+            ``DEFAULT_CALLBACKS`` (metric logging, progress bar, NaN guard, moving modules
+            to the device); ``None`` means the same, ``[]`` none at all.
         run_history: where metrics are recorded; a new :class:`RunHistory` by default.
         precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (autocast via ``torch.amp``; fp16
             uses a GradScaler). ``None`` reads ``ACCELERATE_MIXED_PRECISION`` (set by
             ``accelerate launch``), else full precision.
         seed: if given, seeds Python, NumPy and torch now and makes shuffling and
-            DataLoader workers reproducible. Nothing is seeded otherwise.
+            DataLoader workers reproducible. Nothing is seeded otherwise. The model was
+            built before the Trainer, so its initial weights are not covered: for a fully
+            reproducible run call ``scramjet.seed_everything(seed)`` before building it.
         device: a device to use instead of the automatic CUDA → MPS → CPU choice.
 
     Example:
@@ -94,7 +92,7 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         model: nn.Module,
         loss_func: Callable[..., torch.Tensor] | None,
         optimizer: torch.optim.Optimizer,
-        callbacks: Iterable[TrainerCallback | type[TrainerCallback]] | None = None,
+        callbacks: Iterable[TrainerCallback | type[TrainerCallback]] | None = DEFAULT_CALLBACKS,
         run_history: RunHistory | None = None,
         *,
         precision: str | None = None,
@@ -130,7 +128,7 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         self.collate_fn: Callable[..., Any] | None = None
         self._unwrapped_model = model
         self._sampler_seed: int | None = None
-        chosen = _default_callbacks() if callbacks is None else callbacks
+        chosen = DEFAULT_CALLBACKS if callbacks is None else callbacks
         self.callback_handler = CallbackHandler(chosen, custom_events=self.custom_events)
         self.callback_handler.call_event(Event.INIT_END, self)
 
@@ -164,8 +162,15 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
             print(*args, **kwargs)
 
     def add_callback(self, callback: TrainerCallback | type[TrainerCallback]) -> None:
-        """Register another callback after construction."""
-        self.callback_handler.add_callback(callback)
+        """Register another callback after construction.
+
+        Construction has ended, so the new callback's ``on_init_end`` (if it has one) runs
+        now: callbacks that prepare the model there (``ConvertSyncBatchNormCallback``) act
+        the same whether given to the constructor or added later.
+        """
+        added = self.callback_handler.add_callback(callback)
+        if type(added).on_init_end is not TrainerCallback.on_init_end:
+            added.on_init_end(self)
 
     # ------------------------------------------------------------------ setup hooks
     def get_default_train_dl_kwargs(self, batch_size: int) -> dict[str, Any]:
@@ -249,6 +254,8 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
             "eval_per_process_batch_size": rc.eval_per_device_batch_size,
             "gradient_accumulation_steps": rc.gradient_accumulation_steps,
             "num_processes": rc.num_processes,
+            "train_dataloader_len": _safe_len(getattr(self, "_train_dl", None)),
+            "eval_dataloader_len": _safe_len(getattr(self, "_eval_dl", None)),
         }
         if self._create_scheduler_fn is None:
             return None
@@ -396,7 +403,12 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         gradient_clip_norm: float | None = None,
         eval_per_device_batch_size: int | None = None,
     ) -> None:
-        """Train for ``num_epochs`` epochs (or ``max_num_train_steps`` optimizer updates).
+        """Train for ``num_epochs`` epochs, or for ``max_num_train_steps`` optimizer updates.
+
+        ``max_num_train_steps``, when given, overrides ``num_epochs`` as in
+        pytorch-accelerated: the run lasts ``ceil(max_num_train_steps / updates per epoch)``
+        epochs and stops after exactly that many updates. For a dataset without a length
+        both bound the run.
 
         ``resume_from`` takes a checkpoint file, or a directory of checkpoints whose
         latest good one is used, and continues at the exact optimizer step it was saved
@@ -579,11 +591,17 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         n_batches = (
             _safe_len(getattr(self, "_train_dl", None)) if self.train_dataset is not None else 0
         )
+        updates_per_epoch = math.ceil(n_batches / accum) if n_batches else 0
+        if max_steps and updates_per_epoch:
+            # As in pytorch-accelerated, a step budget sets the run's length: enough epochs
+            # to make max_steps updates (the last one stops early). Without a length, the
+            # dataset's end still ends an epoch and num_epochs still bounds the run.
+            num_epochs = math.ceil(max_steps / updates_per_epoch)
         return RunConfig(
             num_epochs=num_epochs,
             train_per_device_batch_size=train_bs,
             eval_per_device_batch_size=eval_bs,
-            num_update_steps_per_epoch=math.ceil(n_batches / accum) if n_batches else 0,
+            num_update_steps_per_epoch=updates_per_epoch,
             max_num_train_steps=max_steps,
             gradient_accumulation_steps=accum,
             gradient_clip_value=clip_value,

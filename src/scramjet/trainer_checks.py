@@ -12,6 +12,13 @@ from torch import nn
 def check_dataset(dataset: Any, name: str) -> None:
     """A map-style dataset (``__getitem__`` + ``__len__``) or an iterable of samples."""
     is_data = isinstance(dataset, torch.utils.data.Dataset | Iterable)
+    if isinstance(dataset, Mapping):
+        raise TypeError(
+            f"{name} must be a torch.utils.data.Dataset or an iterable of samples; received "
+            f"{type(dataset).__name__} (iterating a mapping gives its keys, not samples). Put "
+            f"the arrays in a TensorDataset, e.g. TensorDataset(data['x'], data['y']), or "
+            f"write a Dataset whose __getitem__ returns one sample."
+        )
     if not is_data or isinstance(dataset, str | bytes):
         raise TypeError(
             f"{name} must be a torch.utils.data.Dataset (with __getitem__ and __len__) or an "
@@ -28,7 +35,10 @@ def check_dataset(dataset: Any, name: str) -> None:
 def check_batch_size(value: Any, name: str) -> None:
     """A positive int."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int; received {value!r}.")
+        raise ValueError(
+            f"{name} must be a positive int (samples per batch on each device); received "
+            f"{value!r}. Pass e.g. {name}=32."
+        )
 
 
 def check_optional_positive(value: Any, name: str) -> None:
@@ -36,7 +46,10 @@ def check_optional_positive(value: Any, name: str) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{name} must be a number > 0 or None (to disable); received {value!r}.")
+        raise ValueError(
+            f"{name} must be a number > 0, or None to disable clipping; received {value!r}. "
+            f"Pass e.g. {name}=1.0."
+        )
 
 
 def check_optimizer(optimizer: Any, model: nn.Module) -> None:
@@ -56,19 +69,24 @@ def check_optimizer(optimizer: Any, model: nn.Module) -> None:
         )
 
 
-def check_loss(batch_output: Any) -> None:
+def check_loss(batch_output: Any, hook: str = "calculate_train_batch_loss") -> None:
     """``calculate_*_batch_loss`` must return a dict whose ``loss`` is a scalar tensor."""
     if not isinstance(batch_output, Mapping) or "loss" not in batch_output:
         raise TypeError(
-            "calculate_train_batch_loss must return a dict with keys 'loss', 'model_outputs' "
-            f"and 'batch_size'; received {type(batch_output).__name__}."
+            f"{hook} must return a dict with keys 'loss', 'model_outputs' and 'batch_size'; "
+            f"received {type(batch_output).__name__}."
         )
     loss = batch_output["loss"]
     if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
-        shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        shape = (
+            f"a tensor of shape {tuple(loss.shape)}"
+            if isinstance(loss, torch.Tensor)
+            else type(loss).__name__
+        )
         raise ValueError(
-            f"The loss must be a scalar tensor; received {shape}. Reduce it (e.g. use "
-            f"reduction='mean' in the loss function, or call .mean())."
+            f"The loss from {hook} must be a scalar tensor; received {shape}. Reduce it (e.g. "
+            f"use reduction='mean' in the loss function, or call .mean()), and return the "
+            f"tensor itself, not loss.item()."
         )
     if not loss.requires_grad and torch.is_grad_enabled():
         raise ValueError(
@@ -76,7 +94,7 @@ def check_loss(batch_output: Any) -> None:
             "output is used to compute the loss and that its parameters have requires_grad=True."
         )
     if "batch_size" not in batch_output:
-        raise TypeError("calculate_train_batch_loss's dict must include 'batch_size' (an int).")
+        raise TypeError(f"{hook}'s dict must include 'batch_size' (an int).")
 
 
 def _check_int(value: Any, name: str, *, allow_none: bool = False) -> None:
@@ -84,7 +102,10 @@ def _check_int(value: Any, name: str, *, allow_none: bool = False) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         extra = " or None" if allow_none else ""
-        raise ValueError(f"{name} must be an int ≥ 1{extra}; received {value!r}.")
+        raise ValueError(
+            f"{name} must be an int ≥ 1{extra}; received {value!r}. Pass e.g. {name}=1"
+            f"{' (or None for no limit)' if allow_none else ''}."
+        )
 
 
 def check_train_args(

@@ -24,7 +24,7 @@ from scramjet.runtime import distributed as dist
 from scramjet.runtime.devices import move_to_device
 from scramjet.runtime.precision import autocast_context
 from scramjet.sampling import Lockstep
-from scramjet.trainer_checks import check_batch_size, check_dataset
+from scramjet.trainer_checks import check_batch_size, check_dataset, check_loss
 
 if TYPE_CHECKING:
     from scramjet.state import RunConfig
@@ -76,6 +76,7 @@ class EvaluationMixin:
                         batch_output = self.calculate_eval_batch_loss(batch)
                     if not real:  # a repeated batch only keeps the forwards in step
                         continue
+                    check_loss(batch_output, "calculate_eval_batch_loss")
                     self._record_loss(self._eval_losses, batch_output)
                     if has_end:
                         handler.call_event(

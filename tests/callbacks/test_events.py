@@ -72,12 +72,21 @@ def test_misspelled_method_raises_at_registration() -> None:
         def on_train_epoch_ned(self, trainer: Trainer, **kwargs: Any) -> None: ...
 
     with pytest.raises(
-        ValueError, match=r"Typo defines 'on_train_epoch_ned'.*Did you mean 'on_train_epoch_end'\?"
+        ValueError,
+        match=r"Typo defines 'on_train_epoch_ned'.*The closest event is 'on_train_epoch_end'\.",
     ):
         make_trainer(TinyMLP(), callbacks=[Typo()])
     trainer = make_trainer(TinyMLP())
     with pytest.raises(ValueError, match="on_train_epoch_end"):
         trainer.add_callback(Typo)
+
+
+def test_a_name_far_from_every_event_still_gets_the_closest_one() -> None:
+    class Far(TrainerCallback):
+        def on_foo(self, trainer: Trainer, **kwargs: Any) -> None: ...
+
+    with pytest.raises(ValueError, match=r"'on_foo'.*The closest event is 'on_[a-z_]+'\."):
+        make_trainer(TinyMLP(), callbacks=[Far()])
 
 
 def test_custom_events_declared_on_trainer_and_callback() -> None:

@@ -170,6 +170,17 @@ def test_convert_sync_batchnorm() -> None:
     assert type(plain.model.net[1]) is nn.BatchNorm1d
 
 
+def test_convert_sync_batchnorm_added_after_construction_still_converts() -> None:
+    trainer = make_trainer(BNNet(), callbacks=[])
+    trainer.add_callback(ConvertSyncBatchNormCallback(always=True))
+    assert isinstance(trainer.model.net[1], nn.SyncBatchNorm)
+    trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=8)
+    # Once the model is wrapped for distributed training, adding it is an error.
+    trainer.model = nn.parallel.DistributedDataParallel.__new__(nn.parallel.DistributedDataParallel)
+    with pytest.raises(RuntimeError, match="added after the model was wrapped"):
+        trainer.add_callback(ConvertSyncBatchNormCallback(always=True))
+
+
 def test_save_training_state_writes_rotated_checkpoints_and_resumes(tmp_path: Path) -> None:
     directory = tmp_path / "ckpt"
     data = blobs(n=24)

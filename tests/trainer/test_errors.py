@@ -12,7 +12,9 @@ from torch import nn
 from scramjet import Trainer
 
 
-@pytest.mark.parametrize("bad", [5, object(), "data.csv"], ids=["int", "object", "str"])
+@pytest.mark.parametrize(
+    "bad", [5, object(), "data.csv", {"x": 1}], ids=["int", "object", "str", "dict"]
+)
 def test_dataset_that_is_not_a_dataset(bad: object) -> None:
     trainer = make_trainer(TinyMLP())
     with pytest.raises(TypeError, match="train_dataset") as info:
@@ -36,7 +38,8 @@ def test_eval_dataset_is_checked_before_training() -> None:
 def test_batch_size_must_be_positive_int(bs: object) -> None:
     with pytest.raises(
         ValueError,
-        match=rf"per_device_batch_size must be a positive int; received {re.escape(repr(bs))}",
+        match=rf"per_device_batch_size must be a positive int .*; received {re.escape(repr(bs))}"
+        r"\. Pass e\.g\. per_device_batch_size=32",
     ):
         make_trainer(TinyMLP()).train(blobs(n=8), num_epochs=1, per_device_batch_size=bs)  # type: ignore[arg-type]
 
@@ -44,7 +47,9 @@ def test_batch_size_must_be_positive_int(bs: object) -> None:
 @pytest.mark.parametrize("epochs", [0, -1, 1.5])
 def test_num_epochs_must_be_at_least_one(epochs: object) -> None:
     with pytest.raises(
-        ValueError, match=rf"num_epochs must be an int ≥ 1; received {re.escape(repr(epochs))}"
+        ValueError,
+        match=rf"num_epochs must be an int ≥ 1; received {re.escape(repr(epochs))}\. "
+        r"Pass e\.g\. num_epochs=1",
     ):
         make_trainer(TinyMLP()).train(blobs(n=8), num_epochs=epochs)  # type: ignore[arg-type]
 
@@ -58,7 +63,9 @@ def test_gradient_accumulation_steps_checked() -> None:
 
 def test_loss_that_is_not_a_scalar() -> None:
     trainer = make_trainer(TinyMLP(), loss=nn.CrossEntropyLoss(reduction="none"))
-    with pytest.raises(ValueError, match=r"scalar tensor; received \(4,\).*reduction='mean'"):
+    with pytest.raises(
+        ValueError, match=r"scalar tensor; received a tensor of shape \(4,\).*reduction='mean'"
+    ):
         trainer.train(blobs(n=8), num_epochs=1, per_device_batch_size=4)
 
 
@@ -66,6 +73,21 @@ def test_loss_that_is_not_a_tensor() -> None:
     trainer = make_trainer(TinyMLP(), loss=lambda out, y: 1.0)
     with pytest.raises(ValueError, match="scalar tensor; received float"):
         trainer.train(blobs(n=8), num_epochs=1, per_device_batch_size=4)
+
+
+@pytest.mark.parametrize(
+    ("loss", "expected"),
+    [
+        (nn.CrossEntropyLoss(reduction="none"), r"a tensor of shape \(2,\)"),
+        (lambda out, y: 1.0, "float"),
+    ],
+    ids=["per-sample", "float"],
+)
+def test_eval_loss_is_checked_too(loss: object, expected: str) -> None:
+    """evaluate() used to average a per-sample loss silently, or fail on float.detach."""
+    trainer = make_trainer(TinyMLP(), loss=loss)
+    with pytest.raises(ValueError, match=rf"calculate_eval_batch_loss.*received {expected}"):
+        trainer.evaluate(blobs(n=4), per_device_batch_size=2)
 
 
 def test_optimizer_without_model_parameters() -> None:
@@ -111,13 +133,16 @@ def test_callback_of_wrong_type() -> None:
     [("gradient_clip_value", 0.0), ("gradient_clip_norm", -1.0), ("gradient_clip_norm", "1")],
 )
 def test_clip_thresholds_must_be_positive(name: str, value: object) -> None:
-    with pytest.raises(ValueError, match=rf"{name} must be a number > 0 or None"):
+    with pytest.raises(
+        ValueError, match=rf"{name} must be a number > 0, or None to disable .* Pass e\.g\. {name}="
+    ):
         make_trainer(TinyMLP()).train(blobs(n=8), num_epochs=1, **{name: value})
 
 
 def test_eval_batch_size_is_checked() -> None:
     with pytest.raises(
-        ValueError, match="eval_per_device_batch_size must be a positive int; received -1"
+        ValueError,
+        match=r"eval_per_device_batch_size must be a positive int .*; received -1\. Pass e\.g\.",
     ):
         make_trainer(TinyMLP()).train(
             blobs(n=8), num_epochs=1, eval_dataset=blobs(n=4), eval_per_device_batch_size=-1

@@ -112,6 +112,17 @@ def test_max_num_train_steps_counts_updates() -> None:
     assert len(trainer.run_history.get_metric_values("train_loss_epoch")) == 2
 
 
+def test_max_num_train_steps_overrides_num_epochs() -> None:
+    """As in pytorch-accelerated: the step budget sets the run's length, not just a cap."""
+    trainer = make_trainer(TinyMLP())
+    # 4 batches (updates) per epoch: 10 updates need 3 epochs, the last one cut short.
+    trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=4, max_num_train_steps=10)
+    assert trainer.state.global_step == 10
+    assert trainer.run_config is not None
+    assert trainer.run_config.num_epochs == 3 and trainer.run_config.total_update_steps == 10
+    assert len(trainer.run_history.get_metric_values("train_loss_epoch")) == 3
+
+
 def test_second_train_call_resets_history_unless_asked() -> None:
     trainer = make_trainer(TinyMLP())
     data = blobs(n=16)

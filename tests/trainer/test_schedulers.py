@@ -147,6 +147,76 @@ def test_create_scheduler_fn_classmethod_in_trainer() -> None:
     assert (sched.total_steps, sched.warmup_steps, sched.decay_steps) == (7, 3, 4)
 
 
+class _Stream(torch.utils.data.IterableDataset):
+    """A dataset without a length: 20 samples of blobs()."""
+
+    def __iter__(self) -> Any:
+        data = blobs(n=20)
+        return (data[i] for i in range(len(data)))
+
+
+def test_iterable_dataset_schedulers_take_max_num_train_steps() -> None:
+    trainer = make_trainer(TinyMLP())
+    trainer.train(
+        _Stream(),
+        num_epochs=3,
+        per_device_batch_size=4,
+        max_num_train_steps=12,
+        create_scheduler_fn=CosineWarmupScheduler.create_scheduler_fn(),
+    )
+    assert trainer.scheduler.total_steps == 12
+    # 5 batches per pass: passes of 5, 5 and 2 updates, the budget ends the third.
+    assert trainer.state.global_step == 12
+    assert len(trainer.run_history.get_metric_values("train_loss_epoch")) == 3
+
+
+def test_iterable_dataset_without_a_step_budget_says_how_to_fix() -> None:
+    trainer = make_trainer(TinyMLP())
+    with pytest.raises(
+        ValueError, match=r"total_steps must be ≥ 1; received 0.*max_num_train_steps"
+    ):
+        trainer.train(
+            _Stream(),
+            num_epochs=1,
+            per_device_batch_size=4,
+            create_scheduler_fn=CosineWarmupScheduler.create_scheduler_fn(),
+        )
+    with pytest.raises(ValueError, match="num_warmup_epochs=1 needs the number of updates"):
+        trainer.train(
+            _Stream(),
+            num_epochs=1,
+            per_device_batch_size=4,
+            max_num_train_steps=6,
+            create_scheduler_fn=CosineWarmupScheduler.create_scheduler_fn(num_warmup_epochs=1),
+        )
+
+
+def test_placeholders_inside_containers_and_dataloader_lengths() -> None:
+    P = TrainerPlaceholderValues
+    seen: dict[str, Any] = {}
+
+    def make(opt: torch.optim.Optimizer, milestones: list[Any], info: dict[str, Any]) -> Any:
+        seen.update(milestones=milestones, **info)
+        return torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.1)
+
+    fn = functools.partial(
+        make,
+        milestones=[P.NUM_UPDATE_STEPS_PER_EPOCH, 2 * P.NUM_UPDATE_STEPS_PER_EPOCH],
+        info={"train_len": P.TRAIN_DATALOADER_LEN, "eval_len": (P.EVAL_DATALOADER_LEN,)},
+    )
+    trainer = make_trainer(TinyMLP(), lr=1.0)
+    trainer.train(
+        blobs(n=20),
+        num_epochs=3,
+        per_device_batch_size=4,
+        eval_dataset=blobs(n=6),
+        eval_per_device_batch_size=4,
+        create_scheduler_fn=fn,
+    )
+    assert seen == {"milestones": [5, 10], "train_len": 5, "eval_len": (2,)}
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.01), "both milestones hit"
+
+
 def test_strings_are_never_evaluated() -> None:
     """Placeholders are objects; a string argument is passed through untouched."""
     fn = functools.partial(dict, a="TrainerPlaceholderValues.NUM_EPOCHS", b="__import__('os')")

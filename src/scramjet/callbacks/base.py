@@ -194,6 +194,15 @@ class TrainerCallback:
 EVENT_NAMES: frozenset[str] = frozenset(e.value for e in Event)
 
 
+def _closest(name: str, candidates: Iterable[str]) -> str:
+    """The candidate most similar to ``name`` (always one, however far)."""
+    ranked = sorted(
+        candidates,
+        key=lambda c: (-difflib.SequenceMatcher(None, name, c).ratio(), c),
+    )
+    return ranked[0]
+
+
 def _event_methods(callback: TrainerCallback, known: frozenset[str]) -> dict[str, str]:
     """Map each event the callback overrides to the attribute implementing it.
 
@@ -207,8 +216,7 @@ def _event_methods(callback: TrainerCallback, known: frozenset[str]) -> dict[str
             continue
         event = ALIASES.get(attr, attr)
         if event not in valid:
-            close = difflib.get_close_matches(attr, sorted(valid | set(ALIASES)), n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            hint = f" The closest event is {_closest(attr, valid | set(ALIASES))!r}."
             raise ValueError(
                 f"Callback {type(callback).__name__} defines {attr!r}, which is not a Trainer "
                 f"event.{hint} Rename it to an event from scramjet.callbacks.Event, or declare "
@@ -251,8 +259,11 @@ class CallbackHandler:
             raise ValueError(f"Event names start with 'on_'; received {name!r}.")
         self._known = self._known | {name}
 
-    def add_callback(self, callback: TrainerCallback | type[TrainerCallback]) -> None:
-        """Register a callback (an instance, or a class with a no-argument constructor)."""
+    def add_callback(self, callback: TrainerCallback | type[TrainerCallback]) -> TrainerCallback:
+        """Register a callback (an instance, or a class with a no-argument constructor).
+
+        Returns the registered instance.
+        """
         if inspect.isclass(callback):
             callback = callback()
         if not isinstance(callback, TrainerCallback):
@@ -264,6 +275,7 @@ class CallbackHandler:
         self.callbacks.append(callback)
         for event, attr in methods.items():
             self._table.setdefault(event, []).append((callback, getattr(callback, attr)))
+        return callback
 
     def get(self, kind: type[TrainerCallback]) -> TrainerCallback | None:
         """The first registered callback of the given type, or None."""
@@ -295,7 +307,10 @@ class CallbackHandler:
             except StopTrainingError:
                 raise
             except Exception as exc:
+                name = str(getattr(event, "value", event))
+                written = getattr(method, "__name__", name)
+                where = name if written == name else f"{written} (event {name})"
                 raise CallbackError(
                     f"Callback {type(callback).__name__} raised {type(exc).__name__} in "
-                    f"{getattr(event, 'value', event)}: {exc}"
+                    f"{where}: {exc}"
                 ) from exc

@@ -212,7 +212,8 @@ class ConvertSyncBatchNormCallback(TrainerCallback):
     """Turns BatchNorm layers into SyncBatchNorm when running on several processes.
 
     Must run before the model is wrapped for distributed training, so it acts at
-    ``on_init_end``. In a single process the model is left unchanged unless ``always``.
+    ``on_init_end`` (at once when added with ``trainer.add_callback``, before ``train()``).
+    In a single process the model is left unchanged unless ``always``.
     """
 
     def __init__(self, always: bool = False) -> None:
@@ -222,6 +223,13 @@ class ConvertSyncBatchNormCallback(TrainerCallback):
     def on_init_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Convert the model's BatchNorm layers (parameters are shared, not copied)."""
         if self.always or dist.get_world_size() > 1:
+            if trainer.model is not trainer.unwrapped_model:
+                raise RuntimeError(
+                    f"ConvertSyncBatchNormCallback was added after the model was wrapped for "
+                    f"distributed training ({type(trainer.model).__name__}); BatchNorm layers "
+                    f"can only be converted before. Pass it in Trainer(callbacks=[...]), or add "
+                    f"it before the first train()."
+                )
             model = nn.SyncBatchNorm.convert_sync_batchnorm(trainer.unwrapped_model)
             trainer.model = trainer._unwrapped_model = model
             self.converted = True
