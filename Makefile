@@ -5,7 +5,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 # CPU build of torch for development and CI; the package itself accepts torch>=2.4.
-TORCH_PIN ?= torch==2.13.0
+# The "+cpu" label makes pip take the CPU wheel or fail, never a multi-GB CUDA build.
+# Where no CPU wheel is on the local index, point TORCH_INDEX at one:
+#   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_PIN ?= torch==2.13.0+cpu
+TORCH_INDEX ?=
+PIP_TORCH := $(TORCH_PIN) $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
@@ -16,13 +21,13 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q $(TORCH_PIN)
-	$(BIN)/pip install -q -e . $(TORCH_PIN)
+	$(BIN)/pip install -q $(PIP_TORCH)
+	$(BIN)/pip install -q -e . $(PIP_TORCH)
 	touch $@
 
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q $(TORCH_PIN)
-	$(BIN)/pip install -q -e '.[dev]' $(TORCH_PIN)
+	$(BIN)/pip install -q $(PIP_TORCH)
+	$(BIN)/pip install -q -e '.[dev]' $(PIP_TORCH)
 	touch $@ $(STAMP_RUN)
 
 install: $(STAMP_RUN)
