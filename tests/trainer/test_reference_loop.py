@@ -26,14 +26,24 @@ def reference_train(
     clip_value: float | None = None,
     clip_norm: float | None = None,
     max_steps: int | None = None,
+    shuffle_seed: int | None = None,
 ) -> int:
-    """Plain PyTorch training; returns the number of optimizer updates made."""
+    """Plain PyTorch training; returns the number of optimizer updates made.
+
+    With ``shuffle_seed`` each epoch visits the samples in ``randperm(n)`` drawn from a
+    generator seeded with ``shuffle_seed + epoch`` (the Trainer's documented order).
+    """
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     loss_fn = nn.CrossEntropyLoss()
-    x, y = data.tensors
-    batches = [(x[i : i + BATCH], y[i : i + BATCH]) for i in range(0, len(y), BATCH)]
     updates = 0
-    for _ in range(epochs):
+    for epoch in range(epochs):
+        x, y = data.tensors
+        if shuffle_seed is not None:
+            order = torch.randperm(
+                len(y), generator=torch.Generator().manual_seed(shuffle_seed + epoch)
+            )
+            x, y = x[order], y[order]
+        batches = [(x[i : i + BATCH], y[i : i + BATCH]) for i in range(0, len(y), BATCH)]
         for start in range(0, len(batches), accum):
             window = batches[start : start + accum]
             opt.zero_grad()
@@ -83,6 +93,22 @@ def test_trainer_matches_hand_written_loop(case: str) -> None:
     )
     assert trainer.state.global_step == updates
     assert_same_weights(model, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("accum", [1, 5])
+def test_shuffled_training_matches_a_hand_written_loop_with_the_same_seed(accum: int) -> None:
+    data = blobs(n=N)
+    model = TinyMLP()
+    expected, unshuffled = clone(model), clone(model)
+    reference_train(expected, data, epochs=3, accum=accum, shuffle_seed=5)
+    reference_train(unshuffled, data, epochs=3, accum=accum)
+    trainer = make_trainer(model, lr=LR, seed=5)
+    trainer.train(
+        data, num_epochs=3, per_device_batch_size=BATCH, gradient_accumulation_steps=accum
+    )
+    assert_same_weights(model, expected, atol=1e-6)
+    pairs = zip(expected.parameters(), unshuffled.parameters())
+    assert max(float((a - b).detach().abs().max()) for a, b in pairs) > 1e-4, "order matters"
 
 
 def test_reference_cases_are_distinguishable() -> None:
