@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
+
+from scramjet.data.writer import _encode_task
 
 
 def smooth_image(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
@@ -49,3 +54,14 @@ def write_csv(path: Path, header: list[str], rows: list[list[str]], sep: str = "
     lines = [sep.join(header)] + [sep.join(cell(c) for c in r) for r in rows]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def encode_or_die(task: tuple[Any, ...]) -> tuple[int, Any]:
+    """Pack's encoding task, except that the worker is SIGKILLed on a file named ``die*``.
+
+    Stands in for a worker killed by the OOM killer or a crashing decoder; it is pickled by
+    reference, so pack's worker processes import it from this module.
+    """
+    if any(os.path.basename(f).startswith("die") for f in task[1]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _encode_task(task)  # type: ignore[arg-type]

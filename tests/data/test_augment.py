@@ -113,3 +113,22 @@ def test_sequence_pipeline_consistent_across_frames():
     out = aug(frames, index=1)
     assert out.shape[0] == 4
     assert all(np.array_equal(out[0], out[t]) for t in range(4))
+
+
+def test_sample_context_supplies_index_and_epoch():
+    img = image()
+    aug = A.Compose(A.Flip(p=0.5), A.Noise(0.1), seed=4)
+    with A.sample_context(6, epoch=2):
+        first, second = aug(img), aug(img)  # like aug(img, index=6, epoch=2), then the next
+        explicit = aug(img, index=3)  # an explicit index wins over the context
+    np.testing.assert_array_equal(first, aug(img, index=6, epoch=2))
+    assert not np.array_equal(first, second)  # two views of one sample differ...
+    with A.sample_context(6, epoch=2):
+        again = [aug(img), aug(img)]
+    np.testing.assert_array_equal(again[0], first)  # ...reproducibly
+    np.testing.assert_array_equal(again[1], second)
+    np.testing.assert_array_equal(explicit, aug(img, index=3))
+    with A.sample_context(7, epoch=2):
+        assert not np.array_equal(aug(img), first)
+    outside = A.Compose(A.Noise(0.1), seed=4)
+    assert not np.array_equal(outside(img), outside(img))  # no context: one generator

@@ -13,7 +13,7 @@ from packdata_helpers import write_csv, write_images
 from scramjet.cli import main
 from scramjet.compat.nebulae import Comburant, FuelGenerator, Tank
 from scramjet.compat.nebulae import fuel as depot  # nebulae: from nebulae.fuel import depot
-from scramjet.compat.nebulae.fuel import Brighten, Crop, Flip, Sample
+from scramjet.compat.nebulae.fuel import Brighten, Crop, Flip, Noise, Sample
 from scramjet.data import PackedDataset
 
 
@@ -216,3 +216,58 @@ def test_comburant_with_sequences(tmp_path):
         str(tmp_path / "seq"), {"image": "uint8", "label": "int64"}, batch_size=1, prep_fn=prep_seq
     )
     assert tank.next()["image"].shape == (1, 3, 16, 16, 3)
+
+
+# ----- a seeded Comburant in prep_fn draws per sample, in every worker alike -------------
+COMBURANT = Comburant(Flip(), Brighten(0.5), Noise(0.05), seed=3)
+
+
+def prep_comburant(data):
+    # nebulae style: the Comburant is called inside prep_fn, with no index to pass
+    data["image"] = COMBURANT(data["image"])
+    return data
+
+
+def image_only(data, idx):
+    return data["image"][idx]
+
+
+def test_seeded_comburant_in_tank_draws_per_sample_like_packed_dataset(tmp_path):
+    imgs = write_images(tmp_path / "one", 1, size=(12, 10))
+    write_csv(tmp_path / "l.csv", ["image", "label"], [[imgs[0][0], str(i)] for i in range(8)])
+    FuelGenerator(str(tmp_path / "one"), str(tmp_path / "l.csv"), ["int64"]).generate(
+        str(tmp_path / "same"), 12, 10, encode="png", progress=False, workers=0
+    )  # eight samples with the same pixels: only the augmentation tells them apart
+    spec = {"image": "uint8", "label": "int64"}
+    epochs = {}
+    for workers in (0, 2):
+        tank = Tank(
+            str(tmp_path / "same"),
+            spec,
+            batch_size=2,
+            shuffle=False,
+            prep_fn=prep_comburant,
+            num_workers=workers,
+        )
+        epochs[workers] = [
+            torch.cat([tank.next()["image"] for _ in range(tank.MPE)]) for _ in range(2)
+        ]
+    for e in range(2):  # the same draws with and without workers
+        assert torch.equal(epochs[0][e], epochs[2][e])
+    assert len({x.numpy().tobytes() for x in epochs[2][0]}) == 8  # one draw per sample
+    assert not torch.equal(epochs[0][0], epochs[0][1])  # new draws every epoch
+    packed = PackedDataset(tmp_path / "same", transform={"image": COMBURANT})
+    for e in range(2):  # exactly what PackedDataset(transform=...) gives
+        packed.set_epoch(e)
+        for i in range(8):
+            np.testing.assert_array_equal(epochs[0][e][i].numpy(), packed[i]["image"])
+    direct = Tank(
+        str(tmp_path / "same"),
+        spec,
+        batch_size=4,
+        shuffle=False,
+        fetch_fn=image_only,
+        prep_fn=COMBURANT,  # the Comburant itself as prep_fn gets the index too
+        num_workers=2,
+    )
+    assert torch.equal(torch.cat([direct.next() for _ in range(direct.MPE)]), epochs[0][0])

@@ -8,6 +8,7 @@ import json
 import h5py
 import numpy as np
 import pytest
+import torch
 from packdata_helpers import write_csv, write_images
 from PIL import Image
 
@@ -98,6 +99,7 @@ def test_every_dtype_round_trips(tmp_path):
         "uint8",
         "uint16",
         "uint32",
+        "uint64",
         "int8",
         "int16",
         "int32",
@@ -121,6 +123,7 @@ def test_every_dtype_round_trips(tmp_path):
                 "255",
                 "65535",
                 "4294967295",
+                str(2**64 - 1 - i),  # the largest uint64 in the first row
                 "-128",
                 "-7",
                 str(-(2**31)),
@@ -154,6 +157,7 @@ def test_every_dtype_round_trips(tmp_path):
         assert s["c_bool"] is np.bool_(i == 1) or bool(s["c_bool"]) == (i == 1)
         assert s["c_uint8"] == 255 and s["c_uint8"].dtype == np.uint8
         assert s["c_uint16"] == 65535 and s["c_uint32"] == 4294967295
+        assert s["c_uint64"] == 2**64 - 1 - i and s["c_uint64"].dtype == np.uint64
         assert s["c_int8"] == -128 and s["c_int16"] == -7 and s["c_int32"] == -(2**31)
         assert s["c_int64"] == 2**40 + i and s["c_int64"].dtype == np.int64
         assert s["c_float16"] == 0.5 and s["c_float16"].dtype == np.float16
@@ -165,6 +169,8 @@ def test_every_dtype_round_trips(tmp_path):
         assert s["c_vuint8"].shape == (0,)
     batch = ds[[2, 0]]
     assert batch["c_int64"].tolist() == [2**40 + 2, 2**40]
+    assert batch["c_uint64"].dtype == torch.uint64
+    assert batch["c_uint64"].numpy().tolist() == [2**64 - 3, 2**64 - 1]
     assert batch["c_bool"].tolist() == [False, False] and batch["c_str"] == ["név 2", "név 0"]
 
 

@@ -8,7 +8,9 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 
+import numpy as np
 import pytest
 from packdata_helpers import write_csv, write_images
 
@@ -167,3 +169,181 @@ def test_killed_pack_leaves_no_valid_output(folder, tmp_path):
         PackedDataset(dst)
     with pytest.raises(PackFormatError):
         PackedDataset(partial[0])
+
+
+# ----- a dead encoding worker ends the pack with an error instead of a hang ----------------
+def _run_script(script, *args, timeout=120):
+    """Run a pack script in its own session; kill the whole session if it hangs."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"pack still running after {timeout} s: a dead worker made it hang")
+    return proc.returncode, err
+
+
+DIE_SCRIPT = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[4])
+    import packdata_helpers
+    import scramjet.data.writer as w
+    w._encode_task = packdata_helpers.encode_or_die  # SIGKILLs the worker on die.png
+    w.pack(sys.argv[1], sys.argv[2], sys.argv[3], dtype=["int64"], height=8, width=8,
+           workers=2, progress=False)
+""")
+
+
+def test_worker_killed_on_a_row_raises_naming_it_and_leaves_nothing(folder, tmp_path):
+    root, imgs = folder
+    (root / "die.png").write_bytes((root / imgs[0][0]).read_bytes())
+    lines = (root / "list.csv").read_text().splitlines()
+    lines.insert(7, "die.png\t3")  # CSV line 8, in the middle of the list
+    (root / "list.csv").write_text("\n".join(lines) + "\n")
+    helpers = os.path.dirname(os.path.abspath(__file__))
+    code, err = _run_script(DIE_SCRIPT, root, root / "list.csv", tmp_path / "p", helpers)
+    assert code == 1, err
+    assert "PackError: an encoding worker process died" in err
+    assert "line 8 'die.png'" in err and "out of memory" in err and "workers=1" in err
+    _no_pack_left(tmp_path)
+
+
+EXTERNAL_KILL_SCRIPT = textwrap.dedent("""
+    import sys
+    from scramjet.data import pack
+    pack(sys.argv[1], sys.argv[2], sys.argv[3], dtype=["int64"], height=64, width=64,
+         encode="png", workers=2, progress=False)
+""")
+
+
+def _children(pid):
+    found = []
+    for stat in os.scandir("/proc"):
+        if not stat.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{stat.name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.name))
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the workers through /proc")
+def test_worker_killed_from_outside_mid_pack_raises(tmp_path):
+    """Like the OOM killer: SIGKILL one encoding worker while the pack is running."""
+    write_images(tmp_path / "imgs", 1, size=(400, 400))
+    write_csv(tmp_path / "l.csv", ["image", "label"], [["img_0.png", str(i)] for i in range(300)])
+    args = [tmp_path / "imgs", tmp_path / "l.csv", tmp_path / "p"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", EXTERNAL_KILL_SCRIPT, *map(str, args)],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        workers: list[int] = []
+        while not workers:  # the workers are children of the fork server, a child of proc
+            assert proc.poll() is None and time.monotonic() < deadline
+            workers = [w for c in _children(proc.pid) for w in _children(c)]
+            time.sleep(0.01)
+        os.kill(workers[0], signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            pytest.fail("pack still running 60 s after a worker was killed: it hangs")
+    assert proc.returncode == 1, err
+    assert "PackError: an encoding worker process died" in err and "CSV rows were in flight" in err
+    _no_pack_left(tmp_path)
+
+
+NO_START_SCRIPT = textwrap.dedent("""
+    import importlib, os, sys
+    # a task function whose module the worker processes cannot import: every worker dies
+    # as it takes its first task, as when workers cannot start at all
+    sys.path.insert(0, sys.argv[4])
+    import vanishing
+    sys.path.pop(0)
+    os.remove(vanishing.__file__)
+    importlib.invalidate_caches()
+    import scramjet.data.writer as w
+    w._encode_task = vanishing.task
+    w.pack(sys.argv[1], sys.argv[2], sys.argv[3], dtype=["int64"], height=8, width=8,
+           workers=2, progress=False)
+""")
+
+
+def test_workers_that_cannot_run_raise_instead_of_restarting_forever(folder, tmp_path):
+    root, _ = folder
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "vanishing.py").write_text("def task(t):\n    return t[0], []\n")
+    code, err = _run_script(
+        NO_START_SCRIPT, root, root / "list.csv", tmp_path / "p", tmp_path / "mod"
+    )
+    assert code == 1, err
+    assert "PackError: an encoding worker process died or could not start" in err
+    assert "line 2 'img_0.png'" in err  # the first rows were in flight
+    _no_pack_left(tmp_path)
+
+
+# ----- float values must fit their dtype ---------------------------------------------------
+def test_float_overflow_names_row_column_value_and_dtype(folder, tmp_path):
+    root, imgs = folder
+    rows = [["65504"], ["1e6"], ["inf"], ["-inf"], ["nan"], ["0.1"], ["1e-9"]]
+    write_csv(root / "f.csv", ["image", "x"], [[imgs[i][0], *r] for i, r in enumerate(rows)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy overflow warning on the way either
+        with pytest.raises(
+            PackError,
+            match=r"column 'x': '1e6' is outside the range of float16 \[-65504, 65504\].*"
+            r"'float32' or 'float64'.*line 3, file 'img_1.png'",
+        ):
+            _pack(root, root / "f.csv", tmp_path / "p", dtype=["float16"])
+        _no_pack_left(tmp_path)
+        report = _pack(root, root / "f.csv", tmp_path / "p", dtype=["float16"], on_error="skip")
+    assert [(s.line, s.file) for s in report.skipped] == [(3, "img_1.png")]
+    assert "outside the range of float16" in report.skipped[0].reason
+    values = [PackedDataset(tmp_path / "p")[i]["x"] for i in range(6)]
+    assert values[:2] == [65504, np.inf] and values[2] == -np.inf and np.isnan(values[3])
+    assert values[4] == np.float16(0.1) and values[5] == 0  # precision loss is fine
+    write_csv(root / "v.csv", ["image", "x"], [[imgs[0][0], "1,2"], [imgs[1][0], "1 1e39"]])
+    with pytest.raises(PackError, match=r"'1e39' is outside the range of float32.*line 3"):
+        _pack(root, root / "v.csv", tmp_path / "q", dtype=["vfloat32"])
+    write_csv(root / "d.csv", ["image", "x"], [[imgs[0][0], "1e400"]])
+    with pytest.raises(PackError, match=r"'1e400' is outside the range of float64"):
+        _pack(root, root / "d.csv", tmp_path / "q", dtype=["float64"])
+
+
+# ----- overwrite replaces a file, a directory or a link and leaves nothing hidden ---------
+@pytest.mark.parametrize("old", ["file", "dir", "link"])
+def test_overwrite_leaves_no_hidden_copy_of_the_old_destination(folder, tmp_path, old):
+    root, _ = folder
+    dst = tmp_path / "out" / "train.hdf5"  # e.g. what nebulae's FuelGenerator wrote
+    dst.parent.mkdir()
+    target = tmp_path / "elsewhere"
+    if old == "file":
+        dst.write_bytes(b"\x89HDF\r\n\x1a\n an old nebulae file")
+    elif old == "dir":
+        dst.mkdir()
+        (dst / "shard-00000.h5").write_bytes(b"old")
+    else:
+        target.mkdir()
+        (target / "keep.txt").write_text("not ours")
+        dst.symlink_to(target, target_is_directory=True)
+    _pack(root, root / "list.csv", dst, overwrite=True)
+    assert len(PackedDataset(dst)) == 12 and not dst.is_symlink()
+    assert sorted(p.name for p in dst.parent.iterdir()) == ["train.hdf5"]
+    if old == "link":  # the link is replaced, never what it points to
+        assert (target / "keep.txt").read_text() == "not ours"

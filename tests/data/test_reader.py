@@ -9,8 +9,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from scramjet.accel import CachedDataset, accelerate_dataset
 from scramjet.data import PackedDataset, pack
-from scramjet.data.augment import Compose, Flip, Noise
+from scramjet.data.augment import Brighten, Compose, Flip, Noise
 
 
 def make_pack(folder, tmp_path, encode):
@@ -35,8 +36,8 @@ def packed(request, folder, tmp_path):
     return make_pack(folder, tmp_path, request.param)
 
 
-# spawn workers start slowly (a fresh interpreter each): one encoding each under spawn
-WORKER_CASES = [("raw", "fork"), ("jpeg", "fork"), ("raw", "spawn")]
+# spawn workers start slowly (a fresh interpreter each): plain DataLoader cases only
+WORKER_CASES = [("raw", "fork"), ("jpeg", "fork"), ("raw", "spawn"), ("jpeg", "spawn")]
 SLOT_CASES = [("raw", "fork"), ("jpeg", "fork"), ("jpeg", "spawn")]
 
 
@@ -161,3 +162,43 @@ def test_persistent_worker_slots_give_exact_independent_batches(folder, tmp_path
             expected = ds[list(range(5 * i, min(5 * i + 5, 12)))]
             assert torch.equal(batch["image"], expected["image"])
             assert torch.equal(batch["label"], expected["label"])
+
+
+@accelerate_dataset(max_memory_size=1 << 24)
+class AcceleratedPack(PackedDataset):
+    """A PackedDataset whose samples scramjet.accel caches (module level: picklable)."""
+
+
+def test_cached_and_accelerated_pack_match_the_uncached_one(packed):
+    ds, _ = packed
+    expected = [ds[i] for i in range(len(ds))]
+    for cached in (CachedDataset(PackedDataset(ds.path), max_memory_size=1 << 24),
+                   AcceleratedPack(ds.path)):  # fmt: skip
+        for _ in range(2):  # the first epoch fills the cache, the second reads from it
+            batches = list(DataLoader(cached, batch_size=5, num_workers=2))
+            images = torch.cat([b["image"] for b in batches])
+            labels = torch.cat([b["label"] for b in batches])
+            assert labels.tolist() == [int(s["label"]) for s in expected]
+            for i, sample in enumerate(expected):
+                np.testing.assert_array_equal(images[i].numpy(), sample["image"])
+        assert cached.cache_stats()["in_memory"] == len(ds)
+        cached.close_cache()
+
+
+AUG = Compose(Flip(), Brighten(0.4), Noise(0.1), seed=9)
+
+
+def augment_sample(sample):
+    """A transform on the whole sample that calls a seeded augmentation inside."""
+    return {"image": AUG(sample["image"]), "label": sample["label"]}
+
+
+def test_augmentations_inside_a_sample_transform_draw_per_sample(packed):
+    ds, _ = packed
+    tds = PackedDataset(ds.path, transform=augment_sample)
+    tds.set_epoch(1)
+    in_process = torch.cat([b["image"] for b in tds.loader(4)])
+    in_workers = torch.cat([b["image"] for b in tds.loader(4, num_workers=2)])
+    assert torch.equal(in_process, in_workers)  # the same draws in every worker
+    for i in (0, 5, 11):  # and those of the augmentation given the index itself
+        np.testing.assert_array_equal(in_process[i].numpy(), AUG(ds[i]["image"], index=i, epoch=1))

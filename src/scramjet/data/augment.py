@@ -12,7 +12,10 @@ applied to every frame of a sequence, so the frames of one clip stay consistent.
 Reproducibility: give an augmentation (or a :class:`Compose`) a ``seed``, then call it
 with the sample ``index`` (and ``epoch``): the draw depends only on ``(seed, epoch,
 index)``, whatever the worker, process or call order. :class:`scramjet.data.PackedDataset`
-passes both automatically. A generator can also be passed explicitly as ``rng=``.
+passes both automatically. Code that cannot pass them (a function on the whole sample that
+calls the augmentation inside, as nebulae's ``prep_fn`` does) runs under
+:func:`sample_context`, which supplies them: ``PackedDataset`` and nebulae's ``Tank`` do
+this for their transforms. A generator can also be passed explicitly as ``rng=``.
 
 Example:
     >>> import numpy as np
@@ -24,8 +27,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,9 +52,55 @@ __all__ = [
     "Rotate",
     "Sample",
     "Saturate",
+    "sample_context",
 ]
 
 _LUMA = torch.tensor([0.299, 0.587, 0.114])
+
+
+class _Sample:
+    """The sample being transformed: its index, epoch and seeded calls made so far."""
+
+    def __init__(self, index: int, epoch: int) -> None:
+        self.index, self.epoch = index, epoch
+        self.calls: dict[int, int] = {}  # id(augmentation) -> calls without an index
+
+
+_SAMPLE: contextvars.ContextVar[_Sample | None] = contextvars.ContextVar(
+    "scramjet_augment_sample", default=None
+)
+
+
+@contextlib.contextmanager
+def sample_context(index: int, epoch: int = 0) -> Iterator[None]:
+    """Make seeded augmentations called inside draw per sample, as if given ``index``.
+
+    Inside the block, an augmentation with a ``seed`` that is called without ``index``
+    or ``rng`` draws from ``(seed, epoch, index)``, exactly like ``aug(x, index=index,
+    epoch=epoch)``; a second call of the same object in the same block draws the next,
+    equally reproducible, parameters (two views of one sample differ). The draws depend
+    only on the sample, never on the worker process or the order of calls.
+    :class:`scramjet.data.PackedDataset` and nebulae's ``Tank`` run their transforms in
+    this context; use it in a Dataset of your own.
+
+    Args:
+        index: the sample's index in its dataset.
+        epoch: the epoch, mixed into the seed.
+
+    Example:
+        >>> import numpy as np
+        >>> aug = Compose(Flip(), Brighten(0.5), seed=3)
+        >>> img = np.full((4, 4, 3), 100, np.uint8)
+        >>> with sample_context(7, epoch=1):
+        ...     inside = aug(img)
+        >>> np.array_equal(inside, aug(img, index=7, epoch=1))
+        True
+    """
+    token = _SAMPLE.set(_Sample(int(index), int(epoch)))
+    try:
+        yield
+    finally:
+        _SAMPLE.reset(token)
 
 
 class _Img:
@@ -119,6 +170,12 @@ class Augmentation:
             return np.random.default_rng()  # fresh OS entropy: never shared by forked workers
         if index is not None:
             return np.random.default_rng([int(self.seed), int(epoch), int(index)])
+        sample = _SAMPLE.get()
+        if sample is not None:  # inside sample_context: per sample, like an explicit index
+            calls = sample.calls.get(id(self), 0)
+            sample.calls[id(self)] = calls + 1
+            key = [int(self.seed), sample.epoch, sample.index] + ([calls] if calls else [])
+            return np.random.default_rng(key)
         if self._gen is None:
             self._gen = np.random.default_rng(self.seed)
         return self._gen
@@ -136,7 +193,8 @@ class Augmentation:
         Args:
             x: numpy HWC / THWC array or torch CHW / TCHW tensor.
             rng: generator to draw from (overrides the seed).
-            index: sample index, for per-sample reproducible draws with ``seed``.
+            index: sample index, for per-sample reproducible draws with ``seed``
+                (default: the index of the enclosing :func:`sample_context`, if any).
             epoch: epoch mixed into the seed with ``index``.
         """
         img = _Img(x)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -82,7 +83,9 @@ def parse_scalar(text: str, dtype: str) -> Any:
     """Parse one CSV token into a value of ``dtype``, strictly.
 
     Booleans accept ``1/0, true/false, t/f, yes/no, y/n`` (any case); ``"False"`` is
-    False. Integers must be integral and inside the dtype's range.
+    False. Integers must be integral and inside the dtype's range. Floats must be finite
+    in the dtype (``1e6`` overflows ``float16``); ``"inf"`` and ``"nan"`` written out are
+    kept. Finite values are rounded to the dtype's precision.
 
     Raises:
         ValueError: when the token is not a valid ``dtype`` value.
@@ -107,9 +110,28 @@ def parse_scalar(text: str, dtype: str) -> Any:
             raise ValueError(f"{value} is outside the range of {dtype} [{info.min}, {info.max}]")
         return value
     try:
-        return float(token)
+        number = float(token)
     except ValueError:
         raise ValueError(f"{text!r} is not a number (column dtype {dtype})") from None
+    if math.isinf(number) and "inf" in token.lower():
+        return number  # an explicit "inf" / "-inf" / "infinity" is stored as written
+    with np.errstate(over="ignore"):
+        stored = np.asarray(number).astype(dtype)
+    if np.isinf(stored):
+        limit = float(np.finfo(np.dtype(dtype)).max)
+        wider = [
+            w for w in ("float32", "float64") if np.dtype(w).itemsize > np.dtype(dtype).itemsize
+        ]
+        fix = (
+            f"use the dtype {' or '.join(repr(w) for w in wider)}"
+            if wider
+            else "scale the column's values down"
+        )
+        raise ValueError(
+            f"{token!r} is outside the range of {dtype} [{-limit:g}, {limit:g}] and would be "
+            f"stored as inf; {fix}, or write 'inf' if infinity is meant"
+        )
+    return number
 
 
 def split_list(text: str) -> list[str]:

@@ -101,7 +101,9 @@ class PackedDataset(Dataset):
         columns: names of the columns to read (default: all); others are never decoded.
         transform: a callable applied to the sample dict, or a mapping ``column ->
             callable`` applied to single columns. :mod:`scramjet.data.augment` objects get
-            the sample index and :attr:`epoch`, so random draws are reproducible per sample.
+            the sample index and :attr:`epoch`, so random draws are reproducible per sample;
+            seeded augmentations called inside a function of yours get them too (through
+            :func:`scramjet.data.augment.sample_context`).
         verify: check every shard's SHA-256 against the manifest before reading.
         decoder: JPEG decoder, ``"auto"`` (simplejpeg if installed), ``"simplejpeg"`` or
             ``"pil"``.
@@ -260,7 +262,7 @@ class PackedDataset(Dataset):
         return {c.name: self._read_one(c, shard, local) for c in self.columns}
 
     def _apply(self, sample: dict[str, Any], index: int) -> Any:
-        from scramjet.data.augment import Augmentation
+        from scramjet.data.augment import Augmentation, sample_context
 
         def call(fn: Callable[..., Any], x: Any) -> Any:
             if isinstance(fn, Augmentation):
@@ -269,11 +271,13 @@ class PackedDataset(Dataset):
 
         if self.transform is None:
             return sample
-        if isinstance(self.transform, Mapping):
-            for name, fn in self.transform.items():
-                sample[name] = call(fn, sample[name])
-            return sample
-        return call(self.transform, sample)
+        # Augmentations called inside a function of ours draw per sample too.
+        with sample_context(index, self.epoch):
+            if isinstance(self.transform, Mapping):
+                for name, fn in self.transform.items():
+                    sample[name] = call(fn, sample[name])
+                return sample
+            return call(self.transform, sample)
 
     def __getitem__(self, index: Any) -> Any:
         """``ds[i]`` gives one sample; ``ds[[i, j, ...]]`` a collated batch of tensors."""

@@ -11,12 +11,17 @@ directory at ``dst`` and nothing with a manifest.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,25 +113,94 @@ def _check_args(
     return enc
 
 
+_CHUNKS_PER_WORKER = 4  # chunks submitted ahead per worker: bounds memory, keeps workers busy
+
+
+class _WorkerDied(Exception):
+    """Internal: the encoding pool broke; ``indices`` are the tasks whose result was lost."""
+
+    def __init__(self, indices: list[int], detail: str) -> None:
+        super().__init__(detail)
+        self.indices = indices
+        self.detail = detail
+
+
+def _run_chunk(fn: Callable[[Any], Any], chunk: list[Any]) -> list[Any]:
+    """Worker: run ``fn`` on every task of a chunk (one round trip per chunk)."""
+    return [fn(task) for task in chunk]
+
+
+def _stop_pool(executor: ProcessPoolExecutor) -> None:
+    """Cancel queued chunks and end the worker processes now, without waiting for them."""
+    procs = list((getattr(executor, "_processes", None) or {}).values())
+    executor.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in procs:
+        proc.join(timeout=5)
+
+
 def _results(tasks: list[Any], workers: int) -> Iterator[tuple[int, Any]]:
+    """Encode ``tasks`` and yield their results in order.
+
+    With more than one worker, chunks of tasks go to a process pool, at most
+    ``_CHUNKS_PER_WORKER`` per worker ahead of the chunk being read, so memory stays
+    bounded however long the list. A worker that dies (killed by the OOM killer, a
+    crashing decoder) or cannot start breaks the pool: that raises :class:`_WorkerDied`
+    naming the tasks still in flight, instead of waiting forever for their results.
+    """
     if workers <= 1 or len(tasks) < 2:
         yield from map(_encode_task, tasks)
         return
-    chunk = max(1, min(16, len(tasks) // (workers * 8)))
+    size = max(1, min(16, len(tasks) // (workers * 8)))
+    chunks = iter([tasks[i : i + size] for i in range(0, len(tasks), size)])
     # Workers come from a fork server (a fresh interpreter), never a fork of this process:
     # a fork of a process with threads (DataLoader, uploads, torch) can inherit a held lock
-    # and hang. Normal completion closes the pool; anything else terminates it.
+    # and hang. Normal completion shuts the pool down; anything else ends its workers.
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    pool = ctx.Pool(workers)
+    executor = ProcessPoolExecutor(workers, mp_context=ctx)
+    pending: deque[tuple[list[Any], Future[list[Any]]]] = deque()
+
+    def submit(count: int) -> None:
+        for chunk in itertools.islice(chunks, count):
+            pending.append((chunk, executor.submit(_run_chunk, _encode_task, chunk)))
+
     try:
-        yield from pool.imap(_encode_task, tasks, chunksize=chunk)
-        pool.close()
+        try:
+            submit(workers * _CHUNKS_PER_WORKER)
+            while pending:
+                results = pending[0][1].result()
+                pending.popleft()
+                submit(1)
+                yield from results
+        except BrokenProcessPool as exc:
+            lost = [
+                task[0]
+                for chunk, future in pending
+                if not future.done() or future.exception() is not None
+                for task in chunk
+            ]
+            raise _WorkerDied(lost, str(exc)) from exc
     except BaseException:
-        pool.terminate()
+        _stop_pool(executor)
         raise
-    finally:
-        pool.join()
+    executor.shutdown(wait=True)
+
+
+def _worker_died_error(rows: list[Row], exc: _WorkerDied, workers: int) -> PackError:
+    """The PackError for a broken encoding pool: which rows were in flight, and what to do."""
+    shown = ", ".join(f"line {rows[i].line} {rows[i].name!r}" for i in exc.indices[:8])
+    more = f" and {len(exc.indices) - 8} more" if len(exc.indices) > 8 else ""
+    return PackError(
+        f"an encoding worker process died or could not start ({exc.detail.rstrip('.')}); "
+        f"{len(exc.indices)} CSV rows were in flight: {shown}{more}. A worker dies without "
+        "a Python error when the system runs out of memory (the OOM killer) or an image "
+        "decoder crashes. Pack again with fewer workers (now workers="
+        f"{workers}) to use less memory, or with workers=1 to encode one row at a time in "
+        "this process and find the row that crashes. Nothing was written to dst."
+    )
 
 
 def _cpu_count() -> int:
@@ -197,7 +271,8 @@ def pack(
         A :class:`PackReport`.
 
     Raises:
-        PackError: a bad row (naming its CSV line and file) or an impossible request.
+        PackError: a bad row (naming its CSV line and file), an impossible request, or
+            an encoding worker that died (naming the rows in flight).
 
     Example:
         >>> import numpy as np
@@ -294,19 +369,22 @@ def _spool_rows(
     spool = _Spooled(tmp / "frames.spool", [], [], [])
     with open(spool.path, "wb") as fh, _progress(progress, len(tasks)) as bar:
         task_id = bar.add_task("packing", total=len(tasks))
-        for index, result in _results(tasks, n_workers):
-            row = rows[index]
-            if isinstance(result, str):
-                if on_error == "raise":
-                    raise PackError(f"{result} (CSV row at line {row.line}, file {row.name!r})")
-                skipped.append(SkippedRow(row.line, row.name, result))
-            else:
-                for frame in result:
-                    fh.write(frame)
-                    spool.frame_sizes.append(len(frame))
-                spool.row_frames.append(len(result))
-                spool.rows.append(row)
-            bar.advance(task_id)
+        try:
+            for index, result in _results(tasks, n_workers):
+                row = rows[index]
+                if isinstance(result, str):
+                    if on_error == "raise":
+                        raise PackError(f"{result} (CSV row at line {row.line}, file {row.name!r})")
+                    skipped.append(SkippedRow(row.line, row.name, result))
+                else:
+                    for frame in result:
+                        fh.write(frame)
+                        spool.frame_sizes.append(len(frame))
+                    spool.row_frames.append(len(result))
+                    spool.rows.append(row)
+                bar.advance(task_id)
+        except _WorkerDied as exc:
+            raise _worker_died_error(rows, exc, n_workers) from exc
     return spool
 
 
@@ -462,4 +540,23 @@ def _publish(tmp: Path, out: Path, overwrite: bool) -> None:
     os.rename(tmp, out)
     fsync_dir(out.parent)
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        _remove_old(old)
+
+
+def _remove_old(old: Path) -> None:
+    """Delete what ``dst`` held before: a directory tree, or a file (or link) by unlink.
+
+    The new pack is already in place, so a failure here only warns, naming the leftover.
+    """
+    try:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old)
+        else:
+            old.unlink()
+    except OSError as exc:
+        warnings.warn(
+            f"the new pack is in place, but what was at dst before could not be removed "
+            f"from {str(old)!r} ({exc}); delete it by hand",
+            RuntimeWarning,
+            stacklevel=3,
+        )

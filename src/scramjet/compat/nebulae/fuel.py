@@ -4,7 +4,8 @@
   directory (``manifest.json`` plus ``shard-*.h5``), whatever its suffix.
 - :class:`Tank` is a :class:`scramjet.data.PackedDataset` behind a torch ``DataLoader``,
   with nebulae's ``next()``, ``MPE`` and ``len()``.
-- :class:`Comburant` is a :class:`scramjet.data.augment.Compose`.
+- :class:`Comburant` is a :class:`scramjet.data.augment.Compose`; seeded, it draws per
+  sample inside a Tank's ``prep_fn`` (the same with any number of workers).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from scramjet.data.augment import (
     Rotate,
     Sample,
     Saturate,
+    sample_context,
 )
 from scramjet.data.reader import PackedDataset
 from scramjet.data.writer import PackReport, pack
@@ -216,11 +218,13 @@ class _TankDataset(Dataset):
         prep_fn: Callable[..., Any] | None,
     ) -> None:
         self.ds, self.specf, self.fetch_fn, self.prep_fn = ds, dict(specf), fetch_fn, prep_fn
+        self.epoch = 0  # set by the Tank before each epoch's workers start
 
     def __len__(self) -> int:
         return len(self.ds)
 
     def __getitem__(self, idx: int) -> Any:
+        idx = int(idx)
         if self.fetch_fn is not None:
             item = self.fetch_fn(_Columns(self.ds), idx)
         else:
@@ -230,7 +234,13 @@ class _TankDataset(Dataset):
                 item[k] = (
                     v if dtype in (None, "str") or isinstance(v, str) else np.asarray(v, dtype)
                 )
-        return self.prep_fn(item) if self.prep_fn is not None else item
+        if self.prep_fn is None:
+            return item
+        if isinstance(self.prep_fn, Augmentation):  # as PackedDataset(transform=aug)
+            return self.prep_fn(item, index=idx, epoch=self.epoch)
+        # A seeded Comburant called inside prep_fn draws per (seed, epoch, idx), in any worker.
+        with sample_context(idx, self.epoch):
+            return self.prep_fn(item)
 
 
 class Tank:
@@ -244,7 +254,11 @@ class Tank:
         shuffle: reshuffle every epoch.
         in_same_size: drop the last incomplete batch so all batches have the same size.
         fetch_fn: ``fetch_fn(data, idx) -> item``; ``data[column][idx]`` reads one value.
-        prep_fn: ``prep_fn(item) -> item`` applied after fetching.
+        prep_fn: ``prep_fn(item) -> item`` applied after fetching. A seeded
+            :class:`Comburant` called inside it (``item["image"] = comb(item["image"])``)
+            draws per sample from ``(seed, epoch, index)``, so its draws are the same with
+            any ``num_workers`` and change every epoch; a :class:`Comburant` given as
+            ``prep_fn`` itself gets the index and epoch directly.
         collate_fn: batches items (default: torch ``default_collate``).
         num_workers: DataLoader worker processes.
         seed: seed of the shuffling order (default: a random order per epoch).
@@ -305,6 +319,7 @@ class Tank:
     def _start_epoch(self) -> None:
         if isinstance(self.sampler, DistributedSampler):
             self.sampler.set_epoch(self.epoch)
+        self.dataset.epoch = self.epoch  # workers start below, with a copy of the dataset
         self._it = iter(self.loader)
 
     def next(self) -> Any:
