@@ -489,6 +489,9 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         sampler: Any = getattr(train_dl, "sampler", None)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(state.epoch)
+        dataset: Any = self.train_dataset
+        if callable(getattr(dataset, "set_epoch", None)):  # e.g. seeded augmentations
+            dataset.set_epoch(state.epoch)  # of a PackedDataset: new draws every epoch
         if hasattr(sampler, "set_start"):
             sampler.set_start(state.batches_seen_in_epoch * rc.train_per_device_batch_size)
         self._reseed_loader(train_dl)

@@ -87,3 +87,31 @@ def test_dict_batches_through_overridden_hooks() -> None:
     trainer.train(DictData(), num_epochs=2, per_device_batch_size=5, eval_dataset=DictData())
     assert len(trainer.run_history.get_metric_values("eval_loss_epoch")) == 2
     assert trainer.predict(DictData(), per_device_batch_size=5).shape == (12, 3)
+
+
+class EpochAware(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """Records the epochs ``set_epoch`` was called with, and which epoch each sample saw."""
+
+    def __init__(self) -> None:
+        self.data = blobs(n=8)
+        self.epoch = -1
+        self.calls: list[int] = []
+        self.seen: list[int] = []
+
+    def set_epoch(self, epoch: int) -> None:
+        self.calls.append(epoch)
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        self.seen.append(self.epoch)
+        return self.data[i]
+
+
+def test_train_dataset_set_epoch_is_called_every_epoch() -> None:
+    data = EpochAware()
+    make_trainer(TinyMLP()).train(data, num_epochs=3, per_device_batch_size=4)
+    assert data.calls == [0, 1, 2]
+    assert data.seen == [0] * 8 + [1] * 8 + [2] * 8, "set before the epoch's first sample"
