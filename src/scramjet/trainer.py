@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -548,7 +549,10 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
                         self._unwrapped_model,
                         is_update or self._end_epoch_requested or not n_batches,
                     )
-                self.backward_step(batch_output["loss"])
+                try:
+                    self.backward_step(batch_output["loss"])
+                except Exception as error:  # an accelerated backend may fail in backward
+                    batch_output = self._redo_step(error, batch, first=i == window_start)
             state.batches_seen_in_epoch = i + 1
             state.samples_seen += batch_output["batch_size"]
             open_window = not is_update
@@ -636,6 +640,31 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         if skip_sync and isinstance(self.model, nn.parallel.DistributedDataParallel):
             return self.model.no_sync()
         return _NULL_CONTEXT
+
+    def _redo_step(self, error: Exception, batch: Any, *, first: bool) -> dict[str, Any]:
+        """Redo a micro-step whose backward failed in an accelerated backend (else re-raise).
+
+        :func:`scramjet.accel.recover_backward` undoes the failed forward's side effects;
+        the gradients are cleared (the failed backward may have written part of them), so
+        earlier micro-batches of an accumulation window are left out of this one update.
+        """
+        from scramjet.accel.model import recover_backward
+
+        with recover_backward(self._unwrapped_model, error):
+            self.optimizer.zero_grad(set_to_none=True)
+            if not first:
+                warnings.warn(
+                    "An accelerated backend failed in backward in the middle of a gradient "
+                    "accumulation window; the window's earlier micro-batches are left out of "
+                    "this update.",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+            with autocast_context(self.precision, self.device.type):
+                batch_output = self.calculate_train_batch_loss(batch)
+            self._train_losses[0][-1] = batch_output["loss"].detach()  # replaces the failed one
+            self.backward_step(batch_output["loss"])
+        return batch_output
 
     @staticmethod
     def _record_loss(

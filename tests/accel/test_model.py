@@ -18,6 +18,7 @@ from scramjet.accel import (
     accelerate_model,
     active_backend,
     engine_of,
+    recover_backward,
     register_backend,
     unregister_backend,
 )
@@ -279,3 +280,113 @@ def test_compile_on_a_cnn_with_bias_before_batchnorm_and_bf16_autocast():
                 losses.append(loss.item())
         assert _accel_warnings(record) == [], kwargs
         assert active_backend(model) == "COMPILE" and losses[-1] < losses[0]
+
+
+class _FailsInBackward(torch.autograd.Function):
+    """Identity whose backward raises from its ``fail_from``-th call on."""
+
+    calls = 0
+    fail_from = 4
+
+    @staticmethod
+    def forward(ctx, x):  # type: ignore[no-untyped-def]
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[no-untyped-def]
+        _FailsInBackward.calls += 1
+        if _FailsInBackward.calls >= _FailsInBackward.fail_from:
+            raise RuntimeError("backward kernel failed")
+        return grad
+
+
+@pytest.fixture
+def backward_failing_backend():
+    """A backend computing eager's numbers whose backward fails from the 4th step on."""
+    _FailsInBackward.calls = 0
+
+    def build(fn, ctx):
+        return lambda *args, **kwargs: _FailsInBackward.apply(fn(*args, **kwargs))
+
+    register_backend("BWFAIL", build)
+    yield
+    unregister_backend("BWFAIL")
+
+
+def test_fallback_warnings_come_in_order_and_name_the_backend_that_runs(fault_backends):
+    model = accelerate_model(SmallNet(), backends=["BROKEN", "WRONG", "PYTORCH"])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        _train(model, 2)
+    got = _accel_warnings(record)
+    assert len(got) == 2
+    assert "'BROKEN' dropped" in got[0] and "'WRONG' dropped" in got[1]
+    assert all(w.endswith("continuing with 'PYTORCH'") for w in got), got
+
+
+def test_backend_failing_in_backward_is_dropped_and_the_step_redone_by_the_trainer(
+    backward_failing_backend,
+):
+    from tests.common.world import blobs, make_trainer
+
+    def run(backends: list[str]) -> tuple[nn.Module, list[str]]:
+        torch.manual_seed(0)
+        model = accelerate_model(SmallNet(), backends=backends)
+        trainer = make_trainer(model, lr=0.1, seed=1)
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            trainer.train(blobs(n=48), num_epochs=2, per_device_batch_size=8)
+        assert trainer.state.global_step == 12
+        return model, _accel_warnings(record)
+
+    failed, got = run(["BWFAIL", "PYTORCH"])
+    assert len(got) == 1 and "'BWFAIL' dropped (failed at backward" in got[0], got
+    assert active_backend(failed) == "PYTORCH"
+    eager, none = run(["PYTORCH"])
+    assert none == []
+    # The failed step was undone (BatchNorm statistics, RNG) and redone eagerly: the run is
+    # bitwise the eager one, and BatchNorm counted each of the 12 steps once.
+    assert int(failed.module.bn.num_batches_tracked) == 12
+    for (key, a), b in zip(failed.state_dict().items(), eager.state_dict().values()):
+        assert torch.equal(a, b), key
+
+
+def test_recover_backward_in_a_hand_written_loop(backward_failing_backend):
+    torch.manual_seed(0)
+    model = accelerate_model(SmallNet(), backends=["BWFAIL", "PYTORCH"])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for step in range(6):
+            x, y = _batch(seed=step)
+            try:
+                nn.functional.cross_entropy(model(x), y).backward()
+            except RuntimeError as exc:
+                with recover_backward(model, exc):
+                    opt.zero_grad()
+                    nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+    assert len(_accel_warnings(record)) == 1 and active_backend(model) == "PYTORCH"
+    assert int(model.module.bn.num_batches_tracked) == 6
+    # A failure with no accelerated backend to blame is raised again, untouched.
+    error = RuntimeError("the user's own")
+    with pytest.raises(RuntimeError, match="the user's own"), recover_backward(model, error):
+        pass
+
+
+def test_hooks_added_after_compiling_are_honoured():
+    torch.manual_seed(0)
+    model = accelerate_model(SmallNet(), backends=["COMPILE"])
+    model.eval()
+    x, _ = _batch()
+    first = model(x)
+    seen: list[str] = []
+    handle = model.module.head.register_forward_hook(lambda m, i, o: o * 0)
+    pre = model.module.fc.register_forward_pre_hook(lambda m, i: seen.append("fc"))
+    assert torch.equal(model(x), torch.zeros_like(first)), "an output hook changes the result"
+    assert seen == ["fc"]
+    handle.remove()
+    pre.remove()
+    torch.testing.assert_close(model(x), first)
+    assert seen == ["fc"] and active_backend(model) == "COMPILE"

@@ -20,6 +20,7 @@ from scramjet.accel.model import (
     accelerate_model,
     active_backend,
     engine_of,
+    recover_backward,
 )
 from scramjet.accel.sparse_backprop import (
     SparseBackpropConfig,
@@ -45,6 +46,7 @@ __all__ = [
     "engine_of",
     "fast_optimizer",
     "fast_optimizer_kwargs",
+    "recover_backward",
     "register_backend",
     "remove_sparse_backprop",
     "set_tf32",

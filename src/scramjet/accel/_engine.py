@@ -6,7 +6,11 @@ runs next to eager on the same inputs, RNG state and buffers; outputs and parame
 must agree within a stated tolerance, then the backend is committed for that mode. Buffers
 and RNG state are restored between the two runs, so BatchNorm statistics move once per step.
 A backend that fails to build, fails the check or raises later is dropped for good with one
-warning, and the same call is redone by the next backend from the restored state.
+warning, and the same call is redone by the next backend from the restored state. A failure
+in the backward pass cannot be redone from inside the forward call: the Trainer (or a
+hand-written loop, through :func:`scramjet.accel.recover_backward`) undoes the forward's
+side effects with :meth:`Engine.begin_backward_recovery`, redoes the step on the next
+backend and then drops the failed one.
 """
 
 from __future__ import annotations
@@ -52,6 +56,14 @@ class Tolerance:
 
 class CheckFailed(RuntimeError):
     """A backend's first step disagreed with eager beyond the tolerance."""
+
+
+class _Failed(Exception):
+    """A backend failed at ``phase`` (build, check or run) with ``error``."""
+
+    def __init__(self, phase: str, error: Exception) -> None:
+        super().__init__(phase, error)
+        self.phase, self.error = phase, error
 
 
 class _Snapshot:
@@ -145,6 +157,8 @@ class Engine:
         self.queue: list[str] | None = None
         self.fns: dict[str, ForwardFn] = {}
         self.verified: dict[str, set[tuple[bool, bool]]] = {}
+        self._last_train: tuple[str, _Snapshot] | None = None
+        self._suspended: tuple[str, int] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Compiled callables do not pickle; they are rebuilt (and re-checked) on first use.
@@ -197,12 +211,43 @@ class Engine:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        name = names[0]
-        if name == EAGER:
-            return raw(*args, **kwargs)
-        snap = _Snapshot(module) if module.training else None
+        """Try ``names`` in order; drop the failed ones once a later one has succeeded.
+
+        If every backend fails, eager included, the inputs or the model are at fault: the
+        eager error is raised and no backend is dropped.
+        """
+        failures: list[tuple[str, str, Exception]] = []
+        for name in names:
+            if name == EAGER:
+                out = raw(*args, **kwargs)
+                self._last_train = None
+            else:
+                snap = _Snapshot(module) if module.training else None
+                try:
+                    out = self._attempt(name, module, raw, args, kwargs)
+                except _Failed as failed:
+                    if snap is not None:
+                        snap.restore()
+                    failures.append((name, failed.phase, failed.error))
+                    continue
+                # Kept until the next call: if this forward's backward fails, the step can
+                # be undone and redone by the next backend (see recover_backward()).
+                self._last_train = (name, snap) if snap is not None else None
+            for failed_name, phase, error in failures:
+                self._drop(failed_name, phase, error, name)
+            return out
+        raise AssertionError("unreachable: eager always ends the list")  # pragma: no cover
+
+    def _attempt(
+        self,
+        name: str,
+        module: torch.nn.Module,
+        raw: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        phase = "build"
         try:
-            phase = "build"
             fn = self.fns.get(name) or self._build(name, module, raw)
             mode = (module.training, torch.is_grad_enabled())
             if mode in self.verified.setdefault(name, set()):
@@ -213,13 +258,38 @@ class Engine:
             self.verified[name].add(mode)
             return out
         except Exception as exc:
-            if snap is not None:
-                snap.restore()
-            # Redo the call in the next backend first: if it fails as well, the inputs or the
-            # model are at fault, so the error is the user's and this backend is kept.
-            out = self._run_from(names[1:], module, raw, args, kwargs)
-            self._drop(name, phase, exc)
-            return out
+            raise _Failed(phase, exc) from exc
+
+    def begin_backward_recovery(self) -> str | None:
+        """Undo the last training forward of a non-eager backend whose backward failed.
+
+        Restores the buffers and RNG state from before that forward and takes the backend
+        out of the queue, so the caller can redo the step (forward and backward) on the
+        next backend. Returns the backend's name, or None when the last training forward
+        ran eagerly (then the failure is not the backend's). Finish with
+        :meth:`end_backward_recovery`.
+        """
+        last, self._last_train = self._last_train, None
+        if last is None or self.queue is None or last[0] not in self.queue:
+            return None
+        name, snap = last
+        snap.restore()
+        self._suspended = (name, self.queue.index(name))
+        self.queue.remove(name)
+        return name
+
+    def end_backward_recovery(self, error: BaseException, redone: bool) -> None:
+        """Drop the suspended backend with one warning if the redo worked, else restore it."""
+        if self._suspended is None or self.queue is None:
+            return
+        name, position = self._suspended
+        self._suspended = None
+        if redone:
+            self.queue.insert(position, name)  # _drop removes it and says what runs next
+            nxt = next((n for n in self.queue if n != name), EAGER)
+            self._drop(name, "backward", error, nxt)
+        else:  # the next backend failed too: the error is the user's, keep this backend
+            self.queue.insert(position, name)
 
     def _build(self, name: str, module: torch.nn.Module, raw: Callable[..., Any]) -> ForwardFn:
         ctx = BuildContext(module=module, device=_device_of(module), options=self.options)
@@ -296,12 +366,12 @@ class Engine:
                     f"(allowed {tol.atol:.1g} + {rtol:.1g} x {scale:.3g})"
                 )
 
-    def _drop(self, name: str, phase: str, exc: BaseException) -> None:
+    def _drop(self, name: str, phase: str, exc: BaseException, nxt: str) -> None:
         if self.queue is not None and name in self.queue:
             self.queue.remove(name)
         self.fns.pop(name, None)
+        self.verified.pop(name, None)
         self.dropped[name] = f"{phase}: {type(exc).__name__}: {exc}"
-        nxt = self.queue[0] if self.queue else EAGER
         warnings.warn(
             f"scramjet.accel: backend {name!r} dropped (failed at {phase}: "
             f"{type(exc).__name__}: {str(exc)[:500]}); continuing with {nxt!r}",

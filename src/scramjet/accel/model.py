@@ -16,8 +16,9 @@ wrapper keeps ``state_dict`` keys identical to the wrapped module's (no ``module
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -109,6 +110,53 @@ def engine_of(model: nn.Module) -> Engine:
             "scramjet.accel.accelerate_model(model) or decorate its class"
         )
     return engine
+
+
+def _engines_in(model: nn.Module) -> list[Engine]:
+    """Every acceleration engine inside ``model`` (itself, submodules, a DDP wrapper's module)."""
+    found: list[Engine] = []
+    for module in model.modules():
+        engine = module.__dict__.get(_ENGINE_ATTR)
+        if isinstance(engine, Engine) and engine not in found:
+            found.append(engine)
+    return found
+
+
+@contextlib.contextmanager
+def recover_backward(model: nn.Module, error: BaseException) -> Iterator[None]:
+    """Redo a training step whose backward pass failed inside an accelerated backend.
+
+    A backend that fails in ``forward`` is dropped and the call redone automatically; one
+    that fails in ``loss.backward()`` cannot be, because the loss is computed by your code.
+    Catch the error, and redo the step inside this context: the failed forward's side effects
+    (BatchNorm statistics, RNG state) are undone first, the redo runs on the next backend,
+    and if it succeeds the failed backend is dropped with one warning. The Trainer does this
+    by itself.
+
+    Example:
+        >>> try:  # doctest: +SKIP
+        ...     loss_fn(model(x), y).backward()
+        ... except Exception as exc:
+        ...     with recover_backward(model, exc):
+        ...         optimizer.zero_grad()
+        ...         loss_fn(model(x), y).backward()
+
+    Raises:
+        BaseException: ``error`` itself, when no accelerated backend of ``model`` ran the
+            failed forward (eager ran it: the error is not a backend's); the redo's own
+            error, if the redo fails too (the failed backend is then kept).
+    """
+    suspended = [engine for engine in _engines_in(model) if engine.begin_backward_recovery()]
+    if not suspended:
+        raise error
+    try:
+        yield
+    except BaseException:
+        for engine in suspended:
+            engine.end_backward_recovery(error, redone=False)
+        raise
+    for engine in suspended:
+        engine.end_backward_recovery(error, redone=True)
 
 
 def active_backend(model: nn.Module) -> str | None:

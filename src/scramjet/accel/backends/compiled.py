@@ -1,8 +1,9 @@
 """COMPILE backend: ``torch.compile`` (TorchDynamo + Inductor).
 
-Dynamo guards on the module's ``training`` flag, parameter dtypes/devices and submodule
-identity, so train/eval switches, ``.to()`` moves and submodule replacement recompile
-instead of running a stale graph. ``fallback_random`` makes dropout draw from the same
+Dynamo guards on the module's ``training`` flag, parameter dtypes/devices, submodule
+identity and (switched on here) the modules' hook dicts, so train/eval switches, ``.to()``
+moves, submodule replacement and hooks added or removed later recompile instead of running
+a stale graph. ``fallback_random`` makes dropout draw from the same
 generator as eager, so the first-step check can compare outputs exactly and training stays
 reproducible under ``torch.manual_seed``.
 """
@@ -38,4 +39,22 @@ def build_compile(forward_fn: ForwardFn, ctx: BuildContext) -> ForwardFn:
         kwargs["options"] = {"fallback_random": True}
     else:
         kwargs["mode"] = mode
-    return torch.compile(forward_fn, **kwargs)  # type: ignore[no-any-return]
+    compiled = torch.compile(forward_fn, **kwargs)
+    config: Any = torch._dynamo.config
+    if not hasattr(config, "skip_nnmodule_hook_guards"):
+        return compiled  # type: ignore[no-any-return]
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        # By default Dynamo does not guard on module hook dicts, so a forward hook added
+        # (or removed) after the first compile would be silently ignored (or kept). Guarding
+        # on them costs nothing measurable; the flag is set only around this model's calls.
+        previous = config.skip_nnmodule_hook_guards
+        if not previous:
+            return compiled(*args, **kwargs)
+        config.skip_nnmodule_hook_guards = False
+        try:
+            return compiled(*args, **kwargs)
+        finally:
+            config.skip_nnmodule_hook_guards = previous
+
+    return run
