@@ -647,9 +647,13 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         :func:`scramjet.accel.recover_backward` undoes the failed forward's side effects;
         the gradients are cleared (the failed backward may have written part of them), so
         earlier micro-batches of an accumulation window are left out of this one update.
+        In a distributed run the error is raised: the other ranks are already waiting in
+        this step's gradient all-reduce, so one rank cannot redo it alone.
         """
         from scramjet.accel.model import recover_backward
 
+        if dist.get_world_size() > 1:  # the other ranks wait in this step's all-reduce
+            raise error
         with recover_backward(self._unwrapped_model, error):
             self.optimizer.zero_grad(set_to_none=True)
             if not first:
