@@ -4,6 +4,7 @@ import os
 import pickle
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -119,6 +120,41 @@ def test_probe_warns_about_random_getitem_and_keeps_rng_streams():
     with pytest.warns(CacheWarning, match="transform="):
         CachedDataset(RandomDataset())
     assert torch.equal(state, torch.get_rng_state())
+
+
+class _NaNDataset(torch.utils.data.Dataset):
+    """Deterministic samples holding NaN in every supported container and scalar type."""
+
+    def __init__(self, noise: bool = False) -> None:
+        self.noise = noise
+
+    def __len__(self) -> int:
+        return 3
+
+    def __getitem__(self, i: int) -> dict:
+        x = torch.tensor([float("nan"), float(i), 1.0])
+        if self.noise:
+            x = x + torch.randn(3)  # random, NaN kept at the same position
+        return {
+            "x": x,
+            "half": torch.tensor([float("nan"), 2.0], dtype=torch.bfloat16),
+            "z": torch.tensor([complex(float("nan"), 1.0)]),
+            "arr": np.array([[np.nan, i], [0.5, np.nan]], dtype=np.float32),
+            "nested": [(float("nan"), np.float64("nan")), {"y": torch.full((2,), float("nan"))}],
+            "label": i,
+        }
+
+
+def test_probe_treats_nan_at_the_same_position_as_equal():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        ds = CachedDataset(_NaNDataset())
+        Decorated = accelerate_dataset()(_NaNDataset)
+        Decorated()
+    assert torch.isnan(ds[0]["x"][0]) and ds[0]["label"] == 0
+    # A random dataset with NaN in it still warns.
+    with pytest.warns(CacheWarning, match="transform="):
+        CachedDataset(_NaNDataset(noise=True))
 
 
 def test_subset_and_distributed_sampler(tmp_path):

@@ -90,3 +90,150 @@ def test_patched_model_pickles_and_patch_is_removable():
 def test_config_rejects_bad_ratio():
     with pytest.raises(ValueError, match="ratio"):
         SparseBackpropConfig(ratio=0)
+
+
+def _rows(layer: nn.Linear) -> int:
+    """Weight rows of ``layer`` that received gradient."""
+    assert layer.weight.grad is not None
+    return int((layer.weight.grad.abs().sum(1) > 0).sum())
+
+
+class HeadFirst(nn.Module):
+    """The output head is registered before the body."""
+
+    def __init__(self, log_softmax: bool = False) -> None:
+        super().__init__()
+        self.head = nn.Linear(256, 100)
+        self.body = nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU())
+        self.out = nn.LogSoftmax(-1) if log_softmax else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.head(self.body(x)))
+
+
+def _step(model: nn.Module, n: int = 16) -> None:
+    out = model(torch.randn(n, 32))
+    nn.functional.cross_entropy(out, torch.randint(0, 100, (n,))).backward()
+
+
+@pytest.mark.parametrize("build", ["apply", "wrapper", "decorated_bf16"])
+@pytest.mark.parametrize("log_softmax", [False, True])
+def test_head_registered_first_stays_dense_from_the_first_step(build, log_softmax):
+    torch.manual_seed(0)
+    if build == "apply":
+        model = HeadFirst(log_softmax)
+        patched = apply_sparse_backprop(model)
+        assert patched == {"head": 10, "body.0": 26, "body.2": 26}  # head not known yet
+        net = model
+    elif build == "wrapper":
+        model = HeadFirst(log_softmax)
+        net = accelerate_model(model, backends=["PYTORCH"], patch_backprop=True)
+    else:
+        decorated = accelerate_model(backends=["PYTORCH"], patch_backprop=True, autocast="bf16")
+        net = model = decorated(HeadFirst)(log_softmax)  # outputs come back as fp32 copies
+    _step(net)
+    # First step: every row of the real head learns; the body's last Linear is sparse.
+    assert _rows(model.head) == 100
+    assert _rows(model.body[0]) == 26 and _rows(model.body[2]) == 26
+    assert "forward" not in model.head.__dict__  # back to the plain dense forward
+    if build == "apply":
+        assert patched == {"body.0": 26, "body.2": 26}
+    model.zero_grad()
+    _step(net)
+    assert _rows(model.head) == 100 and _rows(model.body[2]) == 26
+
+
+class AuxLast(nn.Module):
+    """An auxiliary Linear registered last: inside the body, or a side output."""
+
+    def __init__(self, side_output: bool) -> None:
+        super().__init__()
+        self.body = nn.Linear(32, 256)
+        self.head = nn.Linear(256, 100)
+        self.aux = nn.Linear(256, 256)
+        self.side_output = side_output
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.body(x))
+        if self.side_output:  # audit case: the aux term is added after the head ran
+            return self.head(h) + 0 * self.aux(h).sum()
+        return self.head(h * torch.sigmoid(self.aux(h)))  # a gate: not an output layer
+
+
+@pytest.mark.parametrize("side_output", [False, True])
+def test_aux_linear_registered_last_is_not_taken_for_the_head(side_output):
+    torch.manual_seed(0)
+    model = AuxLast(side_output)
+    patched = apply_sparse_backprop(model)
+    _step(model)
+    assert _rows(model.head) == 100
+    assert _rows(model.body) == 26
+    if side_output:  # it feeds the output, not another Linear: a head as well, dense
+        assert patched == {"body": 26}
+    else:
+        assert patched == {"body": 26, "aux": 26} and _rows(model.aux) == 26
+
+
+def test_every_head_of_a_multi_output_model_stays_dense():
+    class TwoHeads(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cls = nn.Linear(256, 100)
+            self.box = nn.Linear(256, 64)
+            self.body = nn.Sequential(nn.Linear(32, 256), nn.ReLU())
+
+        def forward(self, x: torch.Tensor) -> dict[str, tuple[torch.Tensor, ...]]:
+            h = self.body(x)
+            return {"out": (self.cls(h), torch.tanh(self.box(h)))}
+
+    torch.manual_seed(0)
+    model = TwoHeads()
+    patched = apply_sparse_backprop(model)
+    out = model(torch.randn(16, 32))["out"]
+    (out[0].square().mean() + out[1].square().mean()).backward()
+    assert _rows(model.cls) == 100 and _rows(model.box) == 64
+    assert _rows(model.body[0]) == 26 and patched == {"body.0": 26}
+
+
+def test_heads_named_explicitly_and_bad_names_are_rejected():
+    torch.manual_seed(0)
+    model = HeadFirst()
+    cfg = SparseBackpropConfig(exclude_head=False, exclude=("head",))
+    assert apply_sparse_backprop(model, cfg) == {"body.0": 26, "body.2": 26}
+    _step(model)
+    assert _rows(model.head) == 100 and _rows(model.body[2]) == 26
+    with pytest.raises(ValueError, match=r"\['hed'\] are not Linear layers"):
+        apply_sparse_backprop(HeadFirst(), SparseBackpropConfig(exclude=("hed",)))
+    with pytest.raises(TypeError, match=r"exclude=\('head',\)"):
+        SparseBackpropConfig(exclude="head")
+
+
+def test_a_copy_made_before_the_first_step_finds_its_heads_and_removal_stops_it():
+    model = HeadFirst()
+    apply_sparse_backprop(model)
+    clone = pickle.loads(pickle.dumps(model))
+    torch.manual_seed(0)
+    _step(clone)
+    assert _rows(clone.head) == 100 and _rows(clone.body[2]) == 26
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in clone.modules())
+    assert "forward" in model.head.__dict__  # the original has not decided yet
+    # Removing the patch before the first step leaves plain layers and no hooks behind.
+    assert sorted(remove_sparse_backprop(model)) == ["body.0", "body.2", "head"]
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+    _step(model)
+    assert _rows(model.body[2]) > 200 and _rows(model.head) == 100  # dense (ReLU zeros a few)
+
+
+def test_no_grad_and_repeated_forwards_before_the_backward_keep_the_choice_right():
+    torch.manual_seed(0)
+    model = HeadFirst()
+    apply_sparse_backprop(model)
+    with torch.no_grad():
+        model(torch.randn(4, 32))  # e.g. a validation pass before training
+    x, y = torch.randn(16, 32), torch.randint(0, 100, (16,))
+    first = nn.functional.cross_entropy(model(x), y)
+    second = nn.functional.cross_entropy(model(x), y)  # gradient accumulation
+    with torch.no_grad():
+        model(x)  # logging between forward and backward
+    (first + second).backward()
+    assert _rows(model.head) == 100 and _rows(model.body[2]) == 26

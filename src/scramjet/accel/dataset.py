@@ -39,24 +39,43 @@ class CacheWarning(UserWarning):
 
 
 def _same(a: Any, b: Any) -> bool:
+    """Deep equality for the probe; NaN equals NaN at the same position (any nesting)."""
     if type(a) is not type(b):
         return False
     if isinstance(a, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
+        if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+            return False
+        if torch.equal(a, b):
+            return True
+        if a.is_complex():
+            a, b = torch.view_as_real(a), torch.view_as_real(b)
+        if not a.is_floating_point():
+            return False
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
     if isinstance(a, np.ndarray):
-        return a.shape == b.shape and bool(np.array_equal(a, b))
+        nan_kinds = a.dtype.kind in "fc" and b.dtype.kind in "fc"
+        return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=nan_kinds))
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     try:
-        return bool(a == b)
+        if bool(a == b):
+            return True
     except Exception:
         return False
+    # Python and NumPy float/complex scalars: NaN == NaN is False, but the value is the same.
+    if isinstance(a, (float, complex, np.inexact)):
+        return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))
+    return False
 
 
 def probe_deterministic(getitem: Callable[[int], Any], index: int = 0) -> bool:
     """Call ``getitem(index)`` twice and say whether both results are equal.
+
+    Equality is deep (tensors, NumPy arrays, scalars, nested lists/tuples/dicts) and
+    NaN-aware: a NaN equals a NaN at the same position, so data with missing values does not
+    look random.
 
     The global RNG states (torch, NumPy, random) are restored afterwards, so the probe does
     not shift the user's random streams.

@@ -11,7 +11,9 @@ What differs, and why (details in docs/acceleration.md):
 - ``patch_backprop`` defaults to False and, when on, never starves small layers or the head.
 - Failed backends are dropped once with one warning; every backend is checked against eager.
 - ``max_memory_size`` is enforced (spill to disk beyond it); ``preloaded_data`` is the
-  number of background decoding threads (capped at the CPU count).
+  number of background preloaders that decode ahead of the loop: forked processes on Linux,
+  threads elsewhere (see :mod:`scramjet.accel._preload`), at most one per core the
+  DataLoader readers leave free (at least one).
 """
 
 from __future__ import annotations
