@@ -16,8 +16,8 @@ from scramjet.accel.backends import BuildContext, ForwardFn
 ORT_HINT = (
     "pip install onnxruntime-training==1.19.2 (CUDA) or onnxruntime-training-cpu==1.19.2 "
     "next to torch 2.4 (verified: torch==2.4.1 with onnxruntime-training-cpu==1.19.2, then "
-    "python -m onnxruntime.training.ortmodule.torch_cpp_extensions.install; no released ORT "
-    "training wheel works with torch >= 2.9; see docs/acceleration.md)"
+    "python -m onnxruntime.training.ortmodule.torch_cpp_extensions.install; torch 2.8 "
+    "and later do not work with the last ORT training wheels; see docs/acceleration.md)"
 )
 
 
