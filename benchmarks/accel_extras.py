@@ -50,6 +50,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from accel_common import machine
+from accel_compile import Block, SmallCNN  # the same models as the COMPILE benchmark
 
 from scramjet.accel import (
     AccelerationWarning,
@@ -79,38 +80,6 @@ CNN_LR, BLOCK_LR, MLP_LR = 0.002, 0.05, 0.01  # SGD + momentum 0.9; stable on th
 
 
 # ----------------------------------------------------------------------------- models
-
-
-class SmallCNN(nn.Module):
-    """The CNN of ``accel_compile.py``: 2 conv + BN blocks and a linear head, 32x32x3 in."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
-        )  # fmt: skip
-        self.head = nn.Linear(64 * 8 * 8, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(x).flatten(1))
-
-
-class Block(nn.Module):
-    """Pre-norm transformer block + a head on the mean token (as in ``accel_compile.py``)."""
-
-    def __init__(self, d: int = 128, heads: int = 4) -> None:
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-        self.head = nn.Linear(d, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.ln1(x)
-        x = x + self.attn(h, h, h, need_weights=False)[0]
-        x = x + self.mlp(self.ln2(x))
-        return self.head(x.mean(1))
 
 
 def mlp(width: int, hidden: int) -> nn.Module:
