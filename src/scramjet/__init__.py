@@ -16,12 +16,12 @@ _LAZY = {
     "TrainerCallback": "scramjet.callbacks",
     "DEFAULT_CALLBACKS": "scramjet.callbacks",
     "StopTrainingError": "scramjet.callbacks",
-    "RunHistory": "scramjet.state",
+    "RunHistory": "scramjet.trainer",
     "TrainerPlaceholderValues": "scramjet.schedulers",
     "CosineWarmupScheduler": "scramjet.schedulers",
     "WSDScheduler": "scramjet.schedulers",
     "CheckpointManager": "scramjet.checkpoint",
-    "seed_everything": "scramjet.seeding",
+    "seed_everything": "scramjet.runtime.seeding",
 }
 
 __all__ = ["__version__", *sorted(_LAZY)]

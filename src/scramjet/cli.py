@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 # name -> (module implementing it, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("scramjet.demo", "generate data, pack it, train and track a small CNN end to end"),
+    "demo": ("scramjet.demo.run", "generate data, pack it, train and track a small CNN end to end"),
     "pack": ("scramjet.data.cli", "pack image files listed in a CSV into sharded HDF5"),
     "launch": ("scramjet.runtime.cli", "run a training script on N processes / M nodes (torchrun)"),
     "runs": ("scramjet.tracking.cli_runs", "list tracked runs with their key metrics"),

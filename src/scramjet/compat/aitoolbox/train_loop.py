@@ -30,9 +30,9 @@ from scramjet.compat.aitoolbox.callbacks import AbstractCallback, to_trainer_cal
 from scramjet.compat.aitoolbox.model import default_get_loss, default_get_predictions, route_forward
 from scramjet.compat.aitoolbox.results import AbstractResultPackage
 from scramjet.runtime import distributed as dist
-from scramjet.sampling import ShardSampler
 from scramjet.tracking.experiment import Experiment
 from scramjet.trainer import Trainer
+from scramjet.trainer.data_order import ShardSampler
 
 _GPU_MODES = ("single", "dp", "ddp")
 _LOADER_KEYS = ("num_workers", "pin_memory", "worker_init_fn", "timeout")

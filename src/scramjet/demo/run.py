@@ -115,7 +115,7 @@ class LooseFiles(torch.utils.data.Dataset):
 
 def plain_epoch_rate(folder: Path, seed: int) -> float:
     """Samples/s of one epoch of a hand-written loop over the loose files (fresh model)."""
-    from scramjet.demo_data import SmallCNN
+    from scramjet.demo.data import SmallCNN
 
     torch.manual_seed(seed)
     model = SmallCNN()
@@ -137,7 +137,7 @@ def scramjet_epoch_rate(train_ds: Any, seed: int) -> float:
     """Samples/s of one Trainer epoch over the (already cached) pack (fresh model)."""
     from scramjet.accel import accelerate_model
     from scramjet.callbacks import MoveModulesToDeviceCallback, TerminateOnNaNCallback
-    from scramjet.demo_data import SmallCNN
+    from scramjet.demo.data import SmallCNN
 
     torch.manual_seed(seed)
     model = accelerate_model(SmallCNN())
@@ -162,7 +162,7 @@ def compare_throughput(
 
 def _prepare_data(args: argparse.Namespace, out: Path) -> tuple[Path, Path, Path, Path]:
     from scramjet.data import pack
-    from scramjet.demo_data import make_images
+    from scramjet.demo.data import make_images
 
     n_test = max(64, args.samples // 4)
     print(f"[1/5] generating {args.samples} + {n_test} labelled 32x32 images as JPEG files")
@@ -217,8 +217,8 @@ def _train(
     """Step 3: the Trainer over cached packs, with the dashboard and tracking."""
     from scramjet.accel import CachedDataset, accelerate_model
     from scramjet.data import PackedDataset
-    from scramjet.demo_data import SmallCNN
-    from scramjet.seeding import seed_everything
+    from scramjet.demo.data import SmallCNN
+    from scramjet.runtime.seeding import seed_everything
     from scramjet.tracking import Experiment
 
     print("[3/5] training a small CNN: Trainer + CachedDataset + accelerate_model"
@@ -244,7 +244,7 @@ def _train(
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; returns a process exit code."""
-    from scramjet.demo_data import CLASSES
+    from scramjet.demo.data import CLASSES
     from scramjet.metrics import ClassificationResults
 
     if args.epochs < 1 or args.samples < 64:

@@ -5,9 +5,9 @@ The hooks they call (``evaluation_run_start``, ``eval_epoch_start``,
 Trainer and are overridden there; this module holds the orchestration only.
 
 Across processes each rank takes its own share of the data without padding
-(:class:`~scramjet.sampling.ShardSampler`), so no sample is counted twice. When the
+(:class:`~scramjet.trainer.data_order.ShardSampler`), so no sample is counted twice. When the
 model is sharded with FSDP every forward is a collective: ranks whose share runs out
-first repeat their last batch and discard its outputs (:class:`~scramjet.sampling.Lockstep`),
+first repeat their last batch and discard its outputs (:class:`~scramjet.trainer.data_order.Lockstep`),
 so every rank runs the same number of forwards.
 """
 
@@ -23,12 +23,12 @@ from scramjet.callbacks.base import Event
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.devices import move_to_device
 from scramjet.runtime.precision import autocast_context
-from scramjet.sampling import Lockstep
-from scramjet.trainer_checks import check_batch_size, check_dataset, check_loss
+from scramjet.trainer.checks import check_batch_size, check_dataset, check_loss
+from scramjet.trainer.data_order import Lockstep
 
 if TYPE_CHECKING:
-    from scramjet.state import RunConfig
     from scramjet.trainer import Trainer
+    from scramjet.trainer.state import RunConfig
 
 
 class EvaluationMixin:

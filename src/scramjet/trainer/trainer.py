@@ -21,21 +21,21 @@ from torch.utils.data import DataLoader, IterableDataset, Sampler
 
 from scramjet.callbacks import DEFAULT_CALLBACKS
 from scramjet.callbacks.base import CallbackHandler, Event, StopTrainingError, TrainerCallback
+from scramjet.checkpoint.resume import TrainingStateMixin
 from scramjet.runtime import distributed as dist
 from scramjet.runtime import fsdp
 from scramjet.runtime.devices import default_device, move_to_device
 from scramjet.runtime.precision import autocast_context, make_grad_scaler, resolve_precision
-from scramjet.sampling import EpochSampler, ShardSampler, SkipSampler
+from scramjet.runtime.seeding import seed_everything
 from scramjet.schedulers import resolve_placeholders
-from scramjet.seeding import seed_everything
-from scramjet.state import RunConfig, RunHistory, TrainState
-from scramjet.trainer_checks import (
+from scramjet.trainer._eval_tmp import EvaluationMixin, _safe_len
+from scramjet.trainer.checks import (
     check_loss,
     check_optimizer,
     check_train_args,
 )
-from scramjet.trainer_eval import EvaluationMixin, _safe_len
-from scramjet.trainer_state import TrainingStateMixin
+from scramjet.trainer.data_order import EpochSampler, ShardSampler, SkipSampler
+from scramjet.trainer.state import RunConfig, RunHistory, TrainState
 
 
 class Trainer(EvaluationMixin, TrainingStateMixin):

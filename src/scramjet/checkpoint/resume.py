@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from scramjet.checkpoint import CheckpointManager, write_checkpoint
+from scramjet.checkpoint.manager import CheckpointManager, write_checkpoint
 from scramjet.runtime import distributed as dist
 from scramjet.runtime import fsdp
-from scramjet.seeding import get_rng_states, set_rng_states
+from scramjet.runtime.seeding import get_rng_states, set_rng_states
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer

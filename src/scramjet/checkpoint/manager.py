@@ -37,8 +37,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from scramjet._checkpoint_async import BackgroundWriter, Snapshotter, register_for_exit
-from scramjet._checkpoint_payload import (
+from scramjet.checkpoint.background import BackgroundWriter, Snapshotter, register_for_exit
+from scramjet.checkpoint.payload import (
     FORMAT_VERSION,
     MARKER,
     build_payload,

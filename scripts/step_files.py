@@ -1,0 +1,75 @@
+"""Which source files of scramjet one steady-state training step runs code in.
+
+Trains a small MLP with the default callbacks, lets a few steps pass (warm-up: loaders
+built, callbacks started), then records with ``sys.setprofile`` every Python function
+called during one more optimizer step and prints the scramjet files they live in.
+
+Usage: python scripts/step_files.py
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import TensorDataset
+
+import scramjet
+from scramjet import Trainer, TrainerCallback
+
+PACKAGE_ROOT = Path(scramjet.__file__).resolve().parent
+WARMUP_STEPS = 5
+
+
+class _StepTracer(TrainerCallback):
+    """Starts the profiler after the warm-up steps and stops it one step later."""
+
+    def __init__(self) -> None:
+        self.files: set[str] = set()
+        self.tracing = False
+
+    def _record(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            path = Path(frame.f_code.co_filename).resolve()
+            if path.is_relative_to(PACKAGE_ROOT):
+                self.files.add(str(path.relative_to(PACKAGE_ROOT.parent)))
+
+    def on_optimizer_step_end(self, trainer: Any, **kwargs: Any) -> None:
+        step = trainer.state.global_step
+        if step == WARMUP_STEPS:
+            self.tracing = True
+            sys.setprofile(self._record)
+        elif step == WARMUP_STEPS + 1 and self.tracing:
+            sys.setprofile(None)
+            self.tracing = False
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    data = TensorDataset(torch.randn(256, 16), torch.randint(0, 4, (256,)))
+    tracer = _StepTracer()
+    from scramjet.callbacks import DEFAULT_CALLBACKS, ProgressBarCallback
+
+    callbacks: list[Any] = [
+        ProgressBarCallback(file=io.StringIO()) if cb is ProgressBarCallback else cb
+        for cb in DEFAULT_CALLBACKS
+    ]
+    trainer = Trainer(
+        model,
+        torch.nn.CrossEntropyLoss(),
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        callbacks=[*callbacks, tracer],
+    )
+    trainer.train(data, num_epochs=1, per_device_batch_size=16)
+    files = sorted(f for f in tracer.files if not f.endswith("step_files.py"))
+    print(f"{len(files)} files touched by one steady-state training step:")
+    for name in files:
+        print(f"  {name}")
+
+
+if __name__ == "__main__":
+    main()

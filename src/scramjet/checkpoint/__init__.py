@@ -1,0 +1,32 @@
+"""Checkpoints that survive crashes, restarts and rotation, and exact resume.
+
+``manager.py`` reads and writes checkpoint files (:class:`CheckpointManager`,
+:func:`write_checkpoint`, :func:`read_checkpoint`); ``payload.py`` turns live objects into
+values that ``torch.load(weights_only=True)`` reads back; ``background.py`` snapshots a
+payload and writes it on a background thread; ``resume.py`` says what a Trainer saves and
+restores.
+"""
+
+from scramjet.checkpoint.manager import (
+    CheckpointError,
+    CheckpointInfo,
+    CheckpointManager,
+    CheckpointMismatchError,
+    CheckpointWriteError,
+    CorruptCheckpointError,
+    LoadResult,
+    read_checkpoint,
+    write_checkpoint,
+)
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointInfo",
+    "CheckpointManager",
+    "CheckpointMismatchError",
+    "CheckpointWriteError",
+    "CorruptCheckpointError",
+    "LoadResult",
+    "read_checkpoint",
+    "write_checkpoint",
+]
