@@ -57,6 +57,7 @@ class EvaluationMixin:
         # batches (no padding), and the DDP wrapper would try to sync buffers. (An FSDP
         # model is sharded in place: the unwrapped module is the sharded one.)
         wrapped, self.model = self.model, self._unwrapped_model
+        outer, self._current_dl = getattr(self, "_current_dl", None), eval_dl
         try:
             self.eval_epoch_start()
             handler.call_event(Event.EVAL_EPOCH_START, self)
@@ -89,6 +90,7 @@ class EvaluationMixin:
             handler.call_event(Event.EVAL_EPOCH_END, self)
         finally:
             self.model = wrapped
+            self._current_dl = outer
 
     def evaluate(  # type: ignore[misc]
         self: Trainer,

@@ -148,6 +148,31 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         return self._unwrapped_model
 
     @property
+    def in_training_run(self) -> bool:
+        """True while ``train()`` runs (False in a standalone ``evaluate()``/``predict()``)."""
+        return bool(getattr(self, "_in_training_run", False))
+
+    @property
+    def train_dataloader(self) -> Iterable[Any] | None:
+        """The training loader of the current (or last) ``train()``; None before."""
+        return getattr(self, "_train_dl", None)
+
+    @property
+    def eval_dataloader(self) -> Iterable[Any] | None:
+        """The evaluation loader of ``train(eval_dataset=...)``; None without one."""
+        return getattr(self, "_eval_dl", None)
+
+    @property
+    def current_dataloader(self) -> Iterable[Any] | None:
+        """The loader being iterated now (training, evaluation or prediction); None between."""
+        return getattr(self, "_current_dl", None)
+
+    @property
+    def batches_in_epoch(self) -> int:
+        """Micro-batches in the current training epoch, resumed ones included; 0 if unknown."""
+        return int(getattr(self, "_batches_in_epoch", 0))
+
+    @property
     def is_main_process(self) -> bool:
         """True on the process that should log and write files (rank 0)."""
         return dist.is_main_process()
@@ -511,6 +536,7 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         assert rc is not None
         state, handler, accum = self.state, self.callback_handler, rc.gradient_accumulation_steps
         batches, n_batches = self._epoch_batches(train_dl)
+        self._batches_in_epoch, self._current_dl = n_batches, train_dl
         self.train_epoch_start()
         if self._resumed_losses is not None:  # losses of the epoch's batches before the resume
             self._train_losses, self._resumed_losses = self._resumed_losses, None
@@ -565,6 +591,7 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         if open_window:  # ended inside an accumulation window: end_epoch(), or unknown length
             self._close_window(held=(state.batches_seen_in_epoch - 1) % accum + 1)
         self._end_epoch_requested = False
+        self._current_dl = None
         self.train_epoch_end()
         handler.call_event(Event.TRAIN_EPOCH_END, self)
 
