@@ -28,6 +28,7 @@ from torch.utils._pytree import tree_map
 from scramjet.accel._engine import Engine, Tolerance
 from scramjet.accel.extras import inputs_to_channels_last, resolve_autocast, to_channels_last
 from scramjet.accel.sparse_backprop import SparseBackpropConfig, apply_sparse_backprop
+from scramjet.trainer.trainer import BACKWARD_RECOVERY
 
 M = TypeVar("M", bound=nn.Module)
 _ENGINE_ATTR = "_scramjet_engine"
@@ -208,6 +209,9 @@ class AcceleratedModel(nn.Module):
         ['bias', 'weight']
     """
 
+    # How the Trainer redoes a step whose backward failed in a backend (see recover_backward).
+    __scramjet_backward_recovery__ = staticmethod(recover_backward)
+
     def __init__(
         self,
         module: nn.Module,
@@ -316,6 +320,7 @@ def _decorate_class(
         "__qualname__": cls.__qualname__,
         "__doc__": cls.__doc__,
         "__scramjet_accelerated__": True,
+        BACKWARD_RECOVERY: staticmethod(recover_backward),
     }
     return type(cls.__name__, (cls,), namespace)  # type: ignore[return-value]
 

@@ -96,7 +96,18 @@ class StopTrainingError(Exception):
     The Trainer calls ``on_stop_training_error`` on every callback, then finishes the run
     (``training_run_end`` and ``on_training_run_end`` still run). The error is kept in
     ``trainer.stop_reason``.
+
+    Attributes:
+        reraise: raise the error from ``train()`` once the run has ended cleanly (False by
+            default: ``train()`` just returns).
     """
+
+    reraise: bool = False
+
+    def __init__(self, *args: object, reraise: bool | None = None) -> None:
+        super().__init__(*args)
+        if reraise is not None:
+            self.reraise = reraise
 
 
 class CallbackError(RuntimeError):

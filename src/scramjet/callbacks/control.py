@@ -71,7 +71,7 @@ class TerminateOnNaNCallback(TrainerCallback):
                 f"Training stopped: another process saw a non-finite loss (this rank's losses "
                 f"were finite up to batch {seen} of epoch {trainer.run_history.current_epoch})."
             )
-            other.reraise = self.raise_error  # type: ignore[misc]
+            other.reraise = self.raise_error
             raise other
         first = int((~finite).nonzero()[0])
         batch = seen - len(losses) + first + 1
@@ -81,11 +81,14 @@ class TerminateOnNaNCallback(TrainerCallback):
             f"steps). Lower the learning rate, clip gradients (gradient_clip_value=...), or "
             f"check the data for NaN/inf values."
         )
-        err.reraise = self.raise_error  # type: ignore[misc]
+        err.reraise = self.raise_error
         raise err
 
 
-def _improved(value: float, best: float | None, greater_is_better: bool, threshold: float) -> bool:
+def improved(
+    value: float, best: float | None, *, greater_is_better: bool, threshold: float = 0.0
+) -> bool:
+    """Whether ``value`` beats ``best`` by more than ``threshold`` (always, when no best yet)."""
     if best is None:
         return True
     return value > best + threshold if greater_is_better else value < best - threshold
@@ -130,7 +133,9 @@ class EarlyStoppingCallback(TrainerCallback):
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Compare this epoch's metric with the best so far."""
         value = float(trainer.run_history.get_latest_metric(self.watch_metric))
-        if _improved(value, self.best, self.greater_is_better, self.threshold):
+        if improved(
+            value, self.best, greater_is_better=self.greater_is_better, threshold=self.threshold
+        ):
             self.best, self.epochs_without_improvement = value, 0
             return
         self.epochs_without_improvement += 1

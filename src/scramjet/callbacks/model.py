@@ -11,7 +11,9 @@ import torch
 from torch import nn
 
 from scramjet.callbacks.base import TrainerCallback
+from scramjet.callbacks.control import improved
 from scramjet.checkpoint import CheckpointManager
+from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
 
 if TYPE_CHECKING:
@@ -26,8 +28,12 @@ class MoveModulesToDeviceCallback(TrainerCallback):
     """
 
     def _move(self, trainer: Trainer) -> None:
-        for name, value in vars(trainer).items():
-            if isinstance(value, nn.Module) and name not in ("model", "_unwrapped_model"):
+        for value in vars(trainer).values():
+            if (
+                isinstance(value, nn.Module)
+                and value is not trainer.model
+                and value is not trainer.unwrapped_model
+            ):
                 value.to(trainer.device)
 
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
@@ -37,10 +43,6 @@ class MoveModulesToDeviceCallback(TrainerCallback):
     def on_evaluation_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """Move before a standalone evaluation too."""
         self._move(trainer)
-
-
-def _improved(value: float, best: float | None, greater_is_better: bool) -> bool:
-    return best is None or (value > best if greater_is_better else value < best)
 
 
 class SaveBestModelCallback(TrainerCallback):
@@ -82,7 +84,7 @@ class SaveBestModelCallback(TrainerCallback):
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Save when the watched metric improved."""
         value = float(trainer.run_history.get_latest_metric(self.watch_metric))
-        if _improved(value, self.best, self.greater_is_better):
+        if improved(value, self.best, greater_is_better=self.greater_is_better):
             self.best = value
             trainer.save_checkpoint(
                 self.save_path,
@@ -230,30 +232,8 @@ class ConvertSyncBatchNormCallback(TrainerCallback):
                     f"can only be converted before. Pass it in Trainer(callbacks=[...]), or add "
                     f"it before the first train()."
                 )
-            model = nn.SyncBatchNorm.convert_sync_batchnorm(trainer.unwrapped_model)
-            trainer.model = trainer._unwrapped_model = model
+            trainer.replace_model(nn.SyncBatchNorm.convert_sync_batchnorm(trainer.unwrapped_model))
             self.converted = True
-
-
-def flush_checkpoints(manager: CheckpointManager | None) -> None:
-    """Finish ``manager``'s background write, then let every rank pass (collective).
-
-    Call it on every rank; ``manager`` is None where nothing is written. The snapshot
-    buffers are freed. A failed write is raised on the writing rank after the barrier,
-    so the other ranks are never left waiting.
-
-    Args:
-        manager: This rank's checkpoint manager, or None.
-    """
-    error: Exception | None = None
-    if manager is not None:
-        try:
-            manager.close()
-        except Exception as exc:
-            error = exc
-    dist.barrier()
-    if error is not None:
-        raise error
 
 
 class SaveTrainingStateCallback(TrainerCallback):

@@ -1,12 +1,15 @@
-"""Saving and restoring the Trainer's complete training state (exact resume).
+"""What a Trainer saves and restores: its complete training state (exact resume).
 
 A training checkpoint holds everything that decides what happens next: model,
-optimizer, scheduler, GradScaler, the loop counters (optimizer step, epoch, batches
-consumed in the epoch), the run history, the losses of the unfinished epoch, every
-callback's state (EMA weights, early-stopping counters, ...), the sampler seed and the
-RNG states of every rank (Python, NumPy, torch CPU and CUDA). Resuming rebuilds the
-epoch's sampler order from the seed and skips the consumed indices, so no batch is
-repeated or skipped and no skipped batch is loaded or run through the model.
+optimizer, scheduler, GradScaler, the loop counters (``trainer.state``: optimizer step,
+epoch, batches consumed in the epoch), the run history, the losses of the unfinished
+epoch (``trainer.train_losses``), every callback's state (EMA weights, early-stopping
+counters, ...), the data order's seed (``trainer.data_order``) and the RNG states of
+every rank (Python, NumPy, torch CPU and CUDA). Each of those parts saves and restores
+itself (``state_dict`` / ``load_state_dict``); this module only puts them together, from
+the Trainer's public attributes. Resuming rebuilds the epoch's sampler order from the
+seed and skips the consumed indices, so no batch is repeated or skipped and no skipped
+batch is loaded or run through the model.
 """
 
 from __future__ import annotations
@@ -89,203 +92,186 @@ class _FullStateTarget:
             fsdp.load_full_optimizer_state(self.model, self.optimizer, state)
 
 
-class TrainingStateMixin:
-    """Checkpoint methods of :class:`~scramjet.trainer.Trainer`.
+def training_state(trainer: Trainer, *, include_optimizer: bool = True) -> dict[str, Any]:
+    """Everything needed to resume, as entries for :class:`CheckpointManager` (collective).
 
-    Methods annotate ``self`` as the Trainer they are mixed into (hence the
-    ``type: ignore[misc]`` on their signatures).
+    Every rank must call it: the per-rank parts (RNG states, the unfinished epoch's losses)
+    are gathered so that each rank resumes with its own.
     """
-
-    _epoch_finished: bool = False
-    _sampler_seed: int | None
-    _resumed_losses: tuple[list[torch.Tensor], list[int]] | None
-
-    def training_state(self: Trainer, *, include_optimizer: bool = True) -> dict[str, Any]:  # type: ignore[misc]
-        """Everything needed to resume, as entries for :class:`CheckpointManager`.
-
-        Collective in a distributed run (every rank must call it): RNG states of all
-        ranks are gathered so that each rank resumes with its own.
-        """
-        if getattr(self, "_in_training_run", False) and _has_pending_gradients(self):
-            warnings.warn(
-                "Saving inside an accumulation window: the gradients accumulated so far are "
-                "not saved, so resuming from this checkpoint is not exact. Save from "
-                "on_optimizer_step_end or at the end of an epoch (as "
-                "SaveTrainingStateCallback does).",
-                stacklevel=3,
-            )
-        state: dict[str, Any] = {"model": self.unwrapped_model}
-        if include_optimizer:
-            state["optimizer"] = self.optimizer
-        if self._sharded:  # FSDP: gather full state dicts (collective); rank 0 gets them
-            model_sd, optim_sd = fsdp.full_state_dicts(
-                self.unwrapped_model, self.optimizer if include_optimizer else None
-            )
-            state["model"] = _Fixed(model_sd)
-            if optim_sd is not None:
-                state["optimizer"] = _Fixed(optim_sd)
-        if include_optimizer:
-            if self.scheduler is not None:
-                state["scheduler"] = self.scheduler
-            if self.scaler is not None:
-                state["scaler"] = self.scaler
-        counters = self.state.state_dict()
-        history = self.run_history.state_dict()
-        losses, counts = getattr(self, "_train_losses", ([], []))
-        if self._epoch_finished:
-            # Saved between epochs: the next run starts the next epoch from its start.
-            counters.update(epoch=counters["epoch"] + 1, batches_seen_in_epoch=0)
-            history["epoch"] += 1
-            losses, counts = [], []
-        state["trainer_state"] = counters
-        state["run_history"] = history
-        state["callbacks"] = {
-            _callback_key(i, cb): cb.state_dict() for i, cb in enumerate(self.callbacks)
-        }
-        state["sampler_seed"] = int(self._sampler_seed or 0)
-        # Per-rank parts, gathered in one collective: each rank resumes with its own RNG
-        # states and its own losses of the unfinished epoch (only rank 0 writes the file).
-        local = {
-            "rng": get_rng_states(),
-            "losses": torch.stack([t.float().cpu() for t in losses]) if losses else torch.zeros(0),
-            "counts": list(counts),
-        }
-        per_rank = dist.gather_object(local)
-        state["rng"] = [part["rng"] for part in per_rank]
-        state["epoch_losses"] = [part["losses"] for part in per_rank]
-        state["epoch_loss_counts"] = [part["counts"] for part in per_rank]
-        return state
-
-    def save_checkpoint(  # type: ignore[misc]
-        self: Trainer,
-        save_path: str | os.PathLike[str],
-        checkpoint_kwargs: dict[str, Any] | None = None,
-        save_optimizer: bool = True,
-    ) -> None:
-        """Write the training state to one file, atomically (rank 0 writes; all ranks call).
-
-        ``checkpoint_kwargs`` are extra plain values stored alongside (returned by
-        :meth:`load_checkpoint`).
-        """
-        state = self.training_state(include_optimizer=save_optimizer)
-        state.update(checkpoint_kwargs or {})
-        if self.is_main_process:
-            write_checkpoint(save_path, state, step=self.state.global_step, epoch=self.state.epoch)
-        dist.barrier()
-
-    def save_to_manager(self: Trainer, manager: CheckpointManager | None) -> Path | None:  # type: ignore[misc]
-        """Save the training state as the next checkpoint of ``manager`` (all ranks call)."""
-        state = self.training_state()
-        metrics = {}
-        for name in self.run_history.get_metric_names():
-            value = self.run_history.get_latest_metric(name)
-            if isinstance(value, int | float):
-                metrics[name] = float(value)
-        path = None
-        if self.is_main_process and manager is not None:
-            epoch = self.state.epoch + (1 if self._epoch_finished else 0)
-            path = manager.save(state, step=self.state.global_step, epoch=epoch, metrics=metrics)
-        dist.barrier()
-        return path
-
-    def load_checkpoint(  # type: ignore[misc]
-        self: Trainer,
-        checkpoint_path: str | os.PathLike[str],
-        load_optimizer: bool = True,
-        *,
-        load_training_state: bool = True,
-    ) -> dict[str, Any]:
-        """Restore a checkpoint written by :meth:`save_checkpoint` (or a checkpoint directory).
-
-        Args:
-            checkpoint_path: the file, or a checkpoint directory (its latest checkpoint).
-            load_optimizer: also restore the optimizer, scheduler and GradScaler.
-            load_training_state: also restore the loop counters, the run history, the
-                callbacks' state and the random number generators (what resuming needs).
-                ``False`` loads weights (and optimizer, if asked) into the current run and
-                leaves its history and counters as they are.
-
-        Returns the plain values stored with it (including ``checkpoint_kwargs``).
-        """
-        return self._restore_training_state(
-            checkpoint_path,
-            include_optimizer=load_optimizer,
-            include_training_state=load_training_state,
+    if trainer.in_training_run and _has_pending_gradients(trainer):
+        warnings.warn(
+            "Saving inside an accumulation window: the gradients accumulated so far are "
+            "not saved, so resuming from this checkpoint is not exact. Save from "
+            "on_optimizer_step_end or at the end of an epoch (as "
+            "SaveTrainingStateCallback does).",
+            stacklevel=4,
         )
+    model = trainer.unwrapped_model
+    state: dict[str, Any] = {"model": model}
+    if include_optimizer:
+        state["optimizer"] = trainer.optimizer
+    if fsdp.is_sharded(model):  # FSDP: gather full state dicts (collective); rank 0 gets them
+        optimizer = trainer.optimizer if include_optimizer else None
+        model_sd, optim_sd = fsdp.full_state_dicts(model, optimizer)
+        state["model"] = _Fixed(model_sd)
+        if optim_sd is not None:
+            state["optimizer"] = _Fixed(optim_sd)
+    if include_optimizer:
+        if trainer.scheduler is not None:
+            state["scheduler"] = trainer.scheduler
+        if trainer.scaler is not None:
+            state["scaler"] = trainer.scaler
+    state["trainer_state"] = trainer.state.state_dict()
+    state["run_history"] = trainer.run_history.state_dict()
+    state["callbacks"] = {
+        _callback_key(i, cb): cb.state_dict() for i, cb in enumerate(trainer.callbacks)
+    }
+    state["sampler_seed"] = trainer.data_order.state_dict()["seed"]
+    # Saved between epochs, the next run starts the next epoch afresh: no losses to carry.
+    losses = {} if trainer.state.epoch_finished else trainer.train_losses.state_dict()
+    local = {
+        "rng": get_rng_states(),
+        "losses": losses.get("losses", torch.zeros(0)),
+        "counts": list(losses.get("counts", [])),
+    }
+    per_rank = dist.gather_object(local)  # one collective; only rank 0 writes the file
+    state["rng"] = [part["rng"] for part in per_rank]
+    state["epoch_losses"] = [part["losses"] for part in per_rank]
+    state["epoch_loss_counts"] = [part["counts"] for part in per_rank]
+    return state
 
-    def _restore_training_state(  # type: ignore[misc]
-        self: Trainer,
-        path: str | os.PathLike[str],
-        *,
-        include_optimizer: bool = True,
-        include_training_state: bool = True,
-    ) -> dict[str, Any]:
-        path = Path(path)
-        if path.is_dir():
-            manager = CheckpointManager(path, keep_last=None)
-            which: str | Path = "latest"
-        elif path.is_file():
-            manager, which = CheckpointManager(path.parent, keep_last=None), path
-        else:
-            raise FileNotFoundError(
-                f"resume_from={str(path)!r} does not exist. Pass a checkpoint file written by "
-                f"trainer.save_checkpoint, or a directory written by SaveTrainingStateCallback "
-                f"or CheckpointManager."
-            )
-        self._place_model()
-        targets: dict[str, Any] = {"model": self.unwrapped_model}
+
+def save_file(
+    trainer: Trainer,
+    path: str | os.PathLike[str],
+    extra: dict[str, Any],
+    include_optimizer: bool,
+) -> None:
+    """Write the training state (and ``extra`` plain values) to one file (collective)."""
+    state = training_state(trainer, include_optimizer=include_optimizer)
+    state.update(extra)
+    if trainer.is_main_process:
+        write_checkpoint(path, state, step=trainer.state.global_step, epoch=trainer.state.epoch)
+    dist.barrier()
+
+
+def save_to_manager(trainer: Trainer, manager: CheckpointManager | None) -> Path | None:
+    """Save the training state as ``manager``'s next checkpoint (collective; None: no writer)."""
+    state = training_state(trainer)
+    history = trainer.run_history
+    metrics = {}
+    for name in history.get_metric_names():
+        value = history.get_latest_metric(name)
+        if isinstance(value, int | float):
+            metrics[name] = float(value)
+    path = None
+    if trainer.is_main_process and manager is not None:
+        epoch = trainer.state.epoch + (1 if trainer.state.epoch_finished else 0)
+        path = manager.save(state, step=trainer.state.global_step, epoch=epoch, metrics=metrics)
+    dist.barrier()
+    return path
+
+
+def restore(
+    trainer: Trainer,
+    path: str | os.PathLike[str],
+    *,
+    include_optimizer: bool = True,
+    include_training_state: bool = True,
+) -> dict[str, Any]:
+    """Load a checkpoint file or directory into ``trainer``; returns its other plain values."""
+    manager, which = _manager_for(Path(path))
+    model = trainer.unwrapped_model
+    targets: dict[str, Any] = {"model": model}
+    if include_optimizer:
+        targets["optimizer"] = trainer.optimizer
+        if trainer.scheduler is not None:
+            targets["scheduler"] = trainer.scheduler
+        if trainer.scaler is not None:
+            targets["scaler"] = trainer.scaler
+    if fsdp.is_sharded(model):  # FSDP: every rank reads the full state and keeps its shard
+        targets["model"] = _FullStateTarget(model)
         if include_optimizer:
-            targets["optimizer"] = self.optimizer
-            if self.scheduler is not None:
-                targets["scheduler"] = self.scheduler
-            if self.scaler is not None:
-                targets["scaler"] = self.scaler
-        if self._sharded:  # FSDP: every rank reads the full state and keeps its shard
-            targets["model"] = _FullStateTarget(self.unwrapped_model)
-            if include_optimizer:
-                targets["optimizer"] = _FullStateTarget(self.unwrapped_model, self.optimizer)
-        result = manager.load(targets, which=which)
-        values = dict(result.values)
-        if not include_training_state:
-            for key in _TRAINING_STATE_KEYS:
-                values.pop(key, None)
-            return values
-        self.state.load_state_dict(values.pop("trainer_state", {}))
-        if "run_history" in values:
-            self.run_history.load_state_dict(values.pop("run_history"))
-        losses = _this_rank(values.pop("epoch_losses", []))
-        counts = _this_rank(values.pop("epoch_loss_counts", []))
-        losses = losses if isinstance(losses, torch.Tensor) else torch.zeros(0)
-        self._resumed_losses = (list(losses.to(self.device).unbind(0)), list(counts or []))
-        self._restore_callbacks(values.pop("callbacks", {}))
-        self._sampler_seed = int(values.pop("sampler_seed", self._sampler_seed or 0))
-        sampler: Any = getattr(getattr(self, "_train_dl", None), "sampler", None)
-        if hasattr(sampler, "seed"):  # the epoch order follows the restored seed
-            sampler.seed = int(self._sampler_seed or 0)
-        self._restore_rng(values.pop("rng", None))
+            targets["optimizer"] = _FullStateTarget(model, trainer.optimizer)
+    values = dict(manager.load(targets, which=which).values)
+    if not include_training_state:
+        for key in _TRAINING_STATE_KEYS:
+            values.pop(key, None)
         return values
+    trainer.state.load_state_dict(values.pop("trainer_state", {}))
+    if "run_history" in values:  # after the counters: its epoch follows trainer.state
+        trainer.run_history.load_state_dict(values.pop("run_history"))
+    trainer.train_losses.load_state_dict(
+        {
+            "losses": _this_rank(values.pop("epoch_losses", [])),
+            "counts": _this_rank(values.pop("epoch_loss_counts", [])),
+        }
+    )
+    _restore_callbacks(trainer, values.pop("callbacks", {}))
+    if "sampler_seed" in values:
+        trainer.data_order.load_state_dict({"seed": values.pop("sampler_seed")})
+    _restore_rng(values.pop("rng", None))
+    return values
 
-    def _restore_callbacks(self: Trainer, saved: dict[str, Any]) -> None:  # type: ignore[misc]
-        for i, cb in enumerate(self.callbacks):
-            key = _callback_key(i, cb)
-            if key in saved:
-                cb.load_state_dict(saved[key])
-            elif cb.state_dict():
-                warnings.warn(
-                    f"The checkpoint holds no state for callback {key}; it starts fresh.",
-                    stacklevel=3,
-                )
 
-    def _restore_rng(self: Trainer, per_rank: list[dict[str, Any]] | None) -> None:  # type: ignore[misc]
-        if not per_rank:
-            return
-        rank, world = dist.get_rank(), dist.get_world_size()
-        if len(per_rank) != world:
+def flush_checkpoints(manager: CheckpointManager | None) -> None:
+    """Finish ``manager``'s background write, then let every rank pass (collective).
+
+    Call it on every rank; ``manager`` is None where nothing is written. The snapshot
+    buffers are freed. A failed write is raised on the writing rank after the barrier,
+    so the other ranks are never left waiting.
+
+    Args:
+        manager: This rank's checkpoint manager, or None.
+    """
+    error: Exception | None = None
+    if manager is not None:
+        try:
+            manager.close()
+        except Exception as exc:
+            error = exc
+    dist.barrier()
+    if error is not None:
+        raise error
+
+
+def _manager_for(path: Path) -> tuple[CheckpointManager, str | Path]:
+    if path.is_dir():
+        return CheckpointManager(path, keep_last=None), "latest"
+    if path.is_file():
+        return CheckpointManager(path.parent, keep_last=None), path
+    raise FileNotFoundError(
+        f"resume_from={str(path)!r} does not exist. Pass a checkpoint file written by "
+        f"trainer.save_checkpoint, or a directory written by SaveTrainingStateCallback "
+        f"or CheckpointManager."
+    )
+
+
+def _restore_callbacks(trainer: Trainer, saved: dict[str, Any]) -> None:
+    for i, cb in enumerate(trainer.callbacks):
+        key = _callback_key(i, cb)
+        if key in saved:
+            cb.load_state_dict(saved[key])
+        elif cb.state_dict():
             warnings.warn(
-                f"The checkpoint was saved by {len(per_rank)} process(es) and is resumed by "
-                f"{world}; every rank takes rank 0's RNG state, so randomness differs from "
-                f"an uninterrupted run.",
-                stacklevel=3,
+                f"The checkpoint holds no state for callback {key}; it starts fresh.",
+                stacklevel=4,
             )
-            rank = 0
-        set_rng_states(per_rank[rank])
+
+
+def _restore_rng(per_rank: list[dict[str, Any]] | None) -> None:
+    if not per_rank:
+        return
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if len(per_rank) != world:
+        warnings.warn(
+            f"The checkpoint was saved by {len(per_rank)} process(es) and is resumed by "
+            f"{world}; every rank takes rank 0's RNG state, so randomness differs from "
+            f"an uninterrupted run.",
+            stacklevel=4,
+        )
+        rank = 0
+    set_rng_states(per_rank[rank])
+
+
+__all__ = ["flush_checkpoints", "restore", "save_file", "save_to_manager", "training_state"]

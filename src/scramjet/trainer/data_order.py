@@ -1,17 +1,23 @@
-"""Samplers whose order is a pure function of (seed, epoch), so a run can resume mid-epoch.
+"""The order of the data: seeded, reproducible, resumable mid-epoch, sharded across ranks.
 
-A resumed run rebuilds the epoch's order and *skips indices*, never batches of loaded
-data: resuming costs no forward passes and no decoding of the skipped samples.
+The training order is a pure function of (seed, epoch, rank), so a resumed run rebuilds
+the epoch's order and *skips indices*, never batches of loaded data: resuming costs no
+forward passes and no decoding of the skipped samples. :class:`DataOrder` owns that seed
+for a Trainer and prepares each epoch's batches; the samplers below produce the indices.
+Evaluation and prediction shard without padding (:class:`ShardSampler`),
+:func:`gather_shards` puts gathered results back in dataset order, and :class:`Lockstep`
+keeps ranks in step when every forward is a collective (FSDP).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Iterable, Iterator, Sized
-from typing import Generic, TypeVar
+from collections.abc import Iterable, Iterator, Mapping, Sized
+from typing import Any, Generic, TypeVar
 
 import torch
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, IterableDataset, Sampler
 
 from scramjet.runtime import distributed as dist
 
@@ -82,7 +88,7 @@ class ShardSampler(Sampler[int]):
     """Rank ``r`` of ``W`` takes indices ``r, r + W, ...`` in order, without padding.
 
     Used for evaluation and prediction, where padding would count samples twice; the
-    gathered outputs are put back in dataset order with :func:`interleave_shards`. When
+    gathered outputs are put back in dataset order with :func:`gather_shards`. When
     every forward is a collective (FSDP), :class:`Lockstep` evens out the batch counts.
     """
 
@@ -124,14 +130,47 @@ class SkipSampler(Sampler[int]):
         return max(0, len(self.sampler) - self.start)  # type: ignore[arg-type]
 
 
-def interleave_shards(shards: list[list[object]]) -> list[object]:
-    """Undo :class:`ShardSampler`: ``shards[r]`` holds items ``r, r + W, ...``."""
-    world = len(shards)
-    total = sum(len(s) for s in shards)
-    out: list[object] = [None] * total
-    for rank, items in enumerate(shards):
-        out[rank:total:world] = items
-    return out
+def safe_len(obj: object) -> int:
+    """``len(obj)``, or 0 when it has no length (an iterable dataset or loader)."""
+    try:
+        return len(obj)  # type: ignore[arg-type]
+    except TypeError:
+        return 0
+
+
+def gather_shards(local: Any, num_samples: int) -> Any:
+    """Gather every rank's :class:`ShardSampler` results and put them in dataset order.
+
+    Rank ``r`` of ``W`` holds the results of samples ``r, r + W, ...``. Tensors come back
+    as one tensor with ``num_samples`` rows; lists as one list; dicts key by key. In a
+    single process ``local`` is returned as it is. Collective: every rank must call it.
+
+    Raises:
+        TypeError: ``local`` is neither a tensor, a list nor a dict of those.
+    """
+    world = dist.get_world_size()
+    if world == 1:
+        return local
+    if isinstance(local, Mapping):
+        return {key: gather_shards(value, num_samples) for key, value in local.items()}
+    positions = torch.tensor(
+        [i for r in range(world) for i in range(r, num_samples, world)], dtype=torch.long
+    )
+    if isinstance(local, torch.Tensor):
+        gathered = dist.gather(local)  # [rank 0 rows, rank 1 rows, ...]
+        result = torch.empty_like(gathered)
+        result[positions] = gathered
+        return result
+    if isinstance(local, list | tuple):
+        parts = dist.gather_object(list(local))
+        ordered: list[Any] = [None] * num_samples
+        for position, item in zip(positions.tolist(), itertools.chain.from_iterable(parts)):
+            ordered[position] = item
+        return ordered
+    raise TypeError(
+        f"gather_shards needs a tensor, a list or a dict of those (one row per sample); "
+        f"received {type(local).__name__}."
+    )
 
 
 class Lockstep(Generic[T]):
@@ -192,3 +231,112 @@ class Lockstep(Generic[T]):
             if real:
                 last, have_last = batch, True
             yield batch, real  # type: ignore[misc]
+
+
+class DataOrder:
+    """A Trainer's training-data order: one seed, and each epoch's batches derived from it.
+
+    The seed is the Trainer's ``seed`` when given, else drawn once per run from torch's
+    global RNG on rank 0 and shared (so ``torch.manual_seed(...)`` before ``train()``
+    makes it reproducible). Every epoch's order, and the DataLoader workers' seeds,
+    follow (seed, epoch, rank). The seed is what a checkpoint keeps
+    (:meth:`state_dict`), so a resumed run sees the same order.
+
+    Example:
+        >>> order = DataOrder(seed=3)
+        >>> loader = order.train_loader(list(range(6)), {"batch_size": 2}, shuffle=True)
+        >>> batches, total = order.epoch_batches(
+        ...     loader, list(range(6)), epoch=0, skip=1, batch_size=2)
+        >>> total, len(list(batches))  # the epoch has 3 batches; the first was consumed
+        (3, 2)
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.requested_seed = seed
+        self._seed: int | None = None
+        self._sampler: EpochSampler | None = None  # the sampler this order made, kept in sync
+
+    @property
+    def seed(self) -> int:
+        """The run's seed (drawn on first use when none was requested)."""
+        if self._seed is None:
+            if self.requested_seed is not None:
+                self._seed = int(self.requested_seed)
+            else:  # drawn from torch's RNG, so torch.manual_seed(...) makes it reproducible
+                drawn = int(torch.randint(0, 2**31 - 1, ()).item())
+                self._seed = int(dist.gather_object(drawn)[0])  # rank 0's draw, on every rank
+        return self._seed
+
+    def new_run(self) -> None:
+        """Forget the seed of the previous run (a new one is taken at the next use)."""
+        self._seed, self._sampler = None, None
+
+    def train_loader(
+        self, dataset: Any, kwargs: dict[str, Any], *, shuffle: bool
+    ) -> DataLoader[Any]:
+        """A DataLoader over ``dataset`` whose order follows this seed.
+
+        A map-style dataset gets an :class:`EpochSampler` (this rank's share, reshuffled
+        every epoch) unless ``kwargs`` holds a sampler, which is then wrapped in a
+        :class:`SkipSampler` so that a resume can skip its first indices. An iterable
+        dataset gets a generator of its own, so starting an epoch never draws from the
+        global RNG (whose state a checkpoint restores).
+        """
+        kwargs = dict(kwargs)
+        generator = kwargs.pop("generator", None) or torch.Generator()
+        generator.manual_seed(self.seed + dist.get_rank())
+        if isinstance(dataset, IterableDataset):
+            return DataLoader(dataset, generator=generator, **kwargs)
+        sampler: Sampler[int] | None = kwargs.pop("sampler", None)
+        if sampler is None:
+            sampler = self._sampler = EpochSampler(
+                dataset,
+                shuffle=shuffle,
+                seed=self.seed,
+                num_replicas=dist.get_world_size(),
+                rank=dist.get_rank(),
+                drop_last=bool(kwargs.get("drop_last")),
+            )
+        elif not isinstance(sampler, EpochSampler | SkipSampler):
+            sampler = SkipSampler(sampler)
+        return DataLoader(dataset, sampler=sampler, generator=generator, **kwargs)
+
+    def epoch_batches(
+        self, loader: Iterable[Any], dataset: Any, *, epoch: int, skip: int, batch_size: int = 1
+    ) -> tuple[Iterable[Any], int]:
+        """This epoch's batches after the first ``skip`` ones, and the epoch's length.
+
+        Selects the epoch's order on the sampler (``set_epoch``) and on the dataset when it
+        has ``set_epoch`` (seeded augmentations draw anew every epoch), skips consumed
+        indices where the sampler can (``set_start``) and otherwise reads past ``skip``
+        batches without running them, and reseeds the loader's workers for
+        (seed, epoch, rank) once a seed is in use (a loader this order did not make keeps
+        its own generator until then). ``batch_size`` converts skipped batches into skipped indices.
+        The length counts the skipped batches; 0 means unknown.
+        """
+        sampler: Any = getattr(loader, "sampler", None)
+        if self._sampler is not None and sampler is self._sampler:
+            sampler.seed = self.seed  # a restored seed applies to the order made before it
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+        if callable(getattr(dataset, "set_epoch", None)):
+            dataset.set_epoch(epoch)
+        if hasattr(sampler, "set_start"):
+            sampler.set_start(skip * batch_size)
+        generator = getattr(loader, "generator", None)
+        if isinstance(generator, torch.Generator) and self._seed is not None:
+            generator.manual_seed(self.seed + 1_000_003 * epoch + dist.get_rank())
+        n_batches = safe_len(loader)
+        if hasattr(sampler, "set_start"):  # the loader holds only the batches still to come
+            return loader, (skip + n_batches if n_batches else 0)
+        if skip:  # nothing to skip indices with (e.g. an IterableDataset): read past them
+            return itertools.islice(loader, skip, None), n_batches
+        return loader, n_batches
+
+    def state_dict(self) -> dict[str, Any]:
+        """The seed, for a checkpoint (0 when the run's loaders never needed one)."""
+        return {"seed": self._seed if self._seed is not None else 0}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Take the seed of a checkpoint (the next epoch's order follows it)."""
+        self._seed = int(state["seed"])

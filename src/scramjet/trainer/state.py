@@ -1,16 +1,22 @@
-"""Run settings (frozen), the mutable loop state, and the run history.
+"""Run settings (frozen), the mutable loop state, the run history and the epoch's losses.
 
 ``RunConfig`` is fixed for one ``train()`` call. ``TrainState`` is what changes every step
 and what a checkpoint must carry to resume exactly. ``RunHistory`` records metric values,
-one per epoch for ``*_epoch`` metrics.
+one per epoch for ``*_epoch`` metrics. ``EpochLosses`` accumulates an epoch's batch losses.
+Each stateful part saves and restores itself (``state_dict`` / ``load_state_dict``).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
+
+import torch
+
+from scramjet.runtime import distributed as dist
 
 
 @dataclass(frozen=True)
@@ -54,10 +60,15 @@ class TrainState:
 
     Attributes:
         global_step: optimizer updates done so far in the run.
-        epoch: index of the current (or next) epoch, 0-based.
+        epoch: index of the current (or next) epoch, 0-based. The run history's
+            ``current_epoch`` follows it during a run (one counter, not two).
         batches_seen_in_epoch: micro-batches consumed in the current epoch; a resumed run
             skips this many batches of the sampler order without running them.
         samples_seen: training samples processed in the run (this process).
+        stop_requested: ``trainer.stop_training()`` was called.
+        epoch_finished: the current epoch's training and evaluation are done (true while
+            ``on_training_run_epoch_end`` runs): a checkpoint saved now resumes at the
+            start of the next epoch.
     """
 
     global_step: int = 0
@@ -65,21 +76,30 @@ class TrainState:
     batches_seen_in_epoch: int = 0
     samples_seen: int = 0
     stop_requested: bool = False
+    epoch_finished: bool = False
 
     def state_dict(self) -> dict[str, Any]:
-        """Counters as a plain dict."""
-        return asdict(self)
+        """Counters as a plain dict, as a resumed run should start from them."""
+        state = asdict(self)
+        del state["epoch_finished"]
+        if self.epoch_finished:  # saved between epochs: resume at the next epoch's start
+            state.update(epoch=self.epoch + 1, batches_seen_in_epoch=0)
+        return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore counters saved by :meth:`state_dict`."""
         for key, value in state.items():
             if hasattr(self, key):
                 setattr(self, key, value)
+        self.epoch_finished = False
 
 
-@dataclass
 class RunHistory:
     """Metric values recorded during training, in the order they were recorded.
+
+    ``current_epoch`` is 1-based. While a Trainer runs, it follows the Trainer's
+    ``state.epoch`` (plus the epochs of earlier runs when ``reset_run_history=False``), so
+    the loop keeps one epoch counter.
 
     Example:
         >>> history = RunHistory()
@@ -88,8 +108,27 @@ class RunHistory:
         0.5
     """
 
-    _metrics: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
-    current_epoch: int = 1
+    def __init__(self) -> None:
+        self._metrics: defaultdict[str, list[Any]] = defaultdict(list)
+        self._epoch = 1  # used when no TrainState is followed
+        self._state: TrainState | None = None
+
+    @property
+    def current_epoch(self) -> int:
+        """The current epoch, 1-based."""
+        if self._state is not None:
+            return self._epoch + self._state.epoch
+        return self._epoch
+
+    @current_epoch.setter
+    def current_epoch(self, value: int) -> None:
+        self._epoch = int(value) - (self._state.epoch if self._state is not None else 0)
+
+    def follow(self, state: TrainState) -> None:
+        """Count epochs with ``state.epoch`` from now on (the Trainer calls it in ``train()``)."""
+        current, self._state = self.current_epoch, None
+        self._state = state
+        self.current_epoch = current
 
     def get_metric_names(self) -> set[str]:
         """Names of all recorded metrics."""
@@ -120,7 +159,7 @@ class RunHistory:
         self._metrics[metric_name].append(metric_value)
 
     def _increment_epoch(self) -> None:
-        self.current_epoch += 1
+        self._epoch += 1
 
     def reset(self) -> None:
         """Forget every metric and start again at epoch 1."""
@@ -128,33 +167,63 @@ class RunHistory:
         self.current_epoch = 1
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything recorded, as plain Python values."""
-        return {
-            "metrics": {k: list(v) for k, v in self._metrics.items()},
-            "epoch": self.current_epoch,
-        }
+        """Everything recorded, as plain Python values (the epoch as a resumed run starts)."""
+        epoch = self.current_epoch
+        if self._state is not None and self._state.epoch_finished:
+            epoch += 1  # saved between epochs, as TrainState.state_dict says
+        return {"metrics": {k: list(v) for k, v in self._metrics.items()}, "epoch": epoch}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (after the followed TrainState's)."""
         self._metrics = defaultdict(list, {k: list(v) for k, v in state["metrics"].items()})
         self.current_epoch = int(state["epoch"])
 
 
-class MeanAccumulator:
-    """Per-sample running mean: ``add(batch_mean, n)`` weighs each batch by its size."""
+class EpochLosses:
+    """The batch losses of one epoch on this process, reduced to a per-sample mean at its end.
 
-    __slots__ = ("count", "total")
+    Losses are kept as detached tensors (no device sync per step). A checkpoint holds the
+    losses of an unfinished epoch (:meth:`state_dict`); after :meth:`load_state_dict` the
+    next :meth:`start_epoch` begins with them, so a resumed epoch's mean covers every batch.
+    """
 
     def __init__(self) -> None:
-        self.total = 0.0
-        self.count = 0
+        self.losses: list[torch.Tensor] = []
+        self.counts: list[int] = []
+        self._resumed: tuple[list[torch.Tensor], list[int]] | None = None
 
-    def add(self, value: float, n: int) -> None:
-        """Add a batch whose mean is ``value`` over ``n`` samples."""
-        self.total += value * n
-        self.count += n
+    def start_epoch(self) -> None:
+        """Empty, or the losses restored from a checkpoint of this unfinished epoch."""
+        self.losses, self.counts = self._resumed or ([], [])
+        self._resumed = None
 
-    @property
-    def mean(self) -> float:
-        """Mean per sample (NaN when nothing was added)."""
-        return self.total / self.count if self.count else math.nan
+    def add(self, loss: torch.Tensor, batch_size: int) -> None:
+        """Record one batch's mean loss and its number of samples."""
+        self.losses.append(loss.detach())
+        self.counts.append(int(batch_size))
+
+    def replace_last(self, loss: torch.Tensor) -> None:
+        """Replace the last recorded loss (a micro-step that was redone)."""
+        self.losses[-1] = loss.detach()
+
+    def mean(self, device: torch.device) -> float:
+        """Per-sample mean over every process (collective); NaN when nothing was recorded."""
+        if self.losses:
+            losses = torch.stack([t.float().to(device) for t in self.losses])
+            counts = torch.tensor(self.counts, dtype=torch.float32, device=device)
+            totals = torch.stack([(losses * counts).sum(), counts.sum()])
+        else:
+            totals = torch.zeros(2, device=device)
+        totals = dist.reduce(totals, op="sum")
+        return float(totals[0] / totals[1]) if float(totals[1]) > 0 else math.nan
+
+    def state_dict(self) -> dict[str, Any]:
+        """This process's losses so far (a tensor on the CPU) and batch sizes."""
+        stacked = torch.stack([t.float().cpu() for t in self.losses]) if self.losses else None
+        return {"losses": stacked if stacked is not None else torch.zeros(0), "counts": self.counts}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Keep saved losses for the next :meth:`start_epoch`."""
+        losses = state.get("losses")
+        kept = list(losses.unbind(0)) if isinstance(losses, torch.Tensor) else []
+        self._resumed = (kept, [int(c) for c in state.get("counts") or []])

@@ -1,44 +1,73 @@
 """The Trainer: scramjet's one training loop, written as named, overridable hooks.
 
-Read :meth:`Trainer.train` top to bottom: every step of the loop is a public method that
-does one thing. Subclass and override a hook to change *how* a step is computed; add a
-callback (see :mod:`scramjet.callbacks`) for infrastructure such as logging, progress,
-checkpoints and stopping.
+Read :meth:`Trainer.train` and :meth:`Trainer._run_train_epoch` top to bottom: every
+step of the loop is a public method that does one thing (the order is drawn in
+:mod:`scramjet.callbacks.base`). Subclass and override a hook to change *how* a step is
+computed; add a callback (see :mod:`scramjet.callbacks`) for infrastructure such as
+logging, progress, checkpoints and stopping. Callbacks read the Trainer's public
+attributes and properties only.
+
+What the Trainer delegates: the data order (seed, per-epoch order, mid-epoch skip) to
+:class:`~scramjet.trainer.data_order.DataOrder`; argument checks to
+:mod:`scramjet.trainer.checks`; what a checkpoint holds to :mod:`scramjet.checkpoint.resume`;
+devices, precision and collectives to :mod:`scramjet.runtime`.
 """
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 import math
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, IterableDataset, Sampler
+from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from scramjet.callbacks import DEFAULT_CALLBACKS
 from scramjet.callbacks.base import CallbackHandler, Event, StopTrainingError, TrainerCallback
-from scramjet.checkpoint.resume import TrainingStateMixin
+from scramjet.checkpoint import resume
+from scramjet.checkpoint.manager import CheckpointManager
 from scramjet.runtime import distributed as dist
 from scramjet.runtime import fsdp
 from scramjet.runtime.devices import default_device, move_to_device
 from scramjet.runtime.precision import autocast_context, make_grad_scaler, resolve_precision
 from scramjet.runtime.seeding import seed_everything
 from scramjet.schedulers import resolve_placeholders
-from scramjet.trainer._eval_tmp import EvaluationMixin, _safe_len
 from scramjet.trainer.checks import (
+    check_batch_size,
+    check_dataset,
     check_loss,
     check_optimizer,
     check_train_args,
 )
-from scramjet.trainer.data_order import EpochSampler, ShardSampler, SkipSampler
-from scramjet.trainer.state import RunConfig, RunHistory, TrainState
+from scramjet.trainer.data_order import DataOrder, Lockstep, ShardSampler, gather_shards, safe_len
+from scramjet.trainer.state import EpochLosses, RunConfig, RunHistory, TrainState
+
+#: What ``train``, ``evaluate`` and ``predict`` take: a map-style dataset or an iterable.
+DataSource = Dataset[Any] | Iterable[Any]
+
+#: Name of the class attribute by which a module offers to redo a training step whose
+#: backward pass failed: a callable ``(model, error) -> context manager`` (the models of
+#: :func:`scramjet.accel.accelerate_model` have one). :meth:`Trainer.recover_backward_step`
+#: uses it; without one it re-raises.
+BACKWARD_RECOVERY = "__scramjet_backward_recovery__"
 
 
-class Trainer(EvaluationMixin, TrainingStateMixin):
+class Scheduler(Protocol):
+    """What the Trainer needs of a learning-rate scheduler (any ``torch.optim`` one fits)."""
+
+    def step(self) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
+
+
+class Trainer:
     """Trains, evaluates and predicts with a PyTorch model.
 
     Args:
@@ -73,21 +102,6 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
     #: Extra callback event names a subclass fires with ``self.callback_handler.call_event``.
     custom_events: tuple[str, ...] = ()
 
-    # Declared here for the type checker: the mixins' methods use them.
-    model: nn.Module
-    optimizer: torch.optim.Optimizer
-    device: torch.device
-    precision: str
-    scaler: Any
-    state: TrainState
-    run_history: RunHistory
-    callback_handler: CallbackHandler
-    eval_dataset: Any
-    collate_fn: Callable[..., Any] | None
-    _unwrapped_model: nn.Module
-    _sharded: bool
-    _end_epoch_requested: bool
-
     def __init__(
         self,
         model: nn.Module,
@@ -107,8 +121,8 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
             )
         fsdp.check_sharded_optimizer(optimizer, model)
         check_optimizer(optimizer, model)
-        self.model = model
-        self._sharded = fsdp.is_sharded(model)  # FSDP2: sharded in place before the Trainer
+        # What the user gave.
+        self.model: nn.Module = model  # the module called in a step (wrapped in a run, e.g. DDP)
         self.loss_func = loss_func
         self.optimizer = optimizer
         self.precision = resolve_precision(precision)
@@ -118,22 +132,34 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         dist.init_distributed()
         self.device = torch.device(device) if device is not None else default_device()
         self.run_history = run_history if run_history is not None else RunHistory()
+        # What a run sets and changes; public unless only the loop itself may touch it.
         self.state = TrainState()
-        self.scheduler: Any = None
-        self.scaler = make_grad_scaler(self.precision, self.device.type)
-        self.run_config: RunConfig | None = None
+        self.scheduler: Scheduler | None = None
+        self.scaler: torch.amp.GradScaler | None = make_grad_scaler(
+            self.precision, self.device.type
+        )
         self.stop_reason: StopTrainingError | None = None
-        self._end_epoch_requested = False
-        self.train_dataset: Any = None
-        self.eval_dataset: Any = None
+        self.train_dataset: DataSource | None = None
+        self.eval_dataset: DataSource | None = None
         self.collate_fn: Callable[..., Any] | None = None
+        self.data_order = DataOrder(seed)
+        self.train_losses = EpochLosses()
+        self.eval_losses = EpochLosses()
+        self._run_config: RunConfig | None = None
         self._unwrapped_model = model
-        self._sampler_seed: int | None = None
+        self._sharded = fsdp.is_sharded(model)  # FSDP2: sharded in place before the Trainer
+        self._create_scheduler_fn: Callable[..., Any] | None = None
+        self._train_dl: Iterable[Any] | None = None
+        self._eval_dl: Iterable[Any] | None = None
+        self._current_dl: Iterable[Any] | None = None
+        self._batches_in_epoch = 0
+        self._in_training_run = False
+        self._end_epoch_requested = False
         chosen = DEFAULT_CALLBACKS if callbacks is None else callbacks
         self.callback_handler = CallbackHandler(chosen, custom_events=self.custom_events)
         self.callback_handler.call_event(Event.INIT_END, self)
 
-    # ------------------------------------------------------------------ properties
+    # ------------------------------------------------------------------ what callbacks read
     @property
     def callbacks(self) -> list[TrainerCallback]:
         """The registered callbacks, in call order."""
@@ -148,29 +174,52 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         return self._unwrapped_model
 
     @property
+    def run_config(self) -> RunConfig:
+        """Settings of the current (or last) run, fixed when ``train()``/``evaluate()`` starts.
+
+        Raises:
+            RuntimeError: read before any ``train()`` or ``evaluate()``.
+        """
+        if self._run_config is None:
+            raise RuntimeError(
+                "trainer.run_config is set when train() or evaluate() starts; read it from a "
+                "callback event of the run, or after the run."
+            )
+        return self._run_config
+
+    @run_config.setter
+    def run_config(self, value: RunConfig) -> None:
+        self._run_config = value
+
+    @property
+    def has_run_config(self) -> bool:
+        """Whether a ``train()`` or ``evaluate()`` has set :attr:`run_config`."""
+        return self._run_config is not None
+
+    @property
     def in_training_run(self) -> bool:
         """True while ``train()`` runs (False in a standalone ``evaluate()``/``predict()``)."""
-        return bool(getattr(self, "_in_training_run", False))
+        return self._in_training_run
 
     @property
     def train_dataloader(self) -> Iterable[Any] | None:
         """The training loader of the current (or last) ``train()``; None before."""
-        return getattr(self, "_train_dl", None)
+        return self._train_dl
 
     @property
     def eval_dataloader(self) -> Iterable[Any] | None:
         """The evaluation loader of ``train(eval_dataset=...)``; None without one."""
-        return getattr(self, "_eval_dl", None)
+        return self._eval_dl
 
     @property
     def current_dataloader(self) -> Iterable[Any] | None:
         """The loader being iterated now (training, evaluation or prediction); None between."""
-        return getattr(self, "_current_dl", None)
+        return self._current_dl
 
     @property
     def batches_in_epoch(self) -> int:
         """Micro-batches in the current training epoch, resumed ones included; 0 if unknown."""
-        return int(getattr(self, "_batches_in_epoch", 0))
+        return self._batches_in_epoch
 
     @property
     def is_main_process(self) -> bool:
@@ -198,6 +247,25 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         if type(added).on_init_end is not TrainerCallback.on_init_end:
             added.on_init_end(self)
 
+    def replace_model(self, model: nn.Module) -> None:
+        """Train ``model`` from now on, in place of the current one.
+
+        For training modifiers that rebuild the model before training, such as
+        ``ConvertSyncBatchNormCallback``; the optimizer must already hold ``model``'s
+        parameters.
+
+        Raises:
+            RuntimeError: the current model is already wrapped for distributed training.
+        """
+        if self.model is not self._unwrapped_model:
+            raise RuntimeError(
+                f"replace_model() received a model after the current one was wrapped for "
+                f"distributed training ({type(self.model).__name__}); replace it before the "
+                f"first train(), e.g. from a callback's on_init_end."
+            )
+        self.model = self._unwrapped_model = model
+        self._sharded = fsdp.is_sharded(model)
+
     # ------------------------------------------------------------------ setup hooks
     def get_default_train_dl_kwargs(self, batch_size: int) -> dict[str, Any]:
         """DataLoader settings used unless ``train_dataloader_kwargs`` overrides them."""
@@ -223,35 +291,15 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
     ) -> Iterable[Any]:
         """Build the training DataLoader.
 
-        The sampler's order depends only on the run's seed and the epoch, which is what
-        lets a run resume mid-epoch without replaying data; across processes each rank
-        gets its own share (like ``DistributedSampler``), reshuffled every epoch.
+        The order depends only on the run's seed and the epoch (see :attr:`data_order`),
+        which is what lets a run resume mid-epoch without replaying data; across processes
+        each rank gets its own share (like ``DistributedSampler``), reshuffled every epoch.
         """
         kwargs = {**self.get_default_train_dl_kwargs(batch_size), **(train_dl_kwargs or {})}
         if self.collate_fn is not None:  # train(collate_fn=...) wins over the kwargs' one
             kwargs["collate_fn"] = self.collate_fn
-        shuffle = kwargs.pop("shuffle")
-        if isinstance(self.train_dataset, IterableDataset):
-            # A generator of its own (reseeded every epoch): starting an epoch must not draw
-            # from the global RNG, whose state a checkpoint restores.
-            kwargs["generator"] = kwargs.get("generator") or torch.Generator()
-            kwargs["generator"].manual_seed(self._ensure_sampler_seed() + dist.get_rank())
-            return DataLoader(self.train_dataset, **kwargs)
-        sampler: Sampler[int] | None = kwargs.pop("sampler", None)
-        if sampler is None:
-            sampler = EpochSampler(
-                self.train_dataset,
-                shuffle=shuffle,
-                seed=self._ensure_sampler_seed(),
-                num_replicas=dist.get_world_size(),
-                rank=dist.get_rank(),
-                drop_last=bool(kwargs.get("drop_last")),
-            )
-        elif not isinstance(sampler, EpochSampler | SkipSampler):
-            sampler = SkipSampler(sampler)
-        generator = kwargs.pop("generator", None) or torch.Generator()
-        generator.manual_seed(self._ensure_sampler_seed() + dist.get_rank())
-        return DataLoader(self.train_dataset, sampler=sampler, generator=generator, **kwargs)
+        shuffle = bool(kwargs.pop("shuffle"))
+        return self.data_order.train_loader(self.train_dataset, kwargs, shuffle=shuffle)
 
     def create_eval_dataloader(
         self, batch_size: int, eval_dl_kwargs: Mapping[str, Any] | None = None
@@ -261,16 +309,18 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         kwargs.pop("shuffle", None)
         if self.collate_fn is not None:  # the collate_fn argument wins over the kwargs' one
             kwargs["collate_fn"] = self.collate_fn
-        if isinstance(self.eval_dataset, IterableDataset):
-            return DataLoader(self.eval_dataset, **kwargs)
+        dataset: Any = self.eval_dataset
+        if isinstance(dataset, IterableDataset):
+            return DataLoader(dataset, **kwargs)
         sampler = kwargs.pop("sampler", None) or ShardSampler(
-            self.eval_dataset, dist.get_world_size(), dist.get_rank()
+            dataset, dist.get_world_size(), dist.get_rank()
         )
-        return DataLoader(self.eval_dataset, sampler=sampler, **kwargs)
+        return DataLoader(dataset, sampler=sampler, **kwargs)
 
-    def create_scheduler(self) -> Any:
+    def create_scheduler(self) -> Scheduler | None:
         """Build the scheduler from ``create_scheduler_fn`` with placeholders resolved."""
-        assert self.run_config is not None
+        if self._create_scheduler_fn is None:
+            return None
         rc = self.run_config
         values = {
             "num_epochs": rc.num_epochs,
@@ -280,12 +330,13 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
             "eval_per_process_batch_size": rc.eval_per_device_batch_size,
             "gradient_accumulation_steps": rc.gradient_accumulation_steps,
             "num_processes": rc.num_processes,
-            "train_dataloader_len": _safe_len(getattr(self, "_train_dl", None)),
-            "eval_dataloader_len": _safe_len(getattr(self, "_eval_dl", None)),
+            "train_dataloader_len": safe_len(self._train_dl),
+            "eval_dataloader_len": safe_len(self._eval_dl),
         }
-        if self._create_scheduler_fn is None:
-            return None
-        return resolve_placeholders(self._create_scheduler_fn, values)(self.optimizer)
+        scheduler: Scheduler = resolve_placeholders(self._create_scheduler_fn, values)(
+            self.optimizer
+        )
+        return scheduler
 
     def wrap_model(self, model: nn.Module) -> nn.Module:
         """Wrap the model for training across processes (at ``train()``, if not wrapped yet).
@@ -321,10 +372,10 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
     def evaluation_run_end(self) -> None:
         """End of an evaluation run: hook for subclasses (the default does nothing)."""
 
+    # ------------------------------------------------------------------ step hooks
     def train_epoch_start(self) -> None:
-        """Put the model in training mode and reset the epoch's loss tracking."""
+        """Put the model in training mode (the loop has reset :attr:`train_losses`)."""
         self.model.train()
-        self._train_losses: tuple[list[torch.Tensor], list[int]] = ([], [])
 
     def calculate_train_batch_loss(self, batch: Any) -> dict[str, Any]:
         """Forward pass and loss for one batch ``(inputs, targets)``.
@@ -335,26 +386,59 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         """
         xb, yb = batch[0], batch[1]
         model_outputs = self.model(xb)
-        loss = self.loss_func(model_outputs, yb)  # type: ignore[misc]
+        loss = self._compute_loss(model_outputs, yb)
         return {"loss": loss, "model_outputs": model_outputs, "batch_size": yb.size(0)}
 
     def backward_step(self, loss: torch.Tensor) -> None:
-        """Backpropagate ``loss``, scaled for accumulation and (fp16) loss scaling.
+        """Backpropagate ``loss`` (with fp16 loss scaling when a GradScaler is in use).
 
-        With gradient accumulation each micro-batch's mean loss is divided by the number
-        of micro-batches in its window — the last window of an epoch may be shorter — so
-        an update averages its window's batches rather than summing them.
+        With gradient accumulation the loop passes each micro-batch's mean loss already
+        divided by the number of micro-batches in its window (the last window of an epoch
+        may be shorter), so an update averages its window's batches rather than summing
+        them. An override that calls ``loss.backward()`` keeps that averaging.
         """
-        if self._loss_divisor != 1:
-            loss = loss / self._loss_divisor
         if self.scaler is not None:
             loss = self.scaler.scale(loss)
         loss.backward()
 
+    def recover_backward_step(
+        self, error: Exception, batch: Any, *, window: int, first_in_window: bool
+    ) -> dict[str, Any]:
+        """``backward_step`` raised ``error``: redo the micro-step, or re-raise (the default).
+
+        The default re-raises, unless a module of the model offers a recovery (the class
+        attribute named by ``BACKWARD_RECOVERY``; models accelerated with
+        :func:`scramjet.accel.accelerate_model` have one, which undoes the failed forward's
+        side effects and drops the backend that failed). The redo clears the gradients
+        (the failed backward may have written part of them), so earlier micro-batches of
+        an accumulation window are left out of this one update. In a distributed run the
+        error is raised: the other ranks already wait in this step's all-reduce.
+
+        Returns:
+            The redone step's ``batch_output``.
+        """
+        recovery = _backward_recovery(self._unwrapped_model)
+        if recovery is None or dist.get_world_size() > 1:
+            raise error
+        with recovery(self._unwrapped_model, error):
+            self.optimizer.zero_grad(set_to_none=True)
+            if not first_in_window:
+                warnings.warn(
+                    "An accelerated backend failed in backward in the middle of a gradient "
+                    "accumulation window; the window's earlier micro-batches are left out of "
+                    "this update.",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+            with autocast_context(self.precision, self.device.type):
+                batch_output = self.calculate_train_batch_loss(batch)
+            self.train_losses.replace_last(batch_output["loss"])
+            self.backward_step(_divided(batch_output["loss"], window))
+        return batch_output
+
     def clip_gradients(self) -> None:
         """Clip gradients once per optimizer update (value and/or norm), after unscaling."""
         rc = self.run_config
-        assert rc is not None
         if rc.gradient_clip_value is None and rc.gradient_clip_norm is None:
             return
         if self.scaler is not None:
@@ -384,37 +468,34 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
 
     def train_epoch_end(self) -> None:
         """Record ``train_loss_epoch``: the mean loss per sample, over all processes."""
-        self.run_history.update_metric(
-            "train_loss_epoch", self._epoch_mean_loss(self._train_losses)
-        )
+        self.run_history.update_metric("train_loss_epoch", self.train_losses.mean(self.device))
 
     def eval_epoch_start(self) -> None:
-        """Put the model in evaluation mode and reset the epoch's loss tracking."""
+        """Put the model in evaluation mode (the loop has reset :attr:`eval_losses`)."""
         self.model.eval()
-        self._eval_losses: tuple[list[torch.Tensor], list[int]] = ([], [])
 
     def calculate_eval_batch_loss(self, batch: Any) -> dict[str, Any]:
         """Forward pass and loss for one evaluation batch (run under ``torch.no_grad``)."""
         xb, yb = batch[0], batch[1]
         model_outputs = self.model(xb)
-        loss = self.loss_func(model_outputs, yb)  # type: ignore[misc]
+        loss = self._compute_loss(model_outputs, yb)
         return {"loss": loss, "model_outputs": model_outputs, "batch_size": yb.size(0)}
 
     def eval_epoch_end(self) -> None:
         """Record ``eval_loss_epoch``: the mean loss per sample, over all processes."""
-        self.run_history.update_metric("eval_loss_epoch", self._epoch_mean_loss(self._eval_losses))
+        self.run_history.update_metric("eval_loss_epoch", self.eval_losses.mean(self.device))
 
     def predict_step(self, batch: Any) -> Any:
         """Model outputs for one batch; inputs are ``batch[0]`` for tuples/lists."""
         inputs = batch[0] if isinstance(batch, list | tuple) else batch
         return self.model(inputs)
 
-    # ------------------------------------------------------------------ orchestration
+    # ------------------------------------------------------------------ training
     def train(
         self,
-        train_dataset: Any,
+        train_dataset: DataSource,
         num_epochs: int,
-        eval_dataset: Any = None,
+        eval_dataset: DataSource | None = None,
         per_device_batch_size: int = 8,
         max_num_train_steps: int | None = None,
         gradient_accumulation_steps: int = 1,
@@ -439,7 +520,7 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         ``resume_from`` takes a checkpoint file, or a directory of checkpoints whose
         latest good one is used, and continues at the exact optimizer step it was saved
         at (mid-epoch included), restoring model, optimizer, scheduler, scaler, counters,
-        history, callback state and RNG states.
+        history, callback state, data order and RNG states.
         """
         check_train_args(
             train_dataset, eval_dataset, num_epochs, per_device_batch_size,
@@ -449,32 +530,29 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         self.train_dataset, self.eval_dataset = train_dataset, eval_dataset
         self.collate_fn = collate_fn
         self._create_scheduler_fn = create_scheduler_fn
+        self.state, self.stop_reason = TrainState(), None
         if reset_run_history:
             self.run_history.reset()
-        self.state = TrainState()
-        self.stop_reason = None
-        self._sampler_seed = None
-        self._resumed_losses: tuple[list[torch.Tensor], list[int]] | None = None
+        self.run_history.follow(self.state)
+        self.data_order.new_run()
+        self.train_losses = EpochLosses()
         self._prepare_model_for_training()
-        self._train_dl = self.create_train_dataloader(
-            per_device_batch_size, train_dataloader_kwargs
-        )
+        train_dl = self.create_train_dataloader(per_device_batch_size, train_dataloader_kwargs)
+        self._train_dl = train_dl
         eval_bs = eval_per_device_batch_size or per_device_batch_size
         self._eval_dl = None
         if eval_dataset is not None:
             self._eval_dl = self.create_eval_dataloader(eval_bs, eval_dataloader_kwargs)
-        self.run_config = self._create_run_config(
+        self._run_config = self._create_run_config(
             num_epochs, per_device_batch_size, eval_bs, max_num_train_steps,
             gradient_accumulation_steps, gradient_clip_value, gradient_clip_norm,
         )  # fmt: skip
-        self.scheduler = self.create_scheduler() if create_scheduler_fn is not None else None
+        self.scheduler = self.create_scheduler()
         if resume_from is not None:
-            self._restore_training_state(resume_from)
-        self._run_training()
+            resume.restore(self, resume_from)
+        self._run_training(train_dl)
 
-    def _run_training(self) -> None:
-        rc = self.run_config
-        assert rc is not None
+    def _run_training(self, train_dl: Iterable[Any]) -> None:
         # Drop gradients left over from before the run; not the hook, so hooks run exactly
         # in the documented order (optimizer_zero_grad only after an update).
         self.optimizer.zero_grad(set_to_none=True)
@@ -482,17 +560,15 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         self.training_run_start()
         self.callback_handler.call_event(Event.TRAINING_RUN_START, self)
         try:
-            while self.state.epoch < rc.num_epochs and not self._reached_max_steps():
-                self._epoch_finished = False
-                self._run_train_epoch(self._train_dl)
+            while self.state.epoch < self.run_config.num_epochs and not self._reached_max_steps():
+                self._run_train_epoch(train_dl)
                 if self._eval_dl is not None:
                     self._run_evaluation(self._eval_dl)
-                self._epoch_finished = True
+                self.state.epoch_finished = True
                 self.callback_handler.call_event(Event.TRAINING_RUN_EPOCH_END, self)
-                self._epoch_finished = False
+                self.state.epoch_finished = False
                 self.state.epoch += 1
                 self.state.batches_seen_in_epoch = 0
-                self.run_history._increment_epoch()
                 if self.state.stop_requested:
                     break
         except StopTrainingError as err:
@@ -505,80 +581,32 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         self.training_run_end()
         self.callback_handler.call_event(Event.TRAINING_RUN_END, self)
         self._in_training_run = False
-        if self.stop_reason is not None and getattr(self.stop_reason, "reraise", False):
+        if self.stop_reason is not None and self.stop_reason.reraise:
             raise self.stop_reason
 
-    def _epoch_batches(self, train_dl: Iterable[Any]) -> tuple[Iterable[Any], int]:
-        """This epoch's batches (after any resume point) and the epoch's length (0: unknown)."""
-        rc, state = self.run_config, self.state
-        assert rc is not None
-        sampler: Any = getattr(train_dl, "sampler", None)
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(state.epoch)
-        dataset: Any = self.train_dataset
-        if callable(getattr(dataset, "set_epoch", None)):  # e.g. seeded augmentations
-            dataset.set_epoch(state.epoch)  # of a PackedDataset: new draws every epoch
-        if hasattr(sampler, "set_start"):
-            sampler.set_start(state.batches_seen_in_epoch * rc.train_per_device_batch_size)
-        self._reseed_loader(train_dl)
-        n_batches = _safe_len(train_dl)  # 0 when the loader has no length (IterableDataset)
-        batches: Iterable[Any] = train_dl
-        if hasattr(sampler, "set_start"):  # the loader holds only the batches still to come
-            n_batches = state.batches_seen_in_epoch + n_batches if n_batches else 0
-        elif state.batches_seen_in_epoch:
-            # Nothing to skip indices with (e.g. an IterableDataset): read past the batches
-            # consumed before the resume without running them, so none is trained twice.
-            batches = itertools.islice(train_dl, state.batches_seen_in_epoch, None)
-        return batches, n_batches
-
     def _run_train_epoch(self, train_dl: Iterable[Any]) -> None:
-        rc = self.run_config
-        assert rc is not None
-        state, handler, accum = self.state, self.callback_handler, rc.gradient_accumulation_steps
-        batches, n_batches = self._epoch_batches(train_dl)
+        state, accum = self.state, self.run_config.gradient_accumulation_steps
+        batches, n_batches = self.data_order.epoch_batches(
+            train_dl,
+            self.train_dataset,
+            epoch=state.epoch,
+            skip=state.batches_seen_in_epoch,
+            batch_size=self.run_config.train_per_device_batch_size,
+        )
         self._batches_in_epoch, self._current_dl = n_batches, train_dl
+        self.train_losses.start_epoch()
         self.train_epoch_start()
-        if self._resumed_losses is not None:  # losses of the epoch's batches before the resume
-            self._train_losses, self._resumed_losses = self._resumed_losses, None
-        handler.call_event(Event.TRAIN_EPOCH_START, self)
-        has_step_start = handler.has(Event.TRAIN_STEP_START)
-        has_step_end = handler.has(Event.TRAIN_STEP_END)
-        on_device = self.device.type != "cpu"
-        autocast = self.precision != "no"
-        open_window = False
+        self.callback_handler.call_event(Event.TRAIN_EPOCH_START, self)
+        window, open_window = accum, False
         for batch in batches:
             i = state.batches_seen_in_epoch
-            window_start = i - i % accum
-            window_end = min(window_start + accum, n_batches) if n_batches else window_start + accum
-            self._loss_divisor = window_end - window_start
-            is_update = i + 1 == window_end
-            if on_device:
-                batch = move_to_device(batch, self.device, non_blocking=True)
-            if has_step_start:
-                handler.call_event(Event.TRAIN_STEP_START, self)
-            with self._no_sync(not is_update):
-                if autocast:
-                    with autocast_context(self.precision, self.device.type):
-                        batch_output = self.calculate_train_batch_loss(batch)
-                else:
-                    batch_output = self.calculate_train_batch_loss(batch)
-                if i == 0 or state.global_step == 0:
-                    check_loss(batch_output)
-                self._record_loss(self._train_losses, batch_output)
-                if has_step_end:
-                    handler.call_event(
-                        Event.TRAIN_STEP_END, self, batch=batch, batch_output=batch_output
-                    )
-                if self._sharded:  # FSDP reduces inside the backward: the last micro-step of
-                    # a window syncs, and so does every one when the window's end is unknown
-                    fsdp.set_gradient_sync(
-                        self._unwrapped_model,
-                        is_update or self._end_epoch_requested or not n_batches,
-                    )
-                try:
-                    self.backward_step(batch_output["loss"])
-                except Exception as error:  # an accelerated backend may fail in backward
-                    batch_output = self._redo_step(error, batch, first=i == window_start)
+            start = i - i % accum  # this micro-batch's accumulation window: [start, end)
+            end = min(start + accum, n_batches) if n_batches else start + accum
+            window, is_update = end - start, i + 1 == end
+            batch_output = self._train_micro_step(
+                batch, window=window, first_in_window=i == start, is_update=is_update,
+                sync=is_update or not n_batches,
+            )  # fmt: skip
             state.batches_seen_in_epoch = i + 1
             state.samples_seen += batch_output["batch_size"]
             open_window = not is_update
@@ -589,138 +617,46 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
             if self._end_epoch_requested:
                 break
         if open_window:  # ended inside an accumulation window: end_epoch(), or unknown length
-            self._close_window(held=(state.batches_seen_in_epoch - 1) % accum + 1)
+            self._close_window(window, held=(state.batches_seen_in_epoch - 1) % accum + 1)
         self._end_epoch_requested = False
         self._current_dl = None
         self.train_epoch_end()
-        handler.call_event(Event.TRAIN_EPOCH_END, self)
+        self.callback_handler.call_event(Event.TRAIN_EPOCH_END, self)
 
-    # ------------------------------------------------------------------ internals
-    def _prepare_model_for_training(self) -> None:
-        self._place_model()
-        if self.model is self._unwrapped_model:
-            self.model = self.wrap_model(self._unwrapped_model)
-            if self.model is not self._unwrapped_model:
-                dist.register_wrapper_owner(self)  # released before the group is destroyed
-
-    def _place_model(self) -> None:
-        if _module_device(self._unwrapped_model) != self.device:
-            self._unwrapped_model.to(self.device)
-            # Optimizer state created before the move must follow the parameters.
-            for st in self.optimizer.state.values():
-                for k, v in st.items():
-                    if isinstance(v, torch.Tensor) and k != "step":
-                        st[k] = v.to(self.device)
-
-    def _create_run_config(
-        self,
-        num_epochs: int,
-        train_bs: int,
-        eval_bs: int,
-        max_steps: int | None,
-        accum: int,
-        clip_value: float | None,
-        clip_norm: float | None,
-    ) -> RunConfig:
-        n_batches = (
-            _safe_len(getattr(self, "_train_dl", None)) if self.train_dataset is not None else 0
-        )
-        updates_per_epoch = math.ceil(n_batches / accum) if n_batches else 0
-        if max_steps and updates_per_epoch:
-            # As in pytorch-accelerated, a step budget sets the run's length: enough epochs
-            # to make max_steps updates (the last one stops early). Without a length, the
-            # dataset's end still ends an epoch and num_epochs still bounds the run.
-            num_epochs = math.ceil(max_steps / updates_per_epoch)
-        return RunConfig(
-            num_epochs=num_epochs,
-            train_per_device_batch_size=train_bs,
-            eval_per_device_batch_size=eval_bs,
-            num_update_steps_per_epoch=updates_per_epoch,
-            max_num_train_steps=max_steps,
-            gradient_accumulation_steps=accum,
-            gradient_clip_value=clip_value,
-            gradient_clip_norm=clip_norm,
-            precision=self.precision,
-            num_processes=dist.get_world_size(),
-            is_local_process_zero=int(os.environ.get("LOCAL_RANK", "0")) == 0,
-            is_world_process_zero=dist.is_main_process(),
-            device=str(self.device),
-        )
-
-    def _ensure_sampler_seed(self) -> int:
-        if self._sampler_seed is None:
-            if self.seed is not None:
-                self._sampler_seed = int(self.seed)
-            else:  # drawn from torch's RNG, so torch.manual_seed(...) makes it reproducible
-                drawn = int(torch.randint(0, 2**31 - 1, ()).item())
-                self._sampler_seed = int(dist.gather_object(drawn)[0])  # rank 0's draw
-        return self._sampler_seed
-
-    def _reseed_loader(self, dl: Any) -> None:
-        # Worker seeds follow (seed, epoch, rank): reproducible, and different every epoch.
-        gen = getattr(dl, "generator", None)
-        if isinstance(gen, torch.Generator) and self._sampler_seed is not None:
-            gen.manual_seed(self._sampler_seed + 1_000_003 * self.state.epoch + dist.get_rank())
-
-    def _no_sync(self, skip_sync: bool) -> Any:
-        # Accumulation micro-steps need no gradient all-reduce: only the update does.
-        if skip_sync and isinstance(self.model, nn.parallel.DistributedDataParallel):
-            return self.model.no_sync()
-        return _NULL_CONTEXT
-
-    def _redo_step(self, error: Exception, batch: Any, *, first: bool) -> dict[str, Any]:
-        """Redo a micro-step whose backward failed in an accelerated backend (else re-raise).
-
-        :func:`scramjet.accel.recover_backward` undoes the failed forward's side effects;
-        the gradients are cleared (the failed backward may have written part of them), so
-        earlier micro-batches of an accumulation window are left out of this one update.
-        In a distributed run the error is raised: the other ranks are already waiting in
-        this step's gradient all-reduce, so one rank cannot redo it alone.
-        """
-        from scramjet.accel.model import recover_backward
-
-        if dist.get_world_size() > 1:  # the other ranks wait in this step's all-reduce
-            raise error
-        with recover_backward(self._unwrapped_model, error):
-            self.optimizer.zero_grad(set_to_none=True)
-            if not first:
-                warnings.warn(
-                    "An accelerated backend failed in backward in the middle of a gradient "
-                    "accumulation window; the window's earlier micro-batches are left out of "
-                    "this update.",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+    def _train_micro_step(
+        self, batch: Any, *, window: int, first_in_window: bool, is_update: bool, sync: bool
+    ) -> dict[str, Any]:
+        """One micro-batch: device, forward and loss, step callbacks, backward (no update)."""
+        handler = self.callback_handler
+        if self.device.type != "cpu":
+            batch = move_to_device(batch, self.device, non_blocking=True)
+        if handler.has(Event.TRAIN_STEP_START):
+            handler.call_event(Event.TRAIN_STEP_START, self)
+        with self._no_sync(not is_update):
             with autocast_context(self.precision, self.device.type):
                 batch_output = self.calculate_train_batch_loss(batch)
-            self._train_losses[0][-1] = batch_output["loss"].detach()  # replaces the failed one
-            self.backward_step(batch_output["loss"])
+            if self.state.batches_seen_in_epoch == 0 or self.state.global_step == 0:
+                check_loss(batch_output)
+            self.train_losses.add(batch_output["loss"], batch_output["batch_size"])
+            if handler.has(Event.TRAIN_STEP_END):
+                handler.call_event(
+                    Event.TRAIN_STEP_END, self, batch=batch, batch_output=batch_output
+                )
+            if self._sharded:  # FSDP reduces inside the backward: sync on a window's last
+                # micro-step, and on every one when the window's end is unknown
+                fsdp.set_gradient_sync(self._unwrapped_model, sync or self._end_epoch_requested)
+            try:
+                self.backward_step(_divided(batch_output["loss"], window))
+            except Exception as error:  # e.g. an accelerated backend failing in backward
+                batch_output = self.recover_backward_step(
+                    error, batch, window=window, first_in_window=first_in_window
+                )
         return batch_output
 
-    @staticmethod
-    def _record_loss(
-        acc: tuple[list[torch.Tensor], list[int]], batch_output: Mapping[str, Any]
-    ) -> None:
-        # Kept as tensors: no device sync per step; reduced once at the end of the epoch.
-        acc[0].append(batch_output["loss"].detach())
-        acc[1].append(int(batch_output["batch_size"]))
-
-    def _epoch_mean_loss(self, acc: tuple[list[torch.Tensor], list[int]]) -> float:
-        """Per-sample mean of an epoch's batch losses, over all processes."""
-        terms, counts_list = acc
-        if terms:
-            losses = torch.stack([t.float() for t in terms])
-            counts = torch.tensor(counts_list, dtype=torch.float32, device=losses.device)
-            totals = torch.stack([(losses * counts).sum(), counts.sum()])
-        else:
-            totals = torch.zeros(2, device=self.device)
-        totals = dist.reduce(totals.to(self.device), op="sum")
-        return float(totals[0] / totals[1]) if float(totals[1]) > 0 else math.nan
-
-    def _close_window(self, held: int) -> None:
+    def _close_window(self, window: int, held: int) -> None:
         # The window's batches were divided by its full size; rescale so the update
         # averages the ``held`` batches it really has, then apply it.
-        _scale_gradients(self.optimizer, self._loss_divisor / held)
+        _scale_gradients(self.optimizer, window / held)
         if isinstance(self.model, nn.parallel.DistributedDataParallel):  # it ran under no_sync
             for p in self.model.parameters():
                 if p.grad is not None:
@@ -747,21 +683,266 @@ class Trainer(EvaluationMixin, TrainingStateMixin):
         self.state.stop_requested = True
 
     def _reached_max_steps(self) -> bool:
-        rc = self.run_config
-        return bool(
-            rc and rc.max_num_train_steps and self.state.global_step >= rc.max_num_train_steps
+        limit = self.run_config.max_num_train_steps
+        return bool(limit and self.state.global_step >= limit)
+
+    # ------------------------------------------------------------------ evaluation, prediction
+    def evaluate(
+        self,
+        dataset: DataSource,
+        per_device_batch_size: int = 8,
+        dataloader_kwargs: Mapping[str, Any] | None = None,
+        collate_fn: Callable[..., Any] | None = None,
+    ) -> None:
+        """Run one evaluation epoch over ``dataset``; ``eval_loss_epoch`` is recorded."""
+        check_dataset(dataset, "dataset")
+        check_batch_size(per_device_batch_size, "per_device_batch_size")
+        self.eval_dataset, self.collate_fn = dataset, collate_fn
+        self._place_model()
+        if self._run_config is None:
+            self._run_config = self._create_run_config(
+                1, per_device_batch_size, per_device_batch_size, None, 1, None, None
+            )
+        eval_dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
+        self._run_evaluation(eval_dl)
+
+    def run_evaluation(self) -> None:
+        """Evaluate on the run's ``eval_dataset`` now (e.g. every N steps), then resume training."""
+        if self._eval_dl is None:
+            raise ValueError(
+                "run_evaluation() needs train(..., eval_dataset=...) to be running; pass an "
+                "eval_dataset to train(), or call evaluate(dataset) to evaluate other data."
+            )
+        was_training = self.model.training
+        # An end_epoch() asked for by the training epoch must not end this evaluation, and
+        # must still end the training epoch afterwards.
+        pending, self._end_epoch_requested = self._end_epoch_requested, False
+        outer = self._current_dl
+        self._run_evaluation(self._eval_dl)
+        self._end_epoch_requested, self._current_dl = pending, outer
+        self.model.train(was_training)
+
+    def _run_evaluation(self, eval_dl: Iterable[Any]) -> None:
+        self.evaluation_run_start()
+        self.callback_handler.call_event(Event.EVALUATION_RUN_START, self)
+        self._run_eval_epoch(eval_dl)
+        self.evaluation_run_end()
+        self.callback_handler.call_event(Event.EVALUATION_RUN_END, self)
+
+    def _run_eval_epoch(self, eval_dl: Iterable[Any]) -> None:
+        handler = self.callback_handler
+        # Evaluate through the unwrapped module: ranks may hold different numbers of
+        # batches (no padding), and the DDP wrapper would try to sync buffers. (An FSDP
+        # model is sharded in place: the unwrapped module is the sharded one.)
+        wrapped, self.model = self.model, self._unwrapped_model
+        self._current_dl = eval_dl
+        try:
+            self.eval_losses.start_epoch()
+            self.eval_epoch_start()
+            handler.call_event(Event.EVAL_EPOCH_START, self)
+            steps = Lockstep(eval_dl, self._collective_forwards())
+            with torch.no_grad():
+                for batch, real in steps:
+                    self._eval_step(batch, real)
+                    if self._end_epoch_requested:  # every rank stops before the next step
+                        steps.stop()
+            self._end_epoch_requested = False
+            self.eval_epoch_end()
+            handler.call_event(Event.EVAL_EPOCH_END, self)
+        finally:
+            self.model, self._current_dl = wrapped, None
+
+    def _eval_step(self, batch: Any, real: bool) -> None:
+        """One evaluation batch; a repeated one (``real`` False) only keeps ranks in step."""
+        handler = self.callback_handler
+        if self.device.type != "cpu":
+            batch = move_to_device(batch, self.device, non_blocking=True)
+        if real and handler.has(Event.EVAL_STEP_START):
+            handler.call_event(Event.EVAL_STEP_START, self)
+        with autocast_context(self.precision, self.device.type):
+            batch_output = self.calculate_eval_batch_loss(batch)
+        if not real:
+            return
+        check_loss(batch_output, "calculate_eval_batch_loss")
+        self.eval_losses.add(batch_output["loss"], batch_output["batch_size"])
+        if handler.has(Event.EVAL_STEP_END):
+            handler.call_event(Event.EVAL_STEP_END, self, batch=batch, batch_output=batch_output)
+
+    def predict(
+        self,
+        dataset: DataSource,
+        per_device_batch_size: int = 8,
+        dataloader_kwargs: Mapping[str, Any] | None = None,
+        collate_fn: Callable[..., Any] | None = None,
+    ) -> Any:
+        """Model outputs for every sample of ``dataset``, in dataset order.
+
+        Across processes, each rank predicts its share and the outputs are gathered on
+        every rank without the sampler's padding (N samples → exactly N outputs).
+        Tensors are concatenated along the first dimension; other outputs come back as a
+        list with one entry per batch.
+        """
+        check_dataset(dataset, "dataset")
+        check_batch_size(per_device_batch_size, "per_device_batch_size")
+        world = dist.get_world_size()
+        n_samples = safe_len(dataset)
+        if world > 1 and not isinstance(dataset, IterableDataset) and n_samples < world:
+            # Every rank must hold a sample: gathering needs each rank's output shape.
+            raise ValueError(
+                f"predict() on {world} processes needs at least {world} samples; received "
+                f"{n_samples}. Predict small datasets in a single process."
+            )
+        self.eval_dataset, self.collate_fn = dataset, collate_fn
+        self._place_model()
+        dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
+        model, was_training = self._unwrapped_model, self._unwrapped_model.training
+        wrapped, self.model = self.model, model
+        outputs: list[Any] = []
+        try:
+            model.eval()
+            with torch.no_grad():
+                for batch, real in Lockstep(dl, self._collective_forwards()):
+                    batch = move_to_device(batch, self.device, non_blocking=True)
+                    with autocast_context(self.precision, self.device.type):
+                        output = self.predict_step(batch)
+                    if real:  # a repeated batch only kept the forwards in step
+                        outputs.append(output)
+        finally:
+            self.model = wrapped
+            model.train(was_training)
+        return _collect_predictions(outputs, n_samples)
+
+    def _collective_forwards(self) -> bool:
+        """Whether every forward is a collective (FSDP across processes)."""
+        return self._sharded and dist.is_distributed()
+
+    # ------------------------------------------------------------------ checkpoints
+    def training_state(self, *, include_optimizer: bool = True) -> dict[str, Any]:
+        """Everything needed to resume, as entries for :class:`CheckpointManager`.
+
+        Collective in a distributed run (every rank must call it): RNG states and the
+        unfinished epoch's losses of all ranks are gathered, so each rank resumes with its
+        own. See :mod:`scramjet.checkpoint.resume` for what is saved.
+        """
+        return resume.training_state(self, include_optimizer=include_optimizer)
+
+    def save_checkpoint(
+        self,
+        save_path: str | os.PathLike[str],
+        checkpoint_kwargs: dict[str, Any] | None = None,
+        save_optimizer: bool = True,
+    ) -> None:
+        """Write the training state to one file, atomically (rank 0 writes; all ranks call).
+
+        ``checkpoint_kwargs`` are extra plain values stored alongside (returned by
+        :meth:`load_checkpoint`).
+        """
+        resume.save_file(self, save_path, checkpoint_kwargs or {}, save_optimizer)
+
+    def save_to_manager(self, manager: CheckpointManager | None) -> Path | None:
+        """Save the training state as the next checkpoint of ``manager`` (all ranks call).
+
+        ``manager`` is None on the ranks that do not write; returns the written path on
+        the one that does.
+        """
+        return resume.save_to_manager(self, manager)
+
+    def load_checkpoint(
+        self,
+        checkpoint_path: str | os.PathLike[str],
+        load_optimizer: bool = True,
+        *,
+        load_training_state: bool = True,
+    ) -> dict[str, Any]:
+        """Restore a checkpoint written by :meth:`save_checkpoint` (or a checkpoint directory).
+
+        Args:
+            checkpoint_path: the file, or a checkpoint directory (its latest checkpoint).
+            load_optimizer: also restore the optimizer, scheduler and GradScaler.
+            load_training_state: also restore the loop counters, the run history, the
+                callbacks' state, the data order and the random number generators (what
+                resuming needs). ``False`` loads weights (and optimizer, if asked) into the
+                current run and leaves its history and counters as they are.
+
+        Returns the plain values stored with it (including ``checkpoint_kwargs``).
+        """
+        self._place_model()
+        return resume.restore(
+            self,
+            checkpoint_path,
+            include_optimizer=load_optimizer,
+            include_training_state=load_training_state,
         )
 
+    # ------------------------------------------------------------------ internals
+    def _compute_loss(self, model_outputs: Any, targets: Any) -> torch.Tensor:
+        if self.loss_func is None:
+            raise TypeError(
+                "Trainer(loss_func=None) has no loss to compute; pass a loss function (e.g. "
+                "torch.nn.CrossEntropyLoss()), or override calculate_train_batch_loss and "
+                "calculate_eval_batch_loss to compute the loss yourself."
+            )
+        return self.loss_func(model_outputs, targets)
 
-class _NullContext:
-    def __enter__(self) -> None:
-        return None
+    def _prepare_model_for_training(self) -> None:
+        self._place_model()
+        if self.model is self._unwrapped_model:
+            self.model = self.wrap_model(self._unwrapped_model)
+            if self.model is not self._unwrapped_model:
+                dist.register_wrapper_owner(self)  # released before the group is destroyed
 
-    def __exit__(self, *exc: object) -> None:
-        return None
+    def _place_model(self) -> None:
+        if _module_device(self._unwrapped_model) != self.device:
+            self._unwrapped_model.to(self.device)
+            # Optimizer state created before the move must follow the parameters.
+            for st in self.optimizer.state.values():
+                for k, v in st.items():
+                    if isinstance(v, torch.Tensor) and k != "step":
+                        st[k] = v.to(self.device)
+
+    def _create_run_config(
+        self,
+        num_epochs: int,
+        train_bs: int,
+        eval_bs: int,
+        max_steps: int | None,
+        accum: int,
+        clip_value: float | None,
+        clip_norm: float | None,
+    ) -> RunConfig:
+        n_batches = safe_len(self._train_dl) if self.train_dataset is not None else 0
+        updates_per_epoch = math.ceil(n_batches / accum) if n_batches else 0
+        if max_steps and updates_per_epoch:
+            # As in pytorch-accelerated, a step budget sets the run's length: enough epochs
+            # to make max_steps updates (the last one stops early). Without a length, the
+            # dataset's end still ends an epoch and num_epochs still bounds the run.
+            num_epochs = math.ceil(max_steps / updates_per_epoch)
+        return RunConfig(
+            num_epochs=num_epochs,
+            train_per_device_batch_size=train_bs,
+            eval_per_device_batch_size=eval_bs,
+            num_update_steps_per_epoch=updates_per_epoch,
+            max_num_train_steps=max_steps,
+            gradient_accumulation_steps=accum,
+            gradient_clip_value=clip_value,
+            gradient_clip_norm=clip_norm,
+            precision=self.precision,
+            num_processes=dist.get_world_size(),
+            is_local_process_zero=int(os.environ.get("LOCAL_RANK", "0")) == 0,
+            is_world_process_zero=dist.is_main_process(),
+            device=str(self.device),
+        )
+
+    def _no_sync(self, skip_sync: bool) -> contextlib.AbstractContextManager[Any]:
+        # Accumulation micro-steps need no gradient all-reduce: only the update does.
+        if skip_sync and isinstance(self.model, nn.parallel.DistributedDataParallel):
+            return self.model.no_sync()
+        return contextlib.nullcontext()
 
 
-_NULL_CONTEXT = _NullContext()
+def _divided(loss: torch.Tensor, window: int) -> torch.Tensor:
+    """A micro-batch's loss divided by its accumulation window (unchanged for a window of 1)."""
+    return loss / window if window != 1 else loss
 
 
 def _scale_gradients(optimizer: torch.optim.Optimizer, factor: float) -> None:
@@ -776,4 +957,30 @@ def _module_device(module: nn.Module) -> torch.device | None:
     return None
 
 
-__all__ = ["Trainer"]
+def _backward_recovery(
+    model: nn.Module,
+) -> Callable[[nn.Module, Exception], contextlib.AbstractContextManager[Any]] | None:
+    """The backward-failure recovery a module of ``model`` offers, if any."""
+    for module in model.modules():
+        recovery = getattr(type(module), BACKWARD_RECOVERY, None)
+        if recovery is not None:
+            return recovery  # type: ignore[no-any-return]
+    return None
+
+
+def _collect_predictions(outputs: list[Any], num_samples: int) -> Any:
+    """Concatenate per-batch outputs; across processes, gather and restore dataset order."""
+    if outputs and all(isinstance(o, torch.Tensor) for o in outputs):
+        return gather_shards(torch.cat([o.detach() for o in outputs]).cpu(), num_samples)
+    if outputs and all(isinstance(o, Mapping) for o in outputs):
+        return {k: _collect_predictions([o[k] for o in outputs], num_samples) for k in outputs[0]}
+    if dist.get_world_size() > 1:
+        raise TypeError(
+            "predict() across processes needs predict_step to return tensors (or dicts of "
+            f"tensors) with one row per sample; received "
+            f"{type(outputs[0]).__name__ if outputs else 'nothing'}."
+        )
+    return outputs
+
+
+__all__ = ["BACKWARD_RECOVERY", "DataSource", "Scheduler", "Trainer"]
