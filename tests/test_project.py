@@ -10,6 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "scramjet"
 MAX_FILE_LINES = 800
+MAX_TRAINER_LINES = 1_200
 MAX_FUNCTION_LINES = 60
 
 
@@ -17,13 +18,33 @@ def _sources() -> list[Path]:
     return sorted(SRC.rglob("*.py"))
 
 
+def _classes(path: Path) -> list[str]:
+    return [n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef)]
+
+
 def test_no_source_file_over_the_size_budget() -> None:
+    """Files stay under the budget, except a file that holds one big class and nothing else
+    of weight: one class per file beats a line budget (the Trainer is read in one place)."""
     too_big = {
         str(p.relative_to(ROOT)): n
         for p in _sources()
         if (n := len(p.read_text().splitlines())) > MAX_FILE_LINES
+        and not (p.name == "trainer.py" and "Trainer" in _classes(p) and n <= MAX_TRAINER_LINES)
     }
     assert not too_big, f"split these files by concept (> {MAX_FILE_LINES} lines): {too_big}"
+
+
+def test_the_trainer_is_one_class_without_mixins() -> None:
+    path = SRC / "trainer" / "trainer.py"
+    tree = ast.parse(path.read_text())
+    (trainer,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Trainer"]
+    assert trainer.bases == [], "Trainer inherits from nothing: every method is in trainer.py"
+    assert "type: ignore[misc]" not in path.read_text()
+
+
+def test_top_level_holds_only_the_entry_points_and_packages() -> None:
+    modules = sorted(p.name for p in SRC.glob("*.py"))
+    assert modules == ["__init__.py", "cli.py", "schedulers.py"], modules
 
 
 def test_no_function_over_the_size_budget() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sized
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, Sampler
@@ -127,13 +127,15 @@ class SkipSampler(Sampler[int]):
         return it
 
     def __len__(self) -> int:
-        return max(0, len(self.sampler) - self.start)  # type: ignore[arg-type]
+        return max(0, safe_len(self.sampler) - self.start)
 
 
 def safe_len(obj: object) -> int:
     """``len(obj)``, or 0 when it has no length (an iterable dataset or loader)."""
-    try:
-        return len(obj)  # type: ignore[arg-type]
+    if not isinstance(obj, Sized):
+        return 0
+    try:  # a DataLoader over an IterableDataset has __len__, which raises TypeError
+        return len(obj)
     except TypeError:
         return 0
 
@@ -230,7 +232,7 @@ class Lockstep(Generic[T]):
                 )
             if real:
                 last, have_last = batch, True
-            yield batch, real  # type: ignore[misc]
+            yield cast(T, batch), real  # a real batch, or the last one repeated
 
 
 class DataOrder:

@@ -957,14 +957,15 @@ def _module_device(module: nn.Module) -> torch.device | None:
     return None
 
 
-def _backward_recovery(
-    model: nn.Module,
-) -> Callable[[nn.Module, Exception], contextlib.AbstractContextManager[Any]] | None:
+Recovery = Callable[[nn.Module, Exception], contextlib.AbstractContextManager[Any]]
+
+
+def _backward_recovery(model: nn.Module) -> Recovery | None:
     """The backward-failure recovery a module of ``model`` offers, if any."""
     for module in model.modules():
-        recovery = getattr(type(module), BACKWARD_RECOVERY, None)
+        recovery: Recovery | None = getattr(type(module), BACKWARD_RECOVERY, None)
         if recovery is not None:
-            return recovery  # type: ignore[no-any-return]
+            return recovery
     return None
 
 
