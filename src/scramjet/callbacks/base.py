@@ -13,7 +13,8 @@ can update state that a callback then reads::
             on_train_step_start
             batch_output = calculate_train_batch_loss(batch)
             on_train_step_end(batch, batch_output)
-            backward_step(batch_output["loss"])
+            backward_step(batch_output["loss"] / micro-batches in the window)
+                (if it raises: recover_backward_step redoes the step or re-raises)
             if end of an accumulation window:
                 clip_gradients(); optimizer_step(); scheduler_step(); optimizer_zero_grad()
                 on_optimizer_step_end
