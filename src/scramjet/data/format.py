@@ -6,6 +6,7 @@ manifest and shard checksums. No pickle is used anywhere in the format.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -264,24 +265,23 @@ def file_sha256(path: str | os.PathLike[str], block: int = 1 << 22) -> str:
 
 
 def write_atomic_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same directory, fsync and replace."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Write ``text`` (UTF-8) to ``path`` atomically and durably.
+
+    The pack writer's name for :func:`scramjet.runtime.files.atomic_write_text`.
+    """
+    # Imported here: ``scramjet.runtime`` imports torch, which pack workers never need.
+    from scramjet.runtime.files import atomic_write_text
+
+    atomic_write_text(path, text)
 
 
 def fsync_dir(path: Path) -> None:
-    """fsync a directory so renames inside it survive a crash (no-op where unsupported)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    """fsync a directory so renames inside it survive a crash (no-op where unsupported).
+
+    :func:`scramjet.runtime.files.fsync_dir`, minus its errors on file systems that
+    cannot open or fsync a directory.
+    """
+    from scramjet.runtime.files import fsync_dir as fsync_directory  # see write_atomic_text
+
+    with contextlib.suppress(OSError):
+        fsync_directory(path)

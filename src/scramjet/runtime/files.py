@@ -3,11 +3,13 @@
 :func:`atomic_write` writes to a temporary file in the same directory (named
 ``.tmp-<name>.<pid>.<random>``), fsyncs it, renames it over the target with
 :func:`os.replace` and fsyncs the directory. A process killed in the middle leaves only
-the temporary file, which readers ignore.
+the temporary file, which readers ignore. :func:`atomic_write_bytes` and
+:func:`atomic_write_text` are the same write for data already in memory.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import uuid
@@ -15,9 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["TMP_PREFIX", "atomic_write", "fsync_dir"]
+__all__ = ["TMP_PREFIX", "atomic_write", "atomic_write_bytes", "atomic_write_text", "fsync_dir"]
 
 TMP_PREFIX = ".tmp-"
+
+# fsync of a directory is not supported on this file system (nothing to flush then).
+_NO_DIR_FSYNC = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EBADF})
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:
@@ -25,13 +30,17 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
 
     Args:
         directory: The directory whose entries changed. No-op where directories cannot
-            be opened (Windows).
+            be opened (Windows) or fsynced (file systems that answer ``EINVAL``/``ENOTSUP``,
+            as PostgreSQL also tolerates); other errors, e.g. ``EIO``, are raised.
     """
     if os.name != "posix":  # pragma: no cover
         return
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
+    except OSError as err:
+        if err.errno not in _NO_DIR_FSYNC:
+            raise
     finally:
         os.close(fd)
 
@@ -116,3 +125,34 @@ def atomic_write(
         raise
     if fsync:
         fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> None:
+    """Replace ``path`` with ``data``, atomically (:func:`atomic_write` of one write).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> target = pathlib.Path(tempfile.mkdtemp()) / "blob.bin"
+        >>> atomic_write_bytes(target, b"\\x00\\x01", fsync=False)
+        >>> target.read_bytes()
+        b'\\x00\\x01'
+    """
+    atomic_write(path, lambda file: file.write(data), fsync=fsync)
+
+
+def atomic_write_text(
+    path: str | os.PathLike[str], text: str, *, fsync: bool = True, encoding: str = "utf-8"
+) -> None:
+    """Replace ``path`` with ``text`` encoded as ``encoding``, atomically.
+
+    Line endings are written as given (no ``\\n`` translation), as in a file opened
+    with ``newline=""``.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> target = pathlib.Path(tempfile.mkdtemp()) / "note.txt"
+        >>> atomic_write_text(target, "héllo\\n")
+        >>> target.read_text(encoding="utf-8")
+        'héllo\\n'
+    """
+    atomic_write_bytes(path, text.encode(encoding), fsync=fsync)

@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from scramjet.runtime.files import atomic_write, atomic_write_bytes, atomic_write_text
+
 _PACKAGES = (
     "scramjet",
     "torch",
@@ -33,13 +35,8 @@ _PACKAGES = (
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically: temp file in the same folder, fsync, ``os.replace``."""
-    tmp = path.with_name(f".tmp-{path.name}-{uuid.uuid4().hex[:6]}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True, default=str)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Write ``data`` as indented JSON, atomically and durably (values JSON lacks as ``str``)."""
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
 def read_json(path: Path) -> Any:
@@ -151,17 +148,12 @@ def save_weights(model: torch.nn.Module, folder: Path) -> list[Path]:
     safetensors extra is installed, ``model.safetensors``."""
     folder.mkdir(exist_ok=True)
     state = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
-    written = []
-    tmp = folder / ".tmp-model.pt"
-    torch.save(state, tmp)
-    os.replace(tmp, folder / "model.pt")
-    written.append(folder / "model.pt")
+    written = [folder / "model.pt"]
+    atomic_write(written[0], lambda file: torch.save(state, file), fsync=False)
     try:
-        from safetensors.torch import save_file
+        from safetensors.torch import save
     except ImportError:
         return written
-    tmp = folder / ".tmp-model.safetensors"
-    save_file(state, str(tmp))
-    os.replace(tmp, folder / "model.safetensors")
     written.append(folder / "model.safetensors")
+    atomic_write_bytes(written[1], save(state), fsync=False)
     return written

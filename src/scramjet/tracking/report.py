@@ -95,9 +95,10 @@ def _safe(name: str) -> str:
 
 
 def _write(path: Path, data: bytes) -> Path:
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    # Imported here: scramjet.runtime imports torch, which ``scramjet report`` never needs.
+    from scramjet.runtime.files import atomic_write_bytes
+
+    atomic_write_bytes(path, data, fsync=False)
     return path
 
 

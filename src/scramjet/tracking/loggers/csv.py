@@ -16,15 +16,6 @@ from scramjet.tracking.loggers.base import MetricRow, Tracker
 CSV_FIELDS = ("scope", "epoch", "step", "time", "name", "value")
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    with open(tmp, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 class CSVTracker(Tracker):
     """Appends metrics to ``metrics.csv`` (long format) and ``metrics.jsonl``.
 
@@ -42,10 +33,14 @@ class CSVTracker(Tracker):
         self.run_dir = Path(run_dir)
         self.csv_path = self.run_dir / "metrics.csv"
         self.jsonl_path = self.run_dir / "metrics.jsonl"
+        # Imported here: scramjet.runtime imports torch, and the readers below
+        # (used by ``scramjet report``) must not.
+        from scramjet.runtime.files import atomic_write_text
+
         if not self.csv_path.exists():
-            _atomic_write_text(self.csv_path, ",".join(CSV_FIELDS) + "\n")
+            atomic_write_text(self.csv_path, ",".join(CSV_FIELDS) + "\n")
         if not self.jsonl_path.exists():
-            _atomic_write_text(self.jsonl_path, "")
+            atomic_write_text(self.jsonl_path, "")
 
     def log_metrics(self, rows: Sequence[MetricRow]) -> None:
         """Append the rows to both files (one write per file)."""
@@ -74,8 +69,10 @@ class CSVTracker(Tracker):
 
     def truncate(self, step: int, epoch: int) -> None:
         """Drop rows after the resumed checkpoint and rewrite both files atomically."""
+        from scramjet.runtime.files import atomic_write_text  # see __init__
+
         rows = [r for r in read_metrics(self.run_dir) if _kept(r, step, epoch)]
-        _atomic_write_text(self.jsonl_path, "".join(json.dumps(_json_row(r)) + "\n" for r in rows))
+        atomic_write_text(self.jsonl_path, "".join(json.dumps(_json_row(r)) + "\n" for r in rows))
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(CSV_FIELDS)
@@ -91,7 +88,7 @@ class CSVTracker(Tracker):
                         repr(float(value)),
                     ]
                 )
-        _atomic_write_text(self.csv_path, buf.getvalue())
+        atomic_write_text(self.csv_path, buf.getvalue())
 
 
 def _kept(row: MetricRow, step: int, epoch: int) -> bool:
