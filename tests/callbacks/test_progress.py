@@ -76,7 +76,7 @@ def test_progress_bar_prints_plain_lines_when_not_a_terminal() -> None:
     # 4 samples per ~30 ms batch: on the order of 100 samples/s, certainly not zero.
     rates = [int(p[3].replace(",", "")) for p in finals]
     assert all(20 < r < 1000 for r in rates), rates
-    assert bar._thread is None, "the display thread stops with the epoch"
+    assert bar._display is None, "the display thread stops with the epoch"
 
 
 class FakeTTY(io.StringIO):
@@ -91,7 +91,7 @@ def test_progress_bar_draws_on_a_terminal() -> None:
     trainer.train(blobs(n=12), num_epochs=1, per_device_batch_size=4)
     text = out.getvalue()
     assert "samples/s" in text and "epoch 1 train 3/3" in text
-    assert bar._live is None, "the live display is stopped at the end of the epoch"
+    assert bar._display is None, "the live display is stopped at the end of the epoch"
 
 
 def test_a_crashed_run_stops_the_progress_display() -> None:
@@ -109,7 +109,7 @@ def test_a_crashed_run_stops_the_progress_display() -> None:
         assert "boom" in str(err)
     else:  # pragma: no cover - the loss always raises
         raise AssertionError("train() should have raised")
-    assert bar._thread is None
+    assert bar._display is None
     assert "scramjet-progress" not in {t.name for t in threading.enumerate()}
     printed = out.getvalue()
     time.sleep(0.05)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 import sys
-import threading
 import time
 from typing import IO, TYPE_CHECKING, Any
 
+from scramjet.callbacks._display import LiveOrPlain
 from scramjet.callbacks.base import TrainerCallback
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class LogMetricsCallback(TrainerCallback):
 
     def on_evaluation_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Log eval metrics of a standalone ``evaluate()`` call."""
-        if not getattr(trainer, "_in_training_run", False):
+        if not trainer.in_training_run:
             names = [n for n in trainer.run_history.get_metric_names() if n.startswith("eval")]
             self._log(trainer, names)
 
@@ -131,9 +131,9 @@ class ProgressBarCallback(TrainerCallback):
     """A progress bar with throughput (samples/s) and ETA for each training epoch.
 
     On a terminal it is drawn with ``rich.live`` and refreshed by rich's timer thread;
-    when output is not a terminal (CI logs, files) it prints a plain line every
-    ``interval`` seconds and at the end of each epoch. Either way the training loop does
-    no per-step work for it.
+    when output is not a terminal (CI logs, files, ``TERM=dumb``) it prints a plain line
+    every ``interval`` seconds and at the end of each epoch. Either way the training loop
+    does no per-step work for it.
 
     Args:
         file: stream to write to (default: standard output).
@@ -147,48 +147,29 @@ class ProgressBarCallback(TrainerCallback):
         self.file = file
         self.interval = interval
         self.refresh_per_second = refresh_per_second
-        self._live: Any = None
         self._view: _ProgressView | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def _is_terminal(self) -> bool:
-        stream = self.file or sys.stdout
-        return bool(getattr(stream, "isatty", lambda: False)())
+        self._display: LiveOrPlain | None = None
 
     def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """Start the display for this epoch."""
         if not trainer.is_main_process:
             return
-        total = (
-            len(trainer._train_dl) + trainer.state.batches_seen_in_epoch  # type: ignore[arg-type]
-            if hasattr(trainer._train_dl, "__len__")
-            else 0
+        self._close(final=False)  # a display left over from an interrupted epoch
+        self._view = view = _ProgressView(trainer, trainer.batches_in_epoch, "train")
+        self._display = LiveOrPlain(
+            view,
+            self._print_line,
+            file=self.file,
+            refresh_per_second=self.refresh_per_second,
+            interval=self.interval,
+            name="scramjet-progress",
         )
-        self._view = _ProgressView(trainer, total, "train")
-        if self._is_terminal():
-            from rich.console import Console
-            from rich.live import Live
+        self._display.start()
 
-            console = Console(file=self.file or sys.stdout)
-            self._live = Live(
-                self._view,
-                console=console,
-                refresh_per_second=self.refresh_per_second,
-                transient=False,
-            )
-            self._live.start()
-        else:
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._plain_loop, daemon=True, name="scramjet-progress"
-            )
-            self._thread.start()
-
-    def _plain_loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            if self._view is not None:
-                print(self._view.text(), file=self.file or sys.stdout, flush=True)
+    def _print_line(self) -> None:
+        view = self._view
+        if view is not None:
+            print(view.text(), file=self.file or sys.stdout, flush=True)
 
     def on_train_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Stop the display and print the epoch's final line."""
@@ -203,13 +184,9 @@ class ProgressBarCallback(TrainerCallback):
         self._close(final=False)
 
     def _close(self, final: bool) -> None:
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-        elif self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-            if final and self._view is not None:
-                print(self._view.text(), file=self.file or sys.stdout, flush=True)
+        display, self._display = self._display, None
+        if display is not None:
+            display.stop()
+            if final and not display.live:  # a live display has drawn its last frame
+                self._print_line()
         self._view = None

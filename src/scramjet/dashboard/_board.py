@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import math
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from scramjet.callbacks._display import LiveOrPlain
 from scramjet.callbacks.base import TrainerCallback
 from scramjet.dashboard import _files
 from scramjet.dashboard._view import LiveView, Snapshot, StageView, memory_text, plain_lines
+from scramjet.runtime.files import atomic_write_bytes
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
@@ -153,9 +156,7 @@ class Dashboard(TrainerCallback):
         self._loss_steps = 0
         self._epoch_losses = 0
         self._trainer: Trainer | None = None
-        self._live: Any = None
-        self._plain_thread: threading.Thread | None = None
-        self._stop = threading.Event()
+        self._display: LiveOrPlain | None = None
         self._started = False
         self._active = False  # True during a Trainer run on rank 0: per-step losses are queued
 
@@ -215,7 +216,7 @@ class Dashboard(TrainerCallback):
                 for name, value in entry.items():
                     self._add_point(str(name), stage, [x, step, epoch, mile, _detach(value)])
         self._start()
-        if st.finished and self._plain_thread is not None:
+        if st.finished and self._prints_plain:
             self._print_plain([stage])
 
     def log(self, gauge: bool = True, tachograph: bool = True, record: str | None = None) -> None:
@@ -242,13 +243,16 @@ class Dashboard(TrainerCallback):
                 for m, by_stage in self._series.items()
             }
             snap = self._snapshot_locked()
+        if series and (gauge or tachograph):
+            self.log_path.mkdir(parents=True, exist_ok=True)
         for metric, by_stage in series.items():
             base = self.log_path / _files.safe_name(metric)
             if tachograph:
-                _files.atomic_write_bytes(base.with_suffix(".csv"), _files.csv_bytes(by_stage))
+                atomic_write_bytes(base.with_suffix(".csv"), _files.csv_bytes(by_stage))
             if gauge:
-                png = _files.png_bytes(metric, by_stage, self.window)
-                _files.atomic_write_bytes(base.with_suffix(".png"), png)
+                atomic_write_bytes(
+                    base.with_suffix(".png"), _files.png_bytes(metric, by_stage, self.window)
+                )
         if record:
             stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
             lines = [f"{stamp} {line}" for line in plain_lines(snap)]
@@ -336,30 +340,22 @@ class Dashboard(TrainerCallback):
         if self._started or not _is_main_process():
             return
         self._started = True
-        from rich.console import Console
-
-        console = Console(file=self.file, force_terminal=self.force_terminal)
-        if console.is_terminal and not console.is_dumb_terminal:
-            from rich.live import Live
-
-            self._live = Live(
-                LiveView(self.snapshot),
-                console=console,
-                refresh_per_second=self.refresh_per_second,
-                transient=False,
-            )
-            self._live.start()
-        else:
-            self._stop.clear()
-            self._plain_thread = threading.Thread(
-                target=self._plain_loop, daemon=True, name="scramjet-dashboard"
-            )
-            self._plain_thread.start()
+        self._display = LiveOrPlain(
+            LiveView(self.snapshot),
+            lambda: self._print_plain(None),
+            file=self.file,
+            force_terminal=self.force_terminal,
+            refresh_per_second=self.refresh_per_second,
+            interval=self.print_every,
+            name="scramjet-dashboard",
+        )
+        self._display.start()
         atexit.register(self.close)
 
-    def _plain_loop(self) -> None:
-        while not self._stop.wait(self.print_every):
-            self._print_plain(None)
+    @property
+    def _prints_plain(self) -> bool:
+        """Whether the display prints plain lines (so epoch ends print one too)."""
+        return self._display is not None and not self._display.live
 
     def _print_plain(self, stages: Sequence[str] | None) -> None:
         lines = plain_lines(self.snapshot(), stages)
@@ -372,14 +368,11 @@ class Dashboard(TrainerCallback):
             return
         self._started = False
         atexit.unregister(self.close)
-        if self._live is not None:
-            live, self._live = self._live, None
-            live.stop()
-        if self._plain_thread is not None:
-            self._stop.set()
-            self._plain_thread.join()
-            self._plain_thread = None
-            self._print_plain(None)
+        display, self._display = self._display, None
+        if display is not None:
+            display.stop()  # a live display draws its last frame itself
+            if not display.live:
+                self._print_plain(None)
 
     def __enter__(self) -> Dashboard:
         return self
@@ -430,8 +423,7 @@ class Dashboard(TrainerCallback):
         if not trainer.is_main_process:
             return
         state = trainer.state
-        dl = getattr(trainer, "_train_dl", None)
-        total = _safe_len(dl) + state.batches_seen_in_epoch if dl is not None else 0
+        total = trainer.batches_in_epoch  # resumed batches included; 0 when unknown
         rc = trainer.run_config
         with self._lock:
             self._drain()
@@ -463,7 +455,7 @@ class Dashboard(TrainerCallback):
                 st.done, st.samples = d, s - st.base[1]
                 st.probe, st.finished, st.ended = None, True, time.perf_counter()
         self._read_history(trainer, "train")
-        if self._plain_thread is not None:
+        if self._prints_plain:
             self._print_plain(["train"])
 
     def on_eval_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
@@ -471,12 +463,18 @@ class Dashboard(TrainerCallback):
         if not trainer.is_main_process:
             return
         rc = trainer.run_config
+        # The loader being evaluated, in train(eval_dataset=...) and standalone evaluate().
+        loader = trainer.current_dataloader
+        total = None
+        if isinstance(loader, Sized):
+            with contextlib.suppress(TypeError):  # a loader over an iterable dataset
+                total = len(loader) or None
         with self._lock:
             self._stages["eval"] = _Stage(
                 "eval",
                 epoch=trainer.state.epoch,
                 epochs=rc.num_epochs if rc else None,
-                total=_safe_len(getattr(trainer, "_eval_dl", None)) or None,
+                total=total,
                 has_samples=True,
             )
 
@@ -496,7 +494,7 @@ class Dashboard(TrainerCallback):
             st.finished, st.ended = True, time.perf_counter()
             st.total = st.total or st.done
         self._read_history(trainer, "eval")
-        if self._plain_thread is not None:
+        if self._prints_plain:
             self._print_plain(["eval"])
 
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
@@ -531,13 +529,6 @@ class Dashboard(TrainerCallback):
 def _detach(value: Any) -> Any:
     detach = getattr(value, "detach", None)
     return detach() if callable(detach) else value
-
-
-def _safe_len(obj: Any) -> int:
-    try:
-        return len(obj)
-    except TypeError:
-        return 0
 
 
 def _is_main_process() -> bool:

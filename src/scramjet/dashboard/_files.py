@@ -1,6 +1,6 @@
 """Files written by ``Dashboard.log()``: one CSV and one PNG plot per metric.
 
-Writes are atomic (temporary file in the same folder, fsync, ``os.replace``), so a
+The dashboard writes them with :func:`scramjet.runtime.files.atomic_write_bytes`, so a
 crash while logging never leaves a half-written file behind.
 """
 
@@ -10,7 +10,6 @@ import csv
 import io
 import os
 import re
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -28,21 +27,6 @@ def safe_name(metric: str) -> str:
         'val_acc_1'
     """
     return _UNSAFE.sub("_", metric).strip("_") or "metric"
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so readers see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def csv_bytes(series: Mapping[str, Sequence[Row]]) -> bytes:

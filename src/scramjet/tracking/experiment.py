@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from scramjet.callbacks.base import TrainerCallback
-from scramjet.callbacks.model import flush_checkpoints
 from scramjet.checkpoint import CheckpointInfo, CheckpointManager
+from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
 from scramjet.tracking import _files
 from scramjet.tracking.loggers.base import MetricRow, Tracker
@@ -429,11 +429,6 @@ class Experiment(TrainerCallback):
         if not ckpts.is_dir() or CheckpointManager(ckpts, keep_last=None).latest_path is None:
             return
         trainer.load_checkpoint(ckpts)
-        # train(resume_from=...) also re-seeds the sampler with the checkpoint's seed.
-        sampler = getattr(getattr(trainer, "_train_dl", None), "sampler", None)
-        seed = getattr(trainer, "_sampler_seed", None)
-        if sampler is not None and hasattr(sampler, "seed") and seed is not None:
-            sampler.seed = int(seed)
 
     def _hyperparams(self, trainer: Trainer) -> dict[str, Any]:
         opt = trainer.optimizer
