@@ -45,7 +45,7 @@ from scramjet.trainer.checks import (
     check_train_args,
 )
 from scramjet.trainer.data_order import DataOrder, Lockstep, ShardSampler, gather_shards, safe_len
-from scramjet.trainer.state import EpochLosses, RunConfig, RunHistory, TrainState
+from scramjet.trainer.state import RunConfig, RunHistory, TrainState
 
 #: What ``train``, ``evaluate`` and ``predict`` take: a map-style dataset or an iterable.
 DataSource = Dataset[Any] | Iterable[Any]
@@ -430,7 +430,7 @@ class Trainer:
                     RuntimeWarning,
                     stacklevel=4,
                 )
-            with autocast_context(self.precision, self.device.type):
+            with self._autocast():
                 batch_output = self.calculate_train_batch_loss(batch)
             self.train_losses.replace_last(batch_output["loss"])
             self.backward_step(_divided(batch_output["loss"], window))
@@ -633,7 +633,7 @@ class Trainer:
         if handler.has(Event.TRAIN_STEP_START):
             handler.call_event(Event.TRAIN_STEP_START, self)
         with self._no_sync(not is_update):
-            with autocast_context(self.precision, self.device.type):
+            with self._autocast():
                 batch_output = self.calculate_train_batch_loss(batch)
             if self.state.batches_seen_in_epoch == 0 or self.state.global_step == 0:
                 check_loss(batch_output)
@@ -759,7 +759,7 @@ class Trainer:
             batch = move_to_device(batch, self.device, non_blocking=True)
         if real and handler.has(Event.EVAL_STEP_START):
             handler.call_event(Event.EVAL_STEP_START, self)
-        with autocast_context(self.precision, self.device.type):
+        with self._autocast():
             batch_output = self.calculate_eval_batch_loss(batch)
         if not real:
             return
@@ -803,7 +803,7 @@ class Trainer:
             with torch.no_grad():
                 for batch, real in Lockstep(dl, self._collective_forwards()):
                     batch = move_to_device(batch, self.device, non_blocking=True)
-                    with autocast_context(self.precision, self.device.type):
+                    with self._autocast():
                         output = self.predict_step(batch)
                     if real:  # a repeated batch only kept the forwards in step
                         outputs.append(output)
@@ -933,11 +933,67 @@ class Trainer:
             device=str(self.device),
         )
 
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        # The one autocast path; full precision skips even the call into runtime.precision.
+        if self.precision == "no":
+            return contextlib.nullcontext()
+        return autocast_context(self.precision, self.device.type)
+
     def _no_sync(self, skip_sync: bool) -> contextlib.AbstractContextManager[Any]:
         # Accumulation micro-steps need no gradient all-reduce: only the update does.
         if skip_sync and isinstance(self.model, nn.parallel.DistributedDataParallel):
             return self.model.no_sync()
         return contextlib.nullcontext()
+
+
+class EpochLosses:
+    """The batch losses of one epoch on this process, reduced to a per-sample mean at its end.
+
+    Losses are kept as detached tensors (no device sync per step). A checkpoint holds the
+    losses of an unfinished epoch (:meth:`state_dict`); after :meth:`load_state_dict` the
+    next :meth:`start_epoch` begins with them, so a resumed epoch's mean covers every batch.
+    """
+
+    def __init__(self) -> None:
+        self.losses: list[torch.Tensor] = []
+        self.counts: list[int] = []
+        self._resumed: tuple[list[torch.Tensor], list[int]] | None = None
+
+    def start_epoch(self) -> None:
+        """Empty, or the losses restored from a checkpoint of this unfinished epoch."""
+        self.losses, self.counts = self._resumed or ([], [])
+        self._resumed = None
+
+    def add(self, loss: torch.Tensor, batch_size: int) -> None:
+        """Record one batch's mean loss and its number of samples."""
+        self.losses.append(loss.detach())
+        self.counts.append(int(batch_size))
+
+    def replace_last(self, loss: torch.Tensor) -> None:
+        """Replace the last recorded loss (a micro-step that was redone)."""
+        self.losses[-1] = loss.detach()
+
+    def mean(self, device: torch.device) -> float:
+        """Per-sample mean over every process (collective); NaN when nothing was recorded."""
+        if self.losses:
+            losses = torch.stack([t.float().to(device) for t in self.losses])
+            counts = torch.tensor(self.counts, dtype=torch.float32, device=device)
+            totals = torch.stack([(losses * counts).sum(), counts.sum()])
+        else:
+            totals = torch.zeros(2, device=device)
+        totals = dist.reduce(totals, op="sum")
+        return float(totals[0] / totals[1]) if float(totals[1]) > 0 else math.nan
+
+    def state_dict(self) -> dict[str, Any]:
+        """This process's losses so far (a tensor on the CPU) and batch sizes."""
+        stacked = torch.stack([t.float().cpu() for t in self.losses]) if self.losses else None
+        return {"losses": stacked if stacked is not None else torch.zeros(0), "counts": self.counts}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Keep saved losses for the next :meth:`start_epoch`."""
+        losses = state.get("losses")
+        kept = list(losses.unbind(0)) if isinstance(losses, torch.Tensor) else []
+        self._resumed = (kept, [int(c) for c in state.get("counts") or []])
 
 
 def _divided(loss: torch.Tensor, window: int) -> torch.Tensor:
@@ -984,4 +1040,4 @@ def _collect_predictions(outputs: list[Any], num_samples: int) -> Any:
     return outputs
 
 
-__all__ = ["BACKWARD_RECOVERY", "DataSource", "Scheduler", "Trainer"]
+__all__ = ["BACKWARD_RECOVERY", "DataSource", "EpochLosses", "Scheduler", "Trainer"]
