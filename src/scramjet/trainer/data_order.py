@@ -71,8 +71,9 @@ class EpochSampler(Sampler[int]):
         else:
             order = list(range(self.n))
         total = self.per_rank * self.num_replicas
-        if total > len(order):  # pad by repeating from the start, as DistributedSampler does
-            order += order[: total - len(order)]
+        if total > len(order) and order:  # pad by repeating from the start (as often as
+            # needed when there are fewer samples than ranks), as DistributedSampler does
+            order = (order * math.ceil(total / len(order)))[:total]
         else:
             order = order[:total]
         return order[self.rank : total : self.num_replicas]
