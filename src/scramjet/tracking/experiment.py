@@ -651,8 +651,12 @@ class Experiment(TrainerCallback):
 
     # ----------------------------------------------------------------- checkpoint state
     def state_dict(self) -> dict[str, Any]:
-        """The run folder, so ``train(resume_from=...)`` continues it."""
-        return {"run_dir": str(self._run_dir.resolve()) if self._run_dir else ""}
+        """The run folder, so ``train(resume_from=...)`` continues it.
+
+        Before the folder is opened, that is the one a restored state named (if any).
+        """
+        run = self._run_dir or self._restored_dir
+        return {"run_dir": str(run.resolve()) if run else ""}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Remember the run folder of a restored checkpoint (if it still exists here)."""
