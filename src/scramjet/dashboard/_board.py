@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import atexit
 import collections
-import contextlib
 import math
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence, Sized
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +20,7 @@ from scramjet.callbacks.base import TrainerCallback
 from scramjet.dashboard import _files
 from scramjet.dashboard._view import LiveView, Snapshot, StageView, memory_text, plain_lines
 from scramjet.runtime.files import atomic_write_bytes
+from scramjet.trainer.data_order import safe_len
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
@@ -431,7 +431,7 @@ class Dashboard(TrainerCallback):
             self._stages["train"] = _Stage(
                 "train",
                 epoch=state.epoch,
-                epochs=rc.num_epochs if rc else None,
+                epochs=rc.num_epochs,
                 total=total or None,
                 has_samples=True,
                 probe=lambda: (state.batches_seen_in_epoch, state.samples_seen),
@@ -464,16 +464,12 @@ class Dashboard(TrainerCallback):
             return
         rc = trainer.run_config
         # The loader being evaluated, in train(eval_dataset=...) and standalone evaluate().
-        loader = trainer.current_dataloader
-        total = None
-        if isinstance(loader, Sized):
-            with contextlib.suppress(TypeError):  # a loader over an iterable dataset
-                total = len(loader) or None
+        total = safe_len(trainer.current_dataloader) or None  # 0: no length (iterable data)
         with self._lock:
             self._stages["eval"] = _Stage(
                 "eval",
                 epoch=trainer.state.epoch,
-                epochs=rc.num_epochs if rc else None,
+                epochs=rc.num_epochs,
                 total=total,
                 has_samples=True,
             )

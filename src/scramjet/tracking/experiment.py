@@ -438,7 +438,7 @@ class Experiment(TrainerCallback):
             "experiment": self.experiment,
             "run": self.run_dir.name,
             "hyperparams": self.hyperparams,
-            "trainer": trainer.run_config.to_dict() if trainer.run_config else {},
+            "trainer": trainer.run_config.to_dict() if trainer.has_run_config else {},
             "optimizer": {
                 "class": type(opt).__name__,
                 **{
