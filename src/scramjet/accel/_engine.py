@@ -18,7 +18,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.utils._pytree import tree_flatten
@@ -72,7 +72,9 @@ class _Snapshot:
     def __init__(self, module: torch.nn.Module) -> None:
         self.buffers = [(b, b.detach().clone()) for b in module.buffers()]
         self.cpu_rng = torch.get_rng_state()
-        self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        # torch.cuda.is_initialized is unannotated; it returns a bool.
+        cuda_initialized = cast("Callable[[], bool]", torch.cuda.is_initialized)
+        self.cuda_rng = torch.cuda.get_rng_state_all() if cuda_initialized() else None
 
     def restore(self) -> None:
         with torch.no_grad():

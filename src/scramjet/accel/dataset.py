@@ -295,7 +295,7 @@ class _CachingMixin:
         self._scramjet_cache.close()
 
 
-class CachedDataset(Dataset, _CachingMixin):
+class CachedDataset(Dataset[Any], _CachingMixin):
     """Wrap a map-style dataset with a cache shared by all DataLoader workers.
 
     Args:
@@ -369,7 +369,8 @@ def _decorate_dataset(cls: type[T], settings: dict[str, Any]) -> type[T]:
             "to wrap an instance use CachedDataset(dataset, ...)"
         )
     base_init = cls.__init__
-    base_getitem = cls.__getitem__  # type: ignore[attr-defined, index]
+    dataset_cls: type[Any] = cls  # any class with __getitem__ (checked above)
+    base_getitem = dataset_cls.__getitem__
 
     @functools.wraps(base_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -427,4 +428,4 @@ def accelerate_dataset(
         "probe": probe,
     }
     _validate(preloaded_data, max_memory_size)
-    return functools.partial(_decorate_dataset, settings=settings)  # type: ignore[return-value]
+    return functools.partial(_decorate_dataset, settings=settings)

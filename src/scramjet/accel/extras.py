@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -36,7 +36,9 @@ def to_channels_last(module: nn.Module) -> nn.Module:
     Returns:
         The same module, for chaining.
     """
-    return module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+    # Module.to accepts memory_format, but torch's overloads for it leave it out.
+    to = cast("Callable[..., nn.Module]", module.to)
+    return to(memory_format=torch.channels_last)
 
 
 def inputs_to_channels_last(tree: Any) -> Any:
@@ -136,7 +138,9 @@ def fast_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         for key in ("fused", "foreach"):
             if key not in extra:
                 group.pop(key, None)
-    new = type(optimizer)(groups, **extra)  # type: ignore[call-arg, arg-type]
+    # The concrete class takes fused/foreach keywords that the base Optimizer does not.
+    optimizer_cls: Callable[..., torch.optim.Optimizer] = type(optimizer)
+    new = optimizer_cls(groups, **extra)
     new.load_state_dict(optimizer.state_dict())
     for group in new.param_groups:
         group.update(extra)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
 from torch import nn
@@ -104,7 +104,7 @@ def engine_of(model: nn.Module) -> Engine:
     """
     target = model.module if isinstance(model, AcceleratedModel) else model
     holder = model if isinstance(model, AcceleratedModel) else target
-    engine = holder.__dict__.get(_ENGINE_ATTR)
+    engine: Engine | None = holder.__dict__.get(_ENGINE_ATTR)
     if engine is None:
         raise TypeError(
             f"{type(model).__name__} is not accelerated; wrap it with "
@@ -234,8 +234,13 @@ class AcceleratedModel(nn.Module):
         opts = _options(patch_backprop, channels_last, autocast, compile_mode, cuda_graphs)
         _prepare(module, opts)
         self.__dict__[_ENGINE_ATTR] = Engine(_as_list(backends), opts, tolerance)
-        self._register_state_dict_hook(_strip_module_prefix)
-        self._register_load_state_dict_pre_hook(_add_module_prefix, with_module=True)
+        # Module's private hook registrars are unannotated in torch.
+        register_state_dict_hook = cast("Callable[..., object]", self._register_state_dict_hook)
+        register_load_pre_hook = cast(
+            "Callable[..., object]", self._register_load_state_dict_pre_hook
+        )
+        register_state_dict_hook(_strip_module_prefix)
+        register_load_pre_hook(_add_module_prefix, with_module=True)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Run the wrapped module through the active backend."""
@@ -306,7 +311,11 @@ def _decorate_class(
         return state
 
     def __setstate__(self: nn.Module, state: dict[str, Any]) -> None:
-        nn.Module.__setstate__(self, state)
+        # Module.__setstate__ is unannotated in torch.
+        module_setstate = cast(
+            "Callable[[nn.Module, dict[str, Any]], None]", nn.Module.__setstate__
+        )
+        module_setstate(self, state)
         engine = self.__dict__.get(_ENGINE_ATTR)
         if engine is not None:
             engine.options["raw_module"] = _RawForward(self, base_forward)
@@ -322,7 +331,7 @@ def _decorate_class(
         "__scramjet_accelerated__": True,
         BACKWARD_RECOVERY: staticmethod(recover_backward),
     }
-    return type(cls.__name__, (cls,), namespace)  # type: ignore[return-value]
+    return type(cls.__name__, (cls,), namespace)
 
 
 def accelerate_model(

@@ -32,7 +32,7 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -136,7 +136,9 @@ def sparse_linear(
     """
     if not torch.is_grad_enabled() or not (x.requires_grad or weight.requires_grad):
         return F.linear(x, weight, bias)
-    return _TopKLinearFn.apply(x, weight, bias, k, dense_if)  # type: ignore[no-any-return]
+    # Function.apply is unannotated in torch; it returns what forward returns.
+    apply = cast("Callable[..., torch.Tensor]", _TopKLinearFn.apply)
+    return apply(x, weight, bias, k, dense_if)
 
 
 def _patched_forward(

@@ -17,8 +17,8 @@ batch never waits on a slot: no deadlock.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -40,13 +40,20 @@ class SlotRef(NamedTuple):
     n: int
 
 
+def share_memory(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor.share_memory_()``: move its storage to shared memory in place, return it."""
+    # Tensor.share_memory_ is unannotated in torch; it returns the tensor itself.
+    share = cast("Callable[[], torch.Tensor]", tensor.share_memory_)
+    return share()
+
+
 class SlotRing:
     """``workers x slots`` shared batch buffers plus their state flags."""
 
     def __init__(self, workers: int, slots: int, batch_shape: tuple[int, ...]) -> None:
         self.data = torch.zeros((workers, slots, *batch_shape), dtype=torch.uint8)
-        self.data.share_memory_()
-        self.state = torch.zeros((workers, slots), dtype=torch.int64).share_memory_()
+        share_memory(self.data)
+        self.state = share_memory(torch.zeros((workers, slots), dtype=torch.int64))
         self.slots = slots
         self._next = 0  # per process: each worker process has its own copy
 
@@ -92,13 +99,13 @@ class RingLoader:
     Other attributes (``dataset``, ``batch_sampler``, ...) are the DataLoader's.
     """
 
-    def __init__(self, loader: DataLoader, ring: SlotRing, batches: GenerationBatches) -> None:
+    def __init__(self, loader: DataLoader[Any], ring: SlotRing, batches: GenerationBatches) -> None:
         self.loader, self.ring, self.batches = loader, ring, batches
 
     def __len__(self) -> int:
         return len(self.loader)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         self.batches.generation += 1  # before the DataLoader asks the sampler for batches
         for batch in self.loader:
             for key, value in batch.items():

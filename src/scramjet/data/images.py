@@ -72,7 +72,7 @@ def _decode_pil(data: Any, channels: int, out: np.ndarray | None) -> np.ndarray:
 def _decode_simplejpeg(data: Any, channels: int, out: np.ndarray | None) -> np.ndarray:
     import simplejpeg
 
-    arr = simplejpeg.decode_jpeg(
+    arr: np.ndarray = simplejpeg.decode_jpeg(
         data if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8),
         colorspace="GRAY" if channels == 1 else "RGB",
         buffer=out,

@@ -33,7 +33,14 @@ from torch.utils.data import (
     get_worker_info,
 )
 
-from scramjet.data._ring import BatchRequest, GenerationBatches, RingLoader, SlotRef, SlotRing
+from scramjet.data._ring import (
+    BatchRequest,
+    GenerationBatches,
+    RingLoader,
+    SlotRef,
+    SlotRing,
+    share_memory,
+)
 from scramjet.data.format import (
     MANIFEST_NAME,
     OFFSETS_GROUP,
@@ -65,7 +72,7 @@ def _batch_buffer(
     decodes straight into the memory the main process receives, with no extra copy.
     """
     if shared and get_worker_info() is not None:
-        tensor = torch.empty(shape, dtype=torch.uint8).share_memory_()
+        tensor = share_memory(torch.empty(shape, dtype=torch.uint8))
         return tensor, tensor.numpy()
     out = np.empty(shape, dtype)
     return torch.from_numpy(out), out
@@ -89,7 +96,7 @@ class _Shard:
                     self.rows[col.name] = np.asarray(h5[f"{ROWS_GROUP}/{col.name}"][()])
 
 
-class PackedDataset(Dataset):
+class PackedDataset(Dataset[Any]):
     """Map-style dataset over a pack written by :func:`scramjet.data.pack`.
 
     A sample is a dict: image columns give ``uint8`` HWC arrays (``TxHxWxC`` for
@@ -317,7 +324,8 @@ class PackedDataset(Dataset):
         ``default_collate``.
         """
         if self.transform is not None:
-            return default_collate(self.__getitems__(indices))
+            collated: dict[str, Any] = default_collate(self.__getitems__(indices))
+            return collated
         idx = np.asarray(indices, dtype=np.int64)
         shards, local = self._locate(idx)
         batch: dict[str, Any] = {}
@@ -385,7 +393,7 @@ class PackedDataset(Dataset):
         sampler: Sampler[int] | None = None,
         generator: torch.Generator | None = None,
         **kwargs: Any,
-    ) -> DataLoader:
+    ) -> DataLoader[Any]:
         """A DataLoader that reads whole batches at once (the fast path).
 
         A batch sampler hands each worker a list of indices, served by :meth:`get_batch`
@@ -429,6 +437,7 @@ class PackedDataset(Dataset):
         loader = DataLoader(
             dataset, batch_size=None, sampler=tagged, num_workers=num_workers, **kwargs
         )
+        # RingLoader stands in for the DataLoader (its other attributes are the loader's).
         return RingLoader(loader, ring, tagged)  # type: ignore[return-value]
 
     def __repr__(self) -> str:

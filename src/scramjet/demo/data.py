@@ -78,4 +78,5 @@ class SmallCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits for a batch of images (N, 3, H, W)."""
-        return self.head(torch.flatten(self.features(x), 1))
+        logits: torch.Tensor = self.head(torch.flatten(self.features(x), 1))
+        return logits

@@ -53,7 +53,10 @@ class ImageTrainer(Trainer):
     def calculate_train_batch_loss(self, batch: Any) -> dict[str, Any]:
         """Loss of one batch of ``{"image", "label"}``."""
         outputs = self.model(self.to_input(batch["image"]))
-        loss = self.loss_func(outputs, batch["label"])  # type: ignore[misc]
+        loss_func = self.loss_func
+        if loss_func is None:
+            raise TypeError("ImageTrainer needs a loss_func")
+        loss = loss_func(outputs, batch["label"])
         return {"loss": loss, "model_outputs": outputs, "batch_size": batch["label"].size(0)}
 
     calculate_eval_batch_loss = calculate_train_batch_loss
@@ -96,7 +99,7 @@ def write_image_folder(folder: Path, images: np.ndarray, labels: np.ndarray) -> 
     return csv_path
 
 
-class LooseFiles(torch.utils.data.Dataset):
+class LooseFiles(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
     """What a plain PyTorch user writes: open and decode one file per item."""
 
     def __init__(self, folder: Path) -> None:

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 __all__ = ["build_torchrun_argv", "configure_parser", "run"]
 
@@ -112,10 +114,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"scramjet launch: {error}", file=sys.stderr)
         return 2
+    from torch.distributed import run as torch_run
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.run import parse_args
-    from torch.distributed.run import run as torchrun
 
+    # torch.distributed.run's parse_args and run are unannotated.
+    parse_args = cast("Callable[[list[str]], argparse.Namespace]", torch_run.parse_args)
+    torchrun = cast("Callable[[argparse.Namespace], None]", torch_run.run)
     try:
         torchrun(parse_args(argv))
     except ChildFailedError as error:

@@ -11,8 +11,8 @@ import copy
 import dataclasses
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar, cast
 
 import torch
 
@@ -66,7 +66,8 @@ def move_to_device(obj: T, device: torch.device | str, non_blocking: bool = Fals
         The same structure with tensors on ``device``; containers are new objects of the
         same type, the input is not modified.
     """
-    return _move(obj, torch.device(device), non_blocking)
+    # _move rebuilds each container with its own type, so the result has obj's type.
+    return cast(T, _move(obj, torch.device(device), non_blocking))
 
 
 def _move(obj: Any, device: torch.device, non_blocking: bool) -> Any:
@@ -247,7 +248,9 @@ def set_visible_gpus(indices: Sequence[int]) -> str:
     Raises:
         RuntimeError: CUDA is already initialised here, so the change would be ignored.
     """
-    if torch.cuda.is_initialized():
+    # torch.cuda.is_initialized is unannotated; it returns a bool.
+    cuda_initialized = cast("Callable[[], bool]", torch.cuda.is_initialized)
+    if cuda_initialized():
         raise RuntimeError(
             "CUDA is already initialised in this process, so CUDA_VISIBLE_DEVICES would be "
             "ignored; call set_visible_gpus() before any tensor is moved to a GPU"

@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 import torch
 import torch.distributed as dist
@@ -377,12 +377,26 @@ def broadcast_object(obj: T, src: int = 0) -> T:
     """
     if not is_distributed():
         return obj
-    box: list[Any] = [obj]
+    box: list[T] = [obj]
     dist.broadcast_object_list(box, src=src)
     return box[0]
 
 
-def unpad_gathered(gathered: Any, num_samples: int, world_size: int | None = None) -> Any:
+@overload
+def unpad_gathered(
+    gathered: torch.Tensor, num_samples: int, world_size: int | None = None
+) -> torch.Tensor: ...
+
+
+@overload
+def unpad_gathered(
+    gathered: Sequence[T], num_samples: int, world_size: int | None = None
+) -> list[T]: ...
+
+
+def unpad_gathered(
+    gathered: torch.Tensor | Sequence[Any], num_samples: int, world_size: int | None = None
+) -> torch.Tensor | list[Any]:
     """Put results gathered from a non-shuffling ``DistributedSampler`` back in dataset order.
 
     With ``shuffle=False, drop_last=False`` the sampler pads the dataset to a multiple of

@@ -258,4 +258,4 @@ def load_full_optimizer_state(
             {**g, "params": [names[int(i)] for i in g["params"]]} for g in state["param_groups"]
         ],
     }
-    set_optimizer_state_dict(model, optimizer, keyed, options=_full_options())  # type: ignore[arg-type]
+    set_optimizer_state_dict(model, optimizer, keyed, options=_full_options())

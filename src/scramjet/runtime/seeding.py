@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import random
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -40,7 +41,9 @@ def get_rng_states() -> dict[str, Any]:
         },
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    # torch.cuda.is_initialized is unannotated; it returns a bool.
+    cuda_initialized = cast("Callable[[], bool]", torch.cuda.is_initialized)
+    if torch.cuda.is_available() and cuda_initialized():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
 

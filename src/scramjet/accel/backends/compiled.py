@@ -42,7 +42,7 @@ def build_compile(forward_fn: ForwardFn, ctx: BuildContext) -> ForwardFn:
     compiled = torch.compile(forward_fn, **kwargs)
     config: Any = torch._dynamo.config
     if not hasattr(config, "skip_nnmodule_hook_guards"):
-        return compiled  # type: ignore[no-any-return]
+        return compiled
 
     def run(*args: Any, **kwargs: Any) -> Any:
         # By default Dynamo does not guard on module hook dicts, so a forward hook added
