@@ -17,6 +17,11 @@ AIToolbox hook                        Trainer event
 ``on_epoch_end``                      ``on_training_run_epoch_end`` (after validation)
 ``on_train_end``                      ``on_training_run_end``
 ====================================  =========================================
+
+:class:`EarlyStopping` and :class:`TerminateOnNaN` are the core's
+:class:`~scramjet.callbacks.EarlyStoppingCallback` and
+:class:`~scramjet.callbacks.TerminateOnNaNCallback` with AIToolbox's arguments: the Trainer
+runs the core callback itself (and saves its state in checkpoints).
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from scramjet.callbacks.base import StopTrainingError, TrainerCallback
+from scramjet.callbacks.control import EarlyStoppingCallback, TerminateOnNaNCallback
 
 if TYPE_CHECKING:
     from scramjet.compat.aitoolbox.train_loop import TrainLoop
+    from scramjet.trainer import Trainer
 
 #: AIToolbox hook → Trainer events that call it.
 HOOK_EVENTS: dict[str, tuple[str, ...]] = {
@@ -46,6 +53,14 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
     "on_train_end": ("on_training_run_end",),
 }
 
+#: Run-history name → AIToolbox ``train_history`` name (other metrics keep their names).
+HISTORY_NAMES: dict[str, str] = {"train_loss_epoch": "loss", "eval_loss_epoch": "val_loss"}
+
+
+def history_key(name: str) -> str:
+    """The run-history name of an AIToolbox ``train_history`` name (``"val_loss"`` → ``"eval_loss_epoch"``)."""
+    return next((key for key, aitb in HISTORY_NAMES.items() if aitb == name), name)
+
 
 class AbstractCallback:
     """Base class of AIToolbox-style callbacks; override the hooks you need.
@@ -55,7 +70,12 @@ class AbstractCallback:
         execution_order: callbacks run in increasing order (ties keep list order).
         device_idx_execution: in a distributed run, only this rank runs the callback
             (None: every rank).
+
+    A subclass whose work a core callback does sets :attr:`trainer_callback`; the Trainer
+    then runs that callback instead of the AIToolbox hooks.
     """
+
+    trainer_callback: TrainerCallback | None = None
 
     def __init__(
         self, callback_name: str, execution_order: int = 0, device_idx_execution: int | None = None
@@ -103,8 +123,11 @@ def to_trainer_callback(callback: AbstractCallback, loop: TrainLoop) -> TrainerC
     """A TrainerCallback that calls ``callback``'s overridden AIToolbox hooks on their events.
 
     Only the events whose hooks are overridden are defined, so an idle hook costs nothing
-    per step.
+    per step. A callback with a :attr:`~AbstractCallback.trainer_callback` gives that one.
     """
+    callback.register_train_loop_object(loop)
+    if callback.trainer_callback is not None:
+        return callback.trainer_callback
     events: dict[str, list[str]] = {}
     for hook, names in HOOK_EVENTS.items():
         if getattr(type(callback), hook) is not getattr(AbstractCallback, hook):
@@ -127,16 +150,34 @@ def to_trainer_callback(callback: AbstractCallback, loop: TrainLoop) -> TrainerC
     attrs["custom_events"] = ("on_after_gradient_update",)
     attrs["wrapped"] = callback
     cls = type(f"AIToolbox{type(callback).__name__}", (TrainerCallback,), attrs)
-    callback.register_train_loop_object(loop)
-    return cls()
+    adapter: TrainerCallback = cls()
+    return adapter
 
 
 # ------------------------------------------------------------------ basic callbacks
+class _EarlyStoppingCallback(EarlyStoppingCallback):
+    """The core's early stopping, naming the metric as AIToolbox does when it stops."""
+
+    def __init__(self, monitor: str, **kwargs: Any) -> None:
+        super().__init__(watch_metric=history_key(monitor), **kwargs)
+        self.monitor = monitor
+
+    def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """The core's check; its stop message names ``monitor``."""
+        try:
+            super().on_training_run_epoch_end(trainer, **kwargs)
+        except StopTrainingError as stop:
+            raise StopTrainingError(str(stop).replace(self.watch_metric, self.monitor)) from None
+
+
 class EarlyStopping(AbstractCallback):
-    """Stops when ``monitor`` has not improved by ``min_delta`` for ``patience`` epochs.
+    """Stops when ``monitor`` has not improved by more than ``min_delta`` for ``patience`` epochs.
 
     ``monitor`` uses AIToolbox names (``"val_loss"``, ``"loss"``, or a result metric such
     as ``"val_accuracy"``); ``mode`` is inferred (``loss`` → min, else max) unless given.
+    The check is :class:`scramjet.callbacks.EarlyStoppingCallback`'s: training stops at
+    the end of the first epoch that follows ``patience`` epochs without improvement, and
+    the counts are kept in training checkpoints (and across ``fit`` calls).
     """
 
     def __init__(
@@ -147,36 +188,53 @@ class EarlyStopping(AbstractCallback):
         mode: str | None = None,
     ) -> None:
         super().__init__("EarlyStopping")
-        self.monitor, self.min_delta, self.patience = monitor, min_delta, patience
-        self.mode = mode or ("min" if "loss" in monitor else "max")
-        self.best: float | None = None
-        self.wait = 0
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 0:
+            raise ValueError(
+                f"patience must be an int ≥ 0 (epochs without improvement to wait); "
+                f"received {patience!r}."
+            )
+        mode = mode or ("min" if "loss" in monitor else "max")
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode must be 'min', 'max' or None (inferred); received {mode!r}.")
+        self.monitor, self.min_delta, self.patience, self.mode = monitor, min_delta, patience, mode
+        # AIToolbox stops once the count exceeds patience; the core once it reaches its own.
+        self.trainer_callback = self.core = _EarlyStoppingCallback(
+            monitor,
+            early_stopping_patience=patience + 1,
+            early_stopping_threshold=min_delta,
+            greater_is_better=mode == "max",
+            reset_on_train=False,
+        )
 
-    def on_epoch_end(self) -> None:
-        """Compare, count, stop."""
-        assert self.train_loop_obj is not None
-        values = self.train_loop_obj.train_history.get(self.monitor, [])
-        if not values:
-            return
-        value = float(values[-1])
-        sign = 1.0 if self.mode == "min" else -1.0
-        if self.best is None or sign * (self.best - value) > self.min_delta:
-            self.best, self.wait = value, 0
-            return
-        self.wait += 1
-        if self.wait > self.patience:
-            self.train_loop_obj.ep_stop_training_flag = True
+    @property
+    def best(self) -> float | None:
+        """The best value so far."""
+        return self.core.best
+
+    @property
+    def wait(self) -> int:
+        """Epochs since the best value."""
+        return self.core.epochs_without_improvement
 
 
 class TerminateOnNaN(AbstractCallback):
-    """Stops training when the monitored history value is NaN or infinite."""
+    """Stops training when the monitored value becomes NaN or infinite.
+
+    With ``monitor="loss"`` (the default) this is
+    :class:`scramjet.callbacks.TerminateOnNaNCallback`: the training loss of every step
+    is checked (in groups, without a device sync per step) and the run stops within the
+    epoch; ``fit`` returns normally and ``trainer.stop_reason`` says where it stopped.
+    Any other history value is checked at the end of each epoch.
+    """
 
     def __init__(self, monitor: str = "loss") -> None:
         super().__init__("TerminateOnNaN")
         self.monitor = monitor
+        if monitor == "loss":
+            self.trainer_callback = TerminateOnNaNCallback(raise_error=False)
 
     def on_epoch_end(self) -> None:
-        """Check the latest value."""
+        """Check the latest value of a monitor other than the training loss."""
         assert self.train_loop_obj is not None
         values = self.train_loop_obj.train_history.get(self.monitor, [])
         if values and not math.isfinite(float(values[-1])):

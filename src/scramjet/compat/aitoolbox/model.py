@@ -50,7 +50,7 @@ def route_forward(module: nn.Module, method: Any) -> Iterator[None]:
         module.__dict__.pop("forward", None)
         return method(*args, **kwargs)
 
-    module.forward = once  # type: ignore[method-assign]
+    module.forward = once
     try:
         yield
     finally:
@@ -62,7 +62,8 @@ def default_get_loss(
 ) -> torch.Tensor:
     """Loss for a plain ``nn.Module``: ``criterion(model(batch[0]), batch[1])``."""
     xb, yb = batch[0].to(device), batch[1].to(device)
-    return criterion(model(xb), yb)
+    loss: torch.Tensor = criterion(model(xb), yb)
+    return loss
 
 
 def default_get_predictions(

@@ -5,6 +5,8 @@ There is no second training loop here. ``TrainLoop.fit`` builds a Trainer subcla
 the given DataLoaders back into dataset + batch size + collate function (so sharding
 across processes, exact resume and per-sample loss averaging come from the Trainer),
 and adds an :class:`~scramjet.tracking.Experiment` for the tracked variants.
+Predictions (``predict_on_*_set`` and the end-of-training result packages) run through
+:meth:`Trainer.predict`, whose ``predict_step`` hook calls ``model.get_predictions``.
 
 ``gpu_mode``: ``"single"`` uses one device (``cuda_device_idx`` picks the GPU);
 ``"ddp"`` means the script runs under ``scramjet launch`` / ``torchrun`` and the Trainer
@@ -19,55 +21,71 @@ import math
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 from scramjet.callbacks import DEFAULT_CALLBACKS, TrainerCallback
-from scramjet.compat.aitoolbox.callbacks import AbstractCallback, to_trainer_callback
+from scramjet.compat.aitoolbox.callbacks import (
+    HISTORY_NAMES,
+    AbstractCallback,
+    to_trainer_callback,
+)
 from scramjet.compat.aitoolbox.model import default_get_loss, default_get_predictions, route_forward
 from scramjet.compat.aitoolbox.results import AbstractResultPackage
 from scramjet.runtime import distributed as dist
 from scramjet.tracking.experiment import Experiment
 from scramjet.trainer import Trainer
-from scramjet.trainer.data_order import ShardSampler
+from scramjet.trainer.data_order import gather_shards
 
 _GPU_MODES = ("single", "dp", "ddp")
 _LOADER_KEYS = ("num_workers", "pin_memory", "worker_init_fn", "timeout")
 
 
-def _loader_spec(loader: Any, train: bool) -> dict[str, Any] | None:
-    """Dataset, batch size, collate function and settings of a plain DataLoader, or None."""
-    if loader is None or not isinstance(loader, DataLoader) or loader.batch_size is None:
-        return None
-    if isinstance(loader.dataset, IterableDataset):
-        return None
-    if not isinstance(loader.sampler, SequentialSampler | RandomSampler):
-        return None
+class _LoaderSpec(NamedTuple):
+    """What the Trainer needs to rebuild a user's DataLoader (sharded, resumable)."""
+
+    dataset: Any
+    batch_size: int
+    kwargs: dict[str, Any]  # DataLoader settings, the collate function included
+    as_is: bool  # the loader cannot be rebuilt: its batches are used as they come
+
+
+def _loader_spec(loader: Any, train: bool) -> _LoaderSpec:
+    """Dataset, batch size and settings of a plain DataLoader; ``as_is`` for any other loader."""
+    rebuildable = (
+        isinstance(loader, DataLoader)
+        and loader.batch_size is not None
+        and not isinstance(loader.dataset, IterableDataset)
+        and isinstance(loader.sampler, SequentialSampler | RandomSampler)
+    )
+    if not rebuildable:
+        dataset = getattr(loader, "dataset", loader)
+        return _LoaderSpec(dataset, getattr(loader, "batch_size", None) or 1, {}, True)
     kwargs = {k: getattr(loader, k) for k in _LOADER_KEYS}
+    kwargs["collate_fn"] = loader.collate_fn
     if loader.num_workers > 0:
         kwargs.update(
             persistent_workers=loader.persistent_workers, prefetch_factor=loader.prefetch_factor
         )
     if train:
         kwargs.update(shuffle=isinstance(loader.sampler, RandomSampler), drop_last=loader.drop_last)
-    return {
-        "dataset": loader.dataset,
-        "batch_size": loader.batch_size,
-        "collate_fn": loader.collate_fn,
-        "kwargs": kwargs,
-    }
+    return _LoaderSpec(loader.dataset, int(loader.batch_size), kwargs, False)
 
 
 def _batch_size(batch: Any) -> int:
+    """Samples in a collated batch: the first tensor's rows, or the length of a plain list."""
     if isinstance(batch, torch.Tensor):
         return int(batch.shape[0]) if batch.dim() else 1
-    if isinstance(batch, list | tuple) and batch:
-        return _batch_size(batch[0])
     if isinstance(batch, Mapping) and batch:
         return _batch_size(next(iter(batch.values())))
+    if isinstance(batch, list | tuple) and batch:
+        first = batch[0]
+        if isinstance(first, torch.Tensor | Mapping | list | tuple):
+            return _batch_size(first)
+        return len(batch)
     return 1
 
 
@@ -76,6 +94,10 @@ class TTTrainer(Trainer):
 
     ``clip_gradients`` fires the ``on_after_gradient_update`` event (gradients already
     unscaled under fp16) so AIToolbox-style gradient callbacks act once per update.
+    ``predict_step`` calls ``model.get_predictions`` and records its
+    ``(y_pred, y_true, metadata)`` in :attr:`prediction_batches` (see
+    :meth:`predict_batches`). A user's loader that cannot be rebuilt is used as it is
+    (:attr:`train_loader_override`, :attr:`eval_loader_override`).
     """
 
     custom_events = ("on_after_gradient_update",)
@@ -88,10 +110,9 @@ class TTTrainer(Trainer):
         device: torch.device | None,
     ) -> None:
         self.loop = loop
-        self.eval_loader_override: Any = None
-        self.eval_collate: Callable[..., Any] | None = None
-        self.eval_loader_kwargs: dict[str, Any] = {}
         self.train_loader_override: Any = None
+        self.eval_loader_override: Any = None
+        self.prediction_batches: list[tuple[Any, Any, Any]] = []
         super().__init__(
             loop.model,
             None,
@@ -104,12 +125,15 @@ class TTTrainer(Trainer):
     def _loss(self, batch: Any) -> torch.Tensor:
         criterion, tt = self.loop.criterion, self.unwrapped_model
         get_loss = getattr(tt, "get_loss", None)
+        loss: torch.Tensor
         if get_loss is None:
-            return default_get_loss(self.model, batch, criterion, self.device)
-        if isinstance(self.model, nn.parallel.DistributedDataParallel):
+            loss = default_get_loss(self.model, batch, criterion, self.device)
+        elif isinstance(self.model, nn.parallel.DistributedDataParallel):
             with route_forward(tt, get_loss):
-                return self.model(batch, criterion, self.device)
-        return get_loss(batch, criterion, self.device)
+                loss = self.model(batch, criterion, self.device)
+        else:
+            loss = get_loss(batch, criterion, self.device)
+        return loss
 
     def calculate_train_batch_loss(self, batch: Any) -> dict[str, Any]:
         """``model.get_loss(batch, criterion, device)``."""
@@ -128,30 +152,60 @@ class TTTrainer(Trainer):
             return
         super().clip_gradients()
 
+    def predict_step(self, batch: Any) -> torch.Tensor:
+        """``model.get_predictions(batch, device)``, recorded in :attr:`prediction_batches`.
+
+        Returns the batch's number once per sample: :meth:`predict` gathers these in
+        dataset order, which tells ``TrainLoop`` which recorded batches count.
+        """
+        model = self.unwrapped_model
+        get_predictions = getattr(model, "get_predictions", None)
+        if get_predictions is None:
+            output = default_get_predictions(model, batch, self.device)
+        else:
+            output = get_predictions(batch, self.device)
+        self.prediction_batches.append(output)
+        return torch.full((_batch_size(batch),), len(self.prediction_batches) - 1)
+
+    def predict_batches(self, loader: Any) -> list[tuple[Any, Any, Any]]:
+        """``get_predictions`` output for each of this rank's batches of ``loader``, in order.
+
+        Runs :meth:`predict` over the loader rebuilt with this rank's share of the samples
+        (or over the loader as it is, when it cannot be rebuilt).
+        """
+        source = _loader_spec(loader, train=False)
+        outer = self.eval_loader_override
+        self.eval_loader_override = loader if source.as_is else None
+        self.prediction_batches = []
+        try:
+            numbers = self.predict(source.dataset, source.batch_size, source.kwargs)
+        finally:
+            self.eval_loader_override = outer
+        recorded, self.prediction_batches = self.prediction_batches, []
+        # predict() gives each sample's batch number in dataset order; this rank's samples
+        # are r, r + W, ... Under FSDP a rank that ran out of data repeats its last batch to
+        # keep forwards in step: that batch was recorded again but does not count.
+        world, rank = dist.get_world_size(), dist.get_rank()
+        mine: list[int] = numbers[rank::world].tolist() if isinstance(numbers, torch.Tensor) else []
+        return [recorded[i] for i in sorted(set(mine))]
+
     def create_train_dataloader(
         self, batch_size: int, train_dl_kwargs: Mapping[str, Any] | None = None
     ) -> Iterable[Any]:
         """The user's loader when it cannot be rebuilt, else the Trainer's sharded, resumable one."""
         if self.train_loader_override is not None:
-            return self.train_loader_override
+            loader: Iterable[Any] = self.train_loader_override
+            return loader
         return super().create_train_dataloader(batch_size, train_dl_kwargs)
 
     def create_eval_dataloader(
         self, batch_size: int, eval_dl_kwargs: Mapping[str, Any] | None = None
     ) -> Iterable[Any]:
-        """Validation batches: rank ``r`` takes samples ``r, r + W, ...`` with the loader's collate."""
+        """The user's loader when it cannot be rebuilt, else the Trainer's sharded one."""
         if self.eval_loader_override is not None:
-            return self.eval_loader_override
-        sampler = ShardSampler(self.eval_dataset, dist.get_world_size(), dist.get_rank())
-        kwargs = {**self.eval_loader_kwargs, **(eval_dl_kwargs or {})}
-        kwargs.pop("shuffle", None)
-        return DataLoader(
-            self.eval_dataset,
-            batch_size=batch_size,
-            sampler=sampler,
-            collate_fn=self.eval_collate or self.collate_fn,
-            **kwargs,
-        )
+            loader: Iterable[Any] = self.eval_loader_override
+            return loader
+        return super().create_eval_dataloader(batch_size, eval_dl_kwargs)
 
 
 class TrainLoop:
@@ -240,9 +294,8 @@ class TrainLoop:
         if self.trainer is None:
             return {}
         history = self.trainer.run_history
-        names = {"train_loss_epoch": "loss", "eval_loss_epoch": "val_loss"}
         return {
-            names.get(n, n): history.get_metric_values(n)
+            HISTORY_NAMES.get(n, n): history.get_metric_values(n)
             for n in sorted(history.get_metric_names())
         }
 
@@ -289,13 +342,6 @@ class TrainLoop:
     # ----------------------------------------------------------------- fit
     def _trainer_callbacks(self, callbacks: Iterable[Any] | None) -> list[TrainerCallback]:
         user = list(callbacks or [])
-        for cb in user:
-            if isinstance(cb, _TrackingCallback):
-                cb.attach(self)
-        aitb = sorted(
-            (c for c in user if isinstance(c, AbstractCallback)), key=lambda c: c.execution_order
-        )
-        others = [c for c in user if isinstance(c, TrainerCallback)]
         bad = [c for c in user if not isinstance(c, AbstractCallback | TrainerCallback)]
         if bad:
             raise TypeError(
@@ -303,13 +349,30 @@ class TrainLoop:
                 f"{type(bad[0]).__name__}."
             )
         self.callbacks = user
-        out: list[TrainerCallback] = [cb() for cb in DEFAULT_CALLBACKS]
-        out += [to_trainer_callback(c, self) for c in aitb] + others
+        aitb = sorted(
+            (c for c in user if isinstance(c, AbstractCallback)), key=lambda c: c.execution_order
+        )
+        # Registering a saving callback (ModelCheckpoint, ...) makes this loop tracked.
+        given = [to_trainer_callback(c, self) for c in aitb]
+        given += [c for c in user if isinstance(c, TrainerCallback)]
+        # A default the user gives in their own form (e.g. TerminateOnNaN) is replaced by it.
+        replaced = {type(c) for c in given}
+        out = [cb() for cb in DEFAULT_CALLBACKS if cb not in replaced] + given
         if self.end_result_packages:
             out.append(_EndEvaluation(self))
         if self.experiment is not None:
             out.append(self.experiment)
         return out
+
+    def _new_trainer(self, callbacks: list[TrainerCallback]) -> TTTrainer:
+        device = self._device()
+        probe = device or (
+            torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+        )
+        trainer = TTTrainer(self, callbacks, self._precision(probe), device)
+        if isinstance(self.criterion, nn.Module):
+            self.criterion.to(trainer.device)
+        return trainer
 
     def fit(
         self,
@@ -333,90 +396,57 @@ class TrainLoop:
                 f"fit needs num_epochs > 0 or num_iterations > 0; received {num_epochs} and {num_iterations}."
             )
         self._check_gpu_mode()
-        train_cbs = self._trainer_callbacks(callbacks)
-        device = self._device()
-        probe = device or (
-            torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-        )
-        self.trainer = trainer = TTTrainer(self, train_cbs, self._precision(probe), device)
-        if isinstance(self.criterion, nn.Module):
-            self.criterion.to(trainer.device)
+        self.trainer = trainer = self._new_trainer(self._trainer_callbacks(callbacks))
         train = _loader_spec(self.train_loader, train=True)
-        if train is None:
+        if train.as_is:
             trainer.train_loader_override = self.train_loader
-            train = {
-                "dataset": self.train_loader.dataset,
-                "batch_size": self.train_loader.batch_size or 1,
-                "collate_fn": None,
-                "kwargs": {},
-            }
-        val_ds, val_bs = self._setup_eval(trainer)
+        val = None
+        if self.validation_loader is not None:
+            val = _loader_spec(self.validation_loader, train=False)
+            if val.as_is:
+                trainer.eval_loader_override = self.validation_loader
         if num_iterations > 0:
             per_epoch = max(1, math.ceil(len(self.train_loader) / grad_accumulation))
             num_epochs = max(num_epochs, math.ceil(num_iterations / per_epoch))
         trainer.train(
-            train["dataset"],
+            train.dataset,
             num_epochs,
-            eval_dataset=val_ds,
-            per_device_batch_size=train["batch_size"],
+            eval_dataset=val.dataset if val else None,
+            per_device_batch_size=train.batch_size,
             max_num_train_steps=num_iterations or None,
             gradient_accumulation_steps=grad_accumulation,
-            train_dataloader_kwargs=train["kwargs"],
-            collate_fn=train["collate_fn"],
+            train_dataloader_kwargs=train.kwargs,
+            eval_dataloader_kwargs=val.kwargs if val else None,
             resume_from=kwargs.get("resume_from"),
-            eval_per_device_batch_size=val_bs,
+            eval_per_device_batch_size=val.batch_size if val else None,
         )
         return self.model
 
-    def _setup_eval(self, trainer: TTTrainer) -> tuple[Any, int | None]:
-        loader = self.validation_loader
-        if loader is None:
-            return None, None
-        spec = _loader_spec(loader, train=False)
-        if spec is None:
-            trainer.eval_loader_override = loader
-            return loader.dataset, loader.batch_size or 1
-        trainer.eval_collate, trainer.eval_loader_kwargs = spec["collate_fn"], spec["kwargs"]
-        return spec["dataset"], spec["batch_size"]
-
     # ----------------------------------------------------------------- predictions
     def _predict(self, loader: Any) -> tuple[Any, Any, Any]:
-        """``get_predictions`` over a loader; across processes gathered in dataset order."""
-        spec = _loader_spec(loader, train=False)
+        """``get_predictions`` on every batch of ``loader``, through :meth:`Trainer.predict`.
+
+        Across processes each rank predicts its share and the results are gathered in
+        dataset order on every rank.
+        """
+        source = _loader_spec(loader, train=False)
         world = dist.get_world_size()
-        if spec is not None:
-            loader = DataLoader(
-                spec["dataset"],
-                batch_size=spec["batch_size"],
-                collate_fn=spec["collate_fn"],
-                sampler=ShardSampler(spec["dataset"], world, dist.get_rank()),
-                **spec["kwargs"],
+        if source.as_is and world > 1:
+            raise ValueError(
+                f"predicting across {world} processes needs a DataLoader with a plain sequential "
+                f"or random sampler, so each process predicts its share; received "
+                f"{type(loader).__name__} with {type(getattr(loader, 'sampler', None)).__name__}. "
+                f"Pass DataLoader(dataset, batch_size=...)."
             )
-        model = self.model
-        device = self.device
-        get_predictions = getattr(model, "get_predictions", None)
-        preds, trues, metas = [], [], []
-        was_training = model.training
-        model.eval()
-        with torch.no_grad():
-            for batch in loader:
-                if get_predictions is not None:
-                    y_pred, y_true, meta = get_predictions(batch, device)
-                else:
-                    y_pred, y_true, meta = default_get_predictions(model, batch, device)
-                preds.append(y_pred)
-                trues.append(y_true)
-                metas.append(meta)
-        model.train(was_training)
+        batches = (self.trainer or self._new_trainer([])).predict_batches(loader)
         collate = self.collate_batch_pred_fn or _concat
-        y_pred, y_true = collate(preds), collate(trues)
-        meta_out = _merge_meta(metas)
-        if world > 1 and spec is not None:
-            n = len(spec["dataset"])
-            y_pred, y_true = _gather_ordered(y_pred, n), _gather_ordered(y_true, n)
-            if meta_out is not None:
-                meta_out = {k: _gather_ordered(v, n) for k, v in meta_out.items()}
-        return y_pred, y_true, meta_out
+        y_pred, y_true = collate([b[0] for b in batches]), collate([b[1] for b in batches])
+        meta = _merge_meta([b[2] for b in batches])
+        if world > 1:
+            n = len(source.dataset)
+            y_pred, y_true = gather_shards(_rows(y_pred), n), gather_shards(_rows(y_true), n)
+            meta = None if meta is None else gather_shards(meta, n)
+        return y_pred, y_true, meta
 
     def predict_on_train_set(self) -> tuple[Any, Any, Any]:
         """``(y_pred, y_true, metadata)`` on the training loader."""
@@ -453,15 +483,9 @@ def _merge_meta(metas: list[Any]) -> dict[str, list[Any]] | None:
     return merged
 
 
-def _gather_ordered(local: Any, num_samples: int) -> Any:
-    # Rank r holds samples r, r + W, ... (ShardSampler): gather, then restore dataset order.
-    world = dist.get_world_size()
-    parts = dist.gather_object(local.tolist() if isinstance(local, torch.Tensor) else list(local))
-    ordered: list[Any] = [None] * num_samples
-    for r, part in enumerate(parts):
-        for j, item in enumerate(part):
-            ordered[r + j * world] = item
-    return torch.tensor(ordered) if isinstance(local, torch.Tensor) else ordered
+def _rows(value: Any) -> Any:
+    """A collated result as something :func:`gather_shards` takes (a tensor or a list)."""
+    return value if isinstance(value, torch.Tensor | list | Mapping) else list(value)
 
 
 class _EndEvaluation(TrainerCallback):
@@ -485,68 +509,3 @@ class _EndEvaluation(TrainerCallback):
             self.results[name] = results
             if self.loop.experiment is not None:
                 self.loop.experiment.log_results(name, results)
-
-
-def storage_url(cloud_save_mode: str | None, bucket_name: str, cloud_dir_prefix: str) -> str | None:
-    """``"s3"`` → ``s3://bucket/prefix``, ``"gcs"`` → ``gs://bucket/prefix``, None/"local" → None."""
-    if cloud_save_mode in (None, "local", ""):
-        return None
-    schemes = {"s3": "s3", "aws_s3": "s3", "gcs": "gs", "google_storage": "gs", "gs": "gs"}
-    if cloud_save_mode not in schemes:
-        raise ValueError(
-            f"cloud_save_mode must be 's3', 'gcs' or None (local only); received {cloud_save_mode!r}."
-        )
-    prefix = cloud_dir_prefix.strip("/")
-    return f"{schemes[cloud_save_mode]}://{bucket_name}" + (f"/{prefix}" if prefix else "")
-
-
-class _TrackingCallback(AbstractCallback):
-    """A callback that turns a TrainLoop into a tracked run (ModelCheckpoint, ModelTrainEndSave)."""
-
-    def __init__(
-        self,
-        name: str,
-        experiment: Experiment,
-        hyperparams: Mapping[str, Any],
-        packages: list[tuple[str, str, AbstractResultPackage]],
-    ) -> None:
-        super().__init__(name)
-        self.experiment, self.hyperparams, self.packages = experiment, dict(hyperparams), packages
-
-    def attach(self, loop: TrainLoop) -> None:
-        """Make ``loop`` tracked by this callback's Experiment."""
-        if loop.experiment is not None and loop.experiment is not self.experiment:
-            raise ValueError(
-                f"{self.callback_name}: this TrainLoop already saves into a tracked run; use a plain "
-                f"TrainLoop with this callback, or drop the callback."
-            )
-        loop.experiment, loop.hyperparams = self.experiment, self.hyperparams
-        for name, which, package in self.packages:
-            loader = getattr(loop, f"{which}_loader")
-            if loader is not None:
-                loop.end_result_packages.append((name, loader, package))
-
-
-def make_experiment(
-    project_name: str,
-    experiment_name: str,
-    local_model_result_folder_path: str | os.PathLike[str],
-    hyperparams: Mapping[str, Any] | None,
-    cloud_save_mode: str | None,
-    bucket_name: str,
-    cloud_dir_prefix: str,
-    checkpoint: str | int | None,
-    keep_best: int,
-    monitor: str = "eval_loss_epoch",
-) -> Experiment:
-    """The :class:`Experiment` behind the tracked TrainLoops and saving callbacks."""
-    return Experiment(
-        project_name,
-        experiment_name,
-        root=local_model_result_folder_path,
-        hyperparams=hyperparams,
-        storage=storage_url(cloud_save_mode, bucket_name, cloud_dir_prefix),
-        checkpoint=checkpoint,
-        keep_best=keep_best,
-        monitor=monitor,
-    )
