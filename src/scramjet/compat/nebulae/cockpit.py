@@ -5,7 +5,8 @@
 - :class:`TimeMachine`: checkpoints through :class:`scramjet.checkpoint.CheckpointManager`
   (atomic writes, rotation that survives restarts, latest by sequence number).
 - :class:`Multiverse`: N processes through :func:`scramjet.runtime.launch` (torch's
-  elastic launcher, free port), DDP, and :func:`scramjet.runtime.reduce`.
+  elastic launcher, free port), the Trainer's model wrapping (:meth:`Trainer.wrap_model`:
+  DDP), and :func:`scramjet.runtime.reduce`.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class Engine:
                 f"Engine(device='GPU') found no usable NVIDIA GPU: {error}. On this machine "
                 "use Engine(device='CPU')."
             ) from error
-        if not torch.cuda.is_initialized():
+        if not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
             set_visible_gpus(self.gpus)
         local_rank = dist.get_local_rank()
         return torch.device("cuda", local_rank % max(len(self.gpus), 1))
@@ -243,10 +244,11 @@ class Multiverse:
     def sync(self, models: Any, data: Sequence[Any] | None = None) -> Any:
         """Wrap model(s) for data-parallel training and check the data is sharded.
 
-        Models with parameters are wrapped in ``DistributedDataParallel`` (BatchNorm
-        becomes SyncBatchNorm on CUDA) when more than one process runs. Each ``Tank`` in
-        ``data`` must shard its samples with a ``DistributedSampler`` whose epoch advances,
-        so every epoch has a new order.
+        When more than one process runs, models with trainable parameters are wrapped as
+        the Trainer wraps them (:meth:`Trainer.wrap_model`: ``DistributedDataParallel``;
+        nothing for an FSDP-sharded model), BatchNorm becoming SyncBatchNorm on CUDA. Each
+        ``Tank`` in ``data`` must read its own share of the samples (its sampler spans as
+        many processes as run), as a Tank created inside the Multiverse processes does.
 
         Returns:
             The wrapped model (or list of them); ``(models, data)`` when ``data`` is given.
@@ -264,22 +266,23 @@ class Multiverse:
             raise TypeError(f"sync() takes nn.Module crafts; received {type(model).__name__}.")
         if not dist.is_distributed() or not any(p.requires_grad for p in model.parameters()):
             return model
+        from scramjet.trainer import Trainer
+
         device = next(model.parameters()).device
         if device.type == "cuda":
-            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-            return nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
-        return nn.parallel.DistributedDataParallel(model)
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)  # type: ignore[no-untyped-call]
+        # A Trainer only to wrap the model as training does; its optimizer is never stepped.
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+        return Trainer(model, None, optimizer, callbacks=(), device=device).wrap_model(model)
 
     @staticmethod
     def _check_data(tank: Any) -> None:
-        from torch.utils.data import DistributedSampler
-
-        sampler = getattr(tank, "sampler", None)
-        if dist.is_distributed() and not isinstance(sampler, DistributedSampler):
+        shares = getattr(getattr(tank, "sampler", None), "num_replicas", 1)
+        if dist.is_distributed() and shares != dist.get_world_size():
             raise ValueError(
-                f"sync(): {type(tank).__name__} does not shard its samples across processes "
-                "(no DistributedSampler). Create Tanks inside the Multiverse processes, after "
-                "mv.init(), so each reads its own part."
+                f"sync(): {type(tank).__name__} does not shard its samples across the "
+                f"{dist.get_world_size()} processes (its sampler spans {shares}). Create Tanks "
+                "inside the Multiverse processes, after mv.init(), so each reads its own part."
             )
 
     def reduce(self, tensor: torch.Tensor | float, aggregate: bool = False) -> torch.Tensor:

@@ -16,14 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import (
-    DataLoader,
-    Dataset,
-    DistributedSampler,
-    RandomSampler,
-    Sampler,
-    SequentialSampler,
-)
+from torch.utils.data import DataLoader, Dataset
 
 from scramjet.data.augment import (
     Augmentation,
@@ -43,6 +36,8 @@ from scramjet.data.augment import (
 )
 from scramjet.data.reader import PackedDataset
 from scramjet.data.writer import PackReport, pack
+from scramjet.runtime import distributed as dist
+from scramjet.trainer.data_order import EpochSampler
 
 __all__ = [
     "Blur",
@@ -209,7 +204,7 @@ class _Columns(Mapping[str, _ColumnView]):
         return len(self._ds.column_names)
 
 
-class _TankDataset(Dataset):
+class _TankDataset(Dataset[Any]):
     def __init__(
         self,
         ds: PackedDataset,
@@ -261,11 +256,13 @@ class Tank:
             ``prep_fn`` itself gets the index and epoch directly.
         collate_fn: batches items (default: torch ``default_collate``).
         num_workers: DataLoader worker processes.
-        seed: seed of the shuffling order (default: a random order per epoch).
+        seed: seed of the shuffling order (default: drawn from torch's RNG in a single
+            process, 0 across processes, which must agree on the order).
 
-    With ``RANK`` and ``WORLD_SIZE`` set (as by ``torchrun``) and ``WORLD_SIZE > 1``, each
-    process reads its own part through a ``DistributedSampler`` whose epoch advances
-    with the Tank's, so the order changes every epoch.
+    The order is the Trainer's :class:`~scramjet.trainer.data_order.EpochSampler`: a new
+    permutation of ``(seed, epoch)`` every epoch. Across processes (a process group, or
+    ``RANK`` and ``WORLD_SIZE`` set as by ``torchrun``) each process reads its own part of
+    it, padded to equal lengths as ``DistributedSampler`` does.
     """
 
     def __init__(
@@ -287,8 +284,17 @@ class Tank:
         packed = PackedDataset(data_path, columns=list(data_specf) or None)
         self.dataset = _TankDataset(packed, data_specf, fetch_fn, prep_fn)
         self.epoch = 0
-        self._seed = seed
-        self.sampler = self._make_sampler(shuffle, in_same_size)
+        world = dist.get_world_size()
+        if seed is None:  # every process must shuffle alike; one process draws its own
+            seed = 0 if world > 1 else int(torch.randint(0, 2**31 - 1, ()).item())
+        self.sampler = EpochSampler(
+            self.dataset,
+            shuffle=shuffle,
+            seed=seed,
+            num_replicas=world,
+            rank=dist.get_rank(),
+            drop_last=in_same_size,
+        )
         self.loader = DataLoader(
             self.dataset,
             batch_size=batch_size,
@@ -299,26 +305,8 @@ class Tank:
         )
         self._it: Iterator[Any] | None = None
 
-    def _make_sampler(self, shuffle: bool, drop_last: bool) -> Sampler[int]:
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-        if world > 1:
-            rank = int(os.environ.get("RANK", "0"))
-            return DistributedSampler(
-                self.dataset,
-                num_replicas=world,
-                rank=rank,
-                shuffle=shuffle,
-                seed=self._seed or 0,
-                drop_last=drop_last,
-            )
-        if not shuffle:
-            return SequentialSampler(self.dataset)
-        gen = None if self._seed is None else torch.Generator().manual_seed(self._seed)
-        return RandomSampler(self.dataset, generator=gen)
-
     def _start_epoch(self) -> None:
-        if isinstance(self.sampler, DistributedSampler):
-            self.sampler.set_epoch(self.epoch)
+        self.sampler.set_epoch(self.epoch)
         self.dataset.epoch = self.epoch  # workers start below, with a copy of the dataset
         self._it = iter(self.loader)
 
