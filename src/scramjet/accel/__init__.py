@@ -29,8 +29,8 @@ from scramjet.accel.sparse_backprop import (
 )
 
 __all__ = [
-    "AccelerationWarning",
     "AcceleratedModel",
+    "AccelerationWarning",
     "CacheWarning",
     "CachedDataset",
     "CheckFailed",
