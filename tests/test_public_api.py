@@ -231,6 +231,7 @@ EXPECTED: dict[str, set[str]] = {
         "set_visible_gpus",
         "shard_model",
         "unpad_gathered",
+        "wrap_data_parallel",
     },
     "scramjet.tracking": {
         "CSVTracker",

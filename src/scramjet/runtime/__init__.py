@@ -41,6 +41,7 @@ from scramjet.runtime.distributed import (
     read_env,
     reduce,
     unpad_gathered,
+    wrap_data_parallel,
 )
 from scramjet.runtime.files import atomic_write, fsync_dir
 from scramjet.runtime.fsdp import shard_model
@@ -77,4 +78,5 @@ __all__ = [
     "set_visible_gpus",
     "shard_model",
     "unpad_gathered",
+    "wrap_data_parallel",
 ]

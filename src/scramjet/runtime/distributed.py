@@ -46,6 +46,7 @@ __all__ = [
     "reduce",
     "register_wrapper_owner",
     "unpad_gathered",
+    "wrap_data_parallel",
 ]
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -475,3 +476,25 @@ def eval_sampler(
         shuffle=False,
         drop_last=False,
     )
+
+
+def wrap_data_parallel(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """``model`` wrapped for data-parallel training across the processes of this run.
+
+    ``DistributedDataParallel`` when more than one process runs; the model itself in one
+    process, or when it is sharded with FSDP (``fully_shard`` shards in place and needs no
+    wrapper). The Trainer's default ``wrap_model`` is this function.
+
+    Args:
+        model: The module to train, already on ``device``.
+        device: This process's device (a CUDA device gives DDP its ``device_ids``).
+
+    Returns:
+        The module to call in training steps.
+    """
+    from scramjet.runtime.fsdp import is_sharded  # fsdp imports this module
+
+    if get_world_size() == 1 or is_sharded(model):
+        return model
+    device_ids = [device.index] if device.type == "cuda" else None
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)

@@ -346,10 +346,7 @@ class Trainer:
         (:func:`scramjet.runtime.shard_model` / ``fully_shard``), which needs no wrapper.
         Override to use another wrapper; :attr:`unwrapped_model` keeps the plain module.
         """
-        if dist.get_world_size() == 1 or fsdp.is_sharded(model):
-            return model
-        device_ids = [self.device.index] if self.device.type == "cuda" else None
-        return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+        return dist.wrap_data_parallel(model, self.device)
 
     def release_distributed_wrapper(self) -> None:
         """Drop the wrapper of :meth:`wrap_model` (the next ``train()`` wraps again).

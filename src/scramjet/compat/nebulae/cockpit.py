@@ -82,7 +82,7 @@ class Engine:
                 f"Engine(device='GPU') found no usable NVIDIA GPU: {error}. On this machine "
                 "use Engine(device='CPU')."
             ) from error
-        if not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        if not torch.cuda.is_initialized():
             set_visible_gpus(self.gpus)
         local_rank = dist.get_local_rank()
         return torch.device("cuda", local_rank % max(len(self.gpus), 1))
@@ -245,7 +245,7 @@ class Multiverse:
         """Wrap model(s) for data-parallel training and check the data is sharded.
 
         When more than one process runs, models with trainable parameters are wrapped as
-        the Trainer wraps them (:meth:`Trainer.wrap_model`: ``DistributedDataParallel``;
+        the Trainer wraps them (``runtime.wrap_data_parallel``: ``DistributedDataParallel``;
         nothing for an FSDP-sharded model), BatchNorm becoming SyncBatchNorm on CUDA. Each
         ``Tank`` in ``data`` must read its own share of the samples (its sampler spans as
         many processes as run), as a Tank created inside the Multiverse processes does.
@@ -266,14 +266,10 @@ class Multiverse:
             raise TypeError(f"sync() takes nn.Module crafts; received {type(model).__name__}.")
         if not dist.is_distributed() or not any(p.requires_grad for p in model.parameters()):
             return model
-        from scramjet.trainer import Trainer
-
         device = next(model.parameters()).device
         if device.type == "cuda":
-            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)  # type: ignore[no-untyped-call]
-        # A Trainer only to wrap the model as training does; its optimizer is never stepped.
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-        return Trainer(model, None, optimizer, callbacks=(), device=device).wrap_model(model)
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        return dist.wrap_data_parallel(model, device)  # as the Trainer's wrap_model does
 
     @staticmethod
     def _check_data(tank: Any) -> None:
