@@ -338,8 +338,15 @@ def _output_dir(loop: TrainLoop | None, folder: str | os.PathLike[str] | None, s
 class _EpochOrTrainEnd(AbstractCallback):
     """Runs :meth:`_act` at each epoch end and/or at the end of training, as asked."""
 
-    epoch_end: bool
-    train_end: bool
+    def __init__(
+        self,
+        epoch_end: bool = True,
+        train_end: bool = False,
+        folder: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(type(self).__name__)
+        self.epoch_end, self.train_end, self.folder = epoch_end, train_end, folder
 
     def _act(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -364,16 +371,11 @@ class ModelTrainHistoryPlot(_EpochOrTrainEnd):
         folder: output folder; default the tracked run's ``plots/`` or ``./plots``.
     """
 
-    def __init__(
-        self,
-        epoch_end: bool = True,
-        train_end: bool = False,
-        folder: str | os.PathLike[str] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__("ModelTrainHistoryPlot")
-        self.epoch_end, self.train_end, self.folder = epoch_end, train_end, folder
-        self.written: list[Path] = []
+    written: list[Path]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.written = []
 
     def _act(self) -> None:
         from scramjet.tracking.report import _plot_lines, _safe, _write
@@ -395,16 +397,11 @@ class ModelTrainHistoryPlot(_EpochOrTrainEnd):
 class ModelTrainHistoryFileWriter(_EpochOrTrainEnd):
     """Appends each epoch's history values to ``<folder>/train_history.jsonl`` and ``.txt``."""
 
-    def __init__(
-        self,
-        epoch_end: bool = True,
-        train_end: bool = False,
-        folder: str | os.PathLike[str] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__("ModelTrainHistoryFileWriter")
-        self.epoch_end, self.train_end, self.folder = epoch_end, train_end, folder
-        self.path: Path | None = None
+    path: Path | None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.path = None
 
     def _act(self) -> None:
         assert self.train_loop_obj is not None
