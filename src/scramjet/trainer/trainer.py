@@ -155,6 +155,7 @@ class Trainer:
         self._batches_in_epoch = 0
         self._in_training_run = False
         self._end_epoch_requested = False
+        self._step_events = (False, False)  # whether any callback handles step start / end
         chosen = DEFAULT_CALLBACKS if callbacks is None else callbacks
         self.callback_handler = CallbackHandler(chosen, custom_events=self.custom_events)
         self.callback_handler.call_event(Event.INIT_END, self)
@@ -430,7 +431,8 @@ class Trainer:
             with self._autocast():
                 batch_output = self.calculate_train_batch_loss(batch)
             self.train_losses.replace_last(batch_output["loss"])
-            self.backward_step(_divided(batch_output["loss"], window))
+            loss = batch_output["loss"]
+            self.backward_step(loss / window if window != 1 else loss)
         return batch_output
 
     def clip_gradients(self) -> None:
@@ -594,6 +596,8 @@ class Trainer:
         self.train_losses.start_epoch()
         self.train_epoch_start()
         self.callback_handler.call_event(Event.TRAIN_EPOCH_START, self)
+        handler = self.callback_handler  # callbacks added mid-run take part from the next epoch
+        self._step_events = (handler.has(Event.TRAIN_STEP_START), handler.has(Event.TRAIN_STEP_END))
         window, open_window = accum, False
         for batch in batches:
             i = state.batches_seen_in_epoch
@@ -624,10 +628,10 @@ class Trainer:
         self, batch: Any, *, window: int, first_in_window: bool, is_update: bool, sync: bool
     ) -> dict[str, Any]:
         """One micro-batch: device, forward and loss, step callbacks, backward (no update)."""
-        handler = self.callback_handler
+        handler, (has_start, has_end) = self.callback_handler, self._step_events
         if self.device.type != "cpu":
             batch = move_to_device(batch, self.device, non_blocking=True)
-        if handler.has(Event.TRAIN_STEP_START):
+        if has_start:
             handler.call_event(Event.TRAIN_STEP_START, self)
         with self._no_sync(not is_update):
             with self._autocast():
@@ -635,7 +639,7 @@ class Trainer:
             if self.state.batches_seen_in_epoch == 0 or self.state.global_step == 0:
                 check_loss(batch_output)
             self.train_losses.add(batch_output["loss"], batch_output["batch_size"])
-            if handler.has(Event.TRAIN_STEP_END):
+            if has_end:
                 handler.call_event(
                     Event.TRAIN_STEP_END, self, batch=batch, batch_output=batch_output
                 )
@@ -643,7 +647,8 @@ class Trainer:
                 # micro-step, and on every one when the window's end is unknown
                 fsdp.set_gradient_sync(self._unwrapped_model, sync or self._end_epoch_requested)
             try:
-                self.backward_step(_divided(batch_output["loss"], window))
+                loss = batch_output["loss"]
+                self.backward_step(loss / window if window != 1 else loss)
             except Exception as error:  # e.g. an accelerated backend failing in backward
                 batch_output = self.recover_backward_step(
                     error, batch, window=window, first_in_window=first_in_window
@@ -933,14 +938,14 @@ class Trainer:
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         # The one autocast path; full precision skips even the call into runtime.precision.
         if self.precision == "no":
-            return contextlib.nullcontext()
+            return _NO_CONTEXT
         return autocast_context(self.precision, self.device.type)
 
     def _no_sync(self, skip_sync: bool) -> contextlib.AbstractContextManager[Any]:
         # Accumulation micro-steps need no gradient all-reduce: only the update does.
         if skip_sync and isinstance(self.model, nn.parallel.DistributedDataParallel):
             return self.model.no_sync()
-        return contextlib.nullcontext()
+        return _NO_CONTEXT
 
 
 class EpochLosses:
@@ -993,9 +998,7 @@ class EpochLosses:
         self._resumed = (kept, [int(c) for c in state.get("counts") or []])
 
 
-def _divided(loss: torch.Tensor, window: int) -> torch.Tensor:
-    """A micro-batch's loss divided by its accumulation window (unchanged for a window of 1)."""
-    return loss / window if window != 1 else loss
+_NO_CONTEXT = contextlib.nullcontext()  # reusable: enters and exits without state
 
 
 def _scale_gradients(optimizer: torch.optim.Optimizer, factor: float) -> None:
