@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from scramjet.checkpoint.payload import unwrap
 from scramjet.runtime.files import atomic_write, atomic_write_bytes, atomic_write_text
 
 _PACKAGES = (
@@ -147,7 +148,10 @@ def save_weights(model: torch.nn.Module, folder: Path) -> list[Path]:
     """``model.pt`` (a state dict for ``torch.load(weights_only=True)``) and, when the
     safetensors extra is installed, ``model.safetensors``."""
     folder.mkdir(exist_ok=True)
-    state = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
+    # The plain module's keys (no "_orig_mod." from torch.compile, no "module." from DDP),
+    # so the files load into the model as the user built it, as checkpoints do.
+    plain: torch.nn.Module = unwrap(model)
+    state = {k: v.detach().cpu().clone().contiguous() for k, v in plain.state_dict().items()}
     written = [folder / "model.pt"]
     atomic_write(written[0], lambda file: torch.save(state, file), fsync=False)
     try:

@@ -37,6 +37,14 @@ from scramjet.runtime.devices import default_device, move_to_device
 from scramjet.runtime.precision import autocast_context, make_grad_scaler, resolve_precision
 from scramjet.runtime.seeding import seed_everything
 from scramjet.schedulers import resolve_placeholders
+from scramjet.trainer.batch import (
+    batch_size_of,
+    call_model,
+    compute_loss,
+    concat_outputs,
+    map_leaves,
+    split_batch,
+)
 from scramjet.trainer.checks import (
     check_batch_size,
     check_dataset,
@@ -364,6 +372,12 @@ class Trainer:
     def training_run_end(self) -> None:
         """End of ``train()``: hook for subclasses (the default does nothing)."""
 
+    def training_run_epoch_end(self) -> None:
+        """End of one epoch of ``train()`` (after its evaluation): hook for subclasses.
+
+        Runs before ``on_training_run_epoch_end``; the default does nothing.
+        """
+
     def evaluation_run_start(self) -> None:
         """Start of an evaluation run: hook for subclasses (the default does nothing)."""
 
@@ -376,16 +390,18 @@ class Trainer:
         self.model.train()
 
     def calculate_train_batch_loss(self, batch: Any) -> dict[str, Any]:
-        """Forward pass and loss for one batch ``(inputs, targets)``.
+        """Forward pass and loss for one batch.
+
+        ``(inputs, targets)`` calls ``model(inputs)`` and ``loss_func(outputs, targets)``; a
+        dict batch calls ``model(**batch)`` and uses the output's own ``loss`` (Hugging
+        Face models) or ``loss_func`` on its logits and the batch's ``labels``/``targets``;
+        see :mod:`scramjet.trainer.batch`.
 
         Returns:
             ``{"loss": scalar tensor (mean over the batch), "model_outputs": ...,
             "batch_size": int}``.
         """
-        xb, yb = batch[0], batch[1]
-        model_outputs = self.model(xb)
-        loss = self._compute_loss(model_outputs, yb)
-        return {"loss": loss, "model_outputs": model_outputs, "batch_size": yb.size(0)}
+        return self._batch_loss(batch, "calculate_train_batch_loss")
 
     def backward_step(self, loss: torch.Tensor) -> None:
         """Backpropagate ``loss`` (with fp16 loss scaling when a GradScaler is in use).
@@ -457,7 +473,7 @@ class Trainer:
             self.optimizer.step()
 
     def scheduler_step(self) -> None:
-        """Advance the scheduler once per optimizer update (if there is one)."""
+        """Advance the scheduler once per optimizer update (called only when there is one)."""
         if self.scheduler is not None:
             self.scheduler.step()
 
@@ -474,20 +490,25 @@ class Trainer:
         self.model.eval()
 
     def calculate_eval_batch_loss(self, batch: Any) -> dict[str, Any]:
-        """Forward pass and loss for one evaluation batch (run under ``torch.no_grad``)."""
-        xb, yb = batch[0], batch[1]
-        model_outputs = self.model(xb)
-        loss = self._compute_loss(model_outputs, yb)
-        return {"loss": loss, "model_outputs": model_outputs, "batch_size": yb.size(0)}
+        """Forward pass and loss for one evaluation batch (run under ``torch.no_grad``).
+
+        The same batches and outputs as :meth:`calculate_train_batch_loss` are understood.
+        """
+        return self._batch_loss(batch, "calculate_eval_batch_loss")
 
     def eval_epoch_end(self) -> None:
         """Record ``eval_loss_epoch``: the mean loss per sample, over all processes."""
         self.run_history.update_metric("eval_loss_epoch", self.eval_losses.mean(self.device))
 
     def predict_step(self, batch: Any) -> Any:
-        """Model outputs for one batch; inputs are ``batch[0]`` for tuples/lists."""
-        inputs = batch[0] if isinstance(batch, list | tuple) else batch
-        return self.model(inputs)
+        """Model outputs for one batch.
+
+        Inputs are ``batch[0]`` for tuples and lists, ``model(**batch)`` without the target
+        keys for a dict batch, and the batch itself otherwise.
+        """
+        if isinstance(batch, Mapping):
+            return call_model(self.model, batch, with_targets=False)
+        return self.model(batch[0] if isinstance(batch, list | tuple) else batch)
 
     # ------------------------------------------------------------------ training
     def train(
@@ -564,6 +585,7 @@ class Trainer:
                 if self._eval_dl is not None:
                     self._run_evaluation(self._eval_dl)
                 self.state.epoch_finished = True
+                self.training_run_epoch_end()
                 self.callback_handler.call_event(Event.TRAINING_RUN_EPOCH_END, self)
                 self.state.epoch_finished = False
                 self.state.epoch += 1
@@ -668,7 +690,8 @@ class Trainer:
     def _apply_update(self) -> None:
         self.clip_gradients()
         self.optimizer_step()
-        self.scheduler_step()
+        if self.scheduler is not None:  # as pytorch-accelerated: the hook only with a scheduler
+            self.scheduler_step()
         self.optimizer_zero_grad()
         self.state.global_step += 1
         self.callback_handler.call_event(Event.OPTIMIZER_STEP_END, self)
@@ -877,14 +900,23 @@ class Trainer:
         )
 
     # ------------------------------------------------------------------ internals
-    def _compute_loss(self, model_outputs: Any, targets: Any) -> torch.Tensor:
-        if self.loss_func is None:
-            raise TypeError(
-                "Trainer(loss_func=None) has no loss to compute; pass a loss function (e.g. "
-                "torch.nn.CrossEntropyLoss()), or override calculate_train_batch_loss and "
-                "calculate_eval_batch_loss to compute the loss yourself."
-            )
-        return self.loss_func(model_outputs, targets)
+    def _batch_loss(self, batch: Any, hook: str) -> dict[str, Any]:
+        # (inputs, targets) with a tensor output: the common path, with no inspection.
+        if (type(batch) is tuple or type(batch) is list) and len(batch) >= 2:
+            inputs, targets = batch[0], batch[1]
+            outputs = self.model(inputs)
+        else:
+            inputs, targets = split_batch(batch, hook)
+            outputs = call_model(self.model, inputs)
+        if isinstance(outputs, torch.Tensor) and self.loss_func is not None and targets is not None:
+            loss = self.loss_func(outputs, targets)
+        else:
+            loss = compute_loss(outputs, targets, self.loss_func, hook)
+        if isinstance(targets, torch.Tensor) and targets.ndim:
+            size = int(targets.shape[0])
+        else:
+            size = batch_size_of(inputs, targets)
+        return {"loss": loss, "model_outputs": outputs, "batch_size": size}
 
     def _prepare_model_for_training(self) -> None:
         self._place_model()
@@ -1026,18 +1058,14 @@ def _backward_recovery(model: nn.Module) -> Recovery | None:
 
 
 def _collect_predictions(outputs: list[Any], num_samples: int) -> Any:
-    """Concatenate per-batch outputs; across processes, gather and restore dataset order."""
-    if outputs and all(isinstance(o, torch.Tensor) for o in outputs):
-        return gather_shards(torch.cat([o.detach() for o in outputs]).cpu(), num_samples)
-    if outputs and all(isinstance(o, Mapping) for o in outputs):
-        return {k: _collect_predictions([o[k] for o in outputs], num_samples) for k in outputs[0]}
-    if dist.get_world_size() > 1:
-        raise TypeError(
-            "predict() across processes needs predict_step to return tensors (or dicts of "
-            f"tensors) with one row per sample; received "
-            f"{type(outputs[0]).__name__ if outputs else 'nothing'}."
-        )
-    return outputs
+    """Join per-batch outputs (same kind as the model returns); across processes, gather
+    every rank's share and restore dataset order."""
+    if not outputs:
+        return outputs
+    joined = concat_outputs(outputs)
+    if dist.get_world_size() == 1:
+        return joined
+    return map_leaves(joined, lambda leaf: gather_shards(leaf, num_samples))
 
 
 __all__ = ["BACKWARD_RECOVERY", "DataSource", "EpochLosses", "Scheduler", "Trainer"]

@@ -1,0 +1,252 @@
+"""What the default hooks do with a batch and with a model's outputs.
+
+A batch is either a sequence ``(inputs, targets, ...)`` or a mapping such as a Hugging
+Face batch ``{"input_ids": ..., "attention_mask": ..., "labels": ...}``:
+
+- a sequence calls ``model(batch[0])`` and computes ``loss_func(logits, batch[1])``;
+- a mapping calls ``model(**batch)`` (keys the model's ``forward`` does not take, such as
+  the targets of a model that computes no loss, are left out). If the output carries a
+  ``loss`` (an attribute or a key, as Hugging Face models return when given ``labels``),
+  that is the loss; otherwise the targets are the batch's first key among
+  :data:`TARGET_KEYS` and the loss is ``loss_func(logits, targets)``.
+
+The logits of an output are the output itself for a tensor, its ``logits`` field or key
+for a dataclass, a ``ModelOutput`` or a dict, and the first element of a tuple.
+:func:`concat_outputs` joins per-batch outputs of any of these kinds back into one of the
+same kind, along the batch dimension.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+#: Keys of a mapping batch that hold the targets, in the order they are looked for.
+TARGET_KEYS = ("labels", "label", "targets", "target", "y")
+#: Field or key of a model output that holds the logits.
+LOGITS_KEY = "logits"
+
+
+def split_batch(batch: Any, hook: str) -> tuple[Any, Any]:
+    """``(inputs, targets)`` of a batch; targets are None for a mapping without target key.
+
+    Raises:
+        TypeError: the batch is neither a sequence of at least two items nor a mapping.
+    """
+    if isinstance(batch, Mapping):
+        key = next((k for k in TARGET_KEYS if k in batch), None)
+        return batch, (batch[key] if key is not None else None)
+    if isinstance(batch, Sequence) and not isinstance(batch, str | bytes) and len(batch) >= 2:
+        return batch[0], batch[1]
+    raise TypeError(
+        f"{hook} received a batch of type {type(batch).__name__}; the default hooks take "
+        f"(inputs, targets) sequences or dict batches (model(**batch), targets under one of "
+        f"{', '.join(repr(k) for k in TARGET_KEYS)}). Return such batches from your "
+        f"dataset or collate_fn, or override {hook}."
+    )
+
+
+def call_model(model: nn.Module, inputs: Any, *, with_targets: bool = True) -> Any:
+    """``model(**inputs)`` for a mapping (keys its forward takes), else ``model(inputs)``.
+
+    With ``with_targets=False`` the target keys of a mapping are left out (prediction).
+    """
+    if not isinstance(inputs, Mapping):
+        return model(inputs)
+    model_type = type(model)
+    if model_type not in _FORWARD_PARAMETERS:
+        _FORWARD_PARAMETERS[model_type] = _forward_parameters(model_type)
+    accepted = _FORWARD_PARAMETERS[model_type]
+    kwargs = {
+        k: v
+        for k, v in inputs.items()
+        if (accepted is None or k in accepted) and (with_targets or k not in TARGET_KEYS)
+    }
+    return model(**kwargs)
+
+
+#: Keyword names each model class's forward takes (None: any), computed once per class.
+_FORWARD_PARAMETERS: weakref.WeakKeyDictionary[type, frozenset[str] | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _forward_parameters(model_type: type[nn.Module]) -> frozenset[str] | None:
+    """Names ``forward`` takes as keywords; None when it takes ``**kwargs`` (anything)."""
+    try:
+        parameters = inspect.signature(model_type.forward).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C forward: pass everything
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return frozenset(p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL)
+
+
+def output_field(output: Any, name: str) -> Any:
+    """``output.name`` or ``output[name]`` (None when absent), for dicts and dataclasses."""
+    if isinstance(output, Mapping):
+        return output.get(name)
+    return getattr(output, name, None) if not isinstance(output, torch.Tensor) else None
+
+
+def logits_of(output: Any, hook: str) -> Any:
+    """The logits of a model output (see the module docstring).
+
+    Raises:
+        TypeError: the output has no logits where the default hooks look for them.
+    """
+    if isinstance(output, torch.Tensor):
+        return output
+    found = output_field(output, LOGITS_KEY)
+    if found is not None:
+        return found
+    if isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
+        return output[0]
+    fields = _field_names(output)
+    raise TypeError(
+        f"{hook}: the model returned a {type(output).__name__} with no {LOGITS_KEY!r} "
+        f"(fields: {', '.join(fields) or 'none'}) and no 'loss'; the default hooks pass a "
+        f"tensor, a tuple's first element or the {LOGITS_KEY!r} field to loss_func. Return "
+        f"one of those from the model, or override {hook} to pick the output to use."
+    )
+
+
+def compute_loss(
+    output: Any,
+    targets: Any,
+    loss_func: Callable[..., torch.Tensor] | None,
+    hook: str,
+) -> torch.Tensor:
+    """The loss of a step: the output's own ``loss`` if it has one, else ``loss_func``.
+
+    Raises:
+        TypeError: no loss in the output and no loss function, or no targets for it.
+    """
+    own = output_field(output, "loss")
+    if isinstance(own, torch.Tensor):
+        return own
+    if loss_func is None:
+        raise TypeError(
+            f"{hook}: Trainer(loss_func=None) and the model's output has no 'loss'; pass a "
+            f"loss function (e.g. torch.nn.CrossEntropyLoss()), return a 'loss' from the "
+            f"model, or override {hook}."
+        )
+    if targets is None:
+        raise TypeError(
+            f"{hook}: the dict batch has no targets (looked for keys "
+            f"{', '.join(repr(k) for k in TARGET_KEYS)}) and the model returned no 'loss'. "
+            f"Name the targets 'labels' in the batch, or override {hook}."
+        )
+    loss: torch.Tensor = loss_func(logits_of(output, hook), targets)
+    return loss
+
+
+def batch_size_of(inputs: Any, targets: Any) -> int:
+    """Samples in a batch: the first dimension of the targets, else of the first input tensor."""
+    for value in (targets, inputs):
+        size = _first_dim(value)
+        if size is not None:
+            return size
+    return 1
+
+
+def _first_dim(value: Any) -> int | None:
+    if isinstance(value, torch.Tensor):
+        return int(value.shape[0]) if value.ndim else 1
+    if isinstance(value, Mapping):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        for item in value:
+            size = _first_dim(item)
+            if size is not None:
+                return size
+        return len(value) if isinstance(value, list) else None
+    return None
+
+
+def _field_names(output: Any) -> list[str]:
+    if isinstance(output, Mapping):
+        return [str(k) for k in output]
+    if dataclasses.is_dataclass(output):
+        return [f.name for f in dataclasses.fields(output)]
+    return []
+
+
+def concat_outputs(outputs: list[Any]) -> Any:
+    """Join per-batch outputs into one of the same kind along the batch dimension.
+
+    Tensors are concatenated (0-dim tensors, one per batch, are stacked); dicts, dataclasses
+    (Hugging Face ``ModelOutput`` included), named tuples and tuples are joined field by
+    field; lists are chained; None stays None. Anything else comes back as a list with one
+    entry per batch.
+    """
+    first = outputs[0]
+    if isinstance(first, torch.Tensor):
+        detached = [o.detach() for o in outputs]
+        return torch.stack(detached) if first.ndim == 0 else torch.cat(detached)
+    if first is None:
+        return None
+    if dataclasses.is_dataclass(first) and not isinstance(first, type):
+        names = [f.name for f in dataclasses.fields(first)]
+        joined = {n: _join_field([getattr(o, n) for o in outputs]) for n in names}
+        return type(first)(**joined)
+    if isinstance(first, Mapping):
+        joined_map = {k: _join_field([o[k] for o in outputs]) for k in first}
+        return joined_map if type(first) is dict else _rebuild(first, joined_map)
+    if isinstance(first, tuple):
+        columns = [_join_field([o[i] for o in outputs]) for i in range(len(first))]
+        return type(first)(*columns) if hasattr(first, "_fields") else tuple(columns)
+    if isinstance(first, list):
+        return [item for o in outputs for item in o]
+    return list(outputs)
+
+
+def _rebuild(like: Mapping[Any, Any], items: dict[Any, Any]) -> Any:
+    """A mapping of ``like``'s type holding ``items`` (OrderedDict, defaultdict-free types)."""
+    constructor: Callable[[dict[Any, Any]], Any] = type(like)
+    return constructor(items)
+
+
+def _join_field(values: list[Any]) -> Any:
+    if all(v is None for v in values):
+        return None
+    return concat_outputs(values)
+
+
+def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """Rebuild ``value`` (tensor, list, dict, dataclass, tuple) with ``fn`` applied to the
+    tensors and lists inside it; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor | list):
+        return fn(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = [f.name for f in dataclasses.fields(value)]
+        return type(value)(**{n: map_leaves(getattr(value, n), fn) for n in names})
+    if isinstance(value, Mapping):
+        mapped = {k: map_leaves(v, fn) for k, v in value.items()}
+        return mapped if type(value) is dict else _rebuild(value, mapped)
+    if isinstance(value, tuple):
+        items = [map_leaves(v, fn) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    return fn(value)
+
+
+__all__ = [
+    "LOGITS_KEY",
+    "TARGET_KEYS",
+    "batch_size_of",
+    "call_model",
+    "compute_loss",
+    "concat_outputs",
+    "logits_of",
+    "map_leaves",
+    "output_field",
+    "split_batch",
+]
