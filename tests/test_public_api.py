@@ -255,6 +255,7 @@ EXPECTED: dict[str, set[str]] = {
         "read_metrics",
     },
     "scramjet.trainer": {
+        "MetricNotFoundError",
         "RunConfig",
         "RunHistory",
         "TrainState",

@@ -6,7 +6,7 @@ predict orchestration); ``state.py`` its run settings, counters and metric histo
 argument checks that turn bad input into clear errors.
 """
 
-from scramjet.trainer.state import RunConfig, RunHistory, TrainState
+from scramjet.trainer.state import MetricNotFoundError, RunConfig, RunHistory, TrainState
 from scramjet.trainer.trainer import Trainer
 
-__all__ = ["RunConfig", "RunHistory", "TrainState", "Trainer"]
+__all__ = ["MetricNotFoundError", "RunConfig", "RunHistory", "TrainState", "Trainer"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -131,3 +131,16 @@ def check_train_args(
     _check_int(num_epochs, "num_epochs")
     _check_int(gradient_accumulation_steps, "gradient_accumulation_steps")
     _check_int(max_num_train_steps, "max_num_train_steps", allow_none=True)
+    for data, name in ((train_dataset, "train_dataset"), (eval_dataset, "eval_dataset")):
+        check_read_once(data, name, num_epochs)
+
+
+def check_read_once(data: Any, name: str, num_epochs: int) -> None:
+    """A generator or iterator is read once: it can feed one epoch, not ``num_epochs``."""
+    if isinstance(data, Iterator) and num_epochs > 1:
+        raise ValueError(
+            f"{name} is a {type(data).__name__}, which can be read only once, but "
+            f"num_epochs={num_epochs} needs it {num_epochs} times. Pass num_epochs=1 (with "
+            f"max_num_train_steps to bound a long stream), or something that starts over when "
+            f"iterated again: a Dataset, an IterableDataset, a DataLoader, or a list."
+        )

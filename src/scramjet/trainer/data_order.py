@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sized
 from typing import Any, Generic, TypeVar, cast
 
 import torch
-from torch.utils.data import DataLoader, IterableDataset, Sampler
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
 from scramjet.runtime import distributed as dist
 
@@ -129,6 +129,55 @@ class SkipSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return max(0, safe_len(self.sampler) - self.start)
+
+
+def yields_batches(source: object) -> bool:
+    """Whether ``source`` already yields batches, to be used as the loader itself.
+
+    True for a ``DataLoader`` and for an iterable that is not a dataset (a generator, an
+    iterator, any object with ``__iter__`` but no ``__getitem__``/``__len__``). False for a
+    map-style dataset (a ``Dataset`` or any sequence, lists included: its items are
+    samples) and for an ``IterableDataset`` (it yields samples, batched by a DataLoader).
+    """
+    if isinstance(source, DataLoader):
+        return True
+    if isinstance(source, Dataset):
+        return False
+    return not (hasattr(source, "__getitem__") and hasattr(source, "__len__"))
+
+
+def check_ready_loader(
+    loader: object, name: str, *, shard: type[Sampler[int]] | None = None
+) -> None:
+    """Across processes, a loader the user built must give each rank its own share.
+
+    Args:
+        loader: what the user passed as ``name``.
+        name: the argument, for the error message.
+        shard: a sampler class the loader must use (prediction restores dataset order
+            only from :class:`ShardSampler`); None accepts any per-rank sampler.
+
+    Raises:
+        ValueError: several processes run and the loader's sampler is not split by rank.
+    """
+    world = dist.get_world_size()
+    if world == 1 or not isinstance(loader, DataLoader):
+        return  # one process, or a generator: what each rank yields is the user's choice
+    sampler = loader.sampler
+    replicas = getattr(sampler, "num_replicas", 1)
+    if replicas == world and (shard is None or isinstance(sampler, shard)):
+        return
+    expected = (
+        f"ShardSampler(dataset, {world}, rank)"
+        if shard is not None
+        else f"DistributedSampler(dataset) or EpochSampler(dataset, num_replicas={world}, rank=rank)"
+    )
+    raise ValueError(
+        f"{name} is a DataLoader whose sampler ({type(sampler).__name__}) does not split the "
+        f"data across the {world} processes, so every process would read every sample. Build "
+        f"it with sampler={expected}, or pass the dataset itself and let the Trainer build "
+        f"the loader."
+    )
 
 
 def safe_len(obj: object) -> int:

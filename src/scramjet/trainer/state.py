@@ -89,6 +89,13 @@ class TrainState:
         self.epoch_finished = False
 
 
+class MetricNotFoundError(KeyError, ValueError):
+    """A metric that was never recorded was asked for (both a ``KeyError`` and a ``ValueError``)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class RunHistory:
     """Metric values recorded during training, in the order they were recorded.
 
@@ -137,11 +144,12 @@ class RunHistory:
         """The most recent value of ``metric_name``.
 
         Raises:
-            KeyError: no value was recorded under that name; the message lists the names.
+            MetricNotFoundError: no value was recorded under that name (a ``ValueError``, as
+                pytorch-accelerated raises, and a ``KeyError``); the message lists the names.
         """
         values = self._metrics.get(metric_name)
         if not values:
-            raise KeyError(
+            raise MetricNotFoundError(
                 f"No values recorded for metric {metric_name!r}; recorded metrics: "
                 f"{sorted(self._metrics) or 'none yet'}."
             )

@@ -21,7 +21,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import torch
 from torch import nn
@@ -52,7 +52,15 @@ from scramjet.trainer.checks import (
     check_optimizer,
     check_train_args,
 )
-from scramjet.trainer.data_order import DataOrder, Lockstep, ShardSampler, gather_shards, safe_len
+from scramjet.trainer.data_order import (
+    DataOrder,
+    Lockstep,
+    ShardSampler,
+    check_ready_loader,
+    gather_shards,
+    safe_len,
+    yields_batches,
+)
 from scramjet.trainer.state import RunConfig, RunHistory, TrainState
 
 #: What ``train``, ``evaluate`` and ``predict`` take: a map-style dataset or an iterable.
@@ -304,6 +312,9 @@ class Trainer:
         which is what lets a run resume mid-epoch without replaying data; across processes
         each rank gets its own share (like ``DistributedSampler``), reshuffled every epoch.
         """
+        if yields_batches(self.train_dataset):  # a DataLoader or generator: used as given
+            self._check_ready_loader(self.train_dataset, "train_dataset", train_dl_kwargs)
+            return cast(Iterable[Any], self.train_dataset)
         kwargs = {**self.get_default_train_dl_kwargs(batch_size), **(train_dl_kwargs or {})}
         if self.collate_fn is not None:  # train(collate_fn=...) wins over the kwargs' one
             kwargs["collate_fn"] = self.collate_fn
@@ -313,7 +324,13 @@ class Trainer:
     def create_eval_dataloader(
         self, batch_size: int, eval_dl_kwargs: Mapping[str, Any] | None = None
     ) -> Iterable[Any]:
-        """Build the evaluation DataLoader: each rank takes ``r, r + W, ...``, no padding."""
+        """Build the evaluation DataLoader: each rank takes ``r, r + W, ...``, no padding.
+
+        A ``DataLoader`` or a generator of batches is used as given.
+        """
+        if yields_batches(self.eval_dataset):
+            self._check_ready_loader(self.eval_dataset, "the evaluation data", eval_dl_kwargs)
+            return cast(Iterable[Any], self.eval_dataset)
         kwargs = {**self.get_default_eval_dl_kwargs(batch_size), **(eval_dl_kwargs or {})}
         kwargs.pop("shuffle", None)
         if self.collate_fn is not None:  # the collate_fn argument wins over the kwargs' one
@@ -817,6 +834,8 @@ class Trainer:
                 f"predict() on {world} processes needs at least {world} samples; received "
                 f"{n_samples}. Predict small datasets in a single process."
             )
+        if yields_batches(dataset):  # gathering restores dataset order from ShardSampler only
+            check_ready_loader(dataset, "predict()'s dataset", shard=ShardSampler)
         self.eval_dataset, self.collate_fn = dataset, collate_fn
         self._place_model()
         dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
@@ -900,6 +919,18 @@ class Trainer:
         )
 
     # ------------------------------------------------------------------ internals
+    def _check_ready_loader(
+        self, loader: object, name: str, kwargs: Mapping[str, Any] | None
+    ) -> None:
+        if kwargs or self.collate_fn is not None:
+            raise ValueError(
+                f"{name} is a {type(loader).__name__} that already yields batches, so "
+                f"dataloader kwargs and collate_fn (received "
+                f"{sorted(kwargs or {}) + (['collate_fn'] if self.collate_fn else [])}) would "
+                f"be ignored. Set them on your DataLoader, or pass the dataset itself."
+            )
+        check_ready_loader(loader, name)
+
     def _batch_loss(self, batch: Any, hook: str) -> dict[str, Any]:
         # (inputs, targets) with a tensor output: the common path, with no inspection.
         if (type(batch) is tuple or type(batch) is list) and len(batch) >= 2:
