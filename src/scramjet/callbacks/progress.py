@@ -110,12 +110,11 @@ class _ProgressView:
 
     def text(self) -> str:
         done, samples, eta = self.snapshot()
-        total = self.total or "?"
+        head = f"epoch {self.trainer.run_history.current_epoch} {self.stage}"
+        if not self.total:  # unknown length (an iterable): a running count, no total, no ETA
+            return f"{head} {done} batches | {samples:,.0f} samples/s"
         eta_s = f"{eta:,.0f}s" if math.isfinite(eta) else "--"
-        return (
-            f"epoch {self.trainer.run_history.current_epoch} {self.stage} {done}/{total} "
-            f"| {samples:,.0f} samples/s | ETA {eta_s}"
-        )
+        return f"{head} {done}/{self.total} | {samples:,.0f} samples/s | ETA {eta_s}"
 
     def __rich__(self) -> Any:
         from rich.progress_bar import ProgressBar
