@@ -5,9 +5,10 @@ Face batch ``{"input_ids": ..., "attention_mask": ..., "labels": ...}``:
 
 - a sequence calls ``model(batch[0])`` and computes ``loss_func(logits, batch[1])``;
 - a mapping calls ``model(**batch)`` (keys the model's ``forward`` does not take, such as
-  the targets of a model that computes no loss, are left out). If the output carries a
-  ``loss`` (an attribute or a key, as Hugging Face models return when given ``labels``),
-  that is the loss; otherwise the targets are the batch's first key among
+  the targets of a model that computes no loss, are left out; the ``forward`` of the
+  model inside a DDP, DataParallel or ``torch.compile`` wrapper decides). If the output
+  carries a ``loss`` (an attribute or a key, as Hugging Face models return when given
+  ``labels``), that is the loss; otherwise the targets are the batch's first key among
   :data:`TARGET_KEYS` and the loss is ``loss_func(logits, targets)``.
 
 The logits of an output are the output itself for a tensor, its ``logits`` field or key
@@ -26,6 +27,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from scramjet.checkpoint.payload import unwrap
 
 #: Keys of a mapping batch that hold the targets, in the order they are looked for.
 TARGET_KEYS = ("labels", "label", "targets", "target", "y")
@@ -59,7 +62,9 @@ def call_model(model: nn.Module, inputs: Any, *, with_targets: bool = True) -> A
     """
     if not isinstance(inputs, Mapping):
         return model(inputs)
-    model_type = type(model)
+    # A wrapper's forward says nothing of the keys the model takes: DDP's and DataParallel's
+    # take ``*inputs, **kwargs``, torch.compile's is set on the instance. Ask the model's own.
+    model_type = type(unwrap(model))
     if model_type not in _FORWARD_PARAMETERS:
         _FORWARD_PARAMETERS[model_type] = _forward_parameters(model_type)
     accepted = _FORWARD_PARAMETERS[model_type]
