@@ -363,7 +363,9 @@ class DataOrder:
         indices where the sampler can (``set_start``) and otherwise reads past ``skip``
         batches without running them, and reseeds the loader's workers for
         (seed, epoch, rank) once a seed is in use (a loader this order did not make keeps
-        its own generator until then). ``batch_size`` converts skipped batches into skipped indices.
+        its own generator until then; a DataLoader without one is given one, so that
+        starting an epoch draws nothing from torch's global RNG). Skipped batches become
+        skipped indices at the loader's own batch size (``batch_size`` when it has none).
         The length counts the skipped batches; 0 means unknown.
         """
         sampler: Any = getattr(loader, "sampler", None)
@@ -373,9 +375,15 @@ class DataOrder:
             sampler.set_epoch(epoch)
         if callable(getattr(dataset, "set_epoch", None)):
             dataset.set_epoch(epoch)
-        if hasattr(sampler, "set_start"):
-            sampler.set_start(skip * batch_size)
+        if hasattr(sampler, "set_start"):  # in samples: the loader's own batch size counts
+            # (train_dataloader_kwargs or a ready DataLoader may set another than batch_size)
+            sampler.set_start(skip * (getattr(loader, "batch_size", None) or batch_size))
         generator = getattr(loader, "generator", None)
+        if isinstance(loader, DataLoader) and generator is None:
+            # Without a generator, starting an epoch draws the workers' base seed from
+            # torch's global RNG, whose state a checkpoint restores mid-epoch: a resumed
+            # run would draw one number more and run (e.g. dropout) out of step.
+            generator = loader.generator = torch.Generator()
         if isinstance(generator, torch.Generator) and self._seed is not None:
             generator.manual_seed(self.seed + 1_000_003 * epoch + dist.get_rank())
         n_batches = safe_len(loader)
