@@ -147,3 +147,61 @@ def test_eval_batch_size_is_checked() -> None:
         make_trainer(TinyMLP()).train(
             blobs(n=8), num_epochs=1, eval_dataset=blobs(n=4), eval_per_device_batch_size=-1
         )
+
+
+def test_loss_class_instead_of_instance() -> None:
+    model = TinyMLP()
+    with pytest.raises(TypeError, match=r"class CrossEntropyLoss.*loss_func=CrossEntropyLoss\(\)"):
+        Trainer(model, nn.CrossEntropyLoss, torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+def test_loss_that_is_not_callable() -> None:
+    model = TinyMLP()
+    with pytest.raises(TypeError, match=r"loss_func must be callable .* received str"):
+        Trainer(model, "mse", torch.optim.SGD(model.parameters(), lr=0.1))  # type: ignore[arg-type]
+
+
+def test_a_single_callback_not_in_a_list() -> None:
+    from scramjet.callbacks import PrintProgressCallback
+
+    with pytest.raises(TypeError, match=r"single PrintProgressCallback.*callbacks=\["):
+        make_trainer(TinyMLP(), callbacks=PrintProgressCallback())
+
+
+def test_scheduler_fn_that_is_not_callable() -> None:
+    with pytest.raises(TypeError, match=r"create_scheduler_fn must be a callable .* str 'cosine'"):
+        make_trainer(TinyMLP()).train(blobs(n=8), num_epochs=1, create_scheduler_fn="cosine")
+
+
+@pytest.mark.parametrize("where", ["train", "eval", "evaluate"])
+def test_an_empty_dataset_is_an_error(where: str) -> None:
+    trainer = make_trainer(TinyMLP())
+    empty = torch.utils.data.TensorDataset(torch.zeros(0, 8), torch.zeros(0, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"is empty \(len\(\) == 0\)"):
+        if where == "train":
+            trainer.train(empty, num_epochs=1)
+        elif where == "eval":
+            trainer.train(blobs(n=8), num_epochs=1, eval_dataset=empty)
+        else:
+            trainer.evaluate(empty)
+
+
+def test_conflicting_batch_sizes_are_an_error() -> None:
+    with pytest.raises(
+        ValueError, match=r"batch_size=4 while per_device_batch_size=8.*Pass the batch size once"
+    ):
+        make_trainer(TinyMLP()).train(
+            blobs(n=16), num_epochs=1, per_device_batch_size=8,
+            train_dataloader_kwargs={"batch_size": 4},
+        )  # fmt: skip
+
+
+def test_the_same_batch_size_twice_is_fine() -> None:
+    trainer = make_trainer(TinyMLP())
+    trainer.train(
+        blobs(n=16),
+        num_epochs=1,
+        per_device_batch_size=8,
+        train_dataloader_kwargs={"batch_size": 8},
+    )
+    assert trainer.state.global_step == 2

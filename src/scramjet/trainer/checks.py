@@ -133,6 +133,64 @@ def check_train_args(
     _check_int(max_num_train_steps, "max_num_train_steps", allow_none=True)
     for data, name in ((train_dataset, "train_dataset"), (eval_dataset, "eval_dataset")):
         check_read_once(data, name, num_epochs)
+        check_not_empty(data, name)
+
+
+def check_not_empty(data: Any, name: str) -> None:
+    """A dataset with a length must hold at least one sample (else nothing would train)."""
+    if data is None or isinstance(data, torch.utils.data.IterableDataset):
+        return
+    try:
+        size = len(data)
+    except TypeError:  # no length: an iterable; its end is seen when it is read
+        return
+    if size == 0:
+        raise ValueError(
+            f"{name} is empty (len() == 0): a run over it would make no step and record a "
+            f"NaN loss. Check the dataset's source (path, filter, split) before training."
+        )
+
+
+def check_loader_kwargs(kwargs: Any, batch_size: int, name: str, batch_arg: str) -> None:
+    """Dataloader kwargs may not set a batch size that contradicts the batch-size argument."""
+    if kwargs and "batch_size" in kwargs and kwargs["batch_size"] != batch_size:
+        raise ValueError(
+            f"{name} sets batch_size={kwargs['batch_size']!r} while {batch_arg}={batch_size}; "
+            f"the run would record one and use the other. Pass the batch size once, as "
+            f"{batch_arg}=..."
+        )
+
+
+def check_scheduler_fn(value: Any) -> None:
+    """``create_scheduler_fn``: None, or a callable taking the optimizer."""
+    if value is not None and not callable(value):
+        raise TypeError(
+            f"create_scheduler_fn must be a callable that takes the optimizer and returns a "
+            f"scheduler; received {type(value).__name__} {value!r}. Pass e.g. "
+            f"CosineWarmupScheduler.create_scheduler_fn(num_warmup_epochs=1) or "
+            f"functools.partial(torch.optim.lr_scheduler.StepLR, step_size=10)."
+        )
+
+
+def check_trainer_args(loss_func: Any, callbacks: Any) -> None:
+    """The loss function is an instance (not a class); callbacks come as a list."""
+    if isinstance(loss_func, type):
+        raise TypeError(
+            f"loss_func received the class {loss_func.__name__}, not a loss function; create "
+            f"an instance: loss_func={loss_func.__name__}()."
+        )
+    if loss_func is not None and not callable(loss_func):
+        raise TypeError(
+            f"loss_func must be callable as loss_func(outputs, targets); received "
+            f"{type(loss_func).__name__}. Pass e.g. torch.nn.CrossEntropyLoss(), or None when "
+            f"the model returns its own loss."
+        )
+    if callbacks is not None and not isinstance(callbacks, Iterable):
+        raise TypeError(
+            f"callbacks must be a list of callbacks; received a single "
+            f"{type(callbacks).__name__}. Pass callbacks=[{type(callbacks).__name__}(...)] "
+            f"(add DEFAULT_CALLBACKS to keep the defaults)."
+        )
 
 
 def check_read_once(data: Any, name: str, num_epochs: int) -> None:

@@ -48,9 +48,13 @@ from scramjet.trainer.batch import (
 from scramjet.trainer.checks import (
     check_batch_size,
     check_dataset,
+    check_loader_kwargs,
     check_loss,
+    check_not_empty,
     check_optimizer,
+    check_scheduler_fn,
     check_train_args,
+    check_trainer_args,
 )
 from scramjet.trainer.data_order import (
     DataOrder,
@@ -137,6 +141,7 @@ class Trainer:
             )
         fsdp.check_sharded_optimizer(optimizer, model)
         check_optimizer(optimizer, model)
+        check_trainer_args(loss_func, callbacks)
         # What the user gave.
         self.model: nn.Module = model  # the module called in a step (wrapped in a run, e.g. DDP)
         self.loss_func = loss_func
@@ -564,6 +569,15 @@ class Trainer:
             eval_per_device_batch_size, max_num_train_steps, gradient_accumulation_steps,
             gradient_clip_value, gradient_clip_norm,
         )  # fmt: skip
+        check_scheduler_fn(create_scheduler_fn)
+        check_loader_kwargs(
+            train_dataloader_kwargs, per_device_batch_size, "train_dataloader_kwargs",
+            "per_device_batch_size",
+        )  # fmt: skip
+        check_loader_kwargs(
+            eval_dataloader_kwargs, eval_per_device_batch_size or per_device_batch_size,
+            "eval_dataloader_kwargs", "eval_per_device_batch_size",
+        )  # fmt: skip
         self.train_dataset, self.eval_dataset = train_dataset, eval_dataset
         self.collate_fn = collate_fn
         self._create_scheduler_fn = create_scheduler_fn
@@ -738,7 +752,11 @@ class Trainer:
     ) -> None:
         """Run one evaluation epoch over ``dataset``; ``eval_loss_epoch`` is recorded."""
         check_dataset(dataset, "dataset")
+        check_not_empty(dataset, "dataset")
         check_batch_size(per_device_batch_size, "per_device_batch_size")
+        check_loader_kwargs(
+            dataloader_kwargs, per_device_batch_size, "dataloader_kwargs", "per_device_batch_size"
+        )
         self.eval_dataset, self.collate_fn = dataset, collate_fn
         self._place_model()
         if self._run_config is None:
