@@ -439,7 +439,7 @@ def test_dataloader_with_dataloader_kwargs_or_collate_fn() -> None:
     with pytest.raises(ValueError, match="the evaluation data is a DataLoader"):
         trainer.train(
             make_input("dataset", "tuple", x, y), num_epochs=1, eval_dataset=loader,
-            eval_dataloader_kwargs={"batch_size": 4},
+            eval_dataloader_kwargs={"num_workers": 0},
         )  # fmt: skip
 
 

@@ -24,8 +24,9 @@ random number generators are restored), and the resumed epoch's ``train_loss_epo
 covers the batches from before the crash as well.
 
 The same crash and resume with map-style data (``test_resume_mid_epoch_with_map_style_data``):
-a Dataset, a Dataset whose batch size comes from ``train_dataloader_kwargs``, and ready
-DataLoaders (sequential, with an ``EpochSampler``, shuffled). The consumed batches are
+a Dataset, a Dataset with a sampler in ``train_dataloader_kwargs``, and ready
+DataLoaders of batches of 4 while ``per_device_batch_size`` keeps its default of 8
+(sequential, with an ``EpochSampler``, shuffled). The consumed batches are
 skipped by index where the sampler can (``set_start``) and read past otherwise; the
 resumed run sees exactly the batches the uninterrupted run saw after step 6 and ends
 with its weights.
@@ -284,7 +285,7 @@ def map_run(
     kind: str, callbacks: list[Any], model_seed: int = 0, resume_from: Path | None = None
 ) -> Trainer:
     """Batches of 4 samples, however the loader is given; ``per_device_batch_size`` stays
-    at its default of 8 where the batch size is set elsewhere."""
+    at its default of 8 where a ready DataLoader sets the batch size."""
     model = make_model(model_seed, dropout=0.2)
     trainer = Trainer(
         model,
@@ -297,8 +298,10 @@ def map_run(
     train: dict[str, Any] = {"num_epochs": 2, "resume_from": resume_from}
     if kind == "dataset":
         trainer.train(data, per_device_batch_size=BS, **train)
-    elif kind == "dataloader_kwargs":
-        trainer.train(data, train_dataloader_kwargs={"batch_size": BS}, **train)
+    elif kind == "sampler_kwarg":
+        sampler = EpochSampler(data, shuffle=True, seed=7)
+        kwargs = {"sampler": sampler}
+        trainer.train(data, per_device_batch_size=BS, train_dataloader_kwargs=kwargs, **train)
     elif kind == "dataloader":
         trainer.train(DataLoader(data, batch_size=BS), **train)
     elif kind == "dataloader_shuffled":
@@ -314,7 +317,7 @@ def map_run(
     "kind",
     [
         "dataset",
-        "dataloader_kwargs",
+        "sampler_kwarg",
         "dataloader",
         "dataloader_epoch_sampler",
         "dataloader_shuffled",
