@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from torch import nn
 
+import scramjet.checkpoint.manager as manager_module
 from scramjet.checkpoint import CheckpointManager, CheckpointWriteError, read_checkpoint
 
 BIG = 1 << 22  # 16 MiB of float32: long enough to write that save() returns first
@@ -69,31 +74,64 @@ def test_a_pending_write_is_visible_to_every_reader_in_the_process(tmp_path: Pat
 
 
 def test_a_failed_background_write_is_raised_and_keeps_earlier_checkpoints(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     manager = CheckpointManager(tmp_path, keep_last=1)
     first = manager.save({"v": 1}, step=1)
     manager.wait()
-    # A real failure: a directory sits where the next checkpoint file must go, so the
-    # os.replace of the background write fails (no mock involved).
-    blocker = tmp_path / "ckpt-000002-step2.pt"
-    blocker.mkdir()
-    assert manager.save({"v": 2, "big": torch.ones(BIG)}, step=2) == blocker
-    with pytest.raises(CheckpointWriteError, match=r"ckpt-000002-step2\.pt.*earlier checkpoints"):
+    full = FullDisk(monkeypatch)  # every write of a checkpoint file fails with ENOSPC
+    assert manager.save({"v": 2, "big": torch.ones(BIG)}, step=2).name == "ckpt-000002-step2.pt"
+    with pytest.raises(
+        CheckpointWriteError, match=r"ckpt-000002-step2\.pt.*disk is full.*earlier checkpoints"
+    ) as info:
         manager.wait()
+    assert isinstance(info.value.__cause__, OSError) and info.value.__cause__.errno == errno.ENOSPC
+    assert not info.value.saved
     assert first.is_file(), "a failed write must not rotate an earlier checkpoint away"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
     assert manager.load().values["v"] == 1  # reported once; the manager goes on working
 
     # Raised by the next call of any kind, not only by wait().
     manager.save({"v": 2}, step=2)
-    with pytest.raises(CheckpointWriteError) as info:
+    with pytest.raises(CheckpointWriteError, match="disk is full"):
         manager.save({"v": 3}, step=3)
-    assert isinstance(info.value.__cause__, IsADirectoryError)
-    blocker.rmdir()
+    full.undo()
     manager.save({"v": 4}, step=4)
     manager.close()
     assert [c.step for c in manager.checkpoints()] == [4] and not first.exists()
+
+
+class FullDisk:
+    """Checkpoint files written through the manager fail with ENOSPC after ``budget`` bytes."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, budget: int = 0) -> None:
+        real = manager_module.atomic_write
+
+        def failing(path: Path, write: Callable[[Any], object], *, fsync: bool = True) -> None:
+            if not Path(path).name.startswith("ckpt-"):
+                return real(path, write, fsync=fsync)
+            return real(path, lambda file: write(_Budget(file, budget)), fsync=fsync)
+
+        self._monkeypatch = monkeypatch
+        monkeypatch.setattr(manager_module, "atomic_write", failing)
+
+    def undo(self) -> None:
+        self._monkeypatch.undo()
+
+
+class _Budget:
+    def __init__(self, file: Any, budget: int) -> None:
+        self._file, self._left = file, budget
+
+    def write(self, data: Any) -> int:
+        size = memoryview(data).nbytes
+        if size > self._left:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self._left -= size
+        return int(self._file.write(data))
+
+    def flush(self) -> None:
+        self._file.flush()
 
 
 def test_restart_keeps_earlier_checkpoints_and_numbering(tmp_path: Path) -> None:
@@ -158,14 +196,19 @@ def test_a_failure_still_pending_at_exit_is_printed(tmp_path: Path) -> None:
     done = _run_script(
         tmp_path,
         """
-        import os, sys, torch
+        import errno, os, sys, torch
+        import scramjet.checkpoint.manager as manager_module
         from scramjet.checkpoint import CheckpointManager
+
+        def full_disk(path, write, fsync=True):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        manager_module.atomic_write = full_disk
         manager = CheckpointManager(sys.argv[1])
-        os.mkdir(os.path.join(sys.argv[1], "ckpt-000001-step1.pt"))
         manager.save({"big": torch.ones(1 << 20)}, step=1)
         """,
     )
-    assert "ckpt-000001-step1.pt" in done.stderr and "failed" in done.stderr, done.stderr
+    assert "ckpt-000001-step1.pt" in done.stderr and "disk is full" in done.stderr, done.stderr
 
 
 @pytest.mark.gpu

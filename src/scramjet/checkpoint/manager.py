@@ -9,8 +9,14 @@
     modification time.
 ``index.json``
     Step, epoch and metrics of every checkpoint, replaced atomically after each save.
-    It is only a cache: the directory listing decides which checkpoints exist, and a
-    checkpoint missing from the index has its metadata read back from the file itself.
+    It is only a cache: the directory listing decides which checkpoints exist and the
+    file names give their ``seq`` and ``step``; an index entry that disagrees with its
+    file name is ignored, and a checkpoint missing from the index has its metadata read
+    back from the file itself.
+
+Each file ends with a checksum trailer (see ``payload.py``), written while the file is
+written and checked on every read: a damaged file raises :class:`CorruptCheckpointError`
+like a truncated one, and ``load("latest")`` falls back to the previous good checkpoint.
 
 Writes go to a temporary file in the same directory (fsync-ed), then ``os.replace``
 and a directory fsync: a process killed mid-save leaves at most a ``.tmp-*`` file,
@@ -25,6 +31,7 @@ import json
 import math
 import os
 import re
+import shutil
 import threading
 import warnings
 import weakref
@@ -39,12 +46,16 @@ from torch import nn
 
 from scramjet.checkpoint.background import BackgroundWriter, Snapshotter, register_for_exit
 from scramjet.checkpoint.payload import (
+    DISK_FULL,
     FORMAT_VERSION,
-    MARKER,
+    ChecksumMismatch,
+    ChecksumWriter,
     build_payload,
+    check_layout,
     from_storable,
     is_stateful,
     unwrap,
+    verify_file,
 )
 from scramjet.runtime.files import TMP_PREFIX, atomic_write
 
@@ -85,11 +96,24 @@ class CheckpointMismatchError(CheckpointError, ValueError):
 
 
 class CheckpointWriteError(CheckpointError):
-    """A checkpoint write that ran in the background failed (raised by the next call).
+    """Writing a checkpoint failed (raised by ``save()``, or by the next call after a
+    background write).
 
-    The failed checkpoint does not exist and no earlier checkpoint was deleted for it.
+    The message says what happened. Usually the checkpoint was not written
+    (``saved`` is False): no file exists for it and no earlier checkpoint was deleted.
+    When the file was written but a later step failed (``index.json`` did not fit on the
+    disk, ``on_saved`` raised), ``saved`` is True and the checkpoint loads normally.
     ``__cause__`` holds the original error (``OSError`` for a full disk, ...).
+
+    Attributes:
+        path: The checkpoint file concerned (None if unknown).
+        saved: Whether that file was written completely and is loadable.
     """
+
+    def __init__(self, message: str, path: Path | None = None, saved: bool = False) -> None:
+        super().__init__(message)
+        self.path = path
+        self.saved = saved
 
 
 @dataclass(frozen=True)
@@ -159,6 +183,76 @@ def _meta(info: CheckpointInfo) -> dict[str, Any]:
 def _unlink_all(paths: list[Path]) -> None:
     for path in paths:
         path.unlink(missing_ok=True)
+
+
+def _bytes(n: int) -> str:
+    if n < 1000:
+        return f"{n} bytes"
+    size = float(n)
+    for unit in ("KB", "MB", "GB", "TB"):
+        size /= 1000
+        if size < 1000 or unit == "TB":
+            break
+    return f"{size:.1f} {unit}"
+
+
+def _disk_full(error: BaseException, sink: ChecksumWriter | None) -> OSError | None:
+    """The ``OSError`` behind a failed write, if it says the disk (or quota) is full."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in DISK_FULL:
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    if sink is not None and sink.error is not None and sink.error.errno in DISK_FULL:
+        return sink.error
+    return None
+
+
+def _space(directory: Path) -> str:
+    try:
+        usage = shutil.disk_usage(directory)
+    except OSError:
+        return f"free space in {str(directory)!r} unknown"
+    return f"{_bytes(usage.free)} free of {_bytes(usage.total)} in {str(directory)!r}"
+
+
+def _write_failure(path: Path, error: Exception, sink: ChecksumWriter | None) -> Exception:
+    """The error to raise for a checkpoint file that could not be written."""
+    full = _disk_full(error, sink)
+    if full is not None:
+        return CheckpointWriteError(
+            f"checkpoint {str(path)!r} was not saved: the disk is full ({full.strerror}); "
+            f"{_space(path.parent)}. The earlier checkpoints are intact. Free some space, "
+            "lower keep_last, or save to another disk.",
+            path,
+        )
+    cause = sink.error if sink is not None and sink.error is not None else error
+    if not isinstance(cause, OSError):
+        return error  # not an I/O failure (e.g. a bug in a state_dict): raised as it is
+    return CheckpointWriteError(
+        f"checkpoint {str(path)!r} was not saved: {type(cause).__name__}: {cause}. The "
+        f"earlier checkpoints in {str(path.parent)!r} are intact. Fix the cause (disk "
+        "space, permissions) and save again.",
+        path,
+    )
+
+
+def _write_checked(path: Path, write: Callable[[Any], object], *, fsync: bool) -> None:
+    """Write one checkpoint file with its checksum trailer, atomically; clear errors."""
+    sinks: list[ChecksumWriter] = []
+
+    def checked(file: Any) -> None:
+        sinks.append(ChecksumWriter(file))
+        write(sinks[0])
+        sinks[0].finish()
+
+    try:
+        atomic_write(path, checked, fsync=fsync)
+    except Exception as error:
+        failure = _write_failure(path, error, sinks[0] if sinks else None)
+        if failure is error:
+            raise
+        raise failure from (sinks[0].error if sinks and sinks[0].error else error)
 
 
 def _format_keys(keys: list[str]) -> str:
@@ -315,6 +409,7 @@ class CheckpointManager:
         self.async_write = async_write
         self.on_saved = on_saved
         self._meta_cache: dict[str, CheckpointInfo] = {}
+        self._reported: set[str] = set()  # names in the way, warned about once
         self._deleter: threading.Thread | None = None
         self._writer = BackgroundWriter("scramjet-checkpoint-writer")
         self._snapshots = Snapshotter()
@@ -355,18 +450,45 @@ class CheckpointManager:
             (after the write in flight, if any, is done).
         """
         self.wait()
+        return self._scan()[0]
+
+    def _scan(self) -> tuple[list[CheckpointInfo], int]:
+        """Checkpoint files oldest first, and the highest ``seq`` of any checkpoint name.
+
+        ``seq`` and ``step`` come from the file names; the index only supplies epoch and
+        metrics, and only where it agrees with the name. A non-file entry with a
+        checkpoint name (a directory) is reported once and numbered past.
+        """
         index = self._read_index()
         found: list[CheckpointInfo] = []
+        highest = 0
         for entry in os.scandir(self.directory):
             match = _NAME_RE.match(entry.name)
-            if match is None or not entry.is_file():
+            if match is None:
+                continue
+            seq, step = int(match[1]), int(match[2])
+            highest = max(highest, seq)
+            if not entry.is_file():
+                self._report_in_the_way(entry.path)
                 continue
             info = self._meta_cache.get(entry.name) or index.get(entry.name)
-            if info is None:
-                info = self._read_meta(Path(entry.path), int(match[1]), int(match[2]))
+            if info is None or (info.seq, info.step) != (seq, step):
+                info = self._read_meta(Path(entry.path), seq, step)
             self._meta_cache[entry.name] = info
             found.append(info)
-        return sorted(found, key=lambda info: info.seq)
+        return sorted(found, key=lambda info: info.seq), highest
+
+    def _report_in_the_way(self, path: str) -> None:
+        if path in self._reported:
+            return
+        self._reported.add(path)
+        warnings.warn(
+            f"{path!r} has a checkpoint's name but is not a file (a directory?): it is "
+            "ignored, and new checkpoints are numbered after it. Move it out of the "
+            "checkpoint directory to silence this warning.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
     @property
     def latest_path(self) -> Path | None:
@@ -426,9 +548,10 @@ class CheckpointManager:
         """
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValueError(f"step must be a non-negative int, got {step!r}")
-        existing = self.checkpoints()  # waits for the previous write: one in flight at most
+        self.wait()  # the previous write first: one in flight at most
+        existing, highest = self._scan()
         self._remove_stale_temporaries()
-        seq = existing[-1].seq + 1 if existing else 1
+        seq = highest + 1  # past every checkpoint name, files or not: never overwrite
         payload = build_payload(state, seq=seq, step=step, epoch=epoch, metrics=metrics)
         info = CheckpointInfo(
             path=self.directory / f"ckpt-{seq:06d}-step{step}.pt",
@@ -460,22 +583,53 @@ class CheckpointManager:
         *,
         background: bool,
     ) -> None:
-        # Temp file, fsync, os.replace, directory fsync; only then the index and rotation,
-        # so a failed or interrupted write never costs an earlier checkpoint.
-        atomic_write(info.path, write, fsync=self.fsync)
+        # Temp file (checksummed as it is written), fsync, os.replace, directory fsync;
+        # only then the index and rotation, so a failed or interrupted write never costs
+        # an earlier checkpoint.
+        _write_checked(info.path, write, fsync=self.fsync)
         self._meta_cache[info.path.name] = info
-        self._rotate([*existing, info], background=background)
+        index_error = self._rotate([*existing, info], background=background)
         if self.on_saved is not None:
-            self.on_saved(info)
+            try:
+                self.on_saved(info)
+            except Exception as error:
+                raise CheckpointWriteError(
+                    f"checkpoint {str(info.path)!r} was saved, but on_saved raised "
+                    f"{type(error).__name__}: {error}",
+                    info.path,
+                    saved=True,
+                ) from error
+        if index_error is not None:
+            full = _disk_full(index_error, None)
+            raise CheckpointWriteError(
+                f"checkpoint {str(info.path)!r} was saved and is complete, but "
+                f"{str(self.directory / _INDEX)!r} could not be updated: "
+                f"{type(index_error).__name__}: {index_error}"
+                + (f" ({_space(self.directory)})" if full else "")
+                + ". The index is only a cache: loading and rotation go by the file names, "
+                "so no checkpoint is lost; the next save rewrites it. "
+                + ("Free some disk space before the next save." if full else ""),
+                info.path,
+                saved=True,
+            ) from index_error
 
-    def _rotate(self, found: list[CheckpointInfo], *, background: bool = False) -> None:
+    def _rotate(self, found: list[CheckpointInfo], *, background: bool = False) -> OSError | None:
+        """Delete what no longer needs keeping; return the error of the index write, if any.
+
+        Deletion goes ahead when the index cannot be written: the new checkpoint is
+        durable and the index is only a cache (a stale one is checked against the names).
+        """
         keep = {c.seq for c in (found if self.keep_last is None else found[-self.keep_last :])}
         keep.update(c.seq for c in self._ranked_best(found)[: self.keep_best])
         kept = [c for c in found if c.seq in keep]
         doomed = [c.path for c in found if c.seq not in keep]
         for path in doomed:
             self._meta_cache.pop(path.name, None)
-        self._write_index(kept)
+        index_error: OSError | None = None
+        try:
+            self._write_index(kept)
+        except OSError as error:
+            index_error = error
         if doomed and background:
             _unlink_all(doomed)
         elif doomed:
@@ -483,6 +637,7 @@ class CheckpointManager:
             # Not a daemon thread, so it completes before the interpreter exits.
             self._deleter = threading.Thread(target=_unlink_all, args=(doomed,))
             self._deleter.start()
+        return index_error
 
     @property
     def pending(self) -> bool:
@@ -506,6 +661,8 @@ class CheckpointManager:
         failure = self._writer.take_error()
         if failure is not None:
             error, what = failure
+            if isinstance(error, CheckpointWriteError):
+                raise error  # already says which file and what happened to it
             raise CheckpointWriteError(
                 f"{what} failed: {type(error).__name__}: {error}. That checkpoint was not "
                 f"saved; the earlier checkpoints in {str(self.directory)!r} are intact. Fix "
@@ -655,14 +812,18 @@ class CheckpointManager:
         # tensor is cloned in _restore so nothing keeps the file mapped afterwards.
         mmap = map_location is None or torch.device(map_location).type == "cpu"
         errors: list[CorruptCheckpointError] = []
-        for path in candidates:
+        for i, path in enumerate(candidates):
             try:
                 return read_checkpoint(path, map_location=map_location, mmap=mmap), path
             except CorruptCheckpointError as error:
                 errors.append(error)
                 if not fallback:
                     raise
-                warnings.warn(f"{error}; trying the previous checkpoint", stacklevel=3)
+                if i + 1 < len(candidates):
+                    warnings.warn(
+                        f"{error}; trying the previous checkpoint {str(candidates[i + 1])!r}",
+                        stacklevel=3,
+                    )
         raise CorruptCheckpointError(
             candidates[0], "no readable checkpoint left: " + "; ".join(str(e) for e in errors)
         )
@@ -742,12 +903,17 @@ def read_checkpoint(
         The raw payload: ``{"step", "epoch", "metrics", "seq", "stateful", "state"}``.
 
     Raises:
-        CorruptCheckpointError: The file is truncated, damaged, holds objects that are not
-            allowed with ``weights_only=True``, or is not a scramjet checkpoint.
+        CorruptCheckpointError: The file does not match its checksum, is truncated,
+            damaged, malformed (a field missing or of the wrong type), holds objects that
+            are not allowed with ``weights_only=True``, or is not a scramjet checkpoint.
     """
     path = Path(path)
     for manager in list(_WRITERS.get(os.path.realpath(path.parent), ())):
         manager._writer.join()  # a file being written by this process: read it once complete
+    try:
+        checked = verify_file(path)  # before parsing: damaged bytes never reach the unpickler
+    except ChecksumMismatch as error:
+        raise CorruptCheckpointError(path, str(error)) from error
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except FileNotFoundError:
@@ -755,17 +921,11 @@ def read_checkpoint(
     except Exception as error:  # torch raises RuntimeError, EOFError, UnpicklingError, ...
         reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         raise CorruptCheckpointError(path, reason) from error
-    if not isinstance(payload, dict) or MARKER not in payload or "state" not in payload:
-        raise CorruptCheckpointError(
-            path, "not a scramjet checkpoint (expected a file written by CheckpointManager.save)"
-        )
-    if payload[MARKER] > FORMAT_VERSION:
-        raise CorruptCheckpointError(
-            path,
-            f"written by a newer scramjet (format {payload[MARKER]}, this one reads "
-            f"{FORMAT_VERSION}); upgrade scramjet",
-        )
-    return payload
+    problem = check_layout(payload, checked)
+    if problem is not None:
+        raise CorruptCheckpointError(path, problem)
+    checked_payload: dict[str, Any] = payload
+    return checked_payload
 
 
 def write_checkpoint(
@@ -786,5 +946,5 @@ def write_checkpoint(
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     payload = build_payload(state, seq=0, step=step, epoch=epoch, metrics=metrics)
-    atomic_write(target, lambda file: torch.save(payload, file), fsync=fsync)
+    _write_checked(target, lambda file: torch.save(payload, file), fsync=fsync)
     return target
