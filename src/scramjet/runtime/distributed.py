@@ -482,8 +482,8 @@ def wrap_data_parallel(model: torch.nn.Module, device: torch.device) -> torch.nn
     """``model`` wrapped for data-parallel training across the processes of this run.
 
     ``DistributedDataParallel`` when more than one process runs; the model itself in one
-    process, or when it is sharded with FSDP (``fully_shard`` shards in place and needs no
-    wrapper). The Trainer's default ``wrap_model`` is this function.
+    process, when it is sharded with FSDP (``fully_shard`` shards in place and needs no
+    wrapper), or when it is a ``DistributedDataParallel`` already. The Trainer's default ``wrap_model`` is this function.
 
     Args:
         model: The module to train, already on ``device``.
@@ -496,5 +496,7 @@ def wrap_data_parallel(model: torch.nn.Module, device: torch.device) -> torch.nn
 
     if get_world_size() == 1 or is_sharded(model):
         return model
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return model  # wrapped by the user already: a second wrapper would reduce twice
     device_ids = [device.index] if device.type == "cuda" else None
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)

@@ -361,11 +361,12 @@ class DataOrder:
         Selects the epoch's order on the sampler (``set_epoch``) and on the dataset when it
         has ``set_epoch`` (seeded augmentations draw anew every epoch), skips consumed
         indices where the sampler can (``set_start``) and otherwise reads past ``skip``
-        batches without running them, and reseeds the loader's workers for
-        (seed, epoch, rank) once a seed is in use (a loader this order did not make keeps
-        its own generator until then; a DataLoader without one is given one, so that
-        starting an epoch draws nothing from torch's global RNG). Skipped batches become
-        skipped indices at the loader's own batch size (``batch_size`` when it has none).
+        batches without running them, and reseeds every DataLoader's randomness (its
+        generator: workers' seeds; a random sampler's generator: the shuffled order) for
+        (seed, epoch, rank). A DataLoader the user built is reseeded too: starting an epoch
+        then draws nothing from torch's global RNG, whose state a checkpoint restores
+        mid-epoch, so a resumed run sees the same order. Skipped batches become skipped
+        indices at the loader's own batch size (``batch_size`` when it has none).
         The length counts the skipped batches; 0 means unknown.
         """
         sampler: Any = getattr(loader, "sampler", None)
@@ -378,20 +379,24 @@ class DataOrder:
         if hasattr(sampler, "set_start"):  # in samples: the loader's own batch size counts
             # (train_dataloader_kwargs or a ready DataLoader may set another than batch_size)
             sampler.set_start(skip * (getattr(loader, "batch_size", None) or batch_size))
-        generator = getattr(loader, "generator", None)
-        if isinstance(loader, DataLoader) and generator is None:
-            # Without a generator, starting an epoch draws the workers' base seed from
-            # torch's global RNG, whose state a checkpoint restores mid-epoch: a resumed
-            # run would draw one number more and run (e.g. dropout) out of step.
-            generator = loader.generator = torch.Generator()
-        if isinstance(generator, torch.Generator) and self._seed is not None:
-            generator.manual_seed(self.seed + 1_000_003 * epoch + dist.get_rank())
+        if isinstance(loader, DataLoader):
+            self._reseed(loader, sampler, epoch)
         n_batches = safe_len(loader)
         if hasattr(sampler, "set_start"):  # the loader holds only the batches still to come
             return loader, (skip + n_batches if n_batches else 0)
         if skip:  # nothing to skip indices with (e.g. an IterableDataset): read past them
             return itertools.islice(loader, skip, None), n_batches
         return loader, n_batches
+
+    def _reseed(self, loader: DataLoader[Any], sampler: Any, epoch: int) -> None:
+        seed = self.seed + 1_000_003 * epoch + dist.get_rank()
+        if loader.generator is None:
+            loader.generator = torch.Generator()
+        loader.generator.manual_seed(seed)
+        if sampler is not self._sampler and hasattr(sampler, "generator"):  # RandomSampler
+            if sampler.generator is None:
+                sampler.generator = torch.Generator()
+            sampler.generator.manual_seed(seed + 1)
 
     def state_dict(self) -> dict[str, Any]:
         """The seed, for a checkpoint (0 when the run's loaders never needed one)."""
