@@ -285,6 +285,29 @@ class Lockstep(Generic[T]):
             yield cast(T, batch), real  # a real batch, or the last one repeated
 
 
+def even_end(batches: Iterable[T]) -> Iterator[T]:
+    """Yield batches while every rank has one; all ranks stop at the first rank's end.
+
+    Streams of unknown length may hold different numbers of batches on different ranks;
+    a rank that trained on while another had stopped would wait forever in the gradient
+    all-reduce (or abort inside the collective library). One tiny all-reduce per batch
+    decides, on every rank alike, whether all have a batch; the extra batches of the
+    longer streams are left unread. In one process the batches pass through unchanged.
+    """
+    if not dist.is_distributed():
+        yield from batches
+        return
+    iterator = iter(batches)
+    while True:
+        try:
+            batch, have = next(iterator), 1.0
+        except StopIteration:
+            batch, have = None, 0.0
+        if float(dist.reduce(torch.tensor([have]), "min")[0]) == 0.0:
+            return
+        yield cast(T, batch)
+
+
 class DataOrder:
     """A Trainer's training-data order: one seed, and each epoch's batches derived from it.
 

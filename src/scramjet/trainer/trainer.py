@@ -61,6 +61,7 @@ from scramjet.trainer.data_order import (
     Lockstep,
     ShardSampler,
     check_ready_loader,
+    even_end,
     gather_shards,
     safe_len,
     yields_batches,
@@ -645,6 +646,8 @@ class Trainer:
             skip=state.batches_seen_in_epoch,
             batch_size=self.run_config.train_per_device_batch_size,
         )
+        if not n_batches and dist.get_world_size() > 1:  # unknown lengths may differ by rank
+            batches = even_end(batches)
         self._batches_in_epoch, self._current_dl = n_batches, train_dl
         self.train_losses.start_epoch()
         self.train_epoch_start()
