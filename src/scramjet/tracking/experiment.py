@@ -31,7 +31,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -659,10 +659,19 @@ class Experiment(TrainerCallback):
         return {"run_dir": str(run.resolve()) if run else ""}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Remember the run folder of a restored checkpoint (if it still exists here)."""
-        path = Path(state.get("run_dir") or "")
-        if state.get("run_dir") and path.is_dir() and self._run_dir is None:
-            self._restored_dir = path
+        """Continue the restored checkpoint's run folder, found by name under this root.
+
+        The stored path is a hint, never a destination: only its last part (the run's
+        name) is used, under ``root/project`` of this Experiment. A checkpoint copied with
+        its run folder to another root continues the copy and leaves the original alone; a
+        name that is not a run folder there (or a crafted path) starts a new run folder.
+        """
+        name = PurePath(str(state.get("run_dir") or "")).name
+        if self._run_dir is not None or name in ("", ".", ".."):
+            return
+        candidate = self.root / self.project / name
+        if candidate.is_dir() and (candidate / "run.json").is_file():
+            self._restored_dir = candidate
 
 
 def _plain(value: Any) -> Any:
