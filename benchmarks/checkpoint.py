@@ -22,7 +22,12 @@ save
     own overhead.
 load
   - ``bare``: ``torch.load(weights_only=True)`` + ``load_state_dict`` on model and optimizer.
-  - ``manager``: ``CheckpointManager.load`` of the same objects.
+  - ``manager``: ``CheckpointManager.load`` of the same objects, which checks the file's
+    checksum trailer before parsing it (every file of this version has one).
+  - ``checksum``: that verification alone (``payload.verify_file``), to show its share.
+
+The manager's files carry the checksum; the bare files do not. The manager's background
+writer computes it while writing, so it adds nothing to the blocking time of ``save()``.
 
 Run: ``python benchmarks/checkpoint.py [--repeats 11] [--hidden 2048] [--dir PATH]``.
 The default directory is on the same disk as the current directory (not tmpfs, where
@@ -46,6 +51,7 @@ import torch
 from torch import nn
 
 from scramjet.checkpoint import CheckpointManager
+from scramjet.checkpoint.payload import verify_file
 
 
 def make_state(hidden: int) -> tuple[nn.Module, torch.optim.Optimizer]:
@@ -102,7 +108,7 @@ def run(repeats: int, hidden: int, root: Path) -> None:
     state = {"model": model, "optimizer": opt}
     names = ("bare", "bare+fsync", "manager", "durable", "sync", "nofsync")
     times: dict[str, list[float]] = {k: [] for k in names}
-    loads: dict[str, list[float]] = {"bare": [], "manager": []}
+    loads: dict[str, list[float]] = {"bare": [], "manager": [], "checksum": []}
     last_async: dict[str, float] = {}
 
     def async_save(step: int) -> None:
@@ -150,6 +156,8 @@ def run(repeats: int, hidden: int, root: Path) -> None:
         os.sync()
         load_bare = timed(bare_load, step)
         load_manager = timed(manager.load, state)
+        latest = manager.latest_path
+        checksum = timed(verify_file, latest) if latest is not None else 0.0
         for stale in (bare_dir / f"{step - 2}.pt", sync_dir / f"{step - 2}.pt"):
             stale.unlink(missing_ok=True)  # same disk footprint as keep_last=2
         if step == 0:
@@ -158,6 +166,7 @@ def run(repeats: int, hidden: int, root: Path) -> None:
             times[key].append(value)
         loads["bare"].append(load_bare)
         loads["manager"].append(load_manager)
+        loads["checksum"].append(checksum)
 
     size_mb = manager.latest_path.stat().st_size / 1e6 if manager.latest_path else 0.0
     report(times, loads, f"{n_params / 1e6:.1f} M parameters + AdamW state, file {size_mb:.0f} MB")
@@ -183,6 +192,7 @@ def report(times: dict[str, list[float]], loads: dict[str, list[float]], what: s
         ("save: ...(async_write=False, fsync=False)", "nofsync", med["nofsync"], "bare"),
         ("load: bare torch.load + load_state_dict", "load bare", lmed["bare"], None),
         ("load: CheckpointManager.load", "load manager", lmed["manager"], "load bare"),
+        ("  of which checksum verification", "load checksum", lmed["checksum"], "load bare"),
     ]
     base = {**med, **{"load " + k: v for k, v in lmed.items()}}
     for label, key, seconds, versus in rows:

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 import scramjet.checkpoint.manager as manager_module
+import scramjet.checkpoint.payload as payload_module
 from scramjet.checkpoint import CheckpointManager, CheckpointWriteError, read_checkpoint
 
 BIG = 1 << 22  # 16 MiB of float32: long enough to write that save() returns first
@@ -113,7 +114,8 @@ class FullDisk:
             return real(path, lambda file: write(_Budget(file, budget)), fsync=fsync)
 
         self._monkeypatch = monkeypatch
-        monkeypatch.setattr(manager_module, "atomic_write", failing)
+        for module in (manager_module, payload_module):  # index, checkpoint files
+            monkeypatch.setattr(module, "atomic_write", failing)
 
     def undo(self) -> None:
         self._monkeypatch.undo()
@@ -198,12 +200,13 @@ def test_a_failure_still_pending_at_exit_is_printed(tmp_path: Path) -> None:
         """
         import errno, os, sys, torch
         import scramjet.checkpoint.manager as manager_module
+        import scramjet.checkpoint.payload as payload_module
         from scramjet.checkpoint import CheckpointManager
 
         def full_disk(path, write, fsync=True):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-        manager_module.atomic_write = full_disk
+        manager_module.atomic_write = payload_module.atomic_write = full_disk
         manager = CheckpointManager(sys.argv[1])
         manager.save({"big": torch.ones(1 << 20)}, step=1)
         """,

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 import scramjet.checkpoint.manager as manager_module
+import scramjet.checkpoint.payload as payload_module
 from scramjet.checkpoint import (
     CheckpointManager,
     CheckpointWriteError,
@@ -213,7 +214,8 @@ class FullDisk:
                 return real(path, write, fsync=fsync)
             return real(path, lambda file: write(_Budget(file, budget)), fsync=fsync)
 
-        monkeypatch.setattr(manager_module, "atomic_write", failing)
+        for module in (manager_module, payload_module):  # index, checkpoint files
+            monkeypatch.setattr(module, "atomic_write", failing)
 
 
 class _Budget:

@@ -14,9 +14,8 @@
     file name is ignored, and a checkpoint missing from the index has its metadata read
     back from the file itself.
 
-Each file ends with a checksum trailer (see ``payload.py``), written while the file is
-written and checked on every read: a damaged file raises :class:`CorruptCheckpointError`
-like a truncated one, and ``load("latest")`` falls back to the previous good checkpoint.
+Each file ends with a checksum trailer (``payload.py``), checked on every read: a damaged
+file raises :class:`CorruptCheckpointError` and ``load("latest")`` falls back.
 
 Writes go to a temporary file in the same directory (fsync-ed), then ``os.replace``
 and a directory fsync: a process killed mid-save leaves at most a ``.tmp-*`` file,
@@ -31,7 +30,6 @@ import json
 import math
 import os
 import re
-import shutil
 import threading
 import warnings
 import weakref
@@ -46,16 +44,24 @@ from torch import nn
 
 from scramjet.checkpoint.background import BackgroundWriter, Snapshotter, register_for_exit
 from scramjet.checkpoint.payload import (
-    DISK_FULL,
     FORMAT_VERSION,
+    CheckpointError,
+    CheckpointMismatchError,
+    CheckpointWriteError,
     ChecksumMismatch,
-    ChecksumWriter,
+    CorruptCheckpointError,
     build_payload,
     check_layout,
+    describe_skipped,
+    disk_full,
+    format_keys,
+    free_space,
     from_storable,
     is_stateful,
+    match_module_state,
     unwrap,
     verify_file,
+    write_checked,
 )
 from scramjet.runtime.files import TMP_PREFIX, atomic_write
 
@@ -74,46 +80,8 @@ __all__ = [
 _INDEX = "index.json"
 
 _NAME_RE = re.compile(r"^ckpt-(\d+)-step(\d+)\.pt$")
-_MAX_LISTED_KEYS = 20
 # Managers with a write in flight, per directory: a reader in this process waits for them.
 _WRITERS: dict[str, weakref.WeakSet[CheckpointManager]] = {}
-
-
-class CheckpointError(RuntimeError):
-    """Base class of the errors raised while reading or writing checkpoints."""
-
-
-class CorruptCheckpointError(CheckpointError):
-    """A checkpoint file cannot be read (truncated, damaged, or not a scramjet checkpoint)."""
-
-    def __init__(self, path: Path, reason: str) -> None:
-        self.path = path
-        super().__init__(f"checkpoint {str(path)!r} cannot be read: {reason}")
-
-
-class CheckpointMismatchError(CheckpointError, ValueError):
-    """The checkpoint does not fit the objects it is loaded into (``strict=True``)."""
-
-
-class CheckpointWriteError(CheckpointError):
-    """Writing a checkpoint failed (raised by ``save()``, or by the next call after a
-    background write).
-
-    The message says what happened. Usually the checkpoint was not written
-    (``saved`` is False): no file exists for it and no earlier checkpoint was deleted.
-    When the file was written but a later step failed (``index.json`` did not fit on the
-    disk, ``on_saved`` raised), ``saved`` is True and the checkpoint loads normally.
-    ``__cause__`` holds the original error (``OSError`` for a full disk, ...).
-
-    Attributes:
-        path: The checkpoint file concerned (None if unknown).
-        saved: Whether that file was written completely and is loadable.
-    """
-
-    def __init__(self, message: str, path: Path | None = None, saved: bool = False) -> None:
-        super().__init__(message)
-        self.path = path
-        self.saved = saved
 
 
 @dataclass(frozen=True)
@@ -185,108 +153,7 @@ def _unlink_all(paths: list[Path]) -> None:
         path.unlink(missing_ok=True)
 
 
-def _bytes(n: int) -> str:
-    if n < 1000:
-        return f"{n} bytes"
-    size = float(n)
-    for unit in ("KB", "MB", "GB", "TB"):
-        size /= 1000
-        if size < 1000 or unit == "TB":
-            break
-    return f"{size:.1f} {unit}"
-
-
-def _disk_full(error: BaseException, sink: ChecksumWriter | None) -> OSError | None:
-    """The ``OSError`` behind a failed write, if it says the disk (or quota) is full."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno in DISK_FULL:
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    if sink is not None and sink.error is not None and sink.error.errno in DISK_FULL:
-        return sink.error
-    return None
-
-
-def _space(directory: Path) -> str:
-    try:
-        usage = shutil.disk_usage(directory)
-    except OSError:
-        return f"free space in {str(directory)!r} unknown"
-    return f"{_bytes(usage.free)} free of {_bytes(usage.total)} in {str(directory)!r}"
-
-
-def _write_failure(path: Path, error: Exception, sink: ChecksumWriter | None) -> Exception:
-    """The error to raise for a checkpoint file that could not be written."""
-    full = _disk_full(error, sink)
-    if full is not None:
-        return CheckpointWriteError(
-            f"checkpoint {str(path)!r} was not saved: the disk is full ({full.strerror}); "
-            f"{_space(path.parent)}. The earlier checkpoints are intact. Free some space, "
-            "lower keep_last, or save to another disk.",
-            path,
-        )
-    cause = sink.error if sink is not None and sink.error is not None else error
-    if not isinstance(cause, OSError):
-        return error  # not an I/O failure (e.g. a bug in a state_dict): raised as it is
-    return CheckpointWriteError(
-        f"checkpoint {str(path)!r} was not saved: {type(cause).__name__}: {cause}. The "
-        f"earlier checkpoints in {str(path.parent)!r} are intact. Fix the cause (disk "
-        "space, permissions) and save again.",
-        path,
-    )
-
-
-def _write_checked(path: Path, write: Callable[[Any], object], *, fsync: bool) -> None:
-    """Write one checkpoint file with its checksum trailer, atomically; clear errors."""
-    sinks: list[ChecksumWriter] = []
-
-    def checked(file: Any) -> None:
-        sinks.append(ChecksumWriter(file))
-        write(sinks[0])
-        sinks[0].finish()
-
-    try:
-        atomic_write(path, checked, fsync=fsync)
-    except Exception as error:
-        failure = _write_failure(path, error, sinks[0] if sinks else None)
-        if failure is error:
-            raise
-        raise failure from (sinks[0].error if sinks and sinks[0].error else error)
-
-
-def _format_keys(keys: list[str]) -> str:
-    shown = ", ".join(keys[:_MAX_LISTED_KEYS])
-    more = len(keys) - _MAX_LISTED_KEYS
-    return shown + (f", ... ({more} more)" if more > 0 else "")
-
-
 # --------------------------------------------------------------------------- module loading
-
-
-def _match_module_state(
-    module: nn.Module, saved: Mapping[str, Any], scope: str | None
-) -> tuple[dict[str, Any], list[str], list[str], list[str]]:
-    """Pick the saved entries that fit ``module``; report missing/unexpected/mismatched keys."""
-    own = module.state_dict()
-    if scope:
-        prefix = scope.rstrip(".") + "."
-        own = {k: v for k, v in own.items() if k.startswith(prefix)}
-        saved = {k: v for k, v in saved.items() if k.startswith(prefix)}
-    usable: dict[str, Any] = {}
-    mismatched: list[str] = []
-    for key, value in saved.items():
-        if key not in own:
-            continue
-        target = own[key]
-        tensors = isinstance(value, torch.Tensor) and isinstance(target, torch.Tensor)
-        if tensors and value.shape != target.shape:
-            mismatched.append(f"{key}: {tuple(value.shape)} -> {tuple(target.shape)}")
-            continue
-        usable[key] = value
-    missing = [k for k in own if k not in saved]
-    unexpected = [k for k in saved if k not in own]
-    return usable, missing, unexpected, mismatched
 
 
 def _load_module(
@@ -297,12 +164,12 @@ def _load_module(
             f"entry {name!r} of {str(result.path)!r} holds a {type(saved).__qualname__}, "
             "not a module state dict"
         )
-    usable, missing, unexpected, mismatched = _match_module_state(module, saved, scope)
+    usable, missing, unexpected, mismatched = match_module_state(module, saved, scope)
     if scope and not usable and not mismatched:
         prefixes = sorted({k.split(".", 1)[0] for k in saved})
         raise CheckpointMismatchError(
             f"entry {name!r} of {str(result.path)!r} has no keys under scope {scope!r}; "
-            f"top-level prefixes in the checkpoint: {_format_keys(prefixes)}"
+            f"top-level prefixes in the checkpoint: {format_keys(prefixes)}"
         )
     if strict and (missing or unexpected or mismatched):
         lines = [f"checkpoint {str(result.path)!r} does not fit entry {name!r}:"]
@@ -312,7 +179,7 @@ def _load_module(
             ("shape mismatches", mismatched),
         ):
             if keys:
-                lines.append(f"  {label} ({len(keys)}): {_format_keys(keys)}")
+                lines.append(f"  {label} ({len(keys)}): {format_keys(keys)}")
         lines.append(
             "  Load the checkpoint into the model it was saved from, or pass strict=False "
             "to load the matching keys only (or scope='prefix' for one submodule)."
@@ -455,9 +322,8 @@ class CheckpointManager:
     def _scan(self) -> tuple[list[CheckpointInfo], int]:
         """Checkpoint files oldest first, and the highest ``seq`` of any checkpoint name.
 
-        ``seq`` and ``step`` come from the file names; the index only supplies epoch and
-        metrics, and only where it agrees with the name. A non-file entry with a
-        checkpoint name (a directory) is reported once and numbered past.
+        ``seq``/``step`` come from the names; the index supplies epoch and metrics where
+        it agrees with them. A non-file with a checkpoint name is reported and skipped.
         """
         index = self._read_index()
         found: list[CheckpointInfo] = []
@@ -586,7 +452,7 @@ class CheckpointManager:
         # Temp file (checksummed as it is written), fsync, os.replace, directory fsync;
         # only then the index and rotation, so a failed or interrupted write never costs
         # an earlier checkpoint.
-        _write_checked(info.path, write, fsync=self.fsync)
+        write_checked(info.path, write, fsync=self.fsync)
         self._meta_cache[info.path.name] = info
         index_error = self._rotate([*existing, info], background=background)
         if self.on_saved is not None:
@@ -600,12 +466,12 @@ class CheckpointManager:
                     saved=True,
                 ) from error
         if index_error is not None:
-            full = _disk_full(index_error, None)
+            full = disk_full(index_error, None)
             raise CheckpointWriteError(
                 f"checkpoint {str(info.path)!r} was saved and is complete, but "
                 f"{str(self.directory / _INDEX)!r} could not be updated: "
                 f"{type(index_error).__name__}: {index_error}"
-                + (f" ({_space(self.directory)})" if full else "")
+                + (f" ({free_space(self.directory)})" if full else "")
                 + ". The index is only a cache: loading and rotation go by the file names, "
                 "so no checkpoint is lost; the next save rewrites it. "
                 + ("Free some disk space before the next save." if full else ""),
@@ -614,11 +480,8 @@ class CheckpointManager:
             ) from index_error
 
     def _rotate(self, found: list[CheckpointInfo], *, background: bool = False) -> OSError | None:
-        """Delete what no longer needs keeping; return the error of the index write, if any.
-
-        Deletion goes ahead when the index cannot be written: the new checkpoint is
-        durable and the index is only a cache (a stale one is checked against the names).
-        """
+        """Delete what no longer needs keeping; return the error of the index write, if any
+        (deletion goes ahead: the new checkpoint is durable, the index only a cache)."""
         keep = {c.seq for c in (found if self.keep_last is None else found[-self.keep_last :])}
         keep.update(c.seq for c in self._ranked_best(found)[: self.keep_best])
         kept = [c for c in found if c.seq in keep]
@@ -708,8 +571,7 @@ class CheckpointManager:
                 for e in data.get("checkpoints", [])
             }
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
-            # A missing or unreadable index is rebuilt from the files themselves.
-            return {}
+            return {}  # a missing or unreadable index is rebuilt from the files themselves
 
     def _read_meta(self, path: Path, seq: int, step: int) -> CheckpointInfo:
         """Metadata of a checkpoint absent from the index (read lazily via mmap)."""
@@ -859,7 +721,7 @@ class CheckpointManager:
                 restored.add(name)
         result.values = {k: from_storable(v, True) for k, v in saved.items() if k not in restored}
         if not result.clean:
-            warnings.warn(_describe_skipped(result), stacklevel=3)
+            warnings.warn(describe_skipped(result), stacklevel=3)
         return result
 
     @staticmethod
@@ -869,21 +731,9 @@ class CheckpointManager:
         if strict:
             raise CheckpointMismatchError(
                 f"checkpoint {str(path)!r} has no entry {name!r}; it has: "
-                f"{_format_keys(sorted(saved))}. Pass strict=False to skip it."
+                f"{format_keys(sorted(saved))}. Pass strict=False to skip it."
             )
         result.missing_keys[name] = ["<whole entry>"]
-
-
-def _describe_skipped(result: LoadResult) -> str:
-    parts = [f"loaded {str(result.path)!r} with strict=False; skipped keys:"]
-    for label, report in (
-        ("missing", result.missing_keys),
-        ("unexpected", result.unexpected_keys),
-        ("shape mismatch", result.mismatched_keys),
-    ):
-        for name, keys in report.items():
-            parts.append(f"  {name} {label} ({len(keys)}): {_format_keys(keys)}")
-    return "\n".join(parts)
 
 
 def read_checkpoint(
@@ -946,5 +796,5 @@ def write_checkpoint(
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     payload = build_payload(state, seq=0, step=step, epoch=epoch, metrics=metrics)
-    _write_checked(target, lambda file: torch.save(payload, file), fsync=fsync)
+    write_checked(target, lambda file: torch.save(payload, file), fsync=fsync)
     return target

@@ -1,7 +1,10 @@
 """How checkpoint payloads are built from live objects, checked, and turned back into values.
 
 Everything stored goes through :func:`to_storable`, which only lets through types that
-``torch.load(weights_only=True)`` reads back (numpy arrays become tagged tensors).
+``torch.load(weights_only=True)`` reads back (numpy arrays become tagged tensors). The
+file layer lives here too: the checksum, :func:`write_checked` (which turns a failed
+write into an error naming the file and, for a full disk, the free space), the layout
+check, the checkpoint errors, and the matching of saved module state to a module.
 
 File layout (format 2)::
 
@@ -28,12 +31,16 @@ import errno
 import hashlib
 import mmap
 import os
-from collections.abc import Mapping
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 import torch
 from torch import nn
+
+from scramjet.runtime.files import atomic_write
 
 FORMAT_VERSION = 2
 MARKER = "scramjet_checkpoint"
@@ -42,6 +49,7 @@ TRAILER_SIZE = len(TRAILER_MAGIC) + 16 + 1 + 32 + 1
 _BLOCK = 4096  # bytes per summed block: a page, the unit in which storage tends to fail
 _WORDS = _BLOCK // 8
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+_MAX_LISTED_KEYS = 20
 _NDARRAY_TAG = "__scramjet_ndarray__"
 _PRIMITIVES: tuple[type, ...] = (bool, int, float, complex, str, bytes)
 
@@ -395,3 +403,160 @@ def _digest_of_mapping(mapped: mmap.mmap, length: int) -> str:
         return _digest(length, sums, bytes(view[whole:length]))
     finally:
         view.release()
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class CheckpointError(RuntimeError):
+    """Base class of the errors raised while reading or writing checkpoints."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint file cannot be read (truncated, damaged, or not a scramjet checkpoint)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        super().__init__(f"checkpoint {str(path)!r} cannot be read: {reason}")
+
+
+class CheckpointMismatchError(CheckpointError, ValueError):
+    """The checkpoint does not fit the objects it is loaded into (``strict=True``)."""
+
+
+class CheckpointWriteError(CheckpointError):
+    """Writing a checkpoint failed (raised by ``save()``, or by the next call after a
+    background write).
+
+    The message says what happened. Usually the checkpoint was not written
+    (``saved`` is False): no file exists for it and no earlier checkpoint was deleted.
+    When the file was written but a later step failed (``index.json`` did not fit on the
+    disk, ``on_saved`` raised), ``saved`` is True and the checkpoint loads normally.
+    ``__cause__`` holds the original error (``OSError`` for a full disk, ...).
+
+    Attributes:
+        path: The checkpoint file concerned (None if unknown).
+        saved: Whether that file was written completely and is loadable.
+    """
+
+    def __init__(self, message: str, path: Path | None = None, saved: bool = False) -> None:
+        super().__init__(message)
+        self.path = path
+        self.saved = saved
+
+
+def _bytes(n: int) -> str:
+    if n < 1000:
+        return f"{n} bytes"
+    size = float(n)
+    for unit in ("KB", "MB", "GB", "TB"):
+        size /= 1000
+        if size < 1000 or unit == "TB":
+            break
+    return f"{size:.1f} {unit}"
+
+
+def disk_full(error: BaseException, sink: ChecksumWriter | None) -> OSError | None:
+    """The ``OSError`` behind a failed write, if it says the disk (or quota) is full."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in DISK_FULL:
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    if sink is not None and sink.error is not None and sink.error.errno in DISK_FULL:
+        return sink.error
+    return None
+
+
+def free_space(directory: Path) -> str:
+    try:
+        usage = shutil.disk_usage(directory)
+    except OSError:
+        return f"free space in {str(directory)!r} unknown"
+    return f"{_bytes(usage.free)} free of {_bytes(usage.total)} in {str(directory)!r}"
+
+
+def _write_failure(path: Path, error: Exception, sink: ChecksumWriter | None) -> Exception:
+    """The error to raise for a checkpoint file that could not be written."""
+    full = disk_full(error, sink)
+    if full is not None:
+        return CheckpointWriteError(
+            f"checkpoint {str(path)!r} was not saved: the disk is full ({full.strerror}); "
+            f"{free_space(path.parent)}. The earlier checkpoints are intact. Free some space, "
+            "lower keep_last, or save to another disk.",
+            path,
+        )
+    cause = sink.error if sink is not None and sink.error is not None else error
+    if not isinstance(cause, OSError):
+        return error  # not an I/O failure (e.g. a bug in a state_dict): raised as it is
+    return CheckpointWriteError(
+        f"checkpoint {str(path)!r} was not saved: {type(cause).__name__}: {cause}. The "
+        f"earlier checkpoints in {str(path.parent)!r} are intact. Fix the cause (disk "
+        "space, permissions) and save again.",
+        path,
+    )
+
+
+def write_checked(path: Path, write: Callable[[Any], object], *, fsync: bool) -> None:
+    """Write one checkpoint file with its checksum trailer, atomically; clear errors."""
+    sinks: list[ChecksumWriter] = []
+
+    def checked(file: Any) -> None:
+        sinks.append(ChecksumWriter(file))
+        write(sinks[0])
+        sinks[0].finish()
+
+    try:
+        atomic_write(path, checked, fsync=fsync)
+    except Exception as error:
+        failure = _write_failure(path, error, sinks[0] if sinks else None)
+        if failure is error:
+            raise
+        raise failure from (sinks[0].error if sinks and sinks[0].error else error)
+
+
+# --------------------------------------------------------------------------- module state
+
+
+def format_keys(keys: list[str]) -> str:
+    shown = ", ".join(keys[:_MAX_LISTED_KEYS])
+    more = len(keys) - _MAX_LISTED_KEYS
+    return shown + (f", ... ({more} more)" if more > 0 else "")
+
+
+def match_module_state(
+    module: nn.Module, saved: Mapping[str, Any], scope: str | None
+) -> tuple[dict[str, Any], list[str], list[str], list[str]]:
+    """Pick the saved entries that fit ``module``; report missing/unexpected/mismatched keys."""
+    own = module.state_dict()
+    if scope:
+        prefix = scope.rstrip(".") + "."
+        own = {k: v for k, v in own.items() if k.startswith(prefix)}
+        saved = {k: v for k, v in saved.items() if k.startswith(prefix)}
+    usable: dict[str, Any] = {}
+    mismatched: list[str] = []
+    for key, value in saved.items():
+        if key not in own:
+            continue
+        target = own[key]
+        tensors = isinstance(value, torch.Tensor) and isinstance(target, torch.Tensor)
+        if tensors and value.shape != target.shape:
+            mismatched.append(f"{key}: {tuple(value.shape)} -> {tuple(target.shape)}")
+            continue
+        usable[key] = value
+    missing = [k for k in own if k not in saved]
+    unexpected = [k for k in saved if k not in own]
+    return usable, missing, unexpected, mismatched
+
+
+def describe_skipped(result: Any) -> str:
+    """The warning for a ``LoadResult`` that skipped keys (``strict=False``)."""
+    parts = [f"loaded {str(result.path)!r} with strict=False; skipped keys:"]
+    for label, report in (
+        ("missing", result.missing_keys),
+        ("unexpected", result.unexpected_keys),
+        ("shape mismatch", result.mismatched_keys),
+    ):
+        for name, keys in report.items():
+            parts.append(f"  {name} {label} ({len(keys)}): {format_keys(keys)}")
+    return "\n".join(parts)
