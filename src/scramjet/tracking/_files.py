@@ -44,7 +44,7 @@ def read_json(path: Path) -> Any:
     """JSON content of ``path``, or ``{}`` when it is missing or unreadable."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return {}
 
 

@@ -30,14 +30,42 @@ def find_runs(root: str | Path, project: str | None = None) -> list[Path]:
     found += [p.parent for p in base.glob("*/*/hyperparams.json") if p.parent not in found]
     if project:
         found = [p for p in found if p.parent.name == project]
-    return sorted(found, key=lambda p: (read_json(p / "run.json").get("started", 0.0), str(p)))
+    return sorted(found, key=lambda p: (_started(_info(p)), str(p)))
+
+
+def _info(run: Path) -> dict[str, Any]:
+    info = read_json(run / "run.json")
+    return info if isinstance(info, dict) else {}  # a damaged file: no information
+
+
+def _started(info: dict[str, Any]) -> float:
+    started = info.get("started")
+    return float(started) if isinstance(started, int | float) else 0.0
 
 
 def summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
-    """Status, start time, last step and the last value of each requested metric."""
-    info = read_json(run / "run.json")
+    """Status, start time, last step and the last value of each requested metric.
+
+    A run whose files cannot be read is listed with status ``unreadable (<reason>)``
+    instead of stopping the listing of every other run.
+    """
+    try:
+        return _summarize(run, metrics)
+    except Exception as error:  # one damaged run folder must not hide the others
+        row: dict[str, Any] = {
+            "run": f"{run.parent.name}/{run.name}",
+            "status": f"unreadable ({type(error).__name__}: {error})"[:80],
+            "started": "",
+            "epochs": 0,
+        }
+        row.update({name: math.nan for name in metrics})
+        return row
+
+
+def _summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
+    info = _info(run)
     series = metric_series(read_metrics(run), "epoch")
-    started = info.get("started")
+    started = _started(info)
     row: dict[str, Any] = {
         "run": f"{run.parent.name}/{run.name}",
         "status": info.get("status", "?"),
