@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import os
 from dataclasses import dataclass
@@ -22,6 +23,16 @@ class RowError(ValueError):
         self.reason = reason
 
 
+def printable(text: str) -> str:
+    """``text`` with bytes that were not UTF-8 shown as ``\\xNN`` (for messages, reports)."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _not_utf8(text: str) -> bool:
+    """Whether ``text`` holds bytes that did not decode (read with ``surrogateescape``)."""
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
+
+
 @dataclass
 class Row:
     """A parsed CSV row: its line number, image file paths and typed values."""
@@ -37,6 +48,11 @@ def read_table(file_list: str | os.PathLike[str]) -> tuple[list[str], list[tuple
 
     The separator is a tab when the header line holds one, a comma otherwise; cells may
     be quoted with ``"`` (frame lists of sequences are quoted, comma-joined names).
+    The file is UTF-8; bytes that are not UTF-8 are kept (as ``surrogateescape``), so a
+    row holding them becomes a bad row in :func:`parse_row` rather than failing the file.
+
+    Raises:
+        ValueError: when the file is empty or its header is not UTF-8.
 
     Returns:
         The header names and ``(line number, cells)`` for every non-empty row.
@@ -44,10 +60,15 @@ def read_table(file_list: str | os.PathLike[str]) -> tuple[list[str], list[tuple
     path = Path(file_list)
     if not path.is_file():
         raise FileNotFoundError(f"file_list {str(path)!r} does not exist; pass the CSV list path")
-    text = path.read_text(encoding="utf-8-sig")
+    text = path.read_bytes().decode("utf-8-sig", "surrogateescape")
     lines = text.splitlines()
     if not lines:
         raise ValueError(f"file_list {str(path)!r} is empty; it needs a header row and rows")
+    if _not_utf8(lines[0]):
+        raise ValueError(
+            f"the header of file_list {str(path)!r} is not valid UTF-8 "
+            f"({printable(lines[0])!r}); save the CSV list as UTF-8"
+        )
     delimiter = "\t" if "\t" in lines[0] else ","
     reader = csv.reader(io.StringIO(text), delimiter=delimiter, quotechar='"')
     header = [h.strip() for h in next(reader)]
@@ -72,19 +93,46 @@ def check_header(header: list[str], dtype: list[str]) -> list[tuple[str, bool]]:
 
 
 def safe_path(root: Path, name: str, line: int) -> str:
-    """Resolve ``name`` under ``root``; reject absolute paths and paths that escape it."""
+    """Resolve ``name`` under ``root``; reject absolute paths and paths that escape it.
+
+    A name that is not UTF-8, holds a NUL byte, is too long for the file system or
+    runs into a symbolic-link loop is a :class:`RowError` like a missing file.
+    """
     if not name.strip():
         raise RowError(line, name, "empty file name")
+    if _not_utf8(name):
+        raise RowError(
+            line, printable(name), "file name is not valid UTF-8; save the CSV list as UTF-8"
+        )
+    if "\x00" in name:
+        raise RowError(line, name, "file name contains a NUL byte")
     if os.path.isabs(name) or name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
         raise RowError(
             line, name, "absolute paths are not allowed; list paths relative to file_dir"
         )
-    full = (root / name).resolve()
-    if not full.is_relative_to(root):
-        raise RowError(line, name, f"path escapes file_dir {str(root)!r}")
-    if not full.is_file():
-        raise RowError(line, name, f"file not found under file_dir {str(root)!r}")
+    try:
+        full = (root / name).resolve()
+        if not full.is_relative_to(root):
+            raise RowError(line, name, f"path escapes file_dir {str(root)!r}")
+        if not full.is_file():
+            raise RowError(line, name, f"file not found under file_dir {str(root)!r}")
+    except RuntimeError:  # Path.resolve's symlink loop before Python 3.13
+        raise RowError(line, name, "symbolic link loop") from None
+    except OSError as exc:
+        raise RowError(line, name, _os_reason(exc, name)) from None
     return str(full)
+
+
+def _os_reason(exc: OSError, name: str) -> str:
+    if exc.errno == errno.ELOOP:
+        return "symbolic link loop"
+    if exc.errno == errno.ENAMETOOLONG:
+        longest = max(len(part.encode("utf-8", "surrogateescape")) for part in name.split("/"))
+        return (
+            f"file name too long for the file system ({len(name)} characters, longest part "
+            f"{longest} bytes)"
+        )
+    return f"cannot access the file ({exc.strerror or exc})"
 
 
 def parse_value(cell: str, base: str, variable: bool) -> Any:
@@ -115,6 +163,8 @@ def parse_row(
         RowError: naming the row's line and file.
     """
     first = cells[0].strip() if cells else ""
+    if any(_not_utf8(cell) for cell in cells[1:]):
+        raise RowError(line, printable(first), "a value is not valid UTF-8; save the CSV as UTF-8")
     if len(cells) > len(header):
         raise RowError(line, first, f"{len(cells)} cells but the header has {len(header)}")
     cells = cells + [""] * (len(header) - len(cells))

@@ -229,15 +229,25 @@ class Manifest:
                     f"{where} has format version {data['version']}, this scramjet reads "
                     f"up to {FORMAT_VERSION}; upgrade scramjet to read it"
                 )
-            return cls(
+            shards = [ShardInfo(**s) for s in data["shards"]]
+            manifest = cls(
                 columns=[ColumnSpec(**c) for c in data["columns"]],
-                shards=[ShardInfo(**s) for s in data["shards"]],
+                shards=shards,
                 version=int(data["version"]),
                 created_by=data.get("created_by", ""),
                 extra=data.get("extra", {}),
             )
         except (KeyError, TypeError, json.JSONDecodeError) as exc:
             raise PackFormatError(f"{where} is not a valid pack manifest: {exc}") from exc
+        for k, info in enumerate(shards):
+            check_shard_info(k, info, where)
+        total = data.get("num_samples")
+        if total is not None and total != manifest.num_samples:
+            raise PackFormatError(
+                f"{where} says num_samples={total!r}, but its shards list "
+                f"{manifest.num_samples} samples; the manifest was modified, re-create the pack"
+            )
+        return manifest
 
     @classmethod
     def load(cls, pack_dir: str | os.PathLike[str]) -> Manifest:
@@ -253,6 +263,67 @@ class Manifest:
                 "only once its manifest exists; pass the directory written by scramjet.data.pack"
             )
         return cls.from_json(path.read_text(encoding="utf-8"), where=str(path))
+
+
+def check_shard_info(index: int, info: ShardInfo, where: str = "manifest") -> None:
+    """Check the types and ranges of one shard entry of a manifest.
+
+    Raises:
+        PackFormatError: naming the shard and the bad key.
+    """
+
+    def bad(key: str, expected: str) -> PackFormatError:
+        value = getattr(info, key)
+        return PackFormatError(
+            f"shard {index} of {where}: {key!r} must be {expected}, got {value!r}; "
+            "the manifest was modified, re-create the pack"
+        )
+
+    if not isinstance(info.file, str) or not info.file:
+        raise bad("file", "a non-empty file name")
+    for key in ("samples", "bytes"):
+        value = getattr(info, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise bad(key, "a non-negative integer")
+    if not isinstance(info.sha256, str) or len(info.sha256) != 64:
+        raise bad("sha256", "a hex SHA-256 digest (64 characters)")
+
+
+def shard_path(pack_dir: str | os.PathLike[str], file: str) -> Path:
+    """The real path of a manifest's shard ``file``, which must lie inside the pack.
+
+    ``file`` must be relative (no drive, no leading ``/`` or ``\\``), must not contain
+    ``..``, and, after following symbolic links, must lead to a path inside the pack
+    directory (itself resolved). A link to another file of the pack is fine.
+
+    Raises:
+        PackFormatError: naming the file and why it is refused.
+    """
+    root = Path(pack_dir)
+    fix = "a manifest may only name files inside its pack; re-create the pack"
+    if os.path.isabs(file) or file.startswith(("/", "\\")) or (len(file) > 1 and file[1] == ":"):
+        raise PackFormatError(
+            f"shard file {file!r} in pack {str(root)!r} is an absolute path; shard files "
+            f"must lie inside the pack ({fix})"
+        )
+    if ".." in file.replace("\\", "/").split("/"):
+        raise PackFormatError(
+            f"shard file {file!r} in pack {str(root)!r} contains '..' and would lead "
+            f"outside the pack ({fix})"
+        )
+    try:
+        base = root.resolve()
+        full = (root / file).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before 3.13)
+        raise PackFormatError(
+            f"shard file {file!r} in pack {str(root)!r} cannot be resolved: {exc}"
+        ) from None
+    if not full.is_relative_to(base) or full == base:
+        raise PackFormatError(
+            f"shard file {file!r} in pack {str(root)!r} is a link that leads outside the "
+            f"pack, to {str(full)!r} ({fix})"
+        )
+    return full
 
 
 def file_sha256(path: str | os.PathLike[str], block: int = 1 << 22) -> str:

@@ -48,11 +48,14 @@ from scramjet.data.format import (
     ColumnSpec,
     Manifest,
     PackFormatError,
+    ShardInfo,
     file_sha256,
+    shard_path,
 )
 from scramjet.data.images import jpeg_decoder, png_decoder
 
 Transform = Callable[[Any], Any] | Mapping[str, Callable[[Any], Any]]
+VERIFY_MODES = ("open", True, False)
 
 
 def _map_dataset(path: str, ds: Any) -> np.ndarray:
@@ -78,10 +81,30 @@ def _batch_buffer(
     return torch.from_numpy(out), out
 
 
-class _Shard:
-    """The arrays of one open shard: data maps plus in-memory offset tables."""
+def _check_offsets(table: np.ndarray, end: int, what: str, file: str) -> None:
+    """Offsets must start at 0, never decrease and end at ``end``."""
+    if (
+        table.ndim != 1
+        or not table.size
+        or table[0] != 0
+        or table[-1] != end
+        or bool(np.any(np.diff(table) < 0))
+    ):
+        raise PackFormatError(
+            f"shard {file}: the {what} are damaged (they must run from 0 up to {end}); "
+            "re-create or re-copy the pack"
+        )
 
-    def __init__(self, path: str, columns: list[ColumnSpec]) -> None:
+
+class _Shard:
+    """The arrays of one open shard: data maps plus in-memory offset tables.
+
+    Opening checks that every column read holds ``info.samples`` rows and that offset
+    tables are consistent, so a manifest that lies about a shard, or a damaged table
+    read without verification, is an error instead of missing or garbled samples.
+    """
+
+    def __init__(self, path: str, info: ShardInfo, columns: list[ColumnSpec]) -> None:
         import h5py
 
         self.data: dict[str, np.ndarray] = {}
@@ -94,6 +117,29 @@ class _Shard:
                     self.offsets[col.name] = np.asarray(h5[f"{OFFSETS_GROUP}/{col.name}"][()])
                 if col.sequence:
                     self.rows[col.name] = np.asarray(h5[f"{ROWS_GROUP}/{col.name}"][()])
+        for col in columns:
+            self._check_column(col, info)
+
+    def _check_column(self, col: ColumnSpec, info: ShardInfo) -> None:
+        data = self.data[col.name]
+        rows = self.rows.get(col.name)
+        offsets = self.offsets.get(col.name)
+        if rows is not None:
+            count = len(rows) - 1
+            frames = len(offsets) - 1 if offsets is not None else len(data)
+            _check_offsets(rows, frames, f"frame offsets of column {col.name!r}", info.file)
+        elif offsets is not None:
+            count = len(offsets) - 1
+        else:
+            count = len(data)
+        if count != info.samples:
+            raise PackFormatError(
+                f"shard {info.file}: the manifest says it holds {info.samples} samples, but "
+                f"column {col.name!r} holds {count}; the manifest or the shard was modified, "
+                "re-create the pack"
+            )
+        if offsets is not None:
+            _check_offsets(offsets, len(data), f"offsets of column {col.name!r}", info.file)
 
 
 class PackedDataset(Dataset[Any]):
@@ -111,7 +157,13 @@ class PackedDataset(Dataset[Any]):
             the sample index and :attr:`epoch`, so random draws are reproducible per sample;
             seeded augmentations called inside a function of yours get them too (through
             :func:`scramjet.data.augment.sample_context`).
-        verify: check every shard's SHA-256 against the manifest before reading.
+        verify: how shard files are checked against their SHA-256 in the manifest.
+            ``"open"`` (default): each shard is hashed when this dataset first opens it
+            (once per dataset object: copies sent to DataLoader workers keep what was
+            verified; :meth:`loader` verifies every shard in the calling process before
+            starting workers). ``True``: every shard is hashed now, in the constructor.
+            ``False``: no hashing (shard sizes, sample counts and offset tables are
+            still checked).
         decoder: JPEG decoder, ``"auto"`` (simplejpeg if installed), ``"simplejpeg"`` or
             ``"pil"``.
 
@@ -142,7 +194,7 @@ class PackedDataset(Dataset[Any]):
         *,
         columns: Sequence[str] | None = None,
         transform: Transform | None = None,
-        verify: bool = False,
+        verify: bool | str = "open",
         decoder: str = "auto",
     ) -> None:
         root = Path(path)
@@ -159,7 +211,13 @@ class PackedDataset(Dataset[Any]):
         self.transform = transform
         self.decoder, _ = jpeg_decoder(decoder)
         self.epoch = 0
-        self._check_files(verify)
+        if not any(verify is mode for mode in VERIFY_MODES) and verify != "open":
+            raise ValueError(f"verify must be 'open', True or False, got {verify!r}")
+        self.verify_mode: bool | str = "open" if verify == "open" else bool(verify)
+        self._verified: set[int] = set()
+        self._files = self._check_files()
+        if self.verify_mode is True:
+            self.verify()
         sizes = [s.samples for s in self.manifest.shards]
         self._ends = np.cumsum(sizes, dtype=np.int64)
         self._starts = self._ends - np.asarray(sizes, dtype=np.int64)
@@ -167,9 +225,10 @@ class PackedDataset(Dataset[Any]):
         self._pid = -1
         self._ring: SlotRing | None = None
 
-    def _check_files(self, verify: bool) -> None:
+    def _check_files(self) -> list[Path]:
+        files = []
         for info in self.manifest.shards:
-            file = self.path / info.file
+            file = shard_path(self.path, info.file)
             if not file.is_file():
                 raise PackFormatError(f"shard {info.file} of pack {str(self.path)!r} is missing")
             size = file.stat().st_size
@@ -178,11 +237,36 @@ class PackedDataset(Dataset[Any]):
                     f"shard {info.file} has {size} bytes, the manifest says {info.bytes}: "
                     "the file is truncated or was modified; re-create the pack"
                 )
-            if verify and file_sha256(file) != info.sha256:
-                raise PackFormatError(
-                    f"shard {info.file} of pack {str(self.path)!r} fails its SHA-256 check: "
-                    "the file is corrupted; re-create or re-copy the pack"
-                )
+            files.append(file)
+        return files
+
+    def _verify_shard(self, k: int) -> None:
+        info = self.manifest.shards[k]
+        if file_sha256(self._files[k]) != info.sha256:
+            raise PackFormatError(
+                f"shard {info.file} of pack {str(self.path)!r} fails its SHA-256 check: "
+                "the file is corrupted; re-create or re-copy the pack (verify=False reads "
+                "it unchecked)"
+            )
+        self._verified.add(k)
+
+    def verify(self) -> None:
+        """Hash every shard not yet verified by this dataset and compare with the manifest.
+
+        Copies of the dataset made afterwards (DataLoader workers, pickles) skip the
+        shards verified here.
+
+        Raises:
+            PackFormatError: naming the first shard whose SHA-256 differs.
+        """
+        for k in range(len(self.manifest.shards)):
+            if k not in self._verified:
+                self._verify_shard(k)
+
+    @property
+    def verified_shards(self) -> set[int]:
+        """Indices of the shards whose SHA-256 this dataset (or its parent) has checked."""
+        return set(self._verified)
 
     # -- pickling and lazy per-process handles --------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -195,7 +279,19 @@ class PackedDataset(Dataset[Any]):
             self._shards, self._pid = [None] * len(self.manifest.shards), os.getpid()
         shard = self._shards[k]
         if shard is None:
-            shard = _Shard(str(self.path / self.manifest.shards[k].file), self.columns)
+            info = self.manifest.shards[k]
+            if self.verify_mode == "open" and k not in self._verified:
+                self._verify_shard(k)  # before HDF5 parses anything of the file
+            try:
+                shard = _Shard(str(self._files[k]), info, self.columns)
+            except (OSError, KeyError, ValueError) as exc:
+                if isinstance(exc, PackFormatError):
+                    raise
+                raise PackFormatError(
+                    f"shard {info.file} of pack {str(self.path)!r} cannot be read as a pack "
+                    f"shard ({type(exc).__name__}: {exc}); the file is damaged, re-create or "
+                    "re-copy the pack"
+                ) from exc
             self._shards[k] = shard
         return shard
 
@@ -412,6 +508,8 @@ class PackedDataset(Dataset[Any]):
             generator: random generator for shuffling.
             **kwargs: passed to ``DataLoader`` (``pin_memory``, ``persistent_workers``...).
         """
+        if num_workers > 0 and self.verify_mode == "open":
+            self.verify()  # once here, instead of in every worker (and every epoch)
         if sampler is None:
             sampler = (
                 RandomSampler(self, generator=generator) if shuffle else SequentialSampler(self)
