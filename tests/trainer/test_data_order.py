@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import socket
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +11,7 @@ from typing import Any
 
 import pytest
 import torch
+from tests.common.torchrun import run_torchrun
 from torch.utils.data import (
     DataLoader,
     DistributedSampler,
@@ -373,13 +370,7 @@ SCRIPT = textwrap.dedent(
 def test_gather_shards_restores_dataset_order_across_two_processes(tmp_path: Path) -> None:
     script = tmp_path / "gather_shards.py"
     script.write_text(SCRIPT.format(root=str(ROOT)))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-           "--master-port", str(port), str(script)]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=150)
+    out = run_torchrun(script)
     assert out.returncode == 0, out.stderr[-3000:]
     (line,) = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
     result = json.loads(line.removeprefix("RESULT "))

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from tests.common.torchrun import run_torchrun
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +18,7 @@ SCRIPT = textwrap.dedent(
     torch.set_num_threads(1)
     from scramjet.callbacks import LimitBatchesCallback
     from scramjet.runtime import distributed as dist
-    from tests.common.world import TinyMLP, blobs, make_trainer
+from tests.common.world import TinyMLP, blobs, make_trainer
 
     model = TinyMLP()
     trainer = make_trainer(model, callbacks=[LimitBatchesCallback(3)], seed=0)
@@ -47,13 +44,7 @@ SCRIPT = textwrap.dedent(
 def test_closed_window_gradients_are_averaged_across_ranks(tmp_path: Path) -> None:
     script = tmp_path / "ddp_window.py"
     script.write_text(SCRIPT.format(root=str(ROOT)))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-           "--master-port", str(port), str(script)]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=150)
+    out = run_torchrun(script)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
     assert lines["steps"] == "4"  # two updates per epoch: 2 batches, then the closed 1
