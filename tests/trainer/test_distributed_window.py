@@ -18,7 +18,7 @@ SCRIPT = textwrap.dedent(
     torch.set_num_threads(1)
     from scramjet.callbacks import LimitBatchesCallback
     from scramjet.runtime import distributed as dist
-from tests.common.world import TinyMLP, blobs, make_trainer
+    from tests.common.world import TinyMLP, blobs, make_trainer
 
     model = TinyMLP()
     trainer = make_trainer(model, callbacks=[LimitBatchesCallback(3)], seed=0)
