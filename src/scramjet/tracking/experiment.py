@@ -43,7 +43,7 @@ from scramjet.runtime import distributed as dist
 from scramjet.tracking import _files
 from scramjet.tracking.loggers.base import MetricRow, Tracker
 from scramjet.tracking.loggers.csv import CSVTracker
-from scramjet.tracking.storage import RunStorage, UploadReport, is_manifest
+from scramjet.tracking.storage import RunStorage, StorageTimeouts, UploadReport, is_manifest
 from scramjet.tracking.upload_process import ProcessRunStorage, open_storage
 
 if TYPE_CHECKING:
@@ -166,6 +166,9 @@ class Experiment(TrainerCallback):
             so short epochs should not each trigger one. Everything is synced and verified at the end.
         async_checkpoint: checkpoints are copied on the loop and written (fsync, rename,
             rotation) by a background thread; they are durable when ``train()`` returns.
+        upload_timeouts: bounds on every wait for the remote (connect, read, per call, and
+            ``final``: the end-of-run sync returns within it); see
+            :class:`~scramjet.tracking.storage.StorageTimeouts` for the defaults.
 
     Example:
         >>> from scramjet.tracking import Experiment
@@ -196,6 +199,7 @@ class Experiment(TrainerCallback):
         sync_every_s: float = 60.0,
         async_checkpoint: bool = True,
         upload_process: bool | None = None,
+        upload_timeouts: StorageTimeouts | None = None,
     ) -> None:
         self.project = _files.check_name(project, "project")
         self.experiment = _files.check_name(experiment, "experiment")
@@ -220,6 +224,7 @@ class Experiment(TrainerCallback):
         self.sync_every_s = sync_every_s
         self.async_checkpoint = async_checkpoint
         self.upload_process = upload_process
+        self.upload_timeouts = upload_timeouts or StorageTimeouts()
         self._deferred: set[str] = set()
         self._defer_lock = threading.Lock()
         self._last_sync = -math.inf
@@ -311,6 +316,7 @@ class Experiment(TrainerCallback):
                 self.storage_options,
                 process=self.upload_process,
                 max_attempts=self.upload_attempts,
+                timeouts=self.upload_timeouts,
             )
 
     def _open(self, resumed: bool) -> None:

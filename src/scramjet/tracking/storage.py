@@ -14,6 +14,13 @@ S3 goes through s3fs/botocore, which read the standard AWS configuration: enviro
 variables (``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL``, ``AWS_PROFILE``, ...), the shared
 config and credentials files, and instance roles — so S3-compatible stores (MinIO, R2,
 Ceph) work by setting ``AWS_ENDPOINT_URL``.
+
+Nothing waits on the network without a bound (see :class:`StorageTimeouts`): every call
+to a remote filesystem runs under a deadline (and, for S3, botocore's connect and read
+timeouts); :meth:`RunStorage.finish` returns within ``StorageTimeouts.final`` seconds
+whatever the endpoint does. Permanent refusals (no such bucket, access denied, invalid
+credentials: HTTP 4xx except 408 and 429) are not retried: the first one stops the
+uploads and the report's ``error`` says what the remote answered and how to fix it.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +46,142 @@ _INSTALL_HINTS = {
     "gs": "pip install 'scramjet[gcs]'",
     "gcs": "pip install 'scramjet[gcs]'",
 }
+
+
+@dataclass(frozen=True)
+class StorageTimeouts:
+    """Bounds on every wait for a remote store, in seconds.
+
+    Attributes:
+        connect: S3 (botocore) connect timeout: an endpoint that does not accept the
+            connection fails the attempt after this long.
+        read: S3 (botocore) read timeout: an endpoint that accepted the connection but
+            sends nothing fails the attempt after this long.
+        call: deadline of one call to any remote fsspec filesystem (``exists``, ``size``,
+            a read of a verification, ...), enforced by running it in a worker thread:
+            the backstop for filesystems without timeouts of their own.
+        min_rate: an upload of ``n`` bytes may take ``call + n / min_rate`` seconds (bytes
+            per second), so a large checkpoint on a slow link is not cut short.
+        final: :meth:`RunStorage.finish` returns within this many seconds, whatever the
+            endpoint does; what is not verified by then is reported as ``not checked``.
+    """
+
+    connect: float = 5.0
+    read: float = 15.0
+    call: float = 20.0
+    min_rate: float = float(1 << 20)
+    final: float = 30.0
+
+    def __post_init__(self) -> None:
+        values = {k: getattr(self, k) for k in ("connect", "read", "call", "min_rate", "final")}
+        bad = {k: v for k, v in values.items() if not (isinstance(v, int | float) and v > 0)}
+        if bad:
+            raise ValueError(f"StorageTimeouts values must be positive numbers; received {bad}.")
+
+
+_S3_PROTOCOLS = ("s3", "s3a")
+_TRANSIENT_STATUS = (408, 429)
+
+
+def _http_status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)  # botocore's ClientError
+    if isinstance(response, dict):
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if isinstance(status, int):
+            return status
+    status = getattr(exc, "status", None)  # aiohttp's ClientResponseError (http://, gcsfs)
+    return status if isinstance(status, int) and 100 <= status < 600 else None
+
+
+def _error_code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def permanent_error(exc: BaseException) -> str | None:
+    """What makes ``exc`` permanent (text for the report), or None if a retry may help.
+
+    Permanent: an HTTP 4xx answer other than 408 (timeout) and 429 (slow down), found on
+    the exception or its causes (s3fs turns botocore's ``ClientError`` into
+    ``FileNotFoundError``/``PermissionError`` and keeps it as the cause); a
+    ``PermissionError``; botocore's ``NoCredentialsError``.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        status = _http_status(current)
+        if status is not None:
+            if 400 <= status < 500 and status not in _TRANSIENT_STATUS:
+                code = _error_code(current)
+                return f"HTTP {status}{f' {code}' if code else ''}"
+            return None
+        if type(current).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
+            return "no credentials"
+        current = current.__cause__ or current.__context__
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return None
+
+
+def _fix_hint(url: str, what: str) -> str:
+    if "404" in what or "NoSuchBucket" in what:
+        return f"create the bucket or correct the storage URL ({url})"
+    if "no credentials" in what:
+        return "set credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE)"
+    return (
+        "check the credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE, storage_options) and that "
+        f"they may write to {url}"
+    )
+
+
+def call_with_deadline(fn: Callable[..., T], *args: Any, timeout: float, name: str = "") -> T:
+    """``fn(*args)`` in a daemon worker thread; ``TimeoutError`` if it takes longer.
+
+    A call that hangs is abandoned, not interrupted (Python threads cannot be killed): it
+    ends with its socket or with the process. The caller is never held past ``timeout``.
+    """
+    result: list[Any] = []
+    error: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(fn(*args))
+        except BaseException as exc:
+            error.append(exc)
+
+    worker = threading.Thread(target=run, name="scramjet-storage-call", daemon=True)
+    worker.start()
+    worker.join(max(timeout, 0.0))
+    if worker.is_alive():
+        raise TimeoutError(
+            f"{name or getattr(fn, '__name__', 'call')} took more than {timeout:.1f} s"
+        )
+    if error:
+        raise error[0]
+    value: T = result[0]
+    return value
+
+
+def with_default_timeouts(
+    url: str, storage_options: Mapping[str, Any] | None, timeouts: StorageTimeouts
+) -> dict[str, Any]:
+    """``storage_options`` with botocore's connect/read timeouts set for ``s3://`` URLs.
+
+    Keys the caller set in ``config_kwargs`` win. botocore's own retries are reduced to
+    one retry: this module retries (with backoff, within ``final``) itself.
+    """
+    options = dict(storage_options or {})
+    protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
+    if protocol in _S3_PROTOCOLS:
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("connect_timeout", timeouts.connect)
+        config.setdefault("read_timeout", timeouts.read)
+        config.setdefault("retries", {"max_attempts": 2, "mode": "standard"})
+        options["config_kwargs"] = config
+    return options
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -133,11 +278,14 @@ class RunStorage:
     Args:
         local_dir: the run folder.
         url: remote folder (any fsspec URL).
-        storage_options: passed to fsspec (e.g. ``{"anon": False}``, ``client_kwargs``).
+        storage_options: passed to fsspec (e.g. ``{"anon": False}``, ``client_kwargs``);
+            for ``s3://``, ``config_kwargs`` gets the connect/read timeouts of ``timeouts``
+            unless it sets them itself.
         workers: upload threads.
         max_attempts: tries per queued upload before it is left to the final sync.
         backoff: first retry delay in seconds; doubled after each failure.
         max_backoff: longest delay between two tries.
+        timeouts: bounds on network waits (see :class:`StorageTimeouts`).
 
     Example:
         >>> import tempfile, pathlib
@@ -159,26 +307,31 @@ class RunStorage:
         max_attempts: int = 6,
         backoff: float = 0.5,
         max_backoff: float = 10.0,
+        timeouts: StorageTimeouts | None = None,
     ) -> None:
         check_upload_settings(workers, max_attempts)
         self.local_dir = Path(local_dir)
         self.url = url.rstrip("/")
-        self.fs, self.remote_root = open_filesystem(self.url, storage_options)
+        self.timeouts = timeouts or StorageTimeouts()
+        options = with_default_timeouts(self.url, storage_options, self.timeouts)
+        self.fs, self.remote_root = open_filesystem(self.url, options)
         protocols = (
             self.fs.protocol if isinstance(self.fs.protocol, tuple | list) else (self.fs.protocol,)
         )
         self._local_fs = bool({"file", "local"} & set(protocols))
-        self._warm_up()
         self.max_attempts = max_attempts
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.errors: dict[str, str] = {}
         self.failed_attempts = 0
+        self.fatal: str | None = None  # set by the first permanent refusal: no more tries
+        self._deadline: float | None = None  # set by finish(): no wait goes past it
         self._uploaded: dict[str, tuple[int, int]] = {}  # rel -> (size, mtime_ns) sent
         self._pending: set[str] = set()
         self._lock = threading.Lock()
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._closed = False
+        self._warm_up()
         self._threads = [
             threading.Thread(target=self._work, name=f"scramjet-upload-{i}", daemon=True)
             for i in range(workers)
@@ -192,9 +345,40 @@ class RunStorage:
         connect = getattr(self.fs, "connect", None)
         if callable(connect):
             try:
-                connect()
+                self._call(connect)
             except Exception as exc:  # the uploads will retry and report
                 logger.warning("could not prepare the storage client: %s", exc)
+
+    # ----------------------------------------------------------------- deadlines
+    def _remaining(self) -> float | None:
+        return None if self._deadline is None else self._deadline - time.monotonic()
+
+    def _call(self, fn: Callable[..., T], *args: Any, size: int = 0) -> T:
+        """One filesystem call; for a remote filesystem, under a deadline: the call
+        timeout (plus the transfer time of ``size`` bytes at ``min_rate``), and never past
+        the final deadline of :meth:`finish`."""
+        if self._local_fs:
+            return fn(*args)
+        timeout = self.timeouts.call + size / self.timeouts.min_rate
+        remaining = self._remaining()
+        if remaining is not None:
+            timeout = min(timeout, remaining)
+            if timeout <= 0:
+                raise TimeoutError("the final deadline of the upload has passed")
+        return call_with_deadline(fn, *args, timeout=timeout, name=getattr(fn, "__name__", ""))
+
+    def _past_deadline(self) -> bool:
+        remaining = self._remaining()
+        return remaining is not None and remaining <= 0
+
+    def _refused(self, rel: str, exc: BaseException, what: str) -> None:
+        if self.fatal is None:
+            self.fatal = (
+                f"the remote refused the upload of {rel} to {self.url} with {what} "
+                f"({type(exc).__name__}: {exc}); not retried: "
+                f"{_fix_hint(self.url, what)}, then resume the run to mirror it"
+            )
+            logger.error("%s", self.fatal)
 
     # ----------------------------------------------------------------- queueing
     def upload(self, rel_path: str | os.PathLike[str]) -> None:
@@ -228,6 +412,8 @@ class RunStorage:
         delay = self.backoff
         attempts = attempts or self.max_attempts
         for attempt in range(1, attempts + 1):
+            if self.fatal is not None or self._past_deadline():
+                return False  # refused for good, or no time left: the report says so
             try:
                 stat = local.stat()
             except FileNotFoundError:
@@ -237,13 +423,18 @@ class RunStorage:
             try:
                 if self._local_fs:  # object stores have no folders (and s3fs would create a bucket)
                     self.fs.makedirs(self.remote_path(rel).rsplit("/", 1)[0], exist_ok=True)
-                self.fs.put_file(str(local), self.remote_path(rel))
+                self._call(self.fs.put_file, str(local), self.remote_path(rel), size=stat.st_size)
             except Exception as exc:  # network errors come in many types
                 self.errors[rel] = f"{type(exc).__name__}: {exc}"
                 self.failed_attempts += 1
+                what = permanent_error(exc)
+                if what is not None and not self._local_fs:
+                    self._refused(rel, exc, what)
+                    return False
                 logger.warning("upload of %s failed (attempt %d): %s", rel, attempt, exc)
                 if attempt < attempts:
-                    time.sleep(delay)
+                    remaining = self._remaining()
+                    time.sleep(delay if remaining is None else max(0.0, min(delay, remaining)))
                     delay = min(delay * 2, self.max_backoff)
                 continue
             self._uploaded[rel] = (stat.st_size, stat.st_mtime_ns)
@@ -252,40 +443,61 @@ class RunStorage:
         return False
 
     # ----------------------------------------------------------------- finishing
-    def wait(self) -> None:
-        """Block until every queued upload is done (succeeded or out of attempts)."""
-        self._queue.join()
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every queued upload is done (succeeded or out of attempts).
+
+        Args:
+            timeout: the longest wait in seconds; None: unbounded before :meth:`finish`,
+                and at most ``timeouts.call`` past its final deadline after it.
+
+        Returns:
+            False if uploads were still running when the wait ended.
+        """
+        if timeout is None and self._deadline is not None:
+            timeout = max(0.0, self._remaining() or 0.0) + self.timeouts.call
+        done = self._queue.all_tasks_done
+        with done:
+            return done.wait_for(lambda: self._queue.unfinished_tasks == 0, timeout)
 
     def local_files(self) -> list[str]:
         """Relative paths of every file in the run folder (temporary files excluded)."""
         return list_local_files(self.local_dir)
 
     def finish(
-        self, *, rounds: int = 3, exclude: Callable[[str], bool] | None = None
+        self,
+        *,
+        rounds: int = 3,
+        exclude: Callable[[str], bool] | None = None,
+        timeout: float | None = None,
     ) -> UploadReport:
         """Wait for uploads, sync what is missing, verify everything, remove stale remotes.
 
         Args:
             rounds: how many sync-and-verify passes before giving up on a file.
             exclude: relative paths for which this returns True are not mirrored.
+            timeout: return within this many seconds (default ``timeouts.final``); files
+                not verified by then are reported as ``not checked``.
 
         Returns:
             An :class:`UploadReport`; local files are never modified.
         """
-        self.wait()
+        budget = self.timeouts.final if timeout is None else timeout
+        self._deadline = time.monotonic() + budget
+        self.wait(timeout=budget)
         files: dict[str, dict[str, Any]] = {}
         for round_ in range(rounds):
             names = [r for r in self.local_files() if not (exclude and exclude(r))]
             files = self._verify_all(names)
             bad = [rel for rel, info in files.items() if info["status"] != "verified"]
-            if not bad or round_ == rounds - 1:
+            if not bad or round_ == rounds - 1 or self.fatal or self._past_deadline():
                 break
-            time.sleep(min(self.backoff * 2**round_, self.max_backoff))
+            time.sleep(max(0.0, min(self.backoff * 2**round_, self.max_backoff, *self._left())))
             for rel in bad:
                 self._uploaded.pop(rel, None)
                 if not self._put_with_retries(rel, attempts=1):
                     break  # the remote is failing: wait for the next round
-        self._remove_stale(set(files))
+        if self.fatal is None and not self._past_deadline():
+            self._remove_stale(set(files))
         failures = sorted(rel for rel, info in files.items() if info["status"] != "verified")
         return UploadReport(
             ok=not failures,
@@ -293,17 +505,27 @@ class RunStorage:
             failures=failures,
             remote=self.url,
             failed_attempts=self.failed_attempts,
+            error=self.fatal or "",
         )
+
+    def _left(self) -> list[float]:
+        remaining = self._remaining()
+        return [] if remaining is None else [remaining]
 
     def _verify_all(self, names: list[str]) -> dict[str, dict[str, Any]]:
         files: dict[str, dict[str, Any]] = {}
-        unreachable = False
+        reason = ""
         for rel in names:
-            if unreachable:  # do not pay one network timeout per file
-                files[rel] = unchecked_entry(self.local_dir / rel, "remote unreachable")
+            if not reason and self.fatal is not None:
+                reason = "the remote refused the upload (see error)"
+            elif not reason and self._past_deadline():
+                reason = f"no time left (final deadline {self.timeouts.final:g} s)"
+            if reason:  # do not pay one network timeout per file
+                files[rel] = unchecked_entry(self.local_dir / rel, reason)
                 continue
             files[rel] = self._verify(rel)
-            unreachable = files[rel]["status"].startswith("error")
+            if files[rel]["status"].startswith("error"):
+                reason = "remote unreachable"
         return files
 
     def verify(self, rel: str) -> dict[str, Any]:
@@ -311,22 +533,25 @@ class RunStorage:
         :class:`UploadReport`)."""
         return self._verify(rel)
 
+    def _remote_sha256(self, remote: str) -> str:
+        digest = hashlib.sha256()
+        with self.fs.open(remote, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+
     def _verify(self, rel: str) -> dict[str, Any]:
         local = self.local_dir / rel
         size, digest = local.stat().st_size, file_sha256(local)
         info: dict[str, Any] = {"size": size, "sha256": digest}
         try:
             remote = self.remote_path(rel)
-            if not self.fs.exists(remote):
+            if not self._call(self.fs.exists, remote):
                 info["status"] = "missing"
-            elif int(self.fs.size(remote)) != size:
+            elif int(self._call(self.fs.size, remote)) != size:
                 info["status"] = "size mismatch"
             else:
-                remote_digest = hashlib.sha256()
-                with self.fs.open(remote, "rb") as fh:
-                    for block in iter(lambda: fh.read(1 << 20), b""):
-                        remote_digest.update(block)
-                ok = remote_digest.hexdigest() == digest
+                ok = self._call(self._remote_sha256, remote, size=size) == digest
                 info["status"] = "verified" if ok else "hash mismatch"
         except Exception as exc:
             info["status"] = f"error: {type(exc).__name__}: {exc}"
@@ -335,7 +560,7 @@ class RunStorage:
     def _remove_stale(self, keep: set[str]) -> None:
         # Rotated checkpoints were deleted locally; delete their remote copies too.
         try:
-            found = self.fs.find(self.remote_root)
+            found = self._call(self.fs.find, self.remote_root)
         except Exception:
             return
         prefix = self.remote_root.rstrip("/") + "/"
@@ -343,20 +568,32 @@ class RunStorage:
             rel = str(path)[len(prefix) :] if str(path).startswith(prefix) else None
             if rel and rel.startswith("checkpoints/") and rel not in keep:
                 try:
-                    self.fs.rm_file(path)
+                    self._call(self.fs.rm_file, path)
                 except Exception as exc:
                     logger.warning("could not remove stale remote file %s: %s", path, exc)
 
-    def close(self) -> None:
-        """Stop the upload threads (after what is queued)."""
+    def close(self, timeout: float = 60.0) -> None:
+        """Stop the upload threads (after what is queued, for at most ``timeout`` seconds;
+        after :meth:`finish`, at most ``timeouts.call`` past its deadline)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
         for _ in self._threads:
             self._queue.put(None)
-        for thread in self._threads:
-            thread.join(timeout=60)
+        if self._deadline is not None:
+            timeout = min(timeout, max(0.0, self._remaining() or 0.0) + self.timeouts.call)
+        end = time.monotonic() + timeout
+        for thread in self._threads:  # a thread stuck in a call is abandoned (daemon)
+            thread.join(max(0.0, end - time.monotonic()))
 
 
-__all__ = ["RunStorage", "UploadReport", "file_sha256", "is_manifest", "open_filesystem"]
+__all__ = [
+    "RunStorage",
+    "StorageTimeouts",
+    "UploadReport",
+    "file_sha256",
+    "is_manifest",
+    "open_filesystem",
+    "permanent_error",
+]

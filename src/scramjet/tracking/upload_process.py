@@ -13,8 +13,18 @@ twice); :meth:`~ProcessRunStorage.wait`, :meth:`~ProcessRunStorage.finish` and
 :meth:`~ProcessRunStorage.verify` are round trips. The child inherits the environment
 (``AWS_*`` variables, ``AWS_ENDPOINT_URL``, profiles) of the moment it starts.
 
-The child ends after ``close()``, or by itself once the training process is gone (after
-the uploads already queued). If the child dies, no call waits for it: :meth:`~ProcessRunStorage.finish` returns a
+The child ends after ``close()``. It never outlives the training process: a watchdog
+thread in the child compares ``os.getppid()`` with the training process's pid every
+``_WATCHDOG_S`` seconds and ends the child at once when they differ (the training process
+was killed) or when the command pipe closes without a goodbye. A training process that
+exits normally (interpreter exit, without ``close()``) says goodbye first (``atexit``): the
+child then finishes the uploads already queued, for at most ``StorageTimeouts.final``
+seconds, and exits. A watchdog rather than ``prctl(PR_SET_PDEATHSIG)``: the death signal
+fires when the *thread* that started the child ends (an Experiment opened from a worker
+thread would lose its uploader mid-run), it cannot tell a crash from a normal exit, and it
+is Linux-only; a pipe's end of file alone is not enough either, since processes forked
+from the training process (DataLoader workers) inherit its end and keep it open.
+If the child dies, no call waits for it: :meth:`~ProcessRunStorage.finish` returns a
 failed :class:`UploadReport` that says so (local files are only read, to list them with
 their hashes), and later uploads are dropped. :func:`open_storage` picks the variant and
 falls back to the in-process engine, with one warning, when the options cannot be sent
@@ -43,6 +53,7 @@ from typing import Any
 
 from scramjet.tracking.storage import (
     RunStorage,
+    StorageTimeouts,
     UploadReport,
     check_upload_settings,
     list_local_files,
@@ -57,6 +68,8 @@ _LOCAL_PROTOCOLS = ("file", "local")
 
 _SENDER_DONE = object()  # tells the sender thread to end
 _EXIT_FLUSH_S = 10.0  # at interpreter exit, how long queued messages may take to reach the child
+_WATCHDOG_S = 0.2  # how often the child checks that the training process is alive
+_REPLY_MARGIN_S = 5.0  # beyond the child's own bound, how long a round trip may take
 
 
 class _ChildGone(Exception):
@@ -73,16 +86,42 @@ _BOOTSTRAP = (
     "commands, replies = Connection(int(sys.argv[1])), Connection(int(sys.argv[2]))\n"
     "sys.path[:] = commands.recv()\n"
     "from scramjet.tracking.upload_process import _serve\n"
-    "_serve(commands, replies)\n"
+    "_serve(commands, replies, int(sys.argv[3]))\n"
 )
 
 
-def _serve(commands: Connection, replies: Connection) -> None:
+class _Watchdog:
+    """Child side: ends this process as soon as the training process is gone, unless the
+    training process said goodbye (a normal exit), which leaves the queued uploads to
+    finish."""
+
+    def __init__(self, parent: int) -> None:
+        self.parent = parent
+        self.goodbye = False
+        threading.Thread(target=self._watch, name="scramjet-parent-watchdog", daemon=True).start()
+
+    def parent_gone(self) -> bool:
+        return os.getppid() != self.parent
+
+    def _watch(self) -> None:
+        while not self.parent_gone() or self.goodbye:
+            time.sleep(_WATCHDOG_S)
+        os._exit(0)  # killed training process: nothing of this run is waited for
+
+    def orphaned(self) -> None:
+        """The command pipe closed: finish the queued uploads after a goodbye, else end."""
+        if not self.goodbye:
+            os._exit(0)
+
+
+def _serve(commands: Connection, replies: Connection, parent: int | None = None) -> None:
     """Child process: one RunStorage, commands from ``commands``, answers to ``replies``.
 
-    Ends on ``close`` or when the training process is gone (end of file on ``commands``),
-    after the queued uploads; Ctrl-C is left to the training process.
+    Ends on ``close``; at once when the training process ``parent`` dies; after the queued
+    uploads (bounded by ``StorageTimeouts.final``) when it exits after a goodbye. Ctrl-C is
+    left to the training process.
     """
+    watchdog = _Watchdog(os.getppid() if parent is None else parent)
     local_dir, url, storage_options, options = commands.recv()
     try:
         store = RunStorage(local_dir, url, storage_options, **options)
@@ -95,23 +134,27 @@ def _serve(commands: Connection, replies: Connection) -> None:
             try:
                 message = commands.recv()
             except (EOFError, OSError):
-                return  # the training process is gone: stop after what is queued
+                watchdog.orphaned()  # ends here unless the training process said goodbye
+                store.wait(timeout=store.timeouts.final)
+                return
             kind = message[0]
             if kind == "upload":
                 store.upload(message[1])
+            elif kind == "goodbye":
+                watchdog.goodbye = True
             elif kind == "close":
                 return
             else:
                 replies.send(_answer(store, kind, message[1], message[2:]))
     finally:
-        store.close()
+        store.close(timeout=store.timeouts.final)
 
 
 def _answer(store: RunStorage, kind: str, seq: int, args: tuple[Any, ...]) -> tuple[Any, ...]:
     try:
         result: Any = None
         if kind == "wait":
-            store.wait()
+            result = store.wait(args[0])
         elif kind == "finish":
             result = store.finish(**args[0])
         elif kind == "verify":
@@ -144,6 +187,8 @@ class ProcessRunStorage:
         max_attempts: tries per queued upload before it is left to the final sync.
         backoff: first retry delay in seconds; doubled after each failure.
         max_backoff: longest delay between two tries.
+        timeouts: bounds on network waits (see :class:`~scramjet.tracking.storage.StorageTimeouts`);
+            every round trip to the child is bounded by them too.
         start_timeout: seconds to wait for the child to build its client.
 
     Raises:
@@ -162,11 +207,13 @@ class ProcessRunStorage:
         max_attempts: int = 6,
         backoff: float = 0.5,
         max_backoff: float = 10.0,
+        timeouts: StorageTimeouts | None = None,
         start_timeout: float = 120.0,
     ) -> None:
         check_upload_settings(workers, max_attempts)
         self.local_dir = Path(local_dir)
         self.url = url.rstrip("/")
+        self.timeouts = timeouts or StorageTimeouts()
         options = dict(storage_options or {})
         try:
             pickle.dumps(options)
@@ -188,9 +235,14 @@ class ProcessRunStorage:
         self._sending = False  # the sender thread holds a message it is writing
         self._seq = 0
         self._dead: str | None = None
+        self._hung = ""  # why the child was ended for not answering, if it was
         self._closed = False
         settings = dict(
-            workers=workers, max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff
+            workers=workers,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            timeouts=self.timeouts,
         )
         self._process, self._commands, self._replies = self._launch()
         try:
@@ -213,8 +265,9 @@ class ProcessRunStorage:
         cmd_read, cmd_write = os.pipe()
         reply_read, reply_write = os.pipe()
         try:
+            args = [str(cmd_read), str(reply_write), str(os.getpid())]
             process = subprocess.Popen(
-                [sys.executable, "-c", _BOOTSTRAP, str(cmd_read), str(reply_write)],
+                [sys.executable, "-c", _BOOTSTRAP, *args],
                 pass_fds=(cmd_read, reply_write),
                 stdin=subprocess.DEVNULL,
             )
@@ -330,18 +383,25 @@ class ProcessRunStorage:
             return
         self._send(("upload", Path(rel_path).as_posix()))
 
-    def _request(self, kind: str, *args: Any) -> Any:
+    def _request(self, kind: str, *args: Any, timeout: float | None = None) -> Any:
+        """One round trip; a child that does not answer within ``timeout`` seconds is
+        ended (it is stuck: its own calls are bounded) and reported as gone."""
         with self._lock:
             if self._dead is not None or self._closed:
                 raise _ChildGone
             self._seq += 1
             seq = self._seq
+            deadline = None if timeout is None else time.monotonic() + timeout
             try:
                 self._send((kind, seq, *args))
                 while True:
                     reply = self._receive()
                     if reply is None:
                         if self._process.poll() is not None:
+                            raise _ChildGone
+                        if deadline is not None and time.monotonic() > deadline:
+                            self._process.kill()
+                            self._hung = f"it did not answer {kind}() within {timeout:.0f} s"
                             raise _ChildGone
                         continue
                     status, got, result, errors, failed = reply
@@ -361,30 +421,37 @@ class ProcessRunStorage:
         except subprocess.TimeoutExpired:  # its pipe broke but it still runs: end it
             self._process.kill()
             self._process.wait(5)
-        self._dead = (
-            f"the upload process ended unexpectedly "
-            f"({_exit_text(self._process.returncode)}, pid {self._process.pid})"
-        )
+        why = self._hung or _exit_text(self._process.returncode)
+        self._dead = f"the upload process ended unexpectedly ({why}, pid {self._process.pid})"
         self.errors["(upload process)"] = self._dead
         logger.warning("%s; later uploads are skipped, local files are untouched", self._dead)
 
-    def wait(self) -> None:
-        """Block until every queued upload is done; returns at once if the child died."""
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every queued upload is done (see :meth:`RunStorage.wait`); returns
+        at once (False) if the child died."""
         try:
-            self._request("wait")
+            bound = None if timeout is None else timeout + _REPLY_MARGIN_S
+            done: bool = self._request("wait", timeout, timeout=bound)
+            return done
         except _ChildGone:
-            return
+            return False
 
     def verify(self, rel: str) -> dict[str, Any]:
         """Check one file on the remote (see :meth:`RunStorage.verify`)."""
         try:
-            info: dict[str, Any] = self._request("verify", rel)
+            size = (self.local_dir / rel).stat().st_size
+            bound = 3 * self.timeouts.call + size / self.timeouts.min_rate + _REPLY_MARGIN_S
+            info: dict[str, Any] = self._request("verify", rel, timeout=bound)
             return info
         except _ChildGone:
             return self._unchecked(rel)
 
     def finish(
-        self, *, rounds: int = 3, exclude: Callable[[str], bool] | None = None
+        self,
+        *,
+        rounds: int = 3,
+        exclude: Callable[[str], bool] | None = None,
+        timeout: float | None = None,
     ) -> UploadReport:
         """Wait for uploads, sync what is missing, verify everything (in the child).
 
@@ -392,6 +459,8 @@ class ProcessRunStorage:
             rounds: how many sync-and-verify passes before giving up on a file.
             exclude: relative paths for which this returns True are not mirrored; it is
                 sent to the child, so it must be picklable (a module-level function).
+            timeout: return within this many seconds (default ``timeouts.final``); a
+                child that has not answered a few seconds later is ended.
 
         Returns:
             The child's :class:`UploadReport`, or a failed one naming the reason when
@@ -405,7 +474,12 @@ class ProcessRunStorage:
                 f"process; received {exclude!r} ({type(exc).__name__}: {exc})."
             ) from exc
         try:
-            report: UploadReport = self._request("finish", {"rounds": rounds, "exclude": exclude})
+            budget = self.timeouts.final if timeout is None else timeout
+            report: UploadReport = self._request(
+                "finish",
+                {"rounds": rounds, "exclude": exclude, "timeout": budget},
+                timeout=budget + _REPLY_MARGIN_S,
+            )
             return report
         except _ChildGone:
             return self._failed_report(exclude)
@@ -430,12 +504,13 @@ class ProcessRunStorage:
 
     # ----------------------------------------------------------------- closing
     def close(self) -> None:
-        """Let the child finish what is queued, then end it."""
+        """Let the child finish what is queued (for at most ``timeouts.final`` seconds,
+        or a few seconds after :meth:`finish`), then end it."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-        self._stop(timeout=120)
+        self._stop(timeout=self.timeouts.final + _REPLY_MARGIN_S)
 
     def _stop(self, timeout: float) -> None:
         if self._process.poll() is None:
@@ -467,6 +542,7 @@ def _flush_at_exit() -> None:
     deadline = time.monotonic() + _EXIT_FLUSH_S
     for store in list(_LIVE):
         if store.alive:
+            store._send(("goodbye",))  # a normal exit: the child may finish the queue
             store._drain(max(0.0, deadline - time.monotonic()))
 
 
@@ -492,7 +568,7 @@ def open_storage(
         storage_options: passed to fsspec.
         process: True: a :class:`ProcessRunStorage`; False: a :class:`RunStorage`;
             None: a process for remote URLs, threads for ``file://`` and local paths.
-        **kwargs: ``workers``, ``max_attempts``, ``backoff``, ``max_backoff``.
+        **kwargs: ``workers``, ``max_attempts``, ``backoff``, ``max_backoff``, ``timeouts``.
 
     Returns:
         The engine. When a process was asked for but the options cannot be pickled or
