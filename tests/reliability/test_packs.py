@@ -92,6 +92,14 @@ def test_every_flipped_shard_byte_is_detected_at_first_open_by_default(tmp_path:
     assert [s["caption"] for s in again] == [s["caption"] for s in good]
 
 
+@pytest.mark.slow
+def test_every_byte_of_every_shard_flipped_is_detected(tmp_path: Path) -> None:
+    path = make_pack(tmp_path)
+    detected, tried, missed = flip_sweep(path, 1)
+    print(f"shard bit flips detected at first open: {detected}/{tried} (every byte)")
+    assert not missed, f"{len(missed)} flips not detected, e.g. {missed[:10]}"
+
+
 def test_detection_names_the_shard_and_happens_before_any_sample_is_read(tmp_path: Path) -> None:
     path = make_pack(tmp_path)
     shard = path / "shard-00001.h5"
