@@ -1,22 +1,35 @@
-"""Packing throughput and bytes on disk per encoding.
+"""Packing throughput and bytes on disk: thread pool vs process pool, per encoding.
 
-One run on the same synthetic source JPEGs: a serial PIL resize+encode loop (the work a
-hand-written packer does, without writing anything) is the baseline; then
-``scramjet.data.pack`` with each encoding and worker count, with samples/s, ratio, and
-bytes on disk against the loose source files and a WebDataset-style tar of them.
+One run on the same synthetic source JPEGs. Baseline: a serial PIL resize+encode loop
+(the work a hand-written packer does, without writing anything). Then
+``scramjet.data.pack`` with 1 worker (in the calling thread) and with ``--workers``
+encoding workers as a thread pool (``pool="threads"``) and as a process pool
+(``pool="processes"``), for each encoding. Every configuration runs once per round, in an
+order that rotates from round to round, so load from other processes hits them alike;
+the table gives the median samples/s over the rounds (and the range), the ratio to the
+serial loop, the ratio threads / processes, and bytes on disk against the loose source
+files and a WebDataset-style tar of them.
+
+A process pool's figure includes starting its workers: forkserver or spawn workers first
+re-import this script, as they re-import any ``__main__`` (here: torch and PIL).
 
     .venv/bin/python benchmarks/data_pack.py            # default: 512 images, 256 -> 224 px
-    .venv/bin/python benchmarks/data_pack.py --n 4096 --workers 8
+    .venv/bin/python benchmarks/data_pack.py --n 2048 --rounds 5 --encodings jpeg
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
+import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+import PIL
 import torch
 from data_read import machine, make_images, write_tars
 from PIL import Image
@@ -34,41 +47,94 @@ def serial_baseline(root: Path, names: list[str], size: int, quality: int) -> fl
     return len(names) / (time.perf_counter() - start)
 
 
-def measure(args: argparse.Namespace) -> tuple[dict[str, float], list[tuple[str, float, int]]]:
+def configs(args: argparse.Namespace) -> list[tuple[str, int, str]]:
+    """(encoding, workers, pool) of every pack run; workers=1 encodes in the calling thread."""
+    runs = []
+    for encode in args.encodings.split(","):
+        runs.append((encode, 1, "threads"))
+        runs += [(encode, args.workers, "threads"), (encode, args.workers, "processes")]
+    return runs
+
+
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, int, str], Any]]:
     """Make the source images, then time the baseline, a tar copy and every pack run."""
-    rows = []
+    rates: dict[tuple[str, int, str], list[float]] = {c: [] for c in configs(args)}
+    sizes: dict[tuple[str, int, str], int] = {}
+    base: dict[str, Any] = {"serial": []}
     with tempfile.TemporaryDirectory(prefix="scramjet-bench-") as tmp:
         root = Path(tmp)
         items = make_images(root, args.n, args.src_size, args.quality)
-        base = {"loose_bytes": float(sum((root / n).stat().st_size for n, _ in items))}
+        base["loose_bytes"] = float(sum((root / n).stat().st_size for n, _ in items))
         start = time.perf_counter()
         urls = write_tars(root, items, shards=4)
         base["tar_rate"] = args.n / (time.perf_counter() - start)
         base["tar_bytes"] = float(sum(Path(u).stat().st_size for u in urls))
-        base["serial"] = serial_baseline(root, [n for n, _ in items], args.size, args.quality)
-        runs = [("jpeg", 1), ("jpeg", args.workers), ("png", args.workers), ("raw", args.workers)]
-        for encode, workers in runs:
-            report = pack(
-                root,
-                root / "list.csv",
-                root / f"{encode}-{workers}.pack",
-                dtype=["int64"],
-                height=args.size,
-                width=args.size,
-                encode=encode,
-                quality=args.quality,
-                shards=4,
-                workers=workers,
-                progress=False,
-            )
-            rows.append(
-                (
-                    f"pack encode={encode}, workers={workers}",
-                    report.num_samples / report.seconds,
-                    report.bytes,
+        names = [n for n, _ in items]
+        order = list(rates)
+        for r in range(args.rounds):
+            base["serial"].append(serial_baseline(root, names, args.size, args.quality))
+            for encode, workers, pool in order[r % len(order) :] + order[: r % len(order)]:
+                dst = root / f"{encode}-{workers}-{pool}-{r}.pack"
+                report = pack(
+                    root,
+                    root / "list.csv",
+                    dst,
+                    dtype=["int64"],
+                    height=args.size,
+                    width=args.size,
+                    encode=encode,
+                    quality=args.quality,
+                    shards=4,
+                    workers=workers,
+                    pool=pool,
+                    progress=False,
                 )
-            )
-    return base, rows
+                rates[(encode, workers, pool)].append(report.num_samples / report.seconds)
+                sizes[(encode, workers, pool)] = report.bytes
+                shutil.rmtree(dst)
+    return base, {c: (rates[c], sizes[c]) for c in rates}
+
+
+def _rate(values: list[float]) -> str:
+    return f"{statistics.median(values):>10.0f} {min(values):>6.0f}-{max(values):<6.0f}"
+
+
+def report(args: argparse.Namespace, base: dict[str, Any], runs: dict[Any, Any]) -> None:
+    n, serial = args.n, statistics.median(base["serial"])
+    print(f"{n} synthetic {args.src_size}x{args.src_size} JPEGs (quality {args.quality})")
+    print(f"packed to {args.size}x{args.size}, 4 shards; median of {args.rounds} rounds")
+    print(
+        f"{'method':<40} {'samples/s':>10} {'range':^13} {'vs serial':>9} {'MB on disk':>10} "
+        f"{'bytes/sample':>12}"
+    )
+    print(f"{'serial PIL resize+encode (baseline)':<40} {_rate(base['serial'])} {1.0:>8.2f}x")
+    loose = base["loose_bytes"]
+    print(
+        f"{'loose source files':<40} {'-':>10} {'':13} {'-':>9} {loose / 1e6:>10.1f} {loose / n:>12.0f}"
+    )
+    tar_rate, tar_bytes = base["tar_rate"], base["tar_bytes"]
+    print(
+        f"{'tar shards of the sources (copy)':<40} {tar_rate:>10.0f} {'':13} "
+        f"{tar_rate / serial:>8.2f}x {tar_bytes / 1e6:>10.1f} {tar_bytes / n:>12.0f}"
+    )
+    for (encode, workers, pool), (rates, size) in runs.items():
+        name = (
+            f"pack {encode}, workers=1 (in-process)"
+            if workers == 1
+            else (f"pack {encode}, workers={workers}, {pool}")
+        )
+        ratio = statistics.median(rates) / serial
+        print(f"{name:<40} {_rate(rates)} {ratio:>8.2f}x {size / 1e6:>10.1f} {size / n:>12.0f}")
+    print(f"threads / processes, workers={args.workers} (median samples/s ratio):")
+    for encode in args.encodings.split(","):
+        threads = statistics.median(runs[(encode, args.workers, "threads")][0])
+        procs = statistics.median(runs[(encode, args.workers, "processes")][0])
+        one = statistics.median(runs[(encode, 1, "threads")][0])
+        print(
+            f"  {encode:<5} threads {threads:.0f}/s, processes {procs:.0f}/s: "
+            f"{threads / procs:.2f}x  (workers=1: {one:.0f}/s; threads {threads / one:.2f}x "
+            f"of it, processes {procs / one:.2f}x)"
+        )
 
 
 def main() -> None:
@@ -76,36 +142,18 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=512, help="images (default 512)")
     parser.add_argument("--src-size", type=int, default=256, help="source image side")
     parser.add_argument("--size", type=int, default=224, help="packed image side")
-    parser.add_argument("--workers", type=int, default=2, help="encoding processes")
+    parser.add_argument("--workers", type=int, default=2, help="encoding workers")
     parser.add_argument("--quality", type=int, default=90)
+    parser.add_argument("--rounds", type=int, default=3, help="runs of every configuration")
+    parser.add_argument("--encodings", default="jpeg,png,raw", help="comma-separated")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    base, rows = measure(args)
-    n, serial = args.n, base["serial"]
-    print(f"machine: {machine()}")
-    print(
-        f"{n} synthetic {args.src_size}x{args.src_size} JPEGs (quality {args.quality}) "
-        f"packed to {args.size}x{args.size}, 4 shards"
-    )
-    print(
-        f"{'method':<34} {'samples/s':>10} {'vs serial':>10} {'MB on disk':>11} "
-        f"{'bytes/sample':>13}"
-    )
-    print(
-        f"{'serial PIL resize+encode (baseline)':<34} {serial:>10.0f} {1.0:>9.2f}x "
-        f"{'-':>11} {'-':>13}"
-    )
-    loose = base["loose_bytes"]
-    print(f"{'loose source files':<34} {'-':>10} {'-':>10} {loose / 1e6:>11.1f} {loose / n:>13.0f}")
-    tar_rate, tar_bytes = base["tar_rate"], base["tar_bytes"]
-    print(
-        f"{'tar shards of the sources (copy)':<34} {tar_rate:>10.0f} {tar_rate / serial:>9.2f}x "
-        f"{tar_bytes / 1e6:>11.1f} {tar_bytes / n:>13.0f}"
-    )
-    for name, rate, size in rows:
-        print(
-            f"{name:<34} {rate:>10.0f} {rate / serial:>9.2f}x {size / 1e6:>11.1f} {size / n:>13.0f}"
-        )
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    base, runs = measure(args)
+    after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"machine: {machine()}, Pillow {PIL.__version__}")
+    print(f"load average (1 min): {load:.2f} before, {after:.2f} after")
+    report(args, base, runs)
 
 
 if __name__ == "__main__":

@@ -41,15 +41,15 @@ def test_missing_file_names_row_and_file(folder, tmp_path):
     _no_pack_left(tmp_path)
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_undecodable_image_stops_midway_and_leaves_nothing(folder, tmp_path, workers):
+@pytest.mark.parametrize("workers,pool", [(0, "threads"), (2, "threads"), (2, "processes")])
+def test_undecodable_image_stops_midway_and_leaves_nothing(folder, tmp_path, workers, pool):
     root, _ = folder
     (root / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"garbage" * 50)
     lines = (root / "list.csv").read_text().splitlines()
     lines.insert(7, "broken.png\t3")  # in the middle: earlier rows are already spooled
     (root / "list.csv").write_text("\n".join(lines) + "\n")
     with pytest.raises(PackError, match=r"cannot read image 'broken.png'.*line 8"):
-        _pack(root, root / "list.csv", tmp_path / "p", workers=workers)
+        _pack(root, root / "list.csv", tmp_path / "p", workers=workers, pool=pool)
     _no_pack_left(tmp_path)
 
 
@@ -197,7 +197,7 @@ DIE_SCRIPT = textwrap.dedent("""
     import scramjet.data.writer as w
     w._encode_task = packdata_helpers.encode_or_die  # SIGKILLs the worker on die.png
     w.pack(sys.argv[1], sys.argv[2], sys.argv[3], dtype=["int64"], height=8, width=8,
-           workers=2, progress=False)
+           workers=2, pool="processes", progress=False)
 """)
 
 
@@ -212,6 +212,10 @@ def test_worker_killed_on_a_row_raises_naming_it_and_leaves_nothing(folder, tmp_
     assert code == 1, err
     assert "PackError: an encoding worker process died" in err
     assert "line 8 'die.png'" in err and "out of memory" in err and "workers=1" in err
+    assert (
+        "a worker was killed by SIGKILL, as the out-of-memory killer does, while it encoded "
+        "CSV line 8 'die.png'" in err
+    )
     _no_pack_left(tmp_path)
 
 
@@ -219,7 +223,7 @@ EXTERNAL_KILL_SCRIPT = textwrap.dedent("""
     import sys
     from scramjet.data import pack
     pack(sys.argv[1], sys.argv[2], sys.argv[3], dtype=["int64"], height=64, width=64,
-         encode="png", workers=2, progress=False)
+         encode="png", workers=2, pool="processes", progress=False)
 """)
 
 
@@ -266,6 +270,7 @@ def test_worker_killed_from_outside_mid_pack_raises(tmp_path):
             pytest.fail("pack still running 60 s after a worker was killed: it hangs")
     assert proc.returncode == 1, err
     assert "PackError: an encoding worker process died" in err and "CSV rows were in flight" in err
+    assert "killed by SIGKILL" in err
     _no_pack_left(tmp_path)
 
 
@@ -281,7 +286,7 @@ NO_START_SCRIPT = textwrap.dedent("""
     import scramjet.data.writer as w
     w._encode_task = vanishing.task
     w.pack(sys.argv[1], sys.argv[2], sys.argv[3], dtype=["int64"], height=8, width=8,
-           workers=2, progress=False)
+           workers=2, pool="processes", progress=False)
 """)
 
 
@@ -295,6 +300,8 @@ def test_workers_that_cannot_run_raise_instead_of_restarting_forever(folder, tmp
     assert code == 1, err
     assert "PackError: an encoding worker process died or could not start" in err
     assert "line 2 'img_0.png'" in err  # the first rows were in flight
+    assert "a worker exited with code 1 (a Python error in the worker" in err
+    assert "No module named 'vanishing'" in err  # the worker's own traceback, on stderr
     _no_pack_left(tmp_path)
 
 

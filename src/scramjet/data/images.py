@@ -2,13 +2,17 @@
 
 Kept free of torch so the encoding worker processes of :func:`scramjet.data.pack` start
 quickly. Pixels are always RGB (or single-channel grayscale), in HWC ``uint8`` layout.
+Pillow releases the GIL while it decodes and resizes, and while it encodes into a file
+that has a descriptor, so :func:`scramjet.data.pack` encodes with threads.
 """
 
 from __future__ import annotations
 
 import io
+import os
+import tempfile
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 from PIL import Image
@@ -47,15 +51,41 @@ def encode_image(
     if encode == "raw":
         arr = np.asarray(img, dtype=np.uint8)
         return arr[:, :, None] if arr.ndim == 2 else arr
-    buf = io.BytesIO()
     kwargs: dict[str, Any] = {}
     if exif:
         kwargs["exif"] = exif
     if encode == "jpeg":
-        img.save(buf, format="JPEG", quality=quality, **kwargs)
-    else:
-        img.save(buf, format="PNG", compress_level=1, **kwargs)
+        return _save_through_fd(img, format="JPEG", quality=quality, **kwargs)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", compress_level=1, **kwargs)
     return buf.getvalue()
+
+
+def _save_through_fd(img: Image.Image, **params: Any) -> bytes:
+    """``img.save(**params)`` into an anonymous file; returns the file's bytes.
+
+    Pillow holds the GIL while it encodes into a ``BytesIO`` (``encoder.encode``), but
+    releases it while it encodes into a file with a descriptor (``encode_to_file``), so
+    encoding threads run in parallel. The bytes are the same either way. (PNG has no such
+    path: Pillow wraps the file of a PNG, so PNG encoding holds the GIL.)
+    """
+    with _scratch_file() as fh:
+        img.save(fh, **params)
+        fh.seek(0)
+        data: bytes = fh.read()
+    return data
+
+
+def _scratch_file() -> IO[bytes]:
+    """An unbuffered, anonymous read-write file: in memory where the OS offers memfd."""
+    if hasattr(os, "memfd_create"):
+        try:
+            fd = os.memfd_create("scramjet-encode", os.MFD_CLOEXEC)
+        except OSError:  # a kernel without memfd: a temporary file does the same job
+            pass
+        else:
+            return os.fdopen(fd, "w+b", buffering=0)
+    return tempfile.TemporaryFile(buffering=0)
 
 
 def _decode_pil(data: Any, channels: int, out: np.ndarray | None) -> np.ndarray:

@@ -1,33 +1,38 @@
 """``pack``: turn a folder of images and a CSV list into a sharded HDF5 pack.
 
-How it works: rows are checked in the main process (paths, values), images are loaded,
-resized and encoded by a process pool, and the encoded frames are appended in order to
-a spool file inside a hidden temporary directory next to ``dst``. Once every row is
-done, the valid rows are split into exactly ``shards`` balanced shards, each written as
-one HDF5 file with contiguous datasets, checksummed, and described by ``manifest.json``.
-Only then is the temporary directory renamed to ``dst``: an interrupted pack leaves no
-directory at ``dst`` and nothing with a manifest.
+How it works: rows are checked in the calling thread (paths, values), images are loaded,
+resized and encoded by a pool of threads (or, with ``pool="processes"``, of processes),
+and the encoded frames are appended in order to a spool file inside a hidden temporary
+directory next to ``dst``. Once every row is done, the valid rows are split into exactly
+``shards`` balanced shards, each written as one HDF5 file with contiguous datasets,
+checksummed, and described by ``manifest.json``. Only then is the temporary directory
+renamed to ``dst``: an interrupted pack leaves no directory at ``dst`` and nothing with a
+manifest.
+
+Threads are the default. Pillow releases the GIL while it decodes and resizes, and while
+it encodes a JPEG into a file descriptor (see :func:`scramjet.data.images.encode_image`),
+so threads encode in parallel; and a thread pool starts nothing. A process pool's workers
+(forkserver or spawn) first re-import the ``__main__`` script: that costs the script's
+imports (seconds with torch) on every pack, and it would re-run a script that calls
+``pack`` at its top level without an ``if __name__ == "__main__":`` guard.
 """
 
 from __future__ import annotations
 
-import itertools
-import multiprocessing
 import os
 import shutil
 import time
 import uuid
 import warnings
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from scramjet.data import _pool
 from scramjet.data.csvlist import Row, RowError, check_header, parse_row, read_table
 from scramjet.data.format import (
     ENCODINGS,
@@ -90,13 +95,21 @@ def _encode_task(task: tuple[int, list[str], int, int, int, str, int, bool]) -> 
             img, exif = load_image(path, height, width, channel)
             out = encode_image(img, encode, quality, exif if keep_exif else None)
         except Exception as exc:  # any decoder failure is reported for this row
-            return index, f"cannot read image {os.path.basename(path)!r}: {exc}"
+            name = os.path.basename(path)
+            return index, f"cannot read image {name!r} ({type(exc).__name__}: {exc})"
         frames.append(out.tobytes() if isinstance(out, np.ndarray) else out)
     return index, frames
 
 
 def _check_args(
-    encode: str, height: int, width: int, channel: int, quality: int, shards: int, on_error: str
+    encode: str,
+    height: int,
+    width: int,
+    channel: int,
+    quality: int,
+    shards: int,
+    on_error: str,
+    pool: str,
 ) -> str:
     enc = str(encode).lower()
     if enc not in ENCODINGS:
@@ -110,97 +123,72 @@ def _check_args(
         raise ValueError(f"quality must be in 1..100, got {quality!r}")
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if pool not in _pool.POOLS:
+        raise ValueError(f"pool must be 'threads' or 'processes', got {pool!r}")
     return enc
 
 
-_CHUNKS_PER_WORKER = 4  # chunks submitted ahead per worker: bounds memory, keeps workers busy
-
-
-class _WorkerDied(Exception):
-    """Internal: the encoding pool broke; ``indices`` are the tasks whose result was lost."""
-
-    def __init__(self, indices: list[int], detail: str) -> None:
-        super().__init__(detail)
-        self.indices = indices
-        self.detail = detail
-
-
-def _run_chunk(fn: Callable[[Any], Any], chunk: list[Any]) -> list[Any]:
-    """Worker: run ``fn`` on every task of a chunk (one round trip per chunk)."""
-    return [fn(task) for task in chunk]
-
-
-def _stop_pool(executor: ProcessPoolExecutor) -> None:
-    """Cancel queued chunks and end the worker processes now, without waiting for them."""
-    procs = list((getattr(executor, "_processes", None) or {}).values())
-    executor.shutdown(wait=False, cancel_futures=True)
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-    for proc in procs:
-        proc.join(timeout=5)
-
-
-def _results(tasks: list[Any], workers: int) -> Iterator[tuple[int, Any]]:
-    """Encode ``tasks`` and yield their results in order.
-
-    With more than one worker, chunks of tasks go to a process pool, at most
-    ``_CHUNKS_PER_WORKER`` per worker ahead of the chunk being read, so memory stays
-    bounded however long the list. A worker that dies (killed by the OOM killer, a
-    crashing decoder) or cannot start breaks the pool: that raises :class:`_WorkerDied`
-    naming the tasks still in flight, instead of waiting forever for their results.
-    """
-    if workers <= 1 or len(tasks) < 2:
-        yield from map(_encode_task, tasks)
-        return
-    size = max(1, min(16, len(tasks) // (workers * 8)))
-    chunks = iter([tasks[i : i + size] for i in range(0, len(tasks), size)])
-    # Workers come from a fork server (a fresh interpreter), never a fork of this process:
-    # a fork of a process with threads (DataLoader, uploads, torch) can inherit a held lock
-    # and hang. Normal completion shuts the pool down; anything else ends its workers.
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    executor = ProcessPoolExecutor(workers, mp_context=ctx)
-    pending: deque[tuple[list[Any], Future[list[Any]]]] = deque()
-
-    def submit(count: int) -> None:
-        for chunk in itertools.islice(chunks, count):
-            pending.append((chunk, executor.submit(_run_chunk, _encode_task, chunk)))
-
-    try:
-        try:
-            submit(workers * _CHUNKS_PER_WORKER)
-            while pending:
-                results = pending[0][1].result()
-                pending.popleft()
-                submit(1)
-                yield from results
-        except BrokenProcessPool as exc:
-            lost = [
-                task[0]
-                for chunk, future in pending
-                if not future.done() or future.exception() is not None
-                for task in chunk
-            ]
-            raise _WorkerDied(lost, str(exc)) from exc
-    except BaseException:
-        _stop_pool(executor)
-        raise
-    executor.shutdown(wait=True)
-
-
-def _worker_died_error(rows: list[Row], exc: _WorkerDied, workers: int) -> PackError:
-    """The PackError for a broken encoding pool: which rows were in flight, and what to do."""
+def _worker_died_error(rows: list[Row], exc: _pool.WorkerDied, workers: int) -> PackError:
+    """The PackError for a broken encoding pool: how and on which row, what was in flight."""
+    ends = [
+        how
+        if task is None
+        else f"{how}, while it encoded CSV line {rows[task].line} {rows[task].name!r}"
+        for how, task in exc.ends
+    ]
+    cause = "; ".join(ends) or "the pool broke, no worker exit code was available"
     shown = ", ".join(f"line {rows[i].line} {rows[i].name!r}" for i in exc.indices[:8])
     more = f" and {len(exc.indices) - 8} more" if len(exc.indices) > 8 else ""
     return PackError(
-        f"an encoding worker process died or could not start ({exc.detail.rstrip('.')}); "
+        f"an encoding worker process died or could not start ({cause}); "
         f"{len(exc.indices)} CSV rows were in flight: {shown}{more}. A worker dies without "
         "a Python error when the system runs out of memory (the OOM killer) or an image "
         "decoder crashes. Pack again with fewer workers (now workers="
         f"{workers}) to use less memory, or with workers=1 to encode one row at a time in "
         "this process and find the row that crashes. Nothing was written to dst."
     )
+
+
+def _task_failed_error(rows: list[Row], exc: _pool.TaskFailed, pool: str) -> PackError:
+    """The PackError for an encoding task that raised: the row, and the exception."""
+    row = rows[exc.index]
+    return PackError(
+        f"encoding the CSV row at line {row.line} (file {row.name!r}) raised {exc.detail} "
+        f"in an encoding worker ({pool}). Nothing was written to dst."
+    )
+
+
+def _choose_pool(pool: str, workers: int) -> str:
+    """``pool``, or ``"threads"`` (with one warning) where processes would re-run the script.
+
+    Worker processes started by forkserver or spawn first run the ``__main__`` script (as
+    ``__mp_main__``). A call made while that script's top-level code runs, from a line
+    outside ``if __name__ == "__main__":``, would run again in every worker.
+    """
+    frame = _pool.main_module_frame()
+    if frame is not None and frame.f_globals.get("__name__") == "__mp_main__":
+        # This process is a worker re-running the script (of this pack or of another
+        # pool, such as DataLoader workers started by spawn): pack nothing a second time.
+        raise PackError(
+            "pack() was called while a worker process re-ran the main script "
+            f"({frame.f_code.co_filename}:{frame.f_lineno}); put the call under "
+            '`if __name__ == "__main__":`'
+        )
+    if pool != "processes" or workers <= 1 or frame is None:
+        return pool
+    where = _pool.unguarded_line(frame)
+    if where is None:
+        return pool
+    warnings.warn(
+        f"pack(pool='processes') is called at the top level of {where} outside an "
+        '`if __name__ == "__main__":` block. Worker processes start by re-running that '
+        "script, which would call pack again in every worker, so this pack encodes with "
+        "threads instead (same output). To use processes, move the call under "
+        '`if __name__ == "__main__":`.',
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return "threads"
 
 
 def _cpu_count() -> int:
@@ -240,6 +228,7 @@ def pack(
     keep_exif: bool = True,
     is_seq: bool = False,
     workers: int | None = None,
+    pool: str = "threads",
     on_error: str = "raise",
     overwrite: bool = False,
     progress: bool = True,
@@ -261,7 +250,13 @@ def pack(
         shards: exact number of shard files; rows are split into balanced shards.
         keep_exif: keep EXIF data in encoded images (not possible for ``raw``).
         is_seq: rows are frame sequences.
-        workers: encoding processes (default: CPU count; 0 or 1 encodes in-process).
+        workers: encoding workers (default: CPU count); 0 or 1 encodes in the calling
+            thread, one row at a time.
+        pool: ``"threads"`` (default) or ``"processes"``. Threads start at once and work
+            from any script. Processes suit encoders that hold the GIL (PNG) and keep a
+            crashing decoder from taking the program down with it; they re-run the main
+            script first, so a call at its top level without an
+            ``if __name__ == "__main__":`` guard falls back to threads with a warning.
         on_error: ``"raise"`` stops at the first bad row; ``"skip"`` leaves bad rows out
             and lists them in the report and the manifest.
         overwrite: replace an existing pack at ``dst`` (atomically).
@@ -271,8 +266,9 @@ def pack(
         A :class:`PackReport`.
 
     Raises:
-        PackError: a bad row (naming its CSV line and file), an impossible request, or
-            an encoding worker that died (naming the rows in flight).
+        PackError: a bad row (naming its CSV line and file), an impossible request, an
+            encoding task that raised (naming its row and the exception), or an encoding
+            worker process that died (naming the rows in flight and how it ended).
 
     Example:
         >>> import numpy as np
@@ -289,7 +285,9 @@ def pack(
         (4, [2, 2])
     """
     start = time.perf_counter()
-    enc = _check_args(encode, height, width, channel, quality, shards, on_error)
+    enc = _check_args(encode, height, width, channel, quality, shards, on_error, pool)
+    n_workers = _cpu_count() if workers is None else int(workers)
+    pool = _choose_pool(pool, n_workers)
     root = Path(file_dir).resolve()
     if not root.is_dir():
         raise ValueError(f"file_dir {str(file_dir)!r} is not a directory")
@@ -306,7 +304,7 @@ def pack(
     tmp.mkdir()
     try:
         opts = (height, width, channel, enc, quality, keep_exif)
-        spooled = _spool_rows(rows, tmp, opts, workers, on_error, skipped, progress)
+        spooled = _spool_rows(rows, tmp, opts, (n_workers, pool), on_error, skipped, progress)
         manifest = _write_shards(tmp, spooled, columns, shards, enc, (height, width, channel))
         manifest.extra["skipped_rows"] = [vars(s) for s in skipped]
         write_atomic_text(tmp / MANIFEST_NAME, manifest.to_json())
@@ -334,7 +332,7 @@ def _parse_rows(
     on_error: str,
     skipped: list[SkippedRow],
 ) -> list[Row]:
-    """Check every row's paths and values in the main process (cheap, before encoding)."""
+    """Check every row's paths and values in the calling thread (cheap, before encoding)."""
     rows: list[Row] = []
     for line, cells in table:
         try:
@@ -358,19 +356,22 @@ def _spool_rows(
     rows: list[Row],
     tmp: Path,
     opts: tuple[int, int, int, str, int, bool],
-    workers: int | None,
+    workers: tuple[int, str],
     on_error: str,
     skipped: list[SkippedRow],
     progress: bool,
 ) -> _Spooled:
     """Encode every row (in parallel) and append its frames to a spool file, in order."""
     tasks = [(i, row.files, *opts) for i, row in enumerate(rows)]
-    n_workers = _cpu_count() if workers is None else int(workers)
+    n_workers, pool = workers
     spool = _Spooled(tmp / "frames.spool", [], [], [])
-    with open(spool.path, "wb") as fh, _progress(progress, len(tasks)) as bar:
+    # closing(): a bad row stops the pool's workers now, not when the generator is collected
+    # _encode_task is looked up now, so a replacement of it (in tests) reaches the workers
+    results = _pool.results(_encode_task, tasks, n_workers, pool)
+    with open(spool.path, "wb") as fh, _progress(progress, len(tasks)) as bar, closing(results):
         task_id = bar.add_task("packing", total=len(tasks))
         try:
-            for index, result in _results(tasks, n_workers):
+            for index, result in results:
                 row = rows[index]
                 if isinstance(result, str):
                     if on_error == "raise":
@@ -383,8 +384,10 @@ def _spool_rows(
                     spool.row_frames.append(len(result))
                     spool.rows.append(row)
                 bar.advance(task_id)
-        except _WorkerDied as exc:
+        except _pool.WorkerDied as exc:
             raise _worker_died_error(rows, exc, n_workers) from exc
+        except _pool.TaskFailed as exc:
+            raise _task_failed_error(rows, exc, pool) from exc
     return spool
 
 

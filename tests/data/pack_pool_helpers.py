@@ -1,0 +1,23 @@
+"""Encoding tasks that fail on purpose, for pack's thread and process pools (helpers).
+
+Pack's worker processes import these by reference, so they live in a module of their own.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from scramjet.data.writer import _encode_task
+
+
+def encode_or_raise(task: tuple[Any, ...]) -> tuple[int, Any]:
+    """Pack's encoding task, except that it raises on a file named ``raise*``.
+
+    The exception escapes the task (unlike a decoder error, which the task reports as a
+    bad row), as an unexpected failure inside a worker would.
+    """
+    for path in task[1]:
+        if os.path.basename(path).startswith("raise"):
+            raise RuntimeError(f"decoder state corrupted by {os.path.basename(path)}")
+    return _encode_task(task)  # type: ignore[arg-type]

@@ -1,0 +1,200 @@
+"""pack's encoding pools: threads by default, processes on request, the same bytes.
+
+Scripts written without an ``if __name__ == "__main__":`` guard (as nebulae's users
+write them) pack completely, and a failure inside a worker names its row and cause.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pack_pool_helpers import encode_or_raise
+from packdata_helpers import smooth_image, write_csv, write_images
+from PIL import Image
+
+import scramjet.data.writer as writer
+from scramjet.data import PackedDataset, PackError, pack
+from scramjet.data.images import encode_image
+
+UNGUARDED = textwrap.dedent("""
+    import sys
+    from scramjet.data import pack
+
+    print("script body runs")
+    report = pack(sys.argv[1], sys.argv[2], sys.argv[3], dtype=["int64"], height=16,
+                  width=16, shards=2, workers=WORKERS, pool=POOL, progress=False)
+    print("packed", report.num_samples)
+""")
+
+GUARDED = textwrap.dedent("""
+    import sys
+    from scramjet.data import pack
+
+    print("script body runs")
+    if __name__ == "__main__":
+        report = pack(sys.argv[1], sys.argv[2], sys.argv[3], dtype=["int64"], height=16,
+                      width=16, shards=2, workers=WORKERS, pool=POOL, progress=False)
+        print("packed", report.num_samples)
+""")
+
+
+@pytest.mark.parametrize(
+    "template,workers,pool",
+    [
+        (UNGUARDED, 2, "threads"),
+        (UNGUARDED, 0, "threads"),
+        (UNGUARDED, 2, "processes"),
+        (GUARDED, 2, "processes"),
+    ],
+    ids=["unguarded-2-threads", "unguarded-0", "unguarded-2-processes", "guarded-2-processes"],
+)
+def test_a_script_without_main_guard_packs_completely(folder, tmp_path, template, workers, pool):
+    root, imgs = folder
+    script = tmp_path / "make_pack.py"
+    code = template.replace("WORKERS", str(workers)).replace("POOL", repr(pool))
+    script.write_text(code)
+    dst = tmp_path / "out.pack"
+    done = subprocess.run(
+        [sys.executable, str(script), str(root), str(root / "list.csv"), str(dst)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    # The pack ran once: no worker re-ran the script's pack (processes import it as
+    # __mp_main__, and print "script body runs" when they do, which is harmless).
+    assert done.stdout.count("packed 12") == 1, done.stdout
+    warned = done.stderr.count("RuntimeWarning: pack(pool='processes') is called at the top")
+    if template is UNGUARDED and pool == "processes":
+        assert warned == 1, done.stderr  # one warning, naming the script and line
+        assert f"{script}:6" in done.stderr and "encodes with threads instead" in done.stderr
+    else:
+        assert warned == 0, done.stderr
+    ds = PackedDataset(dst, verify=True)
+    assert len(ds) == len(imgs) and [s.samples for s in ds.manifest.shards] == [6, 6]
+    assert [ds[i]["label"] for i in range(len(ds))] == [i % 4 for i in range(len(imgs))]
+    assert all(ds[i]["image"].shape == (16, 16, 3) for i in range(len(ds)))
+
+
+def _digests(path: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.iterdir())}
+
+
+@pytest.mark.parametrize("encode", ["jpeg", "png", "raw"])
+def test_threads_and_processes_write_byte_identical_packs(tmp_path, encode):
+    imgs = write_images(tmp_path / "imgs", 20, size=(36, 44), fmt="jpg")
+    rows = [[name, str(i), f"{i},{i + 1}"] for i, (name, _) in enumerate(imgs)]
+    write_csv(tmp_path / "l.csv", ["image", "label", "pair"], rows)
+    digests = {}
+    for workers, pool in [(0, "threads"), (2, "threads"), (2, "processes")]:
+        dst = tmp_path / f"{workers}-{pool}"
+        pack(
+            tmp_path / "imgs",
+            tmp_path / "l.csv",
+            dst,
+            dtype=["int64", "vint32"],
+            height=24,
+            width=32,
+            encode=encode,
+            shards=3,
+            workers=workers,
+            pool=pool,
+            progress=False,
+        )
+        digests[(workers, pool)] = _digests(dst)
+    first = digests[(0, "threads")]
+    assert sorted(first) == ["manifest.json", *(f"shard-0000{k}.h5" for k in range(3))]
+    assert digests[(2, "threads")] == first and digests[(2, "processes")] == first
+
+
+def test_jpeg_bytes_are_pillows_own(tmp_path):
+    """Encoding through a file descriptor (so threads run in parallel) changes no byte."""
+    img = Image.fromarray(smooth_image(np.random.default_rng(1), 48, 64))
+    exif = Image.Exif()
+    exif[0x010F] = "scramjet camera"
+    for extra in ({}, {"exif": exif.tobytes()}):
+        buf = io.BytesIO()
+        img.save(buf, format="JPEG", quality=87, **extra)
+        assert encode_image(img, "jpeg", 87, extra.get("exif")) == buf.getvalue()
+
+
+def _with_row(root: Path, name: str, source: str) -> None:
+    """Put ``name`` (a copy of ``source``) at CSV line 8, in the middle of the list."""
+    (root / name).write_bytes((root / source).read_bytes())
+    lines = (root / "list.csv").read_text().splitlines()
+    lines.insert(7, f"{name}\t3")
+    (root / "list.csv").write_text("\n".join(lines) + "\n")
+
+
+def _no_pack_left(tmp_path: Path) -> None:
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["imgs"]
+
+
+@pytest.mark.parametrize("workers,pool", [(2, "threads"), (0, "threads")])
+def test_a_decoder_that_raises_in_a_worker_names_the_row_and_cause(
+    folder, tmp_path, monkeypatch, workers, pool
+):
+    root, imgs = folder
+    _with_row(root, "bad.png", imgs[0][0])
+    real = writer.load_image
+
+    def load_image(path: str, *args: int) -> object:
+        if path.endswith("bad.png"):
+            raise RuntimeError("decoder state corrupted")
+        return real(path, *args)
+
+    monkeypatch.setattr(writer, "load_image", load_image)
+    opts = {"dtype": ["int64"], "height": 8, "width": 8, "progress": False}
+    with pytest.raises(
+        PackError,
+        match=r"cannot read image 'bad\.png' \(RuntimeError: decoder state corrupted\) "
+        r"\(CSV row at line 8, file 'bad\.png'\)",
+    ):
+        pack(root, root / "list.csv", tmp_path / "p", workers=workers, pool=pool, **opts)
+    _no_pack_left(tmp_path)
+    report = pack(root, root / "list.csv", tmp_path / "p", workers=workers, on_error="skip", **opts)
+    assert [(s.line, s.file) for s in report.skipped] == [(8, "bad.png")]
+    assert report.skipped[0].reason.endswith("(RuntimeError: decoder state corrupted)")
+
+
+@pytest.mark.parametrize("pool", ["threads", "processes"])
+def test_an_exception_escaping_a_worker_names_the_row_and_cause(
+    folder, tmp_path, monkeypatch, pool
+):
+    root, imgs = folder
+    _with_row(root, "raise.png", imgs[0][0])
+    monkeypatch.setattr(writer, "_encode_task", encode_or_raise)  # processes import it
+    with pytest.raises(PackError) as info:
+        pack(
+            root,
+            root / "list.csv",
+            tmp_path / "p",
+            dtype=["int64"],
+            height=8,
+            width=8,
+            workers=2,
+            pool=pool,
+            progress=False,
+        )
+    assert str(info.value) == (
+        "encoding the CSV row at line 8 (file 'raise.png') raised RuntimeError: decoder "
+        f"state corrupted by raise.png in an encoding worker ({pool}). Nothing was "
+        "written to dst."
+    )
+    _no_pack_left(tmp_path)
+
+
+def test_pool_must_be_threads_or_processes(folder, tmp_path):
+    root, _ = folder
+    with pytest.raises(ValueError, match=r"pool must be 'threads' or 'processes', got 'fork'"):
+        pack(
+            root, root / "list.csv", tmp_path / "p", dtype=["int64"], height=8, width=8, pool="fork"
+        )
