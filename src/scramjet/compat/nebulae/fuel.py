@@ -282,6 +282,8 @@ class Tank:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         packed = PackedDataset(data_path, columns=list(data_specf) or None)
+        if num_workers > 0:  # check the shards once here: each epoch's workers start anew
+            packed.verify()
         self.dataset = _TankDataset(packed, data_specf, fetch_fn, prep_fn)
         self.epoch = 0
         world = dist.get_world_size()
