@@ -24,7 +24,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shards", type=int, default=1, help="number of shard files")
     parser.add_argument("--drop-exif", action="store_true", help="do not keep EXIF data")
     parser.add_argument("--seq", action="store_true", help="rows are frame sequences")
-    parser.add_argument("--workers", type=int, default=None, help="encoding processes")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="encoding workers (default: CPU count)"
+    )
+    parser.add_argument(
+        "--pool",
+        default="threads",
+        choices=("threads", "processes"),
+        help="encode on threads (default) or in worker processes (isolates decoder crashes)",
+    )
     parser.add_argument("--on-error", default="raise", choices=("raise", "skip"))
     parser.add_argument("--overwrite", action="store_true", help="replace an existing pack")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -50,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
             keep_exif=not args.drop_exif,
             is_seq=args.seq,
             workers=args.workers,
+            pool=args.pool,
             on_error=args.on_error,
             overwrite=args.overwrite,
             progress=not args.no_progress,
