@@ -319,6 +319,11 @@ def test_permanent_error_classification() -> None:
     assert permanent_error(Answer(403, "SignatureDoesNotMatch")) is not None
     for transient in (408, 429, 500, 503):
         assert permanent_error(wrapped(Answer(transient, "x"))) is None
+
+    class GcsAnswer(Exception):  # gcsfs's HttpError carries the status as ``code``
+        code = 403
+
+    assert permanent_error(GcsAnswer()) == "HTTP 403"
     assert permanent_error(TimeoutError("slow")) is None
     assert permanent_error(ConnectionRefusedError()) is None
     assert permanent_error(PermissionError("denied")) == "permission denied"

@@ -89,8 +89,11 @@ def _http_status(exc: BaseException) -> int | None:
         status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if isinstance(status, int):
             return status
-    status = getattr(exc, "status", None)  # aiohttp's ClientResponseError (http://, gcsfs)
-    return status if isinstance(status, int) and 100 <= status < 600 else None
+    for attr in ("status", "code"):  # aiohttp's ClientResponseError; gcsfs's HttpError
+        status = getattr(exc, attr, None)
+        if isinstance(status, int) and not isinstance(status, bool) and 100 <= status < 600:
+            return status
+    return None
 
 
 def _error_code(exc: BaseException) -> str:
@@ -365,7 +368,8 @@ class RunStorage:
             timeout = min(timeout, remaining)
             if timeout <= 0:
                 raise TimeoutError("the final deadline of the upload has passed")
-        return call_with_deadline(fn, *args, timeout=timeout, name=getattr(fn, "__name__", ""))
+        name = getattr(fn, "__name__", "").lstrip("_")
+        return call_with_deadline(fn, *args, timeout=timeout, name=name)
 
     def _past_deadline(self) -> bool:
         remaining = self._remaining()
