@@ -98,14 +98,17 @@ class _Watchdog:
     def __init__(self, parent: int) -> None:
         self.parent = parent
         self.goodbye = False
+        self.grace = StorageTimeouts().final  # after a goodbye: the longest the queue may take
         threading.Thread(target=self._watch, name="scramjet-parent-watchdog", daemon=True).start()
 
     def parent_gone(self) -> bool:
         return os.getppid() != self.parent
 
     def _watch(self) -> None:
-        while not self.parent_gone() or self.goodbye:
+        while not self.parent_gone():
             time.sleep(_WATCHDOG_S)
+        if self.goodbye:  # a normal exit: the serve loop ends by itself within the grace
+            time.sleep(self.grace)
         os._exit(0)  # killed training process: nothing of this run is waited for
 
     def orphaned(self) -> None:
@@ -128,6 +131,7 @@ def _serve(commands: Connection, replies: Connection, parent: int | None = None)
     except BaseException as exc:
         replies.send(("error", 0, f"{type(exc).__name__}: {exc}", {}, 0))
         return
+    watchdog.grace = store.timeouts.final
     replies.send(("ready", 0, os.getpid(), {}, 0))
     try:
         while True:
@@ -136,7 +140,7 @@ def _serve(commands: Connection, replies: Connection, parent: int | None = None)
             except (EOFError, OSError):
                 watchdog.orphaned()  # ends here unless the training process said goodbye
                 store.wait(timeout=store.timeouts.final)
-                return
+                os._exit(0)  # uploads still stuck after the wait are abandoned
             kind = message[0]
             if kind == "upload":
                 store.upload(message[1])
