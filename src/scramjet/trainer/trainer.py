@@ -1062,7 +1062,10 @@ class EpochLosses:
     def mean(self, device: torch.device) -> float:
         """Per-sample mean over every process (collective); NaN when nothing was recorded."""
         if self.losses:
-            losses = torch.stack([t.float().to(device) for t in self.losses])
+            # Losses restored from a checkpoint sit on the CPU; the epoch's own ones on device.
+            losses = torch.stack(
+                [t.float() if t.device == device else t.float().to(device) for t in self.losses]
+            )
             counts = torch.tensor(self.counts, dtype=torch.float32, device=device)
             totals = torch.stack([(losses * counts).sum(), counts.sum()])
         else:
