@@ -8,7 +8,7 @@ sent to strings) plus ``PrintProgressCallback``, ``scramjet.dashboard.Dashboard`
 - ``ProgressBarCallback`` prints a running count of batches (non-decreasing within an
   epoch, ending at the epoch's real count) and neither a total nor an ETA;
 - the Dashboard prints a running count without a total and no estimated time
-  (``ETA --:--``) while a stage runs, and ``done`` when it ends;
+  (``running``, no ETA) while a stage runs, and ``done`` when it ends;
 - the Experiment's run finishes (``run.json`` says ``finished``) with ``train_loss_epoch``
   in its metrics, equal to the Trainer's history.
 
@@ -109,7 +109,7 @@ def make_model(seed: int = 0, dropout: float = 0.0) -> nn.Module:
 # ----------------------------------------------------------------------------- displays
 PROGRESS_LINE = re.compile(r"^epoch (\d+) train (\d+) batches \| [\d,]+ samples/s$")
 BOARD_LINE = re.compile(
-    r"^(train|eval) epoch \d+/\d+ (\d+)(?:/(\d+))? \| [^|]+ \| (done|ETA --:--)( \| .*)?$"
+    r"^(train|eval) epoch \d+/\d+ (\d+)(?:/(\d+))? \| [^|]+ \| (done|running)( \| .*)?$"
 )
 
 
@@ -169,7 +169,7 @@ def test_every_display_runs_without_a_length(source: str, tmp_path: Path) -> Non
     assert len(parsed) > epochs, "lines printed while the epochs ran, not only at their end"
 
     # The Dashboard: counts without a total while a stage runs, and no estimated time
-    # ("ETA --:--"); a finished stage says "done" (its count is then known).
+    # ("running", no ETA); a finished stage says "done" (its count is then known).
     board_lines = [line for line in board_out.getvalue().splitlines() if line.strip()]
     assert board_lines and not re.search(r"ETA \d", board_out.getvalue())
     finished = set()

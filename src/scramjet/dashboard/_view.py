@@ -97,7 +97,11 @@ def _rate_text(stage: StageView) -> str:
 
 
 def _eta_text(stage: StageView) -> str:
-    return "done" if stage.finished else f"ETA {format_duration(stage.eta)}"
+    if stage.finished:
+        return "done"
+    if not stage.total:  # unknown length (an iterable): a running count, no ETA to give
+        return "running"
+    return f"ETA {format_duration(stage.eta)}"
 
 
 def bar(done: int, total: int | None, width: int) -> str:
