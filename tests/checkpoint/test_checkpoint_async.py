@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import errno
-import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
+from tests.common.full_disk import FullDisk
 from torch import nn
 
-import scramjet.checkpoint.manager as manager_module
-import scramjet.checkpoint.payload as payload_module
 from scramjet.checkpoint import CheckpointManager, CheckpointWriteError, read_checkpoint
 
 BIG = 1 << 22  # 16 MiB of float32: long enough to write that save() returns first
@@ -100,40 +96,6 @@ def test_a_failed_background_write_is_raised_and_keeps_earlier_checkpoints(
     manager.save({"v": 4}, step=4)
     manager.close()
     assert [c.step for c in manager.checkpoints()] == [4] and not first.exists()
-
-
-class FullDisk:
-    """Checkpoint files written through the manager fail with ENOSPC after ``budget`` bytes."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, budget: int = 0) -> None:
-        real = manager_module.atomic_write
-
-        def failing(path: Path, write: Callable[[Any], object], *, fsync: bool = True) -> None:
-            if not Path(path).name.startswith("ckpt-"):
-                return real(path, write, fsync=fsync)
-            return real(path, lambda file: write(_Budget(file, budget)), fsync=fsync)
-
-        self._monkeypatch = monkeypatch
-        for module in (manager_module, payload_module):  # index, checkpoint files
-            monkeypatch.setattr(module, "atomic_write", failing)
-
-    def undo(self) -> None:
-        self._monkeypatch.undo()
-
-
-class _Budget:
-    def __init__(self, file: Any, budget: int) -> None:
-        self._file, self._left = file, budget
-
-    def write(self, data: Any) -> int:
-        size = memoryview(data).nbytes
-        if size > self._left:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        self._left -= size
-        return int(self._file.write(data))
-
-    def flush(self) -> None:
-        self._file.flush()
 
 
 def test_restart_keeps_earlier_checkpoints_and_numbering(tmp_path: Path) -> None:

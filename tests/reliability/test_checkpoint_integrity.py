@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from tests.common.full_disk import FullDisk
 from torch import nn
 
-import scramjet.checkpoint.manager as manager_module
-import scramjet.checkpoint.payload as payload_module
 from scramjet.checkpoint import (
     CheckpointManager,
     CheckpointWriteError,
@@ -199,38 +196,6 @@ def test_format_1_files_still_load(tmp_path: Path) -> None:
         assert torch.equal(fresh["model"].state_dict()[key], value)
     assert manager.save({"v": 2}, step=6).name == "ckpt-000002-step6.pt"
     assert manager.load().step == 6
-
-
-class FullDisk:
-    """Writes of matching files fail with ENOSPC once ``budget`` bytes are written."""
-
-    def __init__(
-        self, monkeypatch: pytest.MonkeyPatch, budget: int, match: Callable[[str], bool]
-    ) -> None:
-        real = manager_module.atomic_write
-
-        def failing(path: Path, write: Callable[[Any], object], *, fsync: bool = True) -> None:
-            if not match(Path(path).name):
-                return real(path, write, fsync=fsync)
-            return real(path, lambda file: write(_Budget(file, budget)), fsync=fsync)
-
-        for module in (manager_module, payload_module):  # index, checkpoint files
-            monkeypatch.setattr(module, "atomic_write", failing)
-
-
-class _Budget:
-    def __init__(self, file: Any, budget: int) -> None:
-        self._file, self._left = file, budget
-
-    def write(self, data: Any) -> int:
-        size = memoryview(data).nbytes
-        if size > self._left:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        self._left -= size
-        return int(self._file.write(data))
-
-    def flush(self) -> None:
-        self._file.flush()
 
 
 @pytest.mark.parametrize("async_write", [False, True], ids=["sync", "async"])
