@@ -11,8 +11,9 @@
 from __future__ import annotations
 
 from scramjet.accel._engine import AccelerationWarning, CheckFailed, Tolerance, default_backends
+from scramjet.accel._store import CacheWarning
 from scramjet.accel.backends import available_backends, register_backend, unregister_backend
-from scramjet.accel.dataset import CachedDataset, CacheWarning, accelerate_dataset
+from scramjet.accel.dataset import CachedDataset, accelerate_dataset
 from scramjet.accel.extras import fast_optimizer, fast_optimizer_kwargs, set_tf32, tf32
 from scramjet.accel.model import (
     AcceleratedModel,

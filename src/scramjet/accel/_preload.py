@@ -27,7 +27,6 @@ from scramjet.accel._store import EMPTY, NONE, SharedStore, _pid_alive
 
 
 class _Owner(Protocol):
-    store: SharedStore
     spill: bool
 
     def store_one(self, i: int, load: Callable[[int], Any]) -> tuple[Any, int]: ...
@@ -55,9 +54,10 @@ def use_processes() -> bool:
     return sys.platform.startswith("linux") and hasattr(os, "fork")
 
 
-def start_preloaders(cache: _Owner, load: Callable[[int], Any], requested: int) -> list[Any]:
-    """Start the preloaders this cache is missing; returns the threads started (if any)."""
-    store = cache.store
+def start_preloaders(
+    cache: _Owner, store: SharedStore, load: Callable[[int], Any], requested: int
+) -> list[Any]:
+    """Start the preloaders ``cache`` (over ``store``) is missing; returns the threads started."""
     if store.complete():
         return []
     count = store.reserve_preloaders(preloader_count(requested))
@@ -65,11 +65,11 @@ def start_preloaders(cache: _Owner, load: Callable[[int], Any], requested: int) 
     for k in range(count):
         start = k * n // count if count else 0
         if use_processes():
-            _fork(cache, load, start, parent)
+            _fork(cache, store, load, start, parent)
         else:
             t = threading.Thread(
                 target=_thread_main,
-                args=(cache, load, start, parent),
+                args=(cache, store, load, start, parent),
                 name="scramjet-preload",
                 daemon=True,
             )
@@ -78,7 +78,9 @@ def start_preloaders(cache: _Owner, load: Callable[[int], Any], requested: int) 
     return threads
 
 
-def _fork(cache: _Owner, load: Callable[[int], Any], start: int, parent: int) -> None:
+def _fork(
+    cache: _Owner, store: SharedStore, load: Callable[[int], Any], start: int, parent: int
+) -> None:
     with warnings.catch_warnings():  # Python >= 3.12 warns about forking with threads
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
@@ -86,14 +88,14 @@ def _fork(cache: _Owner, load: Callable[[int], Any], start: int, parent: int) ->
         code = 1
         try:
             torch.set_num_threads(1)
-            cache.store.set_preloader(parent, os.getpid())
-            preload_loop(cache, load, start)
+            store.set_preloader(parent, os.getpid())
+            preload_loop(cache, store, load, start)
             code = 0
         except BaseException:
             pass
         finally:
             with contextlib.suppress(BaseException):
-                cache.store.set_preloader(os.getpid(), 0)
+                store.set_preloader(os.getpid(), 0)
             os._exit(code)
     # A thread blocked in waitpid holds no lock and costs nothing; it reaps the child (no
     # zombie left in a long-lived process) and ends with it.
@@ -105,17 +107,18 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, 0)
 
 
-def _thread_main(cache: _Owner, load: Callable[[int], Any], start: int, parent: int) -> None:
+def _thread_main(
+    cache: _Owner, store: SharedStore, load: Callable[[int], Any], start: int, parent: int
+) -> None:
     try:
-        preload_loop(cache, load, start)
+        preload_loop(cache, store, load, start)
     finally:
-        cache.store.set_preloader(parent, 0)
+        store.set_preloader(parent, 0)
 
 
-def preload_loop(cache: _Owner, load: Callable[[int], Any], start: int) -> None:
+def preload_loop(cache: _Owner, store: SharedStore, load: Callable[[int], Any], start: int) -> None:
     """Decode hinted indices first, then walk all indices from ``start``; end when none is
     left to claim, when the cache is removed, or when its owner process is gone."""
-    store = cache.store
     n, owner = store.n, store.owner_pid()
     seen = 0  # hints already served are skipped by their state: one array lookup each
     cursor = 0

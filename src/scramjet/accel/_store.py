@@ -2,12 +2,12 @@
 
 Layout of a store directory (private, mode 0700, removed by the process that created it)::
 
-    index.bin      int64 header [magic, n, mem_used, disk_used, done, hints_written, owner, 0]
-                   + 8 preloader pid slots + a ring of 256 hinted indices
-                   + n entries [state, segment, offset, length]
+    index.bin      int64 header [magic, n, mem_used, disk_used, done, hints_written, owner,
+                   mem_capacity, flags, 0] + 8 preloader pid slots + a ring of 256 hinted
+                   indices + n entries [state, segment, offset, length]
     lock           flock target for claims, budget reservations, slots and hints
     seg-<id>.bin   append-only segments, one per writing process, in RAM (/dev/shm)
-    <spill dir>/seg-<id>.bin   segments on disk, used once the memory budget is full
+    <spill dir>/seg-<id>.bin   segments on disk, used once the memory tier is full
 
 An entry goes EMPTY -> CLAIMED (segment field = claimer pid) -> MEM or DISK (or NONE when it
 could not be stored). The payload is written before the entry, and the state is stored last
@@ -17,6 +17,16 @@ left to decode and readers take a lock-free path. Readers post the indices they 
 decode into the hint ring, so background preloaders work on them (from the other end of the
 batch) before they walk the rest. Payloads are pickles written by this process tree into its
 own private directory.
+
+Space. The index (32 bytes per sample) counts against the memory budget: when it does not
+fit, or the RAM folder lacks room for it, it goes to the temporary folder on disk and the
+memory tier stays empty. Blocks are allocated (``posix_fallocate``) before they are written,
+so a full folder is an ``ENOSPC`` error at the writer, never a SIGBUS in a process touching a
+mapped page, and a sample is published only once all its bytes are written. A tier also stops
+growing when its folder's free space would fall below a reserve (:func:`reserve_bytes`):
+DataLoader workers pass every batch through ``/dev/shm``, and a cache that filled it would
+crash them. A tier that runs out of room is closed for every process (one flag in the
+header); later samples go to the next tier (disk, then uncached), with one warning.
 """
 
 from __future__ import annotations
@@ -31,21 +41,72 @@ import secrets
 import shutil
 import tempfile
 import threading
+import warnings
 from typing import Any
 
 import numpy as np
 import torch
 
+from scramjet.accel import _janitor
+
 EMPTY, CLAIMED, MEM, DISK, NONE = 0, 1, 2, 3, 4
 _MAGIC = 0x5343524A  # "SCRJ"
 _ENTRY = 4
-_HEADER = 8  # magic, n, mem_used, disk_used, done, hints_written, owner pid, reserved
-_DONE, _HINTS_WRITTEN, _OWNER = 4, 5, 6
+_HEADER = 10  # magic, n, mem_used, disk_used, done, hints_written, owner, capacity, flags, 0
+_MEM_USED, _DISK_USED, _DONE, _HINTS_WRITTEN, _OWNER, _CAPACITY, _FLAGS = 2, 3, 4, 5, 6, 7, 8
+_MEM_CLOSED, _DISK_CLOSED = 1, 2  # flags: a tier ran out of room
 _SLOTS = 8  # pids of running preloaders
 _HINTS = 256  # ring of hinted indices
 _SLOT0 = _HEADER
 _HINT0 = _HEADER + _SLOTS
 _TABLE = _HEADER + _SLOTS + _HINTS  # first entry
+
+
+_NO_LIMIT = np.iinfo(np.int64).max
+_GIB = 1 << 30
+
+
+class CacheWarning(UserWarning):
+    """The dataset cache cannot work as asked: random samples, or a folder without room."""
+
+
+def index_bytes(n: int) -> int:
+    """Size of the index file of a store of ``n`` samples."""
+    return (_TABLE + _ENTRY * n) * 8
+
+
+def reserve_bytes(total: int, in_ram: bool) -> int:
+    """Free space a tier leaves in its folder of ``total`` bytes.
+
+    RAM folder: half of it, at most 1 GiB (DataLoader workers pass batches through it).
+    Disk: 5 %, at most 1 GiB (checkpoints and logs are written there too).
+    """
+    return min(total // 2 if in_ram else total // 20, _GIB)
+
+
+def _space(folder: str) -> tuple[int, int]:
+    """(free bytes for this user, total bytes) of the filesystem holding ``folder``."""
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
+
+
+def _allocate(fd: int, offset: int, size: int) -> None:
+    """Give bytes [offset, offset + size) real blocks now: ENOSPC here, not SIGBUS later."""
+    if size > 0 and hasattr(os, "posix_fallocate"):
+        os.posix_fallocate(fd, offset, size)
+
+
+def _write_all(fd: int, data: bytes | memoryview, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        if written <= 0:
+            raise OSError(f"wrote {written} bytes")
+        view, offset = view[written:], offset + written
 
 
 def _rebuild_tensor(array: np.ndarray, dtype: str) -> torch.Tensor:
@@ -97,17 +158,63 @@ class SharedStore:
         self._reset_process_state()
 
     @classmethod
-    def create(cls, n: int, spill: bool, parent: str | None = None) -> SharedStore:
-        root = tempfile.mkdtemp(prefix="scramjet-cache-", dir=parent or default_root())
-        spill_dir = tempfile.mkdtemp(prefix="scramjet-spill-") if spill else None
-        header = np.zeros(_HEADER, dtype=np.int64)
-        header[:2] = (_MAGIC, n)
-        header[_OWNER] = os.getpid()
-        with open(os.path.join(root, "index.bin"), "wb") as f:
-            f.write(header.tobytes())
-            f.truncate((_TABLE + _ENTRY * n) * 8)
-        open(os.path.join(root, "lock"), "wb").close()
-        return cls(root, spill_dir, owner=True)
+    def create(
+        cls, n: int, spill: bool, parent: str | None = None, budget: int | None = None
+    ) -> SharedStore | None:
+        """A new store for ``n`` samples, or None (with a warning) when no folder has room.
+
+        The index goes to the RAM folder ``parent`` (default :func:`default_root`) when it
+        fits within ``budget`` and the folder's free space above its reserve; otherwise to the
+        temporary folder on disk, with an empty memory tier. ``budget`` (bytes, None = no
+        limit) covers the index and the in-memory samples.
+        """
+        size = index_bytes(n)
+        ram = parent or default_root()
+        disk = tempfile.gettempdir()
+        places: list[tuple[str, bool]] = []
+        if budget is None or size <= budget:
+            places.append((ram, True))
+        elif budget > 0:
+            _warn(
+                f"max_memory_size={budget} bytes cannot hold the cache index ({_mib(size)} for "
+                f"{n} samples, 32 bytes each); the index is kept on disk in {disk} and "
+                + ("samples spill there." if spill else "samples are not cached.")
+                + " Raise max_memory_size above the index size to cache in RAM."
+            )
+        if not places or os.path.realpath(disk) != os.path.realpath(ram):
+            places.append((disk, False))
+        problems = []
+        for folder, in_ram in places:
+            try:
+                root = _new_index(folder, n, size, in_ram)
+            except OSError as exc:
+                problems.append(f"{folder}: {exc.strerror or exc}")
+                continue
+            capacity = 0
+            if in_ram:
+                capacity = _NO_LIMIT if budget is None else budget - size
+            store = cls(root, None, owner=True)
+            store.index[_CAPACITY] = capacity
+            if spill:
+                store.spill_dir = tempfile.mkdtemp(prefix="scramjet-spill-")
+            for path in (store.root, store.spill_dir):
+                if path:
+                    _janitor.watch(path)
+            if problems:
+                _warn(
+                    f"the dataset cache index ({_mib(size)}) does not fit in "
+                    f"{'; '.join(problems)}; it is kept in {folder} instead"
+                    + ("" if in_ram else ", with no samples in RAM")
+                    + ". Give the RAM folder more room (e.g. docker run --shm-size=8g) or "
+                    "pass cache_dir= a folder with space."
+                )
+            return store
+        _warn(
+            f"no folder has room for the dataset cache index ({_mib(size)} for {n} samples): "
+            f"{'; '.join(problems)}. The dataset is served uncached. Free some space or pass "
+            "cache_dir= a folder with room."
+        )
+        return None
 
     def _reset_process_state(self) -> None:
         # Locks, fds and the writer segment belong to one process; a forked child gets fresh
@@ -151,8 +258,8 @@ class SharedStore:
         return self.index[_TABLE:].reshape(-1, _ENTRY)[:, 0]
 
     def usage(self) -> tuple[int, int]:
-        """(bytes in memory, bytes spilled to disk)."""
-        return int(self.index[2]), int(self.index[3])
+        """(bytes of samples in memory, bytes spilled to disk)."""
+        return int(self.index[_MEM_USED]), int(self.index[_DISK_USED])
 
     def complete(self) -> bool:
         """True once every entry is in a final state: nothing is left to decode."""
@@ -187,27 +294,90 @@ class SharedStore:
             if e[0] == CLAIMED and e[1] == os.getpid():
                 e[0] = EMPTY
 
-    def put(self, i: int, blob: bytes, budget: int | None) -> int:
-        """Store a claimed entry; returns the tier used (MEM, DISK or NONE)."""
-        with self._locked():
-            hdr = self.index
-            if budget is None or hdr[2] + len(blob) <= budget:
-                tier = MEM
-                hdr[2] += len(blob)
-            elif self.spill_dir is not None:
-                tier = DISK
-                hdr[3] += len(blob)
-            else:
-                tier = NONE
-            seg, offset = (0, 0) if tier == NONE else self._reserve(tier, len(blob))
-        if tier != NONE:
-            os.pwrite(self._writers[tier][1], blob, offset)
+    def put(self, i: int, blob: bytes) -> int:
+        """Store a claimed entry; returns the tier used (MEM, DISK or NONE).
+
+        The bytes are allocated and written in full before the entry says where they are; a
+        tier that fails (no room, an I/O error) is closed and the next one is tried.
+        """
+        tier, seg, offset = self._book(len(blob))
+        while tier != NONE:
+            try:
+                fd = self._writers[tier][1]
+                _allocate(fd, offset, len(blob))
+                _write_all(fd, blob, offset)
+                break
+            except OSError as exc:
+                tier, seg, offset = self._book(len(blob), failed=(tier, exc))
         e = self.entry(i)
         e[1], e[2], e[3] = seg, offset, len(blob)
         e[0] = tier  # last: readers trust the other fields once the state says stored
         with self._locked():
-            hdr[_DONE] += 1
+            self.index[_DONE] += 1
         return tier
+
+    def _book(self, size: int, failed: tuple[int, OSError] | None = None) -> tuple[int, int, int]:
+        """Pick the tier for ``size`` bytes and reserve them: (tier, segment, offset).
+
+        ``failed``: the tier just tried could not take the bytes booked on it; they are given
+        back and the tier is closed.
+        """
+        with self._locked():
+            hdr = self.index
+            if failed is not None:
+                tier, exc = failed
+                hdr[_MEM_USED if tier == MEM else _DISK_USED] -= size
+                self._close(tier, f"writing {size} bytes failed ({exc})")
+            flags = int(hdr[_FLAGS])
+            if not flags & _MEM_CLOSED and hdr[_MEM_USED] + size <= hdr[_CAPACITY]:
+                if self._has_room(self.root, size, in_ram=True):
+                    hdr[_MEM_USED] += size
+                    return (MEM, *self._reserve(MEM, size))
+                flags = int(hdr[_FLAGS])
+            spill = self.spill_dir
+            if (
+                spill is not None
+                and not flags & _DISK_CLOSED
+                and self._has_room(spill, size, False)
+            ):
+                hdr[_DISK_USED] += size
+                return (DISK, *self._reserve(DISK, size))
+            return NONE, 0, 0
+
+    def _has_room(self, folder: str, size: int, in_ram: bool) -> bool:
+        """Whether ``size`` more bytes leave the folder's reserve free; closes the tier if not
+        (lock held)."""
+        free, total = _space(folder)
+        keep = reserve_bytes(total, in_ram)
+        if free - size >= keep:
+            return True
+        self._close(
+            MEM if in_ram else DISK,
+            f"{os.path.dirname(folder)} has {_mib(free)} free of {_mib(total)} and the cache leaves "
+            f"{_mib(keep)} free there"
+            + (" for DataLoader workers, which pass batches through it" if in_ram else ""),
+        )
+        return False
+
+    def _close(self, tier: int, why: str) -> None:
+        """Close ``tier`` for every process; the first process to close it warns (lock held)."""
+        bit = _MEM_CLOSED if tier == MEM else _DISK_CLOSED
+        flags = int(self.index[_FLAGS])
+        if flags & bit:
+            return
+        self.index[_FLAGS] = flags | bit
+        if tier == MEM and self.spill_dir is not None and not flags & _DISK_CLOSED:
+            then = f"later samples spill to disk in {self.spill_dir}"
+        else:
+            then = "later samples are not cached (they are loaded by the dataset each time)"
+        fix = (
+            "give the container more shared memory (e.g. docker run --shm-size=8g), lower "
+            "max_memory_size, or pass cache_dir= a RAM folder with room"
+            if tier == MEM
+            else "free disk space or set TMPDIR to a folder with room"
+        )
+        tier_name = "memory" if tier == MEM else "disk"
+        _warn(f"the dataset cache's {tier_name} tier is full: {why}; {then}. To cache more, {fix}.")
 
     def post_hints(self, indices: list[int]) -> None:
         """Ask preloaders to decode ``indices`` next (the last one first)."""
@@ -267,16 +437,27 @@ class SharedStore:
         return os.path.join(str(folder), f"seg-{seg:x}.bin")
 
     def get(self, i: int) -> bytes | None:
-        """The stored payload of entry ``i``, or None when it is not stored."""
+        """The stored payload of entry ``i``; None when it is not stored (then, or now: an
+        entry whose bytes cannot be read back is marked NONE, and its sample is loaded)."""
         base = _TABLE + _ENTRY * i
         state, seg, offset, length = self.index[base : base + _ENTRY].tolist()
         if state not in (MEM, DISK):
             return None
-        fd = self._readers.get((state, seg))
-        if fd is None:
-            fd = os.open(self._seg_path(state, seg), os.O_RDONLY)
-            self._readers[(state, seg)] = fd
-        return os.pread(fd, length, offset)
+        try:
+            fd = self._readers.get((state, seg))
+            if fd is None:
+                fd = os.open(self._seg_path(state, seg), os.O_RDONLY)
+                self._readers[(state, seg)] = fd
+            blob = os.pread(fd, length, offset)
+        except OSError:
+            blob = b""
+        if len(blob) == length:
+            return blob
+        with self._locked():
+            e = self.entry(i)
+            if e[0] == state:
+                e[0] = NONE
+        return None
 
     def destroy(self) -> None:
         """Remove the directories (owner only)."""
@@ -288,6 +469,41 @@ class SharedStore:
         for folder in (self.root, self.spill_dir):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)
+                _janitor.forget(folder)
+
+
+def _new_index(folder: str, n: int, size: int, in_ram: bool) -> str:
+    """A new store folder in ``folder`` with its index allocated; its path.
+
+    Raises OSError (ENOSPC) when the folder cannot hold the index and keep its reserve.
+    """
+    free, total = _space(folder)
+    if free - size < reserve_bytes(total, in_ram):
+        raise OSError(
+            f"{_mib(free)} free of {_mib(total)}, the cache leaves "
+            f"{_mib(reserve_bytes(total, in_ram))} free"
+        )
+    root = tempfile.mkdtemp(prefix="scramjet-cache-", dir=folder)
+    try:
+        header = np.zeros(_HEADER, dtype=np.int64)
+        header[:2] = (_MAGIC, n)
+        header[_OWNER] = os.getpid()
+        fd = os.open(os.path.join(root, "index.bin"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            _allocate(fd, 0, size)
+            os.ftruncate(fd, size)
+            _write_all(fd, header.tobytes(), 0)
+        finally:
+            os.close(fd)
+        open(os.path.join(root, "lock"), "wb").close()
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return root
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, CacheWarning, stacklevel=2)
 
 
 class _FileLock:

@@ -28,14 +28,19 @@ import torch
 from torch.utils.data import Dataset
 
 from scramjet.accel._preload import start_preloaders
-from scramjet.accel._store import DISK, EMPTY, MEM, NONE, SharedStore, decode, encode
+from scramjet.accel._store import (
+    DISK,
+    EMPTY,
+    MEM,
+    NONE,
+    CacheWarning,
+    SharedStore,
+    decode,
+    encode,
+)
 
 T = TypeVar("T")
 _CLAIM_WAIT_S = 30.0
-
-
-class CacheWarning(UserWarning):
-    """The dataset looks unsafe to cache as is (e.g. random augmentations inside it)."""
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -103,10 +108,14 @@ class _Cache:
         _validate(preloaded_data, max_memory_size)
         self.n, self.preloaded_data, self.budget = n, preloaded_data, max_memory_size
         self.spill, self.cache_dir = spill, cache_dir
-        self.store = SharedStore.create(n, spill, cache_dir)
-        self._finalizer = weakref.finalize(self, _destroy_if_owner, self.store, os.getpid())
+        self._attach(SharedStore.create(n, spill, cache_dir, max_memory_size))
         atexit.register(self._finalizer)
         self._init_process_state()
+
+    def _attach(self, store: SharedStore | None) -> None:
+        """Use a store this process created (None: no folder had room, nothing is cached)."""
+        self.store = store
+        self._finalizer = weakref.finalize(self, _destroy_if_owner, store, os.getpid())
 
     def _init_process_state(self) -> None:
         self._started_pid = -1
@@ -116,19 +125,24 @@ class _Cache:
     def __getstate__(self) -> dict[str, Any]:
         keep = ("n", "preloaded_data", "budget", "spill", "cache_dir")
         state = {k: self.__dict__[k] for k in keep}
-        state["root"], state["spill_dir"] = self.store.root, self.store.spill_dir
+        store = self.store
+        state["root"] = store.root if store is not None else None
+        state["spill_dir"] = store.spill_dir if store is not None else None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         root, spill_dir = state.pop("root"), state.pop("spill_dir")
         self.__dict__.update(state)
-        self.store = SharedStore(root, spill_dir, owner=False)
-        if not self.store.exists():  # the creating process is gone: start a fresh cache
-            self.store = SharedStore.create(self.n, self.spill, self.cache_dir)
-            self._finalizer = weakref.finalize(self, _destroy_if_owner, self.store, os.getpid())
+        store = None if root is None else SharedStore(root, spill_dir, owner=False)
+        if store is None or store.exists():
+            self.store = store
+        else:  # the creating process is gone: start a fresh cache
+            self._attach(SharedStore.create(self.n, self.spill, self.cache_dir, self.budget))
         self._init_process_state()
 
     def stats(self) -> dict[str, int]:
+        if self.store is None:
+            return dict.fromkeys(_STAT_NAMES, 0) | {"samples": self.n}
         states = self.store.states()
         mem, disk = self.store.usage()
         return {
@@ -142,11 +156,13 @@ class _Cache:
     def is_complete(self) -> bool:
         """True once every sample has its final place; remembered, so later reads are
         one array lookup and a read, with no lock and no background work."""
-        if not self._complete and self.store.complete():
+        if not self._complete and self.store is not None and self.store.complete():
             self._complete = True
         return self._complete
 
     def get(self, i: int, load: Callable[[int], Any]) -> Any:
+        if self.store is None:
+            return load(i)
         if self._complete or self.is_complete():
             blob = self.store.get(i)
             return decode(blob) if blob is not None else load(i)
@@ -154,10 +170,10 @@ class _Cache:
         return self._get_or_wait(i, load)
 
     def get_many(self, indices: list[int], load: Callable[[int], Any]) -> list[Any]:
-        if self._complete or self.is_complete():
+        store = self.store
+        if store is None or self._complete or self.is_complete():
             return [self.get(i, load) for i in indices]
         self._ensure_preload(load)
-        store = self.store
         if self.preloaded_data > 0 and len(indices) > 1:
             # Preloaders take these from the end of the batch while this reader works from
             # the front, so the batch is ready sooner and nothing is decoded twice.
@@ -180,6 +196,8 @@ class _Cache:
 
     def _get_or_wait(self, i: int, load: Callable[[int], Any]) -> Any:
         store, deadline, tries = self.store, time.monotonic() + _CLAIM_WAIT_S, 0
+        if store is None:
+            return load(i)
         while True:
             blob = store.get(i)
             if blob is not None:
@@ -198,18 +216,21 @@ class _Cache:
 
     def store_one(self, i: int, load: Callable[[int], Any]) -> tuple[Any, int]:
         """Decode claimed index ``i`` and store it; returns the sample and its tier."""
+        store = self.store
+        if store is None:
+            return load(i), NONE
         try:
             sample = load(i)
         except BaseException:
-            self.store.release(i)
+            store.release(i)
             raise
-        return sample, self.store.put(i, encode(sample), self.budget)
+        return sample, store.put(i, encode(sample))
 
     def _ensure_preload(self, load: Callable[[int], Any]) -> None:
-        if self._started_pid == os.getpid() or self.preloaded_data <= 0:
+        if self._started_pid == os.getpid() or self.preloaded_data <= 0 or self.store is None:
             return
         self._started_pid = os.getpid()
-        self._threads = start_preloaders(self, load, self.preloaded_data)
+        self._threads = start_preloaders(self, self.store, load, self.preloaded_data)
 
     def close(self) -> None:
         finalizer = self.__dict__.get("_finalizer")
@@ -217,9 +238,12 @@ class _Cache:
             finalizer()
 
 
-def _destroy_if_owner(store: SharedStore, pid: int) -> None:
+_STAT_NAMES = ("samples", "in_memory", "on_disk", "memory_bytes", "disk_bytes")
+
+
+def _destroy_if_owner(store: SharedStore | None, pid: int) -> None:
     # Forked DataLoader workers inherit this finalizer; only the creating process deletes.
-    if os.getpid() == pid:
+    if store is not None and os.getpid() == pid:
         store.destroy()
 
 
