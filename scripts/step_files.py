@@ -1,8 +1,12 @@
-"""Which source files of scramjet one steady-state training step runs code in.
+"""Which source files of scramjet one steady-state training step runs code in, and how many
+function calls a step makes.
 
 Trains a small MLP with the default callbacks, lets a few steps pass (warm-up: loaders
-built, callbacks started), then records with ``sys.setprofile`` every Python function
-called during one more optimizer step and prints the scramjet files they live in.
+built, callbacks started), then records with ``sys.setprofile`` every function called
+during the next ``TRACED_STEPS`` optimizer steps and prints the scramjet files the Python
+ones live in, and the calls per step (Python functions and builtins, everything the step
+runs: DataLoader, collate, torch's Python layer, scramjet). The call count is a
+deterministic measure of the per-step Python work, unlike a timing on a shared machine.
 
 Usage: python scripts/step_files.py
 """
@@ -22,6 +26,7 @@ from scramjet import Trainer, TrainerCallback
 
 PACKAGE_ROOT = Path(scramjet.__file__).resolve().parent
 WARMUP_STEPS = 5
+TRACED_STEPS = 10
 
 
 class _StepTracer(TrainerCallback):
@@ -30,8 +35,11 @@ class _StepTracer(TrainerCallback):
     def __init__(self) -> None:
         self.files: set[str] = set()
         self.tracing = False
+        self.calls = 0
 
     def _record(self, frame: Any, event: str, arg: Any) -> None:
+        if event in ("call", "c_call"):
+            self.calls += 1
         if event == "call":
             path = Path(frame.f_code.co_filename).resolve()
             if path.is_relative_to(PACKAGE_ROOT):
@@ -42,7 +50,7 @@ class _StepTracer(TrainerCallback):
         if step == WARMUP_STEPS:
             self.tracing = True
             sys.setprofile(self._record)
-        elif step == WARMUP_STEPS + 1 and self.tracing:
+        elif step == WARMUP_STEPS + TRACED_STEPS and self.tracing:
             sys.setprofile(None)
             self.tracing = False
 
@@ -66,9 +74,10 @@ def main() -> None:
     )
     trainer.train(data, num_epochs=1, per_device_batch_size=16)
     files = sorted(f for f in tracer.files if not f.endswith("step_files.py"))
-    print(f"{len(files)} files touched by one steady-state training step:")
+    print(f"{len(files)} files touched by a steady-state training step:")
     for name in files:
         print(f"  {name}")
+    print(f"{tracer.calls / TRACED_STEPS:.0f} function calls per step (Python and builtins)")
 
 
 if __name__ == "__main__":
