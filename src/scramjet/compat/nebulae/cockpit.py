@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from scramjet.checkpoint import CheckpointManager, LoadResult
-from scramjet.compat.nebulae import astro
+from scramjet.compat.nebulae.astro import dock
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.devices import NoGpuAvailableError, select_gpus, set_visible_gpus
 
@@ -70,7 +70,7 @@ class Engine:
             self.device = torch.device("cpu")
         else:
             self.device = self._take_gpus(list(available_gpus) or None)
-        astro.set_current_device(self.device)
+        dock.set_current_device(self.device)
 
     def _take_gpus(self, available: list[int] | None) -> torch.device:
         try:

@@ -1,17 +1,14 @@
-"""nebulae's Astro names over plain PyTorch.
+"""nebulae's Astro names (``nebulae.astro.dock``) over plain PyTorch.
 
 - :class:`Craft`: an ``nn.Module`` whose forward is ``run()`` and which has a ``scope``.
 - :class:`Rudder`, :class:`Prober`, :class:`Nozzle`: gradient contexts.
 - :func:`coat`, :func:`shell`: values onto and off the current device.
 - :func:`autoPad`: "same" padding in ``torch.nn.functional.pad`` order.
-- ``dock``: this module under the name nebulae's examples import
-  (``from scramjet.compat.nebulae.astro import dock``; ``dock.Craft``).
 """
 
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -29,7 +26,6 @@ __all__ = [
     "Rudder",
     "autoPad",
     "coat",
-    "dock",
     "shell",
 ]
 
@@ -272,7 +268,3 @@ def autoPad(
         total = max((out - 1) * s + (k - 1) * d + 1 - length, 0)
         pads.extend((total // 2, total - total // 2))
     return tuple(pads)
-
-
-#: nebulae's examples write ``from nebulae.astro import dock`` then ``dock.Craft``.
-dock = sys.modules[__name__]

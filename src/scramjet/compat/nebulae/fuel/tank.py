@@ -1,0 +1,250 @@
+"""nebulae's ``Tank`` over :class:`scramjet.data.PackedDataset`.
+
+A :class:`Tank` reads what :class:`~scramjet.compat.nebulae.fuel.generator.FuelGenerator`
+wrote (a ``.hdf5``/``.h5``/``.npz`` file, or a pack directory) and serves batches through
+a torch ``DataLoader`` with nebulae's ``next()``, ``MPE`` and ``len()``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, default_collate
+
+from scramjet.compat.nebulae.fuel._files import is_file_target, open_file_pack
+from scramjet.data.augment import Augmentation, sample_context
+from scramjet.data.format import parse_dtype
+from scramjet.data.reader import PackedDataset
+from scramjet.runtime import distributed as dist
+from scramjet.trainer.data_order import EpochSampler
+
+__all__ = ["Tank"]
+
+
+class _ColumnView:
+    """``data['label'][idx]``: one column of the pack, indexed by sample."""
+
+    def __init__(self, ds: PackedDataset, name: str) -> None:
+        self._ds, self._name = ds, name
+
+    def __getitem__(self, idx: int) -> Any:
+        return self._ds.read_column(self._name, int(idx))
+
+    def __len__(self) -> int:
+        return len(self._ds)
+
+
+class _Columns(Mapping[str, _ColumnView]):
+    """The mapping handed to ``fetch_fn(data, idx)``: column name -> indexable column."""
+
+    def __init__(self, ds: PackedDataset) -> None:
+        self._ds = ds
+
+    def __getitem__(self, name: str) -> _ColumnView:
+        if name not in self._ds.column_names:
+            raise KeyError(f"no column {name!r} in this pack; columns: {self._ds.column_names}")
+        return _ColumnView(self._ds, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ds.column_names)
+
+    def __len__(self) -> int:
+        return len(self._ds.column_names)
+
+
+def _parse_specf(data_specf: Mapping[str, str]) -> dict[str, tuple[str, bool]]:
+    """``{column: (base dtype, variable)}``; nebulae's ``v`` prefix marks variable length."""
+    if not isinstance(data_specf, Mapping):
+        raise TypeError(
+            f"data_specf must be a dict {{column: dtype}}, e.g. {{'image': 'uint8', "
+            f"'label': 'int64'}}; received {type(data_specf).__name__}"
+        )
+    parsed = {}
+    for name, spec in data_specf.items():
+        try:
+            parsed[str(name)] = parse_dtype(spec)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"data_specf[{name!r}] = {spec!r}: {exc}") from None
+    return parsed
+
+
+def _cast(value: Any, spec: tuple[str, bool] | None) -> Any:
+    if spec is None or isinstance(value, str) or spec[0] == "str":
+        return value
+    return np.asarray(value, spec[0])
+
+
+class _Collate:
+    """Default batching: variable-length columns (``v`` dtypes) and arrays of unequal
+    shapes become lists of tensors, everything else goes through ``default_collate``."""
+
+    def __init__(self, ragged: Sequence[str]) -> None:
+        self.ragged = frozenset(ragged)
+
+    def __call__(self, items: list[Any]) -> Any:
+        if not items or not isinstance(items[0], Mapping):
+            return default_collate(items)
+        out: dict[str, Any] = {}
+        for key in items[0]:
+            values = [item[key] for item in items]
+            arrays = all(isinstance(v, np.ndarray) for v in values)
+            if arrays and (key in self.ragged or len({v.shape for v in values}) > 1):
+                out[key] = [torch.from_numpy(np.ascontiguousarray(v)) for v in values]
+            else:
+                out[key] = default_collate(values)
+        return out
+
+
+class _TankDataset(Dataset[Any]):
+    def __init__(
+        self,
+        ds: PackedDataset,
+        specf: Mapping[str, tuple[str, bool]],
+        fetch_fn: Callable[..., Any] | None,
+        prep_fn: Callable[..., Any] | None,
+    ) -> None:
+        self.ds, self.specf, self.fetch_fn, self.prep_fn = ds, dict(specf), fetch_fn, prep_fn
+        self.epoch = 0  # set by the Tank before each epoch's workers start
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, idx: int) -> Any:
+        idx = int(idx)
+        if self.fetch_fn is not None:
+            item = self.fetch_fn(_Columns(self.ds), idx)
+        else:
+            item = {k: _cast(v, self.specf.get(k)) for k, v in self.ds.read(idx).items()}
+        if self.prep_fn is None:
+            return item
+        if isinstance(self.prep_fn, Augmentation):  # as PackedDataset(transform=aug)
+            return self.prep_fn(item, index=idx, epoch=self.epoch)
+        # A seeded Comburant called inside prep_fn draws per (seed, epoch, idx), in any worker.
+        with sample_context(idx, self.epoch):
+            return self.prep_fn(item)
+
+
+def open_data(data_path: str | os.PathLike[str], columns: Sequence[str] | None) -> PackedDataset:
+    """The data at ``data_path``: a ``.hdf5``/``.h5``/``.npz`` file, or a pack directory."""
+    path = Path(data_path)
+    if is_file_target(path) and not path.is_dir():
+        return open_file_pack(path, columns)
+    return PackedDataset(path, columns=columns)
+
+
+class Tank:
+    """Batches from a pack (nebulae's ``Tank``): ``next()``, ``MPE`` and ``len()``.
+
+    Args:
+        data_path: what :class:`FuelGenerator` wrote: a ``.hdf5``/``.h5``/``.npz`` file
+            (or, for ``shards=k``, the same path: its ``_0`` ... ``_<k-1>`` files are read),
+            or a pack directory (``FuelGenerator`` or :func:`scramjet.data.pack`).
+        data_specf: ``{column: dtype}``; the columns to read and, without ``fetch_fn``,
+            the dtypes they are cast to. A ``v`` prefix (``'vint64'``) marks a
+            variable-length value column: each sample holds an array of its own length,
+            and a batch holds a list of tensors for it. Images are decoded to the packed
+            ``height x width`` whether their dtype is ``'uint8'`` or ``'vuint8'``.
+        batch_size: samples per batch.
+        shuffle: reshuffle every epoch.
+        in_same_size: drop the last incomplete batch so all batches have the same size.
+        fetch_fn: ``fetch_fn(data, idx) -> item``; ``data[column][idx]`` reads one value.
+        prep_fn: ``prep_fn(item) -> item`` applied after fetching. A seeded
+            :class:`Comburant` called inside it (``item["image"] = comb(item["image"])``)
+            draws per sample from ``(seed, epoch, index)``, so its draws are the same with
+            any ``num_workers`` and change every epoch; a :class:`Comburant` given as
+            ``prep_fn`` itself gets the index and epoch directly.
+        collate_fn: batches items (default: torch ``default_collate``, except that
+            variable-length columns and arrays of unequal shapes become lists).
+        num_workers: DataLoader worker processes.
+        seed: seed of the shuffling order (default: drawn from torch's RNG in a single
+            process, 0 across processes, which must agree on the order).
+
+    The order is the Trainer's :class:`~scramjet.trainer.data_order.EpochSampler`: a new
+    permutation of ``(seed, epoch)`` every epoch. Across processes (a process group, or
+    ``RANK`` and ``WORLD_SIZE`` set as by ``torchrun``) each process reads its own part of
+    it, padded to equal lengths as ``DistributedSampler`` does.
+    """
+
+    def __init__(
+        self,
+        data_path: str | os.PathLike[str],
+        data_specf: Mapping[str, str],
+        batch_size: int,
+        shuffle: bool = True,
+        in_same_size: bool = True,
+        fetch_fn: Callable[..., Any] | None = None,
+        prep_fn: Callable[..., Any] | None = None,
+        collate_fn: Callable[..., Any] | None = None,
+        *,
+        num_workers: int = 0,
+        seed: int | None = None,
+    ) -> None:
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        specf = _parse_specf(data_specf)
+        packed = open_data(data_path, list(specf) or None)
+        if num_workers > 0:  # check the shards once here: each epoch's workers start anew
+            packed.verify()
+        self.dataset = _TankDataset(packed, specf, fetch_fn, prep_fn)
+        if collate_fn is None:
+            # Images are decoded to one size, whatever their dtype says ('vuint8' in nebulae).
+            images = {c.name for c in packed.columns if c.kind == "image"}
+            collate_fn = _Collate([k for k, (_, v) in specf.items() if v and k not in images])
+        self.epoch = 0
+        world = dist.get_world_size()
+        if seed is None:  # every process must shuffle alike; one process draws its own
+            seed = 0 if world > 1 else int(torch.randint(0, 2**31 - 1, ()).item())
+        self.sampler = EpochSampler(
+            self.dataset,
+            shuffle=shuffle,
+            seed=seed,
+            num_replicas=world,
+            rank=dist.get_rank(),
+            drop_last=in_same_size,
+        )
+        self.loader = DataLoader(
+            self.dataset,
+            batch_size=batch_size,
+            sampler=self.sampler,
+            drop_last=in_same_size,
+            collate_fn=collate_fn,
+            num_workers=num_workers,
+        )
+        self._it: Iterator[Any] | None = None
+
+    def _start_epoch(self) -> None:
+        self.sampler.set_epoch(self.epoch)
+        self.dataset.epoch = self.epoch  # workers start below, with a copy of the dataset
+        self._it = iter(self.loader)
+
+    def next(self) -> Any:
+        """The next batch; a new, reshuffled epoch starts when one ends."""
+        if self._it is None:
+            self._start_epoch()
+        try:
+            return next(self._it)  # type: ignore[arg-type]
+        except StopIteration:
+            self.epoch += 1
+            self._start_epoch()
+            return next(self._it)  # type: ignore[arg-type]
+
+    def __next__(self) -> Any:
+        return self.next()
+
+    def __iter__(self) -> Iterator[Any]:
+        """Yield :attr:`MPE` batches (one epoch's worth)."""
+        for _ in range(self.MPE):
+            yield self.next()
+
+    @property
+    def MPE(self) -> int:
+        """Miles (iterations) per epoch for this process."""
+        return len(self.loader)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
