@@ -117,3 +117,32 @@ def test_gradient_contexts() -> None:
         layer(probe_in).pow(2).sum().backward()
     assert probe_in.grad is not None and probe_in.grad.abs().sum() > 0
     torch.testing.assert_close(layer.weight.grad, before)  # parameters untouched
+
+
+def test_prober_without_arguments_keeps_gradients_out_of_parameters() -> None:
+    # "Prober is a context in which all gradients will be computed but not backpropagated."
+    class Net(dock.Craft):
+        def __init__(self) -> None:
+            super().__init__("NET")
+            self.body = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh())
+            self.head = dock.Dense(4, 1)
+
+        def run(self, x):
+            return self.head(self.body(x))
+
+    torch.manual_seed(0)
+    net = Net()
+    x = torch.randn(5, 3, requires_grad=True)
+    with Prober():
+        net(x).sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0  # computed
+    assert all(p.grad is None for p in net.parameters())  # not backpropagated
+    with Rudder():  # the contrast: gradients reach the parameters
+        net(x).sum().backward()
+    before = [p.grad.clone() for p in net.parameters()]
+    with Prober():
+        net(x).pow(2).sum().backward()
+    for p, g in zip(net.parameters(), before):
+        torch.testing.assert_close(p.grad, g)  # earlier gradients are kept as they were
+    with pytest.raises(TypeError, match="Prober"):
+        Prober("net")

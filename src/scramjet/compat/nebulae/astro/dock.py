@@ -127,42 +127,65 @@ class Rudder:
 
 
 class Prober:
-    """Context where gradients are computed but not applied to the given modules.
+    """Context where gradients are computed but not backpropagated into parameters.
 
-    Inside, autograd runs (e.g. to take gradients with respect to inputs); on exit,
-    the ``.grad`` of every parameter of ``modules`` is put back as it was on entry, so
-    nothing computed inside reaches an optimizer step.
+    Inside, autograd runs, so gradients with respect to inputs (``x.grad`` of a tensor
+    made with ``requires_grad=True``) can be taken; on exit, the ``.grad`` of every
+    parameter is put back as it was when the context was entered, so nothing computed
+    inside reaches an optimizer step.
+
+    ``Prober()`` covers the parameters of every module called inside the context (seen
+    through a forward pre-hook registered for its duration), plus those of ``modules``.
+    A parameter used without calling its module (``torch.matmul(x, layer.weight)``)
+    is covered only when its module is passed: ``Prober(layer)``.
 
     Args:
-        modules: Modules whose parameters' gradients must stay untouched.
+        modules: Modules whose parameters stay untouched even if they are not called
+            inside the context.
 
     Example:
         >>> layer = torch.nn.Linear(2, 1)
         >>> x = torch.ones(1, 2, requires_grad=True)
-        >>> with Prober(layer):
+        >>> with Prober():
         ...     layer(x).sum().backward()
         >>> x.grad is not None, layer.weight.grad is None
         (True, True)
     """
 
     def __init__(self, *modules: nn.Module) -> None:
+        for module in modules:
+            if not isinstance(module, nn.Module):
+                raise TypeError(
+                    f"Prober() takes modules whose parameters must keep their gradients; "
+                    f"received {type(module).__name__}. Call Prober() without arguments to "
+                    "cover every module run inside it."
+                )
         self.modules = modules
+        self._saved: dict[int, tuple[nn.Parameter, torch.Tensor | None]] = {}
 
-    def _params(self) -> Iterable[nn.Parameter]:
-        for module in self.modules:
-            yield from module.parameters()
+    def _save(self, params: Iterable[nn.Parameter]) -> None:
+        for p in params:
+            if id(p) not in self._saved:
+                self._saved[id(p)] = (p, None if p.grad is None else p.grad.clone())
+
+    def _seen(self, module: nn.Module, args: Any) -> None:
+        self._save(module.parameters(recurse=False))
 
     def __enter__(self) -> Prober:
-        self._saved = [(p, None if p.grad is None else p.grad.clone()) for p in self._params()]
+        self._saved = {}
+        for module in self.modules:
+            self._save(module.parameters())
+        self._hook = nn.modules.module.register_module_forward_pre_hook(self._seen)
         self._ctx = torch.enable_grad()
         self._ctx.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._ctx.__exit__(*exc)
-        for param, grad in self._saved:
+        self._hook.remove()
+        for param, grad in self._saved.values():
             param.grad = grad
-        self._saved = []
+        self._saved = {}
 
 
 class Nozzle:
