@@ -25,3 +25,18 @@ def reduce_universe(mv: Any) -> dict[str, Any]:
         "sum": [s["sum"] for s in every],
         "mean": [s["mean"] for s in every],
     }
+
+
+def backward_universe(mv: Any) -> dict[str, Any]:
+    """``mv.reduce(loss).backward()`` on every rank, with the mean and with the sum."""
+    mv.init()
+    rank = mv.rank
+    seen: dict[str, Any] = {"rank": rank}
+    for name, aggregate in (("mean", False), ("sum", True)):
+        w = torch.ones(2, requires_grad=True)
+        loss = (w * (rank + 1)).sum()  # rank r: 2 (r + 1), gradient (r + 1) per element
+        reduced = mv.reduce(loss, aggregate=aggregate)
+        reduced.backward()
+        seen[name] = {"value": reduced.item(), "grad": w.grad.tolist()}
+    every = gather_object(seen)
+    return {s["rank"]: {"mean": s["mean"], "sum": s["sum"]} for s in every}

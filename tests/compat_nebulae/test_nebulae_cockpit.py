@@ -60,6 +60,33 @@ def test_engine_gpu_without_gpus_says_so() -> None:
 
 
 @pytest.mark.skipif(_has_gpu(), reason="checks the message on a machine without GPUs")
+def test_engine_error_says_what_was_asked_what_exists_and_how_to_fix() -> None:
+    with pytest.raises(NoGpuAvailableError) as info:
+        Engine(device="GPU", ngpus=2, least_mem=1024)
+    message = str(info.value)
+    assert "Engine(device='GPU', ngpus=2, least_mem=1024)" in message  # what was asked
+    assert "no usable NVIDIA GPU" in message  # what is available
+    assert "Engine(device='CPU')" in message  # how to fix it
+    for internal in ("select_gpus", "default_device", "query_gpus"):
+        assert internal not in message
+
+
+def test_engine_error_lists_the_gpus_that_do_not_qualify(monkeypatch) -> None:
+    from scramjet.compat.nebulae import cockpit
+
+    gpus = [GpuInfo(0, 900, 16000, "big"), GpuInfo(1, 5000, 8000, "small")]
+    monkeypatch.setattr(cockpit, "query_gpus", lambda: gpus)
+    with pytest.raises(NoGpuAvailableError) as info:
+        Engine(device="GPU", ngpus=2, least_mem=2048)
+    message = str(info.value)
+    assert "asked for 2 GPU(s) with at least 2048 MiB free, but 1 qualify" in message
+    assert "GPU 0 big: 900/16000 MiB free; GPU 1 small: 5000/8000 MiB free" in message
+    assert "Lower ngpus or least_mem" in message
+    with pytest.raises(ValueError, match="ngpus"):
+        Engine(device="GPU", ngpus=0)
+
+
+@pytest.mark.skipif(_has_gpu(), reason="checks the message on a machine without GPUs")
 def test_gputil_without_gpus_says_so() -> None:
     util = GPUtil()
     for call in (lambda: util.available(1, 0), util.monitor, util.status):
@@ -199,6 +226,31 @@ def test_multiverse_reduce_sums_with_aggregate() -> None:
     # rank r contributes [r + 1, 10 (r + 1)]: sums [3, 30], means [1.5, 15].
     assert seen["sum"] == [[3.0, 30.0], [3.0, 30.0]]
     assert seen["mean"] == [[1.5, 15.0], [1.5, 15.0]]
+
+
+def test_multiverse_reduce_keeps_the_graph_in_one_process() -> None:
+    mv = Multiverse(lambda m: None, 1).init()
+    w = torch.ones(3, requires_grad=True)
+    loss = (w * 2).sum()
+    reduced = mv.reduce(loss)
+    assert reduced.requires_grad and reduced.item() == 6.0
+    reduced.backward()  # nebulae's `loss = mv.reduce(loss)` then the backward pass
+    assert w.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.distributed
+def test_multiverse_reduce_backward_across_two_processes() -> None:
+    sys.path.insert(0, str(HERE))
+    from nebulae_mv_worker import backward_universe
+
+    seen = Multiverse(backward_universe, 2)()
+    # losses 2 and 4: mean 3, sum 6 on both ranks
+    assert [seen[r]["mean"]["value"] for r in (0, 1)] == [3.0, 3.0]
+    assert [seen[r]["sum"]["value"] for r in (0, 1)] == [6.0, 6.0]
+    # mean: each rank gets the gradient of its own loss, as loss.backward() gives it
+    assert [seen[r]["mean"]["grad"] for r in (0, 1)] == [[1.0, 1.0], [2.0, 2.0]]
+    # sum: nworld times that
+    assert [seen[r]["sum"]["grad"] for r in (0, 1)] == [[2.0, 2.0], [4.0, 4.0]]
 
 
 @pytest.mark.distributed

@@ -23,7 +23,12 @@ from torch import nn
 from scramjet.checkpoint import CheckpointManager, LoadResult
 from scramjet.compat.nebulae.astro import dock
 from scramjet.runtime import distributed as dist
-from scramjet.runtime.devices import NoGpuAvailableError, select_gpus, set_visible_gpus
+from scramjet.runtime.devices import (
+    NoGpuAvailableError,
+    choose_gpus,
+    query_gpus,
+    set_visible_gpus,
+)
 
 __all__ = ["CPU", "GPU", "Engine", "Multiverse", "TimeMachine"]
 
@@ -63,7 +68,10 @@ class Engine:
         kind = str(device).upper()
         if kind not in (CPU, GPU):
             raise ValueError(f"device must be 'CPU' or 'GPU'; received {device!r}.")
-        self.ngpus = int(ngpu if ngpu is not None else ngpus)
+        wanted = ngpu if ngpu is not None else ngpus
+        if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1:
+            raise ValueError(f"ngpus must be an int >= 1 (GPUs to take); received {wanted!r}.")
+        self.ngpus = wanted
         self.least_mem = int(least_mem)
         self.gpus: list[int] = []
         if kind == CPU:
@@ -73,19 +81,48 @@ class Engine:
         dock.set_current_device(self.device)
 
     def _take_gpus(self, available: list[int] | None) -> torch.device:
-        try:
-            self.gpus = select_gpus(self.ngpus, self.least_mem, available)
-        except (ImportError, RuntimeError) as error:
-            if isinstance(error, NoGpuAvailableError):
-                raise
-            raise NoGpuAvailableError(
-                f"Engine(device='GPU') found no usable NVIDIA GPU: {error}. On this machine "
-                "use Engine(device='CPU')."
-            ) from error
+        self.gpus = self._choose(available)
         if not torch.cuda.is_initialized():
             set_visible_gpus(self.gpus)
         local_rank = dist.get_local_rank()
         return torch.device("cuda", local_rank % max(len(self.gpus), 1))
+
+    def _choose(self, available: list[int] | None) -> list[int]:
+        """The GPUs to take, or an error saying what was asked, what exists, what to do."""
+        asked = f"Engine(device='GPU', ngpus={self.ngpus}, least_mem={self.least_mem}"
+        asked += f", available_gpus={tuple(available)})" if available else ")"
+        try:
+            found = query_gpus()
+        except ImportError as error:
+            raise NoGpuAvailableError(
+                f"{asked} reads the GPUs' free memory through NVML, whose Python package "
+                "(nvidia-ml-py) is not installed. Install it with `pip install "
+                "'scramjet[gpu]'`, or run on the CPU with Engine(device='CPU')."
+            ) from error
+        except RuntimeError as error:
+            cause = error.__cause__ or error
+            raise NoGpuAvailableError(
+                f"{asked} asked for {self.ngpus} GPU(s), but this machine has no usable "
+                f"NVIDIA GPU: the NVIDIA driver cannot be reached (NVML: {cause}). Run on the "
+                "CPU with Engine(device='CPU'), or on a machine with an NVIDIA GPU and driver."
+            ) from error
+        fit = [
+            g
+            for g in found
+            if g.free_mib >= self.least_mem and (available is None or g.index in available)
+        ]
+        if len(fit) < self.ngpus:
+            listed = "; ".join(
+                f"GPU {g.index} {g.name}: {g.free_mib}/{g.total_mib} MiB free" for g in found
+            )
+            raise NoGpuAvailableError(
+                f"{asked} asked for {self.ngpus} GPU(s) with at least {self.least_mem} MiB "
+                f"free, but {len(fit)} qualify. This machine has {len(found)} GPU(s)"
+                f"{': ' + listed if listed else ''}. Lower ngpus or least_mem, list more "
+                "GPUs in available_gpus, wait for memory to free up, or use "
+                "Engine(device='CPU')."
+            )
+        return choose_gpus(fit, self.ngpus, self.least_mem)
 
     def __repr__(self) -> str:
         return f"Engine(device={str(self.device)!r}, gpus={self.gpus})"
@@ -195,6 +232,22 @@ class TimeMachine:
         return manager.load({"model": model}, which, strict=frozen, scope=ckpt_scope)
 
 
+class _AllReduceSum(torch.autograd.Function):
+    """All-reduce (sum) whose backward all-reduces the incoming gradients (also a sum)."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor) -> torch.Tensor:
+        out = tensor.detach().clone(memory_format=torch.contiguous_format)
+        torch.distributed.all_reduce(out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        total = grad.clone(memory_format=torch.contiguous_format)
+        torch.distributed.all_reduce(total)
+        return total
+
+
 def _world_entry(universe: Callable[..., Any], nworld: int) -> Any:
     # Runs in each process started by scramjet.runtime.launch.
     return universe(Multiverse(universe, nworld))
@@ -284,9 +337,23 @@ class Multiverse:
     def reduce(self, tensor: torch.Tensor | float, aggregate: bool = False) -> torch.Tensor:
         """Combine a value over all processes: the sum if ``aggregate`` else the mean.
 
-        The result is detached (for reporting); DDP already averages gradients.
+        The result stays in the autograd graph, so ``mv.reduce(loss).backward()`` works.
+        Its backward pass is an all-reduce too, so every process must call it (as DDP
+        needs anyway). With the mean, each process then gets the gradient of its own
+        loss, exactly as ``loss.backward()`` gives it; with the sum, ``nworld`` times it.
+        In a single process the value is returned as it is (a differentiable copy).
         """
-        return dist.reduce(tensor, "sum" if aggregate else "mean")
+        value = torch.as_tensor(tensor)
+        if not aggregate and not value.is_floating_point():
+            value = value.double()  # the mean of integers is not an integer
+        if not dist.is_distributed():
+            return value.clone()
+        # gloo reduces CPU tensors only; .to() is differentiable, so the graph is kept.
+        gloo = torch.distributed.get_backend() == "gloo"
+        work = value.to("cpu") if gloo and value.device.type != "cpu" else value
+        summed: torch.Tensor = _AllReduceSum.apply(work)  # type: ignore[no-untyped-call]
+        total = summed.to(value.device)
+        return total if aggregate else total / dist.get_world_size()
 
     @staticmethod
     def Executor(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -20,11 +20,17 @@ def _read_gpus() -> list[GpuInfo]:
     """NVML readings, with a clear error on a machine without usable NVIDIA GPUs."""
     try:
         gpus = query_gpus()
-    except (ImportError, RuntimeError) as error:
+    except ImportError as error:
         raise NoGpuAvailableError(
-            f"no NVIDIA GPU can be read on this machine ({error}). On a CPU-only machine use "
-            "Engine(device='CPU'); GPU monitoring needs an NVIDIA driver and "
-            "`pip install 'scramjet[gpu]'`."
+            "GPUtil reads GPU memory through NVML, whose Python package (nvidia-ml-py) is "
+            "not installed; install it with `pip install 'scramjet[gpu]'`. On a CPU-only "
+            "machine use Engine(device='CPU') and no GPUtil."
+        ) from error
+    except RuntimeError as error:
+        raise NoGpuAvailableError(
+            "GPUtil found no usable NVIDIA GPU on this machine: the NVIDIA driver cannot be "
+            f"reached (NVML: {error.__cause__ or error}). On a CPU-only machine use "
+            "Engine(device='CPU') and no GPUtil; GPU monitoring needs an NVIDIA driver."
         ) from error
     if not gpus:
         raise NoGpuAvailableError(
