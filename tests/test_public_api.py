@@ -197,6 +197,20 @@ EXPECTED: dict[str, set[str]] = {
         "patch_dataset",
         "patch_torch_module",
     },
+    "scramjet.compat.pytorch_accelerated": {
+        "DEFAULT_CALLBACKS",
+        "Trainer",
+        "TrainerPlaceholderValues",
+        "TrainerWithTimmScheduler",
+        "notebook_launcher",
+    },
+    "scramjet.compat.pytorch_accelerated.schedulers": {
+        "CosineLrScheduler",
+        "SchedulerBase",
+        "SchedulerConfigError",
+        "StatefulSchedulerBase",
+        "WSDLrScheduler",
+    },
     "scramjet.dashboard": {
         "Dashboard",
         "Snapshot",

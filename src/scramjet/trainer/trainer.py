@@ -422,7 +422,10 @@ class Trainer:
 
         Returns:
             ``{"loss": scalar tensor (mean over the batch), "model_outputs": ...,
-            "batch_size": int}``.
+            "batch_size": int}``. An override may add ``"num_items_in_batch"`` when its
+            loss is a sum divided by the items (e.g. tokens) of every process: the loop
+            then multiplies the loss by the number of processes, which undoes the mean
+            that DDP takes of the gradients.
         """
         return self._batch_loss(batch, "calculate_train_batch_loss")
 
@@ -470,8 +473,7 @@ class Trainer:
             with self._autocast():
                 batch_output = self.calculate_train_batch_loss(batch)
             self.train_losses.replace_last(batch_output["loss"])
-            loss = batch_output["loss"]
-            self.backward_step(loss / window if window != 1 else loss)
+            self.backward_step(self._backward_loss(batch_output, window))
         return batch_output
 
     def clip_gradients(self) -> None:
@@ -703,13 +705,18 @@ class Trainer:
                 # micro-step, and on every one when the window's end is unknown
                 fsdp.set_gradient_sync(self._unwrapped_model, sync or self._end_epoch_requested)
             try:
-                loss = batch_output["loss"]
-                self.backward_step(loss / window if window != 1 else loss)
+                self.backward_step(self._backward_loss(batch_output, window))
             except Exception as error:  # e.g. an accelerated backend failing in backward
                 batch_output = self.recover_backward_step(
                     error, batch, window=window, first_in_window=first_in_window
                 )
         return batch_output
+
+    def _backward_loss(self, batch_output: Mapping[str, Any], window: int) -> torch.Tensor:
+        loss: torch.Tensor = batch_output["loss"]
+        if "num_items_in_batch" in batch_output:  # normalised by every process's items
+            loss = loss * self.run_config.num_processes
+        return loss / window if window != 1 else loss
 
     def _close_window(self, window: int, held: int) -> None:
         # The window's batches were divided by its full size; rescale so the update

@@ -1,0 +1,270 @@
+"""pytorch-accelerated's ``Trainer`` as a thin subclass of :class:`scramjet.Trainer`.
+
+The training loop, hooks and events are scramjet's. This class adds the peer's names:
+``get_model``, ``gather``, ``save_checkpoint(save_scheduler=, save_per_node=)`` writing
+the peer's top-level keys, ``load_checkpoint(load_scheduler=)``, ``save_training_state``
+/ ``load_training_state`` (a checkpoint directory), a ``TrainerRunConfig`` as
+``run_config``, the ``LimitBatches`` block, and the peer's ``CallbackHandler`` methods.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
+from typing import Any, cast
+
+import torch
+from torch import nn
+
+from scramjet.callbacks.base import Event, TrainerCallback
+from scramjet.callbacks.control import LimitBatchesCallback
+from scramjet.checkpoint import CheckpointManager
+from scramjet.checkpoint.payload import unwrap
+from scramjet.compat.pytorch_accelerated import _files
+from scramjet.compat.pytorch_accelerated.callbacks import DEFAULT_CALLBACKS, CallbackHandler
+from scramjet.compat.pytorch_accelerated.run_config import TrainerRunConfig
+from scramjet.compat.pytorch_accelerated.tracking import RunHistory
+from scramjet.compat.pytorch_accelerated.utils import active_batch_limit
+from scramjet.runtime import distributed as dist
+from scramjet.schedulers import TrainerPlaceholderValues, resolve_placeholders
+from scramjet.trainer import RunHistory as CoreRunHistory
+from scramjet.trainer import Trainer as CoreTrainer
+from scramjet.trainer.data_order import safe_len
+
+
+class _AdvanceEpoch(TrainerCallback):
+    """Advances a run history of the user's own (the RunHistory ABC) after each epoch."""
+
+    def on_training_run_epoch_end(self, trainer: CoreTrainer, **kwargs: Any) -> None:
+        trainer.run_history._increment_epoch()
+
+
+class Trainer(CoreTrainer):
+    """scramjet's Trainer with pytorch-accelerated's names (see the module docstring).
+
+    Args:
+        model: the ``nn.Module`` to train.
+        loss_func: called as ``loss_func(model_outputs, targets)``.
+        optimizer: a ``torch.optim.Optimizer`` over the model's parameters.
+        callbacks: callback instances or classes (``DEFAULT_CALLBACKS`` by default).
+        run_history: an ``InMemoryRunHistory`` (the default), or your own ``RunHistory``.
+        **kwargs: scramjet's extra settings (``precision``, ``seed``, ``device``).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        loss_func: Callable[..., torch.Tensor] | None,
+        optimizer: torch.optim.Optimizer,
+        callbacks: Iterable[TrainerCallback | type[TrainerCallback]] | None = DEFAULT_CALLBACKS,
+        run_history: CoreRunHistory | RunHistory | None = None,
+        **kwargs: Any,
+    ) -> None:
+        own_history = run_history is not None and not isinstance(run_history, CoreRunHistory)
+        if run_history is not None and not isinstance(run_history, CoreRunHistory | RunHistory):
+            raise TypeError(
+                f"run_history must be an InMemoryRunHistory or a subclass of "
+                f"scramjet.compat.pytorch_accelerated.tracking.RunHistory; received "
+                f"{type(run_history).__name__}."
+            )
+        super().__init__(
+            model, loss_func, optimizer, (), cast(CoreRunHistory, run_history), **kwargs
+        )
+        chosen: list[TrainerCallback | type[TrainerCallback]] = list(
+            DEFAULT_CALLBACKS if callbacks is None else callbacks
+        )
+        limit = active_batch_limit()
+        if limit is not None:
+            chosen.insert(0, LimitBatchesCallback(limit))
+        if own_history:
+            chosen.append(_AdvanceEpoch())
+        self.callback_handler = CallbackHandler(chosen, custom_events=self.custom_events)
+        self.callback_handler.call_event(Event.INIT_END, self)
+        self._dl_kwargs: dict[str, dict[str, Any]] = {"train": {}, "eval": {}}
+
+    # ------------------------------------------------------------------ peer names
+    def get_model(self, keep_torch_compile: bool = True) -> nn.Module:
+        """The model without its distributed wrapper (and without ``torch.compile``'s if asked)."""
+        model = self.unwrapped_model
+        if keep_torch_compile:
+            return model
+        unwrapped: nn.Module = unwrap(model)
+        return unwrapped
+
+    def gather(self, tensor: torch.Tensor, padding_value: Any = None) -> torch.Tensor:
+        """``tensor`` from every process, concatenated along dim 0 in rank order.
+
+        Ranks may hold different numbers of rows: each rank's rows are gathered as they
+        are, so no padding rows are added (``padding_value`` is accepted and not needed).
+        """
+        return dist.gather(tensor)
+
+    def save_checkpoint(
+        self,
+        save_path: str | os.PathLike[str],
+        checkpoint_kwargs: dict[str, Any] | None = None,
+        save_optimizer: bool = True,
+        save_per_node: bool = True,
+        save_scheduler: bool = True,
+    ) -> None:
+        """Write a checkpoint with the peer's top-level keys (all processes call it).
+
+        The file holds ``model_state_dict``, ``optimizer_state_dict`` (``save_optimizer``),
+        ``scheduler_state_dict`` (``save_scheduler``, when there is a scheduler) and each
+        ``checkpoint_kwargs`` entry; it is also a complete scramjet checkpoint, so
+        ``train(resume_from=save_path)`` resumes from it exactly. The first process of
+        each machine writes (``save_per_node``), or only the main process.
+        """
+        state = self.training_state(include_optimizer=save_optimizer)
+        if not save_scheduler:
+            state.pop("scheduler", None)
+        writer = dist.get_local_rank() == 0 if save_per_node else self.is_main_process
+        if writer:
+            _files.write_file(
+                save_path, state, checkpoint_kwargs or {},
+                step=self.state.global_step, epoch=self.state.epoch,
+            )  # fmt: skip
+        dist.barrier()
+
+    def load_checkpoint(
+        self,
+        checkpoint_path: str | os.PathLike[str],
+        load_optimizer: bool = True,
+        load_scheduler: bool = True,
+        *,
+        load_training_state: bool = False,
+    ) -> dict[str, Any]:
+        """Load weights (and optimizer, scheduler) from a checkpoint file; returns its contents.
+
+        Reads files written by :meth:`save_checkpoint` and by pytorch-accelerated itself
+        (``weights_only=True`` either way). ``load_training_state=True`` also restores
+        the counters, history, callbacks, data order and RNG states, as resuming does
+        (scramjet checkpoints only).
+        """
+        if load_training_state:
+            values = super().load_checkpoint(checkpoint_path, load_optimizer)
+            view, _ = _files.read_file(checkpoint_path)
+            return {**values, **view}
+        view, _ = _files.read_file(checkpoint_path)
+        unwrap(self.unwrapped_model).load_state_dict(view["model_state_dict"])
+        if load_optimizer and "optimizer_state_dict" in view:
+            self.optimizer.load_state_dict(view["optimizer_state_dict"])
+        if load_scheduler and self.scheduler is not None and "scheduler_state_dict" in view:
+            self.scheduler.load_state_dict(view["scheduler_state_dict"])
+        if load_optimizer and self.scaler is not None and "scaler_state_dict" in view:
+            self.scaler.load_state_dict(view["scaler_state_dict"])
+        return view
+
+    def save_training_state(
+        self, save_dir: str | os.PathLike[str], checkpoint_kwargs: dict[str, Any] | None = None
+    ) -> None:
+        """Save everything needed to resume into the directory ``save_dir`` (all processes call).
+
+        ``train(resume_from=save_dir)`` or :meth:`load_training_state` continue from it at
+        the exact optimizer step. ``checkpoint_kwargs`` are stored with it.
+        """
+        state = {**self.training_state(), **(checkpoint_kwargs or {})}
+        if self.is_main_process:
+            with CheckpointManager(save_dir, keep_last=1, async_write=False) as manager:
+                epoch = self.state.epoch + (1 if self.state.epoch_finished else 0)
+                manager.save(state, step=self.state.global_step, epoch=epoch)
+        dist.barrier()
+
+    def load_training_state(self, save_dir: str | os.PathLike[str]) -> dict[str, Any]:
+        """Restore what :meth:`save_training_state` saved; returns its stored values.
+
+        The values include ``checkpoint_kwargs`` and ``current_epoch``.
+        """
+        values = super().load_checkpoint(save_dir, load_optimizer=True)
+        values.setdefault("current_epoch", self.run_history.current_epoch)
+        return values
+
+    # ------------------------------------------------------------------ run settings
+    def create_train_dataloader(
+        self, batch_size: int, train_dl_kwargs: Mapping[str, Any] | None = None
+    ) -> Iterable[Any]:
+        """scramjet's training loader; the kwargs in use go to ``run_config.train_dl_kwargs``."""
+        defaults = self.get_default_train_dl_kwargs(batch_size)
+        self._dl_kwargs["train"] = {**defaults, **(train_dl_kwargs or {})}
+        return super().create_train_dataloader(batch_size, train_dl_kwargs)
+
+    def create_eval_dataloader(
+        self, batch_size: int, eval_dl_kwargs: Mapping[str, Any] | None = None
+    ) -> Iterable[Any]:
+        """scramjet's evaluation loader; the kwargs in use go to ``run_config.eval_dl_kwargs``."""
+        defaults = self.get_default_eval_dl_kwargs(batch_size)
+        self._dl_kwargs["eval"] = {**defaults, **(eval_dl_kwargs or {})}
+        return super().create_eval_dataloader(batch_size, eval_dl_kwargs)
+
+    def _create_run_config(self, *args: Any, **kwargs: Any) -> TrainerRunConfig:
+        # The core's settings, with the peer's extra fields (a RunConfig subclass).
+        core = super()._create_run_config(*args, **kwargs)
+        procs, accum = core.num_processes, core.gradient_accumulation_steps
+        return TrainerRunConfig(
+            **dataclasses.asdict(core),
+            train_dl_kwargs=self._dl_kwargs["train"],
+            eval_dl_kwargs=self._dl_kwargs["eval"],
+            train_total_batch_size=core.train_per_device_batch_size * procs * accum,
+            eval_total_batch_size=core.eval_per_device_batch_size * procs,
+            num_local_update_steps_per_epoch=core.num_update_steps_per_epoch,
+            is_distributed=procs > 1,
+            mixed_precision=core.precision,
+        )
+
+
+class TrainerWithTimmScheduler(Trainer):
+    """A Trainer for timm-style schedulers: ``step_update(num_updates)`` after every update
+    and ``step(epoch)`` after every training epoch."""
+
+    def scheduler_step(self) -> None:
+        """Tell the scheduler how many updates are done (counting this one)."""
+        scheduler: Any = self.scheduler
+        if scheduler is not None:
+            scheduler.step_update(num_updates=self.state.global_step + 1)
+
+    def train_epoch_end(self) -> None:
+        """Record the epoch's loss, then step the scheduler's epoch."""
+        super().train_epoch_end()
+        scheduler: Any = self.scheduler
+        if scheduler is not None:
+            scheduler.step(self.state.epoch + 1)
+
+
+def replace_trainer_placeholder_values(trainer: Any, instance: Any) -> Any:
+    """Fill :class:`TrainerPlaceholderValues` in a ``functools.partial`` from ``trainer``.
+
+    Reads ``trainer.run_config`` and the lengths of the trainer's loaders; any other
+    value is returned as it is.
+    """
+    if not isinstance(instance, partial):
+        return instance
+    rc = trainer.run_config
+    per_epoch = rc.num_update_steps_per_epoch
+    values = {
+        "num_epochs": rc.num_epochs,
+        "num_update_steps_per_epoch": per_epoch,
+        "total_update_steps": getattr(rc, "total_update_steps", rc.num_epochs * per_epoch),
+        "per_process_batch_size": getattr(rc, "train_per_device_batch_size", None),
+        "eval_per_process_batch_size": getattr(rc, "eval_per_device_batch_size", None),
+        "gradient_accumulation_steps": getattr(rc, "gradient_accumulation_steps", None),
+        "num_processes": getattr(rc, "num_processes", None),
+        "train_dataloader_len": safe_len(_loader(trainer, "train")),
+        "eval_dataloader_len": safe_len(_loader(trainer, "eval")),
+    }
+    return resolve_placeholders(instance, values)
+
+
+def _loader(trainer: Any, kind: str) -> Any:
+    found = getattr(trainer, f"{kind}_dataloader", None)
+    return found if found is not None else getattr(trainer, f"_{kind}_dataloader", None)
+
+
+__all__ = [
+    "DEFAULT_CALLBACKS",
+    "Trainer",
+    "TrainerPlaceholderValues",
+    "TrainerWithTimmScheduler",
+    "replace_trainer_placeholder_values",
+]
