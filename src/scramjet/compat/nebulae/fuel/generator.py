@@ -109,6 +109,16 @@ class FuelGenerator:
             raise ValueError(f"unknown FuelGenerator properties {unknown}; valid: {list(valid)}")
         self.params.update(changes)
 
+    def _settings(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """The generator's properties, overridden by the arguments that are not None."""
+        p = {**self.params, **{k: v for k, v in given.items() if v is not None}}
+        missing = [
+            k for k in ("file_dir", "file_list", "dtype", "height", "width") if p.get(k) is None
+        ]
+        if missing:
+            raise ValueError(f"FuelGenerator.generate needs {missing}; set them or pass them")
+        return p
+
     def generate(
         self,
         dst_path: str | os.PathLike[str],
@@ -139,12 +149,7 @@ class FuelGenerator:
             "shards": shards,
             "keep_exif": keep_exif,
         }
-        p = {**self.params, **{k: v for k, v in given.items() if v is not None}}
-        missing = [
-            k for k in ("file_dir", "file_list", "dtype", "height", "width") if p.get(k) is None
-        ]
-        if missing:
-            raise ValueError(f"FuelGenerator.generate needs {missing}; set them or pass them")
+        p = self._settings(given)
         extra = {k: p[k] for k in _EXTRA_KEYS if k in p}
         extra.setdefault("overwrite", True)
         extra.update(kwargs)
