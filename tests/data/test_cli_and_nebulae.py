@@ -59,7 +59,9 @@ def test_cli_pack_in_process(folder, tmp_path, capsys):
             "--no-progress",
         ]
     )
-    assert code == 1 and "already exists" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert code == 1 and "already exists" in err
+    assert "--overwrite" in err and "overwrite=True" not in err  # the flag, as typed here
 
 
 def test_cli_subprocess_reports_bad_rows(folder, tmp_path):

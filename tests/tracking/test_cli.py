@@ -35,4 +35,72 @@ def test_report_rebuilds_and_compares(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "Hyperparameters that differ" in page and "hyperparams.lr" in page
     assert "hyperparams.same" not in page, "only differing hyperparameters are listed"
     assert page.count("data:image/png;base64,") >= 3  # loss curves overlaid per metric
-    assert main(["report", str(tmp_path / "missing")]) == 1
+    assert main(["report", str(tmp_path / "missing")]) == 2
+
+
+def test_report_refuses_a_folder_that_is_not_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    assert main(["report", str(folder)]) == 2
+    captured = capsys.readouterr()
+    assert "not a run folder" in captured.err and str(folder) in captured.err
+    assert captured.out == ""
+    assert list(folder.iterdir()) == [], "nothing is written into a folder that is not a run"
+
+
+def test_runs_metrics_read_results_and_name_unknown_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(tmp_path, 0.1)
+    exp = Experiment("proj", "res", root=tmp_path, checkpoint=None)
+    exp.start()
+    exp.log_results("test", {"accuracy": 0.875, "confusion": [[1, 0], [0, 1]]})
+    exp.log_results("val", {"accuracy": 0.5, "f1": 0.25})
+    exp.finish()
+    capsys.readouterr()
+    assert main(["runs", str(tmp_path), "--metrics", "accuracy,val/accuracy,f1,acurracy"]) == 0
+    captured = capsys.readouterr()
+    line = next(row for row in captured.out.splitlines() if exp.run_dir.name in row)
+    assert line.split()[-4:] == ["0.875", "0.5", "0.25", "-"]  # test first, then val
+    other = next(row for row in captured.out.splitlines() if run.name in row)
+    assert other.split()[-4:] == ["-", "-", "-", "-"]
+    assert "no run has a metric named 'acurracy'" in captured.err
+    assert "accuracy" in captured.err.split("known:")[1]
+    assert "'accuracy'" not in captured.err.split("known:")[0]
+
+
+def test_runs_shows_a_run_whose_process_vanished_as_crashed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import os, sys, torch\n"
+        "from torch.utils.data import TensorDataset\n"
+        "from scramjet import Trainer, TrainerCallback\n"
+        "from scramjet.tracking import Experiment\n"
+        "class Vanish(TrainerCallback):\n"
+        "    def on_train_epoch_end(self, trainer, **kwargs):\n"
+        "        os._exit(0)  # no finish(): as if the process were killed\n"
+        "exp = Experiment('proj', 'gone', root=sys.argv[1], checkpoint=None)\n"
+        "model = torch.nn.Linear(2, 1)\n"
+        "trainer = Trainer(model, torch.nn.MSELoss(), torch.optim.SGD(model.parameters(), 0.1),\n"
+        "                  callbacks=[exp, Vanish()])\n"
+        "trainer.train(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), 2,\n"
+        "              per_device_batch_size=4)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True)
+    (run_json,) = tmp_path.glob("proj/*/run.json")
+    assert json.loads(run_json.read_text())["status"] == "running"
+    assert main(["runs", str(tmp_path)]) == 0
+    assert "crashed" in capsys.readouterr().out
+    info = json.loads(run_json.read_text())
+    info["pid"] = os.getpid()  # the same record, pointing at a process that is alive
+    run_json.write_text(json.dumps(info))
+    assert main(["runs", str(tmp_path)]) == 0
+    assert "running" in capsys.readouterr().out

@@ -63,6 +63,12 @@ def run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             progress=not args.no_progress,
         )
+    except FileExistsError:
+        print(
+            f"scramjet pack: error: {args.dst!r} already exists; remove it or pass --overwrite",
+            file=sys.stderr,
+        )
+        return 1
     except (ValueError, TypeError, OSError) as exc:
         print(f"scramjet pack: error: {exc}", file=sys.stderr)
         return 1

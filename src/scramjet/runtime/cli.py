@@ -9,7 +9,14 @@ Examples::
 
 On one node the rendezvous port is picked by the operating system (torchrun
 ``--standalone``), so concurrent runs on a machine never collide. Across nodes every
-node must name the same ``--master-addr`` and ``--master-port``.
+node must name the same ``--master-addr`` and ``--master-port``, or the same
+``--rdzv-endpoint`` (torch elastic's c10d rendezvous; ``--nnodes MIN:MAX`` for an elastic
+number of nodes).
+
+torchrun's spellings are accepted as written: ``--nproc_per_node``, ``--node_rank``,
+``--master_addr``, ``--rdzv_endpoint``... and ``-m``/``--module`` to run a module instead of
+a script file, so a torchrun command line works after replacing ``torchrun`` by
+``scramjet launch``.
 """
 
 from __future__ import annotations
@@ -31,30 +38,84 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     Args:
         parser: The sub-command parser created by ``scramjet.cli``.
     """
-    parser.add_argument(
+    add = parser.add_argument
+    add(
         "--nproc-per-node",
+        "--nproc_per_node",
+        dest="nproc_per_node",
         default="1",
         help="processes per node: a number, 'gpu' (one per GPU), 'cpu' or 'auto' (default 1)",
     )
-    parser.add_argument("--nnodes", type=int, default=1, help="number of nodes (default 1)")
-    parser.add_argument("--node-rank", type=int, default=0, help="rank of this node (0..M-1)")
-    parser.add_argument(
-        "--master-addr", default=None, help="address of node 0 (required with --nnodes > 1)"
+    add("--nnodes", default="1", help="number of nodes, or MIN:MAX for elastic (default 1)")
+    add(
+        "--node-rank",
+        "--node_rank",
+        dest="node_rank",
+        type=int,
+        default=0,
+        help="rank of this node",
     )
-    parser.add_argument(
+    add(
+        "--master-addr",
+        "--master_addr",
+        dest="master_addr",
+        default=None,
+        help="address of node 0 (required with --nnodes > 1 unless --rdzv-endpoint is given)",
+    )
+    add(
         "--master-port",
+        "--master_port",
+        dest="master_port",
         type=int,
         default=None,
         help=f"port on node 0 (default: a free port on one node, {DEFAULT_MULTI_NODE_PORT} "
         "across nodes)",
     )
-    parser.add_argument(
-        "--max-restarts", type=int, default=0, help="restarts of the worker group on failure"
+    add("--rdzv-endpoint", "--rdzv_endpoint", dest="rdzv_endpoint", default=None, help="HOST:PORT")
+    add("--rdzv-backend", "--rdzv_backend", dest="rdzv_backend", default=None, help="e.g. c10d")
+    add("--rdzv-id", "--rdzv_id", dest="rdzv_id", default=None, help="run id shared by all nodes")
+    add("--standalone", action="store_true", help="one node, free port (the default on one node)")
+    add(
+        "--max-restarts",
+        "--max_restarts",
+        dest="max_restarts",
+        type=int,
+        default=0,
+        help="restarts of the worker group on failure",
     )
-    parser.add_argument("script", help="the Python script to run in every process")
-    parser.add_argument(
-        "script_args", nargs=argparse.REMAINDER, help="arguments passed to the script"
-    )
+    add("-m", "--module", action="store_true", help="SCRIPT is a module name (python -m)")
+    add("script", help="the Python script (or, with -m, module) to run in every process")
+    add("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+
+
+def _nnodes(value: str) -> tuple[int, int]:
+    """``"N"`` or ``"MIN:MAX"`` as (min, max)."""
+    parts = value.split(":")
+    try:
+        low, high = (int(parts[0]), int(parts[-1])) if len(parts) <= 2 else (0, -1)
+    except ValueError:
+        low, high = 0, -1
+    if low < 1 or high < low:
+        raise ValueError(f"--nnodes must be a number >= 1 or MIN:MAX, got {value!r}")
+    return low, high
+
+
+def _check_nproc(value: str) -> None:
+    if value in ("cpu", "auto"):
+        return
+    if value == "gpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(
+                "--nproc-per-node gpu starts one process per GPU, but no CUDA GPU is visible; "
+                "pass a number (e.g. --nproc-per-node 2) or 'cpu'"
+            )
+        return
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(
+            f"--nproc-per-node must be a number >= 1, 'gpu', 'cpu' or 'auto', got {value!r}"
+        )
 
 
 def build_torchrun_argv(args: argparse.Namespace) -> list[str]:
@@ -69,22 +130,30 @@ def build_torchrun_argv(args: argparse.Namespace) -> list[str]:
     Raises:
         ValueError: Inconsistent options (the message says which and how to fix it).
     """
-    if args.nnodes < 1:
-        raise ValueError(f"--nnodes must be >= 1, got {args.nnodes}")
-    if not 0 <= args.node_rank < args.nnodes:
-        raise ValueError(f"--node-rank must be in 0..{args.nnodes - 1}, got {args.node_rank}")
+    low, high = _nnodes(str(args.nnodes))
+    if not 0 <= args.node_rank < high:
+        raise ValueError(f"--node-rank must be in 0..{high - 1}, got {args.node_rank}")
+    _check_nproc(str(args.nproc_per_node))
     argv = [f"--nproc-per-node={args.nproc_per_node}", f"--max-restarts={args.max_restarts}"]
-    if args.nnodes == 1 and args.master_addr is None and args.master_port is None:
+    nodes = f"{low}:{high}" if low != high else str(low)
+    if args.rdzv_endpoint:
+        argv += [
+            f"--nnodes={nodes}",
+            f"--rdzv-backend={args.rdzv_backend or 'c10d'}",
+            f"--rdzv-endpoint={args.rdzv_endpoint}",
+        ]
+        argv += [f"--rdzv-id={args.rdzv_id}"] if args.rdzv_id else []
+    elif high == 1 and args.master_addr is None and args.master_port is None:
         argv.append("--standalone")  # c10d rendezvous on localhost, port chosen by the OS
     else:
-        if args.nnodes > 1 and not args.master_addr:
+        if high > 1 and not args.master_addr:
             raise ValueError(
-                f"--nnodes {args.nnodes} needs --master-addr (the address of node 0, the "
-                "same on every node)"
+                f"--nnodes {nodes} needs --master-addr (the address of node 0, the same on "
+                "every node) or --rdzv-endpoint HOST:PORT"
             )
         port = args.master_port if args.master_port is not None else DEFAULT_MULTI_NODE_PORT
         argv += [
-            f"--nnodes={args.nnodes}",
+            f"--nnodes={nodes}",
             f"--node-rank={args.node_rank}",
             f"--master-addr={args.master_addr or '127.0.0.1'}",
             f"--master-port={port}",
@@ -92,8 +161,9 @@ def build_torchrun_argv(args: argparse.Namespace) -> list[str]:
     script_args = list(args.script_args)
     if script_args[:1] == ["--"]:
         script_args = script_args[1:]
+    target = ["-m", args.script] if getattr(args, "module", False) else [args.script]
     # The runner module makes an uncaught exception show up in the launcher's summary.
-    return [*argv, "--module", "scramjet.runtime._script", args.script, *script_args]
+    return [*argv, "--module", "scramjet.runtime._script", *target, *script_args]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,13 +176,17 @@ def run(args: argparse.Namespace) -> int:
         0 when every process succeeded, 1 when one failed (its rank and error are printed),
         2 for bad options.
     """
-    if not Path(args.script).is_file():
-        print(f"scramjet launch: script {args.script!r} does not exist", file=sys.stderr)
+    if not args.module and not Path(args.script).is_file():
+        print(
+            f"scramjet launch: error: script {args.script!r} does not exist (to run a module, "
+            "pass -m)",
+            file=sys.stderr,
+        )
         return 2
     try:
         argv = build_torchrun_argv(args)
     except ValueError as error:
-        print(f"scramjet launch: {error}", file=sys.stderr)
+        print(f"scramjet launch: error: {error}", file=sys.stderr)
         return 2
     from torch.distributed import run as torch_run
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -127,5 +201,12 @@ def run(args: argparse.Namespace) -> int:
 
         failed = _launch_error(error)
         print(f"scramjet launch: {failed}", file=sys.stderr)
+        return 1
+    except Exception as error:  # the launcher itself failed: rendezvous, bad settings
+        print(
+            f"scramjet launch: error: the launcher failed before or between runs: "
+            f"{type(error).__name__}: {error or 'no message'}",
+            file=sys.stderr,
+        )
         return 1
     return 0

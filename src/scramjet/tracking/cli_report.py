@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
+from scramjet.tracking.cli_runs import is_run_folder
 from scramjet.tracking.report import build_report, compare_runs
 
 
@@ -20,12 +22,20 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Rebuild each run's report; with several runs also write a comparison page."""
+    """Rebuild each run's report; with several runs also write a comparison page.
+
+    Returns 2, writing nothing, when an argument is not a run folder.
+    """
     paths = [Path(p) for p in args.runs]
-    missing = [str(p) for p in paths if not p.is_dir()]
-    if missing:
-        print(f"Not a run folder: {', '.join(missing)}. Pass folders listed by `scramjet runs`.")
-        return 1
+    not_runs = [str(p) for p in paths if not is_run_folder(p)]
+    if not_runs:
+        print(
+            f"scramjet report: error: not a run folder (no run.json or hyperparams.json): "
+            f"{', '.join(not_runs)}. Pass folders listed by `scramjet runs ROOT`, e.g. "
+            "runs/PROJECT/RUN.",
+            file=sys.stderr,
+        )
+        return 2
     for path in paths:
         print(f"report: {build_report(path)}")
     if len(paths) > 1:

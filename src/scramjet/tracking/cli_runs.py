@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import math
+import os
+import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +22,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics",
         default="train_loss_epoch,eval_loss_epoch",
-        help="comma-separated metric names to show (last epoch value)",
+        help="comma-separated metric names to show: the last epoch value from metrics.csv, "
+        "else the value in results/*.json (test first, then val, then the others); "
+        "RESULTS/NAME picks one results file, e.g. test/accuracy",
     )
+
+
+def is_run_folder(path: Path) -> bool:
+    """Whether ``path`` is a run folder written by an Experiment."""
+    return (path / "run.json").is_file() or (path / "hyperparams.json").is_file()
 
 
 def find_runs(root: str | Path, project: str | None = None) -> list[Path]:
@@ -68,15 +78,67 @@ def _summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
     started = _started(info)
     row: dict[str, Any] = {
         "run": f"{run.parent.name}/{run.name}",
-        "status": info.get("status", "?"),
+        "status": _status(info),
         "started": _dt.datetime.fromtimestamp(started).strftime("%Y-%m-%d %H:%M")
         if started
         else "",
         "epochs": max(series[next(iter(series))][0]) if series else 0,
     }
+    results = _results(run)
     for name in metrics:
-        row[name] = series[name][1][-1] if name in series else math.nan
+        row[name] = series[name][1][-1] if name in series else _result_value(results, name)
     return row
+
+
+def _status(info: dict[str, Any]) -> str:
+    """The recorded status; a ``running`` run whose process on this host is gone: crashed."""
+    status = str(info.get("status", "?"))
+    pid, host = info.get("pid"), info.get("host")
+    if status == "running" and isinstance(pid, int) and host == socket.gethostname():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return "crashed"
+        except PermissionError:
+            pass
+    return status
+
+
+def _results(run: Path) -> dict[str, dict[str, Any]]:
+    """``{results name: {metric: value}}`` from ``results/*.json`` (predictions left out)."""
+    found = {}
+    for path in sorted((run / "results").glob("*.json")):
+        if path.stem.endswith("_predictions"):
+            continue
+        data = read_json(path)
+        if isinstance(data, dict):
+            found[path.stem] = data
+    return found
+
+
+def _result_value(results: dict[str, dict[str, Any]], name: str) -> float:
+    """``name`` (or ``RESULTS/NAME``) as a number from the results; NaN when absent."""
+    if "/" in name:
+        source, metric = name.split("/", 1)
+        order = [source] if source in results else []
+    else:
+        metric = name
+        order = sorted(results, key=lambda k: (k != "test", k != "val", k))
+    for source in order:
+        value = results[source].get(metric)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return math.nan
+
+
+def metric_names(run: Path) -> set[str]:
+    """Every metric name ``--metrics`` can show for ``run``."""
+    names = set(metric_series(read_metrics(run), "epoch"))
+    for source, values in _results(run).items():
+        numbers = [k for k, v in values.items() if isinstance(v, int | float)]
+        names.update(numbers)
+        names.update(f"{source}/{k}" for k in numbers)
+    return names
 
 
 def _fmt(v: Any) -> str:
@@ -86,19 +148,44 @@ def _fmt(v: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print a table of runs; returns 1 when ``root`` does not exist."""
+    """Print a table of runs; returns 1 when ``root`` does not exist.
+
+    A requested metric that no run has is named on stderr, with the names that exist.
+    """
     root = Path(args.root)
     if not root.is_dir():
-        print(f"No runs folder at {root}; pass the root given to Experiment(root=...).")
+        print(
+            f"scramjet runs: error: no runs folder at {root}; pass the root given to "
+            "Experiment(root=...).",
+            file=sys.stderr,
+        )
         return 1
     metrics = [m for m in args.metrics.split(",") if m]
-    rows = [summarize(r, metrics) for r in find_runs(root, args.project)]
+    runs = find_runs(root, args.project)
+    rows = [summarize(r, metrics) for r in runs]
     if not rows:
         print(f"No runs under {root}.")
         return 0
+    _warn_unknown(metrics, runs)
     header = list(rows[0])
     table = [header] + [[_fmt(r[h]) for h in header] for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     for line in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
     return 0
+
+
+def _warn_unknown(metrics: list[str], runs: list[Path]) -> None:
+    known: set[str] = set()
+    for run in runs:
+        try:
+            known |= metric_names(run)
+        except Exception:  # a damaged run is reported in its row
+            continue
+    unknown = [m for m in metrics if m not in known]
+    if unknown:
+        print(
+            f"scramjet runs: warning: no run has a metric named {', '.join(map(repr, unknown))}"
+            f"; known: {', '.join(sorted(known)) or 'none'}",
+            file=sys.stderr,
+        )

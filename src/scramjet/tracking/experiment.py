@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import os
 import queue
+import socket
 import threading
 import time
 import warnings
@@ -334,6 +335,8 @@ class Experiment(TrainerCallback):
             project=self.project,
             experiment=self.experiment,
             remote=self.remote_url,
+            pid=os.getpid(),  # with host: `scramjet runs` shows a vanished run as crashed
+            host=socket.gethostname(),
         )
         if resumed:
             info.setdefault("resumed", []).append(time.time())
