@@ -47,6 +47,10 @@ from scramjet.compat.aitoolbox import (
 from scramjet.compat.aitoolbox.callbacks import _EarlyStoppingCallback
 from scramjet.compat.aitoolbox.train_loop import _EndEvaluation
 from scramjet.compat.nebulae import DashBoard
+from scramjet.compat.pytorch_accelerated import Trainer as PaTrainer
+from scramjet.compat.pytorch_accelerated import callbacks as pa_callbacks
+from scramjet.compat.pytorch_accelerated.schedulers import WSDLrScheduler
+from scramjet.compat.pytorch_accelerated.trainer import _AdvanceEpoch
 from scramjet.dashboard import Dashboard
 from scramjet.demo.run import EpochTimer
 from scramjet.tracking import Experiment
@@ -90,15 +94,45 @@ FACTORIES: dict[type[TrainerCallback], Callable[[Path], TrainerCallback]] = {
     _EarlyStoppingCallback: lambda tmp: _EarlyStoppingCallback(
         "val_loss", early_stopping_patience=1
     ),
+    pa_callbacks.SaveBestModelCallback: lambda tmp: pa_callbacks.SaveBestModelCallback(
+        tmp / "pa_best.pt"
+    ),
+    pa_callbacks.ModelEmaCallback: lambda tmp: pa_callbacks.ModelEmaCallback(
+        decay=0.9, save_path=tmp / "pa_ema.pt"
+    ),
+    pa_callbacks.LimitEvalStepsCallback: lambda tmp: pa_callbacks.LimitEvalStepsCallback(
+        1, limit_intermediate_only=True
+    ),
+    pa_callbacks.SaveTrainingStateCallback: lambda tmp: pa_callbacks.SaveTrainingStateCallback(
+        tmp / "pa_states", save_every_n_steps=2, max_checkpoints=2
+    ),
+    pa_callbacks.WSDCheckpointCallback: lambda tmp: pa_callbacks.WSDCheckpointCallback(
+        tmp / "pa_wsd"
+    ),
     Experiment: lambda tmp: Experiment(
         "shipped", "callback", root=tmp / "runs", save_script=False, sync_every_s=0
+    ),
+}
+
+#: Callbacks written for another Trainer class (pytorch-accelerated's names: its
+#: ``save_checkpoint(save_scheduler=)``, ``save_training_state``) and the ``train()``
+#: arguments they need; the others run in scramjet's Trainer with no extra argument.
+TRAINER_FOR: dict[type[TrainerCallback], tuple[type[Any], dict[str, Any]]] = {
+    pa_callbacks.SaveBestModelCallback: (PaTrainer, {}),
+    pa_callbacks.ModelEmaCallback: (PaTrainer, {}),
+    pa_callbacks.SaveTrainingStateCallback: (PaTrainer, {}),
+    pa_callbacks.WSDCheckpointCallback: (
+        PaTrainer,
+        {"create_scheduler_fn": WSDLrScheduler.create_scheduler_fn(num_checkpoints=2)},
     ),
 }
 
 #: Callbacks that only exist inside the object that owns them, tested there below.
 #: ``_EndEvaluation`` reads its TrainLoop's result packages and model, so it is only
 #: meaningful in the Trainer that TrainLoop.fit builds.
-OWNED_BY_LOOP: set[type[TrainerCallback]] = {_EndEvaluation}
+#: ``_AdvanceEpoch`` advances a user-defined RunHistory that only the pytorch-accelerated
+#: compat Trainer accepts (tested in tests/compat_pytorch_accelerated).
+OWNED_BY_LOOP: set[type[TrainerCallback]] = {_EndEvaluation, _AdvanceEpoch}
 
 
 @functools.cache
@@ -168,10 +202,11 @@ def test_shipped_callback_survives_two_runs_and_round_trips(
 ) -> None:
     callback = FACTORIES[cls](tmp_path)
     assert type(callback) is cls
-    trainer = make_trainer(TinyMLP(), callbacks=[callback])
+    trainer_cls, extra = TRAINER_FOR.get(cls, (scramjet.Trainer, {}))
+    trainer = make_trainer(TinyMLP(), callbacks=[callback], trainer_cls=trainer_cls)
     train, val = blobs(n=24), blobs(n=9, seed=1)
     for _ in range(2):
-        trainer.train(train, num_epochs=2, per_device_batch_size=4, eval_dataset=val)
+        trainer.train(train, num_epochs=2, per_device_batch_size=4, eval_dataset=val, **extra)
         assert trainer.run_history.get_metric_values("train_loss_epoch")
     state = callback.state_dict()
     if type(callback).state_dict is not TrainerCallback.state_dict:
@@ -180,8 +215,8 @@ def test_shipped_callback_survives_two_runs_and_round_trips(
     # And a restored callback keeps working in a new run.
     fresh = FACTORIES[cls](tmp_path)
     fresh.load_state_dict(state)
-    trainer2 = make_trainer(TinyMLP(), callbacks=[fresh])
-    trainer2.train(train, num_epochs=1, per_device_batch_size=4, eval_dataset=val)
+    trainer2 = make_trainer(TinyMLP(), callbacks=[fresh], trainer_cls=trainer_cls)
+    trainer2.train(train, num_epochs=1, per_device_batch_size=4, eval_dataset=val, **extra)
 
 
 def test_end_evaluation_inside_its_train_loop(tmp_path: Path) -> None:
