@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 import torch
 
-from scramjet.accel._store import EMPTY, NONE, SharedStore, _pid_alive
+from scramjet.accel._store import EMPTY, NONE, SharedStore
+from scramjet.runtime.processes import pid_alive
 
 
 class _Owner(Protocol):
@@ -133,7 +134,7 @@ def preload_loop(cache: _Owner, store: SharedStore, load: Callable[[int], Any], 
         for i in candidates:
             if store.state(i) != EMPTY:
                 continue
-            if not store.exists() or not _pid_alive(owner):
+            if not store.exists() or not pid_alive(owner):
                 return
             if not store.try_claim(i):
                 continue

@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from scramjet.accel import _janitor
+from scramjet.runtime.processes import pid_alive
 
 EMPTY, CLAIMED, MEM, DISK, NONE = 0, 1, 2, 3, 4
 _MAGIC = 0x5343524A  # "SCRJ"
@@ -279,7 +280,7 @@ class SharedStore:
         """Claim entry ``i`` for decoding; False when it is stored or claimed by a live pid."""
         with self._locked():
             e = self.entry(i)
-            if e[0] == CLAIMED and not _pid_alive(int(e[1])):
+            if e[0] == CLAIMED and not pid_alive(int(e[1])):
                 e[0] = EMPTY
             if e[0] != EMPTY:
                 return False
@@ -403,7 +404,7 @@ class SharedStore:
         with self._locked():
             slots = self.index[_SLOT0 : _SLOT0 + _SLOTS]
             for k in range(_SLOTS):
-                if slots[k] and not _pid_alive(int(slots[k])):
+                if slots[k] and not pid_alive(int(slots[k])):
                     slots[k] = 0
             free = [k for k in range(_SLOTS) if slots[k] == 0]
             booked = max(0, min(wanted - (_SLOTS - len(free)), len(free)))
@@ -517,13 +518,3 @@ class _FileLock:
     def __exit__(self, *exc: object) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         self.tlock.release()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

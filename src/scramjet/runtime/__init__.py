@@ -7,6 +7,7 @@
 - :mod:`~scramjet.runtime.fsdp`: :func:`shard_model` shards a model with FSDP2
   (``fully_shard``) for models that do not fit one device.
 - :mod:`~scramjet.runtime.files`: :func:`atomic_write` for crash-safe file writes.
+- :mod:`~scramjet.runtime.processes`: ``pid_alive``, whether a process still runs.
 - :mod:`~scramjet.runtime.launch`: :func:`launch` runs a function in N processes.
 - ``scramjet launch`` (:mod:`~scramjet.runtime.cli`) runs a script through torchrun.
 """

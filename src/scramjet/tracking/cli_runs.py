@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import math
-import os
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 
+from scramjet.runtime.processes import pid_alive
 from scramjet.tracking._files import read_json
 from scramjet.tracking.loggers.csv import metric_series, read_metrics
 
@@ -94,14 +94,8 @@ def _status(info: dict[str, Any]) -> str:
     """The recorded status; a ``running`` run whose process on this host is gone: crashed."""
     status = str(info.get("status", "?"))
     pid, host = info.get("pid"), info.get("host")
-    if status == "running" and isinstance(pid, int) and host == socket.gethostname():
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return "crashed"
-        except PermissionError:
-            pass
-    return status
+    gone = isinstance(pid, int) and host == socket.gethostname() and not pid_alive(pid)
+    return "crashed" if status == "running" and gone else status
 
 
 def _results(run: Path) -> dict[str, dict[str, Any]]:
@@ -166,7 +160,9 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         print(f"No runs under {root}.")
         return 0
-    _warn_unknown(metrics, runs)
+    missing_everywhere = [m for m in metrics if all(_fmt(row[m]) == "-" for row in rows)]
+    if missing_everywhere:  # a typo, or a name kept only in another format: say which exist
+        _warn_unknown(missing_everywhere, runs)
     header = list(rows[0])
     table = [header] + [[_fmt(r[h]) for h in header] for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]

@@ -6,36 +6,7 @@ nebulae's Multiverse example.
 
 from __future__ import annotations
 
-from scramjet.compat.nebulae.fuel.comburant import (
-    Blur,
-    Brighten,
-    Comburant,
-    Contrast,
-    Crop,
-    Flip,
-    Hue,
-    Noise,
-    Resize,
-    Rotate,
-    Sample,
-    Saturate,
-)
-from scramjet.compat.nebulae.fuel.generator import FuelGenerator
-from scramjet.compat.nebulae.fuel.tank import Tank
+from scramjet.compat.nebulae.fuel import depot as _depot
+from scramjet.compat.nebulae.fuel.depot import *  # noqa: F403  (the same names as depot)
 
-__all__ = [
-    "Blur",
-    "Brighten",
-    "Comburant",
-    "Contrast",
-    "Crop",
-    "Flip",
-    "FuelGenerator",
-    "Hue",
-    "Noise",
-    "Resize",
-    "Rotate",
-    "Sample",
-    "Saturate",
-    "Tank",
-]
+__all__ = list(_depot.__all__)
