@@ -6,7 +6,7 @@ from typing import List, Callable
 import torch
 from torch.utils.data import Dataset
 
-from scramjet.compat.nebulgym import patch_torch_module, patch_dataset
+from scramjet.compat.nebulgym.annotations.torch_annotations import patch_torch_module, patch_dataset
 
 # The model takes as input an image of resolution 224x224
 @patch_torch_module(patch_backprop=True, backends=["PYTORCH"])

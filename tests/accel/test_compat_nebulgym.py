@@ -77,3 +77,38 @@ def test_seed_names_and_signatures():
     learner = ng.TrainingLearner(torch.nn.Linear(2, 1), ["RAMMER", "PYTORCH"])
     with pytest.warns(UserWarning, match="RAMMER"):
         learner(torch.ones(3, 2))
+
+
+def _hidden_grad_rows(decorator: object) -> int:
+    """Rows of the hidden Linear's weight gradient that are non-zero after one backward."""
+
+    @decorator  # type: ignore[operator]
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.hidden = torch.nn.Linear(32, 256)
+            self.head = torch.nn.Linear(256, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(torch.relu(self.hidden(x)))
+
+    torch.manual_seed(0)
+    net = Net()
+    net(torch.randn(16, 32)).square().sum().backward()
+    return int((net.hidden.weight.grad.abs().sum(dim=1) > 0).sum())
+
+
+def test_patch_backprop_is_on_by_default_as_nebulgym_documents():
+    from scramjet.compat.nebulgym.annotations import torch_annotations as ta
+
+    assert ta.patch_torch_module is ng.patch_torch_module
+    assert inspect.signature(ng.patch_torch_module).parameters["patch_backprop"].default is True
+    # Default: meProp keeps the top 10% of the 256 hidden units per batch (26 rows).
+    assert _hidden_grad_rows(ta.patch_torch_module(backends=["PYTORCH"])) == 26
+    # Opting out gives the exact dense backward: every hidden unit gets gradient.
+    dense = _hidden_grad_rows(ta.patch_torch_module(backends=["PYTORCH"], patch_backprop=False))
+    assert dense > 200
+    # The core decorator keeps the exact backward unless asked.
+    from scramjet.accel import accelerate_model
+
+    assert _hidden_grad_rows(accelerate_model(backends=["PYTORCH"])) == dense

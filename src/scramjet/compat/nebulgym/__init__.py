@@ -1,14 +1,17 @@
 """nebulgym's documented names over :mod:`scramjet.accel`.
 
-Change only the import line of nebulgym code::
+Change only the import line of nebulgym code; both of nebulgym's paths exist::
 
     from scramjet.compat.nebulgym import patch_torch_module, patch_dataset
+    from scramjet.compat.nebulgym.annotations.torch_annotations import patch_torch_module
 
 What differs, and why (details in docs/acceleration.md):
 
 - Decorators return a same-named subclass instead of rewriting the class or ``__new__``:
   hooks fire, ``isinstance`` and pickling (spawn workers) work, train/eval switches hold.
-- ``patch_backprop`` defaults to False and, when on, never starves small layers or the head.
+- ``patch_backprop`` defaults to True here, as nebulgym documents it (the core
+  :func:`scramjet.accel.accelerate_model` keeps it off: it trades accuracy for speed);
+  when on, it never starves small layers or the head.
 - Failed backends are dropped once with one warning; every backend is checked against eager.
 - ``max_memory_size`` is enforced (spill to disk beyond it); ``preloaded_data`` is the
   number of background preloaders that decode ahead of the loop: forked processes on Linux,
@@ -32,14 +35,15 @@ T = TypeVar("T")
 
 
 def accelerate_model(
-    backends: Sequence[str] | None = None, patch_backprop: bool = False
+    backends: Sequence[str] | None = None, patch_backprop: bool = True
 ) -> Callable[[type[T]], type[T]]:
     """Class decorator with nebulgym's signature; see :func:`scramjet.accel.accelerate_model`.
 
     Args:
         backends: ``"PYTORCH"``, ``"COMPILE"``, ``"ONNXRUNTIME"``, ``"RAMMER"`` in priority
             order (``None`` = the measured default for the model's device).
-        patch_backprop: opt-in meProp sparse backward (head and small layers stay dense).
+        patch_backprop: meProp sparse backward, on by default as in nebulgym (head and
+            small layers stay dense); ``False`` keeps the exact backward.
 
     Returns:
         A decorator returning a same-named subclass.
@@ -48,7 +52,7 @@ def accelerate_model(
 
 
 def patch_torch_module(
-    backends: Sequence[str] | None = None, patch_backprop: bool = False
+    backends: Sequence[str] | None = None, patch_backprop: bool = True
 ) -> Callable[[type[T]], type[T]]:
     """nebulgym's older name for :func:`accelerate_model`."""
     return accelerate_model(backends=backends, patch_backprop=patch_backprop)
