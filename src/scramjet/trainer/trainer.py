@@ -37,6 +37,7 @@ from scramjet.runtime.devices import default_device, move_to_device
 from scramjet.runtime.precision import autocast_context, make_grad_scaler, resolve_precision
 from scramjet.runtime.seeding import seed_everything
 from scramjet.schedulers import resolve_placeholders
+from scramjet.tracking.metric_log import MetricLog
 from scramjet.trainer.batch import (
     batch_size_of,
     call_model,
@@ -178,6 +179,7 @@ class Trainer:
         self._in_training_run = False
         self._end_epoch_requested = False
         self._step_events = (False, False)  # whether any callback handles step start / end
+        self.metric_log, self._step_in_progress = MetricLog(), 0  # trainer.log's receiver
         chosen = DEFAULT_CALLBACKS if callbacks is None else callbacks
         self.callback_handler = CallbackHandler(chosen, custom_events=self.custom_events)
         self.callback_handler.call_event(Event.INIT_END, self)
@@ -288,6 +290,22 @@ class Trainer:
             )
         self.model = self._unwrapped_model = model
         self._sharded = fsdp.is_sharded(model)
+
+    def log(
+        self, name: str, value: Any, step: int | None = None, *, reduce: str | None = None
+    ) -> None:
+        """Log a value to every tracker: in the training batches, at the update in progress
+        (dropped at once when no tracker listens); elsewhere, to ``run_history`` per epoch.
+        ``reduce`` (``"mean"``, ``"sum"``, ``"max"``, ``"min"``) combines it over processes."""
+        self.log_dict({name: value}, step, reduce=reduce)
+
+    def log_dict(
+        self, values: Mapping[str, Any], step: int | None = None, *, reduce: str | None = None
+    ) -> None:
+        """Log several values, as :meth:`log` (see :mod:`scramjet.tracking.metric_log`)."""
+        in_batches = self._current_dl is not None and self._current_dl is self._train_dl
+        at = max(self._step_in_progress, self.state.global_step) if in_batches else None
+        self.metric_log.log(self, values, step, reduce, at)
 
     # ------------------------------------------------------------------ setup hooks
     def get_default_train_dl_kwargs(self, batch_size: int) -> dict[str, Any]:
@@ -687,6 +705,7 @@ class Trainer:
     ) -> dict[str, Any]:
         """One micro-batch: device, forward and loss, step callbacks, backward (no update)."""
         handler, (has_start, has_end) = self.callback_handler, self._step_events
+        self._step_in_progress = self.state.global_step + 1  # the update trainer.log refers to
         if self.device.type != "cpu":
             batch = move_to_device(batch, self.device, non_blocking=True)
         if has_start:
