@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 from scramjet.callbacks._display import LiveOrPlain
@@ -87,52 +88,165 @@ class PrintProgressCallback(TrainerCallback):
         self._say(trainer, "Finished training run")
 
 
-class _ProgressView:
-    """A renderable that reads the trainer's counters whenever rich refreshes.
+_BAR_WIDTH = 30
 
-    Nothing is done per step: the loop only increments its own counters; the display
-    thread samples them a few times per second.
+
+class _RunningLoss:
+    """Per-sample mean of the losses recorded so far in an epoch, read from the display thread.
+
+    ``source`` returns the trainer's :class:`~scramjet.trainer.trainer.EpochLosses` (its
+    ``losses`` and ``counts`` lists). Only the batches added since the previous read are
+    turned into numbers, so a refresh costs the same at batch 10 and at batch 100,000,
+    and the training loop never waits for it.
+    """
+
+    def __init__(self, source: Callable[[], Any]) -> None:
+        self._source = source
+        self._list: Any = None
+        self._read = 0
+        self._total = 0.0
+        self.batches = 0
+        self.samples = 0
+
+    def update(self) -> None:
+        """Take in the batches recorded since the last call."""
+        try:
+            record = self._source()
+            losses, counts = record.losses, record.counts
+        except AttributeError:  # a trainer without per-batch losses: show no loss
+            return
+        if losses is not self._list:  # a new epoch (or run) replaced the lists
+            self._list, self._read, self._total, self.batches, self.samples = losses, 0, 0.0, 0, 0
+        end = min(len(losses), len(counts))
+        if end <= self._read:
+            return
+        new_counts = [int(c) for c in counts[self._read : end]]
+        values = _as_floats(losses[self._read : end])
+        if values is None:
+            return
+        self._total += sum(v * c for v, c in zip(values, new_counts))
+        self.samples += sum(new_counts)
+        self.batches, self._read = end, end
+
+    @property
+    def mean(self) -> float:
+        """The per-sample mean so far (NaN before the first batch)."""
+        return self._total / self.samples if self.samples else math.nan
+
+
+def _as_floats(tensors: list[Any]) -> list[float] | None:
+    """Numbers from detached loss tensors: one transfer when they share a device."""
+    try:
+        import torch
+
+        if len({t.device for t in tensors}) == 1:
+            return [float(v) for v in torch.stack([t.float().reshape(()) for t in tensors])]
+        return [float(t) for t in tensors]
+    except (RuntimeError, TypeError, ValueError):  # a display must never break training
+        return None
+
+
+def _duration(seconds: float) -> str:
+    """``42s``, ``3:07`` or ``1:02:05``; ``--`` when unknown."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return "--"
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}:{s % 60:02d}"
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+class _ProgressView:
+    """What the bar shows for one stage (``train`` or ``eval``) of one epoch.
+
+    It reads the trainer's counters and recorded losses whenever the display refreshes
+    (a few times per second, on the display thread); the loop does nothing for it.
     """
 
     def __init__(self, trainer: Trainer, total: int, stage: str) -> None:
         self.trainer, self.total, self.stage = trainer, total, stage
         self.start = time.perf_counter()
-        self.start_done = trainer.state.batches_seen_in_epoch
-        self.start_samples = trainer.state.samples_seen
+        state = trainer.state
+        self.start_done = state.batches_seen_in_epoch if stage == "train" else 0
+        self.start_samples = state.samples_seen if stage == "train" else 0
+        if trainer.in_training_run and trainer.has_run_config:
+            epoch = trainer.run_history.current_epoch
+            self.head = f"epoch {epoch}/{trainer.run_config.num_epochs} {stage}"
+        else:  # a standalone evaluate(): no epoch to count
+            self.head = stage
+        record = "train_losses" if stage == "train" else "eval_losses"
+        self.loss = _RunningLoss(lambda: getattr(trainer, record))
+        #: batches done when the last plain line was printed (no line is printed twice)
+        self.printed: int | None = None
 
-    def snapshot(self) -> tuple[int, float, float]:
-        done = self.trainer.state.batches_seen_in_epoch if self.stage == "train" else 0
+    def snapshot(self) -> tuple[int, float, float, float]:
+        """``(batches done, samples/s, seconds left, running loss)``."""
+        self.loss.update()
+        state = self.trainer.state
+        if self.stage == "train":
+            done, samples = state.batches_seen_in_epoch, state.samples_seen - self.start_samples
+        else:
+            done, samples = self.loss.batches, self.loss.samples
         elapsed = max(time.perf_counter() - self.start, 1e-9)
         rate_b = (done - self.start_done) / elapsed
-        samples = (self.trainer.state.samples_seen - self.start_samples) / elapsed
         eta = (self.total - done) / rate_b if rate_b > 0 and self.total else math.nan
-        return done, samples, eta
+        return done, samples / elapsed, eta, self.loss.mean
 
     def text(self) -> str:
-        done, samples, eta = self.snapshot()
-        head = f"epoch {self.trainer.run_history.current_epoch} {self.stage}"
-        if not self.total:  # unknown length (an iterable): a running count, no total, no ETA
-            return f"{head} {done} batches | {samples:,.0f} samples/s"
-        eta_s = f"{eta:,.0f}s" if math.isfinite(eta) else "--"
-        return f"{head} {done}/{self.total} | {samples:,.0f} samples/s | ETA {eta_s}"
+        """One line: ``epoch 2/5 train 37/128 | loss 0.412 | 1,234 samples/s | ETA 3s``."""
+        return self._text(*self.snapshot())
 
-    def __rich__(self) -> Any:
-        from rich.progress_bar import ProgressBar
-        from rich.table import Table
+    def _text(self, done: int, samples: float, eta: float, loss: float) -> str:
+        count = f"{done}/{self.total}" if self.total else f"{done} batches"
+        parts = [f"{self.head} {count}"]
+        if math.isfinite(loss):
+            parts.append(f"loss {loss:.4g}")
+        parts.append(f"{samples:,.0f} samples/s")
+        if self.total:  # unknown length (an iterable): a running count, no total, no ETA
+            parts.append(f"ETA {_duration(eta)}")
+        return " | ".join(parts)
 
-        done, _, _ = self.snapshot()
-        grid = Table.grid(padding=(0, 1))
-        grid.add_row(ProgressBar(total=self.total or None, completed=done, width=40), self.text())
-        return grid
+    def plain_line(self) -> str | None:
+        """The text to print off a terminal, or None when this count was printed already."""
+        snap = self.snapshot()
+        if snap[0] == self.printed:
+            return None
+        self.printed = snap[0]
+        return self._text(*snap)
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.text import Text
+
+        snap = self.snapshot()
+        text = self._text(*snap)
+        line = Text(no_wrap=True, overflow="ellipsis")  # one line, however narrow
+        # The bar takes what the text leaves of the width (at most 30 columns), or nothing.
+        width = min(_BAR_WIDTH, options.max_width - len(text) - 1)
+        if self.total and width >= 8:
+            filled = min(width, round(width * snap[0] / self.total))
+            line.append("━" * filled, style="green")
+            line.append("━" * (width - filled), style="grey23")
+            line.append(" ")
+        line.append(text)
+        yield line
 
 
 class ProgressBarCallback(TrainerCallback):
-    """A progress bar with throughput (samples/s) and ETA for each training epoch.
+    """A progress bar for each training epoch and each evaluation.
+
+    It shows ``epoch n/N``, the batch count (``done/total``; a running count when the
+    data has no length), the running loss of the epoch (the per-sample mean so far, which
+    ends equal to ``train_loss_epoch`` / ``eval_loss_epoch`` on one process), throughput
+    in samples/s and the time left. An evaluation gets its own bar, so the screen never
+    sits on a finished training bar while the model is evaluated.
 
     On a terminal it is drawn with ``rich.live`` and refreshed by rich's timer thread;
     when output is not a terminal (CI logs, files, ``TERM=dumb``) it prints a plain line
-    every ``interval`` seconds and at the end of each epoch. Either way the training loop
-    does no per-step work for it.
+    every ``interval`` seconds and one final line per stage (never the same count twice).
+    Either way the training loop does no per-step work for it: the display thread reads
+    the trainer's counters and recorded losses.
 
     Args:
         file: stream to write to (default: standard output).
@@ -148,13 +262,41 @@ class ProgressBarCallback(TrainerCallback):
         self.refresh_per_second = refresh_per_second
         self._view: _ProgressView | None = None
         self._display: LiveOrPlain | None = None
+        self._paused: _ProgressView | None = None  # a train bar waiting for an evaluation
 
     def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Start the display for this epoch."""
+        """Start the training bar of this epoch."""
         if not trainer.is_main_process:
             return
         self._close(final=False)  # a display left over from an interrupted epoch
-        self._view = view = _ProgressView(trainer, trainer.batches_in_epoch, "train")
+        self._paused = None
+        self._show(_ProgressView(trainer, trainer.batches_in_epoch, "train"))
+
+    def on_train_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Stop the training bar and print the epoch's final line."""
+        self._close(final=True)
+        self._paused = None
+
+    def on_eval_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Start the evaluation bar (pausing a training bar during a mid-epoch evaluation)."""
+        if not trainer.is_main_process:
+            return
+        from scramjet.trainer.data_order import safe_len
+
+        if self._view is not None and self._view.stage == "train":
+            self._paused = self._view
+        self._close(final=False)
+        self._show(_ProgressView(trainer, safe_len(trainer.current_dataloader), "eval"))
+
+    def on_eval_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Stop the evaluation bar, print its final line, resume a paused training bar."""
+        self._close(final=True)
+        paused, self._paused = self._paused, None
+        if paused is not None and trainer.is_main_process:
+            self._show(paused)
+
+    def _show(self, view: _ProgressView) -> None:
+        self._view = view
         self._display = LiveOrPlain(
             view,
             self._print_line,
@@ -167,20 +309,19 @@ class ProgressBarCallback(TrainerCallback):
 
     def _print_line(self) -> None:
         view = self._view
-        if view is not None:
-            print(view.text(), file=self.file or sys.stdout, flush=True)
-
-    def on_train_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Stop the display and print the epoch's final line."""
-        self._close(final=True)
+        line = view.plain_line() if view is not None else None
+        if line is not None:
+            print(line, file=self.file or sys.stdout, flush=True)
 
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Make sure nothing is left running (e.g. after an early stop)."""
         self._close(final=False)
+        self._paused = None
 
     def close(self) -> None:
         """Stop the display when a run fails with an exception."""
         self._close(final=False)
+        self._paused = None
 
     def _close(self, final: bool) -> None:
         display, self._display = self._display, None
