@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,9 +13,10 @@ from torch import nn
 
 from scramjet.callbacks.base import TrainerCallback
 from scramjet.callbacks.control import improved
-from scramjet.checkpoint import CheckpointManager
+from scramjet.checkpoint import CheckpointManager, CheckpointWriteError, remote
 from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
+from scramjet.runtime.preemption import PreemptionWatcher, TrainingPreempted
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
@@ -241,7 +243,8 @@ class SaveTrainingStateCallback(TrainerCallback):
 
     Checkpoints go through :class:`~scramjet.checkpoint.CheckpointManager` (atomic,
     keep-k rotation that survives restarts). Resume with
-    ``trainer.train(..., resume_from=directory)``.
+    ``trainer.train(..., resume_from=directory)``, or ``resume_from="auto"``: the newest
+    good checkpoint of this callback's folder, or a fresh start when it has none.
 
     With ``async_write`` (the default) a save copies the state and returns; the file is
     written, fsync-ed and renamed in a background thread while training goes on. The
@@ -249,12 +252,26 @@ class SaveTrainingStateCallback(TrainerCallback):
     main process), so the files are on disk when ``train()`` returns; a failed write is
     raised then, or by the next save.
 
+    ``directory`` may be a URL (``s3://bucket/run/checkpoints``, any fsspec URL): each
+    checkpoint is written to ``local_dir`` by the background writer, then uploaded from
+    it on the same thread (:class:`~scramjet.checkpoint.remote.RemoteCheckpointManager`).
+
+    With ``save_on_preemption`` (the default), ``SIGTERM`` during training saves a
+    checkpoint at the next optimizer step and ends ``train()`` with
+    :class:`~scramjet.runtime.preemption.TrainingPreempted` (exit status 143). With
+    several processes every rank stops at the same step: one one-element all-reduce per
+    optimizer step; none in a single process.
+
     Args:
-        directory: checkpoint directory.
+        directory: checkpoint directory, or a remote folder URL.
         every_n_steps: also save every N optimizer updates (mid-epoch).
         every_n_epochs: save at the end of every N-th epoch (None to disable).
         keep_last: how many recent checkpoints to keep.
         async_write: write checkpoints in a background thread (False: inside the save).
+        save_on_preemption: save and stop on ``SIGTERM`` (see above).
+        local_dir: for a URL ``directory``: the local folder of the copies (default: a
+            folder under the system's temporary directory named after the URL).
+        storage_options: for a URL ``directory``: passed to fsspec.
     """
 
     def __init__(
@@ -264,40 +281,100 @@ class SaveTrainingStateCallback(TrainerCallback):
         every_n_epochs: int | None = 1,
         keep_last: int | None = 3,
         async_write: bool = True,
+        *,
+        save_on_preemption: bool = True,
+        local_dir: str | os.PathLike[str] | None = None,
+        storage_options: dict[str, Any] | None = None,
     ) -> None:
         if every_n_steps is not None and every_n_steps < 1:
             raise ValueError(f"every_n_steps must be ≥ 1 or None; received {every_n_steps}.")
         if every_n_epochs is not None and every_n_epochs < 1:
             raise ValueError(f"every_n_epochs must be ≥ 1 or None; received {every_n_epochs}.")
-        self.directory = Path(directory)
+        self.url = str(directory).rstrip("/") if remote.is_url(directory) else None
+        if self.url is not None:
+            self.directory = Path(local_dir or remote.default_local_dir(self.url))
+        else:
+            self.directory = Path(directory)
         self.every_n_steps = every_n_steps
         self.every_n_epochs = every_n_epochs
         self.keep_last = keep_last
         self.async_write = async_write
+        self.storage_options = storage_options
         self._manager: CheckpointManager | None = None
+        self._watcher = PreemptionWatcher() if save_on_preemption else None
+        self._last_path: Path | None = None
+
+    @property
+    def checkpoint_location(self) -> str:
+        """Where the checkpoints go: the URL, or the local directory."""
+        return self.url or str(self.directory)
+
+    @property
+    def local_directory(self) -> Path:
+        """The local folder of the checkpoint files (the copies, for a URL)."""
+        return self.directory
 
     def _save(self, trainer: Trainer) -> None:
         if self._manager is None and trainer.is_main_process:
-            self._manager = CheckpointManager(
-                self.directory, keep_last=self.keep_last, async_write=self.async_write
-            )
-        trainer.save_to_manager(self._manager)
+            options: dict[str, Any] = {"keep_last": self.keep_last, "async_write": self.async_write}
+            if self.url is not None:
+                self._manager = remote.RemoteCheckpointManager(
+                    self.url, self.directory, storage_options=self.storage_options, **options
+                )
+            else:
+                self._manager = CheckpointManager(self.directory, **options)
+        self._last_path = trainer.save_to_manager(self._manager)
+
+    def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Install the preemption handler (main thread only; put back when training ends)."""
+        if self._watcher is not None:
+            self._watcher.install()
 
     def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Save every N optimizer steps."""
-        if self.every_n_steps and trainer.state.global_step % self.every_n_steps == 0:
+        """Save every N optimizer steps; save and stop if a rank was asked to stop."""
+        saved = bool(self.every_n_steps and trainer.state.global_step % self.every_n_steps == 0)
+        if saved:
             self._save(trainer)
+        if self._watcher is not None and self._watcher.agreed():
+            self._preempted(trainer, saved)
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Save every N epochs."""
-        if self.every_n_epochs and (trainer.state.epoch + 1) % self.every_n_epochs == 0:
+        """Save every N epochs; save and stop if a rank was asked to stop."""
+        saved = bool(self.every_n_epochs and (trainer.state.epoch + 1) % self.every_n_epochs == 0)
+        if saved:
             self._save(trainer)
+        if self._watcher is not None and self._watcher.agreed():
+            self._preempted(trainer, saved)
+
+    def _preempted(self, trainer: Trainer, saved: bool) -> None:
+        if not saved:
+            self._save(trainer)
+        try:  # durable (and uploaded) before the process ends
+            flush_checkpoints(self._manager)
+        except CheckpointWriteError as failure:
+            if not failure.saved:
+                raise
+            warnings.warn(str(failure), RuntimeWarning, stacklevel=2)  # the local copy is whole
+        watcher = self._watcher
+        signal_name = (watcher.seen if watcher is not None else None) or "a signal"
+        if watcher is not None:
+            watcher.restore()
+        where = None if self._last_path is None else str(self._last_path)
+        if self.url is not None and self._last_path is not None:
+            where = f"{self.url}/{self._last_path.name}"
+        error = TrainingPreempted(signal_name, trainer.state.global_step, where)
+        trainer.print(f"scramjet: {error}")
+        raise error
 
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Wait until the last checkpoint is durable (all ranks: the files exist after this)."""
+        if self._watcher is not None:
+            self._watcher.restore()
         flush_checkpoints(self._manager)
 
     def close(self) -> None:
         """After a failed run: finish the write in flight and free its buffers."""
+        if self._watcher is not None:
+            self._watcher.restore()
         if self._manager is not None:
             self._manager.close()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from scramjet.checkpoint import remote
 from scramjet.checkpoint.manager import CheckpointManager, write_checkpoint
 from scramjet.runtime import distributed as dist
 from scramjet.runtime import fsdp
@@ -50,6 +51,9 @@ def _has_pending_gradients(trainer: Trainer) -> bool:
     grads = [g.to_local() if hasattr(g, "to_local") else g for g in grads]  # FSDP: own shard
     return bool(grads) and bool(torch.stack([g.detach().abs().sum() for g in grads]).sum() > 0)
 
+
+AUTO = "auto"
+"""``resume_from`` value: the newest good checkpoint of the run's folder, or a fresh start."""
 
 # What a checkpoint holds besides weights and optimizer: the state of the run itself.
 _TRAINING_STATE_KEYS = (
@@ -179,21 +183,26 @@ def restore(
     include_optimizer: bool = True,
     include_training_state: bool = True,
 ) -> dict[str, Any]:
-    """Load a checkpoint file or directory into ``trainer``; returns its other plain values."""
-    manager, which = _manager_for(Path(path))
-    model = trainer.unwrapped_model
-    targets: dict[str, Any] = {"model": model}
-    if include_optimizer:
-        targets["optimizer"] = trainer.optimizer
-        if trainer.scheduler is not None:
-            targets["scheduler"] = trainer.scheduler
-        if trainer.scaler is not None:
-            targets["scaler"] = trainer.scaler
-    if fsdp.is_sharded(model):  # FSDP: every rank reads the full state and keeps its shard
-        targets["model"] = _FullStateTarget(model)
-        if include_optimizer:
-            targets["optimizer"] = _FullStateTarget(model, trainer.optimizer)
-    values = dict(manager.load(targets, which=which).values)
+    """Load a checkpoint into ``trainer``; returns its other plain values.
+
+    ``path`` is a checkpoint file, a folder of checkpoints (its newest good one), a URL
+    of either (``s3://...``), or ``"auto"``: the newest good checkpoint in the folder of
+    the trainer's checkpoint callback, or nothing (a fresh start, said in one line).
+    """
+    location: str | os.PathLike[str] = path
+    local_dir: str | None = None
+    if isinstance(path, str) and path == AUTO:
+        found, local_dir = auto_location(trainer)
+        if found is None:
+            return {}
+        location = found
+    targets = _targets(trainer, include_optimizer)
+    if remote.is_url(location):
+        result = remote.load_remote(str(location), targets, local_dir=local_dir)
+    else:
+        manager, which = _manager_for(Path(location))
+        result = manager.load(targets, which=which)
+    values = dict(result.values)
     if not include_training_state:
         for key in _TRAINING_STATE_KEYS:
             values.pop(key, None)
@@ -212,6 +221,52 @@ def restore(
         trainer.data_order.load_state_dict({"seed": values.pop("sampler_seed")})
     _restore_rng(values.pop("rng", None))
     return values
+
+
+def _targets(trainer: Trainer, include_optimizer: bool) -> dict[str, Any]:
+    model = trainer.unwrapped_model
+    targets: dict[str, Any] = {"model": model}
+    if include_optimizer:
+        targets["optimizer"] = trainer.optimizer
+        if trainer.scheduler is not None:
+            targets["scheduler"] = trainer.scheduler
+        if trainer.scaler is not None:
+            targets["scaler"] = trainer.scaler
+    if fsdp.is_sharded(model):  # FSDP: every rank reads the full state and keeps its shard
+        targets["model"] = _FullStateTarget(model)
+        if include_optimizer:
+            targets["optimizer"] = _FullStateTarget(model, trainer.optimizer)
+    return targets
+
+
+def auto_location(trainer: Trainer) -> tuple[str | None, str | None]:
+    """Where ``resume_from="auto"`` resumes from: ``(folder or URL, local folder)``.
+
+    The folder is the ``checkpoint_location`` of the first callback that has one
+    (:class:`~scramjet.callbacks.SaveTrainingStateCallback`); ``(None, None)`` when it
+    holds no checkpoint yet. The main process decides and tells the others (collective),
+    so every rank resumes, or starts fresh, alike.
+    """
+    owners = [cb for cb in trainer.callbacks if getattr(cb, "checkpoint_location", None)]
+    if not owners:
+        raise ValueError(
+            "resume_from='auto' resumes from the checkpoint folder of a "
+            "SaveTrainingStateCallback, and this trainer has none (callbacks: "
+            f"{[type(cb).__name__ for cb in trainer.callbacks]}). Add "
+            "SaveTrainingStateCallback(folder_or_url, ...) to the callbacks, or pass "
+            "resume_from=<checkpoint file, folder or URL>."
+        )
+    location = str(getattr(owners[0], "checkpoint_location"))  # noqa: B009 (duck-typed)
+    local = getattr(owners[0], "local_directory", None)
+    found: bool | None = None
+    if dist.is_main_process():
+        found = remote.has_checkpoints(location)
+    found = dist.broadcast_object(found)
+    if not found:
+        trainer.print(f"resume_from='auto': no checkpoint in {location}; starting fresh")
+        return None, None
+    trainer.print(f"resume_from='auto': resuming from the newest good checkpoint in {location}")
+    return location, None if local is None else str(local)
 
 
 def flush_checkpoints(manager: CheckpointManager | None) -> None:
@@ -274,4 +329,12 @@ def _restore_rng(per_rank: list[dict[str, Any]] | None) -> None:
     set_rng_states(per_rank[rank])
 
 
-__all__ = ["flush_checkpoints", "restore", "save_file", "save_to_manager", "training_state"]
+__all__ = [
+    "AUTO",
+    "auto_location",
+    "flush_checkpoints",
+    "restore",
+    "save_file",
+    "save_to_manager",
+    "training_state",
+]

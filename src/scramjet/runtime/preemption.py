@@ -1,0 +1,151 @@
+"""Stopping cleanly when the machine is taken away (preemption).
+
+Schedulers (Slurm, Kubernetes, spot instances) and torch's elastic agent announce the
+end of a process with ``SIGTERM`` and kill it a grace period later. A
+:class:`PreemptionWatcher` turns that signal into a flag: the handler only records
+it; the training loop reads it at the next optimizer step, saves a checkpoint and
+raises :class:`TrainingPreempted`, which ends the process with status
+:data:`PREEMPTED_EXIT_CODE` (143, the status a shell reports for a process ended by
+``SIGTERM``).
+
+In a run of several processes the signal may reach the ranks at different steps (or
+only one of them), while the checkpoint needs every rank at the same step. So when a
+process group exists, :meth:`PreemptionWatcher.agreed` all-reduces the flag (one
+one-element tensor, maximum) and every rank stops at the same step. In one process it
+reads a Python attribute and nothing else.
+
+Handlers are installed only by :meth:`PreemptionWatcher.install` (from the main thread,
+at the start of training) and the previous ones are put back by
+:meth:`PreemptionWatcher.restore`; importing this module installs nothing.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any
+
+import torch
+
+from scramjet.runtime import distributed as dist
+
+__all__ = ["PREEMPTED_EXIT_CODE", "PreemptionWatcher", "TrainingPreempted"]
+
+PREEMPTED_EXIT_CODE = 143
+"""Exit status of a process that stopped on a preemption signal after saving (128 + 15)."""
+
+_Handler = Callable[[int, FrameType | None], Any] | int | None
+
+
+class TrainingPreempted(SystemExit):
+    """``train()`` stopped on a preemption signal after saving a checkpoint.
+
+    A ``SystemExit``: left uncaught, the process ends with status
+    :data:`PREEMPTED_EXIT_CODE` (143) without a traceback, and the next run with
+    ``resume_from="auto"`` continues from the saved step.
+
+    Attributes:
+        signal_name: The signal that asked to stop (``"SIGTERM"``).
+        step: The optimizer step the checkpoint holds.
+        checkpoint: Where the checkpoint was written (the main process knows it; other
+            ranks hold None).
+    """
+
+    def __init__(self, signal_name: str, step: int, checkpoint: str | None) -> None:
+        super().__init__(PREEMPTED_EXIT_CODE)
+        self.signal_name = signal_name
+        self.step = step
+        self.checkpoint = checkpoint
+
+    def __str__(self) -> str:
+        where = f" to {self.checkpoint}" if self.checkpoint else ""
+        return (
+            f"training stopped on {self.signal_name} at optimizer step {self.step}; the "
+            f"training state was saved{where}. Run the same command again with "
+            f"resume_from='auto' to continue (exit status {PREEMPTED_EXIT_CODE})."
+        )
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+class PreemptionWatcher:
+    """Records preemption signals and lets every rank agree on when to stop.
+
+    Args:
+        signals: The signals that mean "save and stop" (default ``SIGTERM``; add
+            ``signal.SIGUSR1`` for Slurm's ``--signal=USR1@120``).
+
+    Example:
+        >>> watcher = PreemptionWatcher()
+        >>> watcher.install()          # from the main thread, when training starts
+        True
+        >>> watcher.agreed()           # at each step boundary: no signal yet
+        False
+        >>> watcher.restore()          # when training ends: the previous handler is back
+    """
+
+    def __init__(self, signals: Sequence[int] = (signal.SIGTERM,)) -> None:
+        resolved = []
+        for sig in signals:
+            if isinstance(sig, bool) or not isinstance(sig, int):
+                raise TypeError(
+                    f"signals must be signal numbers such as signal.SIGTERM; received {sig!r}."
+                )
+            resolved.append(signal.Signals(sig))
+        self.signals = tuple(resolved)
+        self._previous: dict[signal.Signals, _Handler] = {}
+        self._seen: int | None = None
+
+    @property
+    def installed(self) -> bool:
+        """Whether the handlers are in place."""
+        return bool(self._previous)
+
+    @property
+    def seen(self) -> str | None:
+        """Name of the signal this process received, or None."""
+        return None if self._seen is None else _signal_name(self._seen)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self._seen = signum  # only a flag: the loop acts on it at the next step boundary
+
+    def install(self) -> bool:
+        """Install the handlers (remembering the previous ones).
+
+        Returns:
+            False (and nothing installed) outside the main thread, where Python does not
+            allow signal handlers; training then ends on the signal as before.
+        """
+        if self._previous or threading.current_thread() is not threading.main_thread():
+            return bool(self._previous)
+        self._seen = None
+        for sig in self.signals:
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return True
+
+    def restore(self) -> None:
+        """Put the previous handlers back (a no-op when not installed)."""
+        previous, self._previous = self._previous, {}
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+    def agreed(self) -> bool:
+        """Whether any rank received a signal: True on every rank or on none.
+
+        Collective when a process group exists (every rank must call it at the same
+        points: one all-reduce of one element); a local read otherwise.
+        """
+        if not dist.is_distributed():
+            return self._seen is not None
+        flag = torch.tensor([0 if self._seen is None else self._seen], dtype=torch.int64)
+        agreed = int(dist.reduce(flag, "max").item())
+        if agreed and self._seen is None:
+            self._seen = agreed  # another rank's signal: report it as this rank's reason
+        return agreed != 0
