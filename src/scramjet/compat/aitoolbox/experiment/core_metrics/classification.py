@@ -1,0 +1,85 @@
+"""AIToolbox's classification metrics over numpy and torchmetrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torchmetrics.functional import classification as C
+
+from scramjet.compat.aitoolbox.experiment.core_metrics.abstract_metric import AbstractBaseMetric
+
+__all__ = ["AccuracyMetric", "F1ScoreMetric", "PrecisionRecallCurveAUCMetric", "ROCAUCMetric"]
+
+
+def predicted_labels(y_predicted: np.ndarray, positive_class_thresh: float | None) -> np.ndarray:
+    """Class labels: arg-max over columns of 2-D scores, else scores cut at the threshold."""
+    if y_predicted.ndim == 2 and y_predicted.shape[1] > 1:
+        return np.argmax(y_predicted, axis=1)
+    flat = y_predicted.reshape(-1)
+    if positive_class_thresh is None:
+        return flat
+    return (flat >= positive_class_thresh).astype(int)
+
+
+class AccuracyMetric(AbstractBaseMetric):
+    """Share of correct predictions.
+
+    Args:
+        y_true: labels.
+        y_predicted: labels, scores of the positive class, or per-class scores ``[N, C]``.
+        positive_class_thresh: cut for positive-class scores; None: ``y_predicted`` already
+            holds labels.
+    """
+
+    def __init__(
+        self, y_true: Any, y_predicted: Any, positive_class_thresh: float | None = 0.5
+    ) -> None:
+        self.positive_class_thresh = positive_class_thresh
+        super().__init__(y_true, y_predicted, metric_name="Accuracy")
+
+    def calculate_metric(self) -> float:
+        """Mean of ``label == target``."""
+        labels = predicted_labels(self.y_predicted, self.positive_class_thresh)
+        return float(np.mean(self.y_true.reshape(-1) == labels))
+
+
+def _binary_inputs(y_true: np.ndarray, y_predicted: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    scores = torch.as_tensor(y_predicted.reshape(-1), dtype=torch.float32)
+    return scores, torch.as_tensor(y_true.reshape(-1)).long()
+
+
+class ROCAUCMetric(AbstractBaseMetric):
+    """Area under the ROC curve of positive-class scores."""
+
+    def __init__(self, y_true: Any, y_predicted: Any) -> None:
+        super().__init__(y_true, y_predicted, metric_name="ROC_AUC")
+
+    def calculate_metric(self) -> float:
+        """Binary AUROC."""
+        return float(C.binary_auroc(*_binary_inputs(self.y_true, self.y_predicted)))
+
+
+class PrecisionRecallCurveAUCMetric(AbstractBaseMetric):
+    """Area under the precision-recall curve (average precision) of positive-class scores."""
+
+    def __init__(self, y_true: Any, y_predicted: Any) -> None:
+        super().__init__(y_true, y_predicted, metric_name="PrecisionRecall_AUC")
+
+    def calculate_metric(self) -> float:
+        """Binary average precision."""
+        return float(C.binary_average_precision(*_binary_inputs(self.y_true, self.y_predicted)))
+
+
+class F1ScoreMetric(AbstractBaseMetric):
+    """F1 of the positive class from scores cut at ``positive_class_thresh``."""
+
+    def __init__(self, y_true: Any, y_predicted: Any, positive_class_thresh: float = 0.5) -> None:
+        self.positive_class_thresh = positive_class_thresh
+        super().__init__(y_true, y_predicted, metric_name="F1_score")
+
+    def calculate_metric(self) -> float:
+        """Binary F1."""
+        scores, target = _binary_inputs(self.y_true, self.y_predicted)
+        return float(C.binary_f1_score(scores, target, threshold=self.positive_class_thresh))

@@ -1,0 +1,108 @@
+"""AIToolbox's general result packages, computed by :mod:`scramjet.metrics`.
+
+Each package keeps AIToolbox's name and arguments; the metrics come from the scramjet
+package it wraps (``package``), so a TrainLoop and :class:`scramjet.Trainer` report the
+same numbers. Note AIToolbox's argument order: ``prepare_result_package(y_true, y_pred)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scramjet import metrics as M
+from scramjet.compat.aitoolbox.experiment.result_package.abstract_result_packages import (
+    AbstractResultPackage,
+)
+
+__all__ = [
+    "BinaryClassificationResultPackage",
+    "ClassificationResultPackage",
+    "GeneralResultPackage",
+    "MetricsResultPackage",
+    "RegressionResultPackage",
+]
+
+
+class MetricsResultPackage(AbstractResultPackage):
+    """A result package whose metrics a :class:`scramjet.metrics.ResultPackage` computes.
+
+    Args:
+        pkg_name: the package's name.
+        package: the scramjet package; it receives ``(y_pred, y_true, metadata)``, where
+            ``metadata`` is the ``metadata=`` keyword of ``prepare_result_package``.
+        strict_content_check: see :class:`AbstractResultPackage`.
+    """
+
+    def __init__(
+        self,
+        pkg_name: str,
+        package: M.ResultPackage,
+        strict_content_check: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(pkg_name, strict_content_check, np_array=False, **kwargs)
+        self.package = package
+
+    def prepare_results_dict(self) -> dict[str, Any]:
+        """The wrapped scramjet package's results."""
+        metadata = (self.additional_results or {}).get("metadata")
+        return self.package.compute(self.y_predicted, self.y_true, metadata)
+
+
+class ClassificationResultPackage(MetricsResultPackage):
+    """Accuracy, macro/micro precision, recall and F1, and the confusion matrix."""
+
+    def __init__(
+        self, num_classes: int | None = None, strict_content_check: bool = False, **kwargs: Any
+    ) -> None:
+        super().__init__(
+            "ClassificationResult", M.ClassificationResults(num_classes), strict_content_check
+        )
+
+
+class BinaryClassificationResultPackage(MetricsResultPackage):
+    """Accuracy, ROC-AUC, PR-AUC and F1 from scores of the positive class.
+
+    Args:
+        positive_class_thresh: scores at or above it count as the positive class
+            (``threshold`` is accepted as another name for it).
+    """
+
+    def __init__(
+        self,
+        positive_class_thresh: float = 0.5,
+        strict_content_check: bool = False,
+        threshold: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        cut = positive_class_thresh if threshold is None else threshold
+        super().__init__("BinaryClassificationResult", M.BinaryResults(cut), strict_content_check)
+
+
+class RegressionResultPackage(MetricsResultPackage):
+    """MSE, MAE and R²."""
+
+    def __init__(self, strict_content_check: bool = False, **kwargs: Any) -> None:
+        super().__init__("RegressionResult", M.RegressionResults(), strict_content_check)
+
+
+class GeneralResultPackage(AbstractResultPackage):
+    """Results of a list of AIToolbox metric classes, each called as ``metric(y_true, y_pred)``.
+
+    Args:
+        metrics_list: classes (or callables) returning an object with ``get_metric_dict()``,
+            such as :class:`~scramjet.compat.aitoolbox.experiment.core_metrics.classification.AccuracyMetric`.
+    """
+
+    def __init__(
+        self, metrics_list: list[Any], strict_content_check: bool = False, **kwargs: Any
+    ) -> None:
+        super().__init__("GeneralResult", strict_content_check, **kwargs)
+        self.metrics_list = list(metrics_list)
+
+    def prepare_results_dict(self) -> dict[str, Any]:
+        """Every metric's ``get_metric_dict()``, merged."""
+        results: dict[str, Any] = {}
+        for metric in self.metrics_list:
+            results.update(metric(self.y_true, self.y_predicted).get_metric_dict())
+        return results
