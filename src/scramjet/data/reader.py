@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -34,6 +34,15 @@ from torch.utils.data import (
     get_worker_info,
 )
 
+from scramjet.data._remote import (
+    Prefetcher,
+    Retry,
+    ShardCache,
+    default_cache_dir,
+    is_url,
+    parse_size,
+    read_manifest,
+)
 from scramjet.data._ring import (
     BatchRequest,
     GenerationBatches,
@@ -54,6 +63,9 @@ from scramjet.data.format import (
     shard_path,
 )
 from scramjet.data.images import jpeg_decoder, png_decoder
+
+if TYPE_CHECKING:
+    from scramjet.data._threads import ThreadedLoader
 
 Transform = Callable[[Any], Any] | Mapping[str, Callable[[Any], Any]]
 VERIFY_MODES = ("open", True, False)
@@ -167,6 +179,18 @@ class PackedDataset(Dataset[Any]):
             still checked).
         decoder: JPEG decoder, ``"auto"`` (simplejpeg if installed), ``"simplejpeg"`` or
             ``"pil"``.
+        cache_dir: for a pack at a URL (``s3://``, ``gs://``, ``file://``...), the local
+            directory its shards are streamed into, shared by every process of the node
+            (default ``$SCRAMJET_CACHE_DIR`` or ``~/.cache/scramjet/packs``).
+        cache_limit: bytes the cache directory may hold (an int, or ``"20GB"``); least
+            recently used shards not in use are evicted. None: no limit.
+        storage_options: fsspec options for the URL (credentials, endpoint...).
+        prefetch: shards downloaded ahead of the reader, per process, in the order the
+            epoch reads them (streamed packs only).
+        shuffle_window: shards shuffled together by the Trainer's sampler
+            (:class:`~scramjet.trainer.data_order.EpochSampler`); default 8 for a streamed
+            pack, None (one shuffle over every sample) for a local one. See
+            ``docs/streaming.md`` for the trade-off.
 
     Example:
         >>> import numpy as np
@@ -197,12 +221,40 @@ class PackedDataset(Dataset[Any]):
         transform: Transform | None = None,
         verify: bool | str = "open",
         decoder: str = "auto",
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        prefetch: int = 4,
+        shuffle_window: int | None = None,
     ) -> None:
-        root = Path(path)
-        if root.name == MANIFEST_NAME and root.is_file():
-            root = root.parent
-        self.path = root
-        self.manifest = Manifest.load(root)
+        self._remote: ShardCache | None = None
+        if is_url(path):
+            url = str(path).rstrip("/")
+            self.path: Path | str = url
+            self.manifest = read_manifest(url, storage_options, Retry())
+            self._remote = ShardCache(
+                url,
+                self.manifest,
+                Path(cache_dir) if cache_dir is not None else default_cache_dir(),
+                parse_size(cache_limit),
+                storage_options,
+            )
+            shuffle_window = 8 if shuffle_window is None else shuffle_window
+        else:
+            root = Path(path)
+            if root.name == MANIFEST_NAME and root.is_file():
+                root = root.parent
+            self.path = root
+            self.manifest = Manifest.load(root)
+        if shuffle_window is not None and (
+            int(shuffle_window) < 1 or isinstance(shuffle_window, bool)
+        ):
+            raise ValueError(
+                f"shuffle_window must be a number of shards >= 1 or None, got {shuffle_window!r}"
+            )
+        self.shuffle_window = None if shuffle_window is None else int(shuffle_window)
+        self.prefetch = int(prefetch)
+        self._prefetcher: Prefetcher | None = None
         by_name = {c.name: c for c in self.manifest.columns}
         names = list(by_name) if columns is None else list(columns)
         unknown = [n for n in names if n not in by_name]
@@ -216,15 +268,56 @@ class PackedDataset(Dataset[Any]):
             raise ValueError(f"verify must be 'open', True or False, got {verify!r}")
         self.verify_mode: bool | str = "open" if verify == "open" else bool(verify)
         self._verified: set[int] = set()
-        self._files = self._check_files()
+        self._files = self._check_files() if self._remote is None else []
         if self.verify_mode is True:
             self.verify()
         sizes = [s.samples for s in self.manifest.shards]
         self._ends = np.cumsum(sizes, dtype=np.int64)
         self._starts = self._ends - np.asarray(sizes, dtype=np.int64)
         self._shards: list[_Shard | None] = []
+        self._held: dict[int, Any] = {}  # streamed shards open here, oldest first
         self._pid = -1
         self._ring: SlotRing | None = None
+
+    @property
+    def shard_sizes(self) -> list[int]:
+        """Samples per shard, in index order."""
+        return [s.samples for s in self.manifest.shards]
+
+    @property
+    def streamed(self) -> bool:
+        """Whether shards are streamed from a URL into the local cache."""
+        return self._remote is not None
+
+    def downloaded_bytes(self) -> int:
+        """Bytes downloaded into this dataset's cache directory so far (0 for a local pack)."""
+        return self._remote.downloaded_bytes() if self._remote is not None else 0
+
+    def read_ahead(self, order: Iterable[int]) -> Iterator[int]:
+        """Yield ``order`` (sample indices) while shards are downloaded ahead of it.
+
+        Samplers call this with the epoch's order for this process: the shards are
+        fetched in the order their first sample comes, ``prefetch`` at a time. A local
+        pack yields the order unchanged.
+        """
+        if self._remote is None:
+            yield from order
+            return
+        indices = list(order)
+        if not indices:
+            return
+        shards = self._locate(np.asarray(indices, dtype=np.int64))[0]
+        first = np.unique(shards, return_index=True)[1]
+        plan = [int(shards[i]) for i in np.sort(first)]
+        step = {int(shards[i]): p for p, i in enumerate(np.sort(first))}
+        if self._prefetcher is None or self._pid != os.getpid():
+            self._shard_reset()
+            self._prefetcher = Prefetcher(self._remote, self.prefetch)
+        prefetcher = self._prefetcher
+        prefetcher.start(plan)
+        for index, k in zip(indices, shards.tolist()):
+            prefetcher.advance(step[k])
+            yield index
 
     def _check_files(self) -> list[Path]:
         files = []
@@ -243,6 +336,9 @@ class PackedDataset(Dataset[Any]):
 
     def _verify_shard(self, k: int, digest: str | None = None) -> None:
         info = self.manifest.shards[k]
+        if self._remote is not None:  # every download is checked before it enters the cache
+            self._verified.add(k)
+            return
         if (digest or file_sha256(self._files[k])) != info.sha256:
             raise PackFormatError(
                 f"shard {info.file} of pack {str(self.path)!r} fails its SHA-256 check: "
@@ -261,6 +357,8 @@ class PackedDataset(Dataset[Any]):
             PackFormatError: naming the first shard whose SHA-256 differs.
         """
         todo = [k for k in range(len(self.manifest.shards)) if k not in self._verified]
+        if self._remote is not None:
+            return  # streamed shards are verified as they download, before any use
         if len(todo) < 2:
             for k in todo:
                 self._verify_shard(k)
@@ -281,19 +379,40 @@ class PackedDataset(Dataset[Any]):
     # -- pickling and lazy per-process handles --------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_shards"], state["_pid"] = [], -1
+        state["_shards"], state["_pid"], state["_held"], state["_prefetcher"] = [], -1, {}, None
         return state
 
-    def _shard(self, k: int) -> _Shard:
-        if self._pid != os.getpid():  # new process (fork/spawn worker): never reuse maps
+    def _shard_reset(self) -> None:
+        """Forget the handles of another process (after a fork or spawn)."""
+        if self._pid != os.getpid():
             self._shards, self._pid = [None] * len(self.manifest.shards), os.getpid()
+            self._held, self._prefetcher = {}, None
+
+    def _open_streamed(self, k: int) -> str:
+        """Shard ``k`` from the cache, held in use; the oldest held shards are let go."""
+        assert self._remote is not None
+        path, held = self._remote.open(k)
+        self._held[k] = held
+        keep = max(2, (self.shuffle_window or 1) + 1)
+        while len(self._held) > keep:
+            old = next(iter(self._held))
+            self._shards[old] = None
+            self._held.pop(old).close()
+        return str(path)
+
+    def _shard(self, k: int) -> _Shard:
+        self._shard_reset()  # new process (fork/spawn worker): never reuse maps
         shard = self._shards[k]
         if shard is None:
             info = self.manifest.shards[k]
-            if self.verify_mode == "open" and k not in self._verified:
-                self._verify_shard(k)  # before HDF5 parses anything of the file
+            if self._remote is not None:
+                file = self._open_streamed(k)
+            else:
+                file = str(self._files[k])
+                if self.verify_mode == "open" and k not in self._verified:
+                    self._verify_shard(k)  # before HDF5 parses anything of the file
             try:
-                shard = _Shard(str(self._files[k]), info, self.columns)
+                shard = _Shard(file, info, self.columns)
             except (OSError, KeyError, ValueError) as exc:
                 if isinstance(exc, PackFormatError):
                     raise
@@ -498,31 +617,62 @@ class PackedDataset(Dataset[Any]):
         num_workers: int = 0,
         sampler: Sampler[int] | None = None,
         generator: torch.Generator | None = None,
+        backend: str = "auto",
+        decode_device: str | torch.device | None = None,
         **kwargs: Any,
-    ) -> DataLoader[Any]:
-        """A DataLoader that reads whole batches at once (the fast path).
+    ) -> DataLoader[Any] | ThreadedLoader:
+        """A loader that reads whole batches at once (the fast path).
 
-        A batch sampler hands each worker a list of indices, served by :meth:`get_batch`
-        with one read per shard instead of one call per sample. With
-        ``persistent_workers=True`` (and no transform), image batches travel through
-        shared-memory slots made once (``num_workers x (prefetch_factor + 1)`` batches)
-        instead of a new shared segment per batch; the returned object then wraps the
-        DataLoader and yields the same batches.
+        A batch sampler hands each reader a list of indices, served by :meth:`get_batch`
+        with one read per shard instead of one call per sample. ``backend="threads"``
+        (the default without a transform) reads and decodes in threads of this process
+        into reused batch buffers (:class:`~scramjet.data._threads.ThreadedLoader`);
+        ``"processes"`` uses DataLoader worker processes, for transforms that hold the
+        GIL. There, with ``persistent_workers=True`` (and no transform), image batches
+        travel through shared-memory slots made once (``num_workers x (prefetch_factor +
+        1)`` batches) instead of a new shared segment per batch; the returned object then
+        wraps the DataLoader and yields the same batches.
 
         Args:
             batch_size: samples per batch.
             shuffle: shuffle every epoch (ignored when ``sampler`` is given).
             drop_last: drop the last incomplete batch.
-            num_workers: DataLoader worker processes.
+            num_workers: worker processes, or reading threads with ``backend="threads"``
+                (there 0 means one per usable core).
             sampler: a sampler of indices, e.g. ``DistributedSampler(ds)``.
             generator: random generator for shuffling.
-            **kwargs: passed to ``DataLoader`` (``pin_memory``, ``persistent_workers``...).
+            backend: ``"auto"`` (threads unless a transform or a process-only DataLoader
+                setting is given), ``"threads"`` or ``"processes"``.
+            decode_device: threads only: decode JPEG batches on this CUDA device with
+                torchvision (CPU decoding, with a warning, where that is not possible).
+            **kwargs: passed to ``DataLoader`` (``pin_memory``, ``persistent_workers``...);
+                threads take ``pin_memory`` and ``prefetch_factor``.
         """
-        if num_workers > 0 and self.verify_mode == "open":
+        from scramjet.data._threads import EpochOrder, choose_backend, seeded_generator
+
+        streamed = bool(getattr(self, "streamed", False))
+        chosen = choose_backend(backend, self.transform is not None, kwargs, streamed)
+        if (num_workers > 0 or chosen == "threads") and self.verify_mode == "open":
             self.verify()  # once here, instead of in every worker (and every epoch)
         if sampler is None:
+            if shuffle and generator is None and chosen == "threads":
+                generator = seeded_generator()  # reseeded per epoch by set_epoch
             sampler = (
                 RandomSampler(self, generator=generator) if shuffle else SequentialSampler(self)
+            )
+        if chosen == "threads":
+            from scramjet.data._threads import ThreadedLoader
+
+            seed = generator.initial_seed() if generator is not None else None
+            return ThreadedLoader(
+                self, batch_size, sampler=EpochOrder(sampler, seed), drop_last=drop_last,
+                threads=num_workers, prefetch=int(kwargs.get("prefetch_factor") or 2),
+                pin_memory=kwargs.get("pin_memory"), decode_device=decode_device,
+            )  # fmt: skip
+        if decode_device is not None:
+            raise ValueError(
+                f"decode_device={decode_device!r} needs backend='threads' (got {backend!r}, "
+                "which chose worker processes); pass backend='threads'"
             )
         batches = BatchSampler(sampler, batch_size, drop_last)
         images = [c for c in self.columns if c.kind == "image" and not c.sequence]

@@ -27,9 +27,20 @@ T = TypeVar("T")
 class EpochSampler(Sampler[int]):
     """Shuffled (or sequential) order over ``range(n)`` that depends only on seed and epoch.
 
-    With ``num_replicas > 1`` it yields this rank's share, like ``DistributedSampler``:
-    the shuffled order is padded to a multiple of ``num_replicas`` (training needs equal
-    step counts on every rank) and rank ``r`` takes positions ``r, r + W, ...``.
+    The epoch's *global* order is a function of (seed, epoch) alone, whatever the number
+    of processes; with ``num_replicas > 1`` rank ``r`` takes positions ``r, r + W, ...``
+    of it, like ``DistributedSampler`` (padded by repeating from the start of the epoch,
+    so every rank takes the same number of steps, or trimmed with ``drop_last``).
+
+    A resume skips the first ``consumed`` positions of the global order
+    (:meth:`set_consumed`) and splits the rest among the processes of the new run, which
+    may be more or fewer than before: each remaining sample is seen exactly once.
+
+    A dataset with ``shard_sizes`` and a ``shuffle_window`` (a streamed
+    :class:`~scramjet.data.PackedDataset`) is shuffled shard-aware: the shards are put in
+    a random order, and the samples of each run of ``shuffle_window`` consecutive shards
+    are shuffled together, so the epoch reads a few whole shards at a time. A dataset
+    with ``read_ahead`` is told this rank's order, to fetch what it will read next.
     """
 
     def __init__(
@@ -42,6 +53,7 @@ class EpochSampler(Sampler[int]):
         rank: int = 0,
         drop_last: bool = False,
     ) -> None:
+        self.data_source = data_source
         self.n = len(data_source)
         self.shuffle = shuffle
         self.seed = int(seed)
@@ -49,40 +61,86 @@ class EpochSampler(Sampler[int]):
         self.rank = rank
         self.drop_last = drop_last
         self.epoch = 0
-        self.start = 0
-        if drop_last and self.n % num_replicas:
-            self.per_rank = self.n // num_replicas
-        else:
-            self.per_rank = math.ceil(self.n / num_replicas)
+        self.consumed = 0
+
+    @property
+    def start(self) -> int:
+        """Positions of this rank's order skipped by :meth:`set_start` (``consumed / W``)."""
+        return self.consumed // self.num_replicas
+
+    @property
+    def per_rank(self) -> int:
+        """Samples each rank takes from the whole epoch."""
+        if self.drop_last:
+            return self.n // self.num_replicas
+        return math.ceil(self.n / self.num_replicas)
 
     def set_epoch(self, epoch: int) -> None:
         """Select the order of ``epoch`` (a new permutation every epoch when shuffling)."""
         self.epoch = epoch
 
     def set_start(self, start: int) -> None:
-        """Skip the first ``start`` indices of this rank's order (used when resuming)."""
-        self.start = max(0, int(start))
+        """Skip the first ``start`` indices of this rank's order (every rank did the same)."""
+        self.set_consumed(max(0, int(start)) * self.num_replicas)
 
-    def _order(self) -> list[int]:
-        if self.shuffle:
-            g = torch.Generator()
-            g.manual_seed(self.seed + self.epoch)
-            order = torch.randperm(self.n, generator=g).tolist()
-        else:
-            order = list(range(self.n))
-        total = self.per_rank * self.num_replicas
-        if total > len(order) and order:  # pad by repeating from the start (as often as
-            # needed when there are fewer samples than ranks), as DistributedSampler does
-            order = (order * math.ceil(total / len(order)))[:total]
-        else:
-            order = order[:total]
-        return order[self.rank : total : self.num_replicas]
+    def set_consumed(self, consumed: int) -> None:
+        """Skip the first ``consumed`` positions of the epoch's global order (a resume,
+        possibly saved by a run with another number of processes)."""
+        self.consumed = max(0, int(consumed))
+
+    def global_order(self) -> list[int]:
+        """The epoch's order over every sample: a function of (seed, epoch) only."""
+        if not self.shuffle:
+            return list(range(self.n))
+        g = torch.Generator()
+        g.manual_seed(self.seed + self.epoch)
+        sizes = getattr(self.data_source, "shard_sizes", None)
+        window = getattr(self.data_source, "shuffle_window", None)
+        if not window or not sizes or sum(sizes) != self.n:
+            return cast(list[int], torch.randperm(self.n, generator=g).tolist())
+        return shard_window_order(list(sizes), int(window), g)
+
+    def _remaining(self) -> list[int]:
+        order = self.global_order()
+        left = order[min(self.consumed, len(order)) :]
+        world = self.num_replicas
+        if self.drop_last:
+            return left[: len(left) - len(left) % world]
+        pad = -len(left) % world
+        if pad and order:  # repeat from the epoch's start, as often as needed
+            left = left + (order * math.ceil(pad / len(order)))[:pad]
+        return left
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._order()[self.start :])
+        mine = self._remaining()[self.rank :: self.num_replicas]
+        read_ahead = getattr(self.data_source, "read_ahead", None)
+        if callable(read_ahead):
+            return cast(Iterator[int], iter(read_ahead(mine)))
+        return iter(mine)
 
     def __len__(self) -> int:
-        return max(0, self.per_rank - self.start)
+        left = max(0, self.n - self.consumed)
+        if self.drop_last:
+            return left // self.num_replicas
+        return math.ceil(left / self.num_replicas)
+
+
+def shard_window_order(sizes: list[int], window: int, generator: torch.Generator) -> list[int]:
+    """A shuffled order over the samples of consecutive shards of ``sizes`` samples each.
+
+    The shards are permuted, then every run of ``window`` of them (in that permuted order)
+    has its samples shuffled together. ``window >= len(sizes)`` is a full shuffle.
+    """
+    starts = [0, *itertools.accumulate(sizes)]
+    shards = torch.randperm(len(sizes), generator=generator).tolist()
+    order: list[int] = []
+    for w in range(0, len(shards), window):
+        group = torch.cat(
+            [torch.arange(starts[k], starts[k + 1]) for k in shards[w : w + window]]
+            or [torch.zeros(0, dtype=torch.long)]
+        )
+        order += group[torch.randperm(len(group), generator=generator)].tolist()
+    return order
 
 
 class ShardSampler(Sampler[int]):
@@ -330,6 +388,9 @@ class DataOrder:
         self.requested_seed = seed
         self._seed: int | None = None
         self._sampler: EpochSampler | None = None  # the sampler this order made, kept in sync
+        self._batch_size = 0  # the loader's batch size per process, for state_dict
+        self._resumed: dict[str, int] | None = None  # how a checkpoint's epoch was consumed
+        self._base = (0, 0)  # (global positions, batches of ours) skipped when the epoch began
 
     @property
     def seed(self) -> int:
@@ -399,9 +460,24 @@ class DataOrder:
             sampler.set_epoch(epoch)
         if callable(getattr(dataset, "set_epoch", None)):
             dataset.set_epoch(epoch)
-        if hasattr(sampler, "set_start"):  # in samples: the loader's own batch size counts
+        per_batch = getattr(loader, "batch_size", None) or batch_size
+        self._batch_size = per_batch
+        self._base = (skip * per_batch * dist.get_world_size(), skip)
+        if isinstance(sampler, EpochSampler) and skip and self._resumed is not None:
+            # saved by a run with (maybe) another number of processes: skip what *all* of
+            # its processes consumed in the global order, split the rest among ours
+            saved = self._resumed
+            batches = skip - saved["skip_base"]
+            consumed = (
+                saved["consumed_base"]
+                + batches * (saved["batch_size"] or per_batch) * (saved["world_size"])
+            )
+            sampler.set_consumed(consumed)
+            self._base = (consumed, skip)
+        elif hasattr(sampler, "set_start"):  # in samples: the loader's own batch size counts
             # (train_dataloader_kwargs or a ready DataLoader may set another than batch_size)
-            sampler.set_start(skip * (getattr(loader, "batch_size", None) or batch_size))
+            sampler.set_start(skip * per_batch)
+        self._resumed = None  # later epochs start from their beginning
         if isinstance(loader, DataLoader):
             self._reseed(loader, sampler, epoch)
         n_batches = safe_len(loader)
@@ -425,6 +501,29 @@ class DataOrder:
         """The seed, for a checkpoint (0 when the run's loaders never needed one)."""
         return {"seed": self._seed if self._seed is not None else 0}
 
+    def resume_state(self) -> dict[str, Any]:
+        """:meth:`state_dict` plus how the current epoch is being consumed: the number of
+        processes, the per-process batch size, and the global positions and batches
+        already skipped when the epoch began. Given to :meth:`load_state_dict`, a run on
+        another number of processes skips exactly the samples this run has seen."""
+        return {
+            **self.state_dict(),
+            "world_size": dist.get_world_size(),
+            "batch_size": self._batch_size,
+            "consumed_base": self._base[0],
+            "skip_base": self._base[1],
+        }
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Take the seed of a checkpoint (the next epoch's order follows it)."""
+        """Take the seed of a checkpoint (the next epoch's order follows it).
+
+        With ``world_size`` in ``state``, the resumed epoch skips the positions of its
+        global order that the saving run consumed (``consumed_base`` when its epoch began,
+        plus its batches since then x ``batch_size`` x ``world_size``), and the processes
+        of this run share what is left; without it (older checkpoints), each process skips
+        its own consumed batches, as saved by the same number of processes.
+        """
         self._seed = int(state["seed"])
+        if "world_size" in state:
+            keys = ("world_size", "batch_size", "consumed_base", "skip_base")
+            self._resumed = {k: int(state.get(k) or 0) for k in keys}

@@ -1,0 +1,497 @@
+"""Packs on object storage: upload, and a bounded local shard cache shared by processes.
+
+A pack at an fsspec URL (``s3://``, ``gs://``, ``file://``, ...) is read through a cache
+directory on local disk. Every process of a node (ranks and DataLoader workers) uses the
+same directory, coordinated by ``flock`` locks held on files inside it:
+
+- ``.locks/<sha256>.lock``: held exclusively while one process downloads that shard; the
+  others wait on it, then find the finished file. One download per shard per node.
+- ``<sha256>.h5``: a finished, verified shard, named after its SHA-256 (so two packs
+  holding the same shard share it, and a pack rewritten at the same URL never reuses a
+  stale file). A process reading it holds a shared lock on it; eviction takes the
+  exclusive lock without waiting, so a shard in use is never evicted.
+- ``<sha256>.part``: a download in progress, allocated at its full size before the first
+  byte arrives, so the bytes on disk never exceed what was reserved.
+- ``.lock``: held while a process reserves room (evicting least-recently-used shards).
+- ``downloads.log``: one line per finished download (digest, bytes), for accounting.
+
+Each download streams into its ``.part`` file while hashing, is compared with the
+manifest's SHA-256 and size, and only then renamed into place. Failed attempts are
+retried with exponential backoff; the last failure raises naming the shard and the URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scramjet.data.format import MANIFEST_NAME, Manifest, PackFormatError, ShardInfo
+
+logger = logging.getLogger(__name__)
+
+CHUNK = 64 << 20  # bytes per read of a download: shards below this are fetched in one GET
+LOG_NAME = "downloads.log"
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS.update({"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40})
+
+
+class ShardDownloadError(OSError):
+    """A shard could not be downloaded after every retry (the message names it)."""
+
+
+def is_url(path: object) -> bool:
+    """Whether ``path`` is an fsspec URL (``scheme://...``) rather than a local path."""
+    return isinstance(path, str) and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) is not None
+
+
+def parse_size(value: int | str | None, what: str = "cache_limit") -> int | None:
+    """Bytes from an int or a string such as ``"500MB"`` or ``"20GiB"`` (None: no limit).
+
+    Raises:
+        ValueError: naming what was received and the accepted forms.
+    """
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(value))
+    unit = match.group(2).lower() if match else ""
+    if isinstance(value, str) and match and unit in _UNITS and float(match.group(1)) > 0:
+        return int(float(match.group(1)) * _UNITS[unit])
+    raise ValueError(
+        f"{what} must be a positive number of bytes or a size such as '500MB' or '20GiB'; "
+        f"received {value!r}"
+    )
+
+
+def default_cache_dir() -> Path:
+    """``$SCRAMJET_CACHE_DIR``, else ``$XDG_CACHE_HOME/scramjet/packs`` (``~/.cache/...``)."""
+    if os.environ.get("SCRAMJET_CACHE_DIR"):
+        return Path(os.environ["SCRAMJET_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "scramjet" / "packs"
+
+
+def _filesystem(url: str, options: Mapping[str, Any] | None) -> tuple[Any, str]:
+    # The tracking storage layer opens filesystems with timeouts and install hints.
+    from scramjet.tracking.storage import StorageTimeouts, open_filesystem, with_default_timeouts
+
+    return open_filesystem(url, with_default_timeouts(url, options, StorageTimeouts()))
+
+
+def _transient(exc: BaseException) -> bool:
+    from scramjet.tracking.storage import permanent_error
+
+    return permanent_error(exc) is None and not isinstance(exc, FileNotFoundError)
+
+
+@dataclass
+class Retry:
+    """How failed downloads are retried: ``attempts`` in all, waits doubling from ``wait``
+    up to ``max_wait`` seconds (defaults: 9 attempts over about 45 s)."""
+
+    attempts: int = 9
+    wait: float = 0.5
+    max_wait: float = 8.0
+
+    def delays(self) -> Iterator[float]:
+        """The wait before each attempt (0 before the first)."""
+        yield 0.0
+        for i in range(self.attempts - 1):
+            yield min(self.max_wait, self.wait * 2**i)
+
+
+def remote_file(url: str, file: str) -> str:
+    """The URL of a manifest's shard ``file``, which must stay inside the pack.
+
+    Raises:
+        PackFormatError: the name is absolute or contains ``..``.
+    """
+    parts = file.replace("\\", "/").split("/")
+    if file.startswith(("/", "\\")) or "://" in file or ".." in parts:
+        raise PackFormatError(
+            f"shard file {file!r} in pack {url!r} leads outside the pack; a manifest may "
+            "only name files inside its pack, re-create the pack"
+        )
+    return f"{url.rstrip('/')}/{file}"
+
+
+def read_manifest(url: str, options: Mapping[str, Any] | None, retry: Retry) -> Manifest:
+    """The manifest of the pack at ``url``, read with retries.
+
+    Raises:
+        PackFormatError: no manifest there (the pack is incomplete or the URL is wrong).
+        ShardDownloadError: the store kept failing.
+    """
+    where = f"{url.rstrip('/')}/{MANIFEST_NAME}"
+    last: BaseException | None = None
+    for delay in retry.delays():
+        time.sleep(delay)
+        try:
+            fs, path = _filesystem(where, options)
+            text = fs.cat_file(path).decode("utf-8")
+            return Manifest.from_json(text, where=where)
+        except FileNotFoundError:
+            raise PackFormatError(
+                f"no pack at {url!r}: {MANIFEST_NAME} is missing. A pack is complete only "
+                "once its manifest exists; pass the URL given to scramjet.data.pack"
+            ) from None
+        except (PackFormatError, ImportError):
+            raise
+        except Exception as exc:
+            if not _transient(exc):
+                raise
+            last = exc
+    raise ShardDownloadError(
+        f"cannot read {where} after {retry.attempts} attempts ({type(last).__name__}: {last})"
+    )
+
+
+def upload_pack(local: Path, url: str, options: Mapping[str, Any] | None, retry: Retry) -> None:
+    """Copy a finished local pack to ``url``: every shard first, the manifest last.
+
+    Each file is uploaded whole (``put_file``), retried with backoff. Readers accept a
+    pack only once its manifest exists, so they never see a partial upload.
+    """
+    manifest = Manifest.load(local)
+    files = [info.file for info in manifest.shards] + [MANIFEST_NAME]
+    fs, _ = _filesystem(url, options)
+    for name in files:
+        target = remote_file(url, name)
+        _, path = _filesystem(target, options)
+        last: BaseException | None = None
+        for delay in retry.delays():
+            time.sleep(delay)
+            try:
+                fs.put_file(str(local / name), path)
+                break
+            except Exception as exc:
+                if not _transient(exc):
+                    raise
+                last = exc
+        else:
+            raise ShardDownloadError(
+                f"cannot upload {name} to {target} after {retry.attempts} attempts "
+                f"({type(last).__name__}: {last}); the pack at {url!r} is incomplete "
+                "(no manifest) until pack() is run again"
+            )
+
+
+def prepare_remote_dst(url: str, options: Mapping[str, Any] | None, overwrite: bool) -> None:
+    """Refuse an existing pack at ``url`` unless ``overwrite``; then drop its manifest.
+
+    With ``overwrite``, the old manifest is deleted first: from then on readers refuse the
+    URL (no manifest) until the new pack's manifest is uploaded, instead of reading old
+    shards replaced under an old manifest.
+    """
+    fs, path = _filesystem(f"{url.rstrip('/')}/{MANIFEST_NAME}", options)
+    if fs.exists(path):
+        if not overwrite:
+            raise FileExistsError(
+                f"a pack already exists at {url!r}; pass overwrite=True or choose another dst"
+            )
+        fs.rm_file(path)
+
+
+class _Locked:
+    """An open file with an ``flock`` held; closing the file releases the lock."""
+
+    def __init__(
+        self, path: Path, exclusive: bool, wait: bool = True, create: bool = False
+    ) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT if create else os.O_RDONLY, 0o644)
+        flags = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        try:
+            fcntl.flock(self.fd, flags | (0 if wait else fcntl.LOCK_NB))
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> _Locked:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ShardCache:
+    """Local cache of one remote pack's shards, shared by every process of a node.
+
+    Args:
+        url: the pack's URL.
+        manifest: its manifest.
+        cache_dir: the cache directory (shared by all processes of the node).
+        cache_limit: bytes the cache directory may hold (None: no limit).
+        storage_options: passed to fsspec (``anon``, ``key``, ``endpoint_url``...).
+        retry: how failed downloads are retried.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        manifest: Manifest,
+        cache_dir: Path,
+        cache_limit: int | None,
+        storage_options: Mapping[str, Any] | None = None,
+        retry: Retry | None = None,
+        wait_for_room: float = 120.0,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.manifest = manifest
+        self.root = Path(cache_dir)
+        self.limit = cache_limit
+        self.options = dict(storage_options or {})
+        self.retry = retry or Retry()
+        self.wait_for_room = wait_for_room
+        (self.root / ".locks").mkdir(parents=True, exist_ok=True)
+        if cache_limit is not None:
+            biggest = max((s.bytes for s in manifest.shards), default=0)
+            if biggest > cache_limit:
+                raise ValueError(
+                    f"cache_limit={cache_limit} bytes is smaller than the largest shard of "
+                    f"{url!r} ({biggest} bytes); raise it to at least a few shards "
+                    f"(the shuffle window plus the shards read ahead)"
+                )
+
+    def local_path(self, k: int) -> Path:
+        """Where shard ``k`` lives once downloaded."""
+        return self.root / f"{self.manifest.shards[k].sha256}.h5"
+
+    def open(self, k: int) -> tuple[Path, _Locked]:
+        """Shard ``k`` on local disk, downloaded if needed, held in use until closed."""
+        path = self.local_path(k)
+        while True:
+            self.ensure(k)
+            try:
+                held = _Locked(path, exclusive=False)
+            except FileNotFoundError:
+                continue  # evicted between the download and the lock: fetch it again
+            if os.fstat(held.fd).st_nlink > 0:  # still the file in the cache, not evicted
+                with contextlib.suppress(OSError):
+                    os.utime(path)  # most recently used
+                return path, held
+            held.close()
+
+    def ensure(self, k: int) -> Path:
+        """Download shard ``k`` unless a process of this node already has (or is)."""
+        path = self.local_path(k)
+        if path.exists():
+            return path
+        with _Locked(self.root / ".locks" / f"{path.stem}.lock", exclusive=True, create=True):
+            if path.exists():  # another process finished it while we waited
+                return path
+            part = path.with_suffix(".part")
+            self._reserve(k, part)
+            try:
+                self._download(k, part)
+                os.replace(part, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    part.unlink()
+                raise
+            info = self.manifest.shards[k]
+            with open(self.root / LOG_NAME, "a", encoding="utf-8") as log:
+                log.write(f"{info.sha256} {info.bytes} {info.file}\n")
+        return path
+
+    # -- room in the cache -------------------------------------------------------------
+    def usage(self) -> int:
+        """Bytes held by finished shards and reserved downloads."""
+        total = 0
+        for entry in os.scandir(self.root):
+            if entry.name.endswith((".h5", ".part")):
+                with contextlib.suppress(FileNotFoundError):
+                    total += entry.stat().st_size
+        return total
+
+    def _evict(self, need: int, keep: Path) -> int:
+        """Delete least-recently-used shards not in use until ``need`` bytes fit."""
+        assert self.limit is not None
+        used = self.usage()
+        shards = []
+        for entry in os.scandir(self.root):
+            if entry.name.endswith(".h5") and entry.path != str(keep):
+                with contextlib.suppress(FileNotFoundError):
+                    stat = entry.stat()
+                    shards.append((stat.st_mtime, stat.st_size, Path(entry.path)))
+        for _, size, path in sorted(shards):
+            if used + need <= self.limit:
+                break
+            try:
+                with _Locked(path, exclusive=True, wait=False):
+                    path.unlink()
+                used -= size
+            except FileNotFoundError:
+                continue
+            except OSError as exc:  # EWOULDBLOCK: a process reads it
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+        return used
+
+    def _reserve(self, k: int, part: Path) -> None:
+        """Make room for shard ``k`` and allocate its ``.part`` file at full size."""
+        size = self.manifest.shards[k].bytes
+        deadline = time.monotonic() + self.wait_for_room
+        while True:
+            with _Locked(self.root / ".lock", exclusive=True, create=True):
+                used = self._evict(size, part) if self.limit is not None else 0
+                if self.limit is None or used + size <= self.limit:
+                    fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+                    try:
+                        if size and hasattr(os, "posix_fallocate"):
+                            os.posix_fallocate(fd, 0, size)
+                        else:
+                            os.truncate(fd, size)
+                    finally:
+                        os.close(fd)
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"cache_limit={self.limit} bytes: no room for shard "
+                    f"{self.manifest.shards[k].file} ({size} bytes) of {self.url!r} in "
+                    f"{str(self.root)!r}: {used} bytes are held by shards in use. Raise "
+                    "cache_limit (it must hold the shuffle window plus the shards read "
+                    "ahead, for every pack read at once) or lower prefetch"
+                )
+            time.sleep(0.2)  # shards in use are released as readers move on
+
+    # -- downloads -----------------------------------------------------------------------
+    def _fetch(self, remote: str, part: Path) -> tuple[str, int]:
+        fs, path = _filesystem(remote, self.options)
+        digest, size = hashlib.sha256(), 0
+        with (
+            fs.open(path, "rb", block_size=CHUNK, cache_type="none") as src,
+            open(part, "r+b") as dst,
+        ):
+            while chunk := src.read(CHUNK):
+                digest.update(chunk)
+                dst.write(chunk)
+                size += len(chunk)
+        return digest.hexdigest(), size
+
+    def _download(self, k: int, part: Path) -> None:
+        info: ShardInfo = self.manifest.shards[k]
+        remote = remote_file(self.url, info.file)
+        last: BaseException | None = None
+        bad_digests = 0
+        for delay in self.retry.delays():
+            time.sleep(delay)
+            try:
+                digest, size = self._fetch(remote, part)
+            except Exception as exc:
+                if not _transient(exc):
+                    raise ShardDownloadError(
+                        f"cannot download shard {info.file} of pack {self.url!r} "
+                        f"({type(exc).__name__}: {exc}); check the URL and credentials"
+                    ) from exc
+                logger.info("download of %s failed (%r); retrying", remote, exc)
+                last = exc
+                continue
+            if digest == info.sha256 and size == info.bytes:
+                return
+            bad_digests += 1
+            if bad_digests >= 2:  # the same wrong bytes twice: the stored file is damaged
+                raise PackFormatError(
+                    f"shard {info.file} of pack {self.url!r} fails its SHA-256 check "
+                    f"({size} bytes, the manifest says {info.bytes}): the stored file is "
+                    "corrupted; re-create or re-upload the pack"
+                )
+        raise ShardDownloadError(
+            f"cannot download shard {info.file} of pack {self.url!r} after "
+            f"{self.retry.attempts} attempts ({type(last).__name__}: {last}); check that "
+            "the store is reachable"
+        )
+
+    def downloaded_bytes(self) -> int:
+        """Bytes downloaded into this cache directory so far (every pack, every process)."""
+        try:
+            lines = (self.root / LOG_NAME).read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return 0
+        return sum(int(line.split()[1]) for line in lines if line.strip())
+
+
+class Prefetcher:
+    """Downloads the shards this process's reader will need next, a few at a time.
+
+    ``plan`` is the shards in the order the epoch reads them; :meth:`advance` says how
+    far the reader has come. Up to ``ahead`` shards past that point are downloaded (and
+    held in use, so eviction leaves them alone) until the reader has passed them.
+    """
+
+    def __init__(self, cache: ShardCache, ahead: int) -> None:
+        self.cache = cache
+        self.ahead = max(1, ahead)
+        self._pool = ThreadPoolExecutor(self.ahead, thread_name_prefix="scramjet-prefetch")
+        self._lock = threading.Lock()
+        self._plan: list[int] = []
+        self._cursor = 0
+        self._jobs: dict[int, Future[None]] = {}
+        self._held: dict[int, _Locked] = {}
+        self._generation = 0
+
+    def start(self, plan: list[int]) -> None:
+        """A new epoch (or a resumed one): forget the old plan and start on ``plan``."""
+        with self._lock:
+            self._generation += 1
+            self._plan, self._cursor = plan, 0
+            self._release(keep=set(plan[: self.ahead]))
+            self._fill()
+
+    def advance(self, position: int) -> None:
+        """The reader now reads ``plan[position]``."""
+        with self._lock:
+            if position <= self._cursor:
+                return
+            self._cursor = position
+            self._release(keep=set(self._plan[max(0, position - 1) : position + self.ahead]))
+            self._fill()
+
+    def _fill(self) -> None:
+        for k in self._plan[self._cursor : self._cursor + self.ahead]:
+            if k not in self._jobs and k not in self._held:
+                self._jobs[k] = self._pool.submit(self._get, k, self._generation)
+
+    def _get(self, k: int, generation: int) -> None:
+        try:
+            _, held = self.cache.open(k)
+        except Exception as exc:  # the reader's own request retries and reports it
+            logger.info("prefetch of shard %d failed: %r", k, exc)
+            with self._lock:
+                self._jobs.pop(k, None)
+            return
+        with self._lock:
+            self._jobs.pop(k, None)
+            window = self._plan[max(0, self._cursor - 1) : self._cursor + self.ahead]
+            if generation == self._generation and k in window:
+                self._held[k] = held
+                return
+        held.close()
+
+    def _release(self, keep: set[int]) -> None:
+        for k in [k for k in self._held if k not in keep]:
+            self._held.pop(k).close()
+
+    def close(self) -> None:
+        """Stop prefetching and release every held shard."""
+        with self._lock:
+            self._plan = []
+            self._release(keep=set())
+        self._pool.shutdown(wait=False, cancel_futures=True)
