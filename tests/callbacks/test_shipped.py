@@ -44,7 +44,6 @@ from scramjet.compat.aitoolbox import (
     TrainLoop,
     TrainLoopEndSave,
 )
-from scramjet.compat.aitoolbox.callbacks import _EarlyStoppingCallback
 from scramjet.compat.aitoolbox.train_loop import _EndEvaluation
 from scramjet.compat.nebulae import DashBoard
 from scramjet.compat.pytorch_accelerated import Trainer as PaTrainer
@@ -91,9 +90,6 @@ FACTORIES: dict[type[TrainerCallback], Callable[[Path], TrainerCallback]] = {
     Dashboard: _tmp_dashboard(Dashboard),
     DashBoard: _tmp_dashboard(DashBoard),
     EpochTimer: lambda tmp: EpochTimer(),
-    _EarlyStoppingCallback: lambda tmp: _EarlyStoppingCallback(
-        "val_loss", early_stopping_patience=1
-    ),
     pa_callbacks.SaveBestModelCallback: lambda tmp: pa_callbacks.SaveBestModelCallback(
         tmp / "pa_best.pt"
     ),

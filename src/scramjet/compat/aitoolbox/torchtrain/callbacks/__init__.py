@@ -1,0 +1,12 @@
+"""AIToolbox's callbacks, one module per family as in AIToolbox.
+
+``abstract`` (the base classes), ``basic`` (stopping rules, data subsets, functions on
+hooks, notices), ``gradient`` (clipping and gradient statistics), ``model_save``,
+``model_load``, ``performance_eval`` (metrics into the history, reports) and ``ddp``.
+Import from the module, e.g.
+``from scramjet.compat.aitoolbox.torchtrain.callbacks.basic import EarlyStopping``.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

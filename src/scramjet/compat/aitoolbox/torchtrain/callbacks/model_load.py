@@ -1,0 +1,87 @@
+"""AIToolbox's model-loading callback: continue training from a saved checkpoint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import AbstractExperimentCallback
+
+__all__ = ["ModelLoadContinueTraining"]
+
+
+class ModelLoadContinueTraining(AbstractExperimentCallback):
+    """Loads a saved model (and optimizer, schedulers, AMP scaler) when it is registered.
+
+    The file is read by the experiment's local model loader from
+    ``<root>/<project>/<experiment>_<timestamp>/<saved_model_dir>/`` (the epoch's checkpoint
+    when ``epoch_num`` is given, else the final model); the project details not given
+    are taken from a tracked TrainLoop.
+
+    Args:
+        saved_experiment_timestamp: the timestamp of the experiment that saved the model.
+        saved_model_dir: ``"checkpoint_model"`` or ``"model"``.
+        epoch_num: the checkpoint's epoch (None: the final model).
+        ignore_saved_optimizer / ignore_saved_schedulers / ignore_saved_amp: keep the
+            current object instead of restoring its saved state.
+        project_name ... cloud_dir_prefix: see :class:`AbstractExperimentCallback`.
+    """
+
+    def __init__(
+        self,
+        saved_experiment_timestamp: str,
+        saved_model_dir: str = "checkpoint_model",
+        epoch_num: int | None = None,
+        ignore_saved_optimizer: bool = False,
+        ignore_saved_schedulers: bool = False,
+        ignore_saved_amp: bool = False,
+        project_name: str | None = None,
+        experiment_name: str | None = None,
+        local_model_result_folder_path: str | None = None,
+        cloud_save_mode: str | None = None,
+        bucket_name: str | None = None,
+        cloud_dir_prefix: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            "Model loading and initialization from checkpoint",
+            project_name,
+            experiment_name,
+            local_model_result_folder_path,
+            cloud_save_mode,
+            bucket_name,
+            cloud_dir_prefix,
+            execution_order=0,
+        )
+        self.saved_experiment_timestamp = saved_experiment_timestamp
+        self.saved_model_dir, self.epoch_num = saved_model_dir, epoch_num
+        self.ignore_saved_optimizer = ignore_saved_optimizer
+        self.ignore_saved_schedulers = ignore_saved_schedulers
+        self.ignore_saved_amp = ignore_saved_amp
+        self.loader_kwargs = kwargs
+        self.model_loader: Any = None
+
+    def on_train_loop_registration(self) -> None:
+        """Load the saved states into the loop's model, optimizer, schedulers and scaler."""
+        from scramjet.compat.aitoolbox.experiment.local_load.local_model_load import (
+            PyTorchLocalModelLoader,
+        )
+
+        self.try_infer_experiment_details(infer_cloud_details=False)
+        loop = self.train_loop_obj
+        self.model_loader = PyTorchLocalModelLoader(self.local_model_result_folder_path)
+        self.model_loader.load_model(
+            self.project_name,
+            self.experiment_name,
+            self.saved_experiment_timestamp,
+            self.saved_model_dir,
+            self.epoch_num,
+            **self.loader_kwargs,
+        )
+        loop.model = self.model_loader.init_model(loop.model, used_data_parallel=False)
+        if not self.ignore_saved_optimizer:
+            loop.optimizer = self.model_loader.init_optimizer(loop.optimizer)
+        get_schedulers = getattr(loop, "get_schedulers", None)
+        if not self.ignore_saved_schedulers and get_schedulers is not None:
+            self.model_loader.init_scheduler(get_schedulers(), ignore_saved=False)
+        if not self.ignore_saved_amp and getattr(loop, "use_amp", False):
+            self.model_loader.init_amp(loop.amp_scaler)
