@@ -96,6 +96,11 @@ def _git(args: list[str], cwd: Path) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def git_commit(where: Path | None = None) -> str | None:
+    """The commit checked out in the repository holding ``where`` (default: cwd), or None."""
+    return _git(["rev-parse", "HEAD"], where or Path.cwd())
+
+
 def launch_script() -> Path | None:
     """The file of the ``__main__`` module, if the process was started from a script."""
     main = sys.modules.get("__main__")
@@ -113,7 +118,7 @@ def environment(seed: int | None, device: torch.device, world_size: int) -> dict
             continue
     script = launch_script()
     where = script.parent if script else Path.cwd()
-    commit = _git(["rev-parse", "HEAD"], where)
+    commit = git_commit(where)
     env: dict[str, Any] = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),

@@ -2,10 +2,13 @@
 
 Layout of ``<root>/<project>/<experiment>_<YYYYmmdd-HHMMSS>_<id>/``::
 
-    run.json            status, start/end times, last step, remote folder
+    run.json            status (running, finished, failed, interrupted, upload-failed),
+                        start/end times, duration, last step, remote folder
     hyperparams.json    your hyperparameters + the trainer's run settings
     environment.json    package versions, git commit, command line, seed, devices
     metrics.csv         one line per value: scope (step|epoch), epoch, step, time, name, value
+                        (the same names every logger receives: train_loss, lr, the
+                        trainer.log names, train_loss_epoch, eval_loss_epoch)
     metrics.jsonl       one JSON object per logged row
     checkpoints/        full training states (CheckpointManager): train(resume_from=...)
     model/              final weights: model.pt (+ model.safetensors)
@@ -26,8 +29,8 @@ from __future__ import annotations
 
 import math
 import os
-import queue
 import socket
+import sys
 import threading
 import time
 import warnings
@@ -42,87 +45,25 @@ from scramjet.checkpoint import CheckpointInfo, CheckpointManager
 from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
 from scramjet.tracking import _files
+from scramjet.tracking._params import source_tags, tracker_params
+from scramjet.tracking._steps import StepBuffer
+from scramjet.tracking._writer import TrackerWriter, dispatch
 from scramjet.tracking.loggers.base import MetricRow, Tracker
 from scramjet.tracking.loggers.csv import CSVTracker
-from scramjet.tracking.storage import RunStorage, StorageTimeouts, UploadReport, is_manifest
+from scramjet.tracking.metric_log import MetricLog
+from scramjet.tracking.storage import (
+    RunStorage,
+    StorageCheckError,
+    StorageTimeouts,
+    UploadReport,
+    is_manifest,
+)
 from scramjet.tracking.upload_process import ProcessRunStorage, open_storage
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
 
 _CHECKPOINT_CHOICES = "'epoch', 'end', an int N (every N optimizer steps) or None"
-
-
-class _Writer:
-    """Background thread that feeds metric rows to the trackers, off the training loop.
-
-    Rows are handed to the trackers in batches, at most once per ``batch_s`` seconds
-    (and before any other message: an epoch's ``sync``, a ``truncate``, closing), so the
-    metric files are appended about once per epoch rather than every few steps.
-    """
-
-    def __init__(
-        self, trackers: list[Tracker], after_write: Callable[[], None], batch_s: float = 1.0
-    ) -> None:
-        self.trackers = trackers
-        self.after_write = after_write
-        self.batch_s = batch_s
-        self.errors: list[str] = []
-        self._rows: list[MetricRow] = []
-        self._last_write = time.monotonic()
-        self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="scramjet-tracking", daemon=True)
-        self._thread.start()
-
-    def put(self, kind: str, payload: Any) -> None:
-        self._queue.put((kind, payload))
-
-    def _call(self, kind: str, payload: Any) -> None:
-        for tracker in self.trackers:
-            try:
-                if kind == "metrics":
-                    tracker.log_metrics(payload)
-                elif kind == "hyperparams":
-                    tracker.log_hyperparams(payload)
-                elif kind == "truncate":
-                    tracker.truncate(*payload)
-            except Exception as exc:  # a broken backend must not stop training
-                self.errors.append(f"{tracker.name}: {type(exc).__name__}: {exc}")
-
-    def _write_rows(self) -> None:
-        rows, self._rows = self._rows, []
-        self._last_write = time.monotonic()
-        if rows:
-            self._call("metrics", rows)
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            try:
-                if item is None:
-                    self._write_rows()
-                    return
-                kind, payload = item
-                if kind == "metrics":
-                    self._rows.extend(payload)
-                    if time.monotonic() - self._last_write >= self.batch_s:
-                        self._write_rows()
-                    continue
-                self._write_rows()  # everything before this message goes first
-                self._call(kind, payload)
-                if kind == "sync":
-                    self.after_write()
-            finally:
-                self._queue.task_done()
-
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=60)
-        for tracker in self.trackers:
-            try:
-                tracker.close()
-            except Exception as exc:
-                self.errors.append(f"{tracker.name}: {type(exc).__name__}: {exc}")
 
 
 class Experiment(TrainerCallback):
@@ -141,8 +82,9 @@ class Experiment(TrainerCallback):
             ``file://``. A process keeps upload work (signing, parsing, hashing) from
             competing with the loop for Python's GIL; it is started with the run, before
             training, and inherits the environment (``AWS_*`` variables).
-        loggers: extra trackers: ``"tensorboard"``, ``"mlflow"`` or :class:`Tracker`
-            instances. CSV/JSONL files are always written (the report reads them).
+        loggers: extra trackers: ``"tensorboard"``, ``"mlflow"``, ``"wandb"`` or
+            :class:`Tracker` instances. CSV/JSONL files are always written (the report
+            reads them). Every logger receives the same metric names.
         checkpoint: ``"epoch"``, ``"end"``, an int N (every N optimizer steps) or None.
             Checkpoints are full training states (resume with ``train(resume_from=...)``).
         keep_best: best checkpoints kept by ``monitor`` (besides the ``keep_last`` newest).
@@ -151,10 +93,11 @@ class Experiment(TrainerCallback):
         keep_last: newest checkpoints kept.
         resume: a run folder to continue, or ``"latest"`` for the newest run of
             ``project/experiment``.
-        log_every_n_steps: per-step training loss and learning rate are read from the
-            device once every N optimizer steps (one sync per N steps); the metric files
-            are appended by a background thread at most once a second and at each
-            epoch end.
+        log_every_n_steps: per-step values (training loss, learning rate and what
+            ``trainer.log`` received) are read from the device once every N optimizer
+            steps (one sync per N steps); each row keeps its step's wall time. The
+            metric files are appended by a background thread at most once a second and
+            at each epoch end.
         on_complete: called with the :class:`UploadReport` (or None without storage) once
             the run is finished and every upload is verified; never called if one failed.
         save_script: copy the launching script into ``code/``.
@@ -167,9 +110,14 @@ class Experiment(TrainerCallback):
             so short epochs should not each trigger one. Everything is synced and verified at the end.
         async_checkpoint: checkpoints are copied on the loop and written (fsync, rename,
             rotation) by a background thread; they are durable when ``train()`` returns.
-        upload_timeouts: bounds on every wait for the remote (connect, read, per call, and
-            ``final``: the end-of-run sync returns within it); see
-            :class:`~scramjet.tracking.storage.StorageTimeouts` for the defaults.
+        upload_timeouts: bounds on every wait for the remote (connect, read, per call,
+            ``check``: the check at the start, and ``final``: the end-of-run sync returns
+            within it); see :class:`~scramjet.tracking.storage.StorageTimeouts`.
+        on_storage_error: what happens when the check at the start (credentials, bucket,
+            a test write, within ``upload_timeouts.check`` seconds) finds that ``storage``
+            cannot be written: ``"raise"`` (one error naming the cause, before training)
+            or ``"local"`` (one warning; the run is kept in local files only and
+            ``run.json`` records ``storage_error``).
 
     Example:
         >>> from scramjet.tracking import Experiment
@@ -201,7 +149,13 @@ class Experiment(TrainerCallback):
         async_checkpoint: bool = True,
         upload_process: bool | None = None,
         upload_timeouts: StorageTimeouts | None = None,
+        on_storage_error: str = "raise",
     ) -> None:
+        if on_storage_error not in ("raise", "local"):
+            raise ValueError(
+                f"on_storage_error must be 'raise' or 'local'; received {on_storage_error!r}."
+            )
+        self.on_storage_error = on_storage_error
         self.project = _files.check_name(project, "project")
         self.experiment = _files.check_name(experiment, "experiment")
         self.root = Path(root)
@@ -234,11 +188,13 @@ class Experiment(TrainerCallback):
         self._reopened = False
         self._restored_dir: Path | None = None
         self._storage: RunStorage | ProcessRunStorage | None = None
-        self._writer: _Writer | None = None
+        self._writer: TrackerWriter | None = None
         self._manager: CheckpointManager | None = None
-        self._losses: list[torch.Tensor] = []
-        self._loss_steps: list[int] = []
-        self._lrs: dict[int, float] = {}
+        self._steps = StepBuffer()
+        self._trackers: list[Tracker] = []  # kept after the run: results logged later
+        self._tracker_errors: list[str] = []
+        self._metric_log: MetricLog | None = None
+        self._last_step = 0  # the step results logged now are recorded at
         self._seen: dict[str, int] = {}
         self._last_ckpt_step = -1
         self._finished = False
@@ -309,7 +265,7 @@ class Experiment(TrainerCallback):
         self._reopened = resumed
         return self._run_dir
 
-    def _ensure_storage(self) -> None:
+    def _ensure_storage(self, check: bool = False) -> None:
         if self.storage_url is not None and self._storage is None:
             self._storage = open_storage(
                 self.run_dir,
@@ -318,17 +274,46 @@ class Experiment(TrainerCallback):
                 process=self.upload_process,
                 max_attempts=self.upload_attempts,
                 timeouts=self.upload_timeouts,
+                check=check,
             )
+
+    def _open_storage_checked(self) -> str | None:
+        """Open the storage after checking the remote; the check's error, if continuing locally."""
+        try:
+            self._ensure_storage(check=True)
+        except StorageCheckError as exc:
+            if self.on_storage_error == "raise":
+                info = _files.read_json(self.run_dir / "run.json")
+                info.update(status="failed", error=str(exc), pid=os.getpid())
+                _files.write_json(self.run_dir / "run.json", info)
+                raise StorageCheckError(
+                    f"{exc} To train with local files only, pass "
+                    f"Experiment(..., on_storage_error='local')."
+                ) from exc
+            warnings.warn(
+                f"{exc} Training continues with local files only in {self.run_dir} "
+                f"(on_storage_error='local').",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            self.storage_url = None
+            return str(exc)
+        return None
 
     def _open(self, resumed: bool) -> None:
         run = self.run_dir
-        self._ensure_storage()
+        storage_error = self._open_storage_checked()
         trackers: list[Tracker] = [CSVTracker(run)]
         for spec in self.logger_specs:
             if spec != "csv":
                 trackers.append(self._make_tracker(spec))
-        self._writer = _Writer(trackers, self._upload_metric_files)
+        self._trackers, self._tracker_errors = trackers, []
+        self._writer = TrackerWriter(trackers, self._upload_metric_files)
         info = _files.read_json(run / "run.json")  # may already hold the MLflow run id
+        for stale in ("error", "upload_error", "storage_error", "ended", "duration"):
+            info.pop(stale, None)
+        if storage_error:
+            info["storage_error"] = storage_error
         info.setdefault("started", time.time())
         info.update(
             status="running",
@@ -354,13 +339,28 @@ class Experiment(TrainerCallback):
 
             info = _files.read_json(self.run_dir / "run.json")
             tracker = MLflowTracker(
-                self.run_dir, self.project, self.run_dir.name, run_id=info.get("mlflow_run_id")
+                self.run_dir,
+                self.project,
+                self.run_dir.name,
+                run_id=info.get("mlflow_run_id"),
+                tags={**source_tags(), "scramjet.run_dir": str(self.run_dir)},
             )
             info["mlflow_run_id"] = tracker.run_id
             self._write_json("run.json", info)
             return tracker
+        if spec == "wandb":
+            from scramjet.tracking.loggers.wandb import WandbTracker
+
+            info = _files.read_json(self.run_dir / "run.json")
+            wandb_tracker = WandbTracker(
+                self.run_dir, self.project, run_id=info.get("wandb_run_id")
+            )
+            info["wandb_run_id"] = wandb_tracker.run_id
+            self._write_json("run.json", info)
+            return wandb_tracker
         raise ValueError(
-            f"Unknown logger {spec!r}; expected 'csv', 'tensorboard', 'mlflow' or a Tracker instance."
+            f"Unknown logger {spec!r}; expected 'csv', 'tensorboard', 'mlflow', 'wandb' or a "
+            f"Tracker instance."
         )
 
     def _write_json(self, rel: str, data: Any, periodic: bool = False) -> None:
@@ -400,7 +400,9 @@ class Experiment(TrainerCallback):
             n: len(trainer.run_history.get_metric_values(n))
             for n in trainer.run_history.get_metric_names()
         }
-        self._losses, self._loss_steps, self._lrs = [], [], {}
+        self._steps.clear()
+        self._metric_log = trainer.metric_log  # every rank: a reduce= log is collective
+        self._metric_log.subscribe(self._on_step_values)
         self._last_ckpt_step = trainer.state.global_step if resumed else -1
         self._finished = False
         if not trainer.is_main_process:
@@ -426,7 +428,7 @@ class Experiment(TrainerCallback):
             self._writer.put("truncate", (trainer.state.global_step, trainer.state.epoch))
         params = self._hyperparams(trainer)
         self._write_json("hyperparams.json", params, periodic=True)
-        self._writer.put("hyperparams", params)
+        self._writer.put("hyperparams", tracker_params(trainer, self.hyperparams))
         self._write_environment(trainer, resumed)
         if self.save_script and not resumed:
             copy = _files.copy_script(self.run_dir, _files.launch_script())
@@ -472,37 +474,34 @@ class Experiment(TrainerCallback):
             env = current
         self._write_json("environment.json", env, periodic=True)
 
+    def _on_step_values(self, step: int, values: dict[str, Any], wall_time: float) -> None:
+        """Listener of ``trainer.log``: keep step values (tensors stay on their device)."""
+        if self._writer is not None:
+            for name, value in values.items():
+                self._steps.add(step, name, value)
+            self._steps.note_time(step, wall_time)
+
     def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Keep the batch loss as a tensor: no device sync here."""
         if self._writer is not None:
-            self._losses.append(kwargs["batch_output"]["loss"].detach())
-            self._loss_steps.append(trainer.state.global_step + 1)
+            loss = kwargs["batch_output"]["loss"].detach()
+            self._steps.add(trainer.state.global_step + 1, "train_loss", loss)
 
     def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Note the learning rate; flush every N steps; step-based checkpoints."""
+        """Note the learning rate and the step's time; flush every N steps; checkpoints."""
         step = trainer.state.global_step
         if self._writer is not None:
-            self._lrs[step] = float(trainer.optimizer.param_groups[0]["lr"])
+            self._steps.add(step, "lr", float(trainer.optimizer.param_groups[0]["lr"]))
+            self._steps.note_time(step, time.time())
             if step % self.log_every_n_steps == 0:
                 self._flush_steps(trainer)
         if isinstance(self.checkpoint, int) and step % self.checkpoint == 0:
             self._save_checkpoint(trainer)
 
     def _flush_steps(self, trainer: Trainer) -> None:
-        if not self._losses or self._writer is None:
+        if not self._steps or self._writer is None:
             return
-        values = torch.stack([t.float() for t in self._losses]).cpu().tolist()  # one sync
-        sums: dict[int, list[float]] = {}
-        for step, value in zip(self._loss_steps, values):
-            sums.setdefault(step, []).append(value)
-        now, epoch = time.time(), trainer.run_history.current_epoch
-        rows = []
-        for step, vals in sums.items():
-            metrics = {"train_loss": sum(vals) / len(vals)}
-            if step in self._lrs:
-                metrics["lr"] = self._lrs[step]
-            rows.append(MetricRow(scope="step", step=step, epoch=epoch, time=now, metrics=metrics))
-        self._losses, self._loss_steps, self._lrs = [], [], {}
+        rows = self._steps.rows(trainer.run_history.current_epoch, time.time())  # one sync
         self._writer.put("metrics", rows)
 
     def _log_epoch_metrics(self, trainer: Trainer) -> None:
@@ -512,6 +511,7 @@ class Experiment(TrainerCallback):
             if len(values) > self._seen.get(name, 0) and isinstance(values[-1], int | float):
                 new[name] = float(values[-1])
             self._seen[name] = len(values)
+        self._last_step = trainer.state.global_step
         if new and self._writer is not None:
             row = MetricRow(
                 scope="epoch",
@@ -548,14 +548,13 @@ class Experiment(TrainerCallback):
             self._save_checkpoint(trainer)
         # Every checkpoint durable and rotated files gone before the final sync (all ranks).
         flush_checkpoints(self._manager)
+        self._unsubscribe()
         if not trainer.is_main_process or self._writer is None:
             return
         self._flush_steps(trainer)
         self._log_epoch_metrics(trainer)
         _files.save_weights(trainer.unwrapped_model, self.run_dir / "model")
-        self._writer.close()  # trackers flushed and closed; reopened by a next train()
-        self.finish(trainer)
-        self._writer = None
+        self.finish(trainer)  # trackers flushed and closed; reopened by a next train()
         if self._storage is not None:
             self._storage.close()
             self._storage = None
@@ -572,8 +571,9 @@ class Experiment(TrainerCallback):
             predictions: optional predictions saved as ``results/<name>_predictions.json``.
 
         Returns:
-            The results file (None on other ranks). After the run finished, the report is
-            rebuilt and uploads are synced again.
+            The results file (None on other ranks). The numbers reach every logger as
+            ``<name>/<metric>``. After the run finished, the report is rebuilt, the loggers
+            get the results and artifacts again, and uploads are synced again.
         """
         if not dist.is_main_process():
             return None
@@ -582,6 +582,12 @@ class Experiment(TrainerCallback):
         self._write_json(f"results/{name}.json", _plain(results))
         if predictions is not None:
             self._write_json(f"results/{name}_predictions.json", _plain(predictions))
+        numbers = _numbers(_plain(results))
+        payload = (name, numbers, self._last_step)
+        if self._writer is not None:
+            self._writer.put("results", payload)
+        elif self._trackers:
+            dispatch(self._trackers, "results", payload, self._tracker_errors)
         if self._finished:
             self.finish(None)
             if self._storage is not None:
@@ -593,29 +599,68 @@ class Experiment(TrainerCallback):
         """Write plots, report, status; wait for uploads and verify them; run ``on_complete``."""
         from scramjet.tracking.report import build_report
 
-        errors = list(self._writer.errors) if self._writer is not None else []
         self._ensure_storage()
         build_report(self.run_dir)
+        self._end_trackers("finished")
         info = _files.read_json(self.run_dir / "run.json")
-        info.update(status="finished", finished=time.time())
         if trainer is not None:
             info["last_step"] = trainer.state.global_step
-        if errors:
-            info["logger_errors"] = errors
+        if self._tracker_errors:
+            info["logger_errors"] = list(self._tracker_errors)
+        info.pop("upload_error", None)
+        _mark_ended(info, "finished")
         _files.write_json(self.run_dir / "run.json", info)
         self._finished = True
         self.upload_report = self._sync() if self._storage is not None else None
         if self.upload_report is not None and not self.upload_report.ok:
             reason = f" ({self.upload_report.error})" if self.upload_report.error else ""
+            info.update(
+                status="upload-failed",
+                upload_error=self.upload_report.error
+                or (f"not verified: {', '.join(self.upload_report.failures[:5])}"),
+            )
+            _files.write_json(self.run_dir / "run.json", info)  # local only: the remote failed
             warnings.warn(
-                f"Uploading the run to {self.upload_report.remote} failed{reason} for "
-                f"{self.upload_report.failures}; local files are intact in {self.run_dir}. "
-                f"See manifest.json; rerun Experiment(..., resume=...) or copy them by hand.",
+                f"Training finished but uploading the run to {self.upload_report.remote} "
+                f"failed{reason} for {len(self.upload_report.failures)} file(s); local files "
+                f"are intact in {self.run_dir} (status 'upload-failed'). See manifest.json; "
+                f"rerun Experiment(..., resume=...) or copy them by hand.",
                 stacklevel=2,
             )
         elif self.on_complete is not None:
             self.on_complete(self.upload_report)
         return self.upload_report
+
+    def _artifact_files(self) -> list[str]:
+        """The files loggers keep copies of: the report, the results and the final model."""
+        run = self.run_dir
+        found = [p for p in (run / "report.html",) if p.is_file()]
+        found += sorted((run / "results").glob("*.json"))
+        found += sorted(p for p in (run / "model").glob("model.*") if p.is_file())
+        return [p.relative_to(run).as_posix() for p in found]
+
+    def _end_trackers(self, status: str) -> None:
+        """Artifacts (for a finished run), status, close: through the writer thread during
+        the run, directly after it (results logged after ``train()``)."""
+        if self._writer is not None:
+            if status == "finished":
+                self._writer.put("artifacts", (self.run_dir, self._artifact_files()))
+            self._writer.put("status", status)
+            self._writer.close()
+            self._tracker_errors.extend(self._writer.errors)
+            self._writer = None
+            return
+        if self._trackers:
+            if status == "finished":
+                artifacts = (self.run_dir, self._artifact_files())
+                dispatch(self._trackers, "artifacts", artifacts, self._tracker_errors)
+            dispatch(self._trackers, "status", status, self._tracker_errors)
+            dispatch(self._trackers, "close", None, self._tracker_errors)
+
+    def _unsubscribe(self) -> None:
+        if self._metric_log is not None:
+            self._metric_log.unsubscribe(self._on_step_values)
+            self._metric_log = None
 
     def _sync(self) -> UploadReport:
         assert self._storage is not None
@@ -639,18 +684,23 @@ class Experiment(TrainerCallback):
         return report
 
     def close(self) -> None:
-        """After a failed run: flush metrics, mark the run failed, mirror what exists, stop threads."""
+        """After a failed run: flush metrics, mark the run ``interrupted`` (a
+        ``KeyboardInterrupt``, e.g. Ctrl-C) or ``failed``, mirror what exists, stop threads."""
+        error = sys.exc_info()[1]  # the Trainer calls close() while handling the error
+        status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
+        self._unsubscribe()
         if self._manager is not None:
             try:  # the checkpoint in flight, if any, is completed (or reported) first
                 self._manager.close()
             except Exception as exc:
                 warnings.warn(f"Experiment: {exc}", RuntimeWarning, stacklevel=2)
         if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+            self._end_trackers(status)
             if not self._finished and self._run_dir is not None and dist.is_main_process():
                 info = _files.read_json(self.run_dir / "run.json")
-                info.update(status="failed", finished=time.time())
+                _mark_ended(info, status)
+                if error is not None:
+                    info["error"] = f"{type(error).__name__}: {error}"[:500]
                 _files.write_json(self.run_dir / "run.json", info)
                 if self._storage is not None:
                     self.upload_report = self._sync()
@@ -681,6 +731,30 @@ class Experiment(TrainerCallback):
         candidate = self.root / self.project / name
         if candidate.is_dir() and (candidate / "run.json").is_file():
             self._restored_dir = candidate
+
+
+def _mark_ended(info: dict[str, Any], status: str) -> None:
+    """Status, end time (``finished`` and ``ended``) and ``duration`` (s) in ``run.json``."""
+    now = time.time()
+    info.update(status=status, finished=now, ended=now)
+    started = info.get("started")
+    if isinstance(started, int | float):
+        info["duration"] = round(now - started, 3)
+
+
+def _numbers(results: Any) -> dict[str, float]:
+    """The numbers of a result package, nested names joined with ``/``."""
+    out: dict[str, float] = {}
+    if not isinstance(results, Mapping):
+        return out
+    for key, value in results.items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int | float):
+            out[str(key)] = float(value)
+        elif isinstance(value, Mapping):
+            out.update({f"{key}/{k}": v for k, v in _numbers(value).items()})
+    return out
 
 
 def _plain(value: Any) -> Any:

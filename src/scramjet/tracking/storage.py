@@ -64,6 +64,8 @@ class StorageTimeouts:
             per second), so a large checkpoint on a slow link is not cut short.
         final: :meth:`RunStorage.finish` returns within this many seconds, whatever the
             endpoint does; what is not verified by then is reported as ``not checked``.
+        check: the check of the remote when a run starts (:meth:`RunStorage.check_remote`:
+            credentials, bucket, a test write) fails after this many seconds.
     """
 
     connect: float = 5.0
@@ -71,9 +73,11 @@ class StorageTimeouts:
     call: float = 20.0
     min_rate: float = float(1 << 20)
     final: float = 30.0
+    check: float = 10.0
 
     def __post_init__(self) -> None:
-        values = {k: getattr(self, k) for k in ("connect", "read", "call", "min_rate", "final")}
+        names = ("connect", "read", "call", "min_rate", "final", "check")
+        values = {k: getattr(self, k) for k in names}
         bad = {k: v for k, v in values.items() if not (isinstance(v, int | float) and v > 0)}
         if bad:
             raise ValueError(f"StorageTimeouts values must be positive numbers; received {bad}.")
@@ -127,6 +131,11 @@ def permanent_error(exc: BaseException) -> str | None:
     if isinstance(exc, PermissionError):
         return "permission denied"
     return None
+
+
+class StorageCheckError(RuntimeError):
+    """The remote store cannot be written (no credentials, no such bucket, refused,
+    unreachable): found by :meth:`RunStorage.check_remote` before any training."""
 
 
 def _fix_hint(url: str, what: str) -> str:
@@ -289,6 +298,8 @@ class RunStorage:
         backoff: first retry delay in seconds; doubled after each failure.
         max_backoff: longest delay between two tries.
         timeouts: bounds on network waits (see :class:`StorageTimeouts`).
+        check: run :meth:`check_remote` before starting (raises
+            :class:`StorageCheckError` when the remote cannot be written).
 
     Example:
         >>> import tempfile, pathlib
@@ -311,6 +322,7 @@ class RunStorage:
         backoff: float = 0.5,
         max_backoff: float = 10.0,
         timeouts: StorageTimeouts | None = None,
+        check: bool = False,
     ) -> None:
         check_upload_settings(workers, max_attempts)
         self.local_dir = Path(local_dir)
@@ -334,7 +346,11 @@ class RunStorage:
         self._lock = threading.Lock()
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._closed = False
-        self._warm_up()
+        self._retry_noted = False  # the first retried failure is reported, the rest counted
+        if check:
+            self.check_remote()
+        else:
+            self._warm_up()
         self._threads = [
             threading.Thread(target=self._work, name=f"scramjet-upload-{i}", daemon=True)
             for i in range(workers)
@@ -351,6 +367,34 @@ class RunStorage:
                 self._call(connect)
             except Exception as exc:  # the uploads will retry and report
                 logger.warning("could not prepare the storage client: %s", exc)
+
+    def check_remote(self) -> None:
+        """Write and delete a small file in the remote folder, within ``timeouts.check`` s.
+
+        Raises:
+            StorageCheckError: what the remote answered (missing credentials, no such
+                bucket, access denied, no answer in time) and how to fix it.
+        """
+        probe = self.remote_path(".scramjet-write-check")
+
+        def write_and_remove() -> None:
+            if self._local_fs:
+                self.fs.makedirs(self.remote_root, exist_ok=True)
+            self.fs.pipe_file(probe, b"ok")
+            self.fs.rm_file(probe)
+
+        started = time.monotonic()
+        try:
+            call_with_deadline(write_and_remove, timeout=self.timeouts.check, name="the check")
+        except Exception as exc:
+            what = permanent_error(exc) or (
+                "no answer" if isinstance(exc, TimeoutError) else "an error"
+            )
+            raise StorageCheckError(
+                f"storage={self.url!r} cannot be written: a test write answered {what} after "
+                f"{time.monotonic() - started:.1f} s ({type(exc).__name__}: {exc}); expected "
+                f"a writable folder. Fix: {_fix_hint(self.url, what)}."
+            ) from exc
 
     # ----------------------------------------------------------------- deadlines
     def _remaining(self) -> float | None:
@@ -435,7 +479,7 @@ class RunStorage:
                 if what is not None and not self._local_fs:
                     self._refused(rel, exc, what)
                     return False
-                logger.warning("upload of %s failed (attempt %d): %s", rel, attempt, exc)
+                self._note_retry(rel, attempt, attempts, exc)
                 if attempt < attempts:
                     remaining = self._remaining()
                     time.sleep(delay if remaining is None else max(0.0, min(delay, remaining)))
@@ -445,6 +489,22 @@ class RunStorage:
             self.errors.pop(rel, None)
             return True
         return False
+
+    def _note_retry(self, rel: str, attempt: int, attempts: int, exc: BaseException) -> None:
+        """Report the first retried failure of the run; later ones only at debug level
+        (they are counted in ``failed_attempts`` and the manifest)."""
+        if self._retry_noted:
+            logger.debug("upload of %s failed (attempt %d): %s", rel, attempt, exc)
+            return
+        self._retry_noted = True
+        logger.warning(
+            "upload of %s to %s failed (%s); retrying with backoff, up to %d attempts per "
+            "file; further failures are counted in manifest.json",
+            rel,
+            self.url,
+            exc,
+            attempts,
+        )
 
     # ----------------------------------------------------------------- finishing
     def wait(self, timeout: float | None = None) -> bool:
@@ -594,6 +654,7 @@ class RunStorage:
 
 __all__ = [
     "RunStorage",
+    "StorageCheckError",
     "StorageTimeouts",
     "UploadReport",
     "file_sha256",

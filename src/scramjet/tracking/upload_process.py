@@ -53,6 +53,7 @@ from typing import Any
 
 from scramjet.tracking.storage import (
     RunStorage,
+    StorageCheckError,
     StorageTimeouts,
     UploadReport,
     check_upload_settings,
@@ -128,6 +129,9 @@ def _serve(commands: Connection, replies: Connection, parent: int | None = None)
     local_dir, url, storage_options, options = commands.recv()
     try:
         store = RunStorage(local_dir, url, storage_options, **options)
+    except StorageCheckError as exc:  # the remote cannot be written: said once, as it is
+        replies.send(("refused", 0, str(exc), {}, 0))
+        return
     except BaseException as exc:
         replies.send(("error", 0, f"{type(exc).__name__}: {exc}", {}, 0))
         return
@@ -194,8 +198,10 @@ class ProcessRunStorage:
         timeouts: bounds on network waits (see :class:`~scramjet.tracking.storage.StorageTimeouts`);
             every round trip to the child is bounded by them too.
         start_timeout: seconds to wait for the child to build its client.
+        check: the child checks that the remote can be written before it reports ready.
 
     Raises:
+        StorageCheckError: ``check`` found that the remote cannot be written.
         TypeError: ``storage_options`` cannot be pickled.
         RuntimeError: the child could not start or could not open the storage (the
             message holds its error).
@@ -213,6 +219,7 @@ class ProcessRunStorage:
         max_backoff: float = 10.0,
         timeouts: StorageTimeouts | None = None,
         start_timeout: float = 120.0,
+        check: bool = False,
     ) -> None:
         check_upload_settings(workers, max_attempts)
         self.local_dir = Path(local_dir)
@@ -247,13 +254,14 @@ class ProcessRunStorage:
             backoff=backoff,
             max_backoff=max_backoff,
             timeouts=self.timeouts,
+            check=check,
         )
         self._process, self._commands, self._replies = self._launch()
         try:
             self._commands.send(list(sys.path))
             self._commands.send((str(self.local_dir), self.url, options, settings))
             self._await_ready(start_timeout)
-        except (RuntimeError, OSError) as exc:
+        except (RuntimeError, OSError) as exc:  # StorageCheckError included
             self._stop(timeout=5)
             if isinstance(exc, OSError):
                 raise RuntimeError(f"the upload process could not start: {exc}") from exc
@@ -373,6 +381,8 @@ class ProcessRunStorage:
                 continue
             if reply[0] == "ready":
                 return
+            if reply[0] == "refused":
+                raise StorageCheckError(reply[2])
             raise RuntimeError(f"the upload process could not open {self.url}: {reply[2]}")
         raise RuntimeError(f"the upload process did not start within {timeout:.0f} s")
 
@@ -572,17 +582,24 @@ def open_storage(
         storage_options: passed to fsspec.
         process: True: a :class:`ProcessRunStorage`; False: a :class:`RunStorage`;
             None: a process for remote URLs, threads for ``file://`` and local paths.
-        **kwargs: ``workers``, ``max_attempts``, ``backoff``, ``max_backoff``, ``timeouts``.
+        **kwargs: ``workers``, ``max_attempts``, ``backoff``, ``max_backoff``, ``timeouts``,
+            ``check``.
 
     Returns:
         The engine. When a process was asked for but the options cannot be pickled or
         the child cannot start, a :class:`RunStorage` (after one ``RuntimeWarning``).
+
+    Raises:
+        StorageCheckError: ``check=True`` and the remote cannot be written (never
+            retried in threads: the answer would be the same).
     """
     if process is None:
         process = wants_process(url)
     if process:
         try:
             return ProcessRunStorage(local_dir, url, storage_options, **kwargs)
+        except StorageCheckError:
+            raise
         except (TypeError, RuntimeError, OSError) as exc:
             warnings.warn(
                 f"Uploads to {url} run in threads of the training process instead of a "

@@ -1,9 +1,19 @@
-"""The one small interface every tracker backend implements."""
+"""The one small interface every tracker backend implements.
+
+Every backend receives the same metric names: the names given to ``trainer.log`` (and
+``train_loss``, ``lr``, ``train_loss_epoch``, ``eval_loss_epoch``), results as
+``<results name>/<metric>`` (``test/accuracy``), and ``epoch`` with each epoch row.
+Step and epoch values share one x axis, the optimizer step, so their curves overlay.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypedDict
+
+#: How a run ended, as ``run.json`` and the loggers record it.
+RUN_STATUSES = ("running", "finished", "failed", "interrupted", "upload-failed")
 
 
 class MetricRow(TypedDict):
@@ -21,21 +31,37 @@ class MetricRow(TypedDict):
 
 
 class Tracker:
-    """Base class of the metric loggers (CSV/JSONL, TensorBoard, MLflow).
+    """Base class of the metric loggers (CSV/JSONL, TensorBoard, MLflow, W&B).
 
     The :class:`~scramjet.tracking.Experiment` calls these methods on the main process
-    only, with rows batched (every ``log_every_n_steps`` steps and at epoch ends), so a
-    backend never runs per training step.
+    only, from a background thread, with rows batched (every ``log_every_n_steps`` steps
+    and at epoch ends), so a backend never runs per training step. After :meth:`close`,
+    a backend accepts :meth:`log_results`, :meth:`log_artifacts` and :meth:`set_status`
+    again (results logged after ``train()``), reopening what it needs and closed again by
+    the next :meth:`close`.
     """
 
     #: Short name used in ``Experiment(loggers=(...))``.
     name = "tracker"
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
-        """Record the run's hyperparameters (called once per training run)."""
+        """Record the run's hyperparameters (called once per training run): a flat
+        ``{name: bool | int | float | str}`` of the user's hyperparameters and the
+        trainer's meaningful settings (``optimizer``, ``optimizer.lr``, ``batch_size``, ...)."""
 
     def log_metrics(self, rows: Sequence[MetricRow]) -> None:
         """Record a batch of metric rows."""
+
+    def log_results(self, name: str, results: Mapping[str, float], step: int) -> None:
+        """Record the numbers of a result package (``Experiment.log_results``) at ``step``;
+        names are ``<name>/<metric>``."""
+
+    def log_artifacts(self, run_dir: Path, files: Sequence[str]) -> None:
+        """Keep copies of the run's key files (``files``: paths relative to ``run_dir``:
+        report, results, final model), for backends that store files."""
+
+    def set_status(self, status: str) -> None:
+        """How the run ended (one of :data:`RUN_STATUSES`); called before :meth:`close`."""
 
     def truncate(self, step: int, epoch: int) -> None:
         """Forget rows logged after a checkpoint (``step`` / ``epoch``) that a resume restarts from."""

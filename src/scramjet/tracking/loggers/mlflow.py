@@ -7,20 +7,31 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from scramjet.tracking.loggers.base import MetricRow, Tracker, flatten_params
+from scramjet.tracking.loggers.base import MetricRow, Tracker
+
+_MLFLOW_STATUS = {"finished": "FINISHED", "upload-failed": "FINISHED", "interrupted": "KILLED"}
 
 
 class MLflowTracker(Tracker):
     """Logs to an MLflow tracking server or store, one MLflow run per scramjet run.
 
+    Every run of every project goes to one store, so ``mlflow ui`` compares them: the
+    MLflow experiment is the scramjet project, the MLflow run is named after the run
+    folder and tagged with its source (``mlflow.source.name``, ``mlflow.source.git.commit``,
+    ``mlflow.user``). Metrics use the optimizer step (epoch rows add ``epoch``); params
+    are the meaningful settings (see :meth:`Tracker.log_hyperparams`); the report, the
+    results and the final model are stored as artifacts; the run ends ``FINISHED``,
+    ``FAILED`` or ``KILLED`` (interrupted).
+
     Args:
-        run_dir: the run folder (the default store is the file store
-            ``<run_dir>/mlruns``, which mlflow-skinny can write without a database).
+        run_dir: the run folder.
         experiment_name: MLflow experiment (created if missing).
-        run_name: MLflow run name.
+        run_name: MLflow run name (default: the run folder's name).
         tracking_uri: e.g. ``http://mlflow:5000``, ``sqlite:///mlflow.db``; default
-            ``$MLFLOW_TRACKING_URI``, else a file store inside the run folder.
+            ``$MLFLOW_TRACKING_URI``, else the file store ``./mlruns`` of the working
+            directory (mlflow-skinny writes it without a database).
         run_id: continue this MLflow run (used on resume).
+        tags: tags of a new MLflow run.
     """
 
     name = "mlflow"
@@ -32,6 +43,7 @@ class MLflowTracker(Tracker):
         run_name: str | None = None,
         tracking_uri: str | None = None,
         run_id: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         try:
             from mlflow.tracking import MlflowClient
@@ -42,7 +54,7 @@ class MLflowTracker(Tracker):
         uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         if not uri:
             # mlflow-skinny has no SQL backend; its file store needs an explicit opt-in.
-            uri = (Path(run_dir).resolve() / "mlruns").as_uri()
+            uri = Path("mlruns").resolve().as_uri()
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         self.tracking_uri = uri
         self.client = MlflowClient(tracking_uri=uri)
@@ -51,32 +63,59 @@ class MLflowTracker(Tracker):
             exp_id = (
                 found.experiment_id if found else self.client.create_experiment(experiment_name)
             )
-            run_id = self.client.create_run(exp_id, run_name=run_name).info.run_id
+            name = run_name or Path(run_dir).name
+            run_id = self.client.create_run(
+                exp_id, run_name=name, tags=dict(tags or {})
+            ).info.run_id
         self.run_id: str = run_id
+        self._status = "FINISHED"
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
-        """Log flattened hyperparameters as MLflow params (values as strings)."""
+        """Log the params not logged yet (MLflow params cannot change)."""
         from mlflow.entities import Param
 
-        flat = flatten_params(params)
         existing = self.client.get_run(self.run_id).data.params
-        items = [Param(k, str(v)[:6000]) for k, v in flat.items() if k not in existing]
+        items = [Param(k, str(v)[:6000]) for k, v in params.items() if k not in existing]
         for i in range(0, len(items), 100):
             self.client.log_batch(self.run_id, params=items[i : i + 100])
 
     def log_metrics(self, rows: Sequence[MetricRow]) -> None:
-        """Log every value in batches; x is the step (step scope) or epoch (epoch scope)."""
+        """Log every value at the row's step and wall time (epoch rows add ``epoch``)."""
         from mlflow.entities import Metric
 
         metrics = []
         for row in rows:
-            x = row["step"] if row["scope"] == "step" else row["epoch"]
-            prefix = "" if row["scope"] == "epoch" else "step_"
+            stamp, step = int(row["time"] * 1000), row["step"]
             for name, value in row["metrics"].items():
-                metrics.append(Metric(prefix + name, float(value), int(row["time"] * 1000), x))
+                metrics.append(Metric(name, float(value), stamp, step))
+            if row["scope"] == "epoch":
+                metrics.append(Metric("epoch", float(row["epoch"]), stamp, step))
         for i in range(0, len(metrics), 900):
             self.client.log_batch(self.run_id, metrics=metrics[i : i + 900])
 
+    def log_results(self, name: str, results: Mapping[str, float], step: int) -> None:
+        """Log each number as the metric ``<name>/<metric>``."""
+        import time
+
+        from mlflow.entities import Metric
+
+        stamp = int(time.time() * 1000)
+        metrics = [Metric(f"{name}/{k}", float(v), stamp, step) for k, v in results.items()]
+        if metrics:
+            self.client.log_batch(self.run_id, metrics=metrics)
+
+    def log_artifacts(self, run_dir: Path, files: Sequence[str]) -> None:
+        """Copy the files into the run's artifacts, keeping their folders."""
+        for rel in files:
+            folder = Path(rel).parent.as_posix()
+            self.client.log_artifact(
+                self.run_id, str(run_dir / rel), None if folder == "." else folder
+            )
+
+    def set_status(self, status: str) -> None:
+        """The MLflow status the run ends with."""
+        self._status = _MLFLOW_STATUS.get(status, "FAILED")
+
     def close(self) -> None:
-        """Mark the MLflow run finished."""
-        self.client.set_terminated(self.run_id)
+        """End the MLflow run with its status."""
+        self.client.set_terminated(self.run_id, status=self._status)

@@ -2,50 +2,114 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from scramjet.tracking.loggers.base import MetricRow, Tracker, flatten_params
+from scramjet.tracking.loggers.base import MetricRow, Tracker
+
+_HPARAM_TYPES = (bool, int, float, str)
 
 
 class TensorBoardTracker(Tracker):
-    """Writes scalars to ``<run>/tensorboard`` as ``step/<name>`` and ``epoch/<name>``.
+    """Writes scalars and HParams entries into the run folder itself.
 
-    Step-scope values use the optimizer step as x; epoch-scope values use the epoch.
-    Hyperparameters are stored as a text summary (JSON).
+    The event files sit in the run folder, so ``tensorboard --logdir <root>/<project>``
+    names each run after its folder. Every value is a scalar under its metric name
+    (``train_loss``, ``lr``, ``eval_loss_epoch``, your ``trainer.log`` names, results as
+    ``test/accuracy``) with the optimizer step as x and the step's own wall time, so step
+    and epoch curves overlay; each epoch row also writes ``epoch``. The HParams dashboard
+    gets the hyperparameters when the run starts and the metrics (the epoch metrics and
+    results) with the run's status when it ends.
 
     Args:
-        run_dir: the run folder (events go to ``run_dir/tensorboard``).
+        run_dir: the run folder (events are written there).
     """
 
     name = "tensorboard"
 
     def __init__(self, run_dir: str | os.PathLike[str]) -> None:
         try:
-            from torch.utils.tensorboard import SummaryWriter
+            from torch.utils.tensorboard import SummaryWriter  # noqa: F401
         except ImportError as exc:
             raise ImportError(
                 "loggers=('tensorboard',) needs TensorBoard: pip install 'scramjet[tensorboard]'"
             ) from exc
-        self.log_dir = Path(run_dir) / "tensorboard"
-        self.writer = SummaryWriter(log_dir=str(self.log_dir), flush_secs=30)
+        self.log_dir = Path(run_dir)
+        self._writer: Any = None
+        self._hparams: dict[str, Any] = {}
+        self._metric_tags: set[str] = set()
+        self._status = "finished"
+
+    @property
+    def writer(self) -> Any:
+        """The ``SummaryWriter`` (a new event file after :meth:`close`)."""
+        if self._writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(log_dir=str(self.log_dir), flush_secs=30)
+        return self._writer
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
-        """Store the hyperparameters as a JSON text summary."""
-        text = json.dumps(flatten_params(params), indent=1, default=str)
-        self.writer.add_text("hyperparams", f"```\n{text}\n```", 0)
+        """Start the HParams session with the hyperparameters (scalars and strings)."""
+        from torch.utils.tensorboard.summary import hparams
+
+        self._hparams = {k: v for k, v in params.items() if isinstance(v, _HPARAM_TYPES)}
+        _, start, _ = hparams(self._hparams, {})
+        self.writer.file_writer.add_summary(start)
 
     def log_metrics(self, rows: Sequence[MetricRow]) -> None:
-        """Add every value as a scalar."""
+        """Add every value as a scalar at the row's step and wall time."""
+        writer = self.writer
         for row in rows:
-            x = row["step"] if row["scope"] == "step" else row["epoch"]
             for name, value in row["metrics"].items():
-                self.writer.add_scalar(f"{row['scope']}/{name}", value, x, walltime=row["time"])
+                writer.add_scalar(name, value, row["step"], walltime=row["time"])
+            if row["scope"] == "epoch":
+                self._metric_tags.update(row["metrics"])
+                writer.add_scalar("epoch", row["epoch"], row["step"], walltime=row["time"])
+
+    def log_results(self, name: str, results: Mapping[str, float], step: int) -> None:
+        """Add each number as the scalar ``<name>/<metric>`` (also an HParams metric)."""
+        for metric, value in results.items():
+            self.writer.add_scalar(f"{name}/{metric}", value, step)
+            self._metric_tags.add(f"{name}/{metric}")
+
+    def set_status(self, status: str) -> None:
+        """Kept for the HParams session's end."""
+        self._status = status
 
     def close(self) -> None:
-        """Flush and close the event file."""
-        self.writer.flush()
-        self.writer.close()
+        """End the HParams session (metrics and status), flush and close the event file."""
+        from torch.utils.tensorboard.summary import hparams
+
+        if self._hparams or self._metric_tags:
+            experiment, _, _ = hparams(self._hparams, dict.fromkeys(sorted(self._metric_tags)))
+            self.writer.file_writer.add_summary(experiment)
+            self.writer.file_writer.add_summary(_session_end(self._status))
+        if self._writer is not None:
+            self._writer.flush()
+            self._writer.close()
+            self._writer = None
+
+
+def _session_end(status: str) -> Any:
+    """The HParams session-end summary with the run's status."""
+    from tensorboard.plugins.hparams import api_pb2
+    from torch.utils.tensorboard.summary import hparams
+
+    _, _, end = hparams({}, {})
+    # HParams knows success and failure: an interrupted run did not finish.
+    done = status in ("finished", "upload-failed")
+    code = api_pb2.STATUS_SUCCESS if done else api_pb2.STATUS_FAILURE
+    return _with_status(end, code)
+
+
+def _with_status(summary: Any, code: int) -> Any:
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    value = summary.value[0]
+    data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+    data.session_end_info.status = code
+    value.metadata.plugin_data.content = data.SerializeToString()
+    return summary

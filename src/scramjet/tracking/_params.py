@@ -1,0 +1,70 @@
+"""What the loggers are told about a run: its meaningful settings and where it came from."""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from scramjet.tracking._files import git_commit, launch_script
+from scramjet.tracking.loggers.base import flatten_params
+
+if TYPE_CHECKING:
+    from scramjet.trainer import Trainer
+
+#: Optimizer settings worth comparing runs by (those the optimizer has).
+_OPTIMIZER_KEYS = ("lr", "momentum", "betas", "weight_decay")
+
+
+def tracker_params(trainer: Trainer, hyperparams: Mapping[str, Any]) -> dict[str, Any]:
+    """The user's hyperparameters (flattened, their names kept) and the trainer's settings
+    that change results: optimizer class and its lr/momentum/betas/weight decay, scheduler,
+    batch size, accumulation, precision, epochs and world size. A user's name wins over
+    the trainer's."""
+    opt = trainer.optimizer
+    params: dict[str, Any] = {"optimizer": type(opt).__name__}
+    for key in _OPTIMIZER_KEYS:
+        if key in opt.defaults:
+            value = opt.defaults[key]
+            params[f"optimizer.{key}"] = list(value) if isinstance(value, tuple) else value
+    scheduler = trainer.scheduler
+    params["scheduler"] = type(scheduler).__name__ if scheduler is not None else "none"
+    if trainer.has_run_config:
+        config = trainer.run_config
+        params.update(
+            batch_size=config.train_per_device_batch_size,
+            gradient_accumulation_steps=config.gradient_accumulation_steps,
+            precision=config.precision,
+            num_epochs=config.num_epochs,
+            world_size=config.num_processes,
+        )
+    params.update(flatten_params(hyperparams))
+    return {k: _scalar(v) for k, v in params.items()}
+
+
+def _scalar(value: Any) -> bool | int | float | str:
+    if isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def source_tags() -> dict[str, str]:
+    """MLflow's standard source tags: the launching script, the git commit and the user."""
+    script = launch_script()
+    tags = {
+        "mlflow.source.name": str(script) if script else (sys.argv[0] or "python"),
+        "mlflow.source.type": "LOCAL",
+        "mlflow.user": _user(),
+    }
+    commit = git_commit(script.parent if script else None)
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    return tags
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name (some containers)
+        return "unknown"

@@ -1,0 +1,72 @@
+"""Per-step values of a run, kept as tensors until they are written (one device sync)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+from scramjet.tracking.loggers.base import MetricRow
+
+
+class StepBuffer:
+    """Values logged per optimizer step, waiting for the next flush.
+
+    Tensors stay on their device (no sync per step); :meth:`rows` copies them all at once.
+    A name logged more than once for one step (the losses of an accumulation window's
+    micro-batches) is averaged. Each row carries the wall time of its step (the latest
+    time noted for it), not the time of the flush.
+    """
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[int, str, torch.Tensor | float]] = []
+        self._times: dict[int, float] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def add(self, step: int, name: str, value: torch.Tensor | float) -> None:
+        """Keep one value (a detached tensor or a float) for ``step``."""
+        self._entries.append((step, name, value))
+
+    def note_time(self, step: int, wall_time: float) -> None:
+        """Record when ``step`` happened (the latest time noted wins)."""
+        if wall_time > self._times.get(step, 0.0):
+            self._times[step] = wall_time
+
+    def clear(self) -> None:
+        """Forget every value and time."""
+        self._entries, self._times = [], {}
+
+    def rows(self, epoch: int, default_time: float) -> list[MetricRow]:
+        """One row per step (in step order); the buffer is emptied."""
+        values = _to_floats([value for _, _, value in self._entries])
+        sums: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for (step, name, _), number in zip(self._entries, values):
+            sums[step][name].append(number)
+        rows = [
+            MetricRow(
+                scope="step",
+                step=step,
+                epoch=epoch,
+                time=self._times.get(step, default_time),
+                metrics={name: sum(vs) / len(vs) for name, vs in named.items()},
+            )
+            for step, named in sorted(sums.items())
+        ]
+        self.clear()
+        return rows
+
+
+def _to_floats(values: list[torch.Tensor | float]) -> list[float]:
+    """Python floats, with one copy per device for the tensors among ``values``."""
+    out: list[float] = [v if isinstance(v, float) else 0.0 for v in values]
+    by_device: dict[torch.device, list[int]] = defaultdict(list)
+    for i, value in enumerate(values):
+        if isinstance(value, torch.Tensor):
+            by_device[value.device].append(i)
+    for indices in by_device.values():
+        stacked = torch.stack([values[i].float() for i in indices])  # type: ignore[union-attr]
+        for i, number in zip(indices, stacked.cpu().tolist()):
+            out[i] = float(number)
+    return out

@@ -1,0 +1,94 @@
+"""The background thread that feeds metric rows (and the other Tracker calls) to the loggers."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from scramjet.tracking.loggers.base import Tracker
+
+
+class TrackerWriter:
+    """Background thread that feeds metric rows to the trackers, off the training loop.
+
+    Rows are handed to the trackers in batches, at most once per ``batch_s`` seconds
+    (and before any other message: an epoch's ``sync``, a ``truncate``, closing), so the
+    metric files are appended about once per epoch rather than every few steps.
+    """
+
+    def __init__(
+        self, trackers: list[Tracker], after_write: Callable[[], None], batch_s: float = 1.0
+    ) -> None:
+        self.trackers = trackers
+        self.after_write = after_write
+        self.batch_s = batch_s
+        self.errors: list[str] = []
+        self._rows: list[Any] = []
+        self._last_write = time.monotonic()
+        self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="scramjet-tracking", daemon=True)
+        self._thread.start()
+
+    def put(self, kind: str, payload: Any) -> None:
+        self._queue.put((kind, payload))
+
+    def _call(self, kind: str, payload: Any) -> None:
+        dispatch(self.trackers, kind, payload, self.errors)
+
+    def _write_rows(self) -> None:
+        rows: list[Any]
+        rows, self._rows = self._rows, []
+        self._last_write = time.monotonic()
+        if rows:
+            self._call("metrics", rows)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    self._write_rows()
+                    return
+                kind, payload = item
+                if kind == "metrics":
+                    self._rows.extend(payload)
+                    if time.monotonic() - self._last_write >= self.batch_s:
+                        self._write_rows()
+                    continue
+                self._write_rows()  # everything before this message goes first
+                self._call(kind, payload)
+                if kind == "sync":
+                    self.after_write()
+            finally:
+                self._queue.task_done()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=60)
+        dispatch(self.trackers, "close", None, self.errors)
+
+
+def dispatch(trackers: list[Tracker], kind: str, payload: Any, errors: list[str]) -> None:
+    """Call one Tracker method on every tracker; a failing backend is noted in ``errors``
+    (it must not stop training or the other backends)."""
+    for tracker in trackers:
+        try:
+            if kind == "metrics":
+                tracker.log_metrics(payload)
+            elif kind == "hyperparams":
+                tracker.log_hyperparams(payload)
+            elif kind == "truncate":
+                tracker.truncate(*payload)
+            elif kind == "results":
+                tracker.log_results(*payload)
+            elif kind == "artifacts":
+                tracker.log_artifacts(*payload)
+            elif kind == "status":
+                tracker.set_status(payload)
+            elif kind == "close":
+                tracker.close()
+        except Exception as exc:
+            errors.append(f"{tracker.name}: {kind}: {type(exc).__name__}: {exc}")

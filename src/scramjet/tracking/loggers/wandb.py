@@ -1,0 +1,113 @@
+"""Weights & Biases runs (``pip install 'scramjet[wandb]'``)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from scramjet.tracking.loggers.base import MetricRow, Tracker
+
+_EXIT_CODES = {"finished": 0, "upload-failed": 0, "interrupted": 255}
+
+
+class WandbTracker(Tracker):
+    """Logs to a W&B run named after the run folder, in the W&B project of the scramjet project.
+
+    Metrics use the optimizer step as W&B's ``step`` (epoch rows add ``epoch``) and carry
+    the step's own wall time; the config holds the meaningful settings (see
+    :meth:`Tracker.log_hyperparams`); results go to the summary as ``<name>/<metric>``; the
+    report, the results and the final model are saved with the run. W&B's files go to
+    ``<run folder>/wandb``. ``WANDB_MODE=offline`` writes the run there without a network
+    (``wandb sync`` uploads it later); online runs need ``wandb login`` or ``WANDB_API_KEY``.
+
+    Args:
+        run_dir: the run folder.
+        project: the W&B project.
+        run_name: the W&B run's display name (default: the run folder's name).
+        run_id: the W&B run id; the same id continues the run (used on resume).
+        entity: the W&B entity (team or user); default: W&B's own default.
+        mode: ``"online"``, ``"offline"`` or ``"disabled"``; default ``$WANDB_MODE`` or online.
+    """
+
+    name = "wandb"
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        project: str,
+        run_name: str | None = None,
+        run_id: str | None = None,
+        entity: str | None = None,
+        mode: str | None = None,
+    ) -> None:
+        try:
+            import wandb  # noqa: F401
+        except ImportError as exc:
+            raise ImportError(
+                "loggers=('wandb',) needs Weights & Biases: pip install 'scramjet[wandb]'"
+            ) from exc
+        self.run_dir = Path(run_dir)
+        self.project, self.entity, self.mode = project, entity, mode
+        self.run_name = run_name or self.run_dir.name
+        self.run_id: str = run_id or uuid.uuid4().hex[:8]
+        self._config: dict[str, Any] = {}
+        self._exit_code = 0
+        self._run: Any = None
+
+    @property
+    def run(self) -> Any:
+        """The W&B run (started, or continued after :meth:`close`, on first use)."""
+        if self._run is None:
+            import wandb
+
+            self._run = wandb.init(
+                project=self.project,
+                entity=self.entity,
+                name=self.run_name,
+                id=self.run_id,
+                dir=str(self.run_dir),
+                mode=self.mode,  # type: ignore[arg-type]
+                config=self._config or None,
+                resume="allow",
+                reinit="create_new",
+            )
+        return self._run
+
+    def log_hyperparams(self, params: Mapping[str, Any]) -> None:
+        """Store the settings in the run's config."""
+        self._config = dict(params)
+        self.run.config.update(self._config, allow_val_change=True)
+
+    def log_metrics(self, rows: Sequence[MetricRow]) -> None:
+        """Log each row at its step, with its wall time."""
+        run = self.run
+        for row in rows:
+            values: dict[str, Any] = dict(row["metrics"])
+            if row["scope"] == "epoch":
+                values["epoch"] = row["epoch"]
+            values["_timestamp"] = row["time"]
+            run.log(values, step=row["step"])
+
+    def log_results(self, name: str, results: Mapping[str, float], step: int) -> None:
+        """Put each number in the run's summary as ``<name>/<metric>``."""
+        summary = self.run.summary
+        for metric, value in results.items():
+            summary[f"{name}/{metric}"] = value
+
+    def log_artifacts(self, run_dir: Path, files: Sequence[str]) -> None:
+        """Save the files with the run (uploaded with it), keeping their folders."""
+        for rel in files:
+            self.run.save(str(run_dir / rel), base_path=str(run_dir), policy="now")
+
+    def set_status(self, status: str) -> None:
+        """The exit code the run finishes with (0: finished, 255: interrupted, 1: failed)."""
+        self._exit_code = _EXIT_CODES.get(status, 1)
+
+    def close(self) -> None:
+        """Finish the W&B run."""
+        if self._run is not None:
+            self._run.finish(exit_code=self._exit_code)
+            self._run = None
