@@ -1,0 +1,308 @@
+"""In-process, threaded batch loader for packs (``PackedDataset.loader(backend="threads")``).
+
+Why: decoding a JPEG with simplejpeg (libjpeg-turbo) and copying raw pixels out of a
+memory map both run without the GIL, so threads in one process decode in parallel. A
+worker process has to hand every batch to the main process, and for raw images that hand-
+over costs more than reading the pixels (``docs/bench/data.md``). Here a pool of threads
+reads and decodes whole batches straight into batch buffers, a few batches ahead of the
+training loop, and nothing crosses a process boundary.
+
+Buffers: an image batch is decoded into a buffer made once and reused. A yielded batch
+owns its buffer for as long as any tensor made from it is alive (the tensor's storage
+holds the numpy view the buffer lends; a weak reference to that view says when the last
+one is gone), so a batch that is kept (``list(loader)``) is never overwritten. With CUDA
+present, buffers are pinned and come from torch's pinned-memory cache instead, which
+also waits for pending non-blocking copies to the device before reusing a block.
+
+Order: the batches are those of ``BatchSampler(sampler, batch_size, drop_last)``, the same
+as the worker-process loader's for the same sampler. :class:`EpochOrder` adds what exact
+mid-epoch resume needs: :meth:`EpochOrder.set_epoch` makes a shuffled order a function of
+the generator's initial seed and the epoch, and :meth:`EpochOrder.set_start` skips indices
+that were already consumed, without reading them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import weakref
+from collections import deque
+from collections.abc import Iterator, Sized
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch.utils.data import BatchSampler, RandomSampler, Sampler
+
+if TYPE_CHECKING:
+    from scramjet.data.reader import PackedDataset
+
+BACKENDS = ("auto", "threads", "processes")
+THREAD_OPTIONS = ("pin_memory", "prefetch_factor")  # DataLoader settings threads understand
+_EPOCH_STRIDE = 1_000_003  # seed of epoch e: initial seed + e * stride
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity), at least 1."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def choose_backend(
+    backend: str, has_transform: bool, kwargs: dict[str, Any], streamed: bool = False
+) -> str:
+    """Resolve ``backend="auto"``: threads unless a transform or a process-only setting.
+
+    A transform written in Python holds the GIL, so threads would run it one at a time;
+    settings such as ``persistent_workers`` or ``worker_init_fn`` only mean something for
+    worker processes. A pack streamed from a URL opens and lets go of shards as it reads,
+    one process at a time, so it reads in worker processes.
+
+    Raises:
+        ValueError: an unknown backend, ``"threads"`` with a process-only setting or with a
+            streamed pack.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(
+            f"backend must be one of {BACKENDS}, got {backend!r}; 'threads' reads in this "
+            "process, 'processes' in DataLoader worker processes"
+        )
+    process_only = sorted(k for k in kwargs if k not in THREAD_OPTIONS)
+    if backend == "threads" and process_only:
+        raise ValueError(
+            f"backend='threads' does not take the DataLoader settings {process_only}; it "
+            f"understands {list(THREAD_OPTIONS)}. Drop them, or use backend='processes'."
+        )
+    if backend == "threads" and streamed:
+        raise ValueError(
+            "backend='threads' reads local packs; this pack is streamed from a URL, whose "
+            "shards are opened as the epoch reaches them. Use backend='processes' (or 'auto')."
+        )
+    if backend == "auto":
+        return "processes" if has_transform or process_only or streamed else "threads"
+    return backend
+
+
+class EpochOrder(Sampler[int]):
+    """A sampler's indices, reproducible per epoch and resumable mid-epoch.
+
+    Args:
+        sampler: the indices (``RandomSampler``, ``SequentialSampler``,
+            ``DistributedSampler``...).
+        seed: when the sampler is a ``RandomSampler`` with a generator, :meth:`set_epoch`
+            reseeds that generator with ``seed + epoch * 1_000_003``; without a call to
+            ``set_epoch`` the generator runs on as a DataLoader's would.
+    """
+
+    def __init__(self, sampler: Sampler[int], seed: int | None = None) -> None:
+        self.sampler = sampler
+        self.seed = seed
+        self.epoch = 0
+        self.start = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select ``epoch``'s order (forwarded to the sampler when it has ``set_epoch``)."""
+        self.epoch = int(epoch)
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(self.epoch)
+        generator = getattr(self.sampler, "generator", None)
+        random = isinstance(self.sampler, RandomSampler)
+        if random and isinstance(generator, torch.Generator) and self.seed is not None:
+            generator.manual_seed(self.seed + self.epoch * _EPOCH_STRIDE)
+
+    def set_start(self, start: int) -> None:
+        """Skip the first ``start`` indices of the next iteration (resuming mid-epoch)."""
+        self.start = max(0, int(start))
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.islice(iter(self.sampler), self.start, None)
+
+    def __len__(self) -> int:
+        n = len(self.sampler) if isinstance(self.sampler, Sized) else 0
+        return max(0, n - self.start)
+
+
+def seeded_generator() -> torch.Generator:
+    """A generator seeded from torch's global RNG (``torch.manual_seed`` makes it fixed)."""
+    return torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, ()).item()))
+
+
+class _Buffers:
+    """Reusable image batch buffers; a buffer is free once no tensor made from it lives."""
+
+    def __init__(self, shape: tuple[int, ...], pinned: bool) -> None:
+        self.shape, self.pinned = shape, pinned
+        self._free: list[np.ndarray] = []
+        self._lent: list[tuple[np.ndarray, weakref.ref[np.ndarray]]] = []
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> tuple[np.ndarray, torch.Tensor | None]:
+        """A buffer for ``n`` images: the array to decode into, and its pinned tensor.
+
+        Pinned buffers come from torch's pinned-memory cache, which reuses a block only
+        after the non-blocking device copies made from it have finished.
+        """
+        if self.pinned:
+            pinned = torch.empty((n, *self.shape[1:]), dtype=torch.uint8, pin_memory=True)
+            return pinned.numpy(), pinned
+        with self._lock:
+            lent = []
+            for base, ref in self._lent:
+                if ref() is None:
+                    self._free.append(base)
+                else:
+                    lent.append((base, ref))
+            self._lent = lent
+            base = self._free.pop() if self._free else np.empty(self.shape, np.uint8)
+        return base[:n], None
+
+    def lend(self, filled: np.ndarray, pinned: torch.Tensor | None) -> torch.Tensor:
+        """The tensor handed out for a filled buffer; the buffer is lent while it lives."""
+        if pinned is not None:
+            return pinned
+        handed = filled.view()  # a fresh array object: only the tensor's storage holds it
+        base = filled.base if isinstance(filled.base, np.ndarray) else filled
+        with self._lock:
+            self._lent.append((base, weakref.ref(handed)))
+        return torch.from_numpy(handed)
+
+
+def _snapshot(dataset: PackedDataset, columns: list[Any] | None = None) -> PackedDataset:
+    """A shallow copy that shares the open shard maps, with the epoch fixed at this moment.
+
+    Every shard is opened here, in the calling thread, so that the reading threads never
+    open (or hash) a shard at the same time. ``columns`` narrows the columns read.
+    """
+    if dataset.verify_mode == "open":
+        dataset.verify()  # parallel hashing, once, before anything is read
+    for k in range(len(dataset.manifest.shards)):
+        dataset._shard(k)
+    copy: PackedDataset = object.__new__(type(dataset))
+    copy.__dict__.update(dataset.__dict__)  # not copy.copy: pickling state drops the maps
+    if columns is not None:
+        copy.columns = columns
+    return copy
+
+
+class ThreadedLoader:
+    """Batches of a :class:`~scramjet.data.PackedDataset`, read by threads in this process.
+
+    Made by ``PackedDataset.loader(..., backend="threads")``. Iterating yields the same
+    batches as the worker-process loader with the same sampler (dicts of tensors: images
+    ``B x H x W x C`` uint8). ``threads`` threads each read and decode whole batches into
+    reused buffers, ``threads x prefetch`` batches ahead of the consumer.
+
+    For the Trainer: pass the loader as ``train_dataset``. It is used as given; every epoch
+    the Trainer calls :meth:`set_epoch` (the order and the augmentations' epoch) and, when
+    resuming mid-epoch, ``loader.sampler.set_start(consumed samples)``, which skips the
+    consumed indices without reading them. A shuffled order then depends only on the
+    generator's initial seed and the epoch.
+
+    Args:
+        dataset: the pack.
+        batch_size: samples per batch.
+        sampler: the index order.
+        drop_last: drop the last incomplete batch.
+        threads: reading threads (0: one per usable core).
+        prefetch: batches read ahead per thread.
+        pin_memory: pinned image buffers (default: when CUDA is available).
+        decode_device: decode JPEG images on this device (``"cuda"``) with torchvision;
+            falls back to the CPU, with one warning, where that is not possible.
+    """
+
+    def __init__(
+        self,
+        dataset: PackedDataset,
+        batch_size: int,
+        *,
+        sampler: EpochOrder,
+        drop_last: bool = False,
+        threads: int = 0,
+        prefetch: int = 2,
+        pin_memory: bool | None = None,
+        decode_device: str | torch.device | None = None,
+    ) -> None:
+        if batch_size < 1 or threads < 0 or prefetch < 1:
+            raise ValueError(
+                f"batch_size and prefetch must be >= 1 and threads >= 0, got batch_size="
+                f"{batch_size}, prefetch={prefetch}, threads={threads}"
+            )
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.sampler = sampler
+        self.drop_last = drop_last
+        self.batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self.threads = threads or usable_cores()
+        self.prefetch = prefetch
+        self.pin_memory = torch.cuda.is_available() if pin_memory is None else bool(pin_memory)
+        self.image = next(
+            (c for c in dataset.columns if c.kind == "image" and not c.sequence), None
+        )
+        self.decode_device = self._device_for(decode_device)
+        shape = (batch_size, *self._image_shape())
+        self._buffers = _Buffers(shape, self.pin_memory)
+
+    def _image_shape(self) -> tuple[int, ...]:
+        col = self.image
+        if col is None:
+            return ()
+        return (col.height or 0, col.width or 0, col.channels or 3)
+
+    def _device_for(self, device: str | torch.device | None) -> torch.device | None:
+        """The decode device when it can be used, else None (CPU decode, one warning)."""
+        if device is None:
+            return None
+        from scramjet.data._gpu_decode import usable_decode_device
+
+        return usable_decode_device(device, self.image)
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select ``epoch``: its order, and the epoch the augmentations draw for."""
+        self.dataset.set_epoch(epoch)
+        self.sampler.set_epoch(epoch)
+
+    def _read(self, ds: PackedDataset, values: PackedDataset, indices: list[int]) -> Any:
+        """One batch, in a reading thread."""
+        col = self.image
+        if col is None or ds.transform is not None:
+            return ds.get_batch(indices)
+        if self.decode_device is not None:
+            from scramjet.data._gpu_decode import read_on_device
+
+            return read_on_device(ds, values, col, indices, self.decode_device)
+        view, pinned = self._buffers.take(len(indices))
+        batch = ds.get_batch(indices, image_out=view)
+        batch[col.name] = self._buffers.lend(view, pinned)
+        return batch
+
+    def __iter__(self) -> Iterator[Any]:
+        ds = _snapshot(self.dataset)
+        values = _snapshot(ds, [c for c in ds.columns if c is not self.image])
+        batches: Iterator[list[int]] = iter(self.batch_sampler)
+        pool = ThreadPoolExecutor(self.threads, thread_name_prefix="scramjet-pack-read")
+        pending: deque[Future[Any]] = deque()
+        try:
+            for indices in itertools.islice(batches, self.threads * self.prefetch):
+                pending.append(pool.submit(self._read, ds, values, indices))
+            while pending:
+                batch = pending.popleft().result()
+                for indices in itertools.islice(batches, 1):
+                    pending.append(pool.submit(self._read, ds, values, indices))
+                yield batch
+                del batch  # the consumer's reference alone keeps its buffer lent
+        finally:
+            for future in pending:
+                future.cancel()
+            pool.shutdown(wait=True)  # no thread writes into a buffer after this
+
+    def __repr__(self) -> str:
+        return (
+            f"ThreadedLoader({self.dataset!r}, batch_size={self.batch_size}, "
+            f"threads={self.threads}, batches={len(self)})"
+        )

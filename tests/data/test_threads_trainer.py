@@ -1,0 +1,99 @@
+"""The Trainer with a threaded pack loader: reshuffled per epoch, exact mid-epoch resume.
+
+The loader is passed as ``train_dataset`` and used as given. Every epoch the Trainer
+calls its ``set_epoch`` and ``sampler.set_start``; a run that crashes during optimizer
+step 7 (batches of 3, 4 per epoch) and resumes from the checkpoint of step 6, in the
+second epoch, sees exactly the samples of the uninterrupted run from step 7 on, and ends
+with its weights.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from packdata_helpers import write_csv
+from torch import nn
+
+from scramjet import Trainer
+from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
+from scramjet.data import PackedDataset, pack
+from scramjet.data._threads import ThreadedLoader
+
+
+class PackTrainer(Trainer):
+    def calculate_train_batch_loss(self, batch: dict[str, Any]) -> dict[str, Any]:
+        images = batch["image"].float().div(255).flatten(1)
+        outputs = self.model(images)
+        loss = self.loss_func(outputs, batch["label"])
+        return {"loss": loss, "model_outputs": outputs, "batch_size": len(outputs)}
+
+
+class Seen(TrainerCallback):
+    def __init__(self) -> None:
+        self.steps: list[tuple[int, list[int]]] = []
+
+    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        self.steps.append((trainer.state.epoch, kwargs["batch"]["idx"].tolist()))
+
+
+class CrashAt(TrainerCallback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        if trainer.state.global_step + 1 == self.step:
+            raise RuntimeError("simulated crash")
+
+
+@pytest.fixture
+def pack_path(folder: tuple[Path, Any], tmp_path: Path) -> Path:
+    root, imgs = folder
+    rows = [[name, str(i % 4), str(i)] for i, (name, _) in enumerate(imgs)]
+    write_csv(root / "indexed.csv", ["image", "label", "idx"], rows)
+    pack(
+        root, root / "indexed.csv", tmp_path / "t.pack", dtype=["int64", "int64"], height=32,
+        width=40, encode="jpeg", shards=3, workers=0, progress=False,
+    )  # fmt: skip
+    return tmp_path / "t.pack"
+
+
+def run(path: Path, callbacks: list[Any], resume_from: Path | None = None) -> PackTrainer:
+    loader = PackedDataset(path).loader(
+        3, shuffle=True, generator=torch.Generator().manual_seed(5), num_workers=2
+    )
+    assert isinstance(loader, ThreadedLoader)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = nn.Linear(32 * 40 * 3, 4)
+    trainer = PackTrainer(
+        model,
+        nn.CrossEntropyLoss(),
+        torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+        callbacks=callbacks,
+        seed=0,
+    )
+    trainer.train(loader, num_epochs=2, resume_from=resume_from)
+    return trainer
+
+
+def test_training_resumes_mid_epoch_on_the_same_samples(pack_path: Path, tmp_path: Path) -> None:
+    whole = Seen()
+    reference = run(pack_path, [whole])
+    epochs = [sorted(i for e, idx in whole.steps if e == k for i in idx) for k in (0, 1)]
+    assert epochs == [list(range(12))] * 2  # every sample once per epoch
+    orders = [[i for e, idx in whole.steps if e == k for i in idx] for k in (0, 1)]
+    assert orders[0] != orders[1]  # reshuffled every epoch
+    saves = SaveTrainingStateCallback(
+        tmp_path / "ckpt", every_n_steps=3, every_n_epochs=None, async_write=False
+    )
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run(pack_path, [saves, CrashAt(7)])
+    after = Seen()
+    resumed = run(pack_path, [after], resume_from=tmp_path / "ckpt")
+    assert after.steps == whole.steps[6:]
+    want, got = reference.unwrapped_model.state_dict(), resumed.unwrapped_model.state_dict()
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], rtol=0, atol=0, msg=key)
