@@ -84,11 +84,33 @@ def default_cache_dir() -> Path:
     return Path(base) / "scramjet" / "packs"
 
 
+_FILESYSTEMS: dict[tuple[Any, ...], Any] = {}
+_FS_LOCK = threading.Lock()
+_ENV_KEYS = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+)
+
+
 def _filesystem(url: str, options: Mapping[str, Any] | None) -> tuple[Any, str]:
+    """The fsspec filesystem for ``url`` (one per process, protocol, options and
+    credentials environment: making one costs about a second for S3) and the path in it."""
     # The tracking storage layer opens filesystems with timeouts and install hints.
     from scramjet.tracking.storage import StorageTimeouts, open_filesystem, with_default_timeouts
 
-    return open_filesystem(url, with_default_timeouts(url, options, StorageTimeouts()))
+    protocol = url.split("://", 1)[0].lower()
+    env = tuple(os.environ.get(k) for k in _ENV_KEYS)
+    key = (os.getpid(), protocol, repr(sorted((options or {}).items())), env)
+    with _FS_LOCK:
+        fs = _FILESYSTEMS.get(key)
+        if fs is None:
+            opts = with_default_timeouts(url, options, StorageTimeouts())
+            fs, path = open_filesystem(url, opts)
+            _FILESYSTEMS[key] = fs
+            return fs, path
+    return fs, str(fs._strip_protocol(url)).rstrip("/")
 
 
 def _transient(exc: BaseException) -> bool:

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from scramjet.data import _pool
+from scramjet.data._remote import Retry, is_url, prepare_remote_dst, upload_pack
 from scramjet.data.csvlist import Row, RowError, check_header, parse_row, read_table
 from scramjet.data.format import (
     ENCODINGS,
@@ -70,7 +72,7 @@ class PackReport:
     """What :func:`pack` wrote.
 
     Attributes:
-        path: the pack directory.
+        path: the pack directory (its URL for a pack written to object storage).
         num_samples: samples written.
         shard_sizes: samples per shard.
         bytes: total bytes of the shard files.
@@ -78,7 +80,7 @@ class PackReport:
         skipped: rows left out with ``on_error="skip"``.
     """
 
-    path: Path
+    path: Path | str
     num_samples: int
     shard_sizes: list[int]
     bytes: int
@@ -232,6 +234,7 @@ def pack(
     on_error: str = "raise",
     overwrite: bool = False,
     progress: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> PackReport:
     """Pack the images listed in a CSV file into a sharded HDF5 pack directory.
 
@@ -239,7 +242,10 @@ def pack(
         file_dir: folder the CSV paths are relative to.
         file_list: CSV (tab or comma separated) with a header; first column the image path
             (for ``is_seq``, a quoted comma-joined list of frame paths), then value columns.
-        dst: pack directory to create (must not exist unless ``overwrite``).
+        dst: pack directory to create (must not exist unless ``overwrite``), or an
+            fsspec URL (``s3://bucket/photos.pack``, ``gs://...``, ``file://...``): the
+            pack is then written in a local temporary directory and uploaded, every shard
+            first and the manifest last (readers accept it only once that exists).
         dtype: one dtype per value column: ``bool, (u)int8..64, float16/32/64, str``;
             a ``v`` prefix (``"vint64"``) makes a column variable length (lists per row).
         height: output image height in pixels.
@@ -261,6 +267,7 @@ def pack(
             and lists them in the report and the manifest.
         overwrite: replace an existing pack at ``dst`` (atomically).
         progress: show a progress bar on stderr.
+        storage_options: fsspec options for a ``dst`` URL (credentials, endpoint...).
 
     Returns:
         A :class:`PackReport`.
@@ -284,6 +291,18 @@ def pack(
         >>> report.num_samples, report.shard_sizes
         (4, [2, 2])
     """
+    if is_url(dst):
+        return _pack_to_url(
+            str(dst),
+            storage_options,
+            overwrite,
+            lambda local: pack(
+                file_dir, file_list, local, dtype=dtype, height=height, width=width,
+                channel=channel, encode=encode, quality=quality, shards=shards,
+                keep_exif=keep_exif, is_seq=is_seq, workers=workers, pool=pool,
+                on_error=on_error, progress=progress,
+            ),
+        )  # fmt: skip
     start = time.perf_counter()
     enc = _check_args(encode, height, width, channel, quality, shards, on_error, pool)
     n_workers = _cpu_count() if workers is None else int(workers)
@@ -321,6 +340,23 @@ def pack(
         seconds=time.perf_counter() - start,
         skipped=skipped,
     )
+
+
+def _pack_to_url(
+    url: str,
+    options: Mapping[str, Any] | None,
+    overwrite: bool,
+    write_local: Callable[[Path], PackReport],
+) -> PackReport:
+    """Pack into a local temporary directory, then upload: shards first, manifest last."""
+    start = time.perf_counter()
+    prepare_remote_dst(url, options, overwrite)
+    with tempfile.TemporaryDirectory(prefix="scramjet-pack-") as tmp:
+        local = Path(tmp) / "pack"
+        report = write_local(local)
+        upload_pack(local, url, options, Retry())
+    report.path, report.seconds = url.rstrip("/"), time.perf_counter() - start
+    return report
 
 
 def _parse_rows(
