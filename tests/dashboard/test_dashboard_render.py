@@ -113,9 +113,10 @@ def test_curve_geometry() -> None:
 
 
 def test_curve_span_keeps_last_steps_and_window_smooths() -> None:
-    pts = [(float(i), 100.0 if i <= 50 else float(i % 2)) for i in range(1, 101)]
+    # x is epoch progress: 10 steps per epoch, 10 epochs
+    pts = [(i / 10, 100.0 if i <= 50 else float(i % 2)) for i in range(1, 101)]
     last = render_curve({"train": pts}, span=20, divisor=4)
-    assert "81" in last[-2] and "100" in last[-2]  # x axis covers the last 20 steps
+    assert "8.1" in last[-2] and "10" in last[-2]  # x axis covers the last 20 steps
     assert not any(line.strip().startswith("100") for line in last[:4])
     raw = render_curve({"train": pts}, span=20, divisor=4, window=1)
     smooth = render_curve({"train": pts}, span=20, divisor=4, window=2)

@@ -159,6 +159,7 @@ class Dashboard(TrainerCallback):
         self._display: LiveOrPlain | None = None
         self._started = False
         self._active = False  # True during a Trainer run on rank 0: per-step losses are queued
+        self._printed: dict[str, tuple[float, int, bool]] = {}  # stage: (began, done, finished)
 
     # ------------------------------------------------------------------ nebulae calls
     def gauge(
@@ -342,7 +343,7 @@ class Dashboard(TrainerCallback):
         self._started = True
         self._display = LiveOrPlain(
             LiveView(self.snapshot),
-            lambda: self._print_plain(None),
+            lambda: self._print_plain(None, periodic=True),
             file=self.file,
             force_terminal=self.force_terminal,
             refresh_per_second=self.refresh_per_second,
@@ -357,8 +358,28 @@ class Dashboard(TrainerCallback):
         """Whether the display prints plain lines (so epoch ends print one too)."""
         return self._display is not None and not self._display.live
 
-    def _print_plain(self, stages: Sequence[str] | None) -> None:
-        lines = plain_lines(self.snapshot(), stages)
+    def _print_plain(self, stages: Sequence[str] | None, periodic: bool = False) -> None:
+        """Print the line of each stage (or of ``stages``) whose count moved since its last line.
+
+        A stage's line is never printed twice for the same count: the periodic print,
+        the end of an epoch and ``close()`` (also at interpreter exit) may all ask for it.
+        A periodic print skips a stage that has done all its steps but is not finished yet
+        (its epoch is ending): the stage's final line follows.
+        """
+        with self._lock:
+            self._drain()
+            snap = self._snapshot_locked()
+            began = {name: st.started for name, st in self._stages.items()}
+        wanted = []
+        for st in snap.stages:
+            key = (began.get(st.name, 0.0), st.done, st.finished)  # a restarted stage is new
+            ending = periodic and not st.finished and bool(st.total) and st.done >= (st.total or 0)
+            if ending or (stages is not None and st.name not in stages):
+                continue
+            if self._printed.get(st.name) != key:
+                self._printed[st.name] = key
+                wanted.append(st.name)
+        lines = plain_lines(snap, wanted) if wanted else []
         if lines:
             print("\n".join(lines), file=self.file or sys.stdout, flush=True)
 

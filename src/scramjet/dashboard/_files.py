@@ -47,12 +47,15 @@ def csv_bytes(series: Mapping[str, Sequence[Row]]) -> bytes:
 def png_bytes(metric: str, series: Mapping[str, Sequence[Row]], window: int) -> bytes:
     """A PNG line plot of one metric, one line per stage (raw and moving average).
 
+    Only stages with several points per epoch are averaged; per-epoch values (evaluation)
+    are drawn as they are.
+
     Uses a private matplotlib ``Figure`` with the Agg canvas: no pyplot, no global style.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from scramjet.dashboard._plot import moving_average
+    from scramjet.dashboard._plot import moving_average, smooths
 
     fig = Figure(figsize=(7, 4), dpi=100)
     FigureCanvasAgg(fig)
@@ -61,7 +64,7 @@ def png_bytes(metric: str, series: Mapping[str, Sequence[Row]], window: int) -> 
         xs = [r[0] for r in rows]
         ys = [float(r[4]) for r in rows]
         marker = "o" if len(rows) < 50 else None
-        if window > 1:
+        if window > 1 and smooths(list(zip(xs, ys))):
             ax.plot(xs, ys, alpha=0.3, marker=marker)
             ax.plot(xs, moving_average(ys, window), label=f"{stage} (avg {window})")
         else:

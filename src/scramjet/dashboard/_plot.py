@@ -42,6 +42,30 @@ def moving_average(values: Sequence[float], window: int) -> list[float]:
     return out
 
 
+def smooths(points: Points) -> bool:
+    """Whether a stage's curve is smoothed: only when it has several points in one epoch.
+
+    A per-step series (training losses) is averaged over ``window`` points; a series with
+    at most one point per epoch (evaluation results) is drawn as it is, since averaging it
+    would mix different epochs' models.
+
+    Example:
+        >>> smooths([(0.5, 1.0), (1.0, 0.8)]), smooths([(1.0, 0.5), (2.0, 0.4)])
+        (True, False)
+    """
+    epochs = [math.ceil(x - 1e-9) for x, _ in points]
+    return len(set(epochs)) < len(epochs)
+
+
+def smooth_series(points: Points, window: int) -> list[tuple[float, float]]:
+    """``points`` with the moving average of :func:`moving_average` when :func:`smooths`."""
+    xs = [float(p[0]) for p in points]
+    ys = [float(p[1]) for p in points]
+    if window > 1 and smooths(points):
+        ys = moving_average(ys, window)
+    return list(zip(xs, ys))
+
+
 def _format_tick(value: float) -> str:
     return f"{value:.4g}"
 
@@ -117,7 +141,9 @@ def render_curve(
         span: Width of the x axis: the last ``span`` points of the densest stage, one
             character column each.
         divisor: Number of rows the y axis is divided into (>= 2).
-        window: Moving-average window applied to each stage before drawing.
+        window: Moving-average window of the stages with several points per epoch
+            (per-step values); a stage with one point per epoch (evaluation) is drawn as
+            it is (see :func:`smooths`).
 
     Returns:
         The lines of the plot (no trailing newlines). A single line saying
@@ -132,10 +158,9 @@ def render_curve(
         raise ValueError(f"span must be an int >= 2 (columns of the x axis); received {span!r}.")
     if isinstance(divisor, bool) or not isinstance(divisor, int) or divisor < 2:
         raise ValueError(f"divisor must be an int >= 2 (rows of the y axis); received {divisor!r}.")
-    smoothed = {
-        stage: list(zip([p[0] for p in pts], moving_average([p[1] for p in pts], window)))
-        for stage, pts in series.items()
-    }
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be an int >= 1; received {window!r}.")
+    smoothed = {stage: smooth_series(pts, window) for stage, pts in series.items()}
     bounds = _visible(smoothed, span)
     if bounds is None:
         return ["(no data yet)"]
