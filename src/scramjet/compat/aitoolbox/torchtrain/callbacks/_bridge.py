@@ -84,7 +84,9 @@ def to_trainer_callback(callback: AbstractCallback, loop: Any) -> TrainerCallbac
     for hook in overridden_hooks(callback):
         for event in HOOK_EVENTS[hook]:
             events.setdefault(event, []).append(hook)
-    attrs: dict[str, Any] = {event: _make_handler(callback, hooks) for event, hooks in events.items()}
+    attrs: dict[str, Any] = {
+        event: _make_handler(callback, hooks) for event, hooks in events.items()
+    }
     attrs["custom_events"] = ("on_after_gradient_update",)
     attrs["wrapped"] = callback
     if callable(getattr(callback, "state_dict", None)):

@@ -46,11 +46,11 @@ def lower_is_better(metric_name: str) -> bool:
 def latest_value(loop: Any, metric_name: str, who: str) -> Any:
     """The last recorded value of ``metric_name`` in the loop's history."""
     history = loop.train_history
-    values = history[metric_name] if metric_name in history else []
+    values = history[metric_name] if metric_name in history else []  # noqa: SIM401
     if not values:
         raise ValueError(
             f"{who}: the training history has no value for {metric_name!r} yet; it holds "
-            f"{sorted(k for k in history.keys() if len(history[k]))}. Monitor one of those, or "
+            f"{sorted(k for k in history if len(history[k]))}. Monitor one of those, or "
             f"add a callback that computes it (e.g. ModelPerformanceEvaluation) before this one."
         )
     return values[-1]
@@ -211,7 +211,8 @@ class TerminateOnNaN(AbstractCallback):
     def on_epoch_end(self) -> None:
         """Check the latest value of ``monitor``."""
         loop = self.train_loop_obj
-        values = loop.train_history[self.monitor] if self.monitor in loop.train_history else []
+        history = loop.train_history  # TrainingHistory: no .get
+        values = history[self.monitor] if self.monitor in history else []  # noqa: SIM401
         last = values[-1] if len(values) else None
         if last is not None and not math.isfinite(float(last)):
             loop.early_stop = True
@@ -227,7 +228,9 @@ class AllPredictionsSame(AbstractCallback):
         verbose: print a notice when they do.
     """
 
-    def __init__(self, value: float = 0.0, stop_training: bool = False, verbose: bool = True) -> None:
+    def __init__(
+        self, value: float = 0.0, stop_training: bool = False, verbose: bool = True
+    ) -> None:
         super().__init__("All predictions have the same value")
         self.value, self.stop_training, self.verbose = value, stop_training, verbose
         self.all_same: bool | None = None
@@ -435,7 +438,7 @@ class DataSubsetTestRun(AbstractCallback):
     @staticmethod
     def subset_data_loader(data_loader: Iterable[Any], num_batches: int) -> list[Any]:
         """The first ``num_batches`` batches of ``data_loader`` as a list."""
-        subset = []
+        subset: list[Any] = []
         for batch in data_loader:
             if len(subset) == num_batches:
                 break

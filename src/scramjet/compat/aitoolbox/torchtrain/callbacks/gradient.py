@@ -123,7 +123,9 @@ class GradientStatsPrint(GradientCallbackBase):
         if not sampled:
             return
         stats: dict[str, dict[str, float]] = {}
-        for name, grad in _layer_weight_grads(self.train_loop_obj.model, self.model_layers_extract_def):
+        for name, grad in _layer_weight_grads(
+            self.train_loop_obj.model, self.model_layers_extract_def
+        ):
             if grad is None:
                 continue
             g = grad.detach().float().cpu().numpy()
@@ -147,7 +149,9 @@ class GradientStatsPrint(GradientCallbackBase):
         print("---> Model layers gradients stats")
         for name, s in self.last_stats.items():
             if self.model_layers_extract_def is None:
-                print(f"\tgrad {name}: mean {s['mean']:.4g} std {s['std']:.4g} norm {s['norm']:.4g}")
+                print(
+                    f"\tgrad {name}: mean {s['mean']:.4g} std {s['std']:.4g} norm {s['norm']:.4g}"
+                )
             else:
                 print(f"\t{name} grads: Mean: {s['mean']}; Std {s['std']}")
                 print(f"\t\tRatio of zero gradients: {s['zero_ratio']}")

@@ -68,7 +68,7 @@ class ModelLoadContinueTraining(AbstractExperimentCallback):
 
         self.try_infer_experiment_details(infer_cloud_details=False)
         loop = self.train_loop_obj
-        self.model_loader = PyTorchLocalModelLoader(self.local_model_result_folder_path)
+        self.model_loader = PyTorchLocalModelLoader(self.local_model_result_folder_path or ".")
         self.model_loader.load_model(
             self.project_name,
             self.experiment_name,

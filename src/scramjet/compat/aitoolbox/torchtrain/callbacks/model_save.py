@@ -156,7 +156,7 @@ class ModelCheckpoint(_SavesHyperparams):
             self.save_hyperparams()
 
     def _make_saver(self) -> Any:
-        args = {
+        args: dict[str, Any] = {
             "local_model_result_folder_path": self.local_model_result_folder_path,
             "checkpoint_model": True,
         }
@@ -373,7 +373,9 @@ class ModelTrainEndSave(_SavesHyperparams):
         if self.test_result_package is not None:
             self.test_result_package.pkg_name += "_TEST"
             test = self._evaluate(self.test_result_package, "test")
-            self.result_package = test if self.result_package is None else test + self.result_package
+            self.result_package = (
+                test if self.result_package is None else test + self.result_package
+            )
         if main:
             self.results_saver.save_experiment(
                 state,

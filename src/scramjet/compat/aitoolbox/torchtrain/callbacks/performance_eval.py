@@ -453,7 +453,7 @@ class ModelTrainHistoryBaseCB(AbstractExperimentCallback):
             )
 
             self.message_service.write_message(
-                key, paths, msg_handling_settings=message_passing.UNTIL_END_OF_EPOCH
+                key, paths, msg_handling_settings=message_passing.MessageHandling.UNTIL_END_OF_EPOCH
             )
 
 

@@ -76,7 +76,9 @@ class LinearWithWarmupScheduler(_LambdaWarmup):
             warm = _warmup(step, num_warmup_steps)
             if warm is not None:
                 return warm
-            return max(0.0, (num_training_steps - step) / max(1, num_training_steps - num_warmup_steps))
+            return max(
+                0.0, (num_training_steps - step) / max(1, num_training_steps - num_warmup_steps)
+            )
 
         super().__init__(factor, last_epoch, **kwargs)
 
