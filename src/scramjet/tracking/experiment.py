@@ -284,7 +284,10 @@ class Experiment(TrainerCallback):
         except StorageCheckError as exc:
             if self.on_storage_error == "raise":
                 info = _files.read_json(self.run_dir / "run.json")
-                info.update(status="failed", error=str(exc), pid=os.getpid())
+                info.setdefault("started", time.time())
+                info.update(project=self.project, experiment=self.experiment, error=str(exc))
+                info.update(remote=self.remote_url, pid=os.getpid(), host=socket.gethostname())
+                _mark_ended(info, "failed")
                 _files.write_json(self.run_dir / "run.json", info)
                 raise StorageCheckError(
                     f"{exc} To train with local files only, pass "
