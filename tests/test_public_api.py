@@ -239,6 +239,7 @@ EXPECTED: dict[str, set[str]] = {
         "PackFormatError",
         "PackReport",
         "PackedDataset",
+        "ShardDownloadError",
         "pack",
     },
     "scramjet.metrics": {
@@ -324,6 +325,8 @@ EXPECTED: dict[str, set[str]] = {
 NOT_API: dict[str, str] = {
     "scramjet.compat": "a folder for the compat layers, which have their own __all__",
     "scramjet.demo": "the runnable demo (python -m scramjet.demo), not a library API",
+    "scramjet.compat.aitoolbox.torchtrain.callbacks": "AIToolbox's folder of callback modules; names live in the modules",
+    "scramjet.compat.aitoolbox.torchtrain.schedulers": "AIToolbox's folder of scheduler modules; names live in the modules",
 }
 
 
