@@ -3,7 +3,8 @@
 Public names:
 
 - :func:`pack` writes a pack from a folder of images and a CSV list.
-- :class:`PackedDataset` reads a pack as a map-style ``torch.utils.data.Dataset``.
+- :class:`PackedDataset` reads a pack as a map-style ``torch.utils.data.Dataset``, from
+  local disk or streamed from an fsspec URL (``s3://``, ``gs://``) through a local cache.
 - :mod:`scramjet.data.augment` holds seeded augmentations for images and sequences.
 
 Names are imported lazily, so ``import scramjet.data`` does not import torch, and the
@@ -16,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from scramjet.data._remote import ShardDownloadError
     from scramjet.data.format import FORMAT_VERSION, Manifest, PackFormatError
     from scramjet.data.reader import PackedDataset
     from scramjet.data.writer import PackError, PackReport, pack
@@ -28,6 +30,7 @@ _WHERE: dict[str, str] = {
     "Manifest": "scramjet.data.format",
     "PackFormatError": "scramjet.data.format",
     "FORMAT_VERSION": "scramjet.data.format",
+    "ShardDownloadError": "scramjet.data._remote",
 }
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "PackFormatError",
     "PackReport",
     "PackedDataset",
+    "ShardDownloadError",
     "pack",
 ]
 
