@@ -1,0 +1,194 @@
+"""AIToolbox's full experiment savers: model and results, saved locally and to a bucket.
+
+``saver.save_experiment(model_checkpoint, result_package, training_history)`` writes the
+model as a scramjet checkpoint file and the results as the local results saver does, then
+uploads both through :mod:`scramjet.tracking.storage`; it returns the remote URLs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from scramjet.compat.aitoolbox.cloud.AWS.model_save import KerasS3ModelSaver, PyTorchS3ModelSaver
+from scramjet.compat.aitoolbox.cloud.AWS.results_save import S3ResultsSaver
+from scramjet.compat.aitoolbox.cloud.GoogleCloud.model_save import (
+    KerasGoogleStorageModelSaver,
+    PyTorchGoogleStorageModelSaver,
+)
+from scramjet.compat.aitoolbox.cloud.GoogleCloud.results_save import GoogleStorageResultsSaver
+from scramjet.compat.aitoolbox.experiment._paths import timestamp_now
+
+__all__ = [
+    "AbstractExperimentSaver",
+    "BaseFullExperimentSaver",
+    "FullKerasExperimentGoogleStorageSaver",
+    "FullKerasExperimentS3Saver",
+    "FullPyTorchExperimentGoogleStorageSaver",
+    "FullPyTorchExperimentS3Saver",
+]
+
+
+class AbstractExperimentSaver(ABC):
+    """Interface of the experiment savers."""
+
+    @abstractmethod
+    def save_experiment(
+        self,
+        model: Any,
+        result_package: Any,
+        training_history: Any,
+        experiment_timestamp: str | None = None,
+        save_true_pred_labels: bool = False,
+        separate_files: bool = False,
+    ) -> list[str]:
+        """Save model and results; return where they were saved."""
+
+
+class BaseFullExperimentSaver(AbstractExperimentSaver):
+    """A model saver and a results saver used together for one experiment.
+
+    Args:
+        model_saver: saves the model (``save_model`` returns ``(url, timestamp, local path)``).
+        results_saver: saves the results (``save_experiment_results`` returns ``(urls, timestamp)``).
+        project_name: folder of the project.
+        experiment_name: prefix of the experiment folder.
+        experiment_timestamp: the folder's timestamp; default: when ``save_experiment`` runs.
+    """
+
+    def __init__(
+        self,
+        model_saver: Any,
+        results_saver: Any,
+        project_name: str,
+        experiment_name: str,
+        experiment_timestamp: str | None = None,
+        local_model_result_folder_path: str = "~/project/model_result",
+    ) -> None:
+        self.model_saver = model_saver
+        self.results_saver = results_saver
+        self.project_name = project_name
+        self.experiment_name = experiment_name
+        self.experiment_timestamp = experiment_timestamp
+        self.local_model_result_folder_path = local_model_result_folder_path
+
+    def save_experiment(
+        self,
+        model: Any,
+        result_package: Any,
+        training_history: Any,
+        experiment_timestamp: str | None = None,
+        save_true_pred_labels: bool = False,
+        separate_files: bool = False,
+    ) -> list[str]:
+        """Save the model and the results; returns the model's URL, then the results' URLs."""
+        stamp = experiment_timestamp or self.experiment_timestamp or timestamp_now()
+        model_url, _, _ = self.model_saver.save_model(
+            model, self.project_name, self.experiment_name, stamp
+        )
+        result_urls, _ = self.results_saver.save_experiment_results(
+            result_package,
+            training_history,
+            self.project_name,
+            self.experiment_name,
+            stamp,
+            save_true_pred_labels=save_true_pred_labels,
+            separate_files=separate_files,
+        )
+        return [model_url, *result_urls]
+
+
+def _full_saver_init(
+    saver: BaseFullExperimentSaver,
+    model_cls: Any,
+    results_cls: Any,
+    project_name: str,
+    experiment_name: str,
+    experiment_timestamp: str | None,
+    bucket_name: str,
+    cloud_dir_prefix: str,
+    local_model_result_folder_path: str,
+) -> None:
+    BaseFullExperimentSaver.__init__(
+        saver,
+        model_cls(bucket_name, cloud_dir_prefix, local_model_result_folder_path),
+        results_cls(bucket_name, cloud_dir_prefix, local_model_result_folder_path),
+        project_name,
+        experiment_name,
+        experiment_timestamp,
+        local_model_result_folder_path,
+    )
+
+
+class FullPyTorchExperimentS3Saver(BaseFullExperimentSaver):
+    """PyTorch checkpoint and results, saved locally and to S3."""
+
+    def __init__(
+        self,
+        project_name: str,
+        experiment_name: str,
+        experiment_timestamp: str | None = None,
+        bucket_name: str = "model-result",
+        cloud_dir_prefix: str = "",
+        local_model_result_folder_path: str = "~/project/model_result",
+    ) -> None:
+        _full_saver_init(
+            self, PyTorchS3ModelSaver, S3ResultsSaver, project_name, experiment_name,
+            experiment_timestamp, bucket_name, cloud_dir_prefix, local_model_result_folder_path,
+        )
+
+
+class FullKerasExperimentS3Saver(BaseFullExperimentSaver):
+    """AIToolbox's Keras S3 saver: construction works, saving a model raises (PyTorch only)."""
+
+    def __init__(
+        self,
+        project_name: str,
+        experiment_name: str,
+        experiment_timestamp: str | None = None,
+        bucket_name: str = "model-result",
+        cloud_dir_prefix: str = "",
+        local_model_result_folder_path: str = "~/project/model_result",
+    ) -> None:
+        _full_saver_init(
+            self, KerasS3ModelSaver, S3ResultsSaver, project_name, experiment_name,
+            experiment_timestamp, bucket_name, cloud_dir_prefix, local_model_result_folder_path,
+        )
+
+
+class FullPyTorchExperimentGoogleStorageSaver(BaseFullExperimentSaver):
+    """PyTorch checkpoint and results, saved locally and to Google Cloud Storage."""
+
+    def __init__(
+        self,
+        project_name: str,
+        experiment_name: str,
+        experiment_timestamp: str | None = None,
+        bucket_name: str = "model-result",
+        cloud_dir_prefix: str = "",
+        local_model_result_folder_path: str = "~/project/model_result",
+    ) -> None:
+        _full_saver_init(
+            self, PyTorchGoogleStorageModelSaver, GoogleStorageResultsSaver, project_name,
+            experiment_name, experiment_timestamp, bucket_name, cloud_dir_prefix,
+            local_model_result_folder_path,
+        )
+
+
+class FullKerasExperimentGoogleStorageSaver(BaseFullExperimentSaver):
+    """AIToolbox's Keras GCS saver: construction works, saving a model raises (PyTorch only)."""
+
+    def __init__(
+        self,
+        project_name: str,
+        experiment_name: str,
+        experiment_timestamp: str | None = None,
+        bucket_name: str = "model-result",
+        cloud_dir_prefix: str = "",
+        local_model_result_folder_path: str = "~/project/model_result",
+    ) -> None:
+        _full_saver_init(
+            self, KerasGoogleStorageModelSaver, GoogleStorageResultsSaver, project_name,
+            experiment_name, experiment_timestamp, bucket_name, cloud_dir_prefix,
+            local_model_result_folder_path,
+        )
