@@ -51,7 +51,9 @@ class _Bucket:
     def experiment_url(self, project_name: str, experiment_name: str, timestamp: str) -> str:
         """The remote experiment folder."""
         folder = f"{experiment_name}_{timestamp}"
-        return bucket_url(self.scheme, self.bucket_name, self.cloud_dir_prefix, project_name, folder)
+        return bucket_url(
+            self.scheme, self.bucket_name, self.cloud_dir_prefix, project_name, folder
+        )
 
     def mirror(self, project: str, experiment: str, stamp: str, paths: list[str]) -> list[str]:
         """Upload local experiment files to the same place in the remote experiment folder."""
@@ -71,7 +73,9 @@ class BucketModelSaver(_Bucket):
         checkpoint_model: bool = False,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(bucket_name, cloud_dir_prefix, local_model_result_folder_path, storage_options)
+        super().__init__(
+            bucket_name, cloud_dir_prefix, local_model_result_folder_path, storage_options
+        )
         self.checkpoint_model = checkpoint_model
         self.local_model_saver = PyTorchLocalModelSaver(
             self.local_model_result_folder_path, checkpoint_model
@@ -114,8 +118,12 @@ class BucketResultsSaver(_Bucket):
         file_format: str = "pickle",
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(bucket_name, cloud_dir_prefix, local_model_result_folder_path, storage_options)
-        self.local_results_saver = LocalResultsSaver(self.local_model_result_folder_path, file_format)
+        super().__init__(
+            bucket_name, cloud_dir_prefix, local_model_result_folder_path, storage_options
+        )
+        self.local_results_saver = LocalResultsSaver(
+            self.local_model_result_folder_path, file_format
+        )
 
     def save_experiment_results(
         self,
@@ -131,9 +139,17 @@ class BucketResultsSaver(_Bucket):
         """Returns ``(remote URLs of the files, experiment timestamp)``."""
         stamp = experiment_timestamp or timestamp_now()
         saver = self.local_results_saver
-        save = saver.save_experiment_results_separate_files if separate_files else saver.save_experiment_results
+        save = (
+            saver.save_experiment_results_separate_files
+            if separate_files
+            else saver.save_experiment_results
+        )
         saved = save(
-            result_package, training_history, project_name, experiment_name, stamp,
+            result_package,
+            training_history,
+            project_name,
+            experiment_name,
+            stamp,
             save_true_pred_labels=save_true_pred_labels,
         )
         remote = self.mirror(project_name, experiment_name, stamp, [path for _, path in saved])
@@ -150,7 +166,9 @@ class BucketModelLoader(_Bucket):
         cloud_dir_prefix: str = "",
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(bucket_name, cloud_dir_prefix, local_model_result_folder_path, storage_options)
+        super().__init__(
+            bucket_name, cloud_dir_prefix, local_model_result_folder_path, storage_options
+        )
         self.local_model_loader = PyTorchLocalModelLoader(self.local_model_result_folder_path)
 
     def load_model(
@@ -167,7 +185,10 @@ class BucketModelLoader(_Bucket):
         url = f"{self.experiment_url(project_name, experiment_name, experiment_timestamp)}/{rel}"
         local = os.path.join(
             experiment_dir(
-                self.local_model_result_folder_path, project_name, experiment_name, experiment_timestamp
+                self.local_model_result_folder_path,
+                project_name,
+                experiment_name,
+                experiment_timestamp,
             ),
             rel,
         )
@@ -184,7 +205,9 @@ class BucketModelLoader(_Bucket):
         """Load the downloaded optimizer state into ``optimizer``."""
         return self.local_model_loader.init_optimizer(optimizer, device)
 
-    def init_scheduler(self, scheduler_callbacks_list: list[Any], ignore_saved: bool = False) -> list[Any]:
+    def init_scheduler(
+        self, scheduler_callbacks_list: list[Any], ignore_saved: bool = False
+    ) -> list[Any]:
         """Load the downloaded scheduler states."""
         return self.local_model_loader.init_scheduler(scheduler_callbacks_list, ignore_saved)
 
@@ -212,7 +235,12 @@ class BucketDataSaver:
             self.save_file(
                 path,
                 "/".join(
-                    p for p in (cloud_folder_path.strip("/"), os.path.relpath(path, local_folder_path)) if p
+                    p
+                    for p in (
+                        cloud_folder_path.strip("/"),
+                        os.path.relpath(path, local_folder_path),
+                    )
+                    if p
                 ),
             )
             for path in local_files_under(local_folder_path)

@@ -77,9 +77,7 @@ def _with_retries(what: str, fn: Any, *args: Any, attempts: int = 4) -> None:
             delay *= 2
 
 
-def put_file(
-    local_path: str, url: str, storage_options: Mapping[str, Any] | None = None
-) -> None:
+def put_file(local_path: str, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
     """Upload one local file to ``url`` (any remote name), with retries."""
     fs, remote = open_filesystem(url, storage_options)
     _with_retries(f"upload of {local_path} to {url}", fs.put_file, local_path, remote)

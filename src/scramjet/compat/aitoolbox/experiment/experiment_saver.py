@@ -133,8 +133,15 @@ class FullPyTorchExperimentS3Saver(BaseFullExperimentSaver):
         local_model_result_folder_path: str = "~/project/model_result",
     ) -> None:
         _full_saver_init(
-            self, PyTorchS3ModelSaver, S3ResultsSaver, project_name, experiment_name,
-            experiment_timestamp, bucket_name, cloud_dir_prefix, local_model_result_folder_path,
+            self,
+            PyTorchS3ModelSaver,
+            S3ResultsSaver,
+            project_name,
+            experiment_name,
+            experiment_timestamp,
+            bucket_name,
+            cloud_dir_prefix,
+            local_model_result_folder_path,
         )
 
 
@@ -151,8 +158,15 @@ class FullKerasExperimentS3Saver(BaseFullExperimentSaver):
         local_model_result_folder_path: str = "~/project/model_result",
     ) -> None:
         _full_saver_init(
-            self, KerasS3ModelSaver, S3ResultsSaver, project_name, experiment_name,
-            experiment_timestamp, bucket_name, cloud_dir_prefix, local_model_result_folder_path,
+            self,
+            KerasS3ModelSaver,
+            S3ResultsSaver,
+            project_name,
+            experiment_name,
+            experiment_timestamp,
+            bucket_name,
+            cloud_dir_prefix,
+            local_model_result_folder_path,
         )
 
 
@@ -169,8 +183,14 @@ class FullPyTorchExperimentGoogleStorageSaver(BaseFullExperimentSaver):
         local_model_result_folder_path: str = "~/project/model_result",
     ) -> None:
         _full_saver_init(
-            self, PyTorchGoogleStorageModelSaver, GoogleStorageResultsSaver, project_name,
-            experiment_name, experiment_timestamp, bucket_name, cloud_dir_prefix,
+            self,
+            PyTorchGoogleStorageModelSaver,
+            GoogleStorageResultsSaver,
+            project_name,
+            experiment_name,
+            experiment_timestamp,
+            bucket_name,
+            cloud_dir_prefix,
             local_model_result_folder_path,
         )
 
@@ -188,7 +208,13 @@ class FullKerasExperimentGoogleStorageSaver(BaseFullExperimentSaver):
         local_model_result_folder_path: str = "~/project/model_result",
     ) -> None:
         _full_saver_init(
-            self, KerasGoogleStorageModelSaver, GoogleStorageResultsSaver, project_name,
-            experiment_name, experiment_timestamp, bucket_name, cloud_dir_prefix,
+            self,
+            KerasGoogleStorageModelSaver,
+            GoogleStorageResultsSaver,
+            project_name,
+            experiment_name,
+            experiment_timestamp,
+            bucket_name,
+            cloud_dir_prefix,
             local_model_result_folder_path,
         )

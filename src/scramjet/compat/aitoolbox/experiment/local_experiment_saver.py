@@ -68,9 +68,17 @@ class BaseFullExperimentLocalSaver(AbstractExperimentSaver):
             model, self.project_name, self.experiment_name, stamp
         )
         saver = self.results_saver
-        save = saver.save_experiment_results_separate_files if separate_files else saver.save_experiment_results
+        save = (
+            saver.save_experiment_results_separate_files
+            if separate_files
+            else saver.save_experiment_results
+        )
         saved = save(
-            result_package, training_history, self.project_name, self.experiment_name, stamp,
+            result_package,
+            training_history,
+            self.project_name,
+            self.experiment_name,
+            stamp,
             save_true_pred_labels=save_true_pred_labels,
         )
         return [model_path, *(path for _, path in saved)]
@@ -89,8 +97,11 @@ class FullPyTorchExperimentLocalSaver(BaseFullExperimentLocalSaver):
     ) -> None:
         super().__init__(
             PyTorchLocalModelSaver(local_model_result_folder_path),
-            project_name, experiment_name, experiment_timestamp,
-            local_model_result_folder_path, file_format,
+            project_name,
+            experiment_name,
+            experiment_timestamp,
+            local_model_result_folder_path,
+            file_format,
         )
 
 
@@ -107,6 +118,9 @@ class FullKerasExperimentLocalSaver(BaseFullExperimentLocalSaver):
     ) -> None:
         super().__init__(
             KerasLocalModelSaver(local_model_result_folder_path),
-            project_name, experiment_name, experiment_timestamp,
-            local_model_result_folder_path, file_format,
+            project_name,
+            experiment_name,
+            experiment_timestamp,
+            local_model_result_folder_path,
+            file_format,
         )

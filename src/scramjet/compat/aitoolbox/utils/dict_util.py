@@ -30,7 +30,9 @@ def _join(key: str, parts: list[Any]) -> Any:
     )
 
 
-def combine_prediction_metadata_batches(metadata_list: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def combine_prediction_metadata_batches(
+    metadata_list: Iterable[Mapping[str, Any]],
+) -> dict[str, Any]:
     """Join per-batch metadata dicts key by key (lists extended, tensors/arrays concatenated).
 
     A key missing from some batches joins the batches that have it.

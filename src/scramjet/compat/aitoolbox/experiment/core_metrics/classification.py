@@ -16,7 +16,8 @@ __all__ = ["AccuracyMetric", "F1ScoreMetric", "PrecisionRecallCurveAUCMetric", "
 def predicted_labels(y_predicted: np.ndarray, positive_class_thresh: float | None) -> np.ndarray:
     """Class labels: arg-max over columns of 2-D scores, else scores cut at the threshold."""
     if y_predicted.ndim == 2 and y_predicted.shape[1] > 1:
-        return np.argmax(y_predicted, axis=1)
+        labels: np.ndarray = np.argmax(y_predicted, axis=1)
+        return labels
     flat = y_predicted.reshape(-1)
     if positive_class_thresh is None:
         return flat
@@ -45,7 +46,9 @@ class AccuracyMetric(AbstractBaseMetric):
         return float(np.mean(self.y_true.reshape(-1) == labels))
 
 
-def _binary_inputs(y_true: np.ndarray, y_predicted: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+def _binary_inputs(
+    y_true: np.ndarray, y_predicted: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor]:
     scores = torch.as_tensor(y_predicted.reshape(-1), dtype=torch.float32)
     return scores, torch.as_tensor(y_true.reshape(-1)).long()
 

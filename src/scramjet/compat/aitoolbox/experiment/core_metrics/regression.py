@@ -17,7 +17,8 @@ def _errors(y_true: np.ndarray, y_predicted: np.ndarray) -> np.ndarray:
             f"y_true has {y_true.size} values and y_predicted {y_predicted.size}; pass one "
             f"prediction per target."
         )
-    return y_predicted.reshape(-1).astype(float) - y_true.reshape(-1).astype(float)
+    diff: np.ndarray = y_predicted.reshape(-1).astype(float) - y_true.reshape(-1).astype(float)
+    return diff
 
 
 class MeanSquaredErrorMetric(AbstractBaseMetric):

@@ -58,11 +58,16 @@ class PyTorchLocalModelLoader(AbstractLocalModelLoader):
         """
         folder = os.path.join(
             experiment_dir(
-                self.local_model_result_folder_path, project_name, experiment_name, experiment_timestamp
+                self.local_model_result_folder_path,
+                project_name,
+                experiment_name,
+                experiment_timestamp,
             ),
             model_save_dir,
         )
-        path = os.path.join(folder, model_file_name(experiment_name, experiment_timestamp, epoch_num, ".pth"))
+        path = os.path.join(
+            folder, model_file_name(experiment_name, experiment_timestamp, epoch_num, ".pth")
+        )
         if not os.path.isfile(path):
             raise FileNotFoundError(
                 f"no saved model at {path}; check project_name, experiment_name, "
@@ -93,7 +98,9 @@ class PyTorchLocalModelLoader(AbstractLocalModelLoader):
         optimizer.load_state_dict(self._loaded()["optimizer_state_dict"])
         return optimizer
 
-    def init_scheduler(self, scheduler_callbacks_list: list[Any], ignore_saved: bool = False) -> list[Any]:
+    def init_scheduler(
+        self, scheduler_callbacks_list: list[Any], ignore_saved: bool = False
+    ) -> list[Any]:
         """Load saved scheduler states into the scheduler callbacks, in order."""
         saved = self._loaded().get("schedulers_state_dict") or []
         if not ignore_saved:

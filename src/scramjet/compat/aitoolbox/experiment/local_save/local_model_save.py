@@ -77,7 +77,9 @@ class BaseLocalModelSaver:
     """
 
     def __init__(
-        self, local_model_result_folder_path: str = "~/project/model_result", checkpoint_model: bool = False
+        self,
+        local_model_result_folder_path: str = "~/project/model_result",
+        checkpoint_model: bool = False,
     ) -> None:
         self.local_model_result_folder_path = os.path.expanduser(local_model_result_folder_path)
         self.checkpoint_model = checkpoint_model
@@ -88,7 +90,11 @@ class BaseLocalModelSaver:
         """Create ``checkpoint_model/`` or ``model/`` of the experiment; return its path."""
         sub = "checkpoint_model" if self.checkpoint_model else "model"
         return experiment_subdir(
-            self.local_model_result_folder_path, project_name, experiment_name, experiment_timestamp, sub
+            self.local_model_result_folder_path,
+            project_name,
+            experiment_name,
+            experiment_timestamp,
+            sub,
         )
 
 
@@ -115,9 +121,7 @@ class PyTorchLocalModelSaver(BaseLocalModelSaver, AbstractLocalModelSaver):
         name = model_file_name(experiment_name, stamp, epoch, ".pth")
         path = os.path.join(folder, name)
         saved_epoch = model.get("epoch")
-        write_checkpoint(
-            path, model, epoch=saved_epoch if isinstance(saved_epoch, int) else None
-        )
+        write_checkpoint(path, model, epoch=saved_epoch if isinstance(saved_epoch, int) else None)
         return name, path
 
     @staticmethod

@@ -44,9 +44,7 @@ class AbstractLocalResultsSaver:
         """Save the results of one experiment; returns ``[[file_name, file_path], ...]``."""
         raise NotImplementedError
 
-    def save_experiment_results_separate_files(
-        self, *args: Any, **kwargs: Any
-    ) -> list[list[str]]:
+    def save_experiment_results_separate_files(self, *args: Any, **kwargs: Any) -> list[list[str]]:
         """Like :meth:`save_experiment_results`, one file per kind of content."""
         raise NotImplementedError
 
@@ -61,7 +59,9 @@ class BaseLocalResultsSaver:
     """
 
     def __init__(
-        self, local_model_result_folder_path: str = "~/project/model_result", file_format: str = "pickle"
+        self,
+        local_model_result_folder_path: str = "~/project/model_result",
+        file_format: str = "pickle",
     ) -> None:
         self.local_model_result_folder_path = os.path.expanduser(local_model_result_folder_path)
         if file_format not in _EXTENSIONS:
@@ -104,9 +104,7 @@ class BaseLocalResultsSaver:
             ValueError: ``file_format`` was changed to an unsupported value.
         """
         if self.file_format not in _EXTENSIONS:
-            raise ValueError(
-                f"file_format is {self.file_format!r}; set it to 'pickle' or 'json'."
-            )
+            raise ValueError(f"file_format is {self.file_format!r}; set it to 'pickle' or 'json'.")
         ext = _EXTENSIONS[self.file_format]
         path = file_local_path_wo_type + ext
         if self.file_format == "json":
@@ -179,5 +177,7 @@ class LocalResultsSaver(BaseLocalResultsSaver, AbstractLocalResultsSaver):
         saved = []
         for prefix, body in parts:
             name = f"{prefix}_{experiment_name}_{stamp}"
-            saved.append(list(self.save_file({**head, **body}, name, os.path.join(results_dir, name))))
+            saved.append(
+                list(self.save_file({**head, **body}, name, os.path.join(results_dir, name)))
+            )
         return saved + (result_package.get_additional_results_dump_paths() or [])

@@ -156,6 +156,7 @@ class AbstractResultPackage(ABC):
         local_model_result_folder_path: str,
     ) -> None:
         """Called before evaluation with the run's location; override to write extra files."""
+        return None
 
     def _require_results(self, action: str) -> dict[str, Any]:
         if self.results_dict is None:

@@ -28,7 +28,9 @@ class TorchMetricsPackage(AbstractResultPackage):
             ``compute``, ``reset`` and ``to``).
     """
 
-    def __init__(self, torch_metrics: Any, strict_content_check: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self, torch_metrics: Any, strict_content_check: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(
             f"{type(torch_metrics).__name__}_PTLMetrics", strict_content_check, np_array=False
         )

@@ -31,7 +31,9 @@ class HyperParamSourceReporter:
         local_model_result_folder_path: str,
     ) -> None:
         root = os.path.expanduser(local_model_result_folder_path)
-        self.experiment_dir_path = experiment_dir(root, project_name, experiment_name, experiment_timestamp)
+        self.experiment_dir_path = experiment_dir(
+            root, project_name, experiment_name, experiment_timestamp
+        )
         self.file_name = "hyperparams_list.txt"
         self.local_hyperparams_file_path = os.path.join(self.experiment_dir_path, self.file_name)
 

@@ -14,7 +14,11 @@ _RULE = "=" * 28
 
 def _latest(training_history: Any) -> dict[str, Any]:
     """The newest value of every metric that has one, in history order."""
-    history = training_history.get_train_history() if hasattr(training_history, "get_train_history") else training_history
+    history = (
+        training_history.get_train_history()
+        if hasattr(training_history, "get_train_history")
+        else training_history
+    )
     return {name: values[-1] for name, values in dict(history).items() if len(values) > 0}
 
 

@@ -36,9 +36,7 @@ def find_sub_list(sl: Sequence[Any], l: Sequence[Any]) -> tuple[int, int] | None
 
 def unicode_to_ascii(s: str) -> str:
     """Drop accents: ``"café"`` → ``"cafe"``."""
-    return "".join(
-        c for c in unicodedata.normalize("NFD", s) if unicodedata.category(c) != "Mn"
-    )
+    return "".join(c for c in unicodedata.normalize("NFD", s) if unicodedata.category(c) != "Mn")
 
 
 def normalize_string(s: str) -> str:

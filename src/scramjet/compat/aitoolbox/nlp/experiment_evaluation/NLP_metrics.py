@@ -227,7 +227,9 @@ def moses_bleu(hypothesis: Sequence[str], reference: Sequence[str]) -> float:
     if not reference or not hypothesis or any(num == 0 for num, _ in counts):
         return 0.0
     log_p = sum(math.log(num / den) for num, den in counts) / 4
-    bp = 1.0 if len(hypothesis) >= len(reference) else math.exp(1 - len(reference) / len(hypothesis))
+    bp = (
+        1.0 if len(hypothesis) >= len(reference) else math.exp(1 - len(reference) / len(hypothesis))
+    )
     return float(f"{100 * bp * math.exp(log_p):.2f}")
 
 

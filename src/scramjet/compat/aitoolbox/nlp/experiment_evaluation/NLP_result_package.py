@@ -36,7 +36,11 @@ class MachineTranslationResultPackage(MetricsResultPackage):
     """Corpus BLEU."""
 
     def __init__(
-        self, n_gram: int = 4, smooth: bool = False, strict_content_check: bool = False, **kwargs: Any
+        self,
+        n_gram: int = 4,
+        smooth: bool = False,
+        strict_content_check: bool = False,
+        **kwargs: Any,
     ) -> None:
         package = M.BleuResults(n_gram, smooth)
         super().__init__("MachineTranslationResult", package, strict_content_check)
