@@ -1,0 +1,1 @@
+"""Datasets and batch feed definitions for the ``TrainLoop`` family."""

@@ -1,0 +1,1 @@
+"""The parts a ``TrainLoop`` is built from: callback handler, messages, prediction store."""
