@@ -22,10 +22,13 @@ a script file, so a torchrun command line works after replacing ``torchrun`` by
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
+
+from scramjet.runtime.preemption import PREEMPTED_EXIT_CODE
 
 __all__ = ["build_torchrun_argv", "configure_parser", "run"]
 
@@ -166,6 +169,14 @@ def build_torchrun_argv(args: argparse.Namespace) -> list[str]:
     return [*argv, "--module", "scramjet.runtime._script", *target, *script_args]
 
 
+def _preempted(error: Any) -> bool:
+    """Whether the workers stopped on preemption: one ended with status 143 (saved and
+    stopped) and every other failed one did too, or was ended by the agent's ``SIGTERM``
+    afterwards (the checkpoint is complete before any rank leaves ``train()``)."""
+    codes = {getattr(failure, "exitcode", None) for failure in error.failures.values()}
+    return PREEMPTED_EXIT_CODE in codes and codes <= {PREEMPTED_EXIT_CODE, -signal.SIGTERM}
+
+
 def run(args: argparse.Namespace) -> int:
     """Start the processes and wait for them.
 
@@ -174,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
 
     Returns:
         0 when every process succeeded, 1 when one failed (its rank and error are printed),
-        2 for bad options.
+        2 for bad options, 143 when the run was preempted (every failed worker saved and
+        stopped with status 143, or the launcher itself received ``SIGTERM``).
     """
     if not args.module and not Path(args.script).is_file():
         print(
@@ -194,14 +206,35 @@ def run(args: argparse.Namespace) -> int:
     # torch.distributed.run's parse_args and run are unannotated.
     parse_args = cast("Callable[[list[str]], argparse.Namespace]", torch_run.parse_args)
     torchrun = cast("Callable[[argparse.Namespace], None]", torch_run.run)
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    from scramjet.runtime.launch import _fresh_store_per_round
+
+    _fresh_store_per_round()
     try:
         torchrun(parse_args(argv))
     except ChildFailedError as error:
         from scramjet.runtime.launch import _launch_error
 
+        if _preempted(error):
+            print(
+                f"scramjet launch: preempted: the workers saved their training state and "
+                f"stopped (exit status {PREEMPTED_EXIT_CODE}); run the same command again "
+                "to resume (resume_from='auto')",
+                file=sys.stderr,
+            )
+            return PREEMPTED_EXIT_CODE
         failed = _launch_error(error)
         print(f"scramjet launch: {failed}", file=sys.stderr)
         return 1
+    except SignalException as error:  # the launcher itself was told to stop (preemption)
+        print(
+            f"scramjet launch: stopped by {error.sigval.name}: the workers were sent "
+            f"{error.sigval.name} (a Trainer with SaveTrainingStateCallback saves at its next "
+            "step); run the same command again to resume (resume_from='auto')",
+            file=sys.stderr,
+        )
+        return PREEMPTED_EXIT_CODE
     except Exception as error:  # the launcher itself failed: rendezvous, bad settings
         print(
             f"scramjet launch: error: the launcher failed before or between runs: "

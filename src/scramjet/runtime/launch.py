@@ -9,6 +9,7 @@ one machine never collide on a hard-coded port.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -35,6 +36,17 @@ class LaunchError(RuntimeError):
         if traceback:
             text += f"\n--- traceback of rank {rank} ---\n{traceback.rstrip()}"
         super().__init__(text)
+
+
+def _fresh_store_per_round() -> None:
+    """Give every round of the worker group its own rendezvous store.
+
+    By default torch elastic's workers reuse the agent's store across restarts, so the
+    restarted group can read the addresses of the processes that died (under gloo: a
+    ``connectFullMesh ... Connection refused`` on restart). With the sharing off, rank 0
+    of each round hosts a new store on a free port. A value set by the user is kept.
+    """
+    os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
 
 
 def _run_rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -100,6 +112,8 @@ def launch(
         monitor_interval=monitor_interval,
         start_method=start_method,
     )
+    if max_restarts:
+        _fresh_store_per_round()  # a restarted group must not read the dead processes' keys
     try:
         results = elastic_launch(config, _run_rank)(fn, tuple(args))
     except ChildFailedError as error:
