@@ -1,7 +1,7 @@
 """Plots and the self-contained ``report.html`` of a run, and side-by-side comparisons.
 
-Everything here reads a run folder (``hyperparams.json``, ``environment.json``,
-``metrics.jsonl``, ``results/*.json``), so a report can be rebuilt at any time with
+Everything here reads a run folder (``run.json``, ``hyperparams.json``,
+``environment.json``, ``metrics.jsonl``, ``results/*.json``), so a report can be rebuilt at any time with
 ``scramjet report RUN``. Figures are drawn with matplotlib's object API on an Agg
 canvas: matplotlib's global state and style are never touched.
 """
@@ -12,22 +12,15 @@ import base64
 import html
 import io
 import json
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from scramjet.tracking import _report_parts as parts
 from scramjet.tracking.loggers.csv import metric_series, read_metrics
 
 _LOSS_NAMES = ("train_loss_epoch", "eval_loss_epoch")
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
 
 
 def _figure() -> tuple[Any, Any]:
@@ -46,19 +39,29 @@ def _png_bytes(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _plot_lines(
+def _line_figure(
     title: str, lines: Sequence[tuple[str, list[int], list[float]]], xlabel: str
-) -> bytes:
+) -> tuple[Any, Any]:
+    """A figure with one line per ``(label, xs, ys)``; whole-number ticks on the x axis."""
+    from matplotlib.ticker import MaxNLocator
+
     fig, ax = _figure()
     for label, xs, ys in lines:
         marker = "o" if len(xs) <= 30 else None
         ax.plot(xs, ys, label=label, marker=marker, linewidth=1.6)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs and steps: no 1.5
     ax.grid(True, alpha=0.3)
     if len(lines) > 1:
         ax.legend(fontsize=8)
-    return _png_bytes(fig)
+    return fig, ax
+
+
+def _plot_lines(
+    title: str, lines: Sequence[tuple[str, list[int], list[float]]], xlabel: str
+) -> bytes:
+    return _png_bytes(_line_figure(title, lines, xlabel)[0])
 
 
 def build_plots(run_dir: str | os.PathLike[str]) -> dict[str, Path]:
@@ -102,22 +105,6 @@ def _write(path: Path, data: bytes) -> Path:
     return path
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}" if math.isfinite(value) else str(value)
-    if isinstance(value, dict | list):
-        return json.dumps(value, default=str)
-    return str(value)
-
-
-def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_fmt(c))}</td>" for c in row) + "</tr>" for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def _img(data: bytes, alt: str) -> str:
     encoded = base64.b64encode(data).decode("ascii")
     return f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{encoded}"></figure>'
@@ -127,8 +114,13 @@ _STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222}
 table{border-collapse:collapse;margin:8px 0 20px}td,th{border:1px solid #ccc;padding:3px 8px;
 font-size:13px;text-align:left}th{background:#f0f3f7}figure{display:inline-block;margin:6px}
-img{max-width:600px}h2{border-bottom:2px solid #4a7bd0;padding-bottom:3px}
-.diff{background:#fff3c4}
+img{max-width:600px}h2{border-bottom:2px solid #4a7bd0;padding-bottom:3px}h3{margin-bottom:4px}
+table.summary th{width:150px}.status{padding:2px 10px;border-radius:10px;font-weight:600}
+.ok{background:#d6f5d6;color:#135e13}.info{background:#dbe8fb;color:#1d4f91}
+.bad{background:#fbd9d9;color:#8d1c1c}.warn{background:#fdebc8;color:#7a4b00}
+.warning{background:#fff3c4;border-left:4px solid #e0a800;padding:6px 10px;margin:6px 0}
+table.confusion td.cm{text-align:right;min-width:36px}table.confusion th.corner{font-size:11px}
+.diff{background:#fff3c4}details{margin:6px 0 18px}summary{cursor:pointer}
 """
 
 
@@ -145,18 +137,25 @@ def _epoch_table(rows: list[Any]) -> str:
     series = metric_series(rows, "epoch")
     names = sorted(series)
     epochs = sorted({e for xs, _ in series.values() for e in xs})
-    table = []
+    lines = []
     for e in epochs:
         line: list[Any] = [e]
         for n in names:
             xs, ys = series[n]
             line.append(ys[len(xs) - 1 - xs[::-1].index(e)] if e in xs else "")
-        table.append(line)
-    return _table(table, ["epoch", *names])
+        lines.append(line)
+    return parts.table(lines, ["epoch", *names])
 
 
 def build_report(run_dir: str | os.PathLike[str], *, plots: bool = True) -> Path:
-    """(Re)build ``<run>/report.html``: hyperparameters, metric tables, plots, results, environment.
+    """(Re)build ``<run>/report.html``: one offline file that describes the run.
+
+    In order: the run (status, start and end, duration, host, CPU and GPU model, world
+    size, versions), warnings where a declared hyperparameter contradicts what the run
+    used, the hyperparameters (yours, then the training setup: optimizer and its learning
+    rate, betas and weight decay, scheduler, batch sizes, accumulation, precision), each
+    result file (with its confusion matrix and per-class metrics when it has one), the
+    metrics per epoch, the plots, and the environment.
 
     Returns:
         The report path.
@@ -167,43 +166,82 @@ def build_report(run_dir: str | os.PathLike[str], *, plots: bool = True) -> Path
     images = (
         build_plots(run) if plots else {p.stem: p for p in sorted((run / "plots").glob("*.png"))}
     )
-    hyper = _read_json(run / "hyperparams.json")
-    env = _read_json(run / "environment.json")
-    rows = read_metrics(run)
-    sections = [f"<p>Run folder: <code>{html.escape(str(run.resolve()))}</code></p>"]
-    sections.append(
-        "<h2>Hyperparameters</h2>" + _table(sorted(_flat(hyper).items()), ["name", "value"])
-    )
-    sections.append("<h2>Metrics per epoch</h2>" + _epoch_table(rows))
+    hyper = parts.as_dict(parts.read_json(run / "hyperparams.json"))
+    env = parts.as_dict(parts.read_json(run / "environment.json"))
+    info = parts.as_dict(parts.read_json(run / "run.json"))
+    sections = [
+        f"<p>Run folder: <code>{html.escape(str(run.resolve()))}</code></p>",
+        parts.summary_section(info, env, hyper),
+        parts.hyperparams_section(hyper),
+    ]
+    for path in parts.result_files(run):
+        sections.append(parts.results_section(path.stem, parts.read_json(path)))
+    sections.append("<h2>Metrics per epoch</h2>" + _epoch_table(read_metrics(run)))
     sections.append("<h2>Plots</h2>" + "".join(_img(p.read_bytes(), n) for n, p in images.items()))
-    results = sorted((run / "results").glob("*.json")) if (run / "results").is_dir() else []
-    for path in results:
-        data = _read_json(path)
-        scalars = [(k, v) for k, v in _flat(data).items() if not isinstance(v, list)]
-        sections.append(
-            f"<h2>Results: {html.escape(path.stem)}</h2>" + _table(scalars, ["metric", "value"])
-        )
-    sections.append("<h2>Environment</h2>" + _table(sorted(_flat(env).items()), ["name", "value"]))
+    sections.append(
+        "<h2>Environment</h2>" + parts.table(parts.environment_rows(env), ["name", "value"])
+    )
     out = run / "report.html"
-    title = f"{hyper.get('project', '')} / {run.name}" if isinstance(hyper, dict) else run.name
+    project = hyper.get("project") or info.get("project") or ""
+    title = f"{project} / {run.name}" if project else run.name
     _write(out, _page(title, sections).encode("utf-8"))
     return out
 
 
-def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(data, dict):
-        return {}
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            flat.update(_flat(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
+def _differences(names: list[str], values: list[dict[str, Any]]) -> list[list[Any]]:
+    keys = list(dict.fromkeys(k for v in values for k in v))
+    return [
+        [k, *(v.get(k, "") for v in values)]
+        for k in keys
+        if len({json.dumps(v.get(k), default=str) for v in values}) > 1
+    ]
+
+
+def _run_rows(paths: list[Path]) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for key in ("status", "started", "duration", "host", "last step"):
+        line: list[Any] = [key]
+        for path in paths:
+            info = parts.as_dict(parts.read_json(path / "run.json"))
+            seconds = parts.run_duration(info)
+            line.append(
+                {
+                    "status": info.get("status", "unknown"),
+                    "started": parts.format_time(info.get("started")),
+                    "duration": parts.format_duration(seconds) if seconds is not None else "",
+                    "host": info.get("host", ""),
+                    "last step": info.get("last_step", ""),
+                }[key]
+            )
+        rows.append(line)
+    return rows
+
+
+def _settings(path: Path) -> dict[str, Any]:
+    """Declared hyperparameters, then the training setup, then the rest, by display name."""
+    hyper = parts.as_dict(parts.read_json(path / "hyperparams.json"))
+    out = {f"hyperparams.{k}": v for k, v in parts.flat(hyper.get("hyperparams")).items()}
+    out.update(dict(parts.setup_rows(hyper)))
+    out.update(dict(parts.other_rows(hyper)))
+    return out
+
+
+def _results_rows(paths: list[Path]) -> list[list[Any]]:
+    """``[result.metric, value per run]`` for every scalar of every result file."""
+    per_run = []
+    for path in paths:
+        values: dict[str, Any] = {}
+        for file in parts.result_files(path):
+            for key, value in parts.flat(parts.read_json(file)).items():
+                if not isinstance(value, list):
+                    values[f"{file.stem}.{key}"] = value
+        per_run.append(values)
+    keys = sorted({k for v in per_run for k in v})
+    return [[k, *(v.get(k, "") for v in per_run)] for k in keys]
 
 
 def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLike[str]) -> Path:
-    """Write one HTML page comparing runs: overlaid curves, hyperparameter diff, final metrics.
+    """Write one HTML page comparing runs: status, results, hyperparameter differences, curves.
 
     Args:
         runs: two or more run folders.
@@ -215,20 +253,19 @@ def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
         raise FileNotFoundError(f"run folder(s) not found: {missing}; pass existing run folders.")
     names = [p.name for p in paths]
     all_rows = [read_metrics(p) for p in paths]
-    sections = []
-    hypers = [_flat(_read_json(p / "hyperparams.json")) for p in paths]
-    keys = sorted(set().union(*hypers))
-    diff = [
-        [k, *(h.get(k, "") for h in hypers)]
-        for k in keys
-        if len({json.dumps(h.get(k), default=str) for h in hypers}) > 1
-    ]
-    sections.append("<h2>Hyperparameters that differ</h2>" + _table(diff, ["name", *names]))
+    sections = ["<h2>Runs</h2>" + parts.table(_run_rows(paths), ["", *names])]
+    results = _results_rows(paths)
+    sections.append(
+        "<h2>Results</h2>"
+        + (parts.table(results, ["metric", *names]) if results else "<p>No result files.</p>")
+    )
+    diff = _differences(names, [_settings(p) for p in paths])
+    sections.append("<h2>Hyperparameters that differ</h2>" + parts.table(diff, ["name", *names]))
     epoch_series = [metric_series(rows, "epoch") for rows in all_rows]
     final = []
     for metric in sorted(set().union(*epoch_series)):
         final.append([metric, *(s[metric][1][-1] if metric in s else "" for s in epoch_series)])
-    sections.append("<h2>Final epoch metrics</h2>" + _table(final, ["metric", *names]))
+    sections.append("<h2>Final epoch metrics</h2>" + parts.table(final, ["metric", *names]))
     imgs = []
     for metric in sorted(set().union(*epoch_series)):
         lines = [(n, *s[metric]) for n, s in zip(names, epoch_series) if metric in s]
