@@ -13,6 +13,11 @@ files and a WebDataset-style tar of them.
 A process pool's figure includes starting its workers: forkserver or spawn workers first
 re-import this script, as they re-import any ``__main__`` (here: torch and PIL).
 
+Scaling: the encoding stage alone (the pool running pack's per-row task: open, resize,
+encode, with nothing written) is timed with 1 thread and with ``--workers`` threads in
+the same rounds, and the script prints ``rate(N) / (N x rate(1))`` for it and for the
+whole pack (which adds the serial stages: checking rows, writing shards, hashing them).
+
     .venv/bin/python benchmarks/data_pack.py            # default: 512 images, 256 -> 224 px
     .venv/bin/python benchmarks/data_pack.py --n 2048 --rounds 5 --encodings jpeg
 """
@@ -34,7 +39,8 @@ import torch
 from data_read import machine, make_images, write_tars
 from PIL import Image
 
-from scramjet.data import pack
+from scramjet.data import _pool, pack
+from scramjet.data.writer import _encode_task
 
 
 def serial_baseline(root: Path, names: list[str], size: int, quality: int) -> float:
@@ -45,6 +51,17 @@ def serial_baseline(root: Path, names: list[str], size: int, quality: int) -> fl
             small = img.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
         small.save(io.BytesIO(), format="JPEG", quality=quality)
     return len(names) / (time.perf_counter() - start)
+
+
+def encode_stage(root: Path, names: list[str], args: argparse.Namespace, workers: int) -> float:
+    """Samples/s of pack's encoding task alone on ``workers`` threads (nothing written)."""
+    encode = args.encodings.split(",")[0]
+    tasks = [(i, [str(root / n)], args.size, args.size, 3, encode, args.quality, True)
+             for i, n in enumerate(names)]  # fmt: skip
+    start = time.perf_counter()
+    for _ in _pool.results(_encode_task, tasks, workers, "threads"):
+        pass
+    return len(tasks) / (time.perf_counter() - start)
 
 
 def configs(args: argparse.Namespace) -> list[tuple[str, int, str]]:
@@ -60,7 +77,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
     """Make the source images, then time the baseline, a tar copy and every pack run."""
     rates: dict[tuple[str, int, str], list[float]] = {c: [] for c in configs(args)}
     sizes: dict[tuple[str, int, str], int] = {}
-    base: dict[str, Any] = {"serial": []}
+    base: dict[str, Any] = {"serial": [], "stage1": [], "stageN": []}
     with tempfile.TemporaryDirectory(prefix="scramjet-bench-") as tmp:
         root = Path(tmp)
         items = make_images(root, args.n, args.src_size, args.quality)
@@ -73,6 +90,8 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
         order = list(rates)
         for r in range(args.rounds):
             base["serial"].append(serial_baseline(root, names, args.size, args.quality))
+            for key, workers in (("stage1", 1), ("stageN", args.workers))[:: 1 - 2 * (r % 2)]:
+                base[key].append(encode_stage(root, names, args, workers))
             for encode, workers, pool in order[r % len(order) :] + order[: r % len(order)]:
                 dst = root / f"{encode}-{workers}-{pool}-{r}.pack"
                 report = pack(
@@ -125,6 +144,19 @@ def report(args: argparse.Namespace, base: dict[str, Any], runs: dict[Any, Any])
         )
         ratio = statistics.median(rates) / serial
         print(f"{name:<40} {_rate(rates)} {ratio:>8.2f}x {size / 1e6:>10.1f} {size / n:>12.0f}")
+    w, first = args.workers, args.encodings.split(",")[0]
+    one, many = statistics.median(base["stage1"]), statistics.median(base["stageN"])
+    print(
+        f"scaling, encoding stage only ({first}, threads): 1 worker {one:.0f}/s, {w} workers "
+        f"{many:.0f}/s = {many / (w * one):.2f} x {w} x one worker's (target 0.90)"
+    )
+    for encode in args.encodings.split(","):
+        whole_one = statistics.median(runs[(encode, 1, "threads")][0])
+        whole_many = statistics.median(runs[(encode, w, "threads")][0])
+        print(
+            f"scaling, whole pack ({encode}, threads): {whole_many / (w * whole_one):.2f} x "
+            f"{w} x one worker's ({whole_one:.0f}/s -> {whole_many:.0f}/s)"
+        )
     print(f"threads / processes, workers={args.workers} (median samples/s ratio):")
     for encode in args.encodings.split(","):
         threads = statistics.median(runs[(encode, args.workers, "threads")][0])

@@ -199,7 +199,9 @@ def results(fn: Callable[[Any], Any], tasks: list[Any], workers: int, pool: str)
         for task in tasks:
             yield from run_chunk(fn, [task])
         return
-    size = max(1, min(16, len(tasks) // (workers * 8)))
+    # A chunk is one round trip to a worker process; threads take a row or two at a time,
+    # so the last chunks of a pack keep every thread busy to the end.
+    size = max(1, min(16 if pool == "processes" else 2, len(tasks) // (workers * 8)))
     chunks = iter([tasks[i : i + size] for i in range(0, len(tasks), size)])
     executor, slots, alive = _start_pool(pool, workers)
     pending: deque[tuple[list[Any], Future[list[Any]]]] = deque()
