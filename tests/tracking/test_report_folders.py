@@ -96,3 +96,21 @@ def test_missing_and_damaged_files_still_give_a_report(tmp_path: Path) -> None:
     assert re.search(r"world size\s+3", text) and "Results: odd" in text
     assert 'class="confusion"' not in page, "a ragged matrix is not drawn"
     assert "<h3>Training setup</h3>" in page and "not recorded" in text
+
+
+def test_an_upload_failure_and_the_recorded_duration_are_shown(tmp_path: Path) -> None:
+    info = {
+        "status": "upload-failed",
+        "started": 1_700_000_000.0,
+        "finished": 1_700_000_200.0,
+        "duration": 187.5,  # recorded by the run: preferred over finished - started
+        "upload_error": "timed out after 30 s",
+        "logger_errors": ["tensorboard: disk full"],
+    }
+    run = _folder(tmp_path, run=info, hyperparams=HYPER)
+    page = build_report(run).read_text()
+    run_part = page.split("<h2>Run</h2>", 1)[1].split("<h2>", 1)[0]
+    assert 'id="run-status">upload-failed<' in run_part
+    assert 'data-seconds="187.500">3 min 08 s<' in run_part
+    assert "upload failed: timed out after 30 s" in html.unescape(run_part)
+    assert "1 logger error(s), first: tensorboard: disk full" in html.unescape(run_part)

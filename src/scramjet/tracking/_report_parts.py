@@ -110,13 +110,23 @@ def format_duration(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min {s % 60:02d} s"
 
 
+def _number(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number (not a bool), else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
 def run_duration(info: Mapping[str, Any]) -> float | None:
-    """Seconds from ``started`` to ``finished`` in ``run.json``; None while unknown."""
-    start, end = info.get("started"), info.get("finished")
-    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (start, end))
-    if not numbers or end < start:  # type: ignore[operator]
+    """The run's ``duration`` in ``run.json``, else ``finished`` (or ``ended``) minus
+    ``started``; None while unknown."""
+    recorded = _number(info.get("duration"))
+    if recorded is not None and recorded >= 0:
+        return recorded
+    start, end = _number(info.get("started")), _number(info.get("finished", info.get("ended")))
+    if start is None or end is None or end < start:
         return None
-    return float(end - start)  # type: ignore[operator]
+    return end - start
 
 
 def _local_cpu_model() -> str:
@@ -194,7 +204,19 @@ def summary_section(info: Mapping[str, Any], env: Mapping[str, Any], hyper: Any)
         ),
     ]
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{v}</td></tr>" for k, v in rows)
-    return f'<h2>Run</h2><table class="summary">{body}</table>'
+    notes = "".join(f'<p class="warning">⚠ {html.escape(n)}</p>' for n in run_problems(info))
+    return f'<h2>Run</h2>{notes}<table class="summary">{body}</table>'
+
+
+def run_problems(info: Mapping[str, Any]) -> list[str]:
+    """What ``run.json`` says went wrong: an upload error, logger errors."""
+    out = []
+    if info.get("upload_error"):
+        out.append(f"upload failed: {fmt(info['upload_error'])}; the local files are intact.")
+    errors = info.get("logger_errors")
+    if isinstance(errors, list) and errors:
+        out.append(f"{len(errors)} logger error(s), first: {fmt(errors[0])}")
+    return out
 
 
 # ---------------------------------------------------------------------- hyperparameters
