@@ -95,7 +95,7 @@ def test_continue_locally_warns_exactly_once_and_finishes(
 
 
 def test_bad_on_storage_error_says_what_is_expected(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"'raise' or 'local'; received 'ignore'"):
+    with pytest.raises(ValueError, match=r"'raise', 'local' or 'continue'; received 'ignore'"):
         Experiment("p", "e", root=tmp_path, on_storage_error="ignore")
 
 

@@ -132,6 +132,7 @@ def test_failed_upload_is_reported_and_local_files_stay(s3: S3Server, tmp_path: 
         storage="s3://no-such-bucket-xyz",
         on_complete=done.append,
         upload_attempts=1,
+        on_storage_error="continue",  # found during the run (the default stops at the start)
     )
     with pytest.warns(UserWarning, match="failed"):
         make_trainer([exp]).train(tiny_data(), 1, per_device_batch_size=32)

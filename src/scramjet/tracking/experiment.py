@@ -57,6 +57,7 @@ from scramjet.tracking.storage import (
     StorageTimeouts,
     UploadReport,
     is_manifest,
+    unchecked_entry,
 )
 from scramjet.tracking.upload_process import ProcessRunStorage, open_storage
 
@@ -117,7 +118,9 @@ class Experiment(TrainerCallback):
             a test write, within ``upload_timeouts.check`` seconds) finds that ``storage``
             cannot be written: ``"raise"`` (one error naming the cause, before training)
             or ``"local"`` (one warning; the run is kept in local files only and
-            ``run.json`` records ``storage_error``).
+            ``run.json`` records ``storage_error``). ``"continue"`` skips the check: uploads
+            are tried through the run (a remote that comes back receives the files) and a
+            failure is reported at the end (status ``upload-failed``).
 
     Example:
         >>> from scramjet.tracking import Experiment
@@ -151,9 +154,10 @@ class Experiment(TrainerCallback):
         upload_timeouts: StorageTimeouts | None = None,
         on_storage_error: str = "raise",
     ) -> None:
-        if on_storage_error not in ("raise", "local"):
+        if on_storage_error not in ("raise", "local", "continue"):
             raise ValueError(
-                f"on_storage_error must be 'raise' or 'local'; received {on_storage_error!r}."
+                f"on_storage_error must be 'raise', 'local' or 'continue'; received "
+                f"{on_storage_error!r}."
             )
         self.on_storage_error = on_storage_error
         self.project = _files.check_name(project, "project")
@@ -280,7 +284,7 @@ class Experiment(TrainerCallback):
     def _open_storage_checked(self) -> str | None:
         """Open the storage after checking the remote; the check's error, if continuing locally."""
         try:
-            self._ensure_storage(check=True)
+            self._ensure_storage(check=self.on_storage_error != "continue")
         except StorageCheckError as exc:
             if self.on_storage_error == "raise":
                 info = _files.read_json(self.run_dir / "run.json")
@@ -289,10 +293,10 @@ class Experiment(TrainerCallback):
                 info.update(remote=self.remote_url, pid=os.getpid(), host=socket.gethostname())
                 _mark_ended(info, "failed")
                 _files.write_json(self.run_dir / "run.json", info)
-                raise StorageCheckError(
+                raise StorageCheckError(  # the same error, once, with the way out
                     f"{exc} To train with local files only, pass "
                     f"Experiment(..., on_storage_error='local')."
-                ) from exc
+                ) from None
             warnings.warn(
                 f"{exc} Training continues with local files only in {self.run_dir} "
                 f"(on_storage_error='local').",
@@ -614,15 +618,9 @@ class Experiment(TrainerCallback):
         _mark_ended(info, "finished")
         _files.write_json(self.run_dir / "run.json", info)
         self._finished = True
-        self.upload_report = self._sync() if self._storage is not None else None
+        self.upload_report = self._sync(info) if self._storage is not None else None
         if self.upload_report is not None and not self.upload_report.ok:
             reason = f" ({self.upload_report.error})" if self.upload_report.error else ""
-            info.update(
-                status="upload-failed",
-                upload_error=self.upload_report.error
-                or (f"not verified: {', '.join(self.upload_report.failures[:5])}"),
-            )
-            _files.write_json(self.run_dir / "run.json", info)  # local only: the remote failed
             warnings.warn(
                 f"Training finished but uploading the run to {self.upload_report.remote} "
                 f"failed{reason} for {len(self.upload_report.failures)} file(s); local files "
@@ -665,9 +663,19 @@ class Experiment(TrainerCallback):
             self._metric_log.unsubscribe(self._on_step_values)
             self._metric_log = None
 
-    def _sync(self) -> UploadReport:
+    def _sync(self, finished: dict[str, Any] | None = None) -> UploadReport:
+        """Final sync and manifest; ``finished``: the run.json of a finished run, marked
+        ``upload-failed`` (locally, and so in the manifest) when the upload failed."""
         assert self._storage is not None
         report = self._storage.finish(exclude=is_manifest)
+        if finished is not None and not report.ok:
+            error = report.error or f"not verified: {', '.join(report.failures[:5])}"
+            finished.update(status="upload-failed", upload_error=error)
+            _files.write_json(self.run_dir / "run.json", finished)
+            report.files["run.json"] = unchecked_entry(
+                self.run_dir / "run.json", "rewritten after the upload failed"
+            )
+            report.failures = sorted({*report.failures, "run.json"})
         _files.write_json(
             self.run_dir / "manifest.json",
             {

@@ -138,7 +138,21 @@ class StorageCheckError(RuntimeError):
     unreachable): found by :meth:`RunStorage.check_remote` before any training."""
 
 
+def _no_answer(exc: BaseException) -> str:
+    """How a failure that is not a refusal reads in an error (the check's)."""
+    if isinstance(exc, TimeoutError):
+        return "no answer"
+    if "connect" in type(exc).__name__.lower() or isinstance(exc, ConnectionError):
+        return "no connection"
+    return "an error"
+
+
 def _fix_hint(url: str, what: str) -> str:
+    if what in ("no answer", "no connection"):
+        return (
+            "check that the endpoint is reachable (AWS_ENDPOINT_URL, the network, a proxy) "
+            f"and that {url} is the intended store"
+        )
     if "404" in what or "NoSuchBucket" in what:
         return f"create the bucket or correct the storage URL ({url})"
     if "no credentials" in what:
@@ -387,9 +401,7 @@ class RunStorage:
         try:
             call_with_deadline(write_and_remove, timeout=self.timeouts.check, name="the check")
         except Exception as exc:
-            what = permanent_error(exc) or (
-                "no answer" if isinstance(exc, TimeoutError) else "an error"
-            )
+            what = permanent_error(exc) or _no_answer(exc)
             raise StorageCheckError(
                 f"storage={self.url!r} cannot be written: a test write answered {what} after "
                 f"{time.monotonic() - started:.1f} s ({type(exc).__name__}: {exc}); expected "

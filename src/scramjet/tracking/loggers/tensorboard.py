@@ -20,8 +20,11 @@ class TensorBoardTracker(Tracker):
     (``train_loss``, ``lr``, ``eval_loss_epoch``, your ``trainer.log`` names, results as
     ``test/accuracy``) with the optimizer step as x and the step's own wall time, so step
     and epoch curves overlay; each epoch row also writes ``epoch``. The HParams dashboard
-    gets the hyperparameters when the run starts and the metrics (the epoch metrics and
-    results) with the run's status when it ends.
+    gets the hyperparameters when the run starts (a session start) and the run's status
+    when it ends (a session end); its metrics are the run's scalars, whose last values it
+    shows. No experiment summary is written: TensorBoard then builds the table from the
+    sessions of every run under ``--logdir``, so runs with different hyperparameters
+    compare in one table.
 
     Args:
         run_dir: the run folder (events are written there).
@@ -38,8 +41,7 @@ class TensorBoardTracker(Tracker):
             ) from exc
         self.log_dir = Path(run_dir)
         self._writer: Any = None
-        self._hparams: dict[str, Any] = {}
-        self._metric_tags: set[str] = set()
+        self._started = False
         self._status = "finished"
 
     @property
@@ -55,9 +57,10 @@ class TensorBoardTracker(Tracker):
         """Start the HParams session with the hyperparameters (scalars and strings)."""
         from torch.utils.tensorboard.summary import hparams
 
-        self._hparams = {k: v for k, v in params.items() if isinstance(v, _HPARAM_TYPES)}
-        _, start, _ = hparams(self._hparams, {})
+        kept = {k: v for k, v in params.items() if isinstance(v, _HPARAM_TYPES)}
+        _, start, _ = hparams(kept, {})
         self.writer.file_writer.add_summary(start)
+        self._started = True
 
     def log_metrics(self, rows: Sequence[MetricRow]) -> None:
         """Add every value as a scalar at the row's step and wall time."""
@@ -66,27 +69,21 @@ class TensorBoardTracker(Tracker):
             for name, value in row["metrics"].items():
                 writer.add_scalar(name, value, row["step"], walltime=row["time"])
             if row["scope"] == "epoch":
-                self._metric_tags.update(row["metrics"])
                 writer.add_scalar("epoch", row["epoch"], row["step"], walltime=row["time"])
 
     def log_results(self, name: str, results: Mapping[str, float], step: int) -> None:
-        """Add each number as the scalar ``<name>/<metric>`` (also an HParams metric)."""
+        """Add each number as the scalar ``<name>/<metric>``."""
         for metric, value in results.items():
             self.writer.add_scalar(f"{name}/{metric}", value, step)
-            self._metric_tags.add(f"{name}/{metric}")
 
     def set_status(self, status: str) -> None:
         """Kept for the HParams session's end."""
         self._status = status
 
     def close(self) -> None:
-        """End the HParams session (metrics and status), flush and close the event file."""
-        from torch.utils.tensorboard.summary import hparams
-
-        if self._hparams or self._metric_tags:
-            experiment, _, _ = hparams(self._hparams, dict.fromkeys(sorted(self._metric_tags)))
-            self.writer.file_writer.add_summary(experiment)
-            self.writer.file_writer.add_summary(_session_end(self._status))
+        """End the HParams session with the run's status, flush and close the event file."""
+        if self._started and self._writer is not None:
+            self._writer.file_writer.add_summary(_session_end(self._status))
         if self._writer is not None:
             self._writer.flush()
             self._writer.close()

@@ -1,0 +1,78 @@
+"""MLflow, read back with MlflowClient: one ./mlruns store for every run (compared in one
+experiment), runs named after their folders, meaningful params only, source tags,
+metrics at the CSV's steps and times, artifacts, status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from logger_runs import csv_series, tracked_run
+
+
+def test_mlflow_runs_share_one_store_and_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    first = tracked_run(tmp_path / "runs", ("mlflow",), "a")
+    second = tracked_run(tmp_path / "runs", ("mlflow",), "b")
+    store = tmp_path / "mlruns"
+    assert store.is_dir() and not (first.run_dir / "mlruns").exists()
+    client = MlflowClient(tracking_uri=store.as_uri())
+    experiment = client.get_experiment_by_name("proj")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
+    assert sorted(r.info.run_name for r in runs) == sorted(
+        [first.run_dir.name, second.run_dir.name]
+    ), "both runs in one experiment, named after their folders"
+
+    run_id = json.loads((first.run_dir / "run.json").read_text())["mlflow_run_id"]
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.params == {
+        "lr": "0.2",
+        "width": "16",
+        "note": "baseline",
+        "optimizer": "SGD",
+        "optimizer.lr": "0.2",
+        "optimizer.momentum": "0",
+        "optimizer.weight_decay": "0",
+        "scheduler": "none",
+        "batch_size": "16",
+        "gradient_accumulation_steps": "1",
+        "precision": run.data.params["precision"],
+        "num_epochs": "2",
+        "world_size": "1",
+    }
+    tags = run.data.tags
+    assert tags["mlflow.user"] and tags["mlflow.source.name"]
+    launcher = Path(sys.modules["__main__"].__file__ or ".").resolve().parent
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=launcher
+    ).stdout.strip()
+    assert tags.get("mlflow.source.git.commit") == (commit or None)
+
+    csv = csv_series(first.run_dir)
+    assert set(run.data.metrics) == set(csv) | {"epoch", "test/accuracy", "test/per_class/a"}
+    for name, points in csv.items():
+        history = sorted(client.get_metric_history(run_id, name), key=lambda m: m.step)
+        assert [m.step for m in history] == [s for s, _, _ in points], name
+        assert [m.value for m in history] == pytest.approx([v for _, v, _ in points])
+        assert [m.timestamp for m in history] == pytest.approx(
+            [t * 1000 for *_, t in points], abs=2
+        )
+    epochs = client.get_metric_history(run_id, "epoch")
+    assert sorted((m.step, m.value) for m in epochs) == [(6, 1.0), (12, 2.0)]
+    assert run.data.metrics["test/accuracy"] == 0.75
+
+    artifacts = {a.path for a in client.list_artifacts(run_id)}
+    assert {"report.html", "results", "model"} <= artifacts
+    assert {a.path for a in client.list_artifacts(run_id, "results")} == {"results/test.json"}
+    model = {a.path for a in client.list_artifacts(run_id, "model")}
+    assert "model/model.pt" in model

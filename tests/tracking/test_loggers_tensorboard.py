@@ -1,0 +1,46 @@
+"""TensorBoard, read back with TensorBoard's own readers: run named after the run folder,
+the CSV's names, steps, values and wall times, epoch scalars at the global step, HParams
+sessions, results logged after the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from logger_runs import csv_series, tracked_run
+
+
+def test_tensorboard_reads_back_what_metrics_csv_says(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+
+    exp = tracked_run(tmp_path, ("csv", "tensorboard"))
+    mux = EventMultiplexer()
+    mux.AddRunsFromDirectory(str(tmp_path / "proj"))
+    mux.Reload()
+    assert list(mux.Runs()) == [exp.run_dir.name], "the run is named after its folder"
+    acc = mux.GetAccumulator(exp.run_dir.name)
+    csv = csv_series(exp.run_dir)
+    tags = set(acc.Tags()["scalars"])
+    assert tags == set(csv) | {"epoch", "test/accuracy", "test/per_class/a"}
+    for name, points in csv.items():
+        events = acc.Scalars(name)
+        assert [e.step for e in events] == [s for s, _, _ in points], name
+        assert [e.value for e in events] == pytest.approx([v for _, v, _ in points], rel=1e-6)
+        assert [e.wall_time for e in events] == pytest.approx([t for *_, t in points], abs=2e-3)
+    assert len({e.wall_time for e in acc.Scalars("train_loss")}) == 12, "one time per step"
+    assert [e.step for e in acc.Scalars("eval_loss_epoch")] == [6, 12]  # the global step
+    assert [(e.step, e.value) for e in acc.Scalars("epoch")] == [(6, 1.0), (12, 2.0)]
+    assert [e.value for e in acc.Scalars("test/accuracy")] == [0.75]
+
+    content = acc.PluginTagToContent("hparams")
+    data = {tag: plugin_data_pb2.HParamsPluginData.FromString(c) for tag, c in content.items()}
+    start = data["_hparams_/session_start_info"].session_start_info.hparams
+    assert start["lr"].number_value == 0.2 and start["width"].number_value == 16
+    assert start["note"].string_value == "baseline"
+    assert start["optimizer"].string_value == "SGD"
+    assert start["optimizer.lr"].number_value == 0.2
+    assert start["batch_size"].number_value == 16 and start["precision"].string_value
+    assert "is_local_process_zero" not in start and "capturable" not in start
+    end = data["_hparams_/session_end_info"].session_end_info
+    assert end.status == api_pb2.STATUS_SUCCESS
