@@ -240,6 +240,7 @@ EXPECTED: dict[str, set[str]] = {
         "PackReport",
         "PackedDataset",
         "ShardDownloadError",
+        "ThreadedLoader",
         "pack",
     },
     "scramjet.metrics": {

@@ -5,6 +5,8 @@ Public names:
 - :func:`pack` writes a pack from a folder of images and a CSV list.
 - :class:`PackedDataset` reads a pack as a map-style ``torch.utils.data.Dataset``, from
   local disk or streamed from an fsspec URL (``s3://``, ``gs://``) through a local cache.
+- :class:`ThreadedLoader` is what ``PackedDataset.loader(backend="threads")`` returns:
+  batches read and decoded by threads in this process.
 - :mod:`scramjet.data.augment` holds seeded augmentations for images and sequences.
 
 Names are imported lazily, so ``import scramjet.data`` does not import torch, and the
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from scramjet.data._remote import ShardDownloadError
+    from scramjet.data._threads import ThreadedLoader
     from scramjet.data.format import FORMAT_VERSION, Manifest, PackFormatError
     from scramjet.data.reader import PackedDataset
     from scramjet.data.writer import PackError, PackReport, pack
@@ -31,6 +34,7 @@ _WHERE: dict[str, str] = {
     "PackFormatError": "scramjet.data.format",
     "FORMAT_VERSION": "scramjet.data.format",
     "ShardDownloadError": "scramjet.data._remote",
+    "ThreadedLoader": "scramjet.data._threads",
 }
 
 __all__ = [
@@ -41,6 +45,7 @@ __all__ = [
     "PackReport",
     "PackedDataset",
     "ShardDownloadError",
+    "ThreadedLoader",
     "pack",
 ]
 
