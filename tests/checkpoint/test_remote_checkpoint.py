@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 import torch
+from tests.tracking.s3_helpers import S3Server, s3, s3_server  # noqa: F401  (fixtures)
 
 from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
 from scramjet.checkpoint import CheckpointWriteError, read_checkpoint
 from scramjet.checkpoint.remote import RemoteCheckpointManager, default_local_dir, load_remote
-from tests.tracking.s3_helpers import S3Server, s3, s3_server  # noqa: F401  (fixtures)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "resume"))
-import resume_job as job  # noqa: E402
+import resume_job as job
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*could not prepare.*")
 
