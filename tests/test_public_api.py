@@ -295,9 +295,11 @@ EXPECTED: dict[str, set[str]] = {
     "scramjet.tracking": {
         "CSVTracker",
         "Experiment",
+        "MetricLog",
         "MetricRow",
         "ProcessRunStorage",
         "RunStorage",
+        "StorageCheckError",
         "Tracker",
         "UploadReport",
         "build_plots",

@@ -3,7 +3,9 @@
 - :class:`Experiment` — the Trainer callback that keeps a run folder.
 - :class:`RunStorage` — background, verified mirroring to any fsspec URL;
   :class:`ProcessRunStorage` runs it in a separate process.
-- :class:`Tracker` and the CSV/JSONL, TensorBoard and MLflow loggers.
+- :class:`Tracker` and the CSV/JSONL, TensorBoard, MLflow and W&B loggers, fed by
+  ``trainer.log`` (:class:`MetricLog`) and the Experiment with the same metric names.
+- :class:`StorageCheckError` — the remote store cannot be written (checked at the start).
 - :func:`build_report` / :func:`compare_runs` — ``report.html`` and comparisons.
 
 Names are imported on first use, so the upload process (which imports only the storage
@@ -17,16 +19,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from scramjet.tracking.experiment import Experiment
     from scramjet.tracking.loggers import CSVTracker, MetricRow, Tracker, read_metrics
+    from scramjet.tracking.metric_log import MetricLog
     from scramjet.tracking.report import build_plots, build_report, compare_runs
-    from scramjet.tracking.storage import RunStorage, UploadReport
+    from scramjet.tracking.storage import RunStorage, StorageCheckError, UploadReport
     from scramjet.tracking.upload_process import ProcessRunStorage
 
 _LAZY = {
     "CSVTracker": "scramjet.tracking.loggers",
     "Experiment": "scramjet.tracking.experiment",
+    "MetricLog": "scramjet.tracking.metric_log",
     "MetricRow": "scramjet.tracking.loggers",
     "ProcessRunStorage": "scramjet.tracking.upload_process",
     "RunStorage": "scramjet.tracking.storage",
+    "StorageCheckError": "scramjet.tracking.storage",
     "Tracker": "scramjet.tracking.loggers",
     "UploadReport": "scramjet.tracking.storage",
     "build_plots": "scramjet.tracking.report",
@@ -38,9 +43,11 @@ _LAZY = {
 __all__ = [
     "CSVTracker",
     "Experiment",
+    "MetricLog",
     "MetricRow",
     "ProcessRunStorage",
     "RunStorage",
+    "StorageCheckError",
     "Tracker",
     "UploadReport",
     "build_plots",
