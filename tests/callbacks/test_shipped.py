@@ -44,6 +44,9 @@ from scramjet.compat.aitoolbox import (
     TrainLoop,
     TrainLoopEndSave,
 )
+from scramjet.compat.aitoolbox.nlp.experiment_evaluation.attention_heatmap import (
+    AttentionHeatmapCallback,
+)
 from scramjet.compat.aitoolbox.train_loop import _EndEvaluation
 from scramjet.compat.nebulae import DashBoard
 from scramjet.compat.pytorch_accelerated import Trainer as PaTrainer
@@ -104,6 +107,16 @@ FACTORIES: dict[type[TrainerCallback], Callable[[Path], TrainerCallback]] = {
     ),
     pa_callbacks.WSDCheckpointCallback: lambda tmp: pa_callbacks.WSDCheckpointCallback(
         tmp / "pa_wsd"
+    ),
+    # TinyMLP's class probabilities stand in for a one-step attention over three "tokens".
+    AttentionHeatmapCallback: lambda tmp: AttentionHeatmapCallback(
+        lambda model, batch: (
+            torch.softmax(model(batch[0]), -1)[:, None, :],
+            [["c0", "c1", "c2"]] * len(batch[0]),
+            [["p"]] * len(batch[0]),
+        ),
+        output_dir=tmp / "heatmaps",
+        max_examples=2,
     ),
     Experiment: lambda tmp: Experiment(
         "shipped", "callback", root=tmp / "runs", save_script=False, sync_every_s=0

@@ -292,7 +292,9 @@ class MultipleResultPackageWrapper(AbstractResultPackage):
         named = self._named()
         self.y_true = {name: pkg.y_true for name, pkg in named}
         self.y_predicted = {name: pkg.y_predicted for name, pkg in named}
-        return {name: pkg.get_results() for name, pkg in named}
+        return {
+            name: pkg.get_results() if pkg.results_dict is not None else None for name, pkg in named
+        }
 
     def get_additional_results_dump_paths(self) -> list[list[str]] | None:
         """The extra files of every wrapped package."""
