@@ -193,6 +193,8 @@ def upload_pack(local: Path, url: str, options: Mapping[str, Any] | None, retry:
     for name in files:
         target = remote_file(url, name)
         _, path = _filesystem(target, options)
+        if url.lower().startswith("file://"):  # object stores have no folders to make
+            fs.makedirs(fs._parent(path), exist_ok=True)
         last: BaseException | None = None
         for delay in retry.delays():
             time.sleep(delay)
