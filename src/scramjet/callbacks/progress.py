@@ -140,7 +140,8 @@ def _as_floats(tensors: list[Any]) -> list[float] | None:
         import torch
 
         if len({t.device for t in tensors}) == 1:
-            return [float(v) for v in torch.stack([t.float().reshape(()) for t in tensors])]
+            values: list[float] = torch.stack([t.float().reshape(()) for t in tensors]).tolist()
+            return values
         return [float(t) for t in tensors]
     except (RuntimeError, TypeError, ValueError):  # a display must never break training
         return None
