@@ -32,13 +32,13 @@ RUN_LIMIT_S = 150
 # --------------------------------------------------------------------------- the job
 
 
-def _make_parts() -> tuple[nn.Module, TensorDataset]:
+def _make_parts(dropout: float) -> tuple[nn.Module, TensorDataset]:
     g = torch.Generator().manual_seed(11)
     x = torch.randn(NUM_TRAIN, 8, generator=g)
     y = (x[:, 0] - x[:, 2] > 0).long() + (x[:, 4] > 0.7).long()
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Dropout(0.1), nn.Linear(16, 3))
+        model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Dropout(dropout), nn.Linear(16, 3))
     return model, TensorDataset(x, y)
 
 
@@ -54,6 +54,7 @@ def job(argv: list[str]) -> None:
     parser.add_argument("--kill-rank-at", type=int, default=0, help="rank 1 SIGKILLs itself")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds slept per step")
     parser.add_argument("--batch", type=int, default=0, help="per-device batch (default global/W)")
+    parser.add_argument("--dropout", type=float, default=0.1, help="0: no per-rank randomness")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -77,7 +78,7 @@ def job(argv: list[str]) -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
             time.sleep(args.delay)
 
-    model, data = _make_parts()
+    model, data = _make_parts(args.dropout)
     probe = Probe()
     save = SaveTrainingStateCallback(args.ckpt, every_n_steps=2, every_n_epochs=None)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)

@@ -101,6 +101,7 @@ def test_watcher_outside_the_main_thread_and_bad_signals() -> None:
         PreemptionWatcher(signals=("SIGTERM",))  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # ~15 s; tests/distributed/test_elastic.py checks status 143 by default
 def test_a_preempted_process_exits_143_and_the_rerun_matches(tmp_path: Path) -> None:
     """A separate process (one rank): SIGTERM from outside, exit status 143, rerun."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
