@@ -95,6 +95,8 @@ EXPECTED: dict[str, set[str]] = {
         "CheckpointWriteError",
         "CorruptCheckpointError",
         "LoadResult",
+        "RemoteCheckpointManager",
+        "load_remote",
         "read_checkpoint",
         "write_checkpoint",
     },
@@ -330,6 +332,19 @@ NOT_API: dict[str, str] = {
     "scramjet.demo": "the runnable demo (python -m scramjet.demo), not a library API",
     "scramjet.compat.aitoolbox.torchtrain.callbacks": "AIToolbox's folder of callback modules; names live in the modules",
     "scramjet.compat.aitoolbox.torchtrain.schedulers": "AIToolbox's folder of scheduler modules; names live in the modules",
+    "scramjet.compat.aitoolbox.cloud": "AIToolbox's folder of cloud modules; names live in the modules",
+    "scramjet.compat.aitoolbox.cloud.AWS": "AIToolbox's folder of S3 modules; names live in the modules",
+    "scramjet.compat.aitoolbox.cloud.GoogleCloud": "AIToolbox's folder of Google Cloud Storage modules; names live in the modules",
+    "scramjet.compat.aitoolbox.experiment": "AIToolbox's folder of experiment modules; names live in the modules",
+    "scramjet.compat.aitoolbox.experiment.core_metrics": "AIToolbox's folder of metric modules; names live in the modules",
+    "scramjet.compat.aitoolbox.experiment.local_load": "AIToolbox's folder of model loader modules; names live in the modules",
+    "scramjet.compat.aitoolbox.experiment.local_save": "AIToolbox's folder of local saver modules; names live in the modules",
+    "scramjet.compat.aitoolbox.experiment.result_package": "AIToolbox's folder of result package modules; names live in the modules",
+    "scramjet.compat.aitoolbox.experiment.result_reporting": "AIToolbox's folder of report modules; names live in the modules",
+    "scramjet.compat.aitoolbox.nlp": "AIToolbox's folder of NLP modules; names live in the modules",
+    "scramjet.compat.aitoolbox.nlp.core": "AIToolbox's folder of text helper modules; names live in the modules",
+    "scramjet.compat.aitoolbox.nlp.experiment_evaluation": "AIToolbox's folder of NLP metric modules; names live in the modules",
+    "scramjet.compat.aitoolbox.utils": "AIToolbox's folder of helper modules; names live in the modules",
 }
 
 

@@ -3,7 +3,3 @@
 Every transfer goes through :mod:`scramjet.tracking.storage` (fsspec, bounded waits,
 retries with backoff), the same layer that mirrors a scramjet run folder.
 """
-
-from __future__ import annotations
-
-__all__: list[str] = []

@@ -5,7 +5,3 @@ The sub-modules keep AIToolbox's module paths (``experiment.result_package``,
 ``experiment.experiment_saver``, ``experiment.local_experiment_saver``,
 ``experiment.result_reporting``); import the names from them.
 """
-
-from __future__ import annotations
-
-__all__: list[str] = []
