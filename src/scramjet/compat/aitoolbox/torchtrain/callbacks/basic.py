@@ -365,20 +365,21 @@ class LogUpload(AbstractExperimentCallback):
     def on_train_loop_registration(self) -> None:
         """Infer the destination and open the cloud saver."""
         self.try_infer_experiment_details(infer_cloud_details=True)
+        cloud: dict[str, Any] = {
+            "bucket_name": self.bucket_name,
+            "cloud_dir_prefix": self.cloud_dir_prefix,
+            "local_model_result_folder_path": os.fspath(self.local_model_result_folder_path or "."),
+        }
         if self.cloud_save_mode in S3_MODES:
-            from scramjet.compat.aitoolbox.cloud.AWS.results_save import BaseResultsSaver
+            from scramjet.compat.aitoolbox.cloud.AWS.results_save import S3ResultsSaver
 
-            self.cloud_saver = BaseResultsSaver(
-                bucket_name=self.bucket_name, cloud_dir_prefix=self.cloud_dir_prefix
-            )
+            self.cloud_saver = S3ResultsSaver(**cloud)
         elif self.cloud_save_mode in GCS_MODES:
             from scramjet.compat.aitoolbox.cloud.GoogleCloud.results_save import (
-                BaseResultsGoogleStorageSaver,
+                GoogleStorageResultsSaver,
             )
 
-            self.cloud_saver = BaseResultsGoogleStorageSaver(
-                bucket_name=self.bucket_name, cloud_dir_prefix=self.cloud_dir_prefix
-            )
+            self.cloud_saver = GoogleStorageResultsSaver(**cloud)
         elif self.fail_if_cloud_missing:
             raise ValueError(
                 f"LogUpload has no cloud destination: cloud_save_mode is {self.cloud_save_mode!r}; "
@@ -392,11 +393,13 @@ class LogUpload(AbstractExperimentCallback):
         """Copy the log file into the experiment's cloud folder."""
         if self.cloud_saver is None:
             return
-        results_path = self.cloud_saver.create_experiment_cloud_storage_folder_structure(
+        from scramjet.compat.aitoolbox.cloud._transfer import put_file
+
+        folder = self.cloud_saver.experiment_url(
             self.project_name, self.experiment_name, self.train_loop_obj.experiment_timestamp
         )
-        target = os.path.join(os.path.dirname(results_path), os.path.basename(self.log_file_path))
-        self.cloud_saver.save_file(local_file_path=self.log_file_path, cloud_file_path=target)
+        target = f"{folder}/{os.path.basename(self.log_file_path)}"
+        put_file(self.log_file_path, target, self.cloud_saver.storage_options)
 
     def on_epoch_end(self) -> None:
         """Upload."""

@@ -6,12 +6,14 @@ The files and folders are the experiment savers' (``experiment.local_save``,
 for checkpoints, the final model and results under ``model/`` and ``results/``, and
 ``hyperparams_list.txt`` with the hyperparameters. A checkpoint holds the model,
 optimizer and scheduler states, the epoch, the iteration and the hyperparameters (and
-the AMP scaler when AMP is on); ``torch.load(path)`` reads it back.
+the AMP scaler when AMP is on); ``PyTorchLocalModelLoader`` reads it back.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
+import sys
 from typing import Any
 
 from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import AbstractCallback
@@ -56,6 +58,19 @@ def is_main_process(loop: Any) -> bool:
     return getattr(getattr(loop, "device", None), "index", 0) in (0, None)
 
 
+def experiment_script(hyperparams: dict[str, Any]) -> str | None:
+    """The training script to copy into the experiment folder, if there is one.
+
+    ``hyperparams['experiment_file_path']`` when given (as in AIToolbox, for notebooks),
+    otherwise the launched ``.py`` script; None when neither names an existing file.
+    """
+    path = hyperparams.get("experiment_file_path")
+    if path is None:
+        main = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+        path = main if main.endswith(".py") else None
+    return str(path) if path is not None and os.path.isfile(path) else None
+
+
 class _SavesHyperparams(AbstractCallback):
     """Writes ``hyperparams_list.txt`` (and the launch script) once per experiment."""
 
@@ -83,15 +98,14 @@ class _SavesHyperparams(AbstractCallback):
             self.local_model_result_folder_path,
         )
         if not os.path.isfile(reporter.local_hyperparams_file_path):
-            written = [
-                reporter.save_hyperparams_to_text_file(self.hyperparams),
-                reporter.save_experiment_python_file(self.hyperparams),
-                reporter.save_experiment_source_files(self.hyperparams),
-            ]
+            written = [reporter.save_hyperparams_to_text_file(self.hyperparams)]
+            script = experiment_script(self.hyperparams)
+            if script is not None:
+                written.append(reporter.save_experiment_python_source(script))
             cloud = self._cloud_saver()
             if cloud is not None:
-                for path in (p for p in written if p is not None):
-                    reporter.copy_to_cloud_storage(path, cloud, file_name=os.path.basename(path))
+                stamp = self.train_loop_obj.experiment_timestamp
+                cloud.mirror(self.project_name, self.experiment_name, stamp, written)
         self._hyperparams_already_saved = True
 
 
@@ -184,16 +198,36 @@ class ModelCheckpoint(_SavesHyperparams):
         """Save the current training state; returns the saver's paths."""
         self.save_hyperparams()
         loop = self.train_loop_obj
-        extra = {} if iteration_idx is None else {"iteration_idx": iteration_idx}
-        return self.model_checkpointer.save_model(
-            model=training_state(loop, self.hyperparams),
-            project_name=self.project_name,
-            experiment_name=self.experiment_name,
-            experiment_timestamp=loop.experiment_timestamp,
-            epoch=loop.epoch,
-            protect_existing_folder=True,
-            **extra,
-        )
+        saver = self.model_checkpointer
+        args: dict[str, Any] = {
+            "model": training_state(loop, self.hyperparams),
+            "project_name": self.project_name,
+            "experiment_name": self.experiment_name,
+            "experiment_timestamp": loop.experiment_timestamp,
+            "epoch": loop.epoch,
+            "protect_existing_folder": True,
+        }
+        if iteration_idx is None:
+            return saver.save_model(**args)
+        if "iteration_idx" in inspect.signature(saver.save_model).parameters:
+            return saver.save_model(**args, iteration_idx=iteration_idx)
+        return self._save_iteration_locally(args, iteration_idx)
+
+    def _save_iteration_locally(self, args: dict[str, Any], iteration_idx: int) -> Any:
+        """An iteration checkpoint through a saver without ``iteration_idx``: the epoch file
+        renamed to ``..._E<epoch>_ITER<iteration>.pth`` (local savers only)."""
+        if self._cloud_saver() is not None:
+            raise NotImplementedError(
+                f"{type(self).__name__}: the {type(self.model_checkpointer).__name__} in use "
+                f"cannot name iteration checkpoints, so they cannot be copied to the cloud; "
+                f"use cloud_save_mode=None (local files) for iteration checkpoints."
+            )
+        name, path = self.model_checkpointer.save_model(**args)
+        stem, ext = os.path.splitext(name)
+        new_name = f"{stem}_ITER{iteration_idx}{ext}"
+        new_path = os.path.join(os.path.dirname(path), new_name)
+        os.replace(path, new_path)
+        return new_name, new_path
 
     def on_epoch_end(self) -> None:
         """Save this epoch's checkpoint; drop the sub-optimal local ones if asked."""
@@ -328,26 +362,30 @@ class ModelTrainEndSave(_SavesHyperparams):
             self.save_hyperparams()
 
     def _make_saver(self) -> Any:
-        names = (self.project_name, self.experiment_name)
-        local = {"local_model_result_folder_path": self.local_model_result_folder_path}
+        local: dict[str, Any] = {
+            "project_name": self.project_name,
+            "experiment_name": self.experiment_name,
+            "experiment_timestamp": self.train_loop_obj.experiment_timestamp,
+            "local_model_result_folder_path": self.local_model_result_folder_path,
+        }
         cloud = {"bucket_name": self.bucket_name, "cloud_dir_prefix": self.cloud_dir_prefix}
         if self.cloud_save_mode in S3_MODES:
             from scramjet.compat.aitoolbox.experiment.experiment_saver import (
                 FullPyTorchExperimentS3Saver,
             )
 
-            return FullPyTorchExperimentS3Saver(*names, **cloud, **local)
+            return FullPyTorchExperimentS3Saver(**cloud, **local)
         if self.cloud_save_mode in GCS_MODES:
             from scramjet.compat.aitoolbox.experiment.experiment_saver import (
                 FullPyTorchExperimentGoogleStorageSaver,
             )
 
-            return FullPyTorchExperimentGoogleStorageSaver(*names, **cloud, **local)
+            return FullPyTorchExperimentGoogleStorageSaver(**cloud, **local)
         from scramjet.compat.aitoolbox.experiment.local_experiment_saver import (
             FullPyTorchExperimentLocalSaver,
         )
 
-        return FullPyTorchExperimentLocalSaver(*names, **local)
+        return FullPyTorchExperimentLocalSaver(**local)
 
     def _evaluate(self, pkg: Any, which: str) -> Any:
         loop = self.train_loop_obj

@@ -10,6 +10,7 @@ generator, so files look as AIToolbox writes them.
 from __future__ import annotations
 
 import copy
+import io
 import os
 from collections.abc import Callable
 from typing import Any
@@ -389,17 +390,21 @@ class ModelTrainHistoryBaseCB(AbstractExperimentCallback):
 
     def prepare_results_saver(self) -> None:
         """Open the cloud results saver for S3/GCS modes (None for local only)."""
-        cloud = {"bucket_name": self.bucket_name, "cloud_dir_prefix": self.cloud_dir_prefix}
+        cloud: dict[str, Any] = {
+            "bucket_name": self.bucket_name,
+            "cloud_dir_prefix": self.cloud_dir_prefix,
+            "local_model_result_folder_path": os.fspath(self.local_model_result_folder_path or "."),
+        }
         if self.cloud_save_mode in S3_MODES:
-            from scramjet.compat.aitoolbox.cloud.AWS.results_save import BaseResultsSaver
+            from scramjet.compat.aitoolbox.cloud.AWS.results_save import S3ResultsSaver
 
-            self.cloud_results_saver = BaseResultsSaver(**cloud)
+            self.cloud_results_saver = S3ResultsSaver(**cloud)
         elif self.cloud_save_mode in GCS_MODES:
             from scramjet.compat.aitoolbox.cloud.GoogleCloud.results_save import (
-                BaseResultsGoogleStorageSaver,
+                GoogleStorageResultsSaver,
             )
 
-            self.cloud_results_saver = BaseResultsGoogleStorageSaver(**cloud)
+            self.cloud_results_saver = GoogleStorageResultsSaver(**cloud)
         else:
             self.cloud_results_saver = None
 
@@ -419,16 +424,16 @@ class ModelTrainHistoryBaseCB(AbstractExperimentCallback):
         raise NotImplementedError
 
     def upload(self, files: list[tuple[str, str]]) -> None:
-        """Copy ``(path inside results/, local path)`` files to the cloud results folder."""
-        if self.cloud_results_saver is None:
+        """Copy ``(path inside results/, local path)`` files to the same place in the cloud copy
+        of the experiment folder."""
+        if self.cloud_results_saver is None or not files:
             return
-        cloud_dir = self.cloud_results_saver.create_experiment_cloud_storage_folder_structure(
-            self.project_name, self.experiment_name, self.train_loop_obj.experiment_timestamp
+        self.cloud_results_saver.mirror(
+            str(self.project_name),
+            str(self.experiment_name),
+            self.train_loop_obj.experiment_timestamp,
+            [local for _, local in files],
         )
-        for inside, local in files:
-            self.cloud_results_saver.save_file(
-                local_file_path=local, cloud_file_path=os.path.join(cloud_dir, inside)
-            )
 
     def on_epoch_end(self) -> None:
         """Report if asked."""
@@ -494,28 +499,49 @@ class ModelTrainHistoryPlot(ModelTrainHistoryBaseCB):
         )
 
     def _report(self, prefix: str = "", iteration_level: bool = False) -> None:
-        from scramjet.compat.aitoolbox.experiment.result_reporting.report_generator import (
-            TrainingHistoryPlotter,
-        )
-
         loop = self.train_loop_obj
         suffix = f"_iter_{loop.total_iteration_idx}" if iteration_level else ""
-        plotter = TrainingHistoryPlotter(experiment_results_local_path=self.results_dir())
-        saved = plotter.generate_report(
-            training_history=loop.train_history,
-            plots_folder_name=f"{prefix}plots_epoch_{loop.epoch}{suffix}",
-            file_format=self.file_format,
-            iteration_frequency=self.report_iteration_frequency if iteration_level else None,
-        )
+        folder = os.path.join(self.results_dir(), f"{prefix}plots_epoch_{loop.epoch}{suffix}")
+        saved = plot_history(loop.train_history, folder, self.file_format)
         self.announce("ModelTrainHistoryPlot_results_file_local_paths", [p for _, p in saved])
         self.upload(list(saved))
+
+
+def plot_history(history: Any, folder: str, file_format: str) -> list[tuple[str, str]]:
+    """One line plot per history metric with values, ``<folder>/<metric>.<file_format>``.
+
+    Returns ``(path inside the results folder, local path)`` per file written.
+    """
+    from matplotlib.figure import Figure
+
+    from scramjet.runtime.files import atomic_write_bytes
+
+    os.makedirs(folder, exist_ok=True)
+    saved = []
+    for name in list(history.keys()):
+        values = [float(v) for v in history[name] if isinstance(v, int | float)]
+        if not values:
+            continue
+        fig = Figure(figsize=(8, 5))
+        ax = fig.add_subplot()
+        ax.plot(range(len(values)), values, marker="o" if len(values) < 30 else None)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(name)
+        ax.set_title(name)
+        buf = io.BytesIO()
+        fig.savefig(buf, format=file_format)
+        local = os.path.join(folder, f"{name}.{file_format}")
+        atomic_write_bytes(local, buf.getvalue(), fsync=False)
+        saved.append((os.path.join(os.path.basename(folder), f"{name}.{file_format}"), local))
+    return saved
 
 
 class ModelTrainHistoryFileWriter(ModelTrainHistoryBaseCB):
     """Appends the latest history values to ``results/results.<txt|tsv|csv>``.
 
     Arguments as for :class:`ModelTrainHistoryBaseCB`; ``file_format`` is ``'txt'``
-    (readable blocks per epoch), ``'tsv'`` or ``'csv'`` (one row per epoch).
+    (readable blocks per epoch) or ``'tsv'`` (one row per epoch, the header again under
+    ``NEW_METRICS_DETECTED`` when the metrics change).
     """
 
     def __init__(
@@ -531,9 +557,10 @@ class ModelTrainHistoryFileWriter(ModelTrainHistoryBaseCB):
         bucket_name: str | None = None,
         cloud_dir_prefix: str | None = None,
     ) -> None:
-        if file_format not in ("txt", "tsv", "csv"):
+        if file_format not in ("txt", "tsv"):
             raise ValueError(
-                f"file_format must be 'txt', 'tsv' or 'csv'; received {file_format!r}."
+                f"ModelTrainHistoryFileWriter: file_format must be 'txt' or 'tsv'; "
+                f"received {file_format!r}."
             )
         super().__init__(
             "Model train performance history file writer",
@@ -549,6 +576,7 @@ class ModelTrainHistoryFileWriter(ModelTrainHistoryBaseCB):
             bucket_name,
             cloud_dir_prefix,
         )
+        self._writer: Any = None
 
     def _report(self, prefix: str = "", iteration_level: bool = False) -> None:
         from scramjet.compat.aitoolbox.experiment.result_reporting.report_generator import (
@@ -556,7 +584,11 @@ class ModelTrainHistoryFileWriter(ModelTrainHistoryBaseCB):
         )
 
         loop = self.train_loop_obj
-        writer = TrainingHistoryWriter(experiment_results_local_path=self.results_dir())
+        results_dir = self.results_dir()
+        writer = self._writer
+        if writer is None or writer.experiment_results_local_path != results_dir:
+            # one writer per folder: it remembers the columns already in each TSV file
+            writer = self._writer = TrainingHistoryWriter(experiment_results_local_path=results_dir)
         inside, local = writer.generate_report(
             training_history=loop.train_history,
             epoch=loop.total_iteration_idx if iteration_level else loop.epoch,
