@@ -4,7 +4,7 @@
 :func:`write_checkpoint`, :func:`read_checkpoint`); ``payload.py`` turns live objects into
 values that ``torch.load(weights_only=True)`` reads back; ``background.py`` snapshots a
 payload and writes it on a background thread; ``resume.py`` says what a Trainer saves and
-restores.
+restores; ``remote.py`` keeps checkpoints on object storage (``s3://``, any fsspec URL).
 """
 
 from scramjet.checkpoint.manager import (
@@ -18,6 +18,7 @@ from scramjet.checkpoint.manager import (
     read_checkpoint,
     write_checkpoint,
 )
+from scramjet.checkpoint.remote import RemoteCheckpointManager, load_remote
 
 __all__ = [
     "CheckpointError",
@@ -27,6 +28,8 @@ __all__ = [
     "CheckpointWriteError",
     "CorruptCheckpointError",
     "LoadResult",
+    "RemoteCheckpointManager",
+    "load_remote",
     "read_checkpoint",
     "write_checkpoint",
 ]
