@@ -297,8 +297,9 @@ def _manager_for(path: Path) -> tuple[CheckpointManager, str | Path]:
         return CheckpointManager(path.parent, keep_last=None), path
     raise FileNotFoundError(
         f"resume_from={str(path)!r} does not exist. Pass a checkpoint file written by "
-        f"trainer.save_checkpoint, or a directory written by SaveTrainingStateCallback "
-        f"or CheckpointManager."
+        f"trainer.save_checkpoint, a directory written by SaveTrainingStateCallback "
+        f"or CheckpointManager, a URL of either (s3://...), or 'auto' (the newest "
+        f"checkpoint of the SaveTrainingStateCallback folder, or a fresh start)."
     )
 
 

@@ -581,7 +581,9 @@ class Trainer:
         both bound the run.
 
         ``resume_from`` takes a checkpoint file, or a directory of checkpoints whose
-        latest good one is used, and continues at the exact optimizer step it was saved
+        latest good one is used (either may be a URL such as ``s3://...``), or ``"auto"``:
+        the newest good checkpoint of the ``SaveTrainingStateCallback`` folder, or a
+        fresh start when there is none. It continues at the exact optimizer step it was saved
         at (mid-epoch included), restoring model, optimizer, scheduler, scaler, counters,
         history, callback state, data order and RNG states.
         """
