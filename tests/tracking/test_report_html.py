@@ -153,6 +153,8 @@ def test_compare_page_lists_results_and_setting_differences(tmp_path: Path) -> N
     row = re.search(r"<tr><td>test\.accuracy</td><td>([^<]+)</td><td>([^<]+)</td></tr>", dom)
     assert row, "the results of both runs"
     assert [float(v) for v in row.groups()] == pytest.approx([r["accuracy"] for r in results])
+    for exp, result in zip((a, b), results):
+        assert _matrix(dom, f"test-{exp.run_dir.name}") == result["confusion_matrix"]
     diff = dom.split("Hyperparameters that differ", 1)[1].split("</table>", 1)[0]
     assert "hyperparams.lr" in diff and "optimizer lr" in diff and "hidden" not in diff
     assert "finished" in dom.split("<h2>Runs</h2>", 1)[1].split("</table>", 1)[0]

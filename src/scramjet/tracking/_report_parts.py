@@ -435,14 +435,21 @@ def per_class_rows(matrix: list[list[float]], labels: list[str]) -> list[list[An
     return rows
 
 
+def matrix_of(data: Any) -> tuple[list[list[float]], list[str]] | None:
+    """The confusion matrix of a result file and its class names, when it has a square one."""
+    data = as_dict(data)
+    matrix = _matrix(data.get("confusion_matrix"))
+    return None if matrix is None else (matrix, _class_names(data, len(matrix)))
+
+
 def results_section(name: str, data: Any) -> str:
     """Scalar metrics, then the confusion matrix and per-class metrics when present."""
     data = as_dict(data)
     scalars = [(k, v) for k, v in flat(data).items() if not isinstance(v, list)]
     parts = [f"<h2>Results: {html.escape(name)}</h2>", table(scalars, ["metric", "value"])]
-    matrix = _matrix(data.get("confusion_matrix"))
-    if matrix is not None:
-        labels = _class_names(data, len(matrix))
+    found = matrix_of(data)
+    if found is not None:
+        matrix, labels = found
         parts.append("<h3>Confusion matrix</h3>" + confusion_html(name, matrix, labels))
         parts.append(
             "<h3>Per class</h3>"

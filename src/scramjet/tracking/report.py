@@ -240,6 +240,23 @@ def _results_rows(paths: list[Path]) -> list[list[Any]]:
     return [[k, *(v.get(k, "") for v in per_run)] for k in keys]
 
 
+def _compare_matrices(paths: list[Path]) -> str:
+    """Each run's confusion matrix, side by side, for every result file that has one."""
+    names = sorted({f.stem for p in paths for f in parts.result_files(p)})
+    out = []
+    for name in names:
+        cells = []
+        for path in paths:
+            found = parts.matrix_of(parts.read_json(path / "results" / f"{name}.json"))
+            if found is not None:
+                table = parts.confusion_html(f"{name}-{path.name}", *found)
+                cells.append(f"<figure><figcaption>{html.escape(path.name)}</figcaption>{table}")
+                cells[-1] += "</figure>"
+        if cells:
+            out.append(f"<h3>Confusion matrices: {html.escape(name)}</h3>" + "".join(cells))
+    return "".join(out)
+
+
 def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLike[str]) -> Path:
     """Write one HTML page comparing runs: status, results, hyperparameter differences, curves.
 
@@ -259,6 +276,7 @@ def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
         "<h2>Results</h2>"
         + (parts.table(results, ["metric", *names]) if results else "<p>No result files.</p>")
     )
+    sections.append(_compare_matrices(paths))
     diff = _differences(names, [_settings(p) for p in paths])
     sections.append("<h2>Hyperparameters that differ</h2>" + parts.table(diff, ["name", *names]))
     epoch_series = [metric_series(rows, "epoch") for rows in all_rows]
