@@ -278,7 +278,10 @@ def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
     )
     sections.append(_compare_matrices(paths))
     diff = _differences(names, [_settings(p) for p in paths])
-    sections.append("<h2>Hyperparameters that differ</h2>" + parts.table(diff, ["name", *names]))
+    sections.append(
+        "<h2>Hyperparameters that differ</h2>"
+        + (parts.table(diff, ["name", *names]) if diff else "<p>None: the runs share them.</p>")
+    )
     epoch_series = [metric_series(rows, "epoch") for rows in all_rows]
     final = []
     for metric in sorted(set().union(*epoch_series)):
