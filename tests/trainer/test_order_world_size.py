@@ -127,6 +127,11 @@ def test_resume_from_two_processes_on_one(tmp_path: Path) -> None:
     assert len(seen) == 24 and parts[0]["state"]["world_size"] == 2
     rest, _ = consume(parts[0]["state"], skip=parts[0]["state"]["skip"], take=None)
     assert len(rest) == 24 and sorted(seen + rest) == list(range(48))
+    # saved again by the 1-process run after 2 more batches, then resumed once more
+    more, state = consume(parts[0]["state"], skip=parts[0]["state"]["skip"], take=2)
+    assert state["skip"] == 5 and state["consumed_base"] == 24 and state["skip_base"] == 3
+    last, _ = consume(state, skip=state["skip"], take=None)
+    assert more == rest[:8] and last == rest[8:]
 
 
 @pytest.mark.distributed
