@@ -8,6 +8,7 @@ uploads both through :mod:`scramjet.tracking.storage`; it returns the remote URL
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any
 
 from scramjet.compat.aitoolbox.cloud.AWS.model_save import KerasS3ModelSaver, PyTorchS3ModelSaver
@@ -54,6 +55,9 @@ class BaseFullExperimentSaver(AbstractExperimentSaver):
         project_name: folder of the project.
         experiment_name: prefix of the experiment folder.
         experiment_timestamp: the folder's timestamp; default: when ``save_experiment`` runs.
+
+    The bucket savers below also take ``storage_options``, passed to fsspec (e.g.
+    ``{"token": "anon"}`` for a Google Cloud Storage emulator, ``client_kwargs`` for S3).
     """
 
     def __init__(
@@ -108,11 +112,22 @@ def _full_saver_init(
     bucket_name: str,
     cloud_dir_prefix: str,
     local_model_result_folder_path: str,
+    storage_options: Mapping[str, Any] | None,
 ) -> None:
     BaseFullExperimentSaver.__init__(
         saver,
-        model_cls(bucket_name, cloud_dir_prefix, local_model_result_folder_path),
-        results_cls(bucket_name, cloud_dir_prefix, local_model_result_folder_path),
+        model_cls(
+            bucket_name,
+            cloud_dir_prefix,
+            local_model_result_folder_path,
+            storage_options=storage_options,
+        ),
+        results_cls(
+            bucket_name,
+            cloud_dir_prefix,
+            local_model_result_folder_path,
+            storage_options=storage_options,
+        ),
         project_name,
         experiment_name,
         experiment_timestamp,
@@ -131,6 +146,7 @@ class FullPyTorchExperimentS3Saver(BaseFullExperimentSaver):
         bucket_name: str = "model-result",
         cloud_dir_prefix: str = "",
         local_model_result_folder_path: str = "~/project/model_result",
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         _full_saver_init(
             self,
@@ -142,6 +158,7 @@ class FullPyTorchExperimentS3Saver(BaseFullExperimentSaver):
             bucket_name,
             cloud_dir_prefix,
             local_model_result_folder_path,
+            storage_options,
         )
 
 
@@ -156,6 +173,7 @@ class FullKerasExperimentS3Saver(BaseFullExperimentSaver):
         bucket_name: str = "model-result",
         cloud_dir_prefix: str = "",
         local_model_result_folder_path: str = "~/project/model_result",
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         _full_saver_init(
             self,
@@ -167,6 +185,7 @@ class FullKerasExperimentS3Saver(BaseFullExperimentSaver):
             bucket_name,
             cloud_dir_prefix,
             local_model_result_folder_path,
+            storage_options,
         )
 
 
@@ -181,6 +200,7 @@ class FullPyTorchExperimentGoogleStorageSaver(BaseFullExperimentSaver):
         bucket_name: str = "model-result",
         cloud_dir_prefix: str = "",
         local_model_result_folder_path: str = "~/project/model_result",
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         _full_saver_init(
             self,
@@ -192,6 +212,7 @@ class FullPyTorchExperimentGoogleStorageSaver(BaseFullExperimentSaver):
             bucket_name,
             cloud_dir_prefix,
             local_model_result_folder_path,
+            storage_options,
         )
 
 
@@ -206,6 +227,7 @@ class FullKerasExperimentGoogleStorageSaver(BaseFullExperimentSaver):
         bucket_name: str = "model-result",
         cloud_dir_prefix: str = "",
         local_model_result_folder_path: str = "~/project/model_result",
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         _full_saver_init(
             self,
@@ -217,4 +239,5 @@ class FullKerasExperimentGoogleStorageSaver(BaseFullExperimentSaver):
             bucket_name,
             cloud_dir_prefix,
             local_model_result_folder_path,
+            storage_options,
         )
