@@ -106,14 +106,21 @@ class _CtrlC(TrainerCallback):
 
 
 def test_keyboard_interrupt_gives_interrupted(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    exp = Experiment("p", "ctrlc", root=tmp_path, log_every_n_steps=1)
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    exp = Experiment("p", "ctrlc", root=tmp_path, log_every_n_steps=1, loggers=("csv", "mlflow"))
     started = time.time()
     with pytest.raises(KeyboardInterrupt):
         make_trainer([exp, _CtrlC()]).train(tiny_data(), 3, per_device_batch_size=16)
     info = _status(exp.run_dir)
     assert info["status"] == "interrupted" and info["error"].startswith("KeyboardInterrupt")
+    mlflow_run = MlflowClient((tmp_path / "mlruns").as_uri()).get_run(info["mlflow_run_id"])
+    assert mlflow_run.info.status == "KILLED"
+    assert len(mlflow_run.data.metrics) >= 2, "the steps before Ctrl-C reached MLflow too"
     assert started <= info["ended"] <= time.time()
     assert info["duration"] == pytest.approx(info["ended"] - info["started"], abs=1e-3)
     rows = (exp.run_dir / "metrics.csv").read_text().splitlines()
