@@ -64,6 +64,41 @@ def encode_stage(root: Path, names: list[str], args: argparse.Namespace, workers
     return len(tasks) / (time.perf_counter() - start)
 
 
+# Pillow's C calls that release the GIL while they run (decode, resize, convert/copy, and
+# JPEG encoding into a file with a descriptor); everything else in the task holds it.
+_GIL_FREE = ("decode", "resize", "encode_to_file", "copy", "convert")
+
+
+def gil_share(root: Path, names: list[str], args: argparse.Namespace) -> tuple[float, float]:
+    """Share of the encoding task's time spent holding the GIL, and the scaling bound.
+
+    One thread, so the figure does not depend on free cores: the time inside Pillow's
+    GIL-free C calls is read from a profile, the task's total time from a run without
+    the profiler. With a share ``f`` held, N threads can encode at most
+    ``1 / (f + (1 - f) / N)`` times as fast as one (Amdahl).
+    """
+    import cProfile
+    import pstats
+
+    encode = args.encodings.split(",")[0]
+    tasks = [(i, [str(root / n)], args.size, args.size, 3, encode, args.quality, True)
+             for i, n in enumerate(names)]  # fmt: skip
+    start = time.perf_counter()
+    for task in tasks:
+        _encode_task(task)
+    total = time.perf_counter() - start
+    profile = cProfile.Profile()
+    profile.runcall(lambda: [_encode_task(task) for task in tasks])
+    stats: Any = pstats.Stats(profile).stats  # {(file, line, name): (cc, nc, tt, ct, callers)}
+    free = sum(
+        row[2]
+        for (file, _, name), row in stats.items()
+        if file == "~" and any(f"'{m}' of 'Imaging" in name for m in _GIL_FREE)
+    )
+    share = max(0.0, 1.0 - free / total)
+    return share, 1.0 / (share + (1.0 - share) / args.workers)
+
+
 def configs(args: argparse.Namespace) -> list[tuple[str, int, str]]:
     """(encoding, workers, pool) of every pack run; workers=1 encodes in the calling thread."""
     runs = []
@@ -77,7 +112,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
     """Make the source images, then time the baseline, a tar copy and every pack run."""
     rates: dict[tuple[str, int, str], list[float]] = {c: [] for c in configs(args)}
     sizes: dict[tuple[str, int, str], int] = {}
-    base: dict[str, Any] = {"serial": [], "stage1": [], "stageN": []}
+    base: dict[str, Any] = {"serial": [], "stage1": [], "stageN": [], "gil": []}
     with tempfile.TemporaryDirectory(prefix="scramjet-bench-") as tmp:
         root = Path(tmp)
         items = make_images(root, args.n, args.src_size, args.quality)
@@ -92,6 +127,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
             base["serial"].append(serial_baseline(root, names, args.size, args.quality))
             for key, workers in (("stage1", 1), ("stageN", args.workers))[:: 1 - 2 * (r % 2)]:
                 base[key].append(encode_stage(root, names, args, workers))
+            base["gil"].append(gil_share(root, names, args))
             for encode, workers, pool in order[r % len(order) :] + order[: r % len(order)]:
                 dst = root / f"{encode}-{workers}-{pool}-{r}.pack"
                 report = pack(
@@ -149,6 +185,12 @@ def report(args: argparse.Namespace, base: dict[str, Any], runs: dict[Any, Any])
     print(
         f"scaling, encoding stage only ({first}, threads): 1 worker {one:.0f}/s, {w} workers "
         f"{many:.0f}/s = {many / (w * one):.2f} x {w} x one worker's (target 0.90)"
+    )
+    share = statistics.median(g[0] for g in base["gil"])
+    bound = statistics.median(g[1] for g in base["gil"])
+    print(
+        f"GIL held for {share:.1%} of the encoding task (1 thread, profiled): {w} threads can "
+        f"encode at most {bound:.2f}x one thread's rate = {bound / w:.2f} x {w} x one worker's"
     )
     for encode in args.encodings.split(","):
         whole_one = statistics.median(runs[(encode, 1, "threads")][0])

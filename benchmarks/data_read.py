@@ -27,6 +27,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -132,28 +133,40 @@ def webdataset_loader(urls: list[str], batch: int, workers: int, fast: bool) -> 
 
 
 class DecodeFromMemory:
-    """One thread decodes the pack's own JPEG bytes, held in memory, into a batch buffer.
+    """``threads`` threads decode the pack's own JPEG bytes, held in memory, into a batch
+    buffer (each thread a contiguous part of every batch).
 
-    Its samples/s times the usable cores is the decode ceiling of the machine.
+    With one thread, its samples/s times the usable cores is the decode ceiling of the
+    machine; with one thread per core it is the decode rate the machine gives right now.
     """
 
-    def __init__(self, path: Path, batch: int) -> None:
+    def __init__(self, path: Path, batch: int, threads: int = 1) -> None:
         from scramjet.data._gpu_decode import encoded_images
 
         ds = PackedDataset(path)
         col = ds.columns[0]
         self.blobs = encoded_images(ds, col, list(range(len(ds))))
         self.out = np.empty((batch, col.height or 0, col.width or 0, 3), np.uint8)
-        self.batch = batch
+        self.batch, self.threads = batch, threads
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def _decode(self, blobs: list[np.ndarray], first: int) -> None:
         import simplejpeg
 
-        for start in range(0, len(self.blobs), self.batch):
-            part = self.blobs[start : start + self.batch]
-            for k, blob in enumerate(part):
-                simplejpeg.decode_jpeg(blob, colorspace="RGB", buffer=self.out[k])
-            yield {"image": self.out[: len(part)]}
+        for k, blob in enumerate(blobs):
+            simplejpeg.decode_jpeg(blob, colorspace="RGB", buffer=self.out[first + k])
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        with ThreadPoolExecutor(self.threads) as pool:
+            for start in range(0, len(self.blobs), self.batch):
+                part = self.blobs[start : start + self.batch]
+                step = -(-len(part) // self.threads)
+                jobs = [
+                    pool.submit(self._decode, part[k : k + step], k)
+                    for k in range(0, len(part), step)
+                ]
+                for job in jobs:
+                    job.result()
+                yield {"image": self.out[: len(part)]}
 
 
 class CopyFromMemory:
@@ -172,25 +185,34 @@ class CopyFromMemory:
             yield {"image": self.out[: len(part)]}
 
 
-def epoch_rate(loader: Iterable[Any]) -> float:
-    """Samples/s of one pass over ``loader``."""
-    start = time.perf_counter()
+def epoch_rate(loader: Iterable[Any]) -> tuple[float, float]:
+    """Samples/s of one pass over ``loader``, and this process's CPU time per sample (us).
+
+    The CPU time counts every thread of this process and no other process: it is the
+    whole cost of the readers that run in this process (threads, the main process, the
+    ceilings), and only the main process's share for readers with worker processes.
+    """
+    start, cpu = time.perf_counter(), time.process_time()
     count = 0
     for b in loader:
         count += len(b["image"] if isinstance(b, dict) else b[0])
-    return count / (time.perf_counter() - start)
+    cpu_us = (time.process_time() - cpu) / count * 1e6
+    return count / (time.perf_counter() - start), cpu_us
 
 
-def interleaved_rates(loaders: list[Iterable[Any]], rounds: int) -> list[float]:
-    """Median samples/s per loader; loaders take turns, so load from other processes on a
-    shared machine hits all of them alike. One untimed warm-up epoch each first."""
+def interleaved_rates(loaders: list[Iterable[Any]], rounds: int) -> list[tuple[float, float]]:
+    """Median samples/s and CPU us/sample per loader; loaders take turns, so load from
+    other processes on a shared machine hits all of them alike. One untimed warm-up
+    epoch each first."""
     for loader in loaders:
         epoch_rate(loader)
-    rates: list[list[float]] = [[] for _ in loaders]
+    rates: list[list[tuple[float, float]]] = [[] for _ in loaders]
     for _ in range(rounds):
         for k, loader in enumerate(loaders):
             rates[k].append(epoch_rate(loader))
-    return [float(np.median(r)) for r in rates]
+    return [
+        (float(np.median([r for r, _ in rs])), float(np.median([c for _, c in rs]))) for rs in rates
+    ]
 
 
 def decode_rates(blobs: list[bytes]) -> dict[str, float]:
@@ -278,12 +300,15 @@ def build_readers(
         ),
         ("pack raw, batched, threads", threaded("raw.pack")),
         (CEILING_JPEG, DecodeFromMemory(root / "jpeg.pack", args.batch)),
+        (DECODE_NOW, DecodeFromMemory(root / "jpeg.pack", args.batch, args.workers)),
         (CEILING_RAW, CopyFromMemory(root / "raw.pack", args.batch)),
     ]
 
 
 CEILING_JPEG = "ceiling: simplejpeg decode from memory, 1 thread"
 CEILING_RAW = "ceiling: memory copy of the raw pixels, 1 thread"
+DECODE_NOW = "simplejpeg decode from memory, N threads"
+IN_PROCESS = ("threads", "main process", "ceiling", "from memory")  # CPU time is all here
 
 
 def usable_cores() -> int:
@@ -291,7 +316,9 @@ def usable_cores() -> int:
 
 
 def report(
-    args: argparse.Namespace, results: list[tuple[str, float]], codec: dict[str, float]
+    args: argparse.Namespace,
+    results: list[tuple[str, tuple[float, float]]],
+    codec: dict[str, float],
 ) -> None:
     print(f"machine: {machine()}")
     print(
@@ -299,15 +326,17 @@ def report(
         f"batch {args.batch}, {args.workers} workers (processes or threads), warm page cache, "
         f"median of {args.epochs} interleaved epochs"
     )
-    base = results[0][1]
-    print(f"{'reader':<48} {'samples/s':>10} {'vs loose':>9}")
-    for name, rate in results:
-        print(f"{name:<48} {rate:>10.0f} {rate / base:>8.2f}x")
+    base = results[0][1][0]
+    print(f"{'reader':<48} {'samples/s':>10} {'vs loose':>9} {'CPU us/sample':>14}")
+    for name, (rate, cpu) in results:
+        cpu_text = f"{cpu:>14.0f}" if any(k in name for k in IN_PROCESS) else f"{'-':>14}"
+        print(f"{name:<48} {rate:>10.0f} {rate / base:>8.2f}x {cpu_text}")
     print("* reads in the main process (no workers); every other row uses the same workers")
-    rate = dict(results)
+    print("CPU us/sample: this process's CPU time, shown where every reading thread is in it")
+    rate = {name: r for name, (r, _) in results}
+    cpu = {name: c for name, (_, c) in results}
     cores = usable_cores()
     ceiling = rate[CEILING_JPEG] * cores
-    copy = rate[CEILING_RAW]
     threads, procs = rate["pack jpeg, batched, threads"], rate["pack jpeg, batched, processes"]
     print(
         f"JPEG ceiling: {rate[CEILING_JPEG]:.0f}/s x {cores} usable cores = {ceiling:.0f}/s; "
@@ -315,6 +344,14 @@ def report(
         f"processes {procs:.0f}/s = {procs / ceiling:.2f}x; threads / processes "
         f"{threads / procs:.2f}x"
     )
+    now = rate[DECODE_NOW]
+    print(
+        f"  decoding from memory on {args.workers} threads in the same rounds: {now:.0f}/s; "
+        f"pack jpeg threads = {threads / now:.2f}x of it; CPU per image: decode alone "
+        f"{cpu[CEILING_JPEG]:.0f} us, pack jpeg threads {cpu['pack jpeg, batched, threads']:.0f}"
+        f" us ({cpu[CEILING_JPEG] / cpu['pack jpeg, batched, threads']:.2f}x)"
+    )
+    copy = rate[CEILING_RAW]
     raw_t, raw_p = rate["pack raw, batched, threads"], rate["pack raw, batched, processes"]
     print(
         f"raw ceiling (memory copy, 1 thread): {copy:.0f}/s; pack raw threads {raw_t:.0f}/s = "
