@@ -317,7 +317,7 @@ class Experiment(TrainerCallback):
         self._trackers, self._tracker_errors = trackers, []
         self._writer = TrackerWriter(trackers, self._upload_metric_files)
         info = _files.read_json(run / "run.json")  # may already hold the MLflow run id
-        for stale in ("error", "upload_error", "storage_error", "ended", "duration"):
+        for stale in ("error", "upload_error", "storage_error", "finished", "ended", "duration"):
             info.pop(stale, None)
         if storage_error:
             info["storage_error"] = storage_error
