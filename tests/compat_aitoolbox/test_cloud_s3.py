@@ -79,3 +79,24 @@ def test_data_saver_and_loader_round_trip_a_folder(s3: S3Server, tmp_path: Path)
     target = tmp_path / "dl" / "b.txt"
     BaseDataLoader(bucket, str(tmp_path)).load_file("store/sub/b.txt", str(target))
     assert target.read_text() == "beta"
+
+
+def test_ses_sender_sends_the_report_with_its_attachment(s3: S3Server, tmp_path: Path) -> None:
+    import boto3
+
+    from scramjet.compat.aitoolbox.cloud.AWS.simple_email_service import SESSender, build_message
+
+    ses = boto3.client("ses", region_name="eu-west-1")
+    ses.verify_email_identity(EmailAddress="bot@example.com")
+    sent_before = ses.get_send_quota()["SentLast24Hours"]
+    plot = tmp_path / "loss.png"
+    plot.write_bytes(b"\x89PNG fake")
+    sender = SESSender("Trainer", "bot@example.com", "me@example.com", "eu-west-1")
+    assert sender.send_email("End of training", "<h2>done</h2>", [str(plot)])
+    assert ses.get_send_quota()["SentLast24Hours"] > sent_before
+    message = build_message("a@x", "b@x", "s", "<p>hi</p>", [str(plot)])
+    parts = message.get_payload()
+    assert (
+        parts[1].get_filename() == "loss.png"
+        and parts[1].get_payload(decode=True) == plot.read_bytes()
+    )
