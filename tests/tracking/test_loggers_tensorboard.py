@@ -44,3 +44,30 @@ def test_tensorboard_reads_back_what_metrics_csv_says(tmp_path: Path) -> None:
     assert "is_local_process_zero" not in start and "capturable" not in start
     end = data["_hparams_/session_end_info"].session_end_info
     assert end.status == api_pb2.STATUS_SUCCESS
+
+
+def test_a_resumed_run_replaces_the_steps_after_its_checkpoint(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from scramjet.tracking.loggers.base import MetricRow
+    from scramjet.tracking.loggers.tensorboard import TensorBoardTracker
+
+    def rows(steps: range, value: float) -> list[MetricRow]:
+        return [
+            MetricRow(scope="step", step=s, epoch=1, time=1000.0 + s, metrics={"loss": value})
+            for s in steps
+        ]
+
+    first = TensorBoardTracker(tmp_path)
+    first.log_metrics(rows(range(1, 11), 1.0))  # crashed after step 10, checkpoint at 5
+    first.close()
+    resumed = TensorBoardTracker(tmp_path)
+    resumed.truncate(5, 1)
+    resumed.log_metrics(rows(range(6, 9), 2.0))
+    resumed.close()
+    acc = EventAccumulator(str(tmp_path))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("loss")] == [
+        *[(s, 1.0) for s in range(1, 6)],
+        *[(s, 2.0) for s in range(6, 9)],
+    ]

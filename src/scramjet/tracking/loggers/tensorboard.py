@@ -43,6 +43,7 @@ class TensorBoardTracker(Tracker):
         self._writer: Any = None
         self._started = False
         self._status = "finished"
+        self._purge_step: int | None = None
 
     @property
     def writer(self) -> Any:
@@ -50,7 +51,10 @@ class TensorBoardTracker(Tracker):
         if self._writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(log_dir=str(self.log_dir), flush_secs=30)
+            self._writer = SummaryWriter(
+                log_dir=str(self.log_dir), flush_secs=30, purge_step=self._purge_step
+            )
+            self._purge_step = None
         return self._writer
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
@@ -75,6 +79,14 @@ class TensorBoardTracker(Tracker):
         """Add each number as the scalar ``<name>/<metric>``."""
         for metric, value in results.items():
             self.writer.add_scalar(f"{name}/{metric}", value, step)
+
+    def truncate(self, step: int, epoch: int) -> None:
+        """A resumed run: TensorBoard drops the events after ``step`` (a purge marker at the
+        start of the next event file), so the curves read as one run."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self._purge_step = step + 1
 
     def set_status(self, status: str) -> None:
         """Kept for the HParams session's end."""
