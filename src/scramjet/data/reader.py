@@ -393,6 +393,8 @@ class PackedDataset(Dataset[Any]):
         assert self._remote is not None
         path, held = self._remote.open(k)
         self._held[k] = held
+        if self._remote.limit is None:  # nothing is ever evicted: keep every map open
+            return str(path)
         keep = max(2, (self.shuffle_window or 1) + 1)
         while len(self._held) > keep:
             old = next(iter(self._held))
