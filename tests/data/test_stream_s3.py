@@ -197,3 +197,27 @@ def test_file_url_streams_too(images: Path, tmp_path: Path) -> None:
         PackedDataset(f"file://{tmp_path / 'p.pack'}", cache_limit="1KB")
     with pytest.raises(PackFormatError, match=r"manifest\.json is missing"):
         PackedDataset(f"file://{tmp_path / 'nothing'}", cache_dir=tmp_path / "cache")
+
+
+def test_the_trainer_trains_on_a_streamed_pack(images: Path, tmp_path: Path) -> None:
+    import torch
+
+    from scramjet import Trainer
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(32 * 32 * 3, 48)
+
+        def forward(self, image: torch.Tensor) -> torch.Tensor:
+            return self.linear(image.float().flatten(1) / 255)
+
+    url = f"file://{tmp_path / 'store' / 'p.pack'}"
+    _pack(images, url)
+    ds = PackedDataset(url, cache_dir=tmp_path / "cache", shuffle_window=2)
+    model = Model()
+    trainer = Trainer(model, torch.nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), 0.1),
+                      seed=0)  # fmt: skip
+    trainer.train(ds, num_epochs=2, per_device_batch_size=8)
+    assert trainer.state.global_step == 12
+    assert len((tmp_path / "cache" / LOG_NAME).read_text().splitlines()) == 8
