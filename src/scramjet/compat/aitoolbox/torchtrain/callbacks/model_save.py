@@ -71,6 +71,33 @@ def experiment_script(hyperparams: dict[str, Any]) -> str | None:
     return str(path) if path is not None and os.path.isfile(path) else None
 
 
+def check_cloud_destination(callback: Any, cloud: Any) -> None:
+    """Write and delete a probe file in the experiment's cloud folder.
+
+    AIToolbox's model-saving callbacks default to ``cloud_save_mode='s3'``; without
+    credentials the first save would fail after a whole epoch. scramjet checks at the start
+    of training instead and says how to save locally.
+
+    Raises:
+        StorageCheckError: the bucket cannot be written (the storage's answer and the fix).
+    """
+    from scramjet.compat.aitoolbox.experiment._paths import experiment_dir
+    from scramjet.tracking.storage import RunStorage, StorageCheckError
+
+    stamp = callback.train_loop_obj.experiment_timestamp
+    names = (callback.project_name, callback.experiment_name, stamp)
+    local = experiment_dir(callback.local_model_result_folder_path, *names)
+    os.makedirs(local, exist_ok=True)
+    try:
+        RunStorage(local, cloud.experiment_url(*names), cloud.storage_options, check=True).close()
+    except StorageCheckError as exc:
+        raise StorageCheckError(
+            f"{type(callback).__name__}: cloud_save_mode={callback.cloud_save_mode!r} (the "
+            f"default is 's3'), but {exc} To keep the model and results on local disk only, "
+            f"pass cloud_save_mode=None."
+        ) from exc
+
+
 class _SavesHyperparams(AbstractCallback):
     """Writes ``hyperparams_list.txt`` (and the launch script) once per experiment."""
 
@@ -82,6 +109,12 @@ class _SavesHyperparams(AbstractCallback):
 
     def _cloud_saver(self) -> Any:
         return None
+
+    def on_train_begin(self) -> None:
+        """Check before the first step that the cloud destination can be written."""
+        cloud = self._cloud_saver()
+        if cloud is not None and is_main_process(self.train_loop_obj):
+            check_cloud_destination(self, cloud)
 
     def save_hyperparams(self) -> None:
         """Write the hyperparameters file if it is not there yet (and copy it to the cloud)."""

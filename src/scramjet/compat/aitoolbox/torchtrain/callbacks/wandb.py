@@ -71,20 +71,23 @@ class _AitbRun(WandbTracker):
         existing_run: Any = None,
     ) -> None:
         extra = dict(init_kwargs)
-        super().__init__(
-            run_dir,
-            project,
-            run_name=run_name,
-            run_id=extra.pop("id", None),
-            entity=extra.pop("entity", None),
-            mode=extra.pop("mode", None),
+        # set before the logger's own set-up, which starts the run
+        self.tags, self._existing_run = tags, existing_run
+        run_id, entity, mode = (
+            extra.pop("id", None),
+            extra.pop("entity", None),
+            extra.pop("mode", None),
         )
-        self.tags, self.extra = tags, extra
-        self._run = existing_run
+        self.extra = extra
+        super().__init__(
+            run_dir, project, run_name=run_name, run_id=run_id, entity=entity, mode=mode
+        )
 
     @property
     def run(self) -> Any:
-        """The W&B run (started on first use)."""
+        """The W&B run (the one given, or started on first use)."""
+        if self._run is None and self._existing_run is not None:
+            self._run, self._existing_run = self._existing_run, None
         if self._run is None:
             import wandb
 
