@@ -77,6 +77,8 @@ def test_values_from_hooks_and_callbacks_land_on_their_update(tmp_path: Path) ->
     exp, trainer = _train(tmp_path, accumulation=2)  # 6 batches an epoch: 3 updates
     steps = _series(exp.run_dir, "step")
     assert list(steps["train_loss"]) == [1, 2, 3, 4, 5, 6]
+    step_rows = [r["step"] for r in read_metrics(exp.run_dir) if r["scope"] == "step"]
+    assert step_rows == [1, 2, 3, 4, 5, 6], "one row per step, callbacks after the Experiment too"
     for name in ("hook_batch", "weight_norm", "hook_update", "cb_loss_x2", "cb_step", "lr"):
         assert list(steps[name]) == [1, 2, 3, 4, 5, 6], name
     # logged in on_optimizer_step_end after update k: step k

@@ -38,11 +38,18 @@ class StepBuffer:
         """Forget every value and time."""
         self._entries, self._times = [], {}
 
-    def rows(self, epoch: int, default_time: float) -> list[MetricRow]:
-        """One row per step (in step order); the buffer is emptied."""
-        values = _to_floats([value for _, _, value in self._entries])
+    def rows(self, epoch: int, default_time: float, before: int | None = None) -> list[MetricRow]:
+        """One row per step (in step order), for the steps before ``before`` (every step
+        when None); those leave the buffer, later ones stay (values of the current step
+        may still come: callbacks after the Experiment log in the same event)."""
+        if before is None:
+            taken, kept = self._entries, []
+        else:
+            taken = [e for e in self._entries if e[0] < before]
+            kept = [e for e in self._entries if e[0] >= before]
+        values = _to_floats([value for _, _, value in taken])
         sums: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for (step, name, _), number in zip(self._entries, values):
+        for (step, name, _), number in zip(taken, values):
             sums[step][name].append(number)
         rows = [
             MetricRow(
@@ -54,7 +61,8 @@ class StepBuffer:
             )
             for step, named in sorted(sums.items())
         ]
-        self.clear()
+        self._times = {k: v for k, v in self._times.items() if k not in sums}
+        self._entries = kept
         return rows
 
 

@@ -500,15 +500,16 @@ class Experiment(TrainerCallback):
         if self._writer is not None:
             self._steps.add(step, "lr", float(trainer.optimizer.param_groups[0]["lr"]))
             self._steps.note_time(step, time.time())
-            if step % self.log_every_n_steps == 0:
-                self._flush_steps(trainer)
+            if step % self.log_every_n_steps == 0:  # this step's row waits for later callbacks
+                self._flush_steps(trainer, before=step)
         if isinstance(self.checkpoint, int) and step % self.checkpoint == 0:
             self._save_checkpoint(trainer)
 
-    def _flush_steps(self, trainer: Trainer) -> None:
+    def _flush_steps(self, trainer: Trainer, before: int | None = None) -> None:
         if not self._steps or self._writer is None:
             return
-        rows = self._steps.rows(trainer.run_history.current_epoch, time.time())  # one sync
+        epoch = trainer.run_history.current_epoch
+        rows = self._steps.rows(epoch, time.time(), before)  # one device sync
         self._writer.put("metrics", rows)
 
     def _log_epoch_metrics(self, trainer: Trainer) -> None:

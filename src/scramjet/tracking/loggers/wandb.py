@@ -56,6 +56,7 @@ class WandbTracker(Tracker):
         self._config: dict[str, Any] = {}
         self._exit_code = 0
         self._run: Any = None
+        _ = self.run  # started now, on the training process's main thread: errors show at once
 
     @property
     def run(self) -> Any:
