@@ -463,7 +463,7 @@ class Prefetcher:
     def __init__(self, cache: ShardCache, ahead: int) -> None:
         self.cache = cache
         self.ahead = max(1, ahead)
-        self._pool = ThreadPoolExecutor(self.ahead, thread_name_prefix="scramjet-prefetch")
+        self._pool = ThreadPoolExecutor(min(self.ahead, 8), thread_name_prefix="scramjet-prefetch")
         self._lock = threading.Lock()
         self._plan: list[int] = []
         self._cursor = 0

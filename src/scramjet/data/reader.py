@@ -186,7 +186,8 @@ class PackedDataset(Dataset[Any]):
             recently used shards not in use are evicted. None: no limit.
         storage_options: fsspec options for the URL (credentials, endpoint...).
         prefetch: shards downloaded ahead of the reader, per process, in the order the
-            epoch reads them (streamed packs only).
+            epoch reads them (streamed packs only); default ``shuffle_window`` (the next
+            window downloads while this one is read), or 4 without one.
         shuffle_window: shards shuffled together by the Trainer's sampler
             (:class:`~scramjet.trainer.data_order.EpochSampler`); default 8 for a streamed
             pack, None (one shuffle over every sample) for a local one. See
@@ -224,7 +225,7 @@ class PackedDataset(Dataset[Any]):
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | str | None = None,
         storage_options: Mapping[str, Any] | None = None,
-        prefetch: int = 4,
+        prefetch: int | None = None,
         shuffle_window: int | None = None,
     ) -> None:
         self._remote: ShardCache | None = None
@@ -253,7 +254,7 @@ class PackedDataset(Dataset[Any]):
                 f"shuffle_window must be a number of shards >= 1 or None, got {shuffle_window!r}"
             )
         self.shuffle_window = None if shuffle_window is None else int(shuffle_window)
-        self.prefetch = int(prefetch)
+        self.prefetch = int(prefetch) if prefetch is not None else (self.shuffle_window or 4)
         self._prefetcher: Prefetcher | None = None
         by_name = {c.name: c for c in self.manifest.columns}
         names = list(by_name) if columns is None else list(columns)
