@@ -11,8 +11,9 @@ raises :class:`TrainingPreempted`, which ends the process with status
 In a run of several processes the signal may reach the ranks at different steps (or
 only one of them), while the checkpoint needs every rank at the same step. So when a
 process group exists, :meth:`PreemptionWatcher.agreed` all-reduces the flag (one
-one-element tensor, maximum) and every rank stops at the same step. In one process it
-reads a Python attribute and nothing else.
+one-element tensor, maximum) in the background, and every rank reads the result at the
+next call: all ranks stop at the same step, at most one step after the signal, and the
+loop never waits for the network. In one process it reads a Python attribute.
 
 Handlers are installed only by :meth:`PreemptionWatcher.install` (from the main thread,
 at the start of training) and the previous ones are put back by
@@ -102,6 +103,7 @@ class PreemptionWatcher:
         self.signals = tuple(resolved)
         self._previous: dict[signal.Signals, _Handler] = {}
         self._seen: int | None = None
+        self._pending: tuple[Any, torch.Tensor] | None = None  # the all-reduce in flight
 
     @property
     def installed(self) -> bool:
@@ -139,13 +141,28 @@ class PreemptionWatcher:
     def agreed(self) -> bool:
         """Whether any rank received a signal: True on every rank or on none.
 
-        Collective when a process group exists (every rank must call it at the same
-        points: one all-reduce of one element); a local read otherwise.
+        In one process: whether this process received one. With a process group it is
+        collective (every rank calls it at the same points) and costs one one-element
+        all-reduce that runs in the background: each call returns the answer to the
+        question asked by the previous call, and asks the next one. Every rank gets the
+        same answer at the same call, at most one call after the signal arrived.
         """
         if not dist.is_distributed():
             return self._seen is not None
-        flag = torch.tensor([0 if self._seen is None else self._seen], dtype=torch.int64)
-        agreed = int(dist.reduce(flag, "max").item())
+        agreed = 0
+        if self._pending is not None:
+            work, flag = self._pending
+            work.wait()
+            agreed = int(flag.item())
+        flag = torch.tensor([self._seen or 0], dtype=torch.int64, device=dist._comm_device())
+        work = torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, async_op=True)
+        self._pending = (work, flag)
         if agreed and self._seen is None:
             self._seen = agreed  # another rank's signal: report it as this rank's reason
         return agreed != 0
+
+    def finish(self) -> None:
+        """Wait for the all-reduce still in flight, if any (every rank, e.g. when stopping)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending[0].wait()
