@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -381,6 +382,7 @@ class PackedDataset(Dataset[Any]):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_shards"], state["_pid"], state["_held"], state["_prefetcher"] = [], -1, {}, None
+        state.pop("_held_lock", None)
         return state
 
     def _shard_reset(self) -> None:
@@ -388,20 +390,29 @@ class PackedDataset(Dataset[Any]):
         if self._pid != os.getpid():
             self._shards, self._pid = [None] * len(self.manifest.shards), os.getpid()
             self._held, self._prefetcher = {}, None
+            self._held_lock = threading.Lock()  # reading threads share the held shards
 
     def _open_streamed(self, k: int) -> str:
         """Shard ``k`` from the cache, held in use; the oldest held shards are let go."""
         assert self._remote is not None
         path, held = self._remote.open(k)
+        with self._held_lock:
+            self._hold(k, held)
+        return str(path)
+
+    def _hold(self, k: int, held: Any) -> None:
+        assert self._remote is not None
+        if k in self._held:  # another thread opened it meanwhile: keep one hold
+            held.close()
+            return
         self._held[k] = held
         if self._remote.limit is None:  # nothing is ever evicted: keep every map open
-            return str(path)
+            return
         keep = max(2, (self.shuffle_window or 1) + 1)
         while len(self._held) > keep:
             old = next(iter(self._held))
             self._shards[old] = None
             self._held.pop(old).close()
-        return str(path)
 
     def _shard(self, k: int) -> _Shard:
         self._shard_reset()  # new process (fork/spawn worker): never reuse maps
