@@ -31,7 +31,7 @@ class SlowSteps(Trainer):
         return super().calculate_train_batch_loss(batch)
 
     def calculate_eval_batch_loss(self, batch: Any) -> dict[str, Any]:
-        time.sleep(0.02)
+        time.sleep(0.04)
         return super().calculate_eval_batch_loss(batch)
 
 
