@@ -401,7 +401,10 @@ class ModelTrainEndSave(_SavesHyperparams):
             "experiment_timestamp": self.train_loop_obj.experiment_timestamp,
             "local_model_result_folder_path": self.local_model_result_folder_path,
         }
-        cloud = {"bucket_name": self.bucket_name, "cloud_dir_prefix": self.cloud_dir_prefix}
+        cloud: dict[str, Any] = {
+            "bucket_name": self.bucket_name,
+            "cloud_dir_prefix": self.cloud_dir_prefix,
+        }
         if self.cloud_save_mode in S3_MODES:
             from scramjet.compat.aitoolbox.experiment.experiment_saver import (
                 FullPyTorchExperimentS3Saver,
