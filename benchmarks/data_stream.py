@@ -14,7 +14,10 @@ reader runs in a fresh child process with an empty cache directory and reports:
 - resume: a fresh process with an empty cache, restored to the middle of epoch 1 with the
   reader's own resume mechanism, until its first batch.
 
-scramjet's local-disk row reads the same pack from local disk (warm page cache).
+Rows: ``scramjet`` (default ``shuffle_window=8``), ``scramjet-w2`` (``shuffle_window=2``:
+a faster start for a coarser shuffle, see docs/streaming.md), ``scramjet-local`` (the same
+pack from local disk, warm page cache), ``litdata``, ``mosaic``. Every reader decodes the
+JPEG bytes with simplejpeg (the peers in their collate function).
 ``--install-peers`` installs LitData and MosaicML Streaming (and the small modules they
 import) into ``.bench/peers`` with ``pip --target --no-deps``: nothing is resolved into
 this environment and torch is never replaced. MosaicML Streaming's top-level import pulls
@@ -22,7 +25,7 @@ in torchvision for its vision dataset classes (unused here); torchvision is not 
 in this environment, so that one sub-package is replaced by an empty module.
 
     .venv/bin/python benchmarks/data_stream.py --install-peers      # once
-    .venv/bin/python benchmarks/data_stream.py --images 2048 --workers 2
+    .venv/bin/python benchmarks/data_stream.py --images 2048 --workers 2 --rounds 3
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -194,12 +198,12 @@ def to_batch(samples: list[dict[str, Any]]) -> dict[str, Any]:
     return {"image": torch.from_numpy(images), "label": torch.tensor([s["label"] for s in samples])}
 
 
-def scramjet_reader(args: argparse.Namespace, cache: Path, local: bool, decoder: str) -> Any:
+def scramjet_reader(args: argparse.Namespace, cache: Path, local: bool, window: int | None) -> Any:
     from scramjet.data import PackedDataset
     from scramjet.trainer.data_order import EpochSampler
 
     path: str = str(Path(args.root) / "local.pack") if local else f"s3://{BUCKET}/sj.pack"
-    ds = PackedDataset(path, cache_dir=cache, decoder=decoder, shuffle_window=args.window)
+    ds = PackedDataset(path, cache_dir=cache, shuffle_window=window)
     sampler = EpochSampler(ds, shuffle=True, seed=0)
     loader = ds.loader(args.batch, sampler=sampler, num_workers=args.workers,
                        persistent_workers=True)  # fmt: skip
@@ -292,9 +296,9 @@ def child(args: argparse.Namespace) -> None:
     shutil.rmtree(cache, ignore_errors=True)  # but empty: a fresh machine
     cache.mkdir()
     factories: dict[str, Callable[[], Any]] = {
-        "scramjet": lambda: scramjet_reader(args, cache, False, "auto"),
-        "scramjet-pil": lambda: scramjet_reader(args, cache, False, "pil"),
-        "scramjet-local": lambda: scramjet_reader(args, cache, True, "auto"),
+        "scramjet": lambda: scramjet_reader(args, cache, False, args.window),
+        "scramjet-w2": lambda: scramjet_reader(args, cache, False, 2),
+        "scramjet-local": lambda: scramjet_reader(args, cache, True, args.window),
         "litdata": lambda: litdata_reader(args, cache),
         "mosaic": lambda: mosaic_reader(args, cache),
     }
@@ -334,6 +338,27 @@ def run_child(args: argparse.Namespace, name: str, mode: str, env: dict[str, str
 
 
 # -- the report ------------------------------------------------------------------------
+def median_round(
+    rounds: list[tuple[list[dict[str, Any]], dict[str, Any]]],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Each number is its median over the rounds (a reader that failed once is left out)."""
+    results, resumes = [], {}
+    for i, first in enumerate(rounds[0][0]):
+        runs = [rnd[0][i] for rnd in rounds]
+        if any("error" in run for run in runs):
+            results.append(next(run for run in runs if "error" in run))
+            continue
+        merged: dict[str, Any] = {"name": first["name"]}
+        for e in ("epoch1", "epoch2"):
+            merged[e] = {k: float(np.median([run[e][k] for run in runs])) for k in first[e]}
+        results.append(merged)
+    for name in rounds[0][1]:
+        values = [rnd[1][name].get("resume_first_batch_s") for rnd in rounds]
+        if None not in values:
+            resumes[name] = {"resume_first_batch_s": float(np.median(values))}
+    return results, resumes
+
+
 def report(results: list[dict[str, Any]], sizes: dict[str, int], resumes: dict[str, Any]) -> None:
     print(f"\n{'reader':16} {'first batch s':>13} {'epoch 1 /s':>11} {'epoch 2 /s':>11} "
           f"{'resume s':>9} {'bytes/size e1':>14} {'e2':>6}")  # fmt: skip
@@ -395,6 +420,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1, help="rounds; medians printed")
     parser.add_argument("--window", type=int, help="scramjet's shuffle_window (its default: 8)")
     parser.add_argument("--install-peers", action="store_true", help=install_peers.__doc__)
     parser.add_argument("--no-peers", action="store_true", help="measure scramjet only")
@@ -418,6 +444,7 @@ def main() -> None:
         sys.path.append(PEER_DIR)
         sys.modules.setdefault("streaming.vision", types.ModuleType("streaming.vision"))
     print(f"machine: {machine()}\nload average (1 min) before: {os.getloadavg()[0]:.2f}")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up below when stopped
     server, endpoint = start_server()
     root = Path(tempfile.mkdtemp(prefix="scramjet-stream-bench-"))
     proxy = CountingProxy(int(endpoint.rsplit(":", 1)[1]), root / "counter")
@@ -433,15 +460,22 @@ def main() -> None:
         sizes = convert_all(root, args.images, args.shards, peers)
         print("bytes of each reader's shards:", sizes)
         args.root, args.counter = str(root), str(root / "counter")
-        names = ["scramjet", "scramjet-pil", "scramjet-local"]
+        names = ["scramjet", "scramjet-w2", "scramjet-local"]
         names += ["litdata", "mosaic"] if peers else []
-        results = [run_child(args, name, "run", env) for name in names]
-        resumes = {}
-        for name in [n for n in names if n != "scramjet-local"]:
-            saved = run_child(args, name, "save", env)
-            resumes[name] = saved if "error" in saved else run_child(args, name, "resume", env)
-        report(results, sizes, resumes)
-        for name, value in resumes.items():
+        rounds: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
+        for r in range(args.rounds):  # the readers alternate within each round
+            results = [run_child(args, name, "run", env) for name in names]
+            resumes = {}
+            for name in [n for n in names if n != "scramjet-local"]:
+                saved = run_child(args, name, "save", env)
+                resumes[name] = saved if "error" in saved else run_child(args, name, "resume", env)
+            print(f"\nround {r + 1} (load average {os.getloadavg()[0]:.2f}):", end="")
+            report(results, sizes, resumes)
+            rounds.append((results, resumes))
+        if len(rounds) > 1:
+            print("\nmedian over the rounds:", end="")
+            report(*median_round(rounds), sizes)
+        for name, value in rounds[-1][1].items():
             if "error" in value:
                 print(f"resume of {name} not measured: {value['error']}")
     finally:
