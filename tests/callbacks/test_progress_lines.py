@@ -19,7 +19,8 @@ from scramjet.callbacks import ProgressBarCallback, TrainerCallback
 LINE = re.compile(
     r"^(?:epoch (?P<epoch>\d+)/(?P<epochs>\d+) )?(?P<stage>train|eval) "
     r"(?P<done>\d+)(?:/(?P<total>\d+)| batches)"
-    r"(?: \| loss (?P<loss>[^ |]+))? \| (?P<rate>[\d,]+) samples/s(?: \| ETA (?P<eta>\S+))?$"
+    r"(?: \| loss (?P<loss>[^ |]+))? \| (?P<rate>[\d,]+) samples/s"
+    r"(?: \| ETA (?P<eta>\S+)| \| (?P<early>ended early))?$"
 )
 
 
@@ -145,3 +146,30 @@ def test_data_without_a_length_shows_a_running_count_and_no_eta() -> None:
     evals = [int(r["done"]) for r in rows if r["stage"] == "eval"]
     assert train[-1] == 10 and train == sorted(set(train))
     assert evals[-1] == 4 and evals == sorted(set(evals))
+
+
+class EndEpochEarly(TrainerCallback):
+    """Ends each training epoch after its 4th batch."""
+
+    def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        self.steps = 0
+
+    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        self.steps += 1
+        if self.steps == 4:
+            trainer.end_epoch()
+
+
+def test_an_epoch_ended_early_says_so_instead_of_a_time_left() -> None:
+    out = io.StringIO()
+    callbacks = [ProgressBarCallback(file=out, interval=60), EndEpochEarly()]
+    trainer = make_trainer(TinyMLP(), callbacks=callbacks)
+    trainer.train(blobs(n=40), num_epochs=2, per_device_batch_size=4, eval_dataset=blobs(n=8))
+    rows = _parse(out.getvalue())
+    trains = [r for r in rows if r["stage"] == "train"]
+    assert [(r["epoch"], r["done"], r["total"], r["early"]) for r in trains] == [
+        ("1", "4", "10", "ended early"),
+        ("2", "4", "10", "ended early"),
+    ]
+    evals = [r for r in rows if r["stage"] == "eval"]
+    assert [(r["done"], r["eta"], r["early"]) for r in evals] == [("2", "0s", None)] * 2

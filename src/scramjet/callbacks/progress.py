@@ -181,6 +181,8 @@ class _ProgressView:
         self.loss = _RunningLoss(lambda: getattr(trainer, record))
         #: batches done when the last plain line was printed (no line is printed twice)
         self.printed: int | None = None
+        #: the stage is over: its last line has no time left to give
+        self.ended = False
 
     def snapshot(self) -> tuple[int, float, float, float]:
         """``(batches done, samples/s, seconds left, running loss)``."""
@@ -205,8 +207,10 @@ class _ProgressView:
         if math.isfinite(loss):
             parts.append(f"loss {loss:.4g}")
         parts.append(f"{samples:,.0f} samples/s")
-        if self.total:  # unknown length (an iterable): a running count, no total, no ETA
-            parts.append(f"ETA {_duration(eta)}")
+        if self.ended and self.total and done < self.total:
+            parts.append("ended early")  # end_epoch(), a step limit, a stop
+        elif self.total:  # unknown length (an iterable): a running count, no total, no ETA
+            parts.append(f"ETA {_duration(0.0 if self.ended else eta)}")
         return " | ".join(parts)
 
     def plain_line(self) -> str | None:
@@ -326,6 +330,8 @@ class ProgressBarCallback(TrainerCallback):
 
     def _close(self, final: bool) -> None:
         display, self._display = self._display, None
+        if final and self._view is not None:
+            self._view.ended = True  # the last frame or line shows no time left
         if display is not None:
             display.stop()
             if final and not display.live:  # a live display has drawn its last frame
