@@ -366,19 +366,19 @@ class Dashboard(TrainerCallback):
         A periodic print skips a stage that has done all its steps but is not finished yet
         (its epoch is ending): the stage's final line follows.
         """
-        with self._lock:
+        with self._lock:  # the display thread and the loop may both print
             self._drain()
             snap = self._snapshot_locked()
-            began = {name: st.started for name, st in self._stages.items()}
-        wanted = []
-        for st in snap.stages:
-            key = (began.get(st.name, 0.0), st.done, st.finished)  # a restarted stage is new
-            ending = periodic and not st.finished and bool(st.total) and st.done >= (st.total or 0)
-            if ending or (stages is not None and st.name not in stages):
-                continue
-            if self._printed.get(st.name) != key:
-                self._printed[st.name] = key
-                wanted.append(st.name)
+            wanted = []
+            for st in snap.stages:
+                began = self._stages[st.name].started if st.name in self._stages else 0.0
+                key = (began, st.done, st.finished)  # a restarted stage is a new one
+                ending = periodic and not st.finished and st.done >= (st.total or st.done + 1)
+                if ending or (stages is not None and st.name not in stages):
+                    continue
+                if self._printed.get(st.name) != key:
+                    self._printed[st.name] = key
+                    wanted.append(st.name)
         lines = plain_lines(snap, wanted) if wanted else []
         if lines:
             print("\n".join(lines), file=self.file or sys.stdout, flush=True)
