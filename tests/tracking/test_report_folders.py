@@ -29,6 +29,7 @@ HYPER = {
     "hyperparams": {"betas": [0.9, 0.99], "batch_size": 64, "optim": {"lr": 3e-4}},
     "optimizer": {"class": "AdamW", "lr": 3e-4, "betas": [0.9, 0.999], "foreach": None},
     "scheduler": {"class": "CosineAnnealingLR", "T_max": 10},
+    "runtime": {"compiled": False},
     "trainer": {
         "num_epochs": 4,
         "train_per_device_batch_size": 16,
@@ -62,6 +63,9 @@ def test_a_run_with_every_key_it_may_record(tmp_path: Path) -> None:
     assert re.search(r"effective batch size\s+64", text)
     warnings = re.findall(r'<p class="warning">(.*?)</p>', page)
     assert len(warnings) == 1 and "betas" in warnings[0] and "0.999" in warnings[0], warnings
+    other = page.split("Other recorded settings", 1)[1].split("</details>", 1)[0]
+    assert "optimizer.foreach" in other and "runtime.compiled" in other
+    assert "optimizer.lr" not in other and "hyperparams." not in other
     assert "Results: val" in page and "Results: val_predictions" not in page
     cells = re.findall(r'<td class="cm"[^>]*>(\d+)</td>', page)
     assert cells == ["3", "1", "2", "4"] and "<th>cat</th>" in page and "<th>dog</th>" in page

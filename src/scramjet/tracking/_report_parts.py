@@ -298,9 +298,10 @@ def other_rows(hyper: Mapping[str, Any]) -> list[tuple[str, Any]]:
             "gradient_clip_value",
         )
     }
-    skip = ("hyperparams.", "scheduler", "project", "experiment", "run")
+    shown |= {"project", "experiment", "run", "scheduler"}  # in the title or the setup
+    shown_prefixes = ("hyperparams.", "scheduler.")
     items = flat(hyper).items()
-    return sorted((k, v) for k, v in items if k not in shown and not k.startswith(skip))
+    return sorted((k, v) for k, v in items if k not in shown and not k.startswith(shown_prefixes))
 
 
 def _same(declared: Any, used: Any) -> bool:
