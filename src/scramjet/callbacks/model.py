@@ -259,9 +259,9 @@ class SaveTrainingStateCallback(TrainerCallback):
     With ``save_on_preemption`` (the default), ``SIGTERM`` during training saves a
     checkpoint at the next optimizer step and ends ``train()`` with
     :class:`~scramjet.runtime.preemption.TrainingPreempted` (exit status 143). With
-    several processes every rank stops at the same step, at most one check after the
-    signal: one one-element all-reduce per check, in the background; none in a single
-    process.
+    several processes every rank stops at the same step, within about two seconds (or
+    two steps): a one-element all-reduce about once a second, in the background; none in
+    a single process.
 
     Args:
         directory: checkpoint directory, or a remote folder URL.
@@ -270,8 +270,6 @@ class SaveTrainingStateCallback(TrainerCallback):
         keep_last: how many recent checkpoints to keep.
         async_write: write checkpoints in a background thread (False: inside the save).
         save_on_preemption: save and stop on ``SIGTERM`` (see above).
-        preemption_check_every_n_steps: with several processes, agree on stopping every
-            N optimizer steps instead of every step (fewer all-reduces, a later stop).
         local_dir: for a URL ``directory``: the local folder of the copies (default: a
             folder under the system's temporary directory named after the URL).
         storage_options: for a URL ``directory``: passed to fsspec.
@@ -286,7 +284,6 @@ class SaveTrainingStateCallback(TrainerCallback):
         async_write: bool = True,
         *,
         save_on_preemption: bool = True,
-        preemption_check_every_n_steps: int = 1,
         local_dir: str | os.PathLike[str] | None = None,
         storage_options: dict[str, Any] | None = None,
     ) -> None:
@@ -304,12 +301,6 @@ class SaveTrainingStateCallback(TrainerCallback):
         self.keep_last = keep_last
         self.async_write = async_write
         self.storage_options = storage_options
-        if preemption_check_every_n_steps < 1:
-            raise ValueError(
-                "preemption_check_every_n_steps must be ≥ 1; received "
-                f"{preemption_check_every_n_steps}."
-            )
-        self.preemption_check_every_n_steps = preemption_check_every_n_steps
         self._manager: CheckpointManager | None = None
         self._watcher = PreemptionWatcher() if save_on_preemption else None
         self._last_path: Path | None = None
@@ -345,8 +336,7 @@ class SaveTrainingStateCallback(TrainerCallback):
         saved = bool(self.every_n_steps and trainer.state.global_step % self.every_n_steps == 0)
         if saved:
             self._save(trainer)
-        step, every = trainer.state.global_step, self.preemption_check_every_n_steps
-        if self._watcher is not None and step % every == 0 and self._watcher.agreed():
+        if self._watcher is not None and self._watcher.agreed(trainer.state.global_step):
             self._preempted(trainer, saved)
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
@@ -354,8 +344,8 @@ class SaveTrainingStateCallback(TrainerCallback):
         saved = bool(self.every_n_epochs and (trainer.state.epoch + 1) % self.every_n_epochs == 0)
         if saved:
             self._save(trainer)
-        if self._watcher is not None and self._watcher.agreed():
-            self._preempted(trainer, saved)
+        if self._watcher is not None and self._watcher.agreed(trainer.state.global_step):
+            self._preempted(trainer, saved)  # a signal during the evaluation, say
 
     def _preempted(self, trainer: Trainer, saved: bool) -> None:
         if not saved:

@@ -11,9 +11,10 @@ raises :class:`TrainingPreempted`, which ends the process with status
 In a run of several processes the signal may reach the ranks at different steps (or
 only one of them), while the checkpoint needs every rank at the same step. So when a
 process group exists, :meth:`PreemptionWatcher.agreed` all-reduces the flag (one
-one-element tensor, maximum) in the background, and every rank reads the result at the
-next call: all ranks stop at the same step, at most one step after the signal, and the
-loop never waits for the network. In one process it reads a Python attribute.
+one-element tensor, maximum) in the background, about once a second, and every rank
+reads the result at the next check: all ranks stop at the same step, about two seconds
+after the signal at most (or two steps, when steps are longer), and the loop never waits
+for the network. In one process it reads a Python attribute at every step.
 
 Handlers are installed only by :meth:`PreemptionWatcher.install` (from the main thread,
 at the start of training) and the previous ones are put back by
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
@@ -87,12 +89,19 @@ class PreemptionWatcher:
         >>> watcher = PreemptionWatcher()
         >>> watcher.install()          # from the main thread, when training starts
         True
-        >>> watcher.agreed()           # at each step boundary: no signal yet
+        >>> watcher.agreed(step=1)     # at each optimizer step: no signal yet
         False
         >>> watcher.restore()          # when training ends: the previous handler is back
     """
 
-    def __init__(self, signals: Sequence[int] = (signal.SIGTERM,)) -> None:
+    def __init__(
+        self, signals: Sequence[int] = (signal.SIGTERM,), *, check_interval_s: float = 1.0
+    ) -> None:
+        if not isinstance(check_interval_s, int | float) or check_interval_s < 0:
+            raise ValueError(
+                f"check_interval_s must be a number of seconds >= 0; received {check_interval_s!r}."
+            )
+        self.check_interval_s = float(check_interval_s)
         resolved = []
         for sig in signals:
             if isinstance(sig, bool) or not isinstance(sig, int):
@@ -104,6 +113,8 @@ class PreemptionWatcher:
         self._previous: dict[signal.Signals, _Handler] = {}
         self._seen: int | None = None
         self._pending: tuple[Any, torch.Tensor] | None = None  # the all-reduce in flight
+        self._next_check = 0  # the step of the next agreement (the same on every rank)
+        self._last: tuple[int, float] | None = None  # (step, time) of the last check
 
     @property
     def installed(self) -> bool:
@@ -138,31 +149,46 @@ class PreemptionWatcher:
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
-    def agreed(self) -> bool:
+    def agreed(self, step: int) -> bool:
         """Whether any rank received a signal: True on every rank or on none.
 
-        In one process: whether this process received one. With a process group it is
-        collective (every rank calls it at the same points) and costs one one-element
-        all-reduce that runs in the background: each call returns the answer to the
-        question asked by the previous call, and asks the next one. Every rank gets the
-        same answer at the same call, at most one call after the signal arrived.
+        Call it at every optimizer step on every rank, with the step number. In one
+        process it reads the flag. With a process group, it checks only at agreed steps,
+        about every ``check_interval_s`` seconds (every step when steps are slower): each
+        check reads a one-element all-reduce started by the previous check (so the loop
+        never waits for the network) and starts the next one, which also carries rank
+        0's choice of the following check step. Every rank stops at the same step, at
+        most two checks after the signal.
         """
         if not dist.is_distributed():
             return self._seen is not None
-        agreed = 0
+        if step < self._next_check:
+            return False
+        agreed, following = 0, step + 1
         if self._pending is not None:
-            work, flag = self._pending
+            work, result = self._pending
             work.wait()
-            agreed = int(flag.item())
-        flag = torch.tensor([self._seen or 0], dtype=torch.int64, device=dist._comm_device())
+            agreed, following = int(result[0]), max(int(result[1]), step + 1)
+        proposal = following + self._steps_per_interval(step) if dist.get_rank() == 0 else 0
+        values = [self._seen or 0, proposal]
+        flag = torch.tensor(values, dtype=torch.int64, device=dist._comm_device())
         work = torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, async_op=True)
-        self._pending = (work, flag)
+        self._pending, self._next_check = (work, flag), following
         if agreed and self._seen is None:
             self._seen = agreed  # another rank's signal: report it as this rank's reason
         return agreed != 0
 
+    def _steps_per_interval(self, step: int) -> int:
+        """How many steps make about ``check_interval_s`` seconds (rank 0 measures)."""
+        now, last, self._last = time.monotonic(), self._last, (step, time.monotonic())
+        if last is None or step <= last[0]:
+            return 1
+        per_step = max(now - last[1], 1e-9) / (step - last[0])
+        return max(1, min(10_000, int(self.check_interval_s / per_step)))
+
     def finish(self) -> None:
         """Wait for the all-reduce still in flight, if any (every rank, e.g. when stopping)."""
         pending, self._pending = self._pending, None
+        self._next_check, self._last = 0, None
         if pending is not None:
             pending[0].wait()
