@@ -166,6 +166,15 @@ def test_backend_choice_and_bad_arguments(ds: PackedDataset) -> None:
         ThreadedLoader(ds, 0, sampler=EpochOrder(ListSampler(ORDER)))
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without CUDA")
+def test_pin_memory_without_cuda_warns_and_reads_into_ordinary_memory(ds: PackedDataset) -> None:
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        loader = ds.loader(5, sampler=ListSampler(ORDER), pin_memory=True)
+    assert isinstance(loader, ThreadedLoader) and not loader.pin_memory
+    assert labels(list(loader)) == [i % 4 for i in ORDER]
+    assert not ds.loader(5).pin_memory  # type: ignore[union-attr]
+
+
 def test_value_only_columns_and_sequences_of_indices(ds: PackedDataset) -> None:
     only_labels = PackedDataset(ds.path, columns=["label"])
     loader = only_labels.loader(5, sampler=ListSampler(ORDER))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import warnings
 import weakref
 from collections import deque
 from collections.abc import Iterator, Sized
@@ -170,6 +171,22 @@ class _Buffers:
         return torch.from_numpy(handed)
 
 
+def _pinning(requested: bool | None) -> bool:
+    """Whether to pin image buffers: by default when CUDA is available.
+
+    ``pin_memory=True`` without CUDA warns and reads into ordinary memory, as a
+    DataLoader does (pinned memory needs a device).
+    """
+    available = torch.cuda.is_available()
+    if requested and not available:
+        warnings.warn(
+            "pin_memory=True, but CUDA is not available: reading into ordinary memory",
+            UserWarning,
+            stacklevel=4,  # the caller of PackedDataset.loader
+        )
+    return available if requested is None else bool(requested) and available
+
+
 def _snapshot(dataset: PackedDataset, columns: list[Any] | None = None) -> PackedDataset:
     """A shallow copy that shares the open shard maps, with the epoch fixed at this moment.
 
@@ -237,7 +254,7 @@ class ThreadedLoader:
         self.batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.threads = threads or usable_cores()
         self.prefetch = prefetch
-        self.pin_memory = torch.cuda.is_available() if pin_memory is None else bool(pin_memory)
+        self.pin_memory = _pinning(pin_memory)
         self.image = next(
             (c for c in dataset.columns if c.kind == "image" and not c.sequence), None
         )
