@@ -1,8 +1,12 @@
 """AIToolbox's documented names over scramjet's Trainer and Experiment.
 
 ``from scramjet.compat.aitoolbox import *`` gives ``TTModel``, the ``TrainLoop`` family,
-``AbstractCallback`` and the main callbacks, and the result packages. There is no
-second training loop: every TrainLoop runs :class:`scramjet.Trainer`.
+``AbstractCallback`` and the main callbacks, and the result packages; the AIToolbox
+module paths (``scramjet.compat.aitoolbox.torchtrain.train_loop``, ...) hold the rest.
+There is no second training loop: every TrainLoop runs :class:`scramjet.Trainer`. The
+TrainLoops here save into AIToolbox's experiment folders;
+``scramjet.compat.aitoolbox.tracked`` has variants that save into a scramjet
+:class:`~scramjet.tracking.Experiment` run folder.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from scramjet.compat.aitoolbox.callbacks import (
     TensorboardFullTracker,
     TerminateOnNaN,
 )
-from scramjet.compat.aitoolbox.model import TTDataParallel, TTModel
 from scramjet.compat.aitoolbox.results import (
     AbstractResultPackage,
     BinaryClassificationResultPackage,
@@ -30,33 +33,48 @@ from scramjet.compat.aitoolbox.results import (
     RegressionResultPackage,
     TextSummarizationResultPackage,
 )
-from scramjet.compat.aitoolbox.tracked import (
-    ModelCheckpoint,
-    ModelTrainEndSave,
+from scramjet.compat.aitoolbox.torchtrain import (
+    ModelWrap,
+    MultiLoss,
+    MultiOptimizer,
+    TrainLoop,
     TrainLoopCheckpoint,
     TrainLoopCheckpointEndSave,
     TrainLoopEndSave,
+    TTBasicModel,
+    TTDataParallel,
+    TTDistributedDataParallel,
+    TTModel,
 )
-from scramjet.compat.aitoolbox.train_loop import TrainLoop, TTTrainer
+from scramjet.compat.aitoolbox.torchtrain.data.dataset import BasicDataset, ListDataset
+from scramjet.compat.aitoolbox.tracked import ModelCheckpoint, ModelTrainEndSave
+from scramjet.compat.aitoolbox.train_loop import TTTrainer
 
 __all__ = [
     "AbstractCallback",
     "AbstractResultPackage",
+    "BasicDataset",
     "BinaryClassificationResultPackage",
     "ClassificationResultPackage",
     "EarlyStopping",
     "GradNormClip",
     "GradValueClip",
     "GradientStatsPrint",
+    "ListDataset",
     "MachineTranslationResultPackage",
     "ModelCheckpoint",
     "ModelTrainEndSave",
     "ModelTrainHistoryFileWriter",
     "ModelTrainHistoryPlot",
+    "ModelWrap",
+    "MultiLoss",
+    "MultiOptimizer",
     "PerplexityResultPackage",
     "QuestionAnswerResultPackage",
     "RegressionResultPackage",
+    "TTBasicModel",
     "TTDataParallel",
+    "TTDistributedDataParallel",
     "TTModel",
     "TTTrainer",
     "TensorBoardFullTracker",

@@ -9,6 +9,7 @@ from typing import Any
 
 __all__ = ["TrainingHistory"]
 
+
 class TrainingHistory:
     """Metric name → list of values, one appended per epoch (or per evaluation).
 

@@ -7,7 +7,6 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-
 from torch import nn
 
 __all__ = ["ModelWrap", "MultiGPUModelWrap", "TTBasicModel", "TTModel", "route_forward"]
@@ -96,10 +95,8 @@ def route_forward(module: nn.Module, method: Any) -> Iterator[None]:
         module.__dict__.pop("forward", None)
         return method(*args, **kwargs)
 
-    module.forward = once  # type: ignore[method-assign]
+    module.forward = once
     try:
         yield
     finally:
         module.__dict__.pop("forward", None)
-
-

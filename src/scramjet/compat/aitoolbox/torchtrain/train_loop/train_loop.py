@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime
 import math
-import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
@@ -33,7 +32,6 @@ from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sequent
 
 from scramjet.callbacks import DEFAULT_CALLBACKS, TrainerCallback
 from scramjet.compat.aitoolbox.experiment.training_history import TrainingHistory
-from scramjet.compat.aitoolbox.torchtrain.multi_loss_optim import MultiOptimizer
 from scramjet.compat.aitoolbox.torchtrain.train_loop._trainer import (
     LoopEvents,
     OptimizerProxy,
@@ -176,7 +174,7 @@ class TrainLoop:
         self.hyperparams: dict[str, Any] = {}
         self.end_result_packages: list[tuple[str, Any, Any]] = []
 
-    def __call__(self, num_epochs: int = 0, num_iterations: int = 0, **kwargs: Any) -> nn.Module:
+    def __call__(self, num_epochs: int = 0, num_iterations: int = 0, **kwargs: Any) -> Any:
         """Same as :meth:`fit`."""
         return self.fit(num_epochs, num_iterations, **kwargs)
 
@@ -248,10 +246,16 @@ class TrainLoop:
             )
         if self.gpu_mode == "dp":
             return self._train_dp(
-                num_epochs, num_iterations, callbacks, grad_accumulation, kwargs.pop("dp_model_args", None)
+                num_epochs,
+                num_iterations,
+                callbacks,
+                grad_accumulation,
+                kwargs.pop("dp_model_args", None),
             )
         if self.gpu_mode == "ddp":
-            return self._train_ddp(num_epochs, num_iterations, callbacks, grad_accumulation, **kwargs)
+            return self._train_ddp(
+                num_epochs, num_iterations, callbacks, grad_accumulation, **kwargs
+            )
         return self._train(num_epochs, num_iterations, callbacks, grad_accumulation, **kwargs)
 
     def _train_dp(
@@ -357,7 +361,9 @@ class TrainLoop:
         optimizer = self.optimizer
         if not isinstance(optimizer, torch.optim.Optimizer):
             optimizer = OptimizerProxy(optimizer, self.model)
-        device = self.device if self.device.index is not None or self.device.type == "cuda" else None
+        device = (
+            self.device if self.device.index is not None or self.device.type == "cuda" else None
+        )
         return TTTrainer(self, optimizer, callbacks, self._precision(), device)
 
     def _trainer(self) -> TTTrainer:
@@ -396,7 +402,9 @@ class TrainLoop:
             )
             if self.validation_loader is not None:
                 val_loss = history.get_latest_metric("eval_loss_epoch")
-                self.prediction_store.insert_val_loss(val_loss, self.total_iteration_idx, force=True)
+                self.prediction_store.insert_val_loss(
+                    val_loss, self.total_iteration_idx, force=True
+                )
                 self.insert_metric_result_into_history("val_loss", val_loss)
         self.callbacks_handler.execute_epoch_end()
         self.message_service.end_of_epoch_trigger()
@@ -454,7 +462,9 @@ class TrainLoop:
         self, force_prediction: bool = False, execute_callbacks: bool = False
     ) -> tuple[Any, Any, Any]:
         """``(y_pred, y_true, metadata)`` on the training loader (cached per iteration)."""
-        result: tuple[Any, Any, Any] = self._predict_on("train", force_prediction, execute_callbacks)
+        result: tuple[Any, Any, Any] = self._predict_on(
+            "train", force_prediction, execute_callbacks
+        )
         return result
 
     def predict_on_validation_set(
@@ -500,7 +510,10 @@ class TrainLoop:
                 self.callbacks_handler.execute_after_batch_prediction(
                     y_pred, y_true, meta, dict(dataset_info or {})
                 )
-        y_pred, y_true = self._collate([b[0] for b in batches]), self._collate([b[1] for b in batches])
+        y_pred, y_true = (
+            self._collate([b[0] for b in batches]),
+            self._collate([b[1] for b in batches]),
+        )
         meta = _merge_meta([b[2] for b in batches])
         if world > 1:
             n = len(dataloader.dataset)
@@ -553,7 +566,10 @@ def _rows(value: Any) -> Any:
 
 def _is_scheduler(callback: Any) -> bool:
     """Whether a registered callback is a learning-rate scheduler (it holds one)."""
-    return any(type(c).__name__ in ("AbstractScheduler", "GeneralLRSchedulerCallback") for c in type(callback).__mro__) or hasattr(callback, "scheduler")
+    return any(
+        type(c).__name__ in ("AbstractScheduler", "GeneralLRSchedulerCallback")
+        for c in type(callback).__mro__
+    ) or hasattr(callback, "scheduler")
 
 
 class EndEvaluation(TrainerCallback):

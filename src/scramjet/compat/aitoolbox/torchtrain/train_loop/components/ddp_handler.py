@@ -32,14 +32,17 @@ class DDPHandler:
         """
         from scramjet.compat.aitoolbox.torchtrain.callbacks.ddp import DistributedSamplerSetEpoch
 
-        loop, samplers = self.train_loop_obj, {}
+        loop = self.train_loop_obj
+        samplers: dict[str, DistributedSampler[Any] | None] = {}
         for name in ("train_loader", "validation_loader", "test_loader"):
             loader = getattr(loop, name)
             if loader is None:
                 samplers[name] = None
                 continue
             shuffle = isinstance(loader.sampler, RandomSampler)
-            new_loader, samplers[name] = self.build_loader_sampler(loader, shuffle, world_size, rank)
+            new_loader, samplers[name] = self.build_loader_sampler(
+                loader, shuffle, world_size, rank
+            )
             setattr(loop, name, new_loader)
         callback = DistributedSamplerSetEpoch(
             samplers["train_loader"], samplers["validation_loader"], samplers["test_loader"]

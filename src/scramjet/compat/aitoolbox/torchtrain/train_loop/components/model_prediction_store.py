@@ -7,7 +7,6 @@ from typing import Any
 __all__ = ["ModelPredictionStore"]
 
 
-
 class ModelPredictionStore:
     """Caches ``(y_pred, y_true, metadata)`` and losses per data set for one iteration.
 
@@ -38,7 +37,9 @@ class ModelPredictionStore:
         return self.prediction_store[key]
 
     def _has(self, key: str, iteration_idx: int) -> bool:
-        return key in self.prediction_store and self.prediction_store["iteration_idx"] == iteration_idx
+        return (
+            key in self.prediction_store and self.prediction_store["iteration_idx"] == iteration_idx
+        )
 
     def auto_purge_check(self, iteration_idx: int) -> None:
         """With ``auto_purge``, empty the store when ``iteration_idx`` is a newer one."""
@@ -49,15 +50,21 @@ class ModelPredictionStore:
         """Empty the store and mark it as holding results of ``iteration_idx``."""
         self.prediction_store = {"iteration_idx": iteration_idx}
 
-    def insert_train_predictions(self, predictions: Any, iteration_idx: int, force: bool = False) -> None:
+    def insert_train_predictions(
+        self, predictions: Any, iteration_idx: int, force: bool = False
+    ) -> None:
         """Store the training-set predictions of ``iteration_idx``."""
         self._insert("train_pred", predictions, iteration_idx, force)
 
-    def insert_val_predictions(self, predictions: Any, iteration_idx: int, force: bool = False) -> None:
+    def insert_val_predictions(
+        self, predictions: Any, iteration_idx: int, force: bool = False
+    ) -> None:
         """Store the validation-set predictions of ``iteration_idx``."""
         self._insert("val_pred", predictions, iteration_idx, force)
 
-    def insert_test_predictions(self, predictions: Any, iteration_idx: int, force: bool = False) -> None:
+    def insert_test_predictions(
+        self, predictions: Any, iteration_idx: int, force: bool = False
+    ) -> None:
         """Store the test-set predictions of ``iteration_idx``."""
         self._insert("test_pred", predictions, iteration_idx, force)
 

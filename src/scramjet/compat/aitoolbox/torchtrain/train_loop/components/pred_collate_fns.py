@@ -6,7 +6,12 @@ from typing import Any
 
 import torch
 
-__all__ = ["append_concat_predictions", "append_predictions", "keep_list_transf", "torch_cat_transf"]
+__all__ = [
+    "append_concat_predictions",
+    "append_predictions",
+    "keep_list_transf",
+    "torch_cat_transf",
+]
 
 
 def append_predictions(y_batch: Any, predictions: list[Any]) -> list[Any]:
