@@ -63,6 +63,7 @@ from scramjet.tracking.upload_process import ProcessRunStorage, open_storage
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
+    from scramjet.trainer.state import RunHistory
 
 _CHECKPOINT_CHOICES = "'epoch', 'end', an int N (every N optimizer steps) or None"
 
@@ -154,11 +155,6 @@ class Experiment(TrainerCallback):
         upload_timeouts: StorageTimeouts | None = None,
         on_storage_error: str = "raise",
     ) -> None:
-        if on_storage_error not in ("raise", "local", "continue"):
-            raise ValueError(
-                f"on_storage_error must be 'raise', 'local' or 'continue'; received "
-                f"{on_storage_error!r}."
-            )
         self.on_storage_error = on_storage_error
         self.project = _files.check_name(project, "project")
         self.experiment = _files.check_name(experiment, "experiment")
@@ -167,7 +163,7 @@ class Experiment(TrainerCallback):
         self.storage_url = storage
         self.storage_options = dict(storage_options or {})
         self.logger_specs = list(loggers)
-        self._check_options(checkpoint, mode, log_every_n_steps)
+        self._check_options(checkpoint, mode, log_every_n_steps, on_storage_error)
         self.checkpoint = checkpoint
         self.keep_best, self.monitor, self.mode, self.keep_last = (
             keep_best,
@@ -199,12 +195,13 @@ class Experiment(TrainerCallback):
         self._tracker_errors: list[str] = []
         self._metric_log: MetricLog | None = None
         self._last_step = 0  # the step results logged now are recorded at
+        self._history: RunHistory | None = None
         self._seen: dict[str, int] = {}
         self._last_ckpt_step = -1
         self._finished = False
 
     @staticmethod
-    def _check_options(checkpoint: Any, mode: str, every: int) -> None:
+    def _check_options(checkpoint: Any, mode: str, every: int, on_storage_error: str) -> None:
         ok = checkpoint in ("epoch", "end", None) or (
             isinstance(checkpoint, int) and not isinstance(checkpoint, bool) and checkpoint > 0
         )
@@ -214,6 +211,11 @@ class Experiment(TrainerCallback):
             raise ValueError(f"mode must be 'min' or 'max'; received {mode!r}.")
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"log_every_n_steps must be an int ≥ 1; received {every!r}.")
+        if on_storage_error not in ("raise", "local", "continue"):
+            raise ValueError(
+                f"on_storage_error must be 'raise', 'local' or 'continue'; received "
+                f"{on_storage_error!r}."
+            )
 
     # ----------------------------------------------------------------- folder
     @property
@@ -408,6 +410,7 @@ class Experiment(TrainerCallback):
             for n in trainer.run_history.get_metric_names()
         }
         self._steps.clear()
+        self._history = trainer.run_history  # its epoch labels the rows close() flushes
         self._metric_log = trainer.metric_log  # every rank: a reduce= log is collective
         self._metric_log.subscribe(self._on_step_values)
         self._last_ckpt_step = trainer.state.global_step if resumed else -1
@@ -659,6 +662,18 @@ class Experiment(TrainerCallback):
             dispatch(self._trackers, "status", status, self._tracker_errors)
             dispatch(self._trackers, "close", None, self._tracker_errors)
 
+    def _flush_pending(self) -> None:
+        """After a crash: the step values not written yet (a failing device may refuse the
+        copy: they are lost then, with a warning)."""
+        if not self._steps or self._writer is None or self._history is None:
+            return
+        try:
+            rows = self._steps.rows(self._history.current_epoch, time.time())
+        except Exception as exc:
+            warnings.warn(f"Experiment: step values lost: {exc}", RuntimeWarning, stacklevel=3)
+            return
+        self._writer.put("metrics", rows)
+
     def _unsubscribe(self) -> None:
         if self._metric_log is not None:
             self._metric_log.unsubscribe(self._on_step_values)
@@ -707,6 +722,7 @@ class Experiment(TrainerCallback):
             except Exception as exc:
                 warnings.warn(f"Experiment: {exc}", RuntimeWarning, stacklevel=2)
         if self._writer is not None:
+            self._flush_pending()
             self._end_trackers(status)
             if not self._finished and self._run_dir is not None and dist.is_main_process():
                 info = _files.read_json(self.run_dir / "run.json")
