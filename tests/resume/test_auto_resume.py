@@ -120,3 +120,28 @@ def test_checkpoint_location_of_the_callback(tmp_path: Path) -> None:
     remote = SaveTrainingStateCallback("s3://bucket/run/ckpt/", local_dir=tmp_path / "copies")
     assert remote.checkpoint_location == "s3://bucket/run/ckpt"
     assert remote.local_directory == tmp_path / "copies"
+
+
+def test_experiment_resume_auto_continues_the_newest_run(
+    tmp_path: Path, uninterrupted: tuple
+) -> None:
+    from scramjet.tracking import Experiment
+
+    def experiment() -> Experiment:
+        return Experiment("p", "e", root=tmp_path, resume="auto", checkpoint=3, save_script=False)
+
+    first = experiment()  # no run yet: a new one
+    with pytest.raises(RuntimeError):
+        run_with(first, CrashAt(11))
+    started = StartedAt()
+    second = experiment()
+    trainer = run_with(second, started)
+    assert second.run_dir == first.run_dir  # the same run folder, continued
+    assert started.step == 9
+    assert_same(outcome(trainer), uninterrupted)
+
+
+def run_with(experiment: Any, *extra: TrainerCallback) -> Any:
+    trainer, kwargs = job.build(None, num_workers=0, extra=(experiment, *extra))
+    trainer.train(**kwargs)
+    return trainer

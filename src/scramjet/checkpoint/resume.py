@@ -254,7 +254,8 @@ def auto_location(trainer: Trainer) -> tuple[str | None, str | None]:
             "SaveTrainingStateCallback, and this trainer has none (callbacks: "
             f"{[type(cb).__name__ for cb in trainer.callbacks]}). Add "
             "SaveTrainingStateCallback(folder_or_url, ...) to the callbacks, or pass "
-            "resume_from=<checkpoint file, folder or URL>."
+            "resume_from=<checkpoint file, folder or URL>. With tracking.Experiment, pass "
+            "Experiment(..., resume='auto') instead and leave resume_from unset."
         )
     location = str(getattr(owners[0], "checkpoint_location"))  # noqa: B009 (duck-typed)
     local = getattr(owners[0], "local_directory", None)

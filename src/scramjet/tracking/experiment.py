@@ -93,8 +93,8 @@ class Experiment(TrainerCallback):
         monitor: metric that ranks checkpoints.
         mode: ``"min"`` or ``"max"`` for ``monitor``.
         keep_last: newest checkpoints kept.
-        resume: a run folder to continue, or ``"latest"`` for the newest run of
-            ``project/experiment``.
+        resume: a run folder to continue, or ``"latest"`` (or ``"auto"``) for the newest
+            run of ``project/experiment`` (a new run when there is none).
         log_every_n_steps: per-step values (training loss, learning rate and what
             ``trainer.log`` received) are read from the device once every N optimizer
             steps (one sync per N steps); each row keeps its step's wall time. The
@@ -243,7 +243,7 @@ class Experiment(TrainerCallback):
         if self._restored_dir is not None:
             return self._restored_dir, True
         if self.resume is not None:
-            if str(self.resume) == "latest":
+            if str(self.resume) in ("latest", "auto"):
                 found = _files.latest_run(self.root, self.project, self.experiment)
                 if found is not None:
                     return found, True
