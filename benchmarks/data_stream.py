@@ -474,7 +474,8 @@ def main() -> None:
             rounds.append((results, resumes))
         if len(rounds) > 1:
             print("\nmedian over the rounds:", end="")
-            report(*median_round(rounds), sizes)
+            medians, resume_medians = median_round(rounds)
+            report(medians, sizes, resume_medians)
         for name, value in rounds[-1][1].items():
             if "error" in value:
                 print(f"resume of {name} not measured: {value['error']}")

@@ -244,9 +244,12 @@ class _Locked:
             raise
 
     def close(self) -> None:
-        if self.fd >= 0:
+        if getattr(self, "fd", -1) >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    def __del__(self) -> None:  # a dropped hold (a cancelled prefetch) releases its lock
+        self.close()
 
     def __enter__(self) -> _Locked:
         return self
@@ -298,11 +301,12 @@ class ShardCache:
         """Where shard ``k`` lives once downloaded."""
         return self.root / f"{self.manifest.shards[k].sha256}.h5"
 
-    def open(self, k: int) -> tuple[Path, _Locked]:
+    def open(self, k: int, claimed: _Locked | None = None) -> tuple[Path, _Locked]:
         """Shard ``k`` on local disk, downloaded if needed, held in use until closed."""
         path = self.local_path(k)
         while True:
-            self.ensure(k)
+            self.ensure(k, claimed)
+            claimed = None
             try:
                 held = _Locked(path, exclusive=False)
             except FileNotFoundError:
@@ -313,12 +317,39 @@ class ShardCache:
                 return path, held
             held.close()
 
-    def ensure(self, k: int) -> Path:
-        """Download shard ``k`` unless a process of this node already has (or is)."""
+    def claim(self, k: int) -> _Locked | None:
+        """The download lock of shard ``k`` if it is missing and nobody downloads it now.
+
+        A prefetcher claims the shards it will download before the reader is handed the
+        indices that need them, so DataLoader workers wait for those downloads instead
+        of starting their own (with a client of their own to set up)."""
         path = self.local_path(k)
         if path.exists():
+            return None
+        try:
+            lock = _Locked(self._lock_path(k), exclusive=True, wait=False, create=True)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            return None
+        if path.exists():
+            lock.close()
+            return None
+        return lock
+
+    def _lock_path(self, k: int) -> Path:
+        return self.root / ".locks" / f"{self.manifest.shards[k].sha256}.lock"
+
+    def ensure(self, k: int, claimed: _Locked | None = None) -> Path:
+        """Download shard ``k`` unless a process of this node already has (or is).
+
+        ``claimed``: its download lock, already taken by :meth:`claim` (released here).
+        """
+        path = self.local_path(k)
+        if path.exists() and claimed is None:
             return path
-        with _Locked(self.root / ".locks" / f"{path.stem}.lock", exclusive=True, create=True):
+        lock = claimed or _Locked(self._lock_path(k), exclusive=True, create=True)
+        with lock:
             if path.exists():  # another process finished it while we waited
                 return path
             part = path.with_suffix(".part")
@@ -491,11 +522,12 @@ class Prefetcher:
     def _fill(self) -> None:
         for k in self._plan[self._cursor : self._cursor + self.ahead]:
             if k not in self._jobs and k not in self._held:
-                self._jobs[k] = self._pool.submit(self._get, k, self._generation)
+                claimed = self.cache.claim(k)  # before the reader gets indices of k
+                self._jobs[k] = self._pool.submit(self._get, k, self._generation, claimed)
 
-    def _get(self, k: int, generation: int) -> None:
+    def _get(self, k: int, generation: int, claimed: _Locked | None = None) -> None:
         try:
-            _, held = self.cache.open(k)
+            _, held = self.cache.open(k, claimed)
         except Exception as exc:  # the reader's own request retries and reports it
             logger.info("prefetch of shard %d failed: %r", k, exc)
             with self._lock:
