@@ -10,7 +10,8 @@ import torch
 from aitb_helpers import MyNeuralModel, loaders
 from torch import nn
 
-from scramjet.compat.aitoolbox import ClassificationResultPackage, TrainLoopCheckpointEndSave
+from scramjet.compat.aitoolbox import ClassificationResultPackage
+from scramjet.compat.aitoolbox.tracked import TrainLoopCheckpointEndSave
 from scramjet.runtime import distributed as dist
 
 

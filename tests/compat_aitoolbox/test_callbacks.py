@@ -80,8 +80,8 @@ def test_hooks_fire_on_the_matching_trainer_events() -> None:
     ev = rec.events
     assert ev[0] == "train_begin" and ev[-1] == "train_end"
     assert ev.count("epoch_begin") == 2 and ev.count("batch_begin") == 12
-    # 6 batches per epoch, accumulation 2 → 3 updates per epoch, each: grad, opt, batch_end
-    assert ev.count("grad") == ev.count("opt") == ev.count("batch_end") == 6
+    # 6 batches per epoch, accumulation 2 → 3 updates per epoch (grad, opt); batch_end per batch
+    assert ev.count("grad") == ev.count("opt") == 6 and ev.count("batch_end") == 12
     first_update = ev.index("grad")
     assert ev[first_update : first_update + 3] == ["grad", "opt", "batch_end"]
     assert "epoch_end:1" in ev and "epoch_end:2" in ev  # after validation of that epoch
@@ -165,7 +165,7 @@ def test_fit_resume_continues_the_run(tmp_path: Path) -> None:
         callbacks=[ModelCheckpoint("p", "r", tmp_path, {})],
         resume_from=run / "checkpoints",
     )
-    assert loop2.experiment.run_dir == run and loop2.total_iteration_idx == 18
+    assert loop2.experiment.run_dir == run and loop2.total_iteration_idx == 17
     assert len(loop2.train_history["loss"]) == 3
 
 
@@ -185,7 +185,7 @@ def test_unconvertible_loader_is_used_as_is() -> None:
         nn.CrossEntropyLoss(),
     )
     loop.fit(num_epochs=1)
-    assert loop.total_iteration_idx == 5
+    assert loop.total_iteration_idx == 4  # 5 batches, counted from -1
 
 
 def test_num_iterations_and_plain_module() -> None:
@@ -196,7 +196,7 @@ def test_num_iterations_and_plain_module() -> None:
         model, train, val, test, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss()
     )
     assert loop.fit(num_iterations=8) is model
-    assert loop.total_iteration_idx == 8
+    assert loop.total_iteration_idx == 7  # 8 batches, counted from -1
     y_pred, y_true, _ = loop.predict_on_test_set()
     assert y_pred.shape == (21, 3) and y_true.shape == (21,)
 

@@ -24,6 +24,13 @@ from scramjet.trainer.state import RunHistory
 if TYPE_CHECKING:
     from scramjet.compat.aitoolbox.torchtrain.train_loop.train_loop import TrainLoop
 
+#: Core history name → ``train_history`` name, restored when a run resumes.
+_RESTORED = (
+    ("train_set_loss", "loss"),
+    ("train_loss_epoch", "accumulated_loss"),
+    ("eval_loss_epoch", "val_loss"),
+)
+
 __all__ = ["LoopEvents", "OptimizerProxy", "TTTrainer", "batch_size_of"]
 
 
@@ -126,6 +133,9 @@ class TTTrainer(Trainer):
             return getattr(feed, method)(model, batch, loop.criterion, self.device)
         if method == "get_loss_eval" and not hasattr(model, "get_loss_eval"):
             method = "get_loss"
+        if not hasattr(model, method):  # a plain module: batches are (inputs, targets)
+            x, y = batch[0].to(self.device), batch[1].to(self.device)
+            return loop.criterion(self.model(x), y)
         get = getattr(model, method)
         if method == "get_loss" and isinstance(self.model, nn.parallel.DistributedDataParallel):
             with route_forward(model, get):
@@ -257,7 +267,11 @@ class TTTrainer(Trainer):
         if feed is not None:
             output = feed.get_predictions(model, batch, self.device)
         else:
-            output = getattr(model, "get_predictions")(batch, self.device)  # noqa: B009
+            output = getattr(model, "get_predictions", None)
+            if output is None:  # a plain module: batches are (inputs, targets)
+                output = (model(batch[0].to(self.device)).cpu(), batch[1].cpu(), None)
+            else:
+                output = output(batch, self.device)
         self.prediction_batches.append(output)
         return torch.full((batch_size_of(batch),), len(self.prediction_batches) - 1)
 
@@ -298,8 +312,17 @@ class LoopEvents(TrainerCallback):
         self.loop = loop
 
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
-        """``on_train_begin``."""
-        self.loop.callbacks_handler.execute_train_begin()
+        """Counters of a resumed run, then ``on_train_begin``."""
+        state, loop = trainer.state, self.loop
+        if state.global_step or state.batches_seen_in_epoch:  # resumed from a checkpoint
+            per_epoch = trainer.batches_in_epoch or len(loop.train_loader)
+            loop.epoch = state.epoch
+            loop.total_iteration_idx = state.epoch * per_epoch + state.batches_seen_in_epoch - 1
+            restored = trainer.run_history
+            for core, name in _RESTORED:
+                for value in restored.get_metric_values(core):
+                    loop.insert_metric_result_into_history(name, value)
+        loop.callbacks_handler.execute_train_begin()
 
     def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """The loop's ``epoch``, then ``on_epoch_begin``."""

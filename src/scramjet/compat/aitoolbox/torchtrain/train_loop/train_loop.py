@@ -396,7 +396,10 @@ class TrainLoop:
         """Losses into ``train_history``, ``on_epoch_end``, messages, early stop."""
         history = trainer.run_history
         if self.end_auto_eval:
-            self.insert_metric_result_into_history("loss", self.evaluate_loss_on_train_set())
+            loss = self.evaluate_loss_on_train_set()
+            if isinstance(loss, float):  # kept in the core history, so checkpoints carry it
+                history.update_metric("train_set_loss", loss)
+            self.insert_metric_result_into_history("loss", loss)
             self.insert_metric_result_into_history(
                 "accumulated_loss", history.get_latest_metric("train_loss_epoch")
             )
