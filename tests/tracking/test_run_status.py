@@ -161,7 +161,7 @@ class _StopStore(TrainerCallback):
 
 
 def test_storage_failing_mid_run_gives_upload_failed_and_keeps_files(
-    s3: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    s3: S3Server, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     bucket = s3.new_bucket()
     exp = Experiment(
@@ -181,13 +181,15 @@ def test_storage_failing_mid_run_gives_upload_failed_and_keeps_files(
         s3.start()
     upload_warnings = [w for w in caught if "upload-failed" in str(w.message)]
     assert len(upload_warnings) == 1, [str(w.message) for w in caught]
+    printed = capfd.readouterr().err  # the upload process writes to the same stderr
+    assert printed.count("retrying with backoff") == 1, printed  # one line, not one per try
+    assert exp.upload_report is not None and exp.upload_report.failed_attempts >= 2
     info = _status(exp.run_dir)
     assert info["status"] == "upload-failed" and info["upload_error"]
     assert info["last_step"] == 12
     assert exp.upload_report is not None and not exp.upload_report.ok
     for rel in ("metrics.csv", "report.html", "model/model.pt", "manifest.json"):
         assert (exp.run_dir / rel).stat().st_size > 0, rel
-    capsys.readouterr()
     assert main(["runs", str(tmp_path / "runs")]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines() if exp.run_dir.name in x)
+    line = next(x for x in capfd.readouterr().out.splitlines() if exp.run_dir.name in x)
     assert "upload-failed" in line.split()
