@@ -225,5 +225,45 @@ def test_sigterm_to_one_rank_stops_every_rank_at_one_step(
     assert final[0]["history"] == uninterrupted["history"]
 
 
+@pytest.mark.slow  # ~25 s; the SIGTERM test above covers the workers' side by default
+@pytest.mark.distributed
+def test_sigterm_to_the_launcher_is_forwarded_and_exits_143(
+    tmp_path: Path, uninterrupted: dict[str, Any]
+) -> None:
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    agent = subprocess.Popen(
+        launch_cmd("--nproc-per-node", "2", *job_args(out, ckpt, "--delay", "0.2")),
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + RUN_LIMIT_S
+        while min(read_int(out / "step0"), read_int(out / "step1")) < 3:
+            assert agent.poll() is None, agent.communicate()[1][-4000:]
+            assert time.monotonic() < deadline, "the job did not reach step 3"
+            time.sleep(0.02)
+        agent.send_signal(signal.SIGTERM)  # what a scheduler does to the launcher
+        _, err = agent.communicate(timeout=RUN_LIMIT_S)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+    assert agent.returncode == 143, err[-4000:]
+    assert "stopped by SIGTERM" in err
+    rerun = subprocess.run(
+        launch_cmd("--nproc-per-node", "2", *job_args(out, ckpt)),
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=RUN_LIMIT_S,
+    )
+    assert rerun.returncode == 0, rerun.stderr[-4000:]
+    final = results(out)
+    assert final[0]["started_at"] >= 3
+    for rank in final:
+        assert_bitwise(rank["weights"], uninterrupted["weights"])
+
+
 if __name__ == "__main__":
     job(sys.argv[1:])
