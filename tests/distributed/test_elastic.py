@@ -265,5 +265,39 @@ def test_sigterm_to_the_launcher_is_forwarded_and_exits_143(
         assert_bitwise(rank["weights"], uninterrupted["weights"])
 
 
+def agree_on_a_signal(signal_at: int) -> dict[str, int]:
+    """Runs in 2 processes: calls ``agreed`` at every step; rank 1 alone gets the signal."""
+    from scramjet.runtime import distributed as dist
+    from scramjet.runtime.preemption import PreemptionWatcher
+
+    dist.init_distributed()
+    watcher = PreemptionWatcher(check_interval_s=0.05)
+    issued, stopped_at, pending = 0, -1, None
+    for step in range(1, 100_000):
+        if dist.get_rank() == 1 and step == signal_at:
+            watcher._handle(signal.SIGTERM, None)  # what the handler does on SIGTERM
+        if watcher.agreed(step):
+            stopped_at = step
+            break
+        if watcher._pending is not pending:
+            issued, pending = issued + 1, watcher._pending
+        time.sleep(0.0005)
+    watcher.finish()
+    both = dist.gather_object((stopped_at, issued, watcher.seen))
+    return {"stops": [s for s, _, _ in both], "issued": both[0][1], "seen": [n for *_, n in both]}
+
+
+@pytest.mark.distributed
+def test_ranks_agree_on_one_stop_step_with_few_all_reduces() -> None:
+    from scramjet.runtime import launch
+
+    got = launch(agree_on_a_signal, nprocs=2, args=(400,))
+    first, second = got["stops"]
+    assert first == second >= 400  # the same step on both ranks, after the signal
+    assert got["seen"] == ["SIGTERM", "SIGTERM"]  # rank 0 learned rank 1's reason
+    # About one check per 0.05 s over a few hundred 0.5 ms steps, not one per step.
+    assert got["issued"] < first / 5
+
+
 if __name__ == "__main__":
     job(sys.argv[1:])
