@@ -13,6 +13,11 @@ node must name the same ``--master-addr`` and ``--master-port``, or the same
 ``--rdzv-endpoint`` (torch elastic's c10d rendezvous; ``--nnodes MIN:MAX`` for an elastic
 number of nodes).
 
+``--max-restarts N`` lets torch's elastic agent restart the whole group after a failure
+(each round with a fresh rendezvous store). The exit status is 0 on success, 1 when a
+process failed, 2 for bad options and 143 when the run was preempted (the workers saved and
+stopped on ``SIGTERM``, or the launcher itself received it): run the command again to resume.
+
 torchrun's spellings are accepted as written: ``--nproc_per_node``, ``--node_rank``,
 ``--master_addr``, ``--rdzv_endpoint``... and ``-m``/``--module`` to run a module instead of
 a script file, so a torchrun command line works after replacing ``torchrun`` by
@@ -84,7 +89,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         dest="max_restarts",
         type=int,
         default=0,
-        help="restarts of the worker group on failure",
+        help="restarts of the worker group on failure (a script that trains with "
+        "resume_from='auto' continues from its newest checkpoint)",
     )
     add("-m", "--module", action="store_true", help="SCRIPT is a module name (python -m)")
     add("script", help="the Python script (or, with -m, module) to run in every process")
