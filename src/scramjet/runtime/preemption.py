@@ -84,6 +84,8 @@ class PreemptionWatcher:
     Args:
         signals: The signals that mean "save and stop" (default ``SIGTERM``; add
             ``signal.SIGUSR1`` for Slurm's ``--signal=USR1@120``).
+        check_interval_s: With several processes, about how often (in seconds) the
+            ranks compare flags; 0 checks at every step.
 
     Example:
         >>> watcher = PreemptionWatcher()
