@@ -438,15 +438,25 @@ class TrainLoop:
         getattr(store, f"insert_{key}_loss")(loss, idx, force=True)
         return loss
 
-    def evaluate_loss_on_train_set(self, force_prediction: bool = False) -> Any:
-        """Mean loss per sample on the training loader (``get_loss_eval`` if the model has it)."""
+    def evaluate_loss_on_train_set(
+        self, force_prediction: bool = False, float_dict_format: bool = False
+    ) -> Any:
+        """Mean loss per sample on the training loader (``get_loss_eval`` if the model has it).
+
+        A float, or a dict of floats per loss for a ``MultiLoss`` (``float_dict_format`` is
+        accepted for compatibility: the result is always in that form).
+        """
         return self._loss_on("train", force_prediction)
 
-    def evaluate_loss_on_validation_set(self, force_prediction: bool = False) -> Any:
+    def evaluate_loss_on_validation_set(
+        self, force_prediction: bool = False, float_dict_format: bool = False
+    ) -> Any:
         """Mean loss per sample on the validation loader."""
         return self._loss_on("validation", force_prediction)
 
-    def evaluate_loss_on_test_set(self, force_prediction: bool = False) -> Any:
+    def evaluate_loss_on_test_set(
+        self, force_prediction: bool = False, float_dict_format: bool = False
+    ) -> Any:
         """Mean loss per sample on the test loader."""
         return self._loss_on("test", force_prediction)
 
