@@ -169,6 +169,6 @@ def test_killed_mid_upload_never_leaves_a_damaged_latest(
     assert torch.equal(result.values["w"], torch.full((6_000_000,), float(len(keys))))
 
 
-def test_callback_rejects_nothing_remote_without_network(tmp_path: Path) -> None:
+def test_a_url_callback_keeps_its_copies_in_local_dir(tmp_path: Path) -> None:
     callback = SaveTrainingStateCallback("s3://bucket/x", local_dir=tmp_path)
     assert callback.url == "s3://bucket/x" and callback.directory == tmp_path
