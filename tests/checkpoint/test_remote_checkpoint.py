@@ -172,3 +172,32 @@ def test_killed_mid_upload_never_leaves_a_damaged_latest(
 def test_a_url_callback_keeps_its_copies_in_local_dir(tmp_path: Path) -> None:
     callback = SaveTrainingStateCallback("s3://bucket/x", local_dir=tmp_path)
     assert callback.url == "s3://bucket/x" and callback.directory == tmp_path
+
+
+@pytest.mark.slow  # ~40 s: two 2-process runs under scramjet launch
+@pytest.mark.distributed
+def test_elastic_restart_resumes_from_s3(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
+    """2 gloo ranks checkpoint to S3; rank 1 is killed, the agent restarts the group,
+    which resumes from the store; bitwise equal to the same run without the failure."""
+    from tests.distributed.test_elastic import JOB, STEPS, env, launch_cmd, results
+
+    def launch_job(out: Path, url: str, *extra: str) -> None:
+        cmd = launch_cmd("--nproc-per-node", "2", "--max-restarts", "1", JOB, str(out), url)
+        done = subprocess.run(
+            [*cmd, *extra], capture_output=True, text=True, env=env(), timeout=150
+        )
+        assert done.returncode == 0, done.stderr[-4000:]
+
+    bucket = s3.new_bucket()
+    reference, interrupted = f"s3://{bucket}/ref", f"s3://{bucket}/run"
+    launch_job(tmp_path / "ref", reference)
+    launch_job(tmp_path / "run", interrupted, "--kill-rank-at", "9")
+    assert (tmp_path / "run" / "killed").exists()
+    want, got = results(tmp_path / "ref"), results(tmp_path / "run")
+    assert 0 < got[0]["started_at"] <= 9 and got[0]["step"] == STEPS
+    for rank in (0, 1):
+        for key, value in want[0]["weights"].items():
+            assert torch.equal(got[rank]["weights"][key], value), key
+    assert ckpt_keys(s3, bucket)  # the checkpoints went to the store
+    for url in (reference, interrupted):
+        shutil.rmtree(default_local_dir(url), ignore_errors=True)
