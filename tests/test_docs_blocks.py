@@ -391,11 +391,13 @@ assert exp.upload_report is not None and exp.upload_report.ok, exp.upload_report
     ),
     Extra(
         "README.md",
-        "Dashboard(window=5, span=60)",
+        'Dashboard(log_path="./aerolog/trainer", window=5, span=60)',
         check="""\
 from pathlib import Path
 
-assert {"loss.png", "loss.csv"} <= {p.name for p in Path("aerolog").iterdir()}
+for folder in ("aerolog/trainer", "aerolog/own-loop"):
+    assert {"loss.png", "loss.csv"} <= {p.name for p in Path(folder).iterdir()}, folder
+assert not Path("aerolog/loss.csv").exists(), "the two halves write to separate folders"
 """,
     ),
     Extra(

@@ -107,7 +107,13 @@ def test_report_shows_status_duration_setup_and_confusion_matrix(tmp_path: Path)
     # The training setup leads with the optimizer and its settings, not its internals.
     setup = dom.split("<h3>Training setup</h3>", 1)[1].split("</table>", 1)[0]
     names = re.findall(r"<tr><td>([^<]+)</td>", setup)
-    assert names[:4] == ["optimizer", "optimizer lr", "optimizer weight_decay", "optimizer eps"]
+    assert names[:5] == [
+        "optimizer",
+        "optimizer lr",
+        "optimizer betas",
+        "optimizer weight_decay",
+        "optimizer eps",
+    ]
     assert {"epochs", "batch size per device", "gradient accumulation", "precision"} <= set(names)
     assert dom.index("<h3>Declared") < dom.index("<h3>Training setup")
     assert dom.index("<h3>Training setup") < dom.index("Other recorded settings")
@@ -159,3 +165,27 @@ def test_compare_page_lists_results_and_setting_differences(tmp_path: Path) -> N
     assert "hyperparams.lr" in diff and "optimizer lr" in diff and "hidden" not in diff
     assert "finished" in dom.split("<h2>Runs</h2>", 1)[1].split("</table>", 1)[0]
     assert build_report(a.run_dir).is_file()
+
+
+def test_report_written_by_the_run_shows_its_end_and_scheduler(tmp_path: Path) -> None:
+    """The report the run writes itself (no rebuild) reads the final run.json."""
+    model = tiny_model(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    exp = Experiment("proj", "sched", root=tmp_path, checkpoint=None, save_script=False)
+    trainer = Trainer(model, torch.nn.CrossEntropyLoss(), opt, callbacks=[exp])
+    trainer.train(
+        tiny_data(),
+        2,
+        per_device_batch_size=16,
+        create_scheduler_fn=lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5),
+    )
+    info = json.loads((exp.run_dir / "run.json").read_text())
+    assert info["status"] == "finished" and info["duration"] > 0
+    page = (exp.run_dir / "report.html").read_text()
+    assert "not finished" not in page
+    assert _cell(page, "status") == "finished"
+    hyper = json.loads((exp.run_dir / "hyperparams.json").read_text())
+    assert hyper["scheduler"]["class"] == "StepLR" and hyper["scheduler"]["step_size"] == 3
+    assert "StepLR" in page
+    env = json.loads((exp.run_dir / "environment.json").read_text())
+    assert env["cpu_model"] and env["cpu_model"] in page

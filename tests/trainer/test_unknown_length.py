@@ -107,7 +107,9 @@ def make_model(seed: int = 0, dropout: float = 0.0) -> nn.Module:
 
 
 # ----------------------------------------------------------------------------- displays
-PROGRESS_LINE = re.compile(r"^epoch (\d+) train (\d+) batches \| [\d,]+ samples/s$")
+PROGRESS_LINE = re.compile(
+    r"^epoch (\d+)/\d+ (train|eval) (\d+) batches(?: \| loss \S+)? \| [\d,]+ samples/s$"
+)
 BOARD_LINE = re.compile(
     r"^(train|eval) epoch \d+/\d+ (\d+)(?:/(\d+))? \| [^|]+ \| (done|running)( \| .*)?$"
 )
@@ -159,9 +161,11 @@ def test_every_display_runs_without_a_length(source: str, tmp_path: Path) -> Non
     for line in lines:
         match = PROGRESS_LINE.match(line)
         assert match, f"not a count-only progress line: {line!r}"
-        parsed.append((int(match.group(1)), int(match.group(2))))
+        if match.group(2) == "train":
+            parsed.append((int(match.group(1)), int(match.group(3))))
     assert "ETA" not in progress_out.getvalue()
-    assert not re.search(r"\d/\d", progress_out.getvalue()), "no 'done/total' count"
+    no_total = not re.search(r"(train|eval) \d+/\d", progress_out.getvalue())
+    assert no_total, "no 'done/total' count"
     for epoch in range(1, epochs + 1):
         counts = [done for e, done in parsed if e == epoch]
         assert counts and counts[-1] == BATCHES, parsed  # the epoch's last line: every batch

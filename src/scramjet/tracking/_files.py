@@ -108,6 +108,18 @@ def launch_script() -> Path | None:
     return Path(path).resolve() if path and Path(path).is_file() else None
 
 
+def cpu_model_name() -> str:
+    """This machine's CPU model (``/proc/cpuinfo`` on Linux, else what ``platform`` knows)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def environment(seed: int | None, device: torch.device, world_size: int) -> dict[str, Any]:
     """Package versions, git commit, command line, seed and devices of this process."""
     packages = {}
@@ -133,6 +145,7 @@ def environment(seed: int | None, device: torch.device, world_size: int) -> dict
         "device": str(device),
         "world_size": world_size,
         "cuda_devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+        "cpu_model": cpu_model_name(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
     }

@@ -10,12 +10,13 @@ from __future__ import annotations
 import html
 import json
 import math
-import platform
 import socket
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from scramjet.tracking._files import cpu_model_name
 
 #: Status of a run (``run.json``) -> CSS class of its badge.
 _STATUS_CLASS = {
@@ -129,17 +130,6 @@ def run_duration(info: Mapping[str, Any]) -> float | None:
     return end - start
 
 
-def _local_cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def cpu_model(env: Mapping[str, Any], host: str) -> str:
     """The CPU model recorded by the run, or read here when the report is built on its host."""
     for key in ("cpu_model", "cpu", "processor"):
@@ -149,7 +139,7 @@ def cpu_model(env: Mapping[str, Any], host: str) -> str:
         if isinstance(value, str) and value:
             return value
     if host and host == socket.gethostname():
-        return f"{_local_cpu_model()} (read when the report was built, on the same host)"
+        return f"{cpu_model_name()} (read when the report was built, on the same host)"
     return "not recorded"
 
 

@@ -462,10 +462,9 @@ class Experiment(TrainerCallback):
             "trainer": trainer.run_config.to_dict() if trainer.has_run_config else {},
             "optimizer": {
                 "class": type(opt).__name__,
-                **{
-                    k: v for k, v in opt.defaults.items() if isinstance(v, int | float | str | bool)
-                },
+                **{k: _setting(v) for k, v in opt.defaults.items() if _setting(v) is not None},
             },
+            "scheduler": _scheduler_settings(trainer.scheduler),
             "model": {
                 "class": type(model).__name__,
                 "parameters": sum(p.numel() for p in model.parameters()),
@@ -611,16 +610,20 @@ class Experiment(TrainerCallback):
         from scramjet.tracking.report import build_report
 
         self._ensure_storage()
-        build_report(self.run_dir)
-        self._end_trackers("finished")
-        info = _files.read_json(self.run_dir / "run.json")
+        path = self.run_dir / "run.json"
+        info = _files.read_json(path)
         if trainer is not None:
             info["last_step"] = trainer.state.global_step
-        if self._tracker_errors:
-            info["logger_errors"] = list(self._tracker_errors)
         info.pop("upload_error", None)
-        _mark_ended(info, "finished")
-        _files.write_json(self.run_dir / "run.json", info)
+        if not (self._finished and info.get("status") == "finished"):
+            _mark_ended(info, "finished")  # results logged after the run keep its end time
+        _files.write_json(path, info)  # the report reads the final status and duration
+        build_report(self.run_dir)
+        self._end_trackers("finished")
+        if self._tracker_errors:
+            info = _files.read_json(path)
+            info["logger_errors"] = list(self._tracker_errors)
+            _files.write_json(path, info)
         self._finished = True
         self.upload_report = self._sync(info) if self._storage is not None else None
         if self.upload_report is not None and not self.upload_report.ok:
@@ -759,6 +762,27 @@ class Experiment(TrainerCallback):
         candidate = self.root / self.project / name
         if candidate.is_dir() and (candidate / "run.json").is_file():
             self._restored_dir = candidate
+
+
+def _setting(value: Any) -> Any:
+    """A plain number, string or flag, or a tuple of numbers (``betas``) as a list; else None."""
+    if isinstance(value, int | float | str | bool):
+        return value
+    if isinstance(value, tuple | list) and all(isinstance(v, int | float) for v in value):
+        return list(value)
+    return None
+
+
+def _scheduler_settings(scheduler: Any) -> dict[str, Any] | None:
+    """The scheduler's class and its plain settings (``None`` without a scheduler)."""
+    if scheduler is None:
+        return None
+    found = {"class": type(scheduler).__name__}
+    for key, value in sorted(vars(scheduler).items()):
+        plain = _setting(value)
+        if not key.startswith("_") and key != "last_epoch" and plain is not None:
+            found[key] = plain
+    return found
 
 
 def _mark_ended(info: dict[str, Any], status: str) -> None:
