@@ -9,6 +9,8 @@
 - :mod:`~scramjet.runtime.files`: :func:`atomic_write` for crash-safe file writes.
 - :mod:`~scramjet.runtime.processes`: ``pid_alive``, whether a process still runs.
 - :mod:`~scramjet.runtime.launch`: :func:`launch` runs a function in N processes.
+- :mod:`~scramjet.runtime.preemption`: SIGTERM becomes a checkpoint at the next step and
+  :class:`TrainingPreempted` (exit status :data:`PREEMPTED_EXIT_CODE`), on every rank at once.
 - ``scramjet launch`` (:mod:`~scramjet.runtime.cli`) runs a script through torchrun.
 """
 
@@ -47,12 +49,16 @@ from scramjet.runtime.distributed import (
 from scramjet.runtime.files import atomic_write, fsync_dir
 from scramjet.runtime.fsdp import shard_model
 from scramjet.runtime.launch import LaunchError, launch
+from scramjet.runtime.preemption import PREEMPTED_EXIT_CODE, PreemptionWatcher, TrainingPreempted
 
 __all__ = [
+    "PREEMPTED_EXIT_CODE",
     "DistEnv",
     "GpuInfo",
     "LaunchError",
     "NoGpuAvailableError",
+    "PreemptionWatcher",
+    "TrainingPreempted",
     "atomic_write",
     "barrier",
     "broadcast_object",
