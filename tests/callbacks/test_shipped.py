@@ -38,15 +38,12 @@ from scramjet.callbacks import (
     TerminateOnNaNCallback,
     TrainerCallback,
 )
-from scramjet.compat.aitoolbox import (
-    AbstractCallback,
-    ClassificationResultPackage,
-    TrainLoop,
-    TrainLoopEndSave,
-)
+from scramjet.compat.aitoolbox import AbstractCallback, ClassificationResultPackage, TrainLoop
 from scramjet.compat.aitoolbox.nlp.experiment_evaluation.attention_heatmap import (
     AttentionHeatmapCallback,
 )
+from scramjet.compat.aitoolbox.torchtrain.train_loop._trainer import LoopEvents
+from scramjet.compat.aitoolbox.tracked import TrainLoopEndSave
 from scramjet.compat.aitoolbox.train_loop import _EndEvaluation
 from scramjet.compat.nebulae import DashBoard
 from scramjet.compat.pytorch_accelerated import Trainer as PaTrainer
@@ -139,9 +136,10 @@ TRAINER_FOR: dict[type[TrainerCallback], tuple[type[Any], dict[str, Any]]] = {
 #: Callbacks that only exist inside the object that owns them, tested there below.
 #: ``_EndEvaluation`` reads its TrainLoop's result packages and model, so it is only
 #: meaningful in the Trainer that TrainLoop.fit builds.
+#: ``LoopEvents`` turns the Trainer's events into a TrainLoop's counters and hooks.
 #: ``_AdvanceEpoch`` advances a user-defined RunHistory that only the pytorch-accelerated
 #: compat Trainer accepts (tested in tests/compat_pytorch_accelerated).
-OWNED_BY_LOOP: set[type[TrainerCallback]] = {_EndEvaluation, _AdvanceEpoch}
+OWNED_BY_LOOP: set[type[TrainerCallback]] = {_EndEvaluation, LoopEvents, _AdvanceEpoch}
 
 
 @functools.cache
@@ -263,8 +261,8 @@ class _CountEpochs(AbstractCallback):
 
 
 def test_aitoolbox_adapters_inside_their_train_loop() -> None:
-    # An AIToolbox-style callback runs through a TrainerCallback subclass that
-    # to_trainer_callback makes per instance when TrainLoop.fit builds its Trainer.
+    # AIToolbox-style callbacks run from the loop's CallbacksHandler, called by the one
+    # LoopEvents TrainerCallback that TrainLoop.fit gives its Trainer.
     model = TinyMLP()
     counter = _CountEpochs()
     loop = TrainLoop(
@@ -278,8 +276,7 @@ def test_aitoolbox_adapters_inside_their_train_loop() -> None:
     for _ in range(2):
         loop.fit(num_epochs=2, callbacks=[counter])
         assert loop.trainer is not None
-        (adapter,) = [cb for cb in loop.trainer.callbacks if getattr(cb, "wrapped", None)]
-        assert adapter.wrapped is counter  # type: ignore[attr-defined]
-        assert type(adapter).__module__.startswith("scramjet.")
+        (adapter,) = [cb for cb in loop.trainer.callbacks if isinstance(cb, LoopEvents)]
+        assert adapter.loop is loop and loop.callbacks == [counter]
     assert counter.epochs == 4
-    _round_trip(adapter.state_dict(), type(adapter)())
+    _round_trip(adapter.state_dict(), LoopEvents(loop))

@@ -94,6 +94,8 @@ class CallbacksHandler:
         given, self.callbacks_cache = self.callbacks_cache + given, []
         self.enforce_callbacks_quality(given)
         loop = self._loop()
+        # A callback passed to fit() again (a second fit) is registered once.
+        given = [c for c in given if not any(c is r for r in loop.callbacks)]
         for callback in given:
             if hasattr(callback, "register_train_loop_object"):
                 callback.register_train_loop_object(loop)
