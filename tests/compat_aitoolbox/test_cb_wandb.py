@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 from aitb_helpers import MyNeuralModel, loaders
-from test_loggers_wandb import _read_run
 from torch import nn
+from wandb_records import read_wandb_run
 
 from scramjet.compat.aitoolbox.torchtrain.callbacks.wandb import AlertConfig, WandBTracking
 from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoop
@@ -30,10 +30,10 @@ def _read_finished_run(folder: Path) -> dict[str, Any]:
     """The offline run's records once its exit record is on disk (W&B's service process may
     still be writing the file for a moment after ``finish()`` returns)."""
     deadline = time.monotonic() + 20
-    data = _read_run(folder)
+    data = read_wandb_run(folder)
     while not data["exits"] and time.monotonic() < deadline:
         time.sleep(0.2)
-        data = _read_run(folder)
+        data = read_wandb_run(folder)
     return data
 
 
