@@ -48,7 +48,7 @@ def test_trainloop_ddp_under_torchrun(tmp_path: Path) -> None:
     for s in seen:
         assert s["world"] == 2 and s["returned_model"], "fit returns the model on every rank"
         # 96 samples / 2 ranks / batch 8 = 6 updates per epoch, applied once (not once per rank)
-        assert s["global_step"] == 12 and s["adam_steps"] == [12]
+        assert s["global_step"] == 11 and s["adam_steps"] == [12]  # batches, from -1
         assert s["n_pred"] == 33 and s["y_true"] == val.tensors[1].tolist(), (
             "no padding, dataset order"
         )
