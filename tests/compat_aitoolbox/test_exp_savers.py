@@ -68,6 +68,21 @@ def test_model_saver_writes_a_scramjet_checkpoint_the_loader_restores(tmp_path: 
         saver.save_model({"model_state_dict": {}, "epoch": 1, "hyperparams": {}}, "p", "e", "T")
 
 
+def test_model_file_has_aitoolbox_keys_at_the_top_level(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    saver = PyTorchLocalModelSaver(str(tmp_path), checkpoint_model=True)
+    state = {**checkpoint(model), "iteration_idx": 7}
+    name, path = saver.save_model(state, "proj", "exp", "T1", epoch=3, iteration_idx=7)
+    assert name == "model_exp_T1_E3_ITER7.pth"
+    plain = torch.load(path, weights_only=True)  # what code written for AIToolbox does
+    assert plain["epoch"] == 3 and plain["iteration_idx"] == 7
+    assert plain["hyperparams"] == {"lr": 0.1}
+    assert torch.equal(plain["model_state_dict"]["weight"], model.weight)
+    payload = read_checkpoint(path)  # still a checksummed scramjet checkpoint
+    assert torch.equal(payload["state"]["model_state_dict"]["weight"], model.weight)
+
+
 def test_suboptimal_remover_deletes_the_files_of_the_worst_checkpoint(tmp_path: Path) -> None:
     files = [tmp_path / f"m{i}.pth" for i in range(3)]
     for f in files:

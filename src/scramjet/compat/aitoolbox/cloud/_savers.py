@@ -89,11 +89,12 @@ class BucketModelSaver(_Bucket):
         experiment_timestamp: str | None = None,
         epoch: int | None = None,
         protect_existing_folder: bool = True,
+        iteration_idx: int | None = None,
     ) -> tuple[str, str, str]:
         """Returns ``(remote URL, experiment timestamp, local path)``."""
         stamp = experiment_timestamp or timestamp_now()
         _, local_path = self.local_model_saver.save_model(
-            model, project_name, experiment_name, stamp, epoch
+            model, project_name, experiment_name, stamp, epoch, iteration_idx=iteration_idx
         )
         [remote] = self.mirror(project_name, experiment_name, stamp, [local_path])
         return remote, stamp, local_path

@@ -45,9 +45,16 @@ def keras_unsupported(what: str) -> TypeError:
     )
 
 
-def model_file_name(experiment_name: str, timestamp: str, epoch: int | None, ext: str) -> str:
-    """``model_<experiment>_<timestamp>[_E<epoch>]<ext>``."""
+def model_file_name(
+    experiment_name: str,
+    timestamp: str,
+    epoch: int | None,
+    ext: str,
+    iteration_idx: int | None = None,
+) -> str:
+    """``model_<experiment>_<timestamp>[_E<epoch>][_ITER<iteration>]<ext>``."""
     suffix = f"_E{epoch}" if epoch is not None else ""
+    suffix += f"_ITER{iteration_idx}" if iteration_idx is not None else ""
     return f"model_{experiment_name}_{timestamp}{suffix}{ext}"
 
 
@@ -109,8 +116,15 @@ class PyTorchLocalModelSaver(BaseLocalModelSaver, AbstractLocalModelSaver):
         experiment_timestamp: str | None = None,
         epoch: int | None = None,
         protect_existing_folder: bool = True,
+        iteration_idx: int | None = None,
     ) -> tuple[str, str]:
         """Write ``model`` (the checkpoint dict); return ``(file name, local path)``.
+
+        The dict's keys (``model_state_dict``, ``optimizer_state_dict``, ``epoch``,
+        ``iteration_idx``, ...) are at the file's top level, as AIToolbox writes them, so
+        ``torch.load(path)["model_state_dict"]`` works; the file is a scramjet checkpoint
+        too (atomic, checksummed). ``iteration_idx`` names an in-epoch checkpoint
+        ``..._E<epoch>_ITER<iteration>.pth``.
 
         Raises:
             ValueError: a required key is missing (see :meth:`check_model_dict_contents`).
@@ -118,10 +132,15 @@ class PyTorchLocalModelSaver(BaseLocalModelSaver, AbstractLocalModelSaver):
         self.check_model_dict_contents(model)
         stamp = experiment_timestamp or timestamp_now()
         folder = self.create_experiment_local_models_folder(project_name, experiment_name, stamp)
-        name = model_file_name(experiment_name, stamp, epoch, ".pth")
+        name = model_file_name(experiment_name, stamp, epoch, ".pth", iteration_idx)
         path = os.path.join(folder, name)
         saved_epoch = model.get("epoch")
-        write_checkpoint(path, model, epoch=saved_epoch if isinstance(saved_epoch, int) else None)
+        write_checkpoint(
+            path,
+            model,
+            epoch=saved_epoch if isinstance(saved_epoch, int) else None,
+            top_level=list(model),
+        )
         return name, path
 
     @staticmethod
