@@ -63,6 +63,7 @@ _TRAINING_STATE_KEYS = (
     "epoch_loss_counts",
     "callbacks",
     "sampler_seed",
+    "data_order",
     "rng",
 )
 
@@ -131,6 +132,9 @@ def training_state(trainer: Trainer, *, include_optimizer: bool = True) -> dict[
         _callback_key(i, cb): cb.state_dict() for i, cb in enumerate(trainer.callbacks)
     }
     state["sampler_seed"] = trainer.data_order.state_dict()["seed"]
+    # how the epoch was consumed (processes, batch size): a resume on another number of
+    # processes skips exactly the samples this run saw
+    state["data_order"] = trainer.data_order.resume_state()
     # Saved between epochs, the next run starts the next epoch afresh: no losses to carry.
     losses = {} if trainer.state.epoch_finished else trainer.train_losses.state_dict()
     local = {
@@ -217,7 +221,10 @@ def restore(
         }
     )
     _restore_callbacks(trainer, values.pop("callbacks", {}))
-    if "sampler_seed" in values:
+    if "data_order" in values:
+        values.pop("sampler_seed", None)
+        trainer.data_order.load_state_dict(values.pop("data_order"))
+    elif "sampler_seed" in values:  # files written before the order recorded its processes
         trainer.data_order.load_state_dict({"seed": values.pop("sampler_seed")})
     _restore_rng(values.pop("rng", None))
     return values
