@@ -20,8 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from scramjet.compat.aitoolbox.callbacks import AbstractCallback
 from scramjet.compat.aitoolbox.results import AbstractResultPackage
+from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import AbstractCallback
 from scramjet.compat.aitoolbox.train_loop import TrainLoop
 from scramjet.tracking.experiment import Experiment
 
