@@ -1,9 +1,10 @@
 """Cost of experiment tracking: Trainer alone vs Trainer + Experiment with S3 storage.
 
 Model and data as the trainer overhead benchmark: MLP 784-128-64-10, random in-memory
-data, batch 64, 1 thread, CPU. The tracked run uses the CSV logger, a full training
-checkpoint every epoch and ``storage="s3://..."`` on a local S3-compatible server (moto,
-started as a separate process on 127.0.0.1, as a real store would be out of process).
+data, batch 64, 1 thread, CPU. The tracked run uses the CSV and TensorBoard loggers
+(``--loggers csv`` leaves TensorBoard out), a full training checkpoint every epoch and
+``storage="s3://..."`` on a local S3-compatible server (moto, started as a separate process
+on 127.0.0.1, as a real store would be out of process).
 
 Printed, from the same run, side by side (plain and tracked runs alternate, the order
 switching every repetition):
@@ -236,6 +237,11 @@ def main() -> None:
         help="Experiment(sync_every_s=...): 0 mirrors checkpoints every epoch",
     )
     parser.add_argument(
+        "--loggers",
+        default="csv,tensorboard",
+        help="comma-separated Experiment(loggers=...) of the tracked runs",
+    )
+    parser.add_argument(
         "--upload-process",
         choices=("auto", "on", "off"),
         default="auto",
@@ -265,6 +271,7 @@ def main() -> None:
                 root=root,
                 storage="s3://bench/runs",
                 checkpoint="epoch",
+                loggers=tuple(args.loggers.split(",")),
                 sync_every_s=args.sync_every_s,
                 upload_process=upload_process,
             )
@@ -295,7 +302,7 @@ def main() -> None:
     print(
         f"workload: MLP 784-128-64-10, batch {BATCH}, {args.steps} steps/epoch, {args.epochs} epochs, "
         f"{args.reps} interleaved reps; storage: local S3 server ({endpoint}), "
-        f"upload_process={upload_process}"
+        f"upload_process={upload_process}, loggers={args.loggers}, checkpoint every epoch"
     )
     print(f"{'':38}{'Trainer':>12}{'+ Experiment':>16}{'ratio':>9}")
     print(f"{'median time per epoch (s)':38}{b_epoch:12.3f}{t_epoch:16.3f}{t_epoch / b_epoch:9.3f}")
