@@ -106,7 +106,9 @@ def test_full_local_saver_writes_model_and_results(tmp_path: Path, file_format: 
     assert paths == [
         str(exp / "model" / "model_exp_T2.pth"),
         str(exp / "results" / f"results_hyperParams_hist_exp_T2{ext}"),
+        str(exp / "results" / "plots" / "loss.png"),  # one plot per history curve
     ]
+    assert Path(paths[2]).read_bytes().startswith(b"\x89PNG")
     raw = Path(paths[1]).read_bytes()
     saved = pickle.loads(raw) if file_format == "pickle" else json.loads(raw)
     assert saved["results"] == {"acc": 0.5} and saved["training_history"] == {"loss": [1.0, 0.5]}

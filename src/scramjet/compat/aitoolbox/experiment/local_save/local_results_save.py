@@ -10,6 +10,7 @@ import json
 import os
 import pickle
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,23 @@ def history_dict(training_history: Any) -> Any:
     """A TrainingHistory's plain dict (``get_train_history()``); other values as given."""
     getter = getattr(training_history, "get_train_history", None)
     return getter() if callable(getter) else training_history
+
+
+def _plot_training_history(training_history: Any, results_dir: str) -> list[list[str]]:
+    """``results/plots/<metric>.png`` per history metric with a curve (2+ values); ``[[name, path]]``.
+
+    A single value (``train_end_test_loss``, recorded once) makes no curve and is not plotted.
+    """
+    history = history_dict(training_history)
+    if not isinstance(history, Mapping):
+        return []
+    curves = {k: v for k, v in history.items() if isinstance(v, list | tuple) and len(v) > 1}
+    if not curves:
+        return []
+    from scramjet.compat.aitoolbox.torchtrain.callbacks.performance_eval import plot_history
+
+    saved = plot_history(curves, os.path.join(results_dir, "plots"), "png")
+    return [[name, path] for name, path in saved]
 
 
 class AbstractLocalResultsSaver:
@@ -141,17 +159,19 @@ class LocalResultsSaver(BaseLocalResultsSaver, AbstractLocalResultsSaver):
             ``[[file_name, file_path]]`` followed by the package's additional files.
         """
         stamp, results_dir = self._prepare(project_name, experiment_name, experiment_timestamp)
-        content = {
+        content: dict[str, Any] = {}
+        if save_true_pred_labels:  # first, as in AIToolbox's files
+            content.update(y_true=result_package.y_true, y_predicted=result_package.y_predicted)
+        content |= {
             "experiment_name": experiment_name,
             "experiment_results_local_path": results_dir,
             "results": result_package.get_results(),
             "hyperparameters": result_package.get_hyperparameters(),
             "training_history": history_dict(training_history),
         }
-        if save_true_pred_labels:
-            content.update(y_true=result_package.y_true, y_predicted=result_package.y_predicted)
         name = f"results_hyperParams_hist_{experiment_name}_{stamp}"
         saved = [list(self.save_file(content, name, os.path.join(results_dir, name)))]
+        saved += _plot_training_history(training_history, results_dir)
         return saved + (result_package.get_additional_results_dump_paths() or [])
 
     def save_experiment_results_separate_files(
@@ -180,4 +200,5 @@ class LocalResultsSaver(BaseLocalResultsSaver, AbstractLocalResultsSaver):
             saved.append(
                 list(self.save_file({**head, **body}, name, os.path.join(results_dir, name)))
             )
+        saved += _plot_training_history(training_history, results_dir)
         return saved + (result_package.get_additional_results_dump_paths() or [])

@@ -23,7 +23,12 @@ class DistributedSamplerSetEpoch(AbstractCallback):
         self, train_sampler: Any, validation_sampler: Any = None, test_sampler: Any = None
     ) -> None:
         super().__init__("Distributed sampler set epoch")
-        self.samplers = [s for s in (train_sampler, validation_sampler, test_sampler) if s]
+        self.train_sampler = train_sampler
+        self.validation_sampler = validation_sampler
+        self.test_sampler = test_sampler
+        self.samplers = [
+            s for s in (train_sampler, validation_sampler, test_sampler) if s is not None
+        ]
         for sampler in self.samplers:
             if not callable(getattr(sampler, "set_epoch", None)):
                 raise TypeError(

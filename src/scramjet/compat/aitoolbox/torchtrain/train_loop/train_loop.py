@@ -357,10 +357,18 @@ class TrainLoop:
             out.append(self.experiment)
         return out
 
-    def _new_trainer(self, callbacks: list[TrainerCallback]) -> TTTrainer:
+    def _new_trainer(
+        self, callbacks: list[TrainerCallback], predict_only: bool = False
+    ) -> TTTrainer:
         optimizer = self.optimizer
         if not isinstance(optimizer, torch.optim.Optimizer):
             optimizer = OptimizerProxy(optimizer, self.model)
+        if predict_only and not _holds_model_params(optimizer, self.model):
+            # Predictions never step: an optimizer built for another model (AIToolbox
+            # accepts one there) is only checked when fit() trains with it.
+            params: list[torch.Tensor] = list(self.model.parameters())
+            params = params or [torch.zeros((), requires_grad=True)]
+            optimizer = torch.optim.SGD(params, lr=0.0)
         device = (
             self.device if self.device.index is not None or self.device.type == "cuda" else None
         )
@@ -369,7 +377,7 @@ class TrainLoop:
     def _trainer(self) -> TTTrainer:
         """The run's Trainer, or a new one for predictions before ``fit``."""
         if self.trainer is None:
-            self.trainer = self._new_trainer([LoopEvents(self)])
+            self.trainer = self._new_trainer([LoopEvents(self)], predict_only=True)
         return self.trainer
 
     # ----------------------------------------------------------------- Trainer events
@@ -606,3 +614,10 @@ class EndEvaluation(TrainerCallback):
             self.results[name] = results
             if self.loop.experiment is not None:
                 self.loop.experiment.log_results(name, results)
+
+
+def _holds_model_params(optimizer: torch.optim.Optimizer, model: nn.Module) -> bool:
+    """Whether the optimizer holds one of the model's parameters (or the model has none)."""
+    model_params = {id(p) for p in model.parameters()}
+    held = (id(p) for g in optimizer.param_groups for p in g["params"])
+    return not model_params or any(i in model_params for i in held)

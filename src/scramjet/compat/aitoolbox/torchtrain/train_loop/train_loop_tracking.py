@@ -25,8 +25,10 @@ __all__ = ["TrainLoopCheckpoint", "TrainLoopCheckpointEndSave", "TrainLoopEndSav
 def _caller_file() -> str:
     """The file of the code that created the TrainLoop (saved with the hyperparameters)."""
     frame = inspect.currentframe()
-    for _ in range(3):
-        frame = frame.f_back if frame is not None else None
+    # The first frame outside this module: the constructors here call one another
+    # (TrainLoopCheckpointEndSave -> TrainLoopEndSave), so the depth varies.
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
     return frame.f_code.co_filename if frame is not None else ""
 
 
