@@ -317,6 +317,11 @@ class FilePack(PackedDataset):
         self._shards = []
         self._pid = -1
         self._ring = None
+        self._remote = None  # local files: nothing streamed, no read-ahead
+        self.shuffle_window = None
+        self.prefetch = 4
+        self._prefetcher = None
+        self._held = {}
 
     def verify(self) -> None:
         """Open every file, checking its sample counts and offset tables."""
