@@ -33,7 +33,7 @@ import re
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -62,6 +62,7 @@ from scramjet.checkpoint.payload import (
     unwrap,
     verify_file,
     write_checked,
+    write_checkpoint,
 )
 from scramjet.runtime.files import TMP_PREFIX, atomic_write
 
@@ -776,33 +777,3 @@ def read_checkpoint(
         raise CorruptCheckpointError(path, problem)
     checked_payload: dict[str, Any] = payload
     return checked_payload
-
-
-def write_checkpoint(
-    path: str | os.PathLike[str],
-    state: Mapping[str, Any],
-    *,
-    step: int = 0,
-    epoch: int | None = None,
-    metrics: Mapping[str, Any] | None = None,
-    fsync: bool = True,
-    top_level: Iterable[str] = (),
-) -> Path:
-    """Write one checkpoint file atomically, outside any manager's rotation.
-
-    The file has the same layout as :meth:`CheckpointManager.save` writes, so
-    :meth:`CheckpointManager.load` (with ``which=path``) and :func:`read_checkpoint` read it.
-    A crash during the write leaves any previous file at ``path`` intact.
-
-    ``top_level`` names entries of ``state`` that are also put at the file's top level (the
-    same objects: tensors are stored once), for code that reads ``torch.load(path)[name]``;
-    names scramjet's own layout uses (``step``, ``epoch``, ``state``, ...) stay inside only.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    payload = build_payload(state, seq=0, step=step, epoch=epoch, metrics=metrics)
-    for name in top_level:
-        if name in payload["state"] and name not in payload:
-            payload[name] = payload["state"][name]
-    write_checked(target, lambda file: torch.save(payload, file), fsync=fsync)
-    return target

@@ -68,3 +68,39 @@ def _user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):  # no login name (some containers)
         return "unknown"
+
+
+def plain_setting(value: Any) -> Any:
+    """A plain number, string or flag, or a tuple of numbers (``betas``) as a list; else None."""
+    if isinstance(value, int | float | str | bool):
+        return value
+    if isinstance(value, tuple | list) and all(isinstance(v, int | float) for v in value):
+        return list(value)
+    return None
+
+
+def scheduler_settings(scheduler: Any) -> dict[str, Any] | None:
+    """The scheduler's class and its plain settings (``None`` without a scheduler)."""
+    if scheduler is None:
+        return None
+    found = {"class": type(scheduler).__name__}
+    for key, value in sorted(vars(scheduler).items()):
+        plain = plain_setting(value)
+        if not key.startswith("_") and key != "last_epoch" and plain is not None:
+            found[key] = plain
+    return found
+
+
+def result_numbers(results: Any) -> dict[str, float]:
+    """The numbers of a result package, nested names joined with ``/``."""
+    out: dict[str, float] = {}
+    if not isinstance(results, Mapping):
+        return out
+    for key, value in results.items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int | float):
+            out[str(key)] = float(value)
+        elif isinstance(value, Mapping):
+            out.update({f"{key}/{k}": v for k, v in result_numbers(value).items()})
+    return out

@@ -45,7 +45,13 @@ from scramjet.checkpoint import CheckpointInfo, CheckpointManager
 from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
 from scramjet.tracking import _files
-from scramjet.tracking._params import source_tags, tracker_params
+from scramjet.tracking._params import (
+    plain_setting,
+    result_numbers,
+    scheduler_settings,
+    source_tags,
+    tracker_params,
+)
 from scramjet.tracking._steps import StepBuffer
 from scramjet.tracking._writer import TrackerWriter, dispatch
 from scramjet.tracking.loggers.base import MetricRow, Tracker
@@ -462,9 +468,13 @@ class Experiment(TrainerCallback):
             "trainer": trainer.run_config.to_dict() if trainer.has_run_config else {},
             "optimizer": {
                 "class": type(opt).__name__,
-                **{k: _setting(v) for k, v in opt.defaults.items() if _setting(v) is not None},
+                **{
+                    k: plain_setting(v)
+                    for k, v in opt.defaults.items()
+                    if plain_setting(v) is not None
+                },
             },
-            "scheduler": _scheduler_settings(trainer.scheduler),
+            "scheduler": scheduler_settings(trainer.scheduler),
             "model": {
                 "class": type(model).__name__,
                 "parameters": sum(p.numel() for p in model.parameters()),
@@ -592,7 +602,7 @@ class Experiment(TrainerCallback):
         self._write_json(f"results/{name}.json", _plain(results))
         if predictions is not None:
             self._write_json(f"results/{name}_predictions.json", _plain(predictions))
-        numbers = _numbers(_plain(results))
+        numbers = result_numbers(_plain(results))
         payload = (name, numbers, self._last_step)
         if self._writer is not None:
             self._writer.put("results", payload)
@@ -764,27 +774,6 @@ class Experiment(TrainerCallback):
             self._restored_dir = candidate
 
 
-def _setting(value: Any) -> Any:
-    """A plain number, string or flag, or a tuple of numbers (``betas``) as a list; else None."""
-    if isinstance(value, int | float | str | bool):
-        return value
-    if isinstance(value, tuple | list) and all(isinstance(v, int | float) for v in value):
-        return list(value)
-    return None
-
-
-def _scheduler_settings(scheduler: Any) -> dict[str, Any] | None:
-    """The scheduler's class and its plain settings (``None`` without a scheduler)."""
-    if scheduler is None:
-        return None
-    found = {"class": type(scheduler).__name__}
-    for key, value in sorted(vars(scheduler).items()):
-        plain = _setting(value)
-        if not key.startswith("_") and key != "last_epoch" and plain is not None:
-            found[key] = plain
-    return found
-
-
 def _mark_ended(info: dict[str, Any], status: str) -> None:
     """Status, end time (``finished`` and ``ended``) and ``duration`` (s) in ``run.json``."""
     now = time.time()
@@ -792,21 +781,6 @@ def _mark_ended(info: dict[str, Any], status: str) -> None:
     started = info.get("started")
     if isinstance(started, int | float):
         info["duration"] = round(now - started, 3)
-
-
-def _numbers(results: Any) -> dict[str, float]:
-    """The numbers of a result package, nested names joined with ``/``."""
-    out: dict[str, float] = {}
-    if not isinstance(results, Mapping):
-        return out
-    for key, value in results.items():
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int | float):
-            out[str(key)] = float(value)
-        elif isinstance(value, Mapping):
-            out.update({f"{key}/{k}": v for k, v in _numbers(value).items()})
-    return out
 
 
 def _plain(value: Any) -> Any:
