@@ -35,8 +35,14 @@ class TTParallelBase:
     """Binds the wrapped model's methods to this wrapper and copies its transferred attributes."""
 
     def __init__(
-        self, module: nn.Module, default_model_methods: Sequence[str] = _DEFAULT_METHODS
+        self,
+        module: nn.Module | None = None,
+        default_model_methods: Sequence[str] = _DEFAULT_METHODS,
     ) -> None:
+        if module is None:
+            # Reached through DistributedDataParallel's cooperative super().__init__()
+            # (Joinable's) before the wrapped model is known; the subclass calls again with it.
+            return
         names = [n for n in default_model_methods if hasattr(module, n)]
         names += [n for n in _own_methods(module) if n not in names]
         for name in names:
