@@ -50,7 +50,9 @@ class WandbTracker(Tracker):
                 "loggers=('wandb',) needs Weights & Biases: pip install 'scramjet[wandb]'"
             ) from exc
         self.run_dir = Path(run_dir)
-        self.project, self.entity, self.mode = project, entity, mode
+        self.project, self.entity = project, entity
+        # read $WANDB_MODE now: W&B's process-wide settings may predate it
+        self.mode = mode or os.environ.get("WANDB_MODE") or None
         self.run_name = run_name or self.run_dir.name
         self.run_id: str = run_id or uuid.uuid4().hex[:8]
         self._config: dict[str, Any] = {}
