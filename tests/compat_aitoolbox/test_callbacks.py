@@ -202,12 +202,19 @@ def test_num_iterations_and_plain_module() -> None:
 
 
 def test_result_packages_take_targets_first_and_combine() -> None:
-    y_true, y_pred = torch.tensor([1, 0, 1, 1]), torch.tensor([0.9, 0.4, 0.2, 0.8])
-    pkg = BinaryClassificationResultPackage() + RegressionResultPackage()
-    res = pkg.prepare_result_package(y_true, y_pred)
-    assert res["accuracy"] == pytest.approx(0.75) and res["mse"] == pytest.approx(
-        float(((y_pred - y_true) ** 2).mean())
+    from scramjet.compat.aitoolbox.experiment.result_package.abstract_result_packages import (
+        MultipleResultPackageWrapper,
     )
-    assert pkg.get_results() is res
+
+    y_true, y_pred = torch.tensor([1, 0, 1, 1]), torch.tensor([0.9, 0.4, 0.2, 0.8])
+    both = MultipleResultPackageWrapper()
+    both.prepare_result_package([BinaryClassificationResultPackage(), RegressionResultPackage()])
+    res = both.prepare_result_package(y_true, y_pred)  # as a TrainLoop calls it
+    assert res["BinaryClassificationResult"]["accuracy"] == pytest.approx(0.75)
+    mse = float(((y_pred - y_true) ** 2).mean())
+    assert res["RegressionResult"]["mse"] == pytest.approx(mse)
     with pytest.raises(ValueError, match="prepare_result_package"):
-        ClassificationResultPackage().get_results()
+        BinaryClassificationResultPackage() + RegressionResultPackage()  # nothing computed yet
+    with pytest.raises(ValueError, match="prepare_result_package"):
+        ClassificationResultPackage(strict_content_check=True).get_results()
+    assert ClassificationResultPackage().get_results() is None

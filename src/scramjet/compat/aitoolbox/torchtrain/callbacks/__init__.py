@@ -6,7 +6,3 @@ hooks, notices), ``gradient`` (clipping and gradient statistics), ``model_save``
 Import from the module, e.g.
 ``from scramjet.compat.aitoolbox.torchtrain.callbacks.basic import EarlyStopping``.
 """
-
-from __future__ import annotations
-
-__all__: list[str] = []
