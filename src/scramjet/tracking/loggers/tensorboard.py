@@ -67,13 +67,19 @@ class TensorBoardTracker(Tracker):
         self._started = True
 
     def log_metrics(self, rows: Sequence[MetricRow]) -> None:
-        """Add every value as a scalar at the row's step and wall time."""
-        writer = self.writer
+        """Add every value as a scalar at the row's step and wall time: one event per row
+        holding all its values (what ``add_scalar`` per value writes, in fewer records)."""
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        file_writer = self.writer.file_writer
         for row in rows:
-            for name, value in row["metrics"].items():
-                writer.add_scalar(name, value, row["step"], walltime=row["time"])
+            values = [
+                Summary.Value(tag=name, simple_value=float(value))
+                for name, value in row["metrics"].items()
+            ]
             if row["scope"] == "epoch":
-                writer.add_scalar("epoch", row["epoch"], row["step"], walltime=row["time"])
+                values.append(Summary.Value(tag="epoch", simple_value=float(row["epoch"])))
+            file_writer.add_summary(Summary(value=values), row["step"], row["time"])
 
     def log_results(self, name: str, results: Mapping[str, float], step: int) -> None:
         """Add each number as the scalar ``<name>/<metric>``."""
