@@ -102,142 +102,56 @@ class BaseFullExperimentSaver(AbstractExperimentSaver):
         return [model_url, *result_urls]
 
 
-def _full_saver_init(
-    saver: BaseFullExperimentSaver,
-    model_cls: Any,
-    results_cls: Any,
-    project_name: str,
-    experiment_name: str,
-    experiment_timestamp: str | None,
-    bucket_name: str,
-    cloud_dir_prefix: str,
-    local_model_result_folder_path: str,
-    storage_options: Mapping[str, Any] | None,
-) -> None:
-    BaseFullExperimentSaver.__init__(
-        saver,
-        model_cls(
-            bucket_name,
-            cloud_dir_prefix,
+class _BucketExperimentSaver(BaseFullExperimentSaver):
+    """A full experiment saver over one bucket: the subclass names its two saver classes."""
+
+    model_saver_class: Any
+    results_saver_class: Any
+
+    def __init__(
+        self,
+        project_name: str,
+        experiment_name: str,
+        experiment_timestamp: str | None = None,
+        bucket_name: str = "model-result",
+        cloud_dir_prefix: str = "",
+        local_model_result_folder_path: str = "~/project/model_result",
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        where = (bucket_name, cloud_dir_prefix, local_model_result_folder_path)
+        super().__init__(
+            self.model_saver_class(*where, storage_options=storage_options),
+            self.results_saver_class(*where, storage_options=storage_options),
+            project_name,
+            experiment_name,
+            experiment_timestamp,
             local_model_result_folder_path,
-            storage_options=storage_options,
-        ),
-        results_cls(
-            bucket_name,
-            cloud_dir_prefix,
-            local_model_result_folder_path,
-            storage_options=storage_options,
-        ),
-        project_name,
-        experiment_name,
-        experiment_timestamp,
-        local_model_result_folder_path,
-    )
+        )
 
 
-class FullPyTorchExperimentS3Saver(BaseFullExperimentSaver):
+class FullPyTorchExperimentS3Saver(_BucketExperimentSaver):
     """PyTorch checkpoint and results, saved locally and to S3."""
 
-    def __init__(
-        self,
-        project_name: str,
-        experiment_name: str,
-        experiment_timestamp: str | None = None,
-        bucket_name: str = "model-result",
-        cloud_dir_prefix: str = "",
-        local_model_result_folder_path: str = "~/project/model_result",
-        storage_options: Mapping[str, Any] | None = None,
-    ) -> None:
-        _full_saver_init(
-            self,
-            PyTorchS3ModelSaver,
-            S3ResultsSaver,
-            project_name,
-            experiment_name,
-            experiment_timestamp,
-            bucket_name,
-            cloud_dir_prefix,
-            local_model_result_folder_path,
-            storage_options,
-        )
+    model_saver_class = PyTorchS3ModelSaver
+    results_saver_class = S3ResultsSaver
 
 
-class FullKerasExperimentS3Saver(BaseFullExperimentSaver):
+class FullKerasExperimentS3Saver(_BucketExperimentSaver):
     """AIToolbox's Keras S3 saver: construction works, saving a model raises (PyTorch only)."""
 
-    def __init__(
-        self,
-        project_name: str,
-        experiment_name: str,
-        experiment_timestamp: str | None = None,
-        bucket_name: str = "model-result",
-        cloud_dir_prefix: str = "",
-        local_model_result_folder_path: str = "~/project/model_result",
-        storage_options: Mapping[str, Any] | None = None,
-    ) -> None:
-        _full_saver_init(
-            self,
-            KerasS3ModelSaver,
-            S3ResultsSaver,
-            project_name,
-            experiment_name,
-            experiment_timestamp,
-            bucket_name,
-            cloud_dir_prefix,
-            local_model_result_folder_path,
-            storage_options,
-        )
+    model_saver_class = KerasS3ModelSaver
+    results_saver_class = S3ResultsSaver
 
 
-class FullPyTorchExperimentGoogleStorageSaver(BaseFullExperimentSaver):
+class FullPyTorchExperimentGoogleStorageSaver(_BucketExperimentSaver):
     """PyTorch checkpoint and results, saved locally and to Google Cloud Storage."""
 
-    def __init__(
-        self,
-        project_name: str,
-        experiment_name: str,
-        experiment_timestamp: str | None = None,
-        bucket_name: str = "model-result",
-        cloud_dir_prefix: str = "",
-        local_model_result_folder_path: str = "~/project/model_result",
-        storage_options: Mapping[str, Any] | None = None,
-    ) -> None:
-        _full_saver_init(
-            self,
-            PyTorchGoogleStorageModelSaver,
-            GoogleStorageResultsSaver,
-            project_name,
-            experiment_name,
-            experiment_timestamp,
-            bucket_name,
-            cloud_dir_prefix,
-            local_model_result_folder_path,
-            storage_options,
-        )
+    model_saver_class = PyTorchGoogleStorageModelSaver
+    results_saver_class = GoogleStorageResultsSaver
 
 
-class FullKerasExperimentGoogleStorageSaver(BaseFullExperimentSaver):
+class FullKerasExperimentGoogleStorageSaver(_BucketExperimentSaver):
     """AIToolbox's Keras GCS saver: construction works, saving a model raises (PyTorch only)."""
 
-    def __init__(
-        self,
-        project_name: str,
-        experiment_name: str,
-        experiment_timestamp: str | None = None,
-        bucket_name: str = "model-result",
-        cloud_dir_prefix: str = "",
-        local_model_result_folder_path: str = "~/project/model_result",
-        storage_options: Mapping[str, Any] | None = None,
-    ) -> None:
-        _full_saver_init(
-            self,
-            KerasGoogleStorageModelSaver,
-            GoogleStorageResultsSaver,
-            project_name,
-            experiment_name,
-            experiment_timestamp,
-            bucket_name,
-            cloud_dir_prefix,
-            local_model_result_folder_path,
-            storage_options,
-        )
+    model_saver_class = KerasGoogleStorageModelSaver
+    results_saver_class = GoogleStorageResultsSaver
