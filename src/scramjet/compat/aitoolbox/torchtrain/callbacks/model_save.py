@@ -11,7 +11,6 @@ the AMP scaler when AMP is on); ``PyTorchLocalModelLoader`` reads it back.
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 from typing import Any
@@ -242,25 +241,7 @@ class ModelCheckpoint(_SavesHyperparams):
         }
         if iteration_idx is None:
             return saver.save_model(**args)
-        if "iteration_idx" in inspect.signature(saver.save_model).parameters:
-            return saver.save_model(**args, iteration_idx=iteration_idx)
-        return self._save_iteration_locally(args, iteration_idx)
-
-    def _save_iteration_locally(self, args: dict[str, Any], iteration_idx: int) -> Any:
-        """An iteration checkpoint through a saver without ``iteration_idx``: the epoch file
-        renamed to ``..._E<epoch>_ITER<iteration>.pth`` (local savers only)."""
-        if self._cloud_saver() is not None:
-            raise NotImplementedError(
-                f"{type(self).__name__}: the {type(self.model_checkpointer).__name__} in use "
-                f"cannot name iteration checkpoints, so they cannot be copied to the cloud; "
-                f"use cloud_save_mode=None (local files) for iteration checkpoints."
-            )
-        name, path = self.model_checkpointer.save_model(**args)
-        stem, ext = os.path.splitext(name)
-        new_name = f"{stem}_ITER{iteration_idx}{ext}"
-        new_path = os.path.join(os.path.dirname(path), new_name)
-        os.replace(path, new_path)
-        return new_name, new_path
+        return saver.save_model(**args, iteration_idx=iteration_idx)
 
     def on_epoch_end(self) -> None:
         """Save this epoch's checkpoint; drop the sub-optimal local ones if asked."""
