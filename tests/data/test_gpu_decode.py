@@ -93,7 +93,7 @@ def test_device_batches_keep_order_labels_and_columns(
         loader = ds.loader(5, sampler=ListSampler(ORDER), decode_device="cuda")
     assert isinstance(loader, ThreadedLoader) and loader.decode_device == torch.device("cpu")
     got, want = list(loader), cpu_batches(ds)
-    assert calls == [5, 5, 2]
+    assert sorted(calls) == [2, 5, 5]  # worker threads decode in any order; batches below keep it
     for a, b in zip(got, want):
         assert list(a) == list(b) == ["image", "label"]
         assert torch.equal(a["label"], b["label"]) and torch.equal(a["image"], b["image"])
