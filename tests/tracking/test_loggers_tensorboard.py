@@ -71,3 +71,31 @@ def test_a_resumed_run_replaces_the_steps_after_its_checkpoint(tmp_path: Path) -
         *[(s, 1.0) for s in range(1, 6)],
         *[(s, 2.0) for s in range(6, 9)],
     ]
+
+
+@pytest.mark.parametrize("step", [0, 5, 127, 128, 300_000, 2**40])
+def test_direct_scalar_events_are_the_bytes_protobuf_writes(tmp_path: Path, step: int) -> None:
+    """Per-step rows skip building protobuf messages; the records must still be exactly
+    TensorBoard's, and the files readable by its own record reader (checksums included)."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    from scramjet.tracking.loggers.tensorboard import EventFile
+
+    values = {"train_loss": 0.25, "lr": 1e-3, "a" * 200: -7.5, "ünïcode/x": 3.0, "zero": 0.0}
+    expected = Event(
+        wall_time=1_700_000_000.123456,
+        step=step,
+        summary=Summary(value=[Summary.Value(tag=k, simple_value=v) for k, v in values.items()]),
+    ).SerializeToString()
+    events = EventFile(tmp_path)
+    events.add_scalars(values, step, 1_700_000_000.123456)
+    record = events._pending[-1]
+    assert record[12:-4] == expected
+    assert record[8:12] == masked_crc32c(record[:8]).to_bytes(4, "little")
+    assert record[-4:] == masked_crc32c(expected).to_bytes(4, "little")
+    events.close()
+    read = list(RawEventFileLoader(str(events.path)).Load())
+    assert len(read) == 2 and read[1] == expected  # the file-version event, then ours

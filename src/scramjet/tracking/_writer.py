@@ -16,8 +16,13 @@ class TrackerWriter:
 
     Rows are handed to the trackers in batches, at most once per ``batch_s`` seconds
     (and before any other message: an epoch's ``sync``, a ``truncate``, closing), so the
-    metric files are appended about once per epoch rather than every few steps.
+    metric files are appended about once per epoch rather than every few steps. A batch
+    goes out in chunks of ``chunk`` rows with a GIL release between them: a thread that
+    holds the GIL keeps a waiting training loop out for up to Python's switch interval
+    (5 ms), so a second's worth of step rows written in one go would stall a step.
     """
+
+    chunk = 32
 
     def __init__(
         self, trackers: list[Tracker], after_write: Callable[[], None], batch_s: float = 1.0
@@ -42,8 +47,9 @@ class TrackerWriter:
         rows: list[Any]
         rows, self._rows = self._rows, []
         self._last_write = time.monotonic()
-        if rows:
-            self._call("metrics", rows)
+        for start in range(0, len(rows), self.chunk):
+            self._call("metrics", rows[start : start + self.chunk])
+            time.sleep(0)  # let the training loop take the GIL between chunks
 
     def _run(self) -> None:
         while True:

@@ -2,14 +2,134 @@
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Mapping, Sequence
+import socket
+import struct
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from scramjet.tracking.loggers.base import MetricRow, Tracker
 
 _HPARAM_TYPES = (bool, int, float, str)
+_FILE_NUMBERS = itertools.count()
+
+
+def _crc32c() -> Callable[[bytes], int]:
+    """CRC-32C of a record: the C implementation when installed, else TensorBoard's own."""
+    try:
+        import google_crc32c
+
+        if google_crc32c.implementation == "c":
+            return google_crc32c.value  # type: ignore[no-any-return]
+    except ImportError:
+        pass
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import crc32c
+
+    return crc32c  # type: ignore[no-any-return]
+
+
+_DOUBLE = struct.Struct("<d")
+_FLOAT = struct.Struct("<f")
+_TAGS: dict[str, bytes] = {}
+
+
+def _varint(n: int) -> bytes:
+    """A non-negative integer as a protobuf varint."""
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _scalar_value(name: str, value: float) -> bytes:
+    """One ``Summary.Value`` (tag and simple_value) as field 1 of a ``Summary``."""
+    tag = _TAGS.get(name)
+    if tag is None:
+        raw = name.encode()
+        tag = _TAGS[name] = b"\x0a" + _varint(len(raw)) + raw + b"\x15"
+    return b"\x0a" + _varint(len(tag) + 4) + tag + _FLOAT.pack(value)
+
+
+class EventFile:
+    """One TensorBoard event file, written in the calling thread.
+
+    A record is the serialized ``Event`` framed as TensorBoard reads it: its length, the
+    masked CRC-32C of the length, the bytes, their masked CRC-32C. ``SummaryWriter`` hands
+    each event to a second thread that checksums it in Python (about 15 us per small
+    event); here the checksum is computed in C when ``google-crc32c`` is installed (it
+    comes with the ``tensorboard`` extra) and the file is appended once per
+    :meth:`flush`, so per-step rows cost the training loop little GIL time.
+
+    Args:
+        log_dir: the folder of the file.
+        purge_step: for a resumed run: events from this step on in earlier files of the
+            folder are dropped by TensorBoard (a session-start marker at that step).
+    """
+
+    def __init__(self, log_dir: Path, purge_step: int | None = None) -> None:
+        from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+
+        log_dir.mkdir(parents=True, exist_ok=True)
+        name = (
+            f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
+            f"{os.getpid()}.{next(_FILE_NUMBERS)}"
+        )
+        self.path = log_dir / name
+        self._crc = _crc32c()
+        self._pending: list[bytes] = []
+        self._file = open(self.path, "ab")  # noqa: SIM115 (closed in close())
+        self.write(Event(wall_time=time.time(), file_version="brain.Event:2"))
+        if purge_step is not None:
+            start = SessionLog(status=SessionLog.START)
+            self.write(Event(wall_time=time.time(), step=purge_step, session_log=start))
+        self.flush()
+
+    def _masked(self, data: bytes) -> bytes:
+        crc = self._crc(data)
+        return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+    def write(self, event: Any) -> None:
+        """Queue one ``Event`` (written at the next :meth:`flush`)."""
+        data = event.SerializeToString()
+        header = struct.pack("<Q", len(data))
+        self._pending.append(header + self._masked(header) + data + self._masked(data))
+
+    def add_summary(
+        self, summary: Any, step: int | None = None, wall_time: float | None = None
+    ) -> None:
+        """Queue a ``Summary`` as an event at ``step`` and ``wall_time`` (now by default)."""
+        from tensorboard.compat.proto.event_pb2 import Event
+
+        event = Event(summary=summary, wall_time=time.time() if wall_time is None else wall_time)
+        if step is not None:
+            event.step = int(step)
+        self.write(event)
+
+    def add_scalars(self, values: Mapping[str, float], step: int, wall_time: float) -> None:
+        """Queue one event holding scalars, encoded directly (the bytes protobuf writes for
+        the same ``Event``, without building message objects: a row costs a few us)."""
+        body = b"".join(_scalar_value(name, float(value)) for name, value in values.items())
+        summary = _varint(len(body)) + body
+        at = b"\x10" + _varint(step) if step else b""  # proto3 leaves a zero step out
+        data = b"\x09" + _DOUBLE.pack(wall_time) + at + b"\x2a" + summary
+        header = struct.pack("<Q", len(data))
+        self._pending.append(header + self._masked(header) + data + self._masked(data))
+
+    def flush(self) -> None:
+        """Append the queued records to the file (one write) and flush it."""
+        if self._pending:
+            self._file.write(b"".join(self._pending))
+            self._pending = []
+        self._file.flush()
+
+    def close(self) -> None:
+        self.flush()
+        self._file.close()
 
 
 class TensorBoardTracker(Tracker):
@@ -40,21 +160,28 @@ class TensorBoardTracker(Tracker):
                 "loggers=('tensorboard',) needs TensorBoard: pip install 'scramjet[tensorboard]'"
             ) from exc
         self.log_dir = Path(run_dir)
+        self._events: EventFile | None = None
         self._writer: Any = None
         self._started = False
         self._status = "finished"
         self._purge_step: int | None = None
 
     @property
+    def events(self) -> EventFile:
+        """The event file scalars and HParams entries go to (a new one after :meth:`close`)."""
+        if self._events is None:
+            self._events = EventFile(self.log_dir, self._purge_step)
+            self._purge_step = None
+        return self._events
+
+    @property
     def writer(self) -> Any:
-        """The ``SummaryWriter`` (a new event file after :meth:`close`)."""
+        """A ``SummaryWriter`` on the run folder, for anything else (images, histograms):
+        its own event file beside the scalars', shown by TensorBoard as the same run."""
         if self._writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(
-                log_dir=str(self.log_dir), flush_secs=30, purge_step=self._purge_step
-            )
-            self._purge_step = None
+            self._writer = SummaryWriter(log_dir=str(self.log_dir), flush_secs=30)
         return self._writer
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
@@ -63,35 +190,36 @@ class TensorBoardTracker(Tracker):
 
         kept = {k: v for k, v in params.items() if isinstance(v, _HPARAM_TYPES)}
         _, start, _ = hparams(kept, {})
-        self.writer.file_writer.add_summary(start)
+        self.events.add_summary(start)
+        self.events.flush()
         self._started = True
 
     def log_metrics(self, rows: Sequence[MetricRow]) -> None:
         """Add every value as a scalar at the row's step and wall time: one event per row
         holding all its values (what ``add_scalar`` per value writes, in fewer records)."""
-        from tensorboard.compat.proto.summary_pb2 import Summary
-
-        file_writer = self.writer.file_writer
+        events = self.events
         for row in rows:
-            values = [
-                Summary.Value(tag=name, simple_value=float(value))
-                for name, value in row["metrics"].items()
-            ]
+            values = row["metrics"]
             if row["scope"] == "epoch":
-                values.append(Summary.Value(tag="epoch", simple_value=float(row["epoch"])))
-            file_writer.add_summary(Summary(value=values), row["step"], row["time"])
+                values = {**values, "epoch": float(row["epoch"])}
+            events.add_scalars(values, row["step"], row["time"])
+        events.flush()
 
     def log_results(self, name: str, results: Mapping[str, float], step: int) -> None:
         """Add each number as the scalar ``<name>/<metric>``."""
-        for metric, value in results.items():
-            self.writer.add_scalar(f"{name}/{metric}", value, step)
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        values = [
+            Summary.Value(tag=f"{name}/{metric}", simple_value=float(value))
+            for metric, value in results.items()
+        ]
+        self.events.add_summary(Summary(value=values), step)
+        self.events.flush()
 
     def truncate(self, step: int, epoch: int) -> None:
         """A resumed run: TensorBoard drops the events after ``step`` (a purge marker at the
         start of the next event file), so the curves read as one run."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        self.close_files()
         self._purge_step = step + 1
 
     def set_status(self, status: str) -> None:
@@ -100,8 +228,15 @@ class TensorBoardTracker(Tracker):
 
     def close(self) -> None:
         """End the HParams session with the run's status, flush and close the event file."""
-        if self._started and self._writer is not None:
-            self._writer.file_writer.add_summary(_session_end(self._status))
+        if self._started and self._events is not None:
+            self._events.add_summary(_session_end(self._status))
+        self.close_files()
+
+    def close_files(self) -> None:
+        """Flush and close the event files (later calls open new ones)."""
+        if self._events is not None:
+            self._events.close()
+            self._events = None
         if self._writer is not None:
             self._writer.flush()
             self._writer.close()
