@@ -9,7 +9,9 @@ the same number of threads as workers).
 Two ceilings are measured in the same rounds: the single-thread simplejpeg decode rate of
 the JPEG pack's own bytes, from memory into a batch buffer, times the usable cores (what
 decoding alone allows), and a plain single-thread memory copy of the raw pack's pixels
-into batch buffers (what moving the bytes alone allows). FFCV is not measured: it does
+into batch buffers (what moving the bytes alone allows). Beside the first, the same
+decoding in N threads and in N processes at once shows how far the machine's cores
+actually scale (on a shared virtual machine, two busy vCPUs can each run slower than one). FFCV is not measured: it does
 not build here (docs/bench/data.md says why).
 
     .venv/bin/python benchmarks/data_read.py            # default: 1024 images, 2 workers
@@ -169,6 +171,43 @@ class DecodeFromMemory:
                 yield {"image": self.out[: len(part)]}
 
 
+_BLOBS: list[np.ndarray] = []  # the pack's JPEG bytes, inherited by forked decoders
+
+
+def _decode_range(span: tuple[int, int]) -> int:
+    import simplejpeg
+
+    out = None
+    for blob in _BLOBS[span[0] : span[1]]:
+        out = simplejpeg.decode_jpeg(blob, colorspace="RGB", buffer=out)
+    return span[1] - span[0]
+
+
+class DecodeInProcesses:
+    """``processes`` forked processes decode the pack's JPEG bytes from memory at once, each
+    its part of every batch (the results stay there): what the machine's cores decode
+    together with no GIL in the way. Its rate over the 1-thread rate is how far this
+    machine's cores scale on decoding (2.0 on two fully free cores)."""
+
+    def __init__(self, path: Path, batch: int, processes: int) -> None:
+        import multiprocessing
+
+        from scramjet.data._gpu_decode import encoded_images
+
+        ds = PackedDataset(path)
+        _BLOBS[:] = encoded_images(ds, ds.columns[0], list(range(len(ds))))
+        self.n, self.batch, self.processes = len(ds), batch, processes
+        self.pool = multiprocessing.get_context("fork").Pool(processes)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for start in range(0, self.n, self.batch):
+            end = min(start + self.batch, self.n)
+            step = -(-(end - start) // self.processes)
+            spans = [(k, min(k + step, end)) for k in range(start, end, step)]
+            done = sum(self.pool.map(_decode_range, spans))
+            yield {"image": range(done)}
+
+
 class CopyFromMemory:
     """One thread copies the raw pack's pixels, held in memory, into a batch buffer."""
 
@@ -301,6 +340,7 @@ def build_readers(
         ("pack raw, batched, threads", threaded("raw.pack")),
         (CEILING_JPEG, DecodeFromMemory(root / "jpeg.pack", args.batch)),
         (DECODE_NOW, DecodeFromMemory(root / "jpeg.pack", args.batch, args.workers)),
+        (DECODE_PROCS, DecodeInProcesses(root / "jpeg.pack", args.batch, args.workers)),
         (CEILING_RAW, CopyFromMemory(root / "raw.pack", args.batch)),
     ]
 
@@ -308,6 +348,7 @@ def build_readers(
 CEILING_JPEG = "ceiling: simplejpeg decode from memory, 1 thread"
 CEILING_RAW = "ceiling: memory copy of the raw pixels, 1 thread"
 DECODE_NOW = "simplejpeg decode from memory, N threads"
+DECODE_PROCS = "simplejpeg decode from memory, N processes"
 IN_PROCESS = ("threads", "main process", "ceiling", "from memory")  # CPU time is all here
 
 
@@ -350,6 +391,13 @@ def report(
         f"pack jpeg threads = {threads / now:.2f}x of it; CPU per image: decode alone "
         f"{cpu[CEILING_JPEG]:.0f} us, pack jpeg threads {cpu['pack jpeg, batched, threads']:.0f}"
         f" us ({cpu[CEILING_JPEG] / cpu['pack jpeg, batched, threads']:.2f}x)"
+    )
+    procs_now = rate[DECODE_PROCS]
+    print(
+        f"  decoding from memory in {args.workers} processes at once (no GIL): {procs_now:.0f}/s "
+        f"= {procs_now / rate[CEILING_JPEG]:.2f}x one thread, so the cores scale to "
+        f"{procs_now / ceiling:.2f}x of the ceiling; pack jpeg threads = "
+        f"{threads / procs_now:.2f}x of it"
     )
     copy = rate[CEILING_RAW]
     raw_t, raw_p = rate["pack raw, batched, threads"], rate["pack raw, batched, processes"]
