@@ -98,6 +98,13 @@ class PyTorchLocalModelLoader(AbstractLocalModelLoader):
         optimizer.load_state_dict(self._loaded()["optimizer_state_dict"])
         return optimizer
 
+    def init_amp(self, amp_scaler: Any) -> Any:
+        """Load the saved AMP ``GradScaler`` state into ``amp_scaler`` (kept as is when none was saved)."""
+        saved = self._loaded().get("amp")
+        if saved:
+            amp_scaler.load_state_dict(saved)
+        return amp_scaler
+
     def init_scheduler(
         self, scheduler_callbacks_list: list[Any], ignore_saved: bool = False
     ) -> list[Any]:

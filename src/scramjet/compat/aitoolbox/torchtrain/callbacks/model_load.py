@@ -10,12 +10,16 @@ __all__ = ["ModelLoadContinueTraining"]
 
 
 class ModelLoadContinueTraining(AbstractExperimentCallback):
-    """Loads a saved model (and optimizer, schedulers, AMP scaler) when it is registered.
+    """Continues training from a saved model: weights, optimizer, schedulers, AMP scaler, epoch.
 
     The file is read by the experiment's local model loader from
     ``<root>/<project>/<experiment>_<timestamp>/<saved_model_dir>/`` (the epoch's checkpoint
     when ``epoch_num`` is given, else the final model); the project details not given
-    are taken from a tracked TrainLoop.
+    are taken from a tracked TrainLoop. When the callback is registered the model,
+    optimizer and scaler states are loaded and the loop's ``epoch`` is set to the one
+    after the saved epoch, so ``fit(num_epochs=N)`` trains the remaining epochs. The
+    schedulers' states are loaded at the start of training, once every scheduler callback
+    of the same ``fit`` has been registered.
 
     Args:
         saved_experiment_timestamp: the timestamp of the experiment that saved the model.
@@ -23,7 +27,11 @@ class ModelLoadContinueTraining(AbstractExperimentCallback):
         epoch_num: the checkpoint's epoch (None: the final model).
         ignore_saved_optimizer / ignore_saved_schedulers / ignore_saved_amp: keep the
             current object instead of restoring its saved state.
+        ignore_missing_saved_schedulers: accepted for compatibility (schedulers without a
+            saved state keep their own).
+        used_data_parallel: the saved weights carry ``module.`` prefixes to remove.
         project_name ... cloud_dir_prefix: see :class:`AbstractExperimentCallback`.
+        **kwargs: passed to the loader's ``load_model``.
     """
 
     def __init__(
@@ -40,6 +48,8 @@ class ModelLoadContinueTraining(AbstractExperimentCallback):
         cloud_save_mode: str | None = None,
         bucket_name: str | None = None,
         cloud_dir_prefix: str | None = None,
+        ignore_missing_saved_schedulers: bool = False,
+        used_data_parallel: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -50,18 +60,20 @@ class ModelLoadContinueTraining(AbstractExperimentCallback):
             cloud_save_mode,
             bucket_name,
             cloud_dir_prefix,
-            execution_order=0,
+            execution_order=-10,
         )
         self.saved_experiment_timestamp = saved_experiment_timestamp
         self.saved_model_dir, self.epoch_num = saved_model_dir, epoch_num
         self.ignore_saved_optimizer = ignore_saved_optimizer
         self.ignore_saved_schedulers = ignore_saved_schedulers
         self.ignore_saved_amp = ignore_saved_amp
+        self.ignore_missing_saved_schedulers = ignore_missing_saved_schedulers
+        self.used_data_parallel = used_data_parallel
         self.loader_kwargs = kwargs
         self.model_loader: Any = None
 
     def on_train_loop_registration(self) -> None:
-        """Load the saved states into the loop's model, optimizer, schedulers and scaler."""
+        """Load the saved model, optimizer and scaler states; continue at the next epoch."""
         from scramjet.compat.aitoolbox.experiment.local_load.local_model_load import (
             PyTorchLocalModelLoader,
         )
@@ -69,7 +81,7 @@ class ModelLoadContinueTraining(AbstractExperimentCallback):
         self.try_infer_experiment_details(infer_cloud_details=False)
         loop = self.train_loop_obj
         self.model_loader = PyTorchLocalModelLoader(self.local_model_result_folder_path or ".")
-        self.model_loader.load_model(
+        saved = self.model_loader.load_model(
             self.project_name,
             self.experiment_name,
             self.saved_experiment_timestamp,
@@ -77,11 +89,20 @@ class ModelLoadContinueTraining(AbstractExperimentCallback):
             self.epoch_num,
             **self.loader_kwargs,
         )
-        loop.model = self.model_loader.init_model(loop.model, used_data_parallel=False)
+        loop.model = self.model_loader.init_model(
+            loop.model, used_data_parallel=self.used_data_parallel
+        )
         if not self.ignore_saved_optimizer:
             loop.optimizer = self.model_loader.init_optimizer(loop.optimizer)
-        get_schedulers = getattr(loop, "get_schedulers", None)
-        if not self.ignore_saved_schedulers and get_schedulers is not None:
-            self.model_loader.init_scheduler(get_schedulers(), ignore_saved=False)
         if not self.ignore_saved_amp and getattr(loop, "use_amp", False):
             self.model_loader.init_amp(loop.amp_scaler)
+        epoch = saved.get("epoch") if isinstance(saved, dict) else None
+        if isinstance(epoch, int):
+            loop.epoch = epoch + 1
+
+    def on_train_begin(self) -> None:
+        """Load the saved scheduler states into the loop's scheduler callbacks."""
+        get_schedulers = getattr(self.train_loop_obj, "get_schedulers", None)
+        if self.ignore_saved_schedulers or get_schedulers is None or self.model_loader is None:
+            return
+        self.model_loader.init_scheduler(get_schedulers(), ignore_saved=False)

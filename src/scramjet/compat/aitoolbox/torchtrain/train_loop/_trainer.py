@@ -125,6 +125,17 @@ class TTTrainer(Trainer):
             loop.model, None, optimizer, callbacks=callbacks, precision=precision, device=device
         )
 
+    def training_run_start(self) -> None:
+        """A fresh run starts at the loop's ``epoch``: ``loop.epoch = 5; fit(num_epochs=10)`` trains 5.
+
+        A run resumed from a checkpoint keeps the epoch it restored.
+        """
+        state, start = self.state, int(self.loop.epoch)
+        fresh = not (state.epoch or state.global_step or state.batches_seen_in_epoch)
+        if fresh and start > 0:
+            state.epoch = start
+        super().training_run_start()
+
     # ----------------------------------------------------------------- losses
     def _call_model(self, method: str, batch: Any) -> Any:
         loop, model = self.loop, self.unwrapped_model
