@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -61,6 +62,20 @@ def encode_stage(root: Path, names: list[str], args: argparse.Namespace, workers
     start = time.perf_counter()
     for _ in _pool.results(_encode_task, tasks, workers, "threads"):
         pass
+    return len(tasks) / (time.perf_counter() - start)
+
+
+def encode_stage_processes(
+    root: Path, names: list[str], args: argparse.Namespace, pool: Any
+) -> float:
+    """Samples/s of the same encoding task in ``args.workers`` forked processes (started
+    beforehand): no GIL at all, so its ratio to one worker is how far this machine's cores
+    scale on this work."""
+    encode = args.encodings.split(",")[0]
+    tasks = [(i, [str(root / n)], args.size, args.size, 3, encode, args.quality, True)
+             for i, n in enumerate(names)]  # fmt: skip
+    start = time.perf_counter()
+    pool.map(_encode_task, tasks, chunksize=8)
     return len(tasks) / (time.perf_counter() - start)
 
 
@@ -111,7 +126,9 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
     """Make the source images, then time the baseline, a tar copy and every pack run."""
     rates: dict[tuple[str, int, str], list[float]] = {c: [] for c in configs(args)}
     sizes: dict[tuple[str, int, str], int] = {}
-    base: dict[str, Any] = {"serial": [], "stage1": [], "stageN": [], "gil": []}
+    base: dict[str, Any] = {"serial": [], "stage1": [], "stageN": [], "stageP": [], "gil": []}
+    procs = multiprocessing.get_context("fork").Pool(args.workers)
+    procs.map(abs, range(args.workers))  # started before any timing
     with tempfile.TemporaryDirectory(prefix="scramjet-bench-") as tmp:
         root = Path(tmp)
         items = make_images(root, args.n, args.src_size, args.quality)
@@ -126,6 +143,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
             base["serial"].append(serial_baseline(root, names, args.size, args.quality))
             for key, workers in (("stage1", 1), ("stageN", args.workers))[:: 1 - 2 * (r % 2)]:
                 base[key].append(encode_stage(root, names, args, workers))
+            base["stageP"].append(encode_stage_processes(root, names, args, procs))
             base["gil"].append(gil_share(root, names, args))
             for encode, workers, pool in order[r % len(order) :] + order[: r % len(order)]:
                 dst = root / f"{encode}-{workers}-{pool}-{r}.pack"
@@ -146,6 +164,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
                 rates[(encode, workers, pool)].append(report.num_samples / report.seconds)
                 sizes[(encode, workers, pool)] = report.bytes
                 shutil.rmtree(dst)
+    procs.terminate()
     return base, {c: (rates[c], sizes[c]) for c in rates}
 
 
@@ -184,6 +203,12 @@ def report(args: argparse.Namespace, base: dict[str, Any], runs: dict[Any, Any])
     print(
         f"scaling, encoding stage only ({first}, threads): 1 worker {one:.0f}/s, {w} workers "
         f"{many:.0f}/s = {many / (w * one):.2f} x {w} x one worker's (target 0.90)"
+    )
+    in_procs = statistics.median(base["stageP"])
+    print(
+        f"  the same encoding in {w} processes at once (no GIL): {in_procs:.0f}/s = "
+        f"{in_procs / (w * one):.2f} x {w} x one worker's: how far this machine's cores scale; "
+        f"{w} threads reach {many / in_procs:.2f}x of it"
     )
     share = statistics.median(g[0] for g in base["gil"])
     bound = statistics.median(g[1] for g in base["gil"])
