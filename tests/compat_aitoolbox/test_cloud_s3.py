@@ -6,17 +6,27 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
+from aitb_helpers import MyNeuralModel, loaders
 from s3_helpers import S3Server
 from torch import nn
 
 from scramjet.checkpoint.manager import read_checkpoint
+from scramjet.compat.aitoolbox import ClassificationResultPackage, TrainLoopCheckpointEndSave
+from scramjet.compat.aitoolbox.cloud._transfer import (
+    check_writable,
+    mirror_files,
+    put_file,
+    s3_client,
+)
 from scramjet.compat.aitoolbox.cloud.AWS.data_access import BaseDataLoader, BaseDataSaver
 from scramjet.compat.aitoolbox.cloud.AWS.model_load import PyTorchS3ModelLoader
 from scramjet.compat.aitoolbox.experiment.experiment_saver import FullPyTorchExperimentS3Saver
 from scramjet.compat.aitoolbox.experiment.result_package.abstract_result_packages import (
     AbstractResultPackage,
 )
+from scramjet.tracking.storage import StorageCheckError
 
 
 class Fixed(AbstractResultPackage):
@@ -100,3 +110,86 @@ def test_ses_sender_sends_the_report_with_its_attachment(s3: S3Server, tmp_path:
         parts[1].get_filename() == "loss.png"
         and parts[1].get_payload(decode=True) == plot.read_bytes()
     )
+
+
+def test_s3_transfers_use_a_boto3_client_built_from_the_storage_options() -> None:
+    options = {
+        "key": "k",
+        "secret": "s",
+        "client_kwargs": {"endpoint_url": "http://127.0.0.1:1", "region_name": "eu-west-1"},
+        "skip_instance_cache": True,
+    }
+    client = s3_client("s3://bucket/prefix", options)
+    assert client is not None and client.meta.endpoint_url == "http://127.0.0.1:1"
+    assert client.meta.region_name == "eu-west-1"
+    assert s3_client("gs://bucket/prefix") is None
+    assert s3_client("s3://bucket", {"requester_pays": True}) is None  # s3fs only: fsspec path
+
+
+def test_storage_options_reach_the_server_without_environment_settings(
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bucket = s3.new_bucket()
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    options = {
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"endpoint_url": s3.endpoint, "region_name": "us-east-1"},
+    }
+    (tmp_path / "f.txt").write_text("payload")
+    url = BaseDataSaver(bucket, storage_options=options).save_file(
+        str(tmp_path / "f.txt"), "a/f.txt"
+    )
+    assert url == f"s3://{bucket}/a/f.txt" and s3.list_keys(bucket) == {"a/f.txt": 7}
+    got = BaseDataLoader(bucket, str(tmp_path), storage_options=options).load_file(
+        "a/f.txt", str(tmp_path / "back" / "f.txt")
+    )
+    assert Path(got).read_text() == "payload"
+
+
+def test_a_failed_upload_raises_and_keeps_the_local_file(s3: S3Server, tmp_path: Path) -> None:
+    local = tmp_path / "model.pth"
+    local.write_bytes(b"weights")
+    with pytest.raises(RuntimeError, match=r"upload of .* failed after 1 attempt\(s\): HTTP 404"):
+        put_file(str(local), "s3://no-such-bucket-here/model.pth")
+    with pytest.raises(RuntimeError, match="HTTP 404"):
+        mirror_files(str(tmp_path), "s3://no-such-bucket-here/run", [str(local)])
+    assert local.read_bytes() == b"weights"
+    with pytest.raises(StorageCheckError, match=r"no-such-bucket-here.*HTTP 404"):
+        check_writable(str(tmp_path), "s3://no-such-bucket-here/run")
+    bucket = s3.new_bucket()
+    check_writable(str(tmp_path), f"s3://{bucket}/run")  # the probe is written, then deleted
+    assert s3.list_keys(bucket) == {}
+
+
+def test_checkpointing_train_loop_mirrors_its_files_to_s3(s3: S3Server, tmp_path: Path) -> None:
+    bucket = s3.new_bucket()
+    torch.manual_seed(0)
+    model = MyNeuralModel()
+    train, val, test = loaders()
+    loop = TrainLoopCheckpointEndSave(
+        model,
+        train,
+        val,
+        test,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        nn.CrossEntropyLoss(),
+        project_name="proj",
+        experiment_name="exp",
+        local_model_result_folder_path=str(tmp_path),
+        hyperparams={"lr": 0.1},
+        val_result_package=ClassificationResultPackage(),
+        test_result_package=ClassificationResultPackage(),
+        cloud_save_mode="s3",
+        bucket_name=bucket,
+        cloud_dir_prefix="runs",
+    )
+    loop.fit(num_epochs=1)
+    folder = f"runs/proj/exp_{loop.experiment_timestamp}"
+    keys = s3.list_keys(bucket)
+    stamp = loop.experiment_timestamp
+    assert f"{folder}/checkpoint_model/model_exp_{stamp}_E0.pth" in keys
+    assert f"{folder}/model/model_exp_{stamp}.pth" in keys
+    local = tmp_path / "proj" / f"exp_{stamp}" / "model" / f"model_exp_{stamp}.pth"
+    assert keys[f"{folder}/model/model_exp_{stamp}.pth"] == local.stat().st_size

@@ -56,8 +56,9 @@ class BaseFullExperimentSaver(AbstractExperimentSaver):
         experiment_name: prefix of the experiment folder.
         experiment_timestamp: the folder's timestamp; default: when ``save_experiment`` runs.
 
-    The bucket savers below also take ``storage_options``, passed to fsspec (e.g.
-    ``{"token": "anon"}`` for a Google Cloud Storage emulator, ``client_kwargs`` for S3).
+    The bucket savers below also take ``storage_options`` in fsspec's form (e.g.
+    ``{"token": "anon"}`` for a Google Cloud Storage emulator; ``key``/``secret``/
+    ``client_kwargs`` for S3, turned into the boto3 client's arguments).
     """
 
     def __init__(

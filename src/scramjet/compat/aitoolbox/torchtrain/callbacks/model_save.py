@@ -80,15 +80,16 @@ def check_cloud_destination(callback: Any, cloud: Any) -> None:
     Raises:
         StorageCheckError: the bucket cannot be written (the storage's answer and the fix).
     """
+    from scramjet.compat.aitoolbox.cloud._transfer import check_writable
     from scramjet.compat.aitoolbox.experiment._paths import experiment_dir
-    from scramjet.tracking.storage import RunStorage, StorageCheckError
+    from scramjet.tracking.storage import StorageCheckError
 
     stamp = callback.train_loop_obj.experiment_timestamp
     names = (callback.project_name, callback.experiment_name, stamp)
     local = experiment_dir(callback.local_model_result_folder_path, *names)
     os.makedirs(local, exist_ok=True)
     try:
-        RunStorage(local, cloud.experiment_url(*names), cloud.storage_options, check=True).close()
+        check_writable(local, cloud.experiment_url(*names), cloud.storage_options)
     except StorageCheckError as exc:
         raise StorageCheckError(
             f"{type(callback).__name__}: cloud_save_mode={callback.cloud_save_mode!r} (the "
