@@ -240,7 +240,10 @@ class _Locked:
         try:
             fcntl.flock(self.fd, flags | (0 if wait else fcntl.LOCK_NB))
         except BaseException:
+            # __del__ still runs on an object whose __init__ raised: mark the descriptor
+            # closed, or it would close whatever file reuses the number by then.
             os.close(self.fd)
+            self.fd = -1
             raise
 
     def close(self) -> None:
