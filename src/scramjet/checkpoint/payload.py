@@ -582,7 +582,16 @@ def write_checkpoint(
     ``top_level`` names entries of ``state`` that are also put at the file's top level (the
     same objects: tensors are stored once), for code that reads ``torch.load(path)[name]``;
     names scramjet's own layout uses (``step``, ``epoch``, ``state``, ...) stay inside only.
+
+    Raises:
+        ValueError: ``path`` is a URL (see ``remote.write_remote_checkpoint``).
     """
+    if isinstance(path, str) and "://" in path:  # Path() would make it a local folder "s3:"
+        raise ValueError(
+            f"write_checkpoint writes a local file; received the URL {path!r}. Use "
+            "scramjet.checkpoint.remote.write_remote_checkpoint(url, state) (or "
+            "trainer.save_checkpoint(url)) to write one checkpoint file to object storage."
+        )
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     payload = build_payload(state, seq=0, step=step, epoch=epoch, metrics=metrics)

@@ -21,14 +21,27 @@ an upload can be retried from it, and a failed upload loses nothing.
 
 Reading (:func:`load_remote`) lists the remote folder, downloads the newest checkpoint
 into the local folder (atomically; a local copy of the same size is used as is) and
-loads it; a damaged one is skipped for the previous one.
+loads it; a damaged one is skipped for the previous one. A URL naming one file is
+downloaded every time: files written by ``trainer.save_checkpoint`` keep their name when
+they are replaced, so a local copy of the same size may be an older checkpoint.
+
+One file (:func:`write_remote_checkpoint`, used by ``trainer.save_checkpoint(url)``) is
+written to a local staging copy, then uploaded, retried with backoff. On an object store
+the upload is one PUT (or a multi-part upload that is aborted on failure), which becomes
+visible only once complete: a failed or killed upload leaves the object that was there
+before, or none. ``file://`` URLs are written with the local atomic rename; other
+file systems get a temporary name that is moved into place.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 import tempfile
+import time
+import uuid
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,15 +55,22 @@ from scramjet.checkpoint.manager import (
     CorruptCheckpointError,
     LoadResult,
 )
+from scramjet.checkpoint.payload import write_checkpoint
 from scramjet.runtime.files import atomic_write
 
 __all__ = [
     "RemoteCheckpointManager",
+    "check_scheme",
     "default_local_dir",
     "has_checkpoints",
     "is_url",
     "load_remote",
+    "write_remote_checkpoint",
 ]
+
+# Stores where an upload becomes visible only once complete (a PUT, a multi-part upload).
+_OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
+_LOCAL_SCHEMES = frozenset({"file", "local"})
 
 
 def is_url(location: object) -> bool:
@@ -68,9 +88,32 @@ def default_local_dir(url: str) -> Path:
     return Path(tempfile.gettempdir()) / "scramjet-checkpoints" / digest[:16]
 
 
+def check_scheme(url: str) -> str:
+    """The protocol of ``url`` (``"s3"``, ``"gs"``, ``"file"``...), lower case.
+
+    Raises:
+        ValueError: fsspec knows no such protocol (the message names what was received
+            and what is accepted).
+    """
+    import fsspec
+
+    scheme = url.split("://", 1)[0]
+    known = set(fsspec.available_protocols())
+    unknown = [p for p in scheme.split("::") if p.lower() not in known]
+    if unknown or not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.:-]*", scheme):
+        raise ValueError(
+            f"unknown storage scheme {scheme + '://'!r} in {url!r}. A checkpoint location is "
+            "a local path or a URL whose scheme fsspec knows: s3:// (pip install "
+            "'scramjet[s3]'), gs:// (pip install 'scramjet[gcs]'), file://, or another "
+            "fsspec protocol (fsspec.available_protocols() lists them)."
+        )
+    return scheme.rsplit("::", 1)[-1].lower()
+
+
 def _open(url: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str]:
     from scramjet.tracking.storage import StorageTimeouts, open_filesystem, with_default_timeouts
 
+    check_scheme(url)
     options = with_default_timeouts(url, storage_options, StorageTimeouts())
     return open_filesystem(url.rstrip("/"), options)
 
@@ -103,10 +146,10 @@ def has_checkpoints(
     return folder.is_dir() and any(_NAME_RE.match(e.name) for e in os.scandir(folder))
 
 
-def _fetch(fs: Any, remote: str, local: Path) -> Path:
-    """Download ``remote`` to ``local`` atomically (a local file of the same size is kept)."""
-    size = int(fs.size(remote))
-    if local.is_file() and local.stat().st_size == size:
+def _fetch(fs: Any, remote: str, local: Path, *, reuse: bool = True) -> Path:
+    """Download ``remote`` to ``local`` atomically (with ``reuse``, a local file of the
+    same size is kept: right for names that are never reused, such as rotation's)."""
+    if reuse and local.is_file() and local.stat().st_size == int(fs.size(remote)):
         return local
     local.parent.mkdir(parents=True, exist_ok=True)
 
@@ -143,12 +186,13 @@ def load_remote(
     manager = CheckpointManager(folder, keep_last=None)
     if fs.isfile(root):
         name = root.rsplit("/", 1)[-1]
-        return manager.load(state, which=_fetch(fs, root, folder / name))
+        return manager.load(state, which=_fetch(fs, root, folder / name, reuse=False))
     names = [name for _, name in reversed(_remote_names(fs, root))]
     if not names:
         raise FileNotFoundError(
-            f"no checkpoint under {url!r}: expected files named ckpt-<seq>-step<step>.pt, as "
-            "SaveTrainingStateCallback writes. Check the URL, or start without resume_from."
+            f"no checkpoint at {url!r}: neither a checkpoint file (as trainer.save_checkpoint "
+            "writes) nor a folder of files named ckpt-<seq>-step<step>.pt (as "
+            "SaveTrainingStateCallback writes). Check the URL, or start without resume_from."
         )
     errors = []
     for i, name in enumerate(names):
@@ -165,6 +209,97 @@ def load_remote(
                     stacklevel=3,
                 )
     raise CorruptCheckpointError(folder / names[0], "no readable checkpoint: " + "; ".join(errors))
+
+
+def write_remote_checkpoint(
+    url: str,
+    state: Mapping[str, Any],
+    *,
+    step: int = 0,
+    epoch: int | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    local_dir: str | os.PathLike[str] | None = None,
+    upload_attempts: int = 4,
+) -> str:
+    """Write one checkpoint file at ``url``, atomically; returns ``url``.
+
+    The file is what :func:`~scramjet.checkpoint.write_checkpoint` writes (read back by
+    :func:`load_remote` and ``trainer.load_checkpoint(url)``). It is staged in
+    ``local_dir`` (default :func:`default_local_dir`), uploaded (retried with backoff),
+    and the staged copy is removed.
+
+    Args:
+        url: The file's URL (``s3://bucket/run/last.pt``, ``gs://...``, ``file://...``).
+        state: Entries to save, as for :meth:`CheckpointManager.save`.
+        step: Optimizer step recorded in the file.
+        epoch: Epoch recorded in the file.
+        metrics: Metrics recorded in the file.
+        storage_options: Passed to fsspec.
+        local_dir: Where the staging copy is written.
+        upload_attempts: Tries of the upload before giving up.
+
+    Raises:
+        ValueError: ``url`` has an unknown scheme or names no file.
+        CheckpointWriteError: The upload failed after its retries. Whatever was at ``url``
+            before is left as it was, and the complete file is kept in ``local_dir``
+            (``path``; ``saved`` is True).
+    """
+    protocol = check_scheme(url)
+    rest = url.split("://", 1)[1].strip("/")
+    if url.endswith("/") or not rest or (protocol in _OBJECT_STORES and "/" not in rest):
+        raise ValueError(
+            f"a checkpoint URL names a file, such as 's3://bucket/run/last.pt'; received {url!r}"
+        )
+    fs, path = _open(url, storage_options)
+    if protocol in _LOCAL_SCHEMES and "::" not in url:  # the local atomic write, in place
+        write_checkpoint(path, state, step=step, epoch=epoch, metrics=metrics)
+        return url
+    folder = Path(local_dir) if local_dir is not None else default_local_dir(url)
+    staged = folder / path.rsplit("/", 1)[-1]
+    write_checkpoint(staged, state, step=step, epoch=epoch, metrics=metrics, fsync=False)
+    error = _upload_file(fs, staged, path, protocol, upload_attempts)
+    if error is not None:
+        raise CheckpointWriteError(
+            f"checkpoint {url} was not saved: the upload failed ({type(error).__name__}: "
+            f"{error}). Whatever was at {url} before is unchanged. The complete file is kept "
+            f"at {str(staged)!r}: copy it there, or save again once the store is reachable.",
+            staged,
+            saved=True,
+        ) from error
+    staged.unlink(missing_ok=True)
+    return url
+
+
+def _upload_file(
+    fs: Any, local: Path, path: str, protocol: str, attempts: int
+) -> BaseException | None:
+    """Upload ``local`` to ``path`` so that ``path`` only ever holds a complete file; the
+    last error if every attempt failed (an HTTP 4xx refusal is not tried again)."""
+    from scramjet.tracking.storage import permanent_error
+
+    last: BaseException | None = None
+    for attempt in range(max(1, attempts)):
+        if attempt:
+            time.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)))
+        temporary = None
+        try:
+            if protocol in _OBJECT_STORES:  # visible only once complete
+                fs.put_file(str(local), path)
+            else:  # a temporary name next to the target, moved into place
+                parent, _, name = path.rpartition("/")
+                temporary = f"{parent}/.{name}.{uuid.uuid4().hex[:8]}.uploading"
+                fs.put_file(str(local), temporary)
+                fs.mv(temporary, path)
+            return None
+        except Exception as exc:
+            last = exc
+            if temporary is not None:  # tidying: the upload's error is the one reported
+                with contextlib.suppress(Exception):
+                    fs.rm_file(temporary)
+            if permanent_error(exc) is not None or isinstance(exc, FileNotFoundError):
+                break
+    return last
 
 
 class RemoteCheckpointManager(CheckpointManager):

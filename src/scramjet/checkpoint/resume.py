@@ -155,12 +155,31 @@ def save_file(
     extra: dict[str, Any],
     include_optimizer: bool,
 ) -> None:
-    """Write the training state (and ``extra`` plain values) to one file (collective)."""
+    """Write the training state (and ``extra`` plain values) to one file (collective).
+
+    ``path`` is a local file or a URL (``s3://bucket/run/last.pt``, ``gs://``, ``file://``):
+    :func:`~scramjet.checkpoint.remote.write_remote_checkpoint` uploads it atomically. A
+    failed write is raised on the writing rank after the barrier, so the other ranks are
+    never left waiting.
+    """
+    url = remote.is_url(path)
+    if url:  # every rank, before the collective work: a typo fails at once, everywhere
+        remote.check_scheme(str(path))
     state = training_state(trainer, include_optimizer=include_optimizer)
     state.update(extra)
+    error: Exception | None = None
     if trainer.is_main_process:
-        write_checkpoint(path, state, step=trainer.state.global_step, epoch=trainer.state.epoch)
+        step, epoch = trainer.state.global_step, trainer.state.epoch
+        try:
+            if url:
+                remote.write_remote_checkpoint(str(path), state, step=step, epoch=epoch)
+            else:
+                write_checkpoint(path, state, step=step, epoch=epoch)
+        except Exception as exc:
+            error = exc
     dist.barrier()
+    if error is not None:
+        raise error
 
 
 def save_to_manager(trainer: Trainer, manager: CheckpointManager | None) -> Path | None:
