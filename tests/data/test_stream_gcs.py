@@ -152,7 +152,9 @@ def test_cache_limit_holds_while_streaming_from_gcs(fs: Any, images: Path, tmp_p
     url = _remote_pack(fs, images)
     probe = PackedDataset(url, cache_dir=tmp_path / "probe", storage_options=ANON)
     shard = probe.manifest.shards[0].bytes
-    limit = 4 * shard + shard // 2  # window 2 + prefetch 1 in use, one more to spare
+    # the documented minimum, (window 2 + prefetch 1 + 2) shards, and half a shard more:
+    # still fewer than the pack's 8, so shards are evicted and fetched again
+    limit = 5 * shard + shard // 2
     cache = tmp_path / "cache"
     ds = PackedDataset(url, cache_dir=cache, cache_limit=limit, shuffle_window=2, prefetch=1,
                        storage_options=ANON)  # fmt: skip

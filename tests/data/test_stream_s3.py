@@ -116,7 +116,9 @@ def test_a_sampler_epoch_reads_every_sample_once_and_downloads_each_shard_once(
 def test_cache_limit_holds_while_reading(s3: S3Server, images: Path, tmp_path: Path) -> None:
     url = _remote_pack(s3, images)
     shard = PackedDataset(url, cache_dir=tmp_path / "probe").manifest.shards[0].bytes
-    limit = 4 * shard + shard // 2  # window 2 + prefetch 1 in use, one more to spare
+    # the documented minimum, (window 2 + prefetch 1 + 2) shards, and half a shard more:
+    # still fewer than the pack's 8, so shards are evicted and fetched again
+    limit = 5 * shard + shard // 2
     cache = tmp_path / "cache"
     ds = PackedDataset(url, cache_dir=cache, cache_limit=limit, shuffle_window=2, prefetch=1)
     peak, stop = [0], threading.Event()

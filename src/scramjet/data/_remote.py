@@ -425,8 +425,8 @@ class ShardCache:
                     f"cache_limit={self.limit} bytes: no room for shard "
                     f"{self.manifest.shards[k].file} ({size} bytes) of {self.url!r} in "
                     f"{str(self.root)!r}: {used} bytes are held by shards in use. Raise "
-                    "cache_limit (it must hold the shuffle window plus the shards read "
-                    "ahead, for every pack read at once) or lower prefetch"
+                    "cache_limit (to at least (shuffle_window + prefetch + 2) shards, for "
+                    "every pack read at once) or lower prefetch"
                 )
             time.sleep(0.2)  # shards in use are released as readers move on
 
