@@ -927,6 +927,10 @@ class Trainer:
     ) -> None:
         """Write the training state to one file, atomically (rank 0 writes; all ranks call).
 
+        ``save_path`` may be a URL (``s3://bucket/run/last.pt``, ``gs://...``, ``file://...``):
+        the file is staged locally and uploaded; a failed upload raises
+        ``CheckpointWriteError`` and leaves whatever was at the URL unchanged.
+
         ``checkpoint_kwargs`` are extra plain values stored alongside (returned by
         :meth:`load_checkpoint`).
         """
@@ -950,7 +954,8 @@ class Trainer:
         """Restore a checkpoint written by :meth:`save_checkpoint` (or a checkpoint directory).
 
         Args:
-            checkpoint_path: the file, or a checkpoint directory (its latest checkpoint).
+            checkpoint_path: the file, or a checkpoint directory (its latest checkpoint),
+                or a URL of either (``s3://...``; a file URL is downloaded every time).
             load_optimizer: also restore the optimizer, scheduler and GradScaler.
             load_training_state: also restore the loop counters, the run history, the
                 callbacks' state, the data order and the random number generators (what
