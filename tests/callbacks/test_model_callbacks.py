@@ -135,12 +135,18 @@ def test_model_ema_matches_hand_computed_average() -> None:
     assert not torch.allclose(ema_cb.ema_model.net[0].weight, model.net[0].weight)
 
 
-def test_model_ema_can_save_its_weights(tmp_path: Path) -> None:
-    ema_cb = ModelEmaCallback(decay=0.5, save_path=tmp_path / "ema.pt")
+@pytest.mark.parametrize("as_url", [False, True])
+def test_model_ema_can_save_its_weights(
+    tmp_path: Path, as_url: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    target = (tmp_path / "ema.pt").as_uri() if as_url else tmp_path / "ema.pt"
+    ema_cb = ModelEmaCallback(decay=0.5, save_path=target)
     trainer = make_trainer(TinyMLP(), callbacks=[ema_cb])
     trainer.train(blobs(n=8), num_epochs=1, per_device_batch_size=4)
+    assert not (tmp_path / "file:").exists()
     restored = TinyMLP(seed=3)
-    make_trainer(restored).load_checkpoint(tmp_path / "ema.pt", load_optimizer=False)
+    make_trainer(restored).load_checkpoint(target, load_optimizer=False)
     assert ema_cb.ema_model is not None
     assert_same_weights(restored, ema_cb.ema_model)
 

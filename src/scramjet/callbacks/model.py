@@ -15,6 +15,7 @@ from scramjet.callbacks.base import TrainerCallback
 from scramjet.callbacks.control import improved
 from scramjet.checkpoint import CheckpointManager, CheckpointWriteError, remote
 from scramjet.checkpoint.resume import flush_checkpoints
+from scramjet.data._remote import is_url
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.preemption import PreemptionWatcher, TrainingPreempted
 
@@ -133,7 +134,9 @@ class ModelEmaCallback(TrainerCallback):
             raise ValueError(f"decay must be in (0, 1); received {decay}.")
         self.decay = decay
         self.evaluate_during_training = evaluate_during_training
-        self.save_path = Path(save_path) if save_path is not None else None
+        self.save_path: str | Path | None = None
+        if save_path is not None:  # a URL stays a string (Path would fold its "//")
+            self.save_path = str(save_path) if is_url(save_path) else Path(save_path)
         self.ema_model: nn.Module | None = None
         self._pending_state: dict[str, Any] | None = None
         self._backup: dict[str, torch.Tensor] | None = None
@@ -192,10 +195,13 @@ class ModelEmaCallback(TrainerCallback):
         """Save the EMA weights if a path was given."""
         if self.save_path is not None and self.ema_model is not None and trainer.is_main_process:
             from scramjet.checkpoint import write_checkpoint
+            from scramjet.checkpoint.remote import write_remote_checkpoint
 
-            write_checkpoint(
-                self.save_path, {"model": self.ema_model}, step=trainer.state.global_step
-            )
+            state, step = {"model": self.ema_model}, trainer.state.global_step
+            if is_url(self.save_path):  # s3://, gs://, file://: staged, then uploaded
+                write_remote_checkpoint(str(self.save_path), state, step=step)
+            else:
+                write_checkpoint(self.save_path, state, step=step)
 
     def state_dict(self) -> dict[str, Any]:
         """The EMA weights (empty before the first training run)."""
