@@ -10,7 +10,11 @@ from aitb_helpers import MyNeuralModel, dataset
 from torch import nn
 from torch.utils.data import DataLoader
 
-from scramjet.compat.aitoolbox import ClassificationResultPackage, TrainLoopCheckpointEndSave
+from scramjet.compat.aitoolbox import (
+    ClassificationResultPackage,
+    ModelCheckpoint,
+    TrainLoopCheckpointEndSave,
+)
 from scramjet.compat.aitoolbox.experiment.local_load.local_model_load import (
     PyTorchLocalModelLoader,
 )
@@ -150,3 +154,19 @@ def test_init_amp_loads_the_saved_scaler_state() -> None:
     assert scaler.get_scale() == pytest.approx(512.0)
     loader.model_representation = {}
     assert loader.init_amp(scaler).get_scale() == pytest.approx(512.0)  # nothing saved
+
+
+def test_a_resumed_run_keeps_the_epoch_of_its_checkpoint(tmp_path: Path) -> None:
+    model, optimizer, (train, val, test) = _parts()
+    loop = TrainLoop(model, train, val, test, optimizer, nn.CrossEntropyLoss())
+    loop.fit(num_epochs=1, callbacks=[ModelCheckpoint("p", "r", tmp_path, {})])
+    model2, optimizer2, (train2, val2, test2) = _parts()
+    loop2 = TrainLoop(model2, train2, val2, test2, optimizer2, nn.CrossEntropyLoss())
+    loop2.epoch = 2  # ignored: the checkpoint says where the run continues
+    epochs = Epochs()
+    loop2.fit(
+        num_epochs=3,
+        callbacks=[ModelCheckpoint("p", "r", tmp_path, {}), epochs],
+        resume_from=loop.experiment.run_dir / "checkpoints",
+    )
+    assert epochs.seen == [1, 2]
