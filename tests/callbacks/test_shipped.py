@@ -278,5 +278,7 @@ def test_aitoolbox_adapters_inside_their_train_loop() -> None:
         assert loop.trainer is not None
         (adapter,) = [cb for cb in loop.trainer.callbacks if isinstance(cb, LoopEvents)]
         assert adapter.loop is loop and loop.callbacks == [counter]
-    assert counter.epochs == 4
+    # As in AIToolbox, fit trains epochs loop.epoch..num_epochs-1 and leaves loop.epoch at
+    # the last one: 2 epochs, then 1.
+    assert counter.epochs == 3 and loop.epoch == 1
     _round_trip(adapter.state_dict(), LoopEvents(loop))
