@@ -71,6 +71,32 @@ def test_fast_loader_matches_per_item_reads(packed):
     assert [s["label"] for s in ds.__getitems__([3, 2])] == [3, 2]
 
 
+@pytest.mark.parametrize(
+    "indices",
+    [
+        list(range(12)),  # in order: one copy per shard
+        [2, 3, 4, 5, 6],  # a run that crosses shards
+        [5, 6, 7, 1, 2, 3],  # runs in the file that are not runs in the batch
+        [4, 4, 5, 5, 5, 3],  # repeated samples
+        [-1, -12, 0, 11, 7, 8, 9, -3],
+        [],
+    ],
+)
+def test_batches_equal_per_item_reads_in_any_order(packed, indices):
+    ds, _ = packed
+    images = np.stack([ds[i]["image"] for i in indices]) if indices else None
+    labels = [int(ds[i]["label"]) for i in indices]
+    batch = ds.get_batch(indices)
+    assert batch["label"].tolist() == labels
+    out = np.zeros((len(indices), 32, 40, 3), np.uint8)
+    ds.get_batch(indices, image_out=out)
+    if images is None:
+        assert batch["image"].shape == (0, 32, 40, 3)
+        return
+    np.testing.assert_array_equal(batch["image"].numpy(), images)
+    np.testing.assert_array_equal(out, images)
+
+
 def test_distributed_sampler_covers_every_sample_once(packed):
     ds, _ = packed
     got = []

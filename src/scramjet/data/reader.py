@@ -77,7 +77,11 @@ def _map_dataset(path: str, ds: Any) -> np.ndarray:
     offset = ds.id.get_offset()
     if offset is None or ds.chunks is not None or ds.compression is not None or ds.size == 0:
         return np.asarray(ds[()])
-    return np.memmap(path, dtype=ds.dtype, mode="r", offset=offset, shape=ds.shape)
+    # A plain ndarray view of the map (its base keeps the map open): indexing an
+    # ``np.memmap`` runs Python code (``__getitem__``, ``__array_finalize__``) for every
+    # row taken, all of it under the GIL that the reading threads share.
+    mapped = np.memmap(path, dtype=ds.dtype, mode="r", offset=offset, shape=ds.shape)
+    return mapped.view(np.ndarray)
 
 
 def _batch_buffer(
@@ -93,6 +97,57 @@ def _batch_buffer(
         return tensor, tensor.numpy()
     out = np.empty(shape, dtype)
     return torch.from_numpy(out), out
+
+
+class _BatchPlan:
+    """Where the samples of a batch lie and the order to read them in, worked out once for
+    every column of the batch.
+
+    ``order`` holds the batch positions in the order the files hold them (by shard, then
+    by row); ``groups`` the same positions as ``(shard, positions)`` pairs, one per shard;
+    ``shard_at`` and ``row_at`` the shard and row of each position, as lists.
+    """
+
+    def __init__(self, shards: np.ndarray, local: np.ndarray) -> None:
+        self.shards, self.local = shards, local
+        self.shard_at: list[int] = shards.tolist()
+        self.row_at: list[int] = local.tolist()
+        self.order = np.lexsort((local, shards))  # stable: repeated samples keep their order
+        in_order = shards[self.order].tolist()
+        cuts = [0] + [j for j in range(1, len(in_order)) if in_order[j] != in_order[j - 1]]
+        ends = [*cuts[1:], len(in_order)]
+        self.groups = [(in_order[a], self.order[a:b]) for a, b in zip(cuts, ends) if b > a]
+
+
+def _copy_rows(
+    maps: dict[int, np.ndarray],
+    shard_at: list[int],
+    row_at: list[int],
+    order: list[int],
+    out: np.ndarray,
+) -> None:
+    """``out[p] = maps[shard_at[p]][row_at[p]]`` for every batch position ``p``, in ``order``.
+
+    One copy from the page cache into the batch per row, or per run of positions whose
+    rows follow each other in one shard (a batch read in order is one copy per shard).
+    Each copy releases the GIL, so reading threads copy in parallel; the Python work
+    between copies, which holds it, is kept to a few list look-ups.
+    """
+    j, n = 0, len(order)
+    while j < n:
+        p = order[j]
+        k, r = shard_at[p], row_at[p]
+        e = j + 1
+        while e < n:
+            q = order[e]
+            if q != p + e - j or shard_at[q] != k or row_at[q] != r + e - j:
+                break
+            e += 1
+        if e - j == 1:
+            out[p] = maps[k][r]
+        else:
+            out[p : p + e - j] = maps[k][r : r + e - j]
+        j = e
 
 
 def _check_offsets(table: np.ndarray, end: int, what: str, file: str) -> None:
@@ -566,10 +621,10 @@ class PackedDataset(Dataset[Any]):
             collated: dict[str, Any] = default_collate(self.__getitems__(indices))
             return collated
         idx = np.asarray(indices, dtype=np.int64)
-        shards, local = self._locate(idx)
+        plan = _BatchPlan(*self._locate(idx))
         batch: dict[str, Any] = {}
         for col in self.columns:
-            batch[col.name] = self._batch_column(col, shards, local, image_out)
+            batch[col.name] = self._batch_column(col, plan, image_out)
         return batch
 
     def _ring_batch(self, request: BatchRequest) -> dict[str, Any]:
@@ -585,9 +640,8 @@ class PackedDataset(Dataset[Any]):
         batch[image] = SlotRef(info.id, slot, n)
         return batch
 
-    def _batch_column(
-        self, col: ColumnSpec, shards: np.ndarray, local: np.ndarray, image_out: Any = None
-    ) -> Any:
+    def _batch_column(self, col: ColumnSpec, plan: _BatchPlan, image_out: Any = None) -> Any:
+        shards, local = plan.shards, plan.local
         fixed_image = col.kind == "image" and not col.sequence
         if fixed_image or (col.kind == "value" and not col.variable):
             if fixed_image:
@@ -599,19 +653,17 @@ class PackedDataset(Dataset[Any]):
                 tensor, out = None, image_out
             else:
                 tensor, out = _batch_buffer((len(local), *shape), dtype, shared=fixed_image)
-            for k in np.unique(shards):
-                pos = np.flatnonzero(shards == k)
-                pos = pos[np.argsort(local[pos], kind="stable")]  # read in file order
-                shard = self._shard(int(k))
+            if fixed_image and col.encoding not in ("jpeg", "png"):  # raw pixels
+                maps = {k: self._shard(k).data[col.name] for k, _ in plan.groups}
+                _copy_rows(maps, plan.shard_at, plan.row_at, plan.order.tolist(), out)
+                return tensor
+            for k, pos in plan.groups:  # shard by shard, in file order
+                shard = self._shard(k)
                 if col.encoding in ("jpeg", "png"):
                     data, offs = shard.data[col.name], shard.offsets[col.name]
                     for p in pos:
                         i = int(local[p])
                         self._decode(col, data[offs[i] : offs[i + 1]], out[p])
-                elif fixed_image:  # row by row: one copy from the page cache into the batch
-                    data = shard.data[col.name]
-                    for p in pos:
-                        out[p] = data[local[p]]
                 else:
                     out[pos] = shard.data[col.name][local[pos]]
             return tensor
