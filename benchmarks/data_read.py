@@ -171,15 +171,17 @@ class DecodeFromMemory:
                 yield {"image": self.out[: len(part)]}
 
 
-_BLOBS: list[np.ndarray] = []  # the pack's JPEG bytes, inherited by forked decoders
+# The pack's JPEG bytes as one array and offsets, inherited by forked decoders (one object,
+# so reading it does not copy pages of the parent's per-blob objects into every child).
+_BLOBS: dict[str, np.ndarray] = {}
 
 
 def _decode_range(span: tuple[int, int]) -> int:
     import simplejpeg
 
-    out = None
-    for blob in _BLOBS[span[0] : span[1]]:
-        out = simplejpeg.decode_jpeg(blob, colorspace="RGB", buffer=out)
+    data, offs, out = _BLOBS["data"], _BLOBS["offsets"], None
+    for i in range(span[0], span[1]):
+        out = simplejpeg.decode_jpeg(data[offs[i] : offs[i + 1]], colorspace="RGB", buffer=out)
     return span[1] - span[0]
 
 
@@ -195,7 +197,9 @@ class DecodeInProcesses:
         from scramjet.data._gpu_decode import encoded_images
 
         ds = PackedDataset(path)
-        _BLOBS[:] = encoded_images(ds, ds.columns[0], list(range(len(ds))))
+        blobs = encoded_images(ds, ds.columns[0], list(range(len(ds))))
+        _BLOBS["data"] = np.concatenate(blobs)
+        _BLOBS["offsets"] = np.concatenate([[0], np.cumsum([len(b) for b in blobs])])
         self.n, self.batch, self.processes = len(ds), batch, processes
         self.pool = multiprocessing.get_context("fork").Pool(processes)
 
