@@ -218,3 +218,13 @@ def test_result_packages_take_targets_first_and_combine() -> None:
     with pytest.raises(ValueError, match="prepare_result_package"):
         ClassificationResultPackage(strict_content_check=True).get_results()
     assert ClassificationResultPackage().get_results() is None
+
+
+def test_classification_results_keep_aitoolbox_accuracy_key() -> None:
+    """Code written against AIToolbox reads ``results["Accuracy"]``; scramjet's full
+    classification metrics come beside it, with the same accuracy."""
+    package = ClassificationResultPackage()
+    package.prepare_result_package([0, 1, 2, 2, 1], [0, 2, 2, 2, 1])
+    results = package.get_results()
+    assert results["Accuracy"] == pytest.approx(0.8) == results["accuracy"]
+    assert next(iter(results)) == "Accuracy" and "f1_macro" in results

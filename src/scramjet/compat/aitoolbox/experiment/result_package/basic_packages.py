@@ -50,7 +50,11 @@ class MetricsResultPackage(AbstractResultPackage):
 
 
 class ClassificationResultPackage(MetricsResultPackage):
-    """Accuracy, macro/micro precision, recall and F1, and the confusion matrix."""
+    """Accuracy, macro/micro precision, recall and F1, and the confusion matrix.
+
+    The results hold AIToolbox's own key, ``Accuracy``, beside scramjet's ``accuracy``, so
+    code that reads ``results["Accuracy"]`` keeps working.
+    """
 
     def __init__(
         self, num_classes: int | None = None, strict_content_check: bool = False, **kwargs: Any
@@ -58,6 +62,11 @@ class ClassificationResultPackage(MetricsResultPackage):
         super().__init__(
             "ClassificationResult", M.ClassificationResults(num_classes), strict_content_check
         )
+
+    def prepare_results_dict(self) -> dict[str, Any]:
+        """AIToolbox's ``Accuracy`` first, then scramjet's classification results."""
+        results = super().prepare_results_dict()
+        return {"Accuracy": results["accuracy"], **results}
 
 
 class BinaryClassificationResultPackage(MetricsResultPackage):
