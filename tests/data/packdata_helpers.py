@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +68,39 @@ def encode_or_die(task: tuple[Any, ...]) -> tuple[int, Any]:
     if any(os.path.basename(f).startswith("die") for f in task[1]):
         os.kill(os.getpid(), signal.SIGKILL)
     return _encode_task(task)  # type: ignore[arg-type]
+
+
+def cache_bytes(cache: Path) -> int:
+    """Bytes of the shard files and downloads in progress in a shard cache, now."""
+    total = 0
+    for entry in os.scandir(cache):
+        if entry.name.endswith((".h5", ".part")):
+            with contextlib.suppress(FileNotFoundError):  # evicted or renamed meanwhile
+                total += entry.stat().st_size
+    return total
+
+
+def read_epochs_watching_cache(ds: Any, cache: Path, epochs: int = 2) -> tuple[list[int], int]:
+    """Labels of ``epochs`` shuffled epochs of a streamed pack read sample by sample, and
+    the most bytes its cache held meanwhile (sampled every 2 ms)."""
+    from scramjet.trainer.data_order import EpochSampler
+
+    peak, stop = [0], threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], cache_bytes(cache))
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        sampler = EpochSampler(ds, shuffle=True, seed=2)
+        seen: list[int] = []
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            seen += [int(ds[i]["label"]) for i in sampler]
+    finally:
+        stop.set()
+        watcher.join()
+    return seen, peak[0]

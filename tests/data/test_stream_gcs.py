@@ -8,7 +8,6 @@ gcsfs is imported. Everything read back is compared with the same pack written l
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import socket
@@ -22,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from packdata_helpers import write_csv, write_images
+from packdata_helpers import read_epochs_watching_cache, write_csv, write_images
 
 from scramjet.data import PackedDataset, PackFormatError, pack
 from scramjet.data._remote import LOG_NAME, ShardDownloadError
@@ -107,15 +106,6 @@ def _remote_pack(fs: Any, images: Path, shards: int = 8) -> str:
     return url
 
 
-def _cache_bytes(cache: Path) -> int:
-    total = 0
-    for entry in os.scandir(cache):
-        if entry.name.endswith((".h5", ".part")):
-            with contextlib.suppress(FileNotFoundError):  # evicted or renamed meanwhile
-                total += entry.stat().st_size
-    return total
-
-
 def test_pack_to_gcs_and_stream_it_back_identical(fs: Any, images: Path, tmp_path: Path) -> None:
     url = _remote_pack(fs, images)
     names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(url[5:], detail=False))
@@ -158,26 +148,9 @@ def test_cache_limit_holds_while_streaming_from_gcs(fs: Any, images: Path, tmp_p
     cache = tmp_path / "cache"
     ds = PackedDataset(url, cache_dir=cache, cache_limit=limit, shuffle_window=2, prefetch=1,
                        storage_options=ANON)  # fmt: skip
-    peak, stop = [0], threading.Event()
-
-    def watch() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], _cache_bytes(cache))
-            time.sleep(0.002)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        sampler = EpochSampler(ds, shuffle=True, seed=2)
-        seen = []
-        for epoch in range(2):
-            sampler.set_epoch(epoch)
-            seen += [int(ds[i]["label"]) for i in sampler]
-    finally:
-        stop.set()
-        watcher.join()
+    seen, peak = read_epochs_watching_cache(ds, cache)
     assert sorted(seen) == sorted(list(range(48)) * 2)
-    assert 0 < peak[0] <= limit
+    assert 0 < peak <= limit
     assert ds.downloaded_bytes() > 8 * shard  # shards were evicted and fetched again
 
 

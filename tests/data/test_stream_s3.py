@@ -6,8 +6,6 @@ with the shard cache on local disk, and compares what it reads with the local pa
 
 from __future__ import annotations
 
-import contextlib
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from packdata_helpers import write_csv, write_images
+from packdata_helpers import read_epochs_watching_cache, write_csv, write_images
 from tests.tracking.s3_helpers import S3Server
 
 from scramjet.data import PackedDataset, PackFormatError, pack
@@ -61,16 +59,6 @@ def _remote_pack(s3: S3Server, images: Path, shards: int = 8) -> str:
     url = f"s3://{s3.new_bucket()}/photos.pack"
     _pack(images, url, shards)
     return url
-
-
-def _cache_bytes(cache: Path) -> int:
-    """Bytes of the shard files and downloads in progress in ``cache``, now."""
-    total = 0
-    for entry in os.scandir(cache):
-        if entry.name.endswith((".h5", ".part")):
-            with contextlib.suppress(FileNotFoundError):  # evicted or renamed meanwhile
-                total += entry.stat().st_size
-    return total
 
 
 def test_pack_to_s3_uploads_shards_and_manifest_and_reads_back_identical(
@@ -121,26 +109,9 @@ def test_cache_limit_holds_while_reading(s3: S3Server, images: Path, tmp_path: P
     limit = 5 * shard + shard // 2
     cache = tmp_path / "cache"
     ds = PackedDataset(url, cache_dir=cache, cache_limit=limit, shuffle_window=2, prefetch=1)
-    peak, stop = [0], threading.Event()
-
-    def watch() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], _cache_bytes(cache))
-            time.sleep(0.002)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        sampler = EpochSampler(ds, shuffle=True, seed=2)
-        seen = []
-        for epoch in range(2):
-            sampler.set_epoch(epoch)
-            seen += [int(ds[i]["label"]) for i in sampler]
-    finally:
-        stop.set()
-        watcher.join()
+    seen, peak = read_epochs_watching_cache(ds, cache)
     assert sorted(seen) == sorted(list(range(48)) * 2)
-    assert 0 < peak[0] <= limit
+    assert 0 < peak <= limit
     assert ds.downloaded_bytes() > 8 * shard  # shards were evicted and fetched again
 
 

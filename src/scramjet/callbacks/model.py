@@ -15,7 +15,6 @@ from scramjet.callbacks.base import TrainerCallback
 from scramjet.callbacks.control import improved
 from scramjet.checkpoint import CheckpointManager, CheckpointWriteError, remote
 from scramjet.checkpoint.resume import flush_checkpoints
-from scramjet.data._remote import is_url
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.preemption import PreemptionWatcher, TrainingPreempted
 
@@ -134,6 +133,8 @@ class ModelEmaCallback(TrainerCallback):
             raise ValueError(f"decay must be in (0, 1); received {decay}.")
         self.decay = decay
         self.evaluate_during_training = evaluate_during_training
+        from scramjet.checkpoint.remote import is_url
+
         self.save_path: str | Path | None = None
         if save_path is not None:  # a URL stays a string (Path would fold its "//")
             self.save_path = str(save_path) if is_url(save_path) else Path(save_path)
@@ -195,7 +196,7 @@ class ModelEmaCallback(TrainerCallback):
         """Save the EMA weights if a path was given."""
         if self.save_path is not None and self.ema_model is not None and trainer.is_main_process:
             from scramjet.checkpoint import write_checkpoint
-            from scramjet.checkpoint.remote import write_remote_checkpoint
+            from scramjet.checkpoint.remote import is_url, write_remote_checkpoint
 
             state, step = {"model": self.ema_model}, trainer.state.global_step
             if is_url(self.save_path):  # s3://, gs://, file://: staged, then uploaded

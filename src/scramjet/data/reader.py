@@ -661,8 +661,8 @@ class PackedDataset(Dataset[Any]):
                 shard = self._shard(k)
                 if col.encoding in ("jpeg", "png"):
                     data, offs = shard.data[col.name], shard.offsets[col.name]
-                    for p in pos:
-                        i = int(local[p])
+                    for p in pos.tolist():
+                        i = plan.row_at[p]
                         self._decode(col, data[offs[i] : offs[i + 1]], out[p])
                 else:
                     out[pos] = shard.data[col.name][local[pos]]
