@@ -311,9 +311,9 @@ class SharedStore:
             except OSError as exc:
                 tier, seg, offset = self._book(len(blob), failed=(tier, exc))
         e = self.entry(i)
-        e[1], e[2], e[3] = seg, offset, len(blob)
-        e[0] = tier  # last: readers trust the other fields once the state says stored
-        with self._locked():
+        with self._locked():  # try_claim reads a CLAIMED entry's pid from e[1] under it
+            e[1], e[2], e[3] = seg, offset, len(blob)
+            e[0] = tier  # last: lock-free readers trust the fields once the state says stored
             self.index[_DONE] += 1
         return tier
 
