@@ -22,6 +22,7 @@ from scramjet.accel import (
     register_backend,
     unregister_backend,
 )
+from scramjet.accel._engine import _mismatch, _rounding_excess
 
 
 def _batch(n: int = 16, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -390,3 +391,77 @@ def test_hooks_added_after_compiling_are_honoured():
     pre.remove()
     torch.testing.assert_close(model(x), first)
     assert seen == ["fc"] and active_backend(model) == "COMPILE"
+
+
+class _CoarseInBf16(nn.Module):
+    """A linear layer whose output passes through ``(h + 128) - 128``: exact in fp32, but
+    under bf16 autocast rounded to steps of 1 (bf16 spacing at 128), far more than the
+    first check's bound, with gradients unchanged (the offset's derivative is 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(64, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        return (h + 128.0) - 128.0
+
+
+def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(3)
+    return torch.randn(256, 64, generator=g), torch.randint(0, 32, (256,), generator=g)
+
+
+def _first_steps(model: nn.Module) -> list[str]:
+    x, y = _inputs()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return _accel_warnings(record)
+
+
+def test_under_autocast_a_backend_as_accurate_as_eager_passes_the_second_check() -> None:
+    def build_exact(fn, ctx):  # computes in full precision: entrywise far from eager bf16
+        return getattr(fn, "full_precision", fn)  # the raw forward has it under autocast
+
+    register_backend("EXACT", build_exact)
+    try:
+        torch.manual_seed(0)
+        base = _CoarseInBf16()
+        x = _inputs()[0]
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            coarse_out = base(x).float()
+        with torch.no_grad():  # the first check alone rejects full precision against it
+            assert _mismatch(base(x), coarse_out, 5e-2, 1e-5) is not None
+        plain = accelerate_model(copy.deepcopy(base), backends=["EXACT"])
+        assert _first_steps(plain) == [] and active_backend(plain) == "EXACT"
+        coarse = accelerate_model(copy.deepcopy(base), backends=["EXACT"], autocast="bf16")
+        assert _first_steps(coarse) == [] and active_backend(coarse) == "EXACT"
+    finally:
+        unregister_backend("EXACT")
+
+
+def test_under_autocast_a_wrong_backend_still_fails_the_second_check(fault_backends) -> None:
+    torch.manual_seed(0)  # a layer bf16 computes well: a wrong result is not rounding
+    model = accelerate_model(nn.Linear(64, 32), backends=["WRONG"], autocast="bf16")
+    messages = _first_steps(model)
+    assert active_backend(model) == "PYTORCH"
+    assert len(messages) == 1 and "against full precision too: output 0" in messages[0]
+
+
+def test_rounding_excess_accepts_rounding_noise_and_rejects_a_scaled_result() -> None:
+
+    g = torch.Generator().manual_seed(0)
+    exact = torch.randn(10_000, generator=g)
+    eager = exact + 0.1 * torch.randn(10_000, generator=g)  # two low-precision results,
+    other = exact + 0.1 * torch.randn(10_000, generator=g)  # each off by its own rounding
+    assert _mismatch(other, eager, 5e-2, 1e-5) is not None  # the first check rejects it
+    assert _rounding_excess(other, eager, exact, 1e-5) < 0
+    assert _rounding_excess(exact * 1.5, eager, exact, 1e-5) > 0
+    assert _rounding_excess(exact[:10], eager, exact, 1e-5) == float("inf")
+    assert _rounding_excess(other * float("nan"), eager, exact, 1e-5) == float("inf")
