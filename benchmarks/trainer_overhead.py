@@ -1,7 +1,10 @@
 """Per-step cost of scramjet's Trainer against a hand-written PyTorch loop.
 
 MLP 784-128-64-10 on in-memory random data, batch 64, 400 optimizer steps, 1 thread,
-CPU. Both contenders use the same DataLoader settings (shuffled, no workers) and track
+CPU. ``--device cuda`` runs the same on a CUDA device: every contender reads batches from a
+pinned-memory DataLoader and moves them with ``non_blocking=True`` (what the Trainer does);
+``--hidden``/``--batch`` make the model wide enough that the device, not Python, sets the
+step time. Both contenders use the same DataLoader settings (shuffled, no workers) and track
 the epoch's mean loss per sample (the Trainer records ``train_loss_epoch``; the
 hand-written loop sums ``loss.item() * batch`` as such loops do). The Trainer runs with
 ``DEFAULT_CALLBACKS``, its progress output sent to a file. Runs are interleaved and
@@ -18,6 +21,7 @@ core), its console output sent to a file, and no checkpoint or log files written
 installed torch is left alone) and puts that folder on ``sys.path``.
 
 Usage: python benchmarks/trainer_overhead.py [--reps 7] [--steps 400] [--install-peers]
+       [--device cuda] [--hidden 128] [--batch 64]
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 BATCH = 64
+HIDDEN = 128
+DEVICE = torch.device("cpu")
 PEER_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".bench", "peers"
 )
@@ -55,13 +61,21 @@ def _clock() -> tuple[float, float]:
 
 def _since(start: tuple[float, float]) -> tuple[float, float]:
     """(wall seconds, process CPU seconds) since ``start``; CPU time is steadier on a busy machine."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()  # the last step's kernels are part of the run
     return time.perf_counter() - start[0], time.process_time() - start[1]
 
 
 def make_model() -> nn.Module:
     return nn.Sequential(
-        nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10)
-    )
+        nn.Linear(784, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN // 2), nn.ReLU(),
+        nn.Linear(HIDDEN // 2, 10),
+    ).to(DEVICE)  # fmt: skip
+
+
+def make_loader(data: TensorDataset) -> DataLoader:
+    """The DataLoader every hand-written contender uses: the Trainer's settings."""
+    return DataLoader(data, batch_size=BATCH, shuffle=True, pin_memory=DEVICE.type == "cuda")
 
 
 def make_data(steps: int) -> TensorDataset:
@@ -76,11 +90,12 @@ def run_plain(data: TensorDataset) -> Timing:
     model = make_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_func = nn.CrossEntropyLoss()
-    loader = DataLoader(data, batch_size=BATCH, shuffle=True)
+    loader = make_loader(data)
     start = _clock()
     model.train()
     total, count = 0.0, 0
     for xb, yb in loader:
+        xb, yb = xb.to(DEVICE, non_blocking=True), yb.to(DEVICE, non_blocking=True)
         loss = loss_func(model(xb), yb)
         loss.backward()
         opt.step()
@@ -110,7 +125,7 @@ def run_scramjet(data: TensorDataset) -> Timing:
         ProgressBarCallback(file=sink),
         LogMetricsCallback(file=sink),
     ]
-    trainer = Trainer(model, nn.CrossEntropyLoss(), opt, callbacks=callbacks)
+    trainer = Trainer(model, nn.CrossEntropyLoss(), opt, callbacks=callbacks, device=DEVICE)
     start = _clock()
     trainer.train(data, num_epochs=1, per_device_batch_size=BATCH)
     return _since(start)
@@ -123,11 +138,9 @@ def run_accelerate(data: TensorDataset) -> Timing:
     model = make_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_func = nn.CrossEntropyLoss()
-    accelerator = Accelerator(cpu=True)
+    accelerator = Accelerator(cpu=DEVICE.type == "cpu")
     start = _clock()
-    model, opt, loader = accelerator.prepare(
-        model, opt, DataLoader(data, batch_size=BATCH, shuffle=True)
-    )
+    model, opt, loader = accelerator.prepare(model, opt, make_loader(data))
     model.train()
     total, count = 0.0, 0
     for xb, yb in loader:
@@ -157,7 +170,7 @@ def run_pytorch_accelerated(data: TensorDataset) -> Timing:
             train_dataset=data,
             num_epochs=1,
             per_device_batch_size=BATCH,
-            train_dataloader_kwargs={"num_workers": 0, "pin_memory": False},
+            train_dataloader_kwargs={"num_workers": 0, "pin_memory": DEVICE.type == "cuda"},
         )
         return _since(start)
 
@@ -189,14 +202,14 @@ def run_lightning(data: TensorDataset) -> Timing:
         warnings.simplefilter("ignore")  # "no workers" advice, printed on every fit
         trainer = L.Trainer(
             max_epochs=1,
-            accelerator="cpu",
+            accelerator=DEVICE.type,
             devices=1,
             logger=False,
             enable_checkpointing=False,
             enable_model_summary=False,
         )
         start = _clock()
-        trainer.fit(module, DataLoader(data, batch_size=BATCH, shuffle=True))
+        trainer.fit(module, make_loader(data))
         return _since(start)
 
 
@@ -227,12 +240,19 @@ def _peers() -> dict[str, Callable[[TensorDataset], Timing]]:
 
 
 def main() -> None:
+    global DEVICE, HIDDEN, BATCH
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--install-peers", action="store_true", help=install_peers.__doc__)
     parser.add_argument("--no-peers", action="store_true", help="measure scramjet only")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--hidden", type=int, default=HIDDEN, help="MLP 784-H-H/2-10")
+    parser.add_argument("--batch", type=int, default=BATCH)
     args = parser.parse_args()
+    DEVICE, HIDDEN, BATCH = torch.device(args.device), args.hidden, args.batch
+    if DEVICE.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device here")
     if args.install_peers:
         install_peers()
     torch.set_num_threads(1)
@@ -257,7 +277,12 @@ def main() -> None:
     for module in ("accelerate", "pytorch_accelerated", "lightning"):
         if module in sys.modules:
             print(f"  {module} {getattr(sys.modules[module], '__version__', '?')}")
-    print(f"MLP 784-128-64-10, batch {BATCH}, {args.steps} steps, {args.reps} interleaved reps")
+    if DEVICE.type == "cuda":
+        print(f"  device: {torch.cuda.get_device_name(DEVICE)}")
+    print(
+        f"MLP 784-{HIDDEN}-{HIDDEN // 2}-10 on {DEVICE.type}, batch {BATCH}, {args.steps} steps, "
+        f"{args.reps} interleaved reps"
+    )
     for label, k in (("wall-clock", 0), ("process CPU", 1)):
         base = statistics.median(t[k] for t in times["hand-written loop"])
         print(f"{label} time per step (median of {args.reps}):")
