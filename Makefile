@@ -14,7 +14,7 @@ PIP_TORCH := $(TORCH_PIN) $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: demo test test-slow lint typecheck format bench install install-dev system-deps clean
+.PHONY: demo test test-slow lint typecheck format bench bench-gpu install install-dev system-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,16 @@ test-slow: install-dev
 
 bench: install-dev
 	@for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+# On a CUDA machine (TORCH_PIN set to a CUDA build): the gpu-marked tests, then the GPU
+# benchmarks (docs/bench/gpu.md).
+bench-gpu: install-dev
+	$(BIN)/python -m pytest -q -m gpu
+	$(BIN)/python benchmarks/accel_compile.py --skip-cpu
+	$(BIN)/python benchmarks/trainer_overhead.py --device cuda --reps 11
+	$(BIN)/python benchmarks/trainer_overhead.py --device cuda --reps 9 --steps 200 --hidden 4096 --batch 1024 --no-peers
+	$(BIN)/python benchmarks/data_gpu_decode.py
+	@for c in tf32_mlp tf32_cnn cuda_graphs; do $(BIN)/python benchmarks/accel_extras.py --quick --case $$c || exit 1; done
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -121,8 +121,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="timed epochs per reader (median)")
     parser.add_argument("--quality", type=int, default=90)
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("data_gpu_decode.py needs a CUDA device; torch sees none here")
+    if not torch.cuda.is_available():  # `make bench` runs every script: say so, do not fail
+        print("data_gpu_decode.py: skipped: torch sees no CUDA device here")
+        return
     from scramjet.data._gpu_decode import encoded_images
 
     torch.set_num_threads(1)
