@@ -18,8 +18,13 @@ encode, with nothing written) is timed with 1 thread and with ``--workers`` thre
 the same rounds, and the script prints ``rate(N) / (N x rate(1))`` for it and for the
 whole pack (which adds the serial stages: checking rows, writing shards, hashing them).
 
+With simplejpeg installed, pack decodes JPEG sources and encodes JPEG frames with it
+(libjpeg-turbo, GIL released); ``--encoder pil`` hides simplejpeg from this script and
+its workers, so the same run measures Pillow's path (the fallback).
+
     .venv/bin/python benchmarks/data_pack.py            # default: 512 images, 256 -> 224 px
     .venv/bin/python benchmarks/data_pack.py --n 2048 --rounds 5 --encodings jpeg
+    .venv/bin/python benchmarks/data_pack.py --encoder pil   # Pillow only
 """
 
 from __future__ import annotations
@@ -30,10 +35,14 @@ import multiprocessing
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+if os.environ.get("SCRAMJET_BENCH_ENCODER") == "pil":  # also in process-pool workers
+    sys.modules["simplejpeg"] = None  # type: ignore[assignment]
 
 import PIL
 import torch
@@ -41,6 +50,7 @@ from data_read import machine, make_images, write_tars
 from PIL import Image
 
 from scramjet.data import _pool, pack
+from scramjet.data.images import simplejpeg_module
 from scramjet.data.writer import _encode_task
 
 
@@ -80,8 +90,17 @@ def encode_stage_processes(
 
 
 # Pillow's C calls that release the GIL while they run (decode, resize, convert/copy, and
-# JPEG encoding into a file with a descriptor); everything else in the task holds it.
+# JPEG encoding into a file with a descriptor), and simplejpeg's decode and encode;
+# everything else in the task holds it.
 _GIL_FREE = ("decode", "resize", "encode_to_file", "copy", "convert")
+_SIMPLEJPEG_GIL_FREE = ("decode_jpeg", "encode_jpeg")
+
+
+def _gil_free_wrapper(fn: Any) -> Any:
+    def gil_free_simplejpeg(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    return gil_free_simplejpeg
 
 
 def gil_share(root: Path, names: list[str], args: argparse.Namespace) -> tuple[float, float]:
@@ -99,15 +118,26 @@ def gil_share(root: Path, names: list[str], args: argparse.Namespace) -> tuple[f
     encode = args.encodings.split(",")[0]
     tasks = [(i, [str(root / n)], args.size, args.size, 3, encode, args.quality, True)
              for i, n in enumerate(names)]  # fmt: skip
+    # simplejpeg's functions (Cython) are invisible to cProfile, their time would count as
+    # the caller's: a Python wrapper's own time is theirs (plus the wrapper's call)
+    sj = simplejpeg_module()
+    real = {name: getattr(sj, name) for name in _SIMPLEJPEG_GIL_FREE} if sj else {}
+    for name, fn in real.items():
+        setattr(sj, name, _gil_free_wrapper(fn))
     profile = cProfile.Profile()
-    start = time.perf_counter()
-    profile.runcall(lambda: [_encode_task(task) for task in tasks])
-    total = time.perf_counter() - start
+    try:
+        start = time.perf_counter()
+        profile.runcall(lambda: [_encode_task(task) for task in tasks])
+        total = time.perf_counter() - start
+    finally:
+        for name, fn in real.items():
+            setattr(sj, name, fn)
     stats: Any = pstats.Stats(profile).stats  # {(file, line, name): (cc, nc, tt, ct, callers)}
     free = sum(
         row[2]
         for (file, _, name), row in stats.items()
-        if file == "~" and any(f"'{m}' of 'Imaging" in name for m in _GIL_FREE)
+        if (file == "~" and any(f"'{m}' of 'Imaging" in name for m in _GIL_FREE))
+        or name == "gil_free_simplejpeg"
     )
     share = max(0.0, 1.0 - free / total)
     return share, 1.0 / (share + (1.0 - share) / args.workers)
@@ -245,12 +275,23 @@ def main() -> None:
     parser.add_argument("--quality", type=int, default=90)
     parser.add_argument("--rounds", type=int, default=3, help="runs of every configuration")
     parser.add_argument("--encodings", default="jpeg,png,raw", help="comma-separated")
+    parser.add_argument(
+        "--encoder",
+        choices=("auto", "pil"),
+        default="auto",
+        help="auto: simplejpeg where installed (pack's default); pil: Pillow only",
+    )
     args = parser.parse_args()
+    if args.encoder == "pil":
+        os.environ["SCRAMJET_BENCH_ENCODER"] = "pil"  # process-pool workers read it
+        sys.modules["simplejpeg"] = None  # type: ignore[assignment]
     torch.set_num_threads(1)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     base, runs = measure(args)
     after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"machine: {machine()}, Pillow {PIL.__version__}")
+    sj = simplejpeg_module()
+    path = f"simplejpeg {sj.__version__}" if sj else "Pillow only (no simplejpeg)"
+    print(f"machine: {machine()}, Pillow {PIL.__version__}; JPEG path: {path}")
     print(f"load average (1 min): {load:.2f} before, {after:.2f} after")
     report(args, base, runs)
 

@@ -4,6 +4,14 @@ Kept free of torch so the encoding worker processes of :func:`scramjet.data.pack
 quickly. Pixels are always RGB (or single-channel grayscale), in HWC ``uint8`` layout.
 Pillow releases the GIL while it decodes and resizes, and while it encodes into a file
 that has a descriptor, so :func:`scramjet.data.pack` encodes with threads.
+
+With simplejpeg installed (``scramjet[jpeg]``), packing JPEG sources into ``jpeg`` or
+``raw`` frames skips Pillow's Python-level work, which holds the GIL: :func:`read_jpeg`
+decodes with libjpeg-turbo (GIL released) at the scale Pillow's ``draft`` would pick,
+resizes with the same Pillow call as :func:`load_image` on a zero-copy view of the
+pixels, and :func:`encode_pixels` encodes with libjpeg-turbo (GIL released). Anything
+that path does not read exactly as Pillow does (CMYK, 12-bit, odd markers, corrupt or
+truncated data) goes through :func:`load_image` as before, with its errors.
 """
 
 from __future__ import annotations
@@ -12,12 +20,26 @@ import io
 import os
 import tempfile
 from collections.abc import Callable
+from types import ModuleType
 from typing import IO, Any
 
 import numpy as np
 from PIL import Image
 
 Decoder = Callable[[Any, int, "np.ndarray | None"], np.ndarray]
+
+_MAX_MARKER = 65533  # payload bytes of one JPEG marker segment (Pillow's limit too)
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # start-of-frame markers
+
+
+def simplejpeg_module() -> ModuleType | None:
+    """The simplejpeg module, or None where it is not installed (looked up per call)."""
+    try:
+        import simplejpeg
+    except ImportError:
+        return None
+    module: ModuleType = simplejpeg
+    return module
 
 
 def load_image(
@@ -45,9 +67,20 @@ def load_image(
 
 
 def encode_image(
-    img: Image.Image, encode: str, quality: int, exif: bytes | None
+    img: Image.Image, encode: str, quality: int, exif: bytes | None, encoder: str = "pil"
 ) -> bytes | np.ndarray:
-    """Encode an already resized image as ``jpeg``/``png`` bytes, or return raw HWC pixels."""
+    """Encode an already resized image as ``jpeg``/``png`` bytes, or return raw HWC pixels.
+
+    ``encoder="simplejpeg"`` encodes a ``jpeg`` frame of an RGB or L image with
+    :func:`encode_pixels` (see there for how its bytes compare with Pillow's); the
+    default, and anything that function does not take, encodes with Pillow.
+    """
+    if encode == "jpeg" and encoder == "simplejpeg" and img.mode in ("RGB", "L"):
+        comment = img.info.get("comment")
+        pixels = _pixels_of(img, "RGBX" if img.mode == "RGB" else "L")
+        out = encode_pixels(pixels, encode, quality, exif, comment)
+        if out is not None:
+            return out
     if encode == "raw":
         arr = np.asarray(img, dtype=np.uint8)
         return arr[:, :, None] if arr.ndim == 2 else arr
@@ -59,6 +92,169 @@ def encode_image(
     buf = io.BytesIO()
     img.save(buf, format="PNG", compress_level=1, **kwargs)
     return buf.getvalue()
+
+
+def read_jpeg(
+    path: str, height: int, width: int, channel: int
+) -> tuple[np.ndarray, bytes | None, bytes | None] | None:
+    """:func:`load_image` for a JPEG file, decoded and encoded without Pillow's Python code.
+
+    The file is decoded by simplejpeg (libjpeg-turbo, accurate DCT and fancy upsampling,
+    as Pillow decodes) at the DCT scale Pillow's ``draft`` picks (1/2, 1/4 or 1/8 where
+    the source is at least that many times the target size), then resized with the same
+    Pillow call as :func:`load_image` (bilinear, ``reducing_gap=3.0``) on a view of the
+    decoded pixels. The pixels equal :func:`load_image`'s.
+
+    Returns:
+        ``(pixels, exif, comment)``: HWC ``uint8`` pixels of ``height x width``, RGBX
+        (4 channels, the last one padding) for ``channel=3`` or 1 channel for
+        ``channel=1``; the EXIF bytes and the comment that Pillow would report in
+        ``info`` (or None). None where this path cannot promise Pillow's result
+        (simplejpeg not installed, not a baseline/progressive 8-bit YCbCr or grayscale
+        JPEG, unusual markers, a decode warning or error, more than
+        ``Image.MAX_IMAGE_PIXELS`` pixels): use :func:`load_image`, which also raises
+        the errors for unreadable files.
+    """
+    sj = simplejpeg_module()
+    if sj is None:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        meta = _jpeg_metadata(data)
+        if meta is None:
+            return None
+        h, w, colorspace, _ = sj.decode_jpeg_header(data)
+        limit = Image.MAX_IMAGE_PIXELS
+        if colorspace not in ("YCbCr", "Gray") or (limit is not None and h * w > limit):
+            return None
+        ratio = min(w // width, h // height)  # Pillow's JpegImageFile.draft
+        scale = next((s for s in (8, 4, 2) if ratio >= s), 1)
+        dh, dw = (h + scale - 1) // scale, (w + scale - 1) // scale
+        mode = "L" if channel == 1 else "RGBX"
+        arr = sj.decode_jpeg(
+            data,
+            "GRAY" if channel == 1 else "RGBX",
+            min_height=dh,
+            min_width=dw,
+            min_factor=scale,
+        )
+    except Exception:  # Pillow decides: it reads the file or raises its error
+        return None
+    if arr.shape[:2] != (dh, dw):
+        return None
+    if (dh, dw) != (height, width):
+        src = Image.frombuffer(mode, (dw, dh), arr, "raw", mode, 0, 1)  # a view, no copy
+        arr = _pixels_of(
+            src.resize((width, height), Image.Resampling.BILINEAR, reducing_gap=3.0), mode
+        )
+    return arr, meta[0], meta[1]
+
+
+def _jpeg_metadata(data: bytes) -> tuple[bytes | None, bytes | None] | None:
+    """EXIF and comment of a JPEG as Pillow's ``info`` has them, or None if unusual.
+
+    Like Pillow: the EXIF is the first ``Exif`` APP1 segment followed by the bodies of
+    any later ones, the comment the last COM segment. Markers are walked up to the start
+    of scan; anything Pillow would treat specially (junk between markers, standalone
+    markers, a frame that is not 8-bit) gives None.
+    """
+    if data[:3] != b"\xff\xd8\xff":
+        return None
+    exif: bytes | None = None
+    comment: bytes | None = None
+    pos, end = 2, len(data)
+    while True:
+        if pos + 4 > end or data[pos] != 0xFF:
+            return None
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker == 0xDA:  # start of scan
+            return exif, comment
+        if marker in (0x00, 0x01, 0xD8) or 0xD0 <= marker <= 0xD7:
+            return None
+        size = int.from_bytes(data[pos + 2 : pos + 4], "big")
+        body = data[pos + 4 : pos + 2 + size]
+        if size < 2 or len(body) != size - 2:
+            return None
+        if marker == 0xE1 and body.startswith(b"Exif\0\0"):
+            exif = body if exif is None else exif + body[6:]
+        elif marker == 0xFE:
+            comment = body
+        elif marker in _SOF and (not body or body[0] != 8):
+            return None
+        pos += 2 + size
+
+
+def encode_pixels(
+    pixels: np.ndarray,
+    encode: str,
+    quality: int,
+    exif: bytes | None,
+    comment: Any = None,
+) -> bytes | np.ndarray | None:
+    """Encode :func:`read_jpeg`'s pixels (RGBX or 1 channel) as ``jpeg``, or return ``raw``.
+
+    JPEG frames are encoded by simplejpeg (libjpeg-turbo; the GIL is released while it
+    encodes) with the settings Pillow uses for ``save(format="JPEG", quality=q)``: the
+    same ``quality`` (IJG tables scaled by libjpeg's ``jpeg_set_quality``, so the same
+    quantisation tables), 4:2:0 chroma subsampling for RGB (Pillow's default at every
+    quality) or one grayscale component, baseline, standard Huffman tables, a JFIF
+    header, then the EXIF (APP1) and the comment (COM) where Pillow puts them. The one
+    difference: below quality 96, TurboJPEG transforms with libjpeg's fast integer DCT
+    and Pillow with the accurate one, so the bytes differ and decoded pixels differ by
+    about 1-1.5 levels on average (at most about 16) at quality 90-95; at quality 96 and
+    above both use the accurate DCT and the bytes are identical.
+
+    Returns:
+        The frame, or None where this encoder does not reproduce Pillow's handling of
+        the metadata (a comment that is not bytes, an empty or too long comment, an EXIF
+        block longer than one marker) or simplejpeg is not installed: encode with
+        Pillow then.
+    """
+    if encode == "raw":
+        return pixels if pixels.shape[2] == 1 else np.ascontiguousarray(pixels[:, :, :3])
+    sj = simplejpeg_module()
+    if encode != "jpeg" or sj is None:
+        return None
+    if comment is not None and not (isinstance(comment, bytes) and len(comment) > 0):
+        return None
+    extra = []
+    for marker, body in ((0xE1, exif), (0xFE, comment)):
+        if body:
+            if len(body) > _MAX_MARKER:
+                return None
+            extra.append(bytes((0xFF, marker)) + (len(body) + 2).to_bytes(2, "big") + body)
+    gray = pixels.shape[2] == 1
+    data: bytes = sj.encode_jpeg(
+        pixels,
+        quality=quality,
+        colorspace="GRAY" if gray else "RGBX",
+        colorsubsampling="Gray" if gray else "420",
+        fastdct=False,
+    )
+    if not extra:
+        return data
+    # simplejpeg writes SOI and a JFIF APP0 first; Pillow's metadata follows the APP0
+    if data[2:4] != b"\xff\xe0":
+        return None
+    at = 4 + int.from_bytes(data[4:6], "big")
+    return data[:at] + b"".join(extra) + data[at:]
+
+
+def _pixels_of(img: Image.Image, mode: str) -> np.ndarray:
+    """The pixels of an RGB/RGBX (as RGBX) or L image as a new HWC array.
+
+    Pillow copies them (C code, the GIL released) into a view of the array, where
+    ``np.asarray(img)`` would go through ``tobytes()``'s Python loop.
+    """
+    w, h = img.size
+    out = np.empty((h, w, 4 if mode == "RGBX" else 1), np.uint8)
+    target = Image.frombuffer(mode, (w, h), out, "raw", mode, 0, 1)  # writes go to out
+    target.im.paste(img.im, (0, 0, w, h))
+    return out
 
 
 def _save_through_fd(img: Image.Image, **params: Any) -> bytes:

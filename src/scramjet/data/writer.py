@@ -49,7 +49,13 @@ from scramjet.data.format import (
     shard_name,
     write_atomic_text,
 )
-from scramjet.data.images import encode_image, load_image
+from scramjet.data.images import (
+    encode_image,
+    encode_pixels,
+    load_image,
+    read_jpeg,
+    simplejpeg_module,
+)
 
 _COPY_BLOCK = 1 << 26  # 64 MiB per spool -> HDF5 copy
 
@@ -89,13 +95,27 @@ class PackReport:
 
 
 def _encode_task(task: tuple[int, list[str], int, int, int, str, int, bool]) -> tuple[int, Any]:
-    """Worker: load, resize and encode every frame of one row; errors come back as text."""
+    """Worker: load, resize and encode every frame of one row; errors come back as text.
+
+    With simplejpeg installed, ``jpeg`` and ``raw`` frames of JPEG sources take
+    :func:`~scramjet.data.images.read_jpeg` (libjpeg-turbo, GIL released) and ``jpeg``
+    frames are encoded by it; everything else, and every file that path declines, is
+    loaded by Pillow as before (whose errors name an unreadable file).
+    """
     index, files, height, width, channel, encode, quality, keep_exif = task
+    fast = encode in ("jpeg", "raw") and simplejpeg_module() is not None
+    encoder = "simplejpeg" if fast else "pil"
     frames = []
     for path in files:
         try:
-            img, exif = load_image(path, height, width, channel)
-            out = encode_image(img, encode, quality, exif if keep_exif else None)
+            out = None
+            got = read_jpeg(path, height, width, channel) if fast else None
+            if got is not None:
+                pixels, exif, comment = got
+                out = encode_pixels(pixels, encode, quality, exif if keep_exif else None, comment)
+            if out is None:
+                img, exif = load_image(path, height, width, channel)
+                out = encode_image(img, encode, quality, exif if keep_exif else None, encoder)
         except Exception as exc:  # any decoder failure is reported for this row
             name = os.path.basename(path)
             return index, f"cannot read image {name!r} ({type(exc).__name__}: {exc})"
