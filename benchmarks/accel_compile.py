@@ -53,11 +53,14 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
         self.head = nn.Linear(d, 10)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def mix(self, x: torch.Tensor) -> torch.Tensor:
+        """The block without its head: attention and MLP, each with a residual."""
         h = self.ln1(x)
         x = x + self.attn(h, h, h, need_weights=False)[0]
-        x = x + self.mlp(self.ln2(x))
-        return self.head(x.mean(1))
+        return x + self.mlp(self.ln2(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.mix(x).mean(1))
 
 
 class BasicBlock(nn.Module):
@@ -104,9 +107,7 @@ class SmallTransformer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks[:-1]:
-            h = block.ln1(x)
-            x = x + block.attn(h, h, h, need_weights=False)[0]
-            x = x + block.mlp(block.ln2(x))
+            x = block.mix(x)
         return self.blocks[-1](x)
 
 

@@ -36,13 +36,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_read import machine, make_images
+from data_read import machine, make_images, usable_cores
 
 from scramjet.data import PackedDataset, pack
-
-
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def epoch_rate(batches: Iterable[Any]) -> float:

@@ -368,14 +368,10 @@ class Engine:
         """The second check under autocast (see :class:`Tolerance`); raises ``failed``,
         extended, when the backend's error is more than rounding explains."""
         names = {id(p): n for n, p in module.named_parameters()}
-        pairs = [
-            (f"output {i}", t)
-            for i, t in enumerate(
-                zip(_float_leaves(backend[0]), _float_leaves(eager[0]), _float_leaves(exact[0]))
-            )
-        ]
-        if not len(_float_leaves(backend[0])) == len(pairs) == len(_float_leaves(exact[0])):
+        outputs = [_float_leaves(run[0]) for run in (backend, eager, exact)]
+        if len({len(leaves) for leaves in outputs}) != 1:
             raise failed
+        pairs = [(f"output {i}", t) for i, t in enumerate(zip(*outputs))]
         for p, b, e, f in zip(params, backend[1], eager[1], exact[1]):
             if b is None and e is None and f is None:
                 continue
