@@ -10,17 +10,19 @@ the table gives the median samples/s over the rounds (and the range), the ratio 
 serial loop, the ratio threads / processes, and bytes on disk against the loose source
 files and a WebDataset-style tar of them.
 
-A process pool's figure includes starting its workers: forkserver or spawn workers first
-re-import this script, as they re-import any ``__main__`` (here: torch and PIL).
+A process pool's figure includes starting its workers: fresh interpreters that import
+scramjet's encoding code (not this script, nor torch), about 0.3 s.
 
 Scaling: the encoding stage alone (the pool running pack's per-row task: open, resize,
-encode, with nothing written) is timed with 1 thread and with ``--workers`` threads in
-the same rounds, and the script prints ``rate(N) / (N x rate(1))`` for it and for the
-whole pack (which adds the serial stages: checking rows, writing shards, hashing them).
+encode, with nothing written) is timed with 1 thread, with ``--workers`` threads and
+with ``--workers`` of pack's worker processes (their start included) in the same rounds,
+and the script prints ``rate(N) / (N x rate(1))`` for each and for the whole pack (which
+adds the serial stages: checking rows, writing shards, hashing them).
 
 With simplejpeg installed, pack decodes JPEG sources and encodes JPEG frames with it
 (libjpeg-turbo, GIL released); ``--encoder pil`` hides simplejpeg from this script and
-its workers, so the same run measures Pillow's path (the fallback).
+its worker processes (a stand-in module that fails to import, first on the import path
+they inherit), so the same run measures Pillow's path (the fallback).
 
     .venv/bin/python benchmarks/data_pack.py            # default: 512 images, 256 -> 224 px
     .venv/bin/python benchmarks/data_pack.py --n 2048 --rounds 5 --encodings jpeg
@@ -40,9 +42,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-if os.environ.get("SCRAMJET_BENCH_ENCODER") == "pil":  # also in process-pool workers
-    sys.modules["simplejpeg"] = None  # type: ignore[assignment]
 
 import PIL
 import torch
@@ -64,15 +63,28 @@ def serial_baseline(root: Path, names: list[str], size: int, quality: int) -> fl
     return len(names) / (time.perf_counter() - start)
 
 
-def encode_stage(root: Path, names: list[str], args: argparse.Namespace, workers: int) -> float:
-    """Samples/s of pack's encoding task alone on ``workers`` threads (nothing written)."""
+def encode_stage(
+    root: Path, names: list[str], args: argparse.Namespace, workers: int, pool: str = "threads"
+) -> float:
+    """Samples/s of pack's encoding task alone on ``workers`` threads or worker processes
+    (started inside the timing), with nothing written."""
     encode = args.encodings.split(",")[0]
     tasks = [(i, [str(root / n)], args.size, args.size, 3, encode, args.quality, True)
              for i, n in enumerate(names)]  # fmt: skip
     start = time.perf_counter()
-    for _ in _pool.results(_encode_task, tasks, workers, "threads"):
+    for _ in _pool.results(_encode_task, tasks, workers, pool):
         pass
     return len(tasks) / (time.perf_counter() - start)
+
+
+def worker_start(workers: int) -> float:
+    """Seconds from asking for ``workers`` worker processes to their first answers (one
+    empty task each), from this script, which has imported torch."""
+    tasks = [(i, [], 8, 8, 3, "raw", 90, False) for i in range(workers)]
+    start = time.perf_counter()
+    for _ in _pool.results(_encode_task, tasks, workers, "processes"):
+        pass
+    return time.perf_counter() - start
 
 
 def encode_stage_processes(
@@ -156,7 +168,9 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
     """Make the source images, then time the baseline, a tar copy and every pack run."""
     rates: dict[tuple[str, int, str], list[float]] = {c: [] for c in configs(args)}
     sizes: dict[tuple[str, int, str], int] = {}
-    base: dict[str, Any] = {"serial": [], "stage1": [], "stageN": [], "stageP": [], "gil": []}
+    base: dict[str, Any] = {
+        "serial": [], "stage1": [], "stageN": [], "stageP": [], "stageW": [], "start": [], "gil": []
+    }  # fmt: skip
     procs = multiprocessing.get_context("fork").Pool(args.workers)
     procs.map(abs, range(args.workers))  # started before any timing
     with tempfile.TemporaryDirectory(prefix="scramjet-bench-") as tmp:
@@ -174,6 +188,8 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
             for key, workers in (("stage1", 1), ("stageN", args.workers))[:: 1 - 2 * (r % 2)]:
                 base[key].append(encode_stage(root, names, args, workers))
             base["stageP"].append(encode_stage_processes(root, names, args, procs))
+            base["stageW"].append(encode_stage(root, names, args, args.workers, "processes"))
+            base["start"].append(worker_start(args.workers))
             base["gil"].append(gil_share(root, names, args))
             for encode, workers, pool in order[r % len(order) :] + order[: r % len(order)]:
                 dst = root / f"{encode}-{workers}-{pool}-{r}.pack"
@@ -240,6 +256,12 @@ def report(args: argparse.Namespace, base: dict[str, Any], runs: dict[Any, Any])
         f"{in_procs / (w * one):.2f} x {w} x one worker's: how far this machine's cores scale; "
         f"{w} threads reach {many / in_procs:.2f}x of it"
     )
+    workers = statistics.median(base["stageW"])
+    print(
+        f"  the same encoding in pack's {w} worker processes (pool='processes', their start "
+        f"included): {workers:.0f}/s = {workers / (w * one):.2f} x {w} x one worker's; "
+        f"they start in {statistics.median(base['start']):.2f} s (median)"
+    )
     share = statistics.median(g[0] for g in base["gil"])
     bound = statistics.median(g[1] for g in base["gil"])
     print(
@@ -283,8 +305,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.encoder == "pil":
-        os.environ["SCRAMJET_BENCH_ENCODER"] = "pil"  # process-pool workers read it
-        sys.modules["simplejpeg"] = None  # type: ignore[assignment]
+        hide = Path(tempfile.mkdtemp(prefix="scramjet-bench-pil-"))
+        (hide / "simplejpeg.py").write_text('raise ImportError("hidden by --encoder pil")\n')
+        sys.path.insert(0, str(hide))  # pack's worker processes start with this import path
+        sys.modules["simplejpeg"] = None  # type: ignore[assignment]  # and this process
     torch.set_num_threads(1)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     base, runs = measure(args)

@@ -21,3 +21,18 @@ def encode_or_raise(task: tuple[Any, ...]) -> tuple[int, Any]:
         if os.path.basename(path).startswith("raise"):
             raise RuntimeError(f"decoder state corrupted by {os.path.basename(path)}")
     return _encode_task(task)  # type: ignore[arg-type]
+
+
+def where_am_i(task: tuple[Any, ...]) -> tuple[int, Any]:
+    """A task that reports the worker it ran in: pid, parent pid, and what it imported."""
+    import sys
+    import time
+
+    time.sleep(task[1])  # uneven task times: results must still come back in order
+    main = sys.modules.get("__main__")
+    return task[0], (
+        os.getpid(),
+        os.getppid(),
+        "torch" in sys.modules,
+        getattr(main, "__file__", None),
+    )

@@ -1,26 +1,32 @@
 """pack's encoding pools: threads by default, processes on request, the same bytes.
 
 Scripts written without an ``if __name__ == "__main__":`` guard (as nebulae's users
-write them) pack completely, and a failure inside a worker names its row and cause.
+write them) pack completely, also with worker processes, which never run the script;
+and a failure inside a worker names its row and cause.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
+import random
+import signal
 import subprocess
 import sys
 import textwrap
+import time
+import traceback
 from pathlib import Path
 
 import numpy as np
 import pytest
-from pack_pool_helpers import encode_or_raise
+from pack_pool_helpers import encode_or_raise, where_am_i
 from packdata_helpers import smooth_image, write_csv, write_images
 from PIL import Image
 
 import scramjet.data.writer as writer
-from scramjet.data import PackedDataset, PackError, pack
+from scramjet.data import PackedDataset, PackError, _pool, pack
 from scramjet.data.images import encode_image
 
 UNGUARDED = textwrap.dedent("""
@@ -69,15 +75,11 @@ def test_a_script_without_main_guard_packs_completely(folder, tmp_path, template
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    # The pack ran once: no worker re-ran the script's pack (processes import it as
-    # __mp_main__, and print "script body runs" when they do, which is harmless).
+    # The script ran once: worker processes import scramjet's encoding code, never the
+    # script (it would print "script body runs" again, and pack again without the guard).
+    assert done.stdout.count("script body runs") == 1, done.stdout
     assert done.stdout.count("packed 12") == 1, done.stdout
-    warned = done.stderr.count("RuntimeWarning: pack(pool='processes') is called at the top")
-    if template is UNGUARDED and pool == "processes":
-        assert warned == 1, done.stderr  # one warning, naming the script and line
-        assert f"{script}:6" in done.stderr and "encodes with threads instead" in done.stderr
-    else:
-        assert warned == 0, done.stderr
+    assert "Warning" not in done.stderr, done.stderr
     ds = PackedDataset(dst, verify=True)
     assert len(ds) == len(imgs) and [s.samples for s in ds.manifest.shards] == [6, 6]
     assert [ds[i]["label"] for i in range(len(ds))] == [i % 4 for i in range(len(imgs))]
@@ -189,6 +191,11 @@ def test_an_exception_escaping_a_worker_names_the_row_and_cause(
         f"state corrupted by raise.png in an encoding worker ({pool}). Nothing was "
         "written to dst."
     )
+    # the worker's traceback is chained, from a thread or from a worker process
+    chained = "".join(traceback.format_exception(info.value))
+    assert 'in encode_or_raise\n    raise RuntimeError(f"decoder state corrupted' in chained, (
+        chained
+    )
     _no_pack_left(tmp_path)
 
 
@@ -198,3 +205,75 @@ def test_pool_must_be_threads_or_processes(folder, tmp_path):
         pack(
             root, root / "list.csv", tmp_path / "p", dtype=["int64"], height=8, width=8, pool="fork"
         )
+
+
+def test_worker_processes_are_fresh_interpreters_with_results_in_order():
+    """Workers import neither torch nor the caller's script, and results keep task order."""
+    import torch  # noqa: F401 - the parent has torch; the workers must not import it
+
+    rng = random.Random(0)
+    tasks = [(i, rng.choice([0.0, 0.0, 0.002, 0.01])) for i in range(200)]
+    out = list(_pool.results(where_am_i, tasks, 2, "processes"))
+    assert [i for i, _ in out] == list(range(200))
+    pids = {pid for _, (pid, _, _, _) in out}
+    assert len(pids) == 2 and os.getpid() not in pids  # both workers took tasks
+    assert {ppid for _, (_, ppid, _, _) in out} == {os.getpid()}  # started by this process
+    assert not any(has_torch for _, (_, _, has_torch, _) in out)
+    assert {main for _, (_, _, _, main) in out} == {None}  # `python -c`: no script was run
+
+
+INTERRUPT_SCRIPT = textwrap.dedent("""
+    import sys
+    from scramjet.data import pack
+
+    pack(sys.argv[1], sys.argv[2], sys.argv[3], dtype=["int64"], height=64, width=64,
+         encode="png", workers=2, pool="processes", progress=False)
+""")
+
+
+def _session(sid: int) -> list[int]:
+    """Live processes of session ``sid`` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text() if entry.name.isdigit() else ""
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split() if stat else []
+        if fields and int(fields[3]) == sid and fields[0] not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table")
+def test_ctrl_c_stops_pack_and_its_workers_quietly(tmp_path):
+    """SIGINT to the terminal's process group (Ctrl-C): pack raises KeyboardInterrupt,
+    the workers print nothing and are gone, and nothing is left at dst."""
+    write_images(tmp_path / "imgs", 1, size=(600, 600))
+    write_csv(tmp_path / "l.csv", ["image", "label"], [["img_0.png", str(i)] for i in range(400)])
+    args = [tmp_path / "imgs", tmp_path / "l.csv", tmp_path / "p"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPT_SCRIPT, *map(str, args)],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.name.startswith(".p.partial-") for p in tmp_path.iterdir()):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(1.0)  # the workers are encoding
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        time.sleep(0.5)
+        left = _session(proc.pid)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode != 0 and err.count("Traceback") == 1, err
+    assert err.rstrip().endswith("KeyboardInterrupt"), err
+    assert not left, f"processes left: {left}"
+    assert not (tmp_path / "p").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".p.partial-")]

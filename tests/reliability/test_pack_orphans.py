@@ -1,10 +1,7 @@
 """``kill -9`` of ``scramjet pack --pool processes`` leaves no process behind.
 
-Before the fix, the two pool workers, multiprocessing's fork server and its resource
-tracker all outlived a killed ``pack``: the workers waited forever for their next chunk,
-and the fork server and resource tracker wait until no process holds their pipes, which
-the workers did. All four kept ``pack``'s stdout open, so ``scramjet pack ... | cat``
-never ended. Each test here starts ``pack`` in a session of its own, SIGKILLs only the
+A worker that outlived a killed ``pack`` would wait forever for its next chunk and keep
+``pack``'s stdout open, so ``scramjet pack ... | cat`` would never end. Each test here starts ``pack`` in a session of its own, SIGKILLs only the
 ``pack`` process, and checks that within a few seconds nothing of that session is alive
 and that ``pack``'s stdout reaches end of file.
 """
@@ -30,8 +27,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 WORKERS = 2
-# Helpers of a running process pool: the workers, the fork server and the resource tracker.
-HELPERS = WORKERS + 2
+# Helpers of a running process pool: its worker processes.
+HELPERS = WORKERS
 GONE_WITHIN_S = 5.0  # how long the helpers may take to end after the kill
 STARTUP = -1.0  # kill moment: as soon as the first helper appears (pool still starting)
 

@@ -1,56 +1,53 @@
-"""Encoding pools for :func:`scramjet.data.pack`: threads or processes, in order.
+"""Encoding pools for :func:`scramjet.data.pack`: threads or worker processes, in order.
 
 :func:`results` runs an encoding function over tasks in bounded, ordered chunks on a
-thread pool or a process pool and turns every way a worker can fail into an exception
-that names its task: :class:`TaskFailed` (the task raised) or :class:`WorkerDied` (a
-worker process died, with its signal or exit code and the task it was on).
-:func:`main_module_frame` and :func:`unguarded_line` tell whether worker processes would
-re-run the call (a script that calls ``pack`` at its top level without a main guard).
+thread pool or on worker processes and turns every way a worker can fail into an
+exception that names its task: :class:`TaskFailed` (the task raised) or
+:class:`WorkerDied` (a worker process died, with its signal or exit code and the task it
+was on).
+
+Worker processes are fresh interpreters started with ``subprocess`` (POSIX), never forks
+and never through :mod:`multiprocessing`: they import scramjet's encoding code and
+nothing of the caller's program, so they start in a fraction of a second even when the
+calling script imports torch, and a script that calls ``pack`` at its top level without
+an ``if __name__ == "__main__":`` guard is never run a second time. Each worker talks to
+the pack process over one socket pair: it receives chunks of tasks and sends one message
+per task, so the parent always knows which task a worker was on when it died.
 
 Worker processes never outlive the process that runs ``pack``, even when it is killed
-(``kill -9``, the OOM killer) and cannot stop them. Each worker watches a lifeline: the
-read end of a pipe whose only write end stays in the pack process, so the pipe reaches
-end of file the moment that process is gone, and a watchdog thread in the worker then
-ends the worker at once. Without it a worker would wait forever for its next chunk (it
-holds both ends of its own task queue, so that queue never reports end of file), and it
-would keep multiprocessing's fork server and resource tracker alive too, since those end
-only when no process holds their pipes, and the workers hold them; all of them would keep
-the caller's stdout and stderr open (``scramjet pack ... | cat`` would never end). Once
-the workers are gone, those two helpers end by themselves. The parent pid cannot serve
-as the signal: a worker's parent is the fork server, which outlives the pack process for
-as long as any worker does. A pipe alone can be held open by a process forked from the
-pack process while the pool runs (it inherits the write end), so the watchdog also ends
-the worker when the pack process's pid no longer exists.
+(``kill -9``, the OOM killer) and cannot stop them: a thread in each worker reads the
+socket, and the socket reaches end of file the moment the pack process is gone, which
+ends the worker at once. The socket's pack-side end is not inheritable, so no program the
+pack process starts holds it open; and since a process forked from the pack process
+would inherit it, the thread also ends the worker when its parent changes.
 """
 
 from __future__ import annotations
 
-import ast
 import itertools
-import multiprocessing
 import os
+import queue
 import signal
+import socket
+import subprocess
 import sys
 import threading
-import time
+import traceback
 from collections import deque
-from collections.abc import Callable, Generator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from multiprocessing.connection import Connection
-from pathlib import Path
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
 from types import FrameType
 from typing import Any
 
 POOLS = ("threads", "processes")
 _CHUNKS_PER_WORKER = 4  # chunks submitted ahead per worker: bounds memory, keeps workers busy
-_WATCHDOG_S = 0.5  # how often a worker checks that the pack process's pid still exists
+_WATCHDOG_S = 0.5  # how often a worker checks that its parent is still the pack process
+_STOP_S = 5.0  # how long a stopped worker may take to exit before it is killed
 
-# In a worker process only: shared [pid, task, pid, task, ...], one pair per worker, where
-# each worker records the task it is encoding (-1 between chunks), so that the parent can
-# name the row a worker was on when it died.
-_SLOTS: Any = None
-_SLOT = -1
+# A worker's command: the pack process's import path, then the worker loop on socket FD.
+_BOOT = "import sys; sys.path[:] = {path!r}; from scramjet.data._pool import serve; serve({fd})"
 
 
 class WorkerDied(Exception):
@@ -69,8 +66,7 @@ class WorkerDied(Exception):
 class TaskFailed(Exception):
     """Internal: encoding task ``index`` raised; ``detail`` is the exception, as text.
 
-    Raised inside a worker and picklable (its arguments are its state), so a process
-    pool hands it back like a thread pool does.
+    From a worker process, its cause is a :class:`RemoteTraceback`.
     """
 
     def __init__(self, index: int, detail: str) -> None:
@@ -79,204 +75,253 @@ class TaskFailed(Exception):
         self.detail = detail
 
 
-def _init_worker(slots: Any, lock: Any, pack_pid: int, lifeline: Connection) -> None:
-    """Worker process initializer: watch the pack process, then claim a slot."""
-    threading.Thread(
-        target=_watch_pack,
-        args=(pack_pid, lifeline),
-        name="scramjet-pack-watchdog",
-        daemon=True,
-    ).start()
-    _claim_slot(slots, lock)
+class RemoteTraceback(Exception):
+    """The traceback of an exception raised in a worker process, as text."""
 
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
 
-def _watch_pack(pack_pid: int, lifeline: Connection) -> None:
-    """Worker watchdog thread: end this process as soon as the pack process is gone.
-
-    Nothing is ever sent on ``lifeline``: it becomes readable only at end of file, when
-    the last holder of its write end (the pack process) has closed it or died.
-    """
-    while True:
-        try:
-            if lifeline.poll(_WATCHDOG_S):
-                break
-        except OSError:
-            break
-        try:
-            os.kill(pack_pid, 0)
-        except ProcessLookupError:
-            break
-        except PermissionError:  # another user's process: the pid was reused, pack is gone
-            break
-    os._exit(0)  # the pack process is gone: nobody waits for this worker's results
-
-
-def _claim_slot(slots: Any, lock: Any) -> None:
-    """Take a free (pid, task) pair of the shared slots, in a new worker process."""
-    global _SLOTS, _SLOT
-    with lock:
-        for k in range(0, len(slots), 2):
-            if slots[k] == 0:
-                slots[k], slots[k + 1] = os.getpid(), -1
-                _SLOTS, _SLOT = slots, k
-                return
+    def __str__(self) -> str:
+        return f"\n\n(in the worker process)\n{self.text}"
 
 
 def run_chunk(fn: Callable[[Any], Any], chunk: list[Any]) -> list[Any]:
-    """Worker: run ``fn`` on every task of a chunk (one round trip per chunk).
-
-    An exception names its task, so the error can name the CSV row that raised.
-    """
+    """Run ``fn`` on every task of a chunk; an exception names its task (its CSV row)."""
     out = []
     for task in chunk:
-        if _SLOTS is not None:
-            _SLOTS[_SLOT + 1] = task[0]
         try:
             out.append(fn(task))
         except Exception as exc:
             raise TaskFailed(task[0], f"{type(exc).__name__}: {exc}") from exc
-    if _SLOTS is not None:
-        _SLOTS[_SLOT + 1] = -1
     return out
-
-
-def _start_pool(pool: str, workers: int) -> tuple[Executor, Any, Connection | None]:
-    """A thread pool, or a process pool, its workers' shared (pid, task) slots and the
-    write end of their lifeline (close it once the workers have ended)."""
-    if pool == "threads":
-        return ThreadPoolExecutor(workers, thread_name_prefix="scramjet-pack"), None, None
-    # Workers come from a fork server (a fresh interpreter), never a fork of this process:
-    # a fork of a process with threads (DataLoader, uploads, torch) can inherit a held lock
-    # and hang.
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    slots = ctx.RawArray("q", 2 * workers)
-    # Workers get the read end of their lifeline; the write end stays here (it is not
-    # inheritable, so no program this process starts gets it), so its death ends them.
-    lifeline, alive = ctx.Pipe(duplex=False)
-    executor = ProcessPoolExecutor(
-        workers,
-        mp_context=ctx,
-        initializer=_init_worker,
-        initargs=(slots, ctx.Lock(), os.getpid(), lifeline),
-    )
-    return executor, slots, alive
-
-
-def _processes(executor: Executor) -> list[Any]:
-    """The worker processes a process pool has started (none for a thread pool)."""
-    return list((getattr(executor, "_processes", None) or {}).values())
-
-
-def _stop_pool(executor: Executor) -> None:
-    """Cancel queued chunks; end worker processes now, or wait for running threads.
-
-    Threads cannot be killed: each finishes the chunk it holds (at most 16 rows).
-    """
-    if isinstance(executor, ThreadPoolExecutor):
-        executor.shutdown(wait=True, cancel_futures=True)
-        return
-    procs = _processes(executor)
-    executor.shutdown(wait=False, cancel_futures=True)
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-    for proc in procs:
-        proc.join(timeout=5)
 
 
 def results(fn: Callable[[Any], Any], tasks: list[Any], workers: int, pool: str) -> Generator[Any]:
     """Run ``fn`` on every task (``task[0]`` is its index) and yield the results in order.
 
-    With more than one worker, chunks of tasks go to a thread or process pool, at most
-    ``_CHUNKS_PER_WORKER`` per worker ahead of the chunk being read, so memory stays
-    bounded however long the list. A task that raises raises :class:`TaskFailed`. A
-    worker process that dies (killed by the OOM killer, a crashing decoder) or cannot
-    start breaks the pool: that raises :class:`WorkerDied` naming the tasks still in
-    flight and how the processes ended, instead of waiting forever for their results.
+    With more than one worker, chunks of tasks go to a thread pool or to worker
+    processes, at most ``_CHUNKS_PER_WORKER`` per worker ahead of the chunk being read, so
+    memory stays bounded however long the list. A task that raises raises
+    :class:`TaskFailed`. A worker process that dies (killed by the OOM killer, a crashing
+    decoder) or cannot start raises :class:`WorkerDied` naming the tasks still in flight
+    and how it ended, instead of waiting forever for its results.
     """
     if workers <= 1 or len(tasks) < 2:
         for task in tasks:
             yield from run_chunk(fn, [task])
         return
-    # A chunk is one round trip to a worker process; threads take a row or two at a time,
-    # so the last chunks of a pack keep every thread busy to the end.
-    size = max(1, min(16 if pool == "processes" else 2, len(tasks) // (workers * 8)))
-    chunks = iter([tasks[i : i + size] for i in range(0, len(tasks), size)])
-    executor, slots, alive = _start_pool(pool, workers)
-    pending: deque[tuple[list[Any], Future[list[Any]]]] = deque()
+    # Small chunks keep every worker busy to the end of a pack: a thread takes a row or
+    # two at a time, a worker process four (one message each way per chunk and per row).
+    size = max(1, min(4 if pool == "processes" else 2, len(tasks) // (workers * 8)))
+    chunks = (tasks[i : i + size] for i in range(0, len(tasks), size))
+    if pool == "threads":
+        yield from _thread_results(fn, chunks, workers)
+    else:
+        yield from _process_results(fn, chunks, workers)
+
+
+def _thread_results(
+    fn: Callable[[Any], Any], chunks: Iterator[list[Any]], workers: int
+) -> Generator[Any]:
+    executor = ThreadPoolExecutor(workers, thread_name_prefix="scramjet-pack")
+    pending: deque[Future[list[Any]]] = deque()
 
     def submit(count: int) -> None:
         for chunk in itertools.islice(chunks, count):
-            pending.append((chunk, executor.submit(run_chunk, fn, chunk)))
+            pending.append(executor.submit(run_chunk, fn, chunk))
 
-    procs: list[Any] = []
     try:
-        try:
-            try:
-                submit(workers * _CHUNKS_PER_WORKER)
-                procs = _processes(executor)
-                while pending:
-                    done = pending[0][1].result()
-                    pending.popleft()
-                    submit(1)
-                    yield from done
-            except BrokenProcessPool as exc:
-                lost = [
-                    task[0]
-                    for chunk, future in pending
-                    if not future.done() or future.exception() is not None
-                    for task in chunk
-                ]
-                # A worker that dies at once breaks the pool before the first submits return
-                procs = procs or _processes(executor)
-                raise WorkerDied(lost, _how_workers_ended(executor, procs, slots)) from exc
-        except BaseException:
-            _stop_pool(executor)
-            raise
-        executor.shutdown(wait=True)
+        submit(workers * _CHUNKS_PER_WORKER)
+        while pending:
+            done = pending[0].result()
+            pending.popleft()
+            submit(1)
+            yield from done
     finally:
-        if alive is not None:  # the workers have ended (or were told to): let go of them
-            alive.close()
+        # Threads cannot be killed: each finishes the chunk it holds (at most 2 rows).
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _how_workers_ended(
-    executor: Executor, procs: list[Any], slots: Any
-) -> list[tuple[str, int | None]]:
-    """How each worker process that failed ended, and the task it was encoding.
+# ----- worker processes -------------------------------------------------------------------
+def serve(fd: int) -> None:
+    """A worker process's main loop: run the chunks received on socket ``fd``.
 
-    When one worker dies the pool terminates the others (SIGTERM), so those are named
-    only when nothing else is known.
+    A reader thread takes messages off the socket as they come (so the pack process can
+    always send) and ends the process when the pack process is gone. Each task's outcome
+    goes back as its own message: ``("ok", result)`` or ``("failed", index, detail,
+    traceback)``.
+    A message that cannot be unpickled (the task function's module is missing) is raised
+    here: its traceback goes to stderr and the worker exits with code 1.
     """
-    deadline = time.monotonic() + 10  # the pool ends and joins them; wait for their codes
-    # The pool's manager thread joins the workers itself. Wait for it first: a fork server
-    # worker's exit code is read once from a pipe, so two threads polling the same worker
-    # race, and the loser sees end of file and records exit code 255 instead.
-    manager = getattr(executor, "_executor_manager_thread", None)
-    if manager is not None:
-        manager.join(timeout=max(0.0, deadline - time.monotonic()))
-    for proc in procs:
-        proc.join(timeout=max(0.0, deadline - time.monotonic()))
-    on_task = {slots[k]: slots[k + 1] for k in range(0, len(slots), 2) if slots[k]}
-    failed = [p for p in procs if p.exitcode not in (None, 0)]
-    first = [p for p in failed if p.exitcode != -signal.SIGTERM] or failed
-    ends = []
-    for proc in first:
-        code = proc.exitcode
-        if code < 0:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the pack process's to handle
+    conn = Connection(fd)
+    inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    threading.Thread(
+        target=_read_inbox, args=(conn, os.getppid(), inbox), name="scramjet-pack-inbox",
+        daemon=True,
+    ).start()  # fmt: skip
+    while True:
+        msg = inbox.get()
+        if isinstance(msg, BaseException):
+            raise msg
+        fn, chunk = msg
+        for task in chunk:
             try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            how = f"a worker was killed by {name}{_SIGNAL_CAUSES.get(name, '')}"
-        else:
-            how = (
-                f"a worker exited with code {code} (a Python error in the worker process: "
-                "its traceback is printed above, on stderr)"
-            )
-        task = on_task.get(proc.pid, -1)
-        ends.append((how, task if task >= 0 else None))
-    return ends
+                out: tuple[Any, ...] = ("ok", fn(task))
+            except Exception as exc:
+                detail = f"{type(exc).__name__}: {exc}"
+                out = ("failed", task[0], detail, traceback.format_exc())
+            try:
+                conn.send(out)
+            except OSError:  # the pack process is gone
+                os._exit(0)
+
+
+def _read_inbox(conn: Connection, parent: int, inbox: queue.SimpleQueue[Any]) -> None:
+    """Worker thread: queue every message; end the process once the pack process is gone."""
+    try:
+        while True:
+            if conn.poll(_WATCHDOG_S):
+                inbox.put(conn.recv())
+            elif os.getppid() != parent:
+                break
+    except (EOFError, OSError):
+        pass
+    except Exception as exc:  # a message that cannot be unpickled: raise it in serve()
+        inbox.put(exc)
+        return
+    os._exit(0)  # nobody waits for this worker's results any more
+
+
+@dataclass
+class _Chunk:
+    tasks: list[Any]
+    out: list[tuple[Any, ...]] = field(default_factory=list)  # messages received so far
+    read: int = 0  # messages already yielded (or raised)
+
+
+@dataclass
+class _Worker:
+    proc: subprocess.Popen[bytes]
+    conn: Connection
+    queue: deque[_Chunk] = field(default_factory=deque)  # sent, not all answered, in order
+
+
+def _start_worker() -> _Worker:
+    parent_end, child_end = socket.socketpair()
+    try:
+        boot = _BOOT.format(path=[p for p in sys.path if isinstance(p, str)], fd=child_end.fileno())
+        proc = subprocess.Popen(
+            [sys.executable, "-c", boot], stdin=subprocess.DEVNULL, pass_fds=[child_end.fileno()]
+        )
+    except BaseException:
+        parent_end.close()
+        raise
+    finally:
+        child_end.close()
+    return _Worker(proc, Connection(parent_end.detach()))
+
+
+def _process_results(
+    fn: Callable[[Any], Any], chunks: Iterator[list[Any]], workers: int
+) -> Generator[Any]:
+    """Ordered results of ``fn`` over ``chunks`` from ``workers`` worker processes."""
+    started: list[_Worker] = []
+    order: deque[_Chunk] = deque()  # sent and not yet all yielded, in task order
+    try:
+        for _ in range(workers):
+            started.append(_start_worker())
+        by_conn = {w.conn: w for w in started}
+
+        def submit() -> None:
+            while len(order) < workers * _CHUNKS_PER_WORKER:
+                tasks = next(chunks, None)
+                if tasks is None:
+                    return
+                worker = min(started, key=lambda w: len(w.queue))
+                chunk = _Chunk(tasks)
+                try:
+                    worker.conn.send((fn, tasks))
+                except OSError:
+                    _died(worker, started, order)
+                worker.queue.append(chunk)
+                order.append(chunk)
+
+        submit()
+        while order:
+            head = order[0]
+            while head.read < len(head.tasks):
+                while head.read == len(head.out):
+                    for conn in wait(list(by_conn)):
+                        worker = by_conn[conn]  # type: ignore[index]
+                        try:
+                            msg = worker.conn.recv()
+                        except (EOFError, OSError):
+                            _died(worker, started, order)
+                        first = worker.queue[0]
+                        first.out.append(msg)
+                        if len(first.out) == len(first.tasks):
+                            worker.queue.popleft()
+                msg = head.out[head.read]
+                head.read += 1
+                if msg[0] == "failed":
+                    raise TaskFailed(msg[1], msg[2]) from RemoteTraceback(msg[3])
+                yield msg[1]
+            order.popleft()
+            submit()
+    except BaseException:
+        _stop(started, kill=True)
+        raise
+    _stop(started, kill=False)
+
+
+def _died(worker: _Worker, started: list[_Worker], order: deque[_Chunk]) -> None:
+    """Raise :class:`WorkerDied` for a worker whose socket broke: how it (and any other
+    worker that already failed) ended, the task it was on, every task still in flight."""
+    try:
+        worker.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # the socket broke but the process lives on: end it
+        worker.proc.kill()
+        worker.proc.wait()
+    ends = []
+    for w in [worker, *(w for w in started if w is not worker)]:
+        code = w.proc.poll()
+        if code is None or (code == 0 and w is not worker):
+            continue
+        on = w.queue[0].tasks[len(w.queue[0].out)][0] if w.queue else None
+        ends.append((_how_it_ended(code), on))
+    lost = [task[0] for chunk in order for task in chunk.tasks[len(chunk.out) :]]
+    raise WorkerDied(lost, ends)
+
+
+def _how_it_ended(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"a worker was killed by {name}{_SIGNAL_CAUSES.get(name, '')}"
+    if code == 0:
+        return "a worker exited with code 0 before it answered every task"
+    return (
+        f"a worker exited with code {code} (a Python error in the worker process: its "
+        "traceback is printed above, on stderr)"
+    )
+
+
+def _stop(started: list[_Worker], kill: bool) -> None:
+    """End the workers: closing a worker's socket ends it; ``kill`` terminates them first."""
+    for w in started:
+        if kill and w.proc.poll() is None:
+            w.proc.terminate()
+        w.conn.close()
+    for w in started:
+        try:
+            w.proc.wait(timeout=_STOP_S)
+        except subprocess.TimeoutExpired:
+            w.proc.kill()
+            w.proc.wait()
 
 
 _SIGNAL_CAUSES = {
@@ -296,37 +341,3 @@ def main_module_frame() -> FrameType | None:
             return frame
         frame = frame.f_back
     return None
-
-
-def unguarded_line(frame: FrameType) -> str | None:
-    """``"file:line"`` when the script's current top-level statement is not the guard.
-
-    ``None`` when there is no script file to re-run (``python -c``, a notebook) or its
-    source cannot be read.
-    """
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    if main is None or not path or frame.f_globals is not vars(main):
-        return None
-    try:
-        tree = ast.parse(Path(path).read_bytes())
-    except (OSError, SyntaxError, ValueError):
-        return None
-    line = frame.f_lineno
-    for node in tree.body:
-        if node.lineno <= line <= (node.end_lineno or node.lineno):
-            return None if _is_main_guard(node) else f"{path}:{line}"
-    return None
-
-
-def _is_main_guard(node: ast.stmt) -> bool:
-    """``if __name__ == "__main__":`` (either operand order)."""
-    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
-        return False
-    test = node.test
-    if len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
-        return False
-    sides = [test.left, test.comparators[0]]
-    names = [s.id for s in sides if isinstance(s, ast.Name)]
-    consts = [s.value for s in sides if isinstance(s, ast.Constant)]
-    return names == ["__name__"] and consts == ["__main__"]

@@ -31,7 +31,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--pool",
         default="threads",
         choices=("threads", "processes"),
-        help="encode on threads (default) or in worker processes (isolates decoder crashes)",
+        help="encode on threads (default) or in worker processes (no shared GIL: many cores, "
+        "PNG; isolates decoder crashes)",
     )
     parser.add_argument("--on-error", default="raise", choices=("raise", "skip"))
     parser.add_argument("--overwrite", action="store_true", help="replace an existing pack")
