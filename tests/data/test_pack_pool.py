@@ -277,3 +277,18 @@ def test_ctrl_c_stops_pack_and_its_workers_quietly(tmp_path):
     assert not left, f"processes left: {left}"
     assert not (tmp_path / "p").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".p.partial-")]
+
+
+def test_workers_that_cannot_start_raise_a_clear_error(folder, tmp_path, monkeypatch):
+    """No interpreter to start (an embedded or frozen Python): a PackError that says so
+    and points at threads, and nothing at dst."""
+    root, _ = folder
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python-here"))
+    with pytest.raises(PackError) as info:
+        pack(root, root / "list.csv", tmp_path / "p", dtype=["int64"], height=8, width=8,
+             workers=2, pool="processes", progress=False)  # fmt: skip
+    msg = str(info.value)
+    assert "an encoding worker process died or could not start (a worker could not start: " in msg
+    assert "no-python-here" in msg and "FileNotFoundError" in msg
+    assert "no CSV row was in flight; pool='threads' needs no worker processes" in msg
+    _no_pack_left(tmp_path)

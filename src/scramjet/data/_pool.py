@@ -231,7 +231,11 @@ def _process_results(
     order: deque[_Chunk] = deque()  # sent and not yet all yielded, in task order
     try:
         for _ in range(workers):
-            started.append(_start_worker())
+            try:
+                started.append(_start_worker())
+            except OSError as exc:  # no interpreter to run (an embedded or frozen Python)
+                how = f"a worker could not start: {sys.executable!r} -c ... raised {exc!r}"
+                raise WorkerDied([], [(how, None)]) from exc
         by_conn = {w.conn: w for w in started}
 
         def submit() -> None:

@@ -165,9 +165,14 @@ def _worker_died_error(rows: list[Row], exc: _pool.WorkerDied, workers: int) -> 
     cause = "; ".join(ends) or "the pool broke, no worker exit code was available"
     shown = ", ".join(f"line {rows[i].line} {rows[i].name!r}" for i in exc.indices[:8])
     more = f" and {len(exc.indices) - 8} more" if len(exc.indices) > 8 else ""
+    flight = (
+        f"{len(exc.indices)} CSV rows were in flight: {shown}{more}"
+        if shown
+        else "no CSV row was in flight; pool='threads' needs no worker processes"
+    )
     return PackError(
         f"an encoding worker process died or could not start ({cause}); "
-        f"{len(exc.indices)} CSV rows were in flight: {shown}{more}. A worker dies without "
+        f"{flight}. A worker dies without "
         "a Python error when the system runs out of memory (the OOM killer) or an image "
         "decoder crashes. Pack again with fewer workers (now workers="
         f"{workers}) to use less memory, or with workers=1 to encode one row at a time in "
