@@ -49,6 +49,7 @@ from data_read import machine, make_images, write_tars
 from PIL import Image
 
 from scramjet.data import _pool, pack
+from scramjet.data.csvlist import check_header, parse_row, read_table
 from scramjet.data.images import simplejpeg_module
 from scramjet.data.writer import _encode_task
 
@@ -75,6 +76,17 @@ def encode_stage(
     for _ in _pool.results(_encode_task, tasks, workers, pool):
         pass
     return len(tasks) / (time.perf_counter() - start)
+
+
+def row_check(root: Path) -> float:
+    """Microseconds per CSV row of pack's row check (paths resolved inside file_dir, values
+    parsed): serial work in the pack process before any encoding starts."""
+    header, table = read_table(root / "list.csv")
+    dtypes = check_header(header, ["int64"])
+    start = time.perf_counter()
+    for line, cells in table:
+        parse_row(root.resolve(), header, dtypes, line, cells, False)
+    return (time.perf_counter() - start) / len(table) * 1e6
 
 
 def worker_start(workers: int) -> float:
@@ -169,7 +181,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
     rates: dict[tuple[str, int, str], list[float]] = {c: [] for c in configs(args)}
     sizes: dict[tuple[str, int, str], int] = {}
     base: dict[str, Any] = {
-        "serial": [], "stage1": [], "stageN": [], "stageP": [], "stageW": [], "start": [], "gil": []
+        "serial": [], "stage1": [], "stageN": [], "stageP": [], "stageW": [], "start": [], "rows": [], "gil": []
     }  # fmt: skip
     procs = multiprocessing.get_context("fork").Pool(args.workers)
     procs.map(abs, range(args.workers))  # started before any timing
@@ -190,6 +202,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
             base["stageP"].append(encode_stage_processes(root, names, args, procs))
             base["stageW"].append(encode_stage(root, names, args, args.workers, "processes"))
             base["start"].append(worker_start(args.workers))
+            base["rows"].append(row_check(root))
             base["gil"].append(gil_share(root, names, args))
             for encode, workers, pool in order[r % len(order) :] + order[: r % len(order)]:
                 dst = root / f"{encode}-{workers}-{pool}-{r}.pack"
@@ -261,6 +274,10 @@ def report(args: argparse.Namespace, base: dict[str, Any], runs: dict[Any, Any])
         f"  the same encoding in pack's {w} worker processes (pool='processes', their start "
         f"included): {workers:.0f}/s = {workers / (w * one):.2f} x {w} x one worker's; "
         f"they start in {statistics.median(base['start']):.2f} s (median)"
+    )
+    print(
+        f"checking the CSV rows (serial, before encoding): {statistics.median(base['rows']):.1f} "
+        "us per row (median)"
     )
     share = statistics.median(g[0] for g in base["gil"])
     bound = statistics.median(g[1] for g in base["gil"])

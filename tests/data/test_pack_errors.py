@@ -354,3 +354,54 @@ def test_overwrite_leaves_no_hidden_copy_of_the_old_destination(folder, tmp_path
     assert sorted(p.name for p in dst.parent.iterdir()) == ["train.hdf5"]
     if old == "link":  # the link is replaced, never what it points to
         assert (target / "keep.txt").read_text() == "not ours"
+
+
+# ----- where a CSV path may lead ------------------------------------------------------------
+@pytest.fixture
+def linked_root(tmp_path):
+    """A file_dir with files, a folder and symbolic links leading in, out and in circles."""
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.png").write_bytes(b"x")
+    (root / "sub" / "b.png").write_bytes(b"x")
+    (tmp_path / "outside.png").write_bytes(b"x")
+    (root / "out_link.png").symlink_to(tmp_path / "outside.png")
+    (root / "in_link.png").symlink_to("sub/b.png")
+    (root / "dir_link").symlink_to(root / "sub")
+    (root / "loop_a").symlink_to("loop_b")
+    (root / "loop_b").symlink_to("loop_a")
+    return root.resolve()
+
+
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("a.png", "a.png"),
+        ("sub//./b.png", "sub/b.png"),
+        ("sub/../a.png", "a.png"),
+        ("in_link.png", "sub/b.png"),  # a link inside file_dir is followed
+        ("dir_link/b.png", "sub/b.png"),
+        ("../root/a.png", "a.png"),  # leaves and comes back: still inside
+        ("../outside.png", "escapes file_dir"),
+        ("sub/../../outside.png", "escapes file_dir"),
+        ("out_link.png", "escapes file_dir"),  # a link that leads out
+        ("..", "escapes file_dir"),
+        (".", "file not found"),  # file_dir itself
+        ("sub", "file not found"),  # a folder
+        ("dir_link", "file not found"),
+        ("missing.png", "file not found"),
+        ("a.png/x", "file not found"),  # a file used as a folder
+        ("loop_a", "symbolic link loop"),
+        ("x" * 300 + ".png", "file name too long"),
+    ],
+)
+def test_csv_paths_resolve_inside_file_dir_or_name_the_reason(linked_root, name, expected):
+    from scramjet.data.csvlist import RowError, safe_path
+
+    try:
+        got = safe_path(linked_root, name, 7)
+    except RowError as exc:
+        assert exc.line == 7 and exc.file == name
+        assert expected in exc.reason, exc.reason
+    else:
+        assert got == str(linked_root / expected)

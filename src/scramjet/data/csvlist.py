@@ -6,6 +6,7 @@ import csv
 import errno
 import io
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,17 +111,22 @@ def safe_path(root: Path, name: str, line: int) -> str:
         raise RowError(
             line, name, "absolute paths are not allowed; list paths relative to file_dir"
         )
+    # os.path rather than pathlib: the same checks at half the cost per row, which the
+    # pack process spends once per CSV row before any encoding starts
+    base = str(root)
+    prefix = base if base.endswith(os.sep) else base + os.sep
+    full = os.path.realpath(os.path.join(base, name))  # never raises; a loop stays unresolved
+    if not full.startswith(prefix) and full != base:
+        raise RowError(line, name, f"path escapes file_dir {base!r}")
     try:
-        full = (root / name).resolve()
-        if not full.is_relative_to(root):
-            raise RowError(line, name, f"path escapes file_dir {str(root)!r}")
-        if not full.is_file():
-            raise RowError(line, name, f"file not found under file_dir {str(root)!r}")
-    except RuntimeError:  # Path.resolve's symlink loop before Python 3.13
-        raise RowError(line, name, "symbolic link loop") from None
+        is_file = stat.S_ISREG(os.stat(full).st_mode)
     except OSError as exc:
-        raise RowError(line, name, _os_reason(exc, name)) from None
-    return str(full)
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+            raise RowError(line, name, _os_reason(exc, name)) from None
+        is_file = False
+    if not is_file:
+        raise RowError(line, name, f"file not found under file_dir {base!r}")
+    return full
 
 
 def _os_reason(exc: OSError, name: str) -> str:
