@@ -117,6 +117,35 @@ def test_threads_and_processes_write_byte_identical_packs(tmp_path, encode):
     assert digests[(2, "threads")] == first and digests[(2, "processes")] == first
 
 
+@pytest.mark.parametrize("encode", ["jpeg", "raw"])
+def test_sequences_and_skipped_rows_pack_the_same_in_worker_processes(tmp_path, encode):
+    """Rows of 1-3 frames and undecodable rows skipped: worker processes spool frames in
+    files of their own, and the pack must still equal the one made in this process."""
+    imgs = write_images(tmp_path / "imgs", 12, size=(40, 30), fmt="jpg")
+    (tmp_path / "imgs" / "broken.jpg").write_bytes(b"\xff\xd8\xff not a jpeg")
+    names = [n for n, _ in imgs]
+    rows = []
+    for i in range(30):
+        frames = [names[(i + k) % len(names)] for k in range(1 + i % 3)]
+        if i % 7 == 3:
+            frames.insert(1, "broken.jpg")
+        rows.append([",".join(frames), str(i)])
+    write_csv(tmp_path / "l.csv", ["image", "label"], rows)
+    digests, reports = {}, {}
+    for workers, pool in [(0, "threads"), (2, "processes")]:
+        dst = tmp_path / f"{workers}-{pool}"
+        reports[pool] = pack(tmp_path / "imgs", tmp_path / "l.csv", dst, dtype=["int64"],
+                             height=16, width=24, encode=encode, shards=4, is_seq=True,
+                             workers=workers, pool=pool, on_error="skip", progress=False)  # fmt: skip
+        digests[pool] = _digests(dst)
+        assert not [p for p in dst.iterdir() if p.suffix == ".spool"]
+    assert [s.line for s in reports["processes"].skipped] == [5, 12, 19, 26]
+    assert reports["processes"].num_samples == 26
+    assert digests["processes"] == digests["threads"]
+    ds = PackedDataset(tmp_path / "2-processes", verify=True)
+    assert [len(ds[i]["image"]) for i in range(3)] == [1, 2, 3]
+
+
 def test_jpeg_bytes_are_pillows_own(tmp_path):
     """Encoding through a file descriptor (so threads run in parallel) changes no byte."""
     img = Image.fromarray(smooth_image(np.random.default_rng(1), 48, 64))

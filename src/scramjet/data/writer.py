@@ -18,6 +18,7 @@ for many cores and for encoders that hold it (PNG).
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -25,7 +26,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import closing
+from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -395,10 +396,48 @@ def _parse_rows(
 
 @dataclass
 class _Spooled:
-    path: Path
+    """Where every encoded frame is: a byte range in one of the spool files."""
+
+    files: list[Path]  # spool files: the pack process's, then one per worker process
     rows: list[Row]  # valid rows in order
-    frame_sizes: list[int]  # byte size of every frame, in order
-    row_frames: list[int]  # frames per valid row
+    frame_file: list[int] = field(default_factory=list)  # every frame's spool file
+    frame_start: list[int] = field(default_factory=list)  # and its first byte there
+    frame_sizes: list[int] = field(default_factory=list)  # byte size of every frame
+    row_frames: list[int] = field(default_factory=list)  # frames per valid row
+
+
+# In a worker process of pool="processes": its own spool file and where it ends.
+_WORKER_SPOOL: dict[str, Any] = {}
+
+
+def _encode_to_spool(
+    encode: Callable[[Any], tuple[int, Any]], spool_dir: str, task: Any
+) -> tuple[int, Any]:
+    """Worker process: encode a row, append its frames to this process's own spool file
+    and return where they are, ``(file name, start, size)`` each, instead of the bytes:
+    raw frames (150 KB at 224 px) then never cross to the pack process.
+
+    The file is written unbuffered, so every frame is in the file (the page cache) once
+    its location is sent; the pack process reads them only after every row is done.
+    """
+    index, result = encode(task)
+    if isinstance(result, str):
+        return index, result
+    if _WORKER_SPOOL.get("dir") != spool_dir:
+        name = f"frames-{os.getpid()}.spool"
+        _WORKER_SPOOL.update(dir=spool_dir, name=name, end=0)
+        _WORKER_SPOOL["file"] = open(os.path.join(spool_dir, name), "xb", buffering=0)  # noqa: SIM115
+    fh, name = _WORKER_SPOOL["file"], _WORKER_SPOOL["name"]
+    where = []
+    for frame in result:
+        view = memoryview(frame)
+        start = _WORKER_SPOOL["end"]
+        done = 0
+        while done < len(view):
+            done += fh.write(view[done:])
+        _WORKER_SPOOL["end"] = start + len(view)
+        where.append((name, start, len(view)))
+    return index, where
 
 
 def _spool_rows(
@@ -410,15 +449,24 @@ def _spool_rows(
     skipped: list[SkippedRow],
     progress: bool,
 ) -> _Spooled:
-    """Encode every row (in parallel) and append its frames to a spool file, in order."""
+    """Encode every row (in parallel) and record where its frames are spooled, in order.
+
+    Threads (and ``workers<=1``) hand frames over in memory, appended here to one spool
+    file; worker processes append them to spool files of their own.
+    """
     tasks = [(i, row.files, *opts) for i, row in enumerate(rows)]
     n_workers, pool = workers
-    spool = _Spooled(tmp / "frames.spool", [], [], [])
-    # closing(): a bad row stops the pool's workers now, not when the generator is collected
+    spool = _Spooled([tmp / "frames.spool"], [])
+    ids: dict[str, int] = {}
     # _encode_task is looked up now, so a replacement of it (in tests) reaches the workers
-    results = _pool.results(_encode_task, tasks, n_workers, pool)
-    with open(spool.path, "wb") as fh, _progress(progress, len(tasks)) as bar, closing(results):
+    fn: Callable[[Any], Any] = _encode_task
+    if pool == "processes" and n_workers > 1:
+        fn = functools.partial(_encode_to_spool, _encode_task, str(tmp))
+    # closing(): a bad row stops the pool's workers now, not when the generator is collected
+    results = _pool.results(fn, tasks, n_workers, pool)
+    with open(spool.files[0], "wb") as fh, _progress(progress, len(tasks)) as bar, closing(results):
         task_id = bar.add_task("packing", total=len(tasks))
+        end = 0
         try:
             for index, result in results:
                 row = rows[index]
@@ -426,12 +474,24 @@ def _spool_rows(
                     if on_error == "raise":
                         raise PackError(f"{result} (CSV row at line {row.line}, file {row.name!r})")
                     skipped.append(SkippedRow(row.line, row.name, result))
-                else:
-                    for frame in result:
+                    bar.advance(task_id)
+                    continue
+                for frame in result:
+                    if isinstance(frame, tuple):  # (file, start, size) in a worker's spool
+                        name, start, size = frame
+                        if name not in ids:
+                            ids[name] = len(spool.files)
+                            spool.files.append(tmp / name)
+                        spool.frame_file.append(ids[name])
+                    else:
                         fh.write(frame)
-                        spool.frame_sizes.append(len(frame))
-                    spool.row_frames.append(len(result))
-                    spool.rows.append(row)
+                        start, size = end, len(frame)
+                        end += size
+                        spool.frame_file.append(0)
+                    spool.frame_start.append(start)
+                    spool.frame_sizes.append(size)
+                spool.row_frames.append(len(result))
+                spool.rows.append(row)
                 bar.advance(task_id)
         except _pool.WorkerDied as exc:
             raise _worker_died_error(rows, exc, n_workers) from exc
@@ -499,20 +559,37 @@ def _write_shards(
     frame_off = np.concatenate([[0], np.cumsum(spooled.frame_sizes, dtype=np.int64)])
     row_off = np.concatenate([[0], np.cumsum(spooled.row_frames, dtype=np.int64)])
     infos = []
-    with open(spooled.path, "rb") as spool:
+    with ExitStack() as stack:
+        spools = [stack.enter_context(open(p, "rb")) for p in spooled.files]
         for k, (a, b) in enumerate(_balanced(n, shards)):
             path = tmp / shard_name(k)
-            _write_one(
-                path, spool, spooled.rows[a:b], columns, frame_off, row_off, a, b, enc, shape
-            )
+            runs = _runs(spooled, spools, int(row_off[a]), int(row_off[b]))
+            _write_one(path, runs, spooled.rows[a:b], columns, frame_off, row_off, a, b, enc, shape)
             infos.append(ShardInfo(shard_name(k), b - a, path.stat().st_size, file_sha256(path)))
-    spooled.path.unlink()
+    for p in spooled.files:
+        p.unlink()
     return Manifest(columns=columns, shards=infos, created_by=f"scramjet {scramjet.__version__}")
+
+
+def _runs(spooled: _Spooled, spools: list[Any], f0: int, f1: int) -> list[tuple[Any, int, int]]:
+    """Frames ``f0:f1`` as ``(spool file, start, length)`` runs, in order: consecutive
+    frames that follow each other in the same spool file make one run."""
+    runs: list[tuple[Any, int, int]] = []
+    last_file, last_end = -1, -1
+    for f in range(f0, f1):
+        file, start, size = spooled.frame_file[f], spooled.frame_start[f], spooled.frame_sizes[f]
+        if file == last_file and start == last_end:
+            spool, run_start, length = runs[-1]
+            runs[-1] = (spool, run_start, length + size)
+        else:
+            runs.append((spools[file], start, size))
+        last_file, last_end = file, start + size
+    return runs
 
 
 def _write_one(
     path: Path,
-    spool: Any,
+    runs: list[tuple[Any, int, int]],
     rows: list[Row],
     columns: list[ColumnSpec],
     frame_off: np.ndarray,
@@ -522,23 +599,21 @@ def _write_one(
     enc: str,
     shape: tuple[int, int, int],
 ) -> None:
-    """Write one shard: image frames copied from the spool, then the value columns."""
+    """Write one shard: image frames copied from the spool files, then the value columns."""
     import h5py
 
     image = columns[0]
     f0, f1 = int(row_off[a]), int(row_off[b])  # frame range of this shard
-    b0, b1 = int(frame_off[f0]), int(frame_off[f1])  # byte range in the spool
+    b0, b1 = int(frame_off[f0]), int(frame_off[f1])  # its bytes, as if in one spool
     with h5py.File(path, "w", libver="latest") as h5:
         h5.attrs["format"] = "scramjet-pack"
         h5.attrs["version"] = 1
         if enc == "raw":
             ds = h5.create_dataset(image.name, shape=(f1 - f0, *shape), dtype=np.uint8)
-            flat_len = (f1 - f0) * int(np.prod(shape))
         else:
             ds = h5.create_dataset(image.name, shape=(b1 - b0,), dtype=np.uint8)
-            flat_len = b1 - b0
             h5.create_dataset(f"{OFFSETS_GROUP}/{image.name}", data=frame_off[f0 : f1 + 1] - b0)
-        _copy_spool(spool, b0, flat_len, ds)
+        _copy_runs(runs, ds)
         if image.sequence:
             h5.create_dataset(f"{ROWS_GROUP}/{image.name}", data=row_off[a : b + 1] - f0)
         for j, col in enumerate(columns[1:]):
@@ -548,16 +623,21 @@ def _write_one(
         os.fsync(fh.fileno())
 
 
-def _copy_spool(spool: Any, start: int, length: int, ds: Any) -> None:
+def _copy_runs(runs: list[tuple[Any, int, int]], ds: Any) -> None:
+    """Copy the runs, in order, into ``ds`` from its start (raw: whole frames per row)."""
     row_bytes = int(np.prod(ds.shape[1:])) if ds.ndim > 1 else 1
-    spool.seek(start)
-    done = 0
-    while done < length:
-        take = min(_COPY_BLOCK // row_bytes * row_bytes or row_bytes, length - done)
-        buf = np.frombuffer(spool.read(take), dtype=np.uint8)
-        lo, hi = done // row_bytes, (done + take) // row_bytes
-        ds[lo:hi] = buf.reshape((hi - lo, *ds.shape[1:]))
-        done += take
+    block = _COPY_BLOCK // row_bytes * row_bytes or row_bytes
+    at = 0  # bytes of ds written so far
+    for spool, start, length in runs:
+        spool.seek(start)
+        done = 0
+        while done < length:
+            take = min(block, length - done)
+            buf = np.frombuffer(spool.read(take), dtype=np.uint8)
+            lo, hi = (at + done) // row_bytes, (at + done + take) // row_bytes
+            ds[lo:hi] = buf.reshape((hi - lo, *ds.shape[1:]))
+            done += take
+        at += length
 
 
 def _write_values(h5: Any, col: ColumnSpec, values: list[Any]) -> None:
