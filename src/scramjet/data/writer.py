@@ -2,8 +2,10 @@
 
 How it works: rows are checked in the calling thread (paths, values), images are loaded,
 resized and encoded by a pool of threads (or, with ``pool="processes"``, of processes),
-and the encoded frames are appended in order to a spool file inside a hidden temporary
-directory next to ``dst``. Once every row is done, the valid rows are split into exactly
+and the encoded frames are appended to spool files inside a hidden temporary directory
+next to ``dst``: one written in order by the calling thread (threads hand their frames
+over in memory), and one per worker process, which sends back only where each frame is.
+Once every row is done, the valid rows are split into exactly
 ``shards`` balanced shards, each written as one HDF5 file with contiguous datasets,
 checksummed, and described by ``manifest.json``. Only then is the temporary directory
 renamed to ``dst``: an interrupted pack leaves no directory at ``dst`` and nothing with a
