@@ -321,3 +321,9 @@ def test_workers_that_cannot_start_raise_a_clear_error(folder, tmp_path, monkeyp
     assert "no-python-here" in msg and "FileNotFoundError" in msg
     assert "no CSV row was in flight; pool='threads' needs no worker processes" in msg
     _no_pack_left(tmp_path)
+
+
+def test_no_more_worker_processes_start_than_there_are_chunks():
+    out = list(_pool.results(where_am_i, [(i, 0.0) for i in range(3)], 8, "processes"))
+    assert [i for i, _ in out] == [0, 1, 2]
+    assert len({pid for _, (pid, _, _, _) in out}) == 3  # one row per chunk, one chunk each

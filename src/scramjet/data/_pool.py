@@ -115,6 +115,7 @@ def results(fn: Callable[[Any], Any], tasks: list[Any], workers: int, pool: str)
     # two at a time, a worker process four (one message each way per chunk and per row).
     size = max(1, min(4 if pool == "processes" else 2, len(tasks) // (workers * 8)))
     chunks = (tasks[i : i + size] for i in range(0, len(tasks), size))
+    workers = min(workers, -(-len(tasks) // size))  # no worker without a chunk to take
     if pool == "threads":
         yield from _thread_results(fn, chunks, workers)
     else:
