@@ -39,7 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 POOLS = ("threads", "processes")
 _CHUNKS_PER_WORKER = 4  # chunks submitted ahead per worker: bounds memory, keeps workers busy
@@ -237,51 +237,62 @@ def _process_results(
             except OSError as exc:  # no interpreter to run (an embedded or frozen Python)
                 how = f"a worker could not start: {sys.executable!r} -c ... raised {exc!r}"
                 raise WorkerDied([], [(how, None)]) from exc
-        by_conn = {w.conn: w for w in started}
-
-        def submit() -> None:
-            while len(order) < workers * _CHUNKS_PER_WORKER:
-                tasks = next(chunks, None)
-                if tasks is None:
-                    return
-                worker = min(started, key=lambda w: len(w.queue))
-                chunk = _Chunk(tasks)
-                try:
-                    worker.conn.send((fn, tasks))
-                except OSError:
-                    _died(worker, started, order)
-                worker.queue.append(chunk)
-                order.append(chunk)
-
-        submit()
+        _submit(fn, chunks, started, order)
         while order:
             head = order[0]
             while head.read < len(head.tasks):
                 while head.read == len(head.out):
-                    for conn in wait(list(by_conn)):
-                        worker = by_conn[conn]  # type: ignore[index]
-                        try:
-                            msg = worker.conn.recv()
-                        except (EOFError, OSError):
-                            _died(worker, started, order)
-                        first = worker.queue[0]
-                        first.out.append(msg)
-                        if len(first.out) == len(first.tasks):
-                            worker.queue.popleft()
+                    _receive(started, order)
                 msg = head.out[head.read]
                 head.read += 1
                 if msg[0] == "failed":
                     raise TaskFailed(msg[1], msg[2]) from RemoteTraceback(msg[3])
                 yield msg[1]
             order.popleft()
-            submit()
+            _submit(fn, chunks, started, order)
     except BaseException:
         _stop(started, kill=True)
         raise
     _stop(started, kill=False)
 
 
-def _died(worker: _Worker, started: list[_Worker], order: deque[_Chunk]) -> None:
+def _submit(
+    fn: Callable[[Any], Any],
+    chunks: Iterator[list[Any]],
+    started: list[_Worker],
+    order: deque[_Chunk],
+) -> None:
+    """Send chunks, each to the worker with the fewest waiting, up to the in-flight bound."""
+    while len(order) < len(started) * _CHUNKS_PER_WORKER:
+        tasks = next(chunks, None)
+        if tasks is None:
+            return
+        worker = min(started, key=lambda w: len(w.queue))
+        chunk = _Chunk(tasks)
+        try:
+            worker.conn.send((fn, tasks))
+        except OSError:
+            _died(worker, started, order)
+        worker.queue.append(chunk)
+        order.append(chunk)
+
+
+def _receive(started: list[_Worker], order: deque[_Chunk]) -> None:
+    """Wait for messages; file each under the oldest chunk its worker still owes."""
+    by_conn = {w.conn: w for w in started}
+    for conn in wait(list(by_conn)):
+        worker = by_conn[conn]  # type: ignore[index]
+        try:
+            msg = worker.conn.recv()
+        except (EOFError, OSError):
+            _died(worker, started, order)
+        first = worker.queue[0]
+        first.out.append(msg)
+        if len(first.out) == len(first.tasks):
+            worker.queue.popleft()
+
+
+def _died(worker: _Worker, started: list[_Worker], order: deque[_Chunk]) -> NoReturn:
     """Raise :class:`WorkerDied` for a worker whose socket broke: how it (and any other
     worker that already failed) ended, the task it was on, every task still in flight."""
     try:
