@@ -276,7 +276,7 @@ def pack(
         pool: ``"threads"`` (default) or ``"processes"``. Threads start at once and
             scale while the encoders release the GIL (JPEG, raw). Processes are fresh
             interpreters that import only scramjet's encoding code, never your script
-            (about 0.3 s to start): they scale past the GIL on many cores, suit encoders
+            (about 0.2 s to start): they scale past the GIL on many cores, suit encoders
             that hold it (PNG) and keep a crashing decoder from taking the program down.
             POSIX only.
         on_error: ``"raise"`` stops at the first bad row; ``"skip"`` leaves bad rows out
