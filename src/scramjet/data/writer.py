@@ -28,6 +28,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -560,14 +561,17 @@ def _write_shards(
         raise PackError(f"shards={shards} but only {n} valid rows; pass shards <= {n}")
     frame_off = np.concatenate([[0], np.cumsum(spooled.frame_sizes, dtype=np.int64)])
     row_off = np.concatenate([[0], np.cumsum(spooled.row_frames, dtype=np.int64)])
-    infos = []
+    sealed = []
+    # A shard is flushed to disk and hashed on a thread while the next one is written.
     with ExitStack() as stack:
         spools = [stack.enter_context(open(p, "rb")) for p in spooled.files]
+        sealer = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="scramjet-seal"))
         for k, (a, b) in enumerate(_balanced(n, shards)):
             path = tmp / shard_name(k)
             runs = _runs(spooled, spools, int(row_off[a]), int(row_off[b]))
             _write_one(path, runs, spooled.rows[a:b], columns, frame_off, row_off, a, b, enc, shape)
-            infos.append(ShardInfo(shard_name(k), b - a, path.stat().st_size, file_sha256(path)))
+            sealed.append((k, b - a, sealer.submit(_seal, path)))
+        infos = [ShardInfo(shard_name(k), rows, *done.result()) for k, rows, done in sealed]
     for p in spooled.files:
         p.unlink()
     return Manifest(columns=columns, shards=infos, created_by=f"scramjet {scramjet.__version__}")
@@ -621,8 +625,13 @@ def _write_one(
         for j, col in enumerate(columns[1:]):
             _write_values(h5, col, [r.values[j] for r in rows])
         h5.flush()
+
+
+def _seal(path: Path) -> tuple[int, str]:
+    """Flush a written shard to disk; its size and SHA-256."""
     with open(path, "rb+") as fh:
         os.fsync(fh.fileno())
+    return path.stat().st_size, file_sha256(path)
 
 
 def _copy_runs(runs: list[tuple[Any, int, int]], ds: Any) -> None:
