@@ -405,3 +405,25 @@ def test_csv_paths_resolve_inside_file_dir_or_name_the_reason(linked_root, name,
         assert expected in exc.reason, exc.reason
     else:
         assert got == str(linked_root / expected)
+
+
+def test_a_shard_that_cannot_be_hashed_fails_the_pack_and_leaves_nothing(
+    folder, tmp_path, monkeypatch
+):
+    """Shards are flushed and hashed on a thread while the next one is written: an error
+    there still ends the pack, after the other shards, with nothing left behind."""
+    import scramjet.data.writer as writer
+
+    root, _ = folder
+    real = writer.file_sha256
+
+    def flaky(path):
+        if str(path).endswith("shard-00001.h5"):
+            raise OSError("I/O error while reading shard-00001.h5")
+        return real(path)
+
+    monkeypatch.setattr(writer, "file_sha256", flaky)
+    with pytest.raises(OSError, match=r"I/O error while reading shard-00001\.h5"):
+        pack(root, root / "list.csv", tmp_path / "p", dtype=["int64"], height=8, width=8,
+             shards=3, workers=0, progress=False)  # fmt: skip
+    _no_pack_left(tmp_path)
