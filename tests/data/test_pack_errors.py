@@ -373,38 +373,62 @@ def linked_root(tmp_path):
     return root.resolve()
 
 
-@pytest.mark.parametrize(
-    "name,expected",
-    [
-        ("a.png", "a.png"),
-        ("sub//./b.png", "sub/b.png"),
-        ("sub/../a.png", "a.png"),
-        ("in_link.png", "sub/b.png"),  # a link inside file_dir is followed
-        ("dir_link/b.png", "sub/b.png"),
-        ("../root/a.png", "a.png"),  # leaves and comes back: still inside
-        ("../outside.png", "escapes file_dir"),
-        ("sub/../../outside.png", "escapes file_dir"),
-        ("out_link.png", "escapes file_dir"),  # a link that leads out
-        ("..", "escapes file_dir"),
-        (".", "file not found"),  # file_dir itself
-        ("sub", "file not found"),  # a folder
-        ("dir_link", "file not found"),
-        ("missing.png", "file not found"),
-        ("a.png/x", "file not found"),  # a file used as a folder
-        ("loop_a", "symbolic link loop"),
-        ("x" * 300 + ".png", "file name too long"),
-    ],
-)
-def test_csv_paths_resolve_inside_file_dir_or_name_the_reason(linked_root, name, expected):
+PATH_CASES = [
+    ("a.png", "a.png"),
+    ("sub//./b.png", "sub/b.png"),
+    ("sub/../a.png", "a.png"),
+    ("in_link.png", "sub/b.png"),  # a link inside file_dir is followed
+    ("dir_link/b.png", "sub/b.png"),
+    ("../root/a.png", "a.png"),  # leaves and comes back: still inside
+    ("../outside.png", "escapes file_dir"),
+    ("sub/../../outside.png", "escapes file_dir"),
+    ("out_link.png", "escapes file_dir"),  # a link that leads out
+    ("..", "escapes file_dir"),
+    (".", "file not found"),  # file_dir itself
+    ("sub", "file not found"),  # a folder
+    ("dir_link", "file not found"),
+    ("missing.png", "file not found"),
+    ("a.png/x", "file not found"),  # a file used as a folder
+    ("loop_a", "symbolic link loop"),
+    ("x" * 300 + ".png", "file name too long"),
+    ("../root", "file not found"),  # file_dir itself, by way of its parent
+    ("missing_dir/a.png", "file not found"),
+    ("loop_a/x.png", "symbolic link loop"),
+    ("dir_link/../a.png", "a.png"),  # '..' after a link: the parent of the link's target
+]
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["each-name-alone", "folders-cached"])
+@pytest.mark.parametrize("name,expected", PATH_CASES)
+def test_csv_paths_resolve_inside_file_dir_or_name_the_reason(linked_root, name, expected, cached):
     from scramjet.data.csvlist import RowError, safe_path
 
     try:
-        got = safe_path(linked_root, name, 7)
+        got = safe_path(linked_root, name, 7, {} if cached else None)
     except RowError as exc:
         assert exc.line == 7 and exc.file == name
         assert expected in exc.reason, exc.reason
     else:
         assert got == str(linked_root / expected)
+
+
+def test_one_folder_cache_for_a_whole_list_gives_every_name_its_own_answer(linked_root):
+    """pack shares one cache of resolved folders over all rows: in any order, each name
+    gets the answer it gets alone."""
+    from scramjet.data.csvlist import RowError, safe_path
+
+    def answer(name, dirs):
+        try:
+            return safe_path(linked_root, name, 1, dirs)
+        except RowError as exc:
+            return exc.reason
+
+    names = [name for name, _ in PATH_CASES] * 2
+    alone = {name: answer(name, None) for name in names}
+    for order in (names, names[::-1]):
+        dirs: dict[str, str] = {}
+        assert {name: answer(name, dirs) for name in order} == alone
+        assert dirs  # the cache was used
 
 
 def test_a_shard_that_cannot_be_hashed_fails_the_pack_and_leaves_nothing(

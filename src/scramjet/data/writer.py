@@ -387,9 +387,10 @@ def _parse_rows(
 ) -> list[Row]:
     """Check every row's paths and values in the calling thread (cheap, before encoding)."""
     rows: list[Row] = []
+    dirs: dict[str, str] = {}  # each folder of the list resolved once
     for line, cells in table:
         try:
-            rows.append(parse_row(root, header, dtypes, line, cells, is_seq))
+            rows.append(parse_row(root, header, dtypes, line, cells, is_seq, dirs))
         except RowError as exc:
             if on_error == "raise":
                 raise PackError(str(exc)) from None
