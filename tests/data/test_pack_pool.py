@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pack_pool_helpers import encode_or_raise, where_am_i
+from pack_pool_helpers import die_on, encode_or_raise, where_am_i
 from packdata_helpers import smooth_image, write_csv, write_images
 from PIL import Image
 
@@ -327,3 +327,21 @@ def test_no_more_worker_processes_start_than_there_are_chunks():
     out = list(_pool.results(where_am_i, [(i, 0.0) for i in range(3)], 8, "processes"))
     assert [i for i, _ in out] == [0, 1, 2]
     assert len({pid for _, (pid, _, _, _) in out}) == 3  # one row per chunk, one chunk each
+
+
+def test_a_worker_that_dies_is_blamed_for_the_task_it_was_on_not_the_last_read():
+    """Chunks of 4 alternate between workers A and B. A answers tasks 0-3, then 8 and 9,
+    and is killed on 10 while the reader is still busy with task 3 (B is slow, so the next
+    chunk goes to A). Sending it finds A's socket closed: the answers A sent before it
+    died are read first, so the error names task 10, and 8 and 9 are not lost."""
+    tasks = [(i, 10, 0.3 if 4 <= i < 8 else 0.0) for i in range(64)]
+    out = []
+    with pytest.raises(_pool.WorkerDied) as info:
+        for value in _pool.results(die_on, tasks, 2, "processes"):
+            out.append(value)
+            if value == 3:  # the end of chunk 0: A meanwhile reaches task 10 and dies
+                time.sleep(1.0)
+    assert out == [0, 1, 2, 3]
+    (how, on), *others = info.value.ends
+    assert "SIGKILL" in how and on == 10 and not others
+    assert 10 in info.value.indices and not {8, 9} & set(info.value.indices)

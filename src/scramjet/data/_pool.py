@@ -24,6 +24,7 @@ would inherit it, the thread also ends the worker when its parent changes.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import queue
@@ -286,10 +287,15 @@ def _receive(started: list[_Worker], order: deque[_Chunk]) -> None:
             msg = worker.conn.recv()
         except (EOFError, OSError):
             _died(worker, started, order)
-        first = worker.queue[0]
-        first.out.append(msg)
-        if len(first.out) == len(first.tasks):
-            worker.queue.popleft()
+        _file(worker, msg)
+
+
+def _file(worker: _Worker, msg: Any) -> None:
+    """File a worker's answer under the oldest chunk it still owes."""
+    first = worker.queue[0]
+    first.out.append(msg)
+    if len(first.out) == len(first.tasks):
+        worker.queue.popleft()
 
 
 def _died(worker: _Worker, started: list[_Worker], order: deque[_Chunk]) -> NoReturn:
@@ -300,6 +306,11 @@ def _died(worker: _Worker, started: list[_Worker], order: deque[_Chunk]) -> NoRe
     except subprocess.TimeoutExpired:  # the socket broke but the process lives on: end it
         worker.proc.kill()
         worker.proc.wait()
+    for w in started:  # answers sent before a worker died (a failed send finds them unread)
+        if w.proc.poll() is not None:
+            with contextlib.suppress(EOFError, OSError):
+                while w.queue and w.conn.poll(0):
+                    _file(w, w.conn.recv())
     ends = []
     for w in [worker, *(w for w in started if w is not worker)]:
         code = w.proc.poll()
