@@ -14,9 +14,12 @@ reader runs in a fresh child process with an empty cache directory and reports:
 - resume: a fresh process with an empty cache, restored to the middle of epoch 1 with the
   reader's own resume mechanism, until its first batch.
 
-Rows: ``scramjet`` (default ``shuffle_window=8``), ``scramjet-w2`` (``shuffle_window=2``:
-a faster start for a coarser shuffle, see docs/streaming.md), ``scramjet-local`` (the same
-pack from local disk, warm page cache), ``litdata``, ``mosaic``. Every reader decodes the
+Rows: ``scramjet`` (``ds.loader``'s default: ``--workers`` reading threads in the training
+process; default ``shuffle_window=8``), ``scramjet-proc`` (the same with
+``--workers`` DataLoader worker processes, ``persistent_workers=True``), ``scramjet-w2``
+(``shuffle_window=2``: a faster start for a coarser shuffle, see docs/streaming.md),
+``scramjet-local`` (the same pack from local disk, warm page cache), ``litdata``,
+``mosaic``. Every reader decodes the
 JPEG bytes with simplejpeg (the peers in their collate function).
 ``--install-peers`` installs LitData and MosaicML Streaming (and the small modules they
 import) into ``.bench/peers`` with ``pip --target --no-deps``: nothing is resolved into
@@ -198,15 +201,20 @@ def to_batch(samples: list[dict[str, Any]]) -> dict[str, Any]:
     return {"image": torch.from_numpy(images), "label": torch.tensor([s["label"] for s in samples])}
 
 
-def scramjet_reader(args: argparse.Namespace, cache: Path, local: bool, window: int | None) -> Any:
+def scramjet_reader(
+    args: argparse.Namespace, cache: Path, local: bool, window: int | None, processes: bool = False
+) -> Any:
     from scramjet.data import PackedDataset
     from scramjet.trainer.data_order import EpochSampler
 
     path: str = str(Path(args.root) / "local.pack") if local else f"s3://{BUCKET}/sj.pack"
     ds = PackedDataset(path, cache_dir=cache, shuffle_window=window)
     sampler = EpochSampler(ds, shuffle=True, seed=0)
-    loader = ds.loader(args.batch, sampler=sampler, num_workers=args.workers,
-                       persistent_workers=True)  # fmt: skip
+    if processes:  # DataLoader worker processes, batches through reused shared slots
+        loader = ds.loader(args.batch, sampler=sampler, num_workers=args.workers,
+                           persistent_workers=True)  # fmt: skip
+    else:  # the default: as many reading threads in this process as there are workers
+        loader = ds.loader(args.batch, sampler=sampler, num_workers=args.workers)
 
     class Reader:
         seen = 0
@@ -297,6 +305,7 @@ def child(args: argparse.Namespace) -> None:
     cache.mkdir()
     factories: dict[str, Callable[[], Any]] = {
         "scramjet": lambda: scramjet_reader(args, cache, False, args.window),
+        "scramjet-proc": lambda: scramjet_reader(args, cache, False, args.window, True),
         "scramjet-w2": lambda: scramjet_reader(args, cache, False, 2),
         "scramjet-local": lambda: scramjet_reader(args, cache, True, args.window),
         "litdata": lambda: litdata_reader(args, cache),
@@ -383,6 +392,12 @@ def report(results: list[dict[str, Any]], sizes: dict[str, int], resumes: dict[s
             if peers:
                 best = max(p[e]["samples_per_s"] for p in peers)
                 print(f"{e}: scramjet / faster peer = {sj[e]['samples_per_s'] / best:.2f}x")
+        if "scramjet-proc" in by:
+            proc = by["scramjet-proc"]
+            print("scramjet threads / worker processes: " + ", ".join(
+                f"{e} {sj[e]['samples_per_s'] / proc[e]['samples_per_s']:.2f}x"
+                for e in ("epoch1", "epoch2")) + f", first batch {sj['epoch1']['first_batch_s']:.2f}"
+                f" vs {proc['epoch1']['first_batch_s']:.2f} s")  # fmt: skip
         if "scramjet-local" in by:
             local = by["scramjet-local"]["epoch2"]["samples_per_s"]
             print(f"epoch2: scramjet S3 (warm cache) / local disk = "
@@ -460,7 +475,7 @@ def main() -> None:
         sizes = convert_all(root, args.images, args.shards, peers)
         print("bytes of each reader's shards:", sizes)
         args.root, args.counter = str(root), str(root / "counter")
-        names = ["scramjet", "scramjet-w2", "scramjet-local"]
+        names = ["scramjet", "scramjet-proc", "scramjet-w2", "scramjet-local"]
         names += ["litdata", "mosaic"] if peers else []
         rounds: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
         for r in range(args.rounds):  # the readers alternate within each round

@@ -464,6 +464,12 @@ assert ds[3][1] == CachedImages()[3][1] == 1
         check="Trainer(model, loss_func, optimizer, callbacks=[exp]).train(train_ds, num_epochs=1)\n",
         stdout=("uploaded and verified: s3://my-bucket/experiments/mnist/",),
     ),
+    Extra(
+        "docs/streaming.md",
+        "ds = PackedDataset(url, cache_dir=",
+        check="assert ds._pins == {} and ds.downloaded_bytes() > 0\n",
+        stdout=("8 True 1", "[0, 0, 0, 0, 1, 1, 1, 1]"),
+    ),
 ]
 
 

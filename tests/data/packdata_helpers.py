@@ -6,7 +6,7 @@ import contextlib
 import os
 import signal
 import threading
-import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,27 +80,35 @@ def cache_bytes(cache: Path) -> int:
     return total
 
 
-def read_epochs_watching_cache(ds: Any, cache: Path, epochs: int = 2) -> tuple[list[int], int]:
-    """Labels of ``epochs`` shuffled epochs of a streamed pack read sample by sample, and
-    the most bytes its cache held meanwhile (sampled every 2 ms)."""
-    from scramjet.trainer.data_order import EpochSampler
-
+@contextlib.contextmanager
+def watching_cache(cache: Path) -> Iterator[list[int]]:
+    """Yields a one-item list holding the most bytes ``cache`` held so far (sampled every
+    2 ms while the block runs)."""
     peak, stop = [0], threading.Event()
 
     def watch() -> None:
         while not stop.is_set():
             peak[0] = max(peak[0], cache_bytes(cache))
-            time.sleep(0.002)
+            stop.wait(0.002)
 
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
+        yield peak
+    finally:
+        stop.set()
+        watcher.join()
+
+
+def read_epochs_watching_cache(ds: Any, cache: Path, epochs: int = 2) -> tuple[list[int], int]:
+    """Labels of ``epochs`` shuffled epochs of a streamed pack read sample by sample, and
+    the most bytes its cache held meanwhile (sampled every 2 ms)."""
+    from scramjet.trainer.data_order import EpochSampler
+
+    with watching_cache(cache) as peak:
         sampler = EpochSampler(ds, shuffle=True, seed=2)
         seen: list[int] = []
         for epoch in range(epochs):
             sampler.set_epoch(epoch)
             seen += [int(ds[i]["label"]) for i in sampler]
-    finally:
-        stop.set()
-        watcher.join()
     return seen, peak[0]

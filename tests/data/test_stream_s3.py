@@ -13,11 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from packdata_helpers import read_epochs_watching_cache, write_csv, write_images
+from packdata_helpers import read_epochs_watching_cache, watching_cache, write_csv, write_images
 from tests.tracking.s3_helpers import S3Server
 
 from scramjet.data import PackedDataset, PackFormatError, pack
 from scramjet.data._remote import LOG_NAME, ShardDownloadError
+from scramjet.data._threads import ThreadedLoader
 from scramjet.trainer.data_order import EpochSampler
 
 
@@ -113,6 +114,24 @@ def test_cache_limit_holds_while_reading(s3: S3Server, images: Path, tmp_path: P
     assert sorted(seen) == sorted(list(range(48)) * 2)
     assert 0 < peak <= limit
     assert ds.downloaded_bytes() > 8 * shard  # shards were evicted and fetched again
+
+
+def test_threads_read_from_s3_within_the_cache_limit(
+    s3: S3Server, images: Path, tmp_path: Path
+) -> None:
+    url = _remote_pack(s3, images)
+    shard = PackedDataset(url, cache_dir=tmp_path / "probe").manifest.shards[0].bytes
+    limit = 5 * shard + shard // 2  # as above: shards are evicted and fetched again
+    cache = tmp_path / "cache"
+    ds = PackedDataset(url, cache_dir=cache, cache_limit=limit, shuffle_window=2, prefetch=1)
+    loader = ds.loader(4, sampler=EpochSampler(ds, seed=4), num_workers=2)
+    assert isinstance(loader, ThreadedLoader)
+    with watching_cache(cache) as peak:
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            assert sorted(int(v) for b in loader for v in b["label"]) == list(range(48))
+    assert 0 < peak[0] <= limit
+    assert ds.downloaded_bytes() > 8 * shard
 
 
 def test_a_corrupted_shard_in_the_bucket_is_named(

@@ -151,15 +151,12 @@ def test_shuffled_order_follows_seed_and_epoch_and_resumes_mid_epoch(ds: PackedD
 def test_backend_choice_and_bad_arguments(ds: PackedDataset) -> None:
     assert choose_backend("auto", False, {"pin_memory": False}) == "threads"
     assert choose_backend("auto", False, {"persistent_workers": True}) == "processes"
-    assert choose_backend("auto", False, {}, streamed=True) == "processes"
     ring = ds.loader(4, num_workers=1, persistent_workers=True)
     assert not isinstance(ring, ThreadedLoader)
     with pytest.raises(ValueError, match=r"does not take the DataLoader settings \['timeout'\]"):
         ds.loader(4, backend="threads", timeout=5)
     with pytest.raises(ValueError, match="backend must be one of"):
         ds.loader(4, backend="fibres")
-    with pytest.raises(ValueError, match="streamed from a URL"):
-        choose_backend("threads", False, {}, streamed=True)
     with pytest.raises(ValueError, match="needs backend='threads'"):
         ds.loader(4, backend="processes", decode_device="cuda")
     with pytest.raises(ValueError, match="batch_size and prefetch must be >= 1"):

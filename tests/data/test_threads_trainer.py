@@ -21,6 +21,7 @@ from scramjet import Trainer
 from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
 from scramjet.data import PackedDataset, pack
 from scramjet.data._threads import ThreadedLoader
+from scramjet.trainer.data_order import EpochSampler
 
 
 class PackTrainer(Trainer):
@@ -60,10 +61,16 @@ def pack_path(folder: tuple[Path, Any], tmp_path: Path) -> Path:
     return tmp_path / "t.pack"
 
 
-def run(path: Path, callbacks: list[Any], resume_from: Path | None = None) -> PackTrainer:
-    loader = PackedDataset(path).loader(
-        3, shuffle=True, generator=torch.Generator().manual_seed(5), num_workers=2
-    )
+def run(
+    path: Path, callbacks: list[Any], resume_from: Path | None = None, cache: Path | None = None
+) -> PackTrainer:
+    if cache is None:
+        loader = PackedDataset(path).loader(
+            3, shuffle=True, generator=torch.Generator().manual_seed(5), num_workers=2
+        )
+    else:  # streamed, in the Trainer's shard-window order (which skips on resume itself)
+        ds = PackedDataset(f"file://{path}", cache_dir=cache, shuffle_window=2)
+        loader = ds.loader(3, sampler=EpochSampler(ds, seed=5), num_workers=2)
     assert isinstance(loader, ThreadedLoader)
     with torch.random.fork_rng():
         torch.manual_seed(0)
@@ -79,9 +86,13 @@ def run(path: Path, callbacks: list[Any], resume_from: Path | None = None) -> Pa
     return trainer
 
 
-def test_training_resumes_mid_epoch_on_the_same_samples(pack_path: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("streamed", [False, True], ids=["local", "streamed"])
+def test_training_resumes_mid_epoch_on_the_same_samples(
+    pack_path: Path, tmp_path: Path, streamed: bool
+) -> None:
+    cache = tmp_path / "cache" if streamed else None
     whole = Seen()
-    reference = run(pack_path, [whole])
+    reference = run(pack_path, [whole], cache=cache)
     epochs = [sorted(i for e, idx in whole.steps if e == k for i in idx) for k in (0, 1)]
     assert epochs == [list(range(12))] * 2  # every sample once per epoch
     orders = [[i for e, idx in whole.steps if e == k for i in idx] for k in (0, 1)]
@@ -90,9 +101,9 @@ def test_training_resumes_mid_epoch_on_the_same_samples(pack_path: Path, tmp_pat
         tmp_path / "ckpt", every_n_steps=3, every_n_epochs=None, async_write=False
     )
     with pytest.raises(RuntimeError, match="simulated crash"):
-        run(pack_path, [saves, CrashAt(7)])
+        run(pack_path, [saves, CrashAt(7)], cache=cache)
     after = Seen()
-    resumed = run(pack_path, [after], resume_from=tmp_path / "ckpt")
+    resumed = run(pack_path, [after], resume_from=tmp_path / "ckpt", cache=cache)
     assert after.steps == whole.steps[6:]
     want, got = reference.unwrapped_model.state_dict(), resumed.unwrapped_model.state_dict()
     for key in want:

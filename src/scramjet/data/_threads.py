@@ -14,6 +14,13 @@ one is gone), so a batch that is kept (``list(loader)``) is never overwritten. W
 present, buffers are pinned and come from torch's pinned-memory cache instead, which
 also waits for pending non-blocking copies to the device before reusing a block.
 
+Streamed packs: the shards of a pack read from a URL are downloaded as the epoch reaches
+them and let go when it moves on. The iterating thread pins each batch's shards (waiting
+for their download) before handing the batch to a reading thread, which unpins them when
+done, so reading threads never open, close or wait for a shard, and under a
+``cache_limit`` a shard leaves the cache's in-use set as soon as no batch being read
+needs it.
+
 Order: the batches are those of ``BatchSampler(sampler, batch_size, drop_last)``, the same
 as the worker-process loader's for the same sampler. :class:`EpochOrder` adds what exact
 mid-epoch resume needs: :meth:`EpochOrder.set_epoch` makes a shuffled order a function of
@@ -52,19 +59,15 @@ def usable_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def choose_backend(
-    backend: str, has_transform: bool, kwargs: dict[str, Any], streamed: bool = False
-) -> str:
+def choose_backend(backend: str, has_transform: bool, kwargs: dict[str, Any]) -> str:
     """Resolve ``backend="auto"``: threads unless a transform or a process-only setting.
 
     A transform written in Python holds the GIL, so threads would run it one at a time;
     settings such as ``persistent_workers`` or ``worker_init_fn`` only mean something for
-    worker processes. A pack streamed from a URL opens and lets go of shards as it reads,
-    one process at a time, so it reads in worker processes.
+    worker processes. Local and streamed packs are read the same way.
 
     Raises:
-        ValueError: an unknown backend, ``"threads"`` with a process-only setting or with a
-            streamed pack.
+        ValueError: an unknown backend, or ``"threads"`` with a process-only setting.
     """
     if backend not in BACKENDS:
         raise ValueError(
@@ -77,13 +80,8 @@ def choose_backend(
             f"backend='threads' does not take the DataLoader settings {process_only}; it "
             f"understands {list(THREAD_OPTIONS)}. Drop them, or use backend='processes'."
         )
-    if backend == "threads" and streamed:
-        raise ValueError(
-            "backend='threads' reads local packs; this pack is streamed from a URL, whose "
-            "shards are opened as the epoch reaches them. Use backend='processes' (or 'auto')."
-        )
     if backend == "auto":
-        return "processes" if has_transform or process_only or streamed else "threads"
+        return "processes" if has_transform or process_only else "threads"
     return backend
 
 
@@ -115,7 +113,14 @@ class EpochOrder(Sampler[int]):
             generator.manual_seed(self.seed + self.epoch * _EPOCH_STRIDE)
 
     def set_start(self, start: int) -> None:
-        """Skip the first ``start`` indices of the next iteration (resuming mid-epoch)."""
+        """Skip the first ``start`` indices of the next iteration (resuming mid-epoch).
+
+        A sampler with a ``set_start`` of its own (the Trainer's ``EpochSampler``) skips
+        them itself, so that a streamed pack never downloads the shards skipped.
+        """
+        if hasattr(self.sampler, "set_start"):
+            self.sampler.set_start(max(0, int(start)))
+            return
         self.start = max(0, int(start))
 
     def __iter__(self) -> Iterator[int]:
@@ -190,12 +195,15 @@ def _pinning(requested: bool | None) -> bool:
 def _snapshot(dataset: PackedDataset, columns: list[Any] | None = None) -> PackedDataset:
     """A shallow copy that shares the open shard maps, with the epoch fixed at this moment.
 
-    Every shard is opened here, in the calling thread, so that the reading threads never
-    open (or hash) a shard at the same time. ``columns`` narrows the columns read.
+    Every shard of a local pack is opened here, in the calling thread, so that the reading
+    threads never open (or hash) a shard at the same time; a streamed pack's shards are
+    opened batch by batch by the thread that hands out the batches (``PackedDataset._pin``).
+    ``columns`` narrows the columns read.
     """
     if dataset.verify_mode == "open":
         dataset.verify()  # parallel hashing, once, before anything is read
-    for k in range(len(dataset.manifest.shards)):
+    dataset._shard_reset()  # this process's handles, shared by the copies
+    for k in range(0 if dataset.streamed else len(dataset.manifest.shards)):
         dataset._shard(k)
     copy: PackedDataset = object.__new__(type(dataset))
     copy.__dict__.update(dataset.__dict__)  # not copy.copy: pickling state drops the maps
@@ -284,8 +292,16 @@ class ThreadedLoader:
         self.dataset.set_epoch(epoch)
         self.sampler.set_epoch(epoch)
 
-    def _read(self, ds: PackedDataset, values: PackedDataset, indices: list[int]) -> Any:
-        """One batch, in a reading thread."""
+    def _read(
+        self, ds: PackedDataset, values: PackedDataset, indices: list[int], pinned: list[int]
+    ) -> Any:
+        """One batch, in a reading thread; then the streamed shards it pinned are let go."""
+        try:
+            return self._read_batch(ds, values, indices)
+        finally:
+            ds._unpin(pinned)
+
+    def _read_batch(self, ds: PackedDataset, values: PackedDataset, indices: list[int]) -> Any:
         col = self.image
         if col is None or ds.transform is not None:
             return ds.get_batch(indices)
@@ -303,19 +319,25 @@ class ThreadedLoader:
         values = _snapshot(ds, [c for c in ds.columns if c is not self.image])
         batches: Iterator[list[int]] = iter(self.batch_sampler)
         pool = ThreadPoolExecutor(self.threads, thread_name_prefix="scramjet-pack-read")
-        pending: deque[Future[Any]] = deque()
+        pending: deque[tuple[Future[Any], list[int]]] = deque()
+
+        def submit(count: int) -> None:
+            for indices in itertools.islice(batches, count):
+                pinned = ds._pin(indices)  # a streamed pack's shards, downloaded if missing
+                pending.append((pool.submit(self._read, ds, values, indices, pinned), pinned))
+
         try:
-            for indices in itertools.islice(batches, self.threads * self.prefetch):
-                pending.append(pool.submit(self._read, ds, values, indices))
+            submit(self.threads * self.prefetch)
             while pending:
-                batch = pending.popleft().result()
-                for indices in itertools.islice(batches, 1):
-                    pending.append(pool.submit(self._read, ds, values, indices))
+                future = pending.popleft()[0]
+                submit(1)  # before waiting: its shards are pinned while these are in use
+                batch = future.result()
                 yield batch
                 del batch  # the consumer's reference alone keeps its buffer lent
         finally:
-            for future in pending:
-                future.cancel()
+            for future, pinned in pending:
+                if future.cancel():  # never ran: its shards are still pinned
+                    ds._unpin(pinned)
             pool.shutdown(wait=True)  # no thread writes into a buffer after this
 
     def __repr__(self) -> str:

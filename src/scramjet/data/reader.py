@@ -52,14 +52,12 @@ from scramjet.data._ring import (
     SlotRing,
     share_memory,
 )
+from scramjet.data._shard import BatchPlan, Shard, copy_rows
 from scramjet.data.format import (
     MANIFEST_NAME,
-    OFFSETS_GROUP,
-    ROWS_GROUP,
     ColumnSpec,
     Manifest,
     PackFormatError,
-    ShardInfo,
     file_sha256,
     shard_path,
 )
@@ -70,18 +68,6 @@ if TYPE_CHECKING:
 
 Transform = Callable[[Any], Any] | Mapping[str, Callable[[Any], Any]]
 VERIFY_MODES = ("open", True, False)
-
-
-def _map_dataset(path: str, ds: Any) -> np.ndarray:
-    """Memory-map a contiguous, uncompressed HDF5 dataset; read anything else into memory."""
-    offset = ds.id.get_offset()
-    if offset is None or ds.chunks is not None or ds.compression is not None or ds.size == 0:
-        return np.asarray(ds[()])
-    # A plain ndarray view of the map (its base keeps the map open): indexing an
-    # ``np.memmap`` runs Python code (``__getitem__``, ``__array_finalize__``) for every
-    # row taken, all of it under the GIL that the reading threads share.
-    mapped = np.memmap(path, dtype=ds.dtype, mode="r", offset=offset, shape=ds.shape)
-    return mapped.view(np.ndarray)
 
 
 def _batch_buffer(
@@ -97,118 +83,6 @@ def _batch_buffer(
         return tensor, tensor.numpy()
     out = np.empty(shape, dtype)
     return torch.from_numpy(out), out
-
-
-class _BatchPlan:
-    """Where the samples of a batch lie and the order to read them in, worked out once for
-    every column of the batch.
-
-    ``order`` holds the batch positions in the order the files hold them (by shard, then
-    by row); ``groups`` the same positions as ``(shard, positions)`` pairs, one per shard;
-    ``shard_at`` and ``row_at`` the shard and row of each position, as lists.
-    """
-
-    def __init__(self, shards: np.ndarray, local: np.ndarray) -> None:
-        self.shards, self.local = shards, local
-        self.shard_at: list[int] = shards.tolist()
-        self.row_at: list[int] = local.tolist()
-        self.order = np.lexsort((local, shards))  # stable: repeated samples keep their order
-        in_order = shards[self.order].tolist()
-        cuts = [0] + [j for j in range(1, len(in_order)) if in_order[j] != in_order[j - 1]]
-        ends = [*cuts[1:], len(in_order)]
-        self.groups = [(in_order[a], self.order[a:b]) for a, b in zip(cuts, ends) if b > a]
-
-
-def _copy_rows(
-    maps: dict[int, np.ndarray],
-    shard_at: list[int],
-    row_at: list[int],
-    order: list[int],
-    out: np.ndarray,
-) -> None:
-    """``out[p] = maps[shard_at[p]][row_at[p]]`` for every batch position ``p``, in ``order``.
-
-    One copy from the page cache into the batch per row, or per run of positions whose
-    rows follow each other in one shard (a batch read in order is one copy per shard).
-    Each copy releases the GIL, so reading threads copy in parallel; the Python work
-    between copies, which holds it, is kept to a few list look-ups.
-    """
-    j, n = 0, len(order)
-    while j < n:
-        p = order[j]
-        k, r = shard_at[p], row_at[p]
-        e = j + 1
-        while e < n:
-            q = order[e]
-            if q != p + e - j or shard_at[q] != k or row_at[q] != r + e - j:
-                break
-            e += 1
-        if e - j == 1:
-            out[p] = maps[k][r]
-        else:
-            out[p : p + e - j] = maps[k][r : r + e - j]
-        j = e
-
-
-def _check_offsets(table: np.ndarray, end: int, what: str, file: str) -> None:
-    """Offsets must start at 0, never decrease and end at ``end``."""
-    if (
-        table.ndim != 1
-        or not table.size
-        or table[0] != 0
-        or table[-1] != end
-        or bool(np.any(np.diff(table) < 0))
-    ):
-        raise PackFormatError(
-            f"shard {file}: the {what} are damaged (they must run from 0 up to {end}); "
-            "re-create or re-copy the pack"
-        )
-
-
-class _Shard:
-    """The arrays of one open shard: data maps plus in-memory offset tables.
-
-    Opening checks that every column read holds ``info.samples`` rows and that offset
-    tables are consistent, so a manifest that lies about a shard, or a damaged table
-    read without verification, is an error instead of missing or garbled samples.
-    """
-
-    def __init__(self, path: str, info: ShardInfo, columns: list[ColumnSpec]) -> None:
-        import h5py
-
-        self.data: dict[str, np.ndarray] = {}
-        self.offsets: dict[str, np.ndarray] = {}
-        self.rows: dict[str, np.ndarray] = {}
-        with h5py.File(path, "r") as h5:
-            for col in columns:
-                self.data[col.name] = _map_dataset(path, h5[col.name])
-                if col.variable:
-                    self.offsets[col.name] = np.asarray(h5[f"{OFFSETS_GROUP}/{col.name}"][()])
-                if col.sequence:
-                    self.rows[col.name] = np.asarray(h5[f"{ROWS_GROUP}/{col.name}"][()])
-        for col in columns:
-            self._check_column(col, info)
-
-    def _check_column(self, col: ColumnSpec, info: ShardInfo) -> None:
-        data = self.data[col.name]
-        rows = self.rows.get(col.name)
-        offsets = self.offsets.get(col.name)
-        if rows is not None:
-            count = len(rows) - 1
-            frames = len(offsets) - 1 if offsets is not None else len(data)
-            _check_offsets(rows, frames, f"frame offsets of column {col.name!r}", info.file)
-        elif offsets is not None:
-            count = len(offsets) - 1
-        else:
-            count = len(data)
-        if count != info.samples:
-            raise PackFormatError(
-                f"shard {info.file}: the manifest says it holds {info.samples} samples, but "
-                f"column {col.name!r} holds {count}; the manifest or the shard was modified, "
-                "re-create the pack"
-            )
-        if offsets is not None:
-            _check_offsets(offsets, len(data), f"offsets of column {col.name!r}", info.file)
 
 
 class PackedDataset(Dataset[Any]):
@@ -331,8 +205,9 @@ class PackedDataset(Dataset[Any]):
         sizes = [s.samples for s in self.manifest.shards]
         self._ends = np.cumsum(sizes, dtype=np.int64)
         self._starts = self._ends - np.asarray(sizes, dtype=np.int64)
-        self._shards: list[_Shard | None] = []
+        self._shards: list[Shard | None] = []
         self._held: dict[int, Any] = {}  # streamed shards open here, oldest first
+        self._pins: dict[int, int] = {}  # streamed shards in use by batches being read
         self._pid = -1
         self._ring: SlotRing | None = None
 
@@ -437,6 +312,7 @@ class PackedDataset(Dataset[Any]):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_shards"], state["_pid"], state["_held"], state["_prefetcher"] = [], -1, {}, None
+        state["_pins"] = {}
         state.pop("_held_lock", None)
         return state
 
@@ -444,7 +320,7 @@ class PackedDataset(Dataset[Any]):
         """Forget the handles of another process (after a fork or spawn)."""
         if self._pid != os.getpid():
             self._shards, self._pid = [None] * len(self.manifest.shards), os.getpid()
-            self._held, self._prefetcher = {}, None
+            self._held, self._prefetcher, self._pins = {}, None, {}
             self._held_lock = threading.Lock()  # reading threads share the held shards
 
     def _open_streamed(self, k: int) -> str:
@@ -464,12 +340,59 @@ class PackedDataset(Dataset[Any]):
         if self._remote.limit is None:  # nothing is ever evicted: keep every map open
             return
         keep = max(2, (self.shuffle_window or 1) + 1)
-        while len(self._held) > keep:
-            old = next(iter(self._held))
+        idle = [old for old in self._held if old != k and not self._pins.get(old)]
+        for old in idle[: max(0, len(self._held) - keep)]:  # oldest first, never a pinned one
             self._shards[old] = None
             self._held.pop(old).close()
 
-    def _shard(self, k: int) -> _Shard:
+    def _pin(self, indices: Sequence[int]) -> list[int]:
+        """Open the streamed shards that ``indices`` read, held until :meth:`_unpin`.
+
+        For reading threads (:class:`~scramjet.data._threads.ThreadedLoader`): the thread
+        that hands out batches pins each batch's shards (downloading what is missing)
+        before a reading thread gets the batch, and that thread unpins them once read.
+        Only the handing-out thread opens shards, and a pinned shard is never let go, so
+        reading threads never open, close or wait for a shard. A local pack pins nothing.
+        """
+        if self._remote is None or not len(indices):
+            return []
+        shards: list[int] = np.unique(self._locate(np.asarray(indices, np.int64))[0]).tolist()
+        done: list[int] = []
+        try:
+            for k in shards:
+                with self._held_lock:
+                    if self._shards[k] is not None:
+                        self._pins[k] = self._pins.get(k, 0) + 1
+                        done.append(k)
+                        continue
+                self._shard(k)  # download and open it, outside the lock
+                with self._held_lock:
+                    self._pins[k] = self._pins.get(k, 0) + 1
+                    done.append(k)
+        except BaseException:
+            self._unpin(done)
+            raise
+        return shards
+
+    def _unpin(self, shards: Sequence[int]) -> None:
+        """Release pins taken by :meth:`_pin`. With a ``cache_limit``, a shard no batch
+        pins any longer is let go at once, so that its room in the cache is free for the
+        next download (without a limit every shard stays open, as :meth:`_hold` does)."""
+        if not shards:
+            return
+        assert self._remote is not None
+        with self._held_lock:
+            for k in shards:
+                left = self._pins.get(k, 0) - 1
+                if left > 0:
+                    self._pins[k] = left
+                    continue
+                self._pins.pop(k, None)
+                if self._remote.limit is not None and k in self._held:
+                    self._shards[k] = None
+                    self._held.pop(k).close()
+
+    def _shard(self, k: int) -> Shard:
         self._shard_reset()  # new process (fork/spawn worker): never reuse maps
         shard = self._shards[k]
         if shard is None:
@@ -481,7 +404,7 @@ class PackedDataset(Dataset[Any]):
                 if self.verify_mode == "open" and k not in self._verified:
                     self._verify_shard(k)  # before HDF5 parses anything of the file
             try:
-                shard = _Shard(file, info, self.columns)
+                shard = Shard(file, info, self.columns)
             except (OSError, KeyError, ValueError) as exc:
                 if isinstance(exc, PackFormatError):
                     raise
@@ -515,7 +438,7 @@ class PackedDataset(Dataset[Any]):
             return jpeg_decoder(self.decoder)[1](data, col.channels or 3, out)
         return png_decoder()(data, col.channels or 3, out)
 
-    def _read_image(self, col: ColumnSpec, shard: _Shard, local: int) -> np.ndarray:
+    def _read_image(self, col: ColumnSpec, shard: Shard, local: int) -> np.ndarray:
         data = shard.data[col.name]
         if col.sequence:
             f0, f1 = (int(v) for v in shard.rows[col.name][local : local + 2])
@@ -540,7 +463,7 @@ class PackedDataset(Dataset[Any]):
         k, local = (int(v[0]) for v in self._locate(np.asarray([index], dtype=np.int64)))
         return self._read_one(col, self._shard(k), local)
 
-    def _read_one(self, col: ColumnSpec, shard: _Shard, local: int) -> Any:
+    def _read_one(self, col: ColumnSpec, shard: Shard, local: int) -> Any:
         if col.kind == "image":
             return self._read_image(col, shard, local)
         data = shard.data[col.name]
@@ -621,7 +544,7 @@ class PackedDataset(Dataset[Any]):
             collated: dict[str, Any] = default_collate(self.__getitems__(indices))
             return collated
         idx = np.asarray(indices, dtype=np.int64)
-        plan = _BatchPlan(*self._locate(idx))
+        plan = BatchPlan(*self._locate(idx))
         batch: dict[str, Any] = {}
         for col in self.columns:
             batch[col.name] = self._batch_column(col, plan, image_out)
@@ -640,7 +563,7 @@ class PackedDataset(Dataset[Any]):
         batch[image] = SlotRef(info.id, slot, n)
         return batch
 
-    def _batch_column(self, col: ColumnSpec, plan: _BatchPlan, image_out: Any = None) -> Any:
+    def _batch_column(self, col: ColumnSpec, plan: BatchPlan, image_out: Any = None) -> Any:
         shards, local = plan.shards, plan.local
         fixed_image = col.kind == "image" and not col.sequence
         if fixed_image or (col.kind == "value" and not col.variable):
@@ -655,7 +578,7 @@ class PackedDataset(Dataset[Any]):
                 tensor, out = _batch_buffer((len(local), *shape), dtype, shared=fixed_image)
             if fixed_image and col.encoding not in ("jpeg", "png"):  # raw pixels
                 maps = {k: self._shard(k).data[col.name] for k, _ in plan.groups}
-                _copy_rows(maps, plan.shard_at, plan.row_at, plan.order.tolist(), out)
+                copy_rows(maps, plan.shard_at, plan.row_at, plan.order.tolist(), out)
                 return tensor
             for k, pos in plan.groups:  # shard by shard, in file order
                 shard = self._shard(k)
@@ -716,8 +639,7 @@ class PackedDataset(Dataset[Any]):
         """
         from scramjet.data._threads import EpochOrder, choose_backend, seeded_generator
 
-        streamed = bool(getattr(self, "streamed", False))
-        chosen = choose_backend(backend, self.transform is not None, kwargs, streamed)
+        chosen = choose_backend(backend, self.transform is not None, kwargs)
         if (num_workers > 0 or chosen == "threads") and self.verify_mode == "open":
             self.verify()  # once here, instead of in every worker (and every epoch)
         if sampler is None:
