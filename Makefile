@@ -68,6 +68,7 @@ bench-gpu: install-dev
 	$(BIN)/python benchmarks/trainer_overhead.py --device cuda --reps 11
 	$(BIN)/python benchmarks/trainer_overhead.py --device cuda --reps 9 --steps 200 --hidden 4096 --batch 1024 --no-peers
 	$(BIN)/python benchmarks/data_gpu_decode.py
+	$(BIN)/python benchmarks/trainer_pack.py --model cnn  # the Trainer given a pack, model on the GPU
 	$(BIN)/python benchmarks/data_pack.py --n 4096 --workers 8 --encodings jpeg --rounds 2  # many cores: pack's worker processes
 	@for c in tf32_mlp tf32_cnn cuda_graphs; do $(BIN)/python benchmarks/accel_extras.py --quick --case $$c || exit 1; done
 

@@ -336,13 +336,21 @@ def run_child(args: argparse.Namespace, name: str, mode: str, env: dict[str, str
            str(args.images), "--batch", str(args.batch), "--workers", str(args.workers),
            "--counter", args.counter, "--mode", mode]  # fmt: skip
     cmd += ["--window", str(args.window)] if args.window else []
+    # A session of its own: the DataLoader workers a child leaves behind (it exits without
+    # draining them) are killed with it, instead of slowing down the next reader measured.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)  # fmt: skip
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+        stdout, stderr = proc.communicate(timeout=900)
     except subprocess.TimeoutExpired:
-        return {"name": name, "error": "timed out after 900 s"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        return {"name": name, "error": (done.stderr or done.stdout).strip()[-600:]}
+        stdout, stderr = "", "timed out after 900 s"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"name": name, "error": (stderr or stdout).strip()[-600:]}
     return json.loads(lines[-1])
 
 

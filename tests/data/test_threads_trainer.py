@@ -16,6 +16,7 @@ import pytest
 import torch
 from packdata_helpers import write_csv
 from torch import nn
+from torch.utils.data import DataLoader, default_collate
 
 from scramjet import Trainer
 from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
@@ -106,5 +107,52 @@ def test_training_resumes_mid_epoch_on_the_same_samples(
     resumed = run(pack_path, [after], resume_from=tmp_path / "ckpt", cache=cache)
     assert after.steps == whole.steps[6:]
     want, got = reference.unwrapped_model.state_dict(), resumed.unwrapped_model.state_dict()
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], rtol=0, atol=0, msg=key)
+
+
+class EvalSeen(TrainerCallback):
+    def __init__(self) -> None:
+        self.order: list[int] = []
+
+    def on_eval_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        self.order += kwargs["batch"]["idx"].tolist()
+
+
+class PackEvalTrainer(PackTrainer):
+    def calculate_eval_batch_loss(self, batch: dict[str, Any]) -> dict[str, Any]:
+        return self.calculate_train_batch_loss(batch)
+
+
+def test_the_trainer_reads_a_pack_it_is_given_with_threads_and_the_same_batches(
+    pack_path: Path,
+) -> None:
+    """Given a PackedDataset, the Trainer builds the pack's threaded loader (threads read
+    ahead of the loop instead of the loop reading): the batches and the trained weights
+    are those of a DataLoader over the same pack (kept by a collate_fn, which threads do
+    not take), and evaluation reads every sample once, in order."""
+
+    def fit(kwargs: dict[str, Any] | None) -> tuple[PackEvalTrainer, Seen, EvalSeen]:
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            model = nn.Linear(32 * 40 * 3, 4)
+        seen, evals = Seen(), EvalSeen()
+        trainer = PackEvalTrainer(
+            model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.05),
+            callbacks=[seen, evals], seed=0,
+        )  # fmt: skip
+        ds = PackedDataset(pack_path)
+        trainer.train(ds, num_epochs=2, per_device_batch_size=3, eval_dataset=ds,
+                      train_dataloader_kwargs=kwargs, eval_dataloader_kwargs=kwargs)  # fmt: skip
+        return trainer, seen, evals
+
+    threaded, a, eval_a = fit(None)
+    plain, b, eval_b = fit({"collate_fn": default_collate})
+    assert isinstance(threaded._train_dl, ThreadedLoader)
+    assert isinstance(threaded._eval_dl, ThreadedLoader)
+    assert isinstance(plain._train_dl, DataLoader) and isinstance(plain._eval_dl, DataLoader)
+    assert a.steps == b.steps and len(a.steps) == 8
+    assert eval_a.order == eval_b.order == list(range(12)) * 2
+    want, got = plain.unwrapped_model.state_dict(), threaded.unwrapped_model.state_dict()
     for key in want:
         torch.testing.assert_close(got[key], want[key], rtol=0, atol=0, msg=key)

@@ -50,13 +50,49 @@ def dataset() -> TensorDataset:
     return TensorDataset(x, y)
 
 
-def job(out: Path, ckpt: Path, mode: str, stop_at: int) -> None:
+def write_pack(root: Path) -> Path:
+    """The same samples as a pack (a 2x2 image, ``idx``, ``label`` and eight features),
+    which the Trainer reads with the pack's threaded loader."""
+    from PIL import Image
+
+    from scramjet.data import pack
+
+    x, y = dataset().tensors
+    root.mkdir()
+    Image.new("RGB", (2, 2)).save(root / "blank.png")
+    head = ["image", "idx", "label", *(f"f{k}" for k in range(1, 9))]
+    rows = [["blank.png", str(i), str(int(y[i]))] + [repr(float(v)) for v in x[i, 1:]]
+            for i in range(NUM_SAMPLES)]  # fmt: skip
+    (root / "list.csv").write_text("\n".join(",".join(r) for r in [head, *rows]) + "\n")
+    pack(root, root / "list.csv", root.parent / "rows.pack", height=2, width=2, shards=3,
+         dtype=["int64", "int64"] + ["float32"] * 8, workers=0, progress=False)  # fmt: skip
+    return root.parent / "rows.pack"
+
+
+def as_tensors(batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """(features with the index first, labels) of a batch of either dataset."""
+    if isinstance(batch, dict):
+        columns = [batch["idx"], *(batch[f"f{k}"] for k in range(1, 9))]
+        return torch.stack([c.float() for c in columns], 1), batch["label"]
+    return batch[0], batch[1]
+
+
+def job(out: Path, ckpt: Path, mode: str, stop_at: int, packed: str = "") -> None:
     """Train (``mode`` "first": fresh, stopping after update ``stop_at``, which is saved;
     "resumed": from the newest checkpoint of ``ckpt`` to the end) and write what this
-    process read, per training step."""
+    process read, per training step. ``packed``: read that pack instead of the tensors."""
     from scramjet import Trainer
     from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
+    from scramjet.data import PackedDataset
+    from scramjet.data._threads import ThreadedLoader
     from scramjet.runtime import distributed as dist
+
+    class EitherTrainer(Trainer):
+        def calculate_train_batch_loss(self, batch: Any) -> dict[str, Any]:
+            x, y = as_tensors(batch)
+            outputs = self.model(x)
+            return {"loss": self.loss_func(outputs, y), "model_outputs": outputs,
+                    "batch_size": len(y)}  # fmt: skip
 
     class Record(TrainerCallback):
         """Records (epoch, indices) of every training batch; stops after ``stop_at``."""
@@ -69,8 +105,9 @@ def job(out: Path, ckpt: Path, mode: str, stop_at: int) -> None:
             self.started_at = trainer.state.global_step
 
         def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
-            indices = kwargs["batch"][0][:, 0].long().tolist()
+            indices = as_tensors(kwargs["batch"])[0][:, 0].long().tolist()
             self.read.append((trainer.state.epoch, indices))
+            assert isinstance(trainer._train_dl, ThreadedLoader) == bool(packed)
 
         def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
             if trainer.state.global_step == stop_at:  # after the checkpoint of this step
@@ -81,9 +118,9 @@ def job(out: Path, ckpt: Path, mode: str, stop_at: int) -> None:
     save = SaveTrainingStateCallback(ckpt, every_n_steps=stop_at, every_n_epochs=None)
     model = IgnoresIndex()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    trainer = Trainer(model, nn.CrossEntropyLoss(), opt, callbacks=[save, record], seed=SEED)
+    trainer = EitherTrainer(model, nn.CrossEntropyLoss(), opt, callbacks=[save, record], seed=SEED)
     trainer.train(
-        dataset(),
+        PackedDataset(packed) if packed else dataset(),
         num_epochs=EPOCHS,
         per_device_batch_size=BATCH,
         resume_from=str(ckpt) if mode == "resumed" else None,
@@ -97,15 +134,18 @@ def job(out: Path, ckpt: Path, mode: str, stop_at: int) -> None:
     (out / f"{mode}{dist.get_rank()}.json").write_text(json.dumps(result))
 
 
-def run(tmp_path: Path, mode: str, stop_at: int, nproc: int) -> list[dict[str, Any]]:
+def run(
+    tmp_path: Path, mode: str, stop_at: int, nproc: int, packed: str = ""
+) -> list[dict[str, Any]]:
     """Run the job in ``nproc`` processes (torchrun for 2, this process for 1)."""
     ckpt = tmp_path / "ckpt"
     if nproc == 1:
-        job(tmp_path, ckpt, mode, stop_at)
+        job(tmp_path, ckpt, mode, stop_at, packed)
     else:
         from tests.common.torchrun import run_torchrun
 
-        done = run_torchrun(JOB, str(tmp_path), str(ckpt), mode, str(stop_at), nproc=nproc)
+        args = (str(tmp_path), str(ckpt), mode, str(stop_at), packed)
+        done = run_torchrun(JOB, *args, nproc=nproc)
         assert done.returncode == 0, done.stderr[-4000:]
     return [json.loads((tmp_path / f"{mode}{r}.json").read_text()) for r in range(nproc)]
 
@@ -126,14 +166,19 @@ def read_in(parts: list[dict[str, Any]], epoch: int) -> list[list[int]]:
 
 @pytest.mark.distributed
 @pytest.mark.filterwarnings("ignore:The checkpoint was saved by")  # rank 0's RNG: expected
-@pytest.mark.parametrize(("first_world", "resumed_world"), [(2, 1), (1, 2)], ids=["2to1", "1to2"])
+@pytest.mark.parametrize(
+    ("first_world", "resumed_world", "data"),
+    [(2, 1, "tensors"), (1, 2, "tensors"), (2, 1, "pack")],
+    ids=["2to1", "1to2", "2to1-pack"],
+)
 def test_resume_mid_epoch_on_another_number_of_processes(
-    tmp_path: Path, first_world: int, resumed_world: int
+    tmp_path: Path, first_world: int, resumed_world: int, data: str
 ) -> None:
     from scramjet.checkpoint import CheckpointManager
 
+    packed = str(write_pack(tmp_path / "rows")) if data == "pack" else ""
     stop_at = 3 if first_world == 2 else 5  # 24 or 20 of the epoch's 48 samples
-    first = run(tmp_path, "first", stop_at, first_world)
+    first = run(tmp_path, "first", stop_at, first_world, packed)
     assert all(part["step"] == stop_at and part["world"] == first_world for part in first)
     assert CheckpointManager(tmp_path / "ckpt", keep_last=None).checkpoints()[-1].step == stop_at
     before = read_in(first, 0)
@@ -141,7 +186,7 @@ def test_resume_mid_epoch_on_another_number_of_processes(
     consumed = stop_at * BATCH * first_world
     assert sum(map(len, before)) == consumed
 
-    resumed = run(tmp_path, "resumed", stop_at, resumed_world)
+    resumed = run(tmp_path, "resumed", stop_at, resumed_world, packed)
     per_epoch = NUM_SAMPLES // (BATCH * resumed_world)
     # what is left, split among the processes; the last batch may be short (1 -> 2:
     # 28 samples, 14 per rank, batches of 4, 4, 4, 2)
@@ -168,5 +213,5 @@ def test_resume_mid_epoch_on_another_number_of_processes(
 
 
 if __name__ == "__main__":
-    out_dir, ckpt_dir, job_mode, stop = sys.argv[1:5]
-    job(Path(out_dir), Path(ckpt_dir), job_mode, int(stop))
+    out_dir, ckpt_dir, job_mode, stop, pack_path = (*sys.argv[1:6], "")[:5]
+    job(Path(out_dir), Path(ckpt_dir), job_mode, int(stop), pack_path)

@@ -113,14 +113,7 @@ class EpochOrder(Sampler[int]):
             generator.manual_seed(self.seed + self.epoch * _EPOCH_STRIDE)
 
     def set_start(self, start: int) -> None:
-        """Skip the first ``start`` indices of the next iteration (resuming mid-epoch).
-
-        A sampler with a ``set_start`` of its own (the Trainer's ``EpochSampler``) skips
-        them itself, so that a streamed pack never downloads the shards skipped.
-        """
-        if hasattr(self.sampler, "set_start"):
-            self.sampler.set_start(max(0, int(start)))
-            return
+        """Skip the first ``start`` indices of the next iteration (resuming mid-epoch)."""
         self.start = max(0, int(start))
 
     def __iter__(self) -> Iterator[int]:
@@ -229,7 +222,10 @@ class ThreadedLoader:
     Args:
         dataset: the pack.
         batch_size: samples per batch.
-        sampler: the index order.
+        sampler: the index order: an :class:`EpochOrder`, or a sampler with
+            ``set_epoch`` and ``set_start`` of its own (the Trainer's ``EpochSampler``,
+            which skips a resume's consumed samples before a streamed pack downloads
+            the shards only they use).
         drop_last: drop the last incomplete batch.
         threads: reading threads (0: one per usable core).
         prefetch: batches read ahead per thread.
@@ -243,7 +239,7 @@ class ThreadedLoader:
         dataset: PackedDataset,
         batch_size: int,
         *,
-        sampler: EpochOrder,
+        sampler: Sampler[int],
         drop_last: bool = False,
         threads: int = 0,
         prefetch: int = 2,
@@ -290,7 +286,7 @@ class ThreadedLoader:
     def set_epoch(self, epoch: int) -> None:
         """Select ``epoch``: its order, and the epoch the augmentations draw for."""
         self.dataset.set_epoch(epoch)
-        self.sampler.set_epoch(epoch)
+        self.sampler.set_epoch(epoch)  # type: ignore[attr-defined]  # EpochOrder or alike
 
     def _read(
         self, ds: PackedDataset, values: PackedDataset, indices: list[int], pinned: list[int]

@@ -652,8 +652,10 @@ class PackedDataset(Dataset[Any]):
             from scramjet.data._threads import ThreadedLoader
 
             seed = generator.initial_seed() if generator is not None else None
+            if not (hasattr(sampler, "set_epoch") and hasattr(sampler, "set_start")):
+                sampler = EpochOrder(sampler, seed)  # else (EpochSampler) it does both itself
             return ThreadedLoader(
-                self, batch_size, sampler=EpochOrder(sampler, seed), drop_last=drop_last,
+                self, batch_size, sampler=sampler, drop_last=drop_last,
                 threads=num_workers, prefetch=int(kwargs.get("prefetch_factor") or 2),
                 pin_memory=kwargs.get("pin_memory"), decode_device=decode_device,
             )  # fmt: skip

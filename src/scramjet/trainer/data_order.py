@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sized
 from typing import Any, Generic, TypeVar, cast
 
@@ -187,6 +189,45 @@ class SkipSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return max(0, safe_len(self.sampler) - self.start)
+
+
+_THREAD_SETTINGS = frozenset(
+    {"batch_size", "num_workers", "drop_last", "pin_memory", "prefetch_factor"}
+)
+
+
+def pack_loader(
+    dataset: Any, sampler: Sampler[int], kwargs: Mapping[str, Any]
+) -> Iterable[Any] | None:
+    """A pack's threaded batch loader in place of a DataLoader, or None.
+
+    A :class:`~scramjet.data.PackedDataset` without a transform gives the same batches
+    from ``dataset.loader(backend="threads")`` as from a DataLoader with the same sampler,
+    read and decoded by threads of this process ahead of the loop instead of in it (a
+    DataLoader with ``num_workers=0``) or in worker processes that hand every batch over.
+    ``num_workers`` is the number of reading threads; 0 shares this machine's usable cores
+    among the processes started on it (``LOCAL_WORLD_SIZE``). Any setting threads do not
+    take (``collate_fn``, ``worker_init_fn``, ``persistent_workers``...) or a transform
+    keeps the DataLoader.
+    """
+    reader = sys.modules.get("scramjet.data.reader")  # never imported: not a pack
+    if reader is None or not isinstance(dataset, reader.PackedDataset):
+        return None
+    if dataset.transform is not None or not kwargs.get("batch_size"):
+        return None
+    if not set(kwargs) <= _THREAD_SETTINGS:
+        return None
+    from scramjet.data._threads import usable_cores
+
+    threads = int(kwargs.get("num_workers") or 0)
+    if threads == 0:
+        threads = max(1, usable_cores() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
+    loader: Iterable[Any] = dataset.loader(
+        int(kwargs["batch_size"]), sampler=sampler, drop_last=bool(kwargs.get("drop_last")),
+        num_workers=threads, backend="threads", pin_memory=kwargs.get("pin_memory"),
+        prefetch_factor=kwargs.get("prefetch_factor"),
+    )  # fmt: skip
+    return loader
 
 
 def yields_batches(source: object) -> bool:
@@ -407,16 +448,15 @@ class DataOrder:
         """Forget the seed of the previous run (a new one is taken at the next use)."""
         self._seed, self._sampler = None, None
 
-    def train_loader(
-        self, dataset: Any, kwargs: dict[str, Any], *, shuffle: bool
-    ) -> DataLoader[Any]:
+    def train_loader(self, dataset: Any, kwargs: dict[str, Any], *, shuffle: bool) -> Iterable[Any]:
         """A DataLoader over ``dataset`` whose order follows this seed.
 
         A map-style dataset gets an :class:`EpochSampler` (this rank's share, reshuffled
         every epoch) unless ``kwargs`` holds a sampler, which is then wrapped in a
         :class:`SkipSampler` so that a resume can skip its first indices. An iterable
         dataset gets a generator of its own, so starting an epoch never draws from the
-        global RNG (whose state a checkpoint restores).
+        global RNG (whose state a checkpoint restores). A pack gets its threaded batch
+        loader instead of a DataLoader where that reads the same batches (:func:`pack_loader`).
         """
         kwargs = dict(kwargs)
         generator = kwargs.pop("generator", None) or torch.Generator()
@@ -435,6 +475,9 @@ class DataOrder:
             )
         elif not isinstance(sampler, EpochSampler | SkipSampler):
             sampler = SkipSampler(sampler)
+        threaded = pack_loader(dataset, sampler, kwargs)
+        if threaded is not None:
+            return threaded
         return DataLoader(dataset, sampler=sampler, generator=generator, **kwargs)
 
     def epoch_batches(

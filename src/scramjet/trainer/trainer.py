@@ -64,6 +64,7 @@ from scramjet.trainer.data_order import (
     check_ready_loader,
     even_end,
     gather_shards,
+    pack_loader,
     safe_len,
     yields_batches,
 )
@@ -365,7 +366,8 @@ class Trainer:
         sampler = kwargs.pop("sampler", None) or ShardSampler(
             dataset, dist.get_world_size(), dist.get_rank()
         )
-        return DataLoader(dataset, sampler=sampler, **kwargs)
+        threaded = pack_loader(dataset, sampler, kwargs)  # a pack: its threaded batch loader
+        return threaded if threaded is not None else DataLoader(dataset, sampler=sampler, **kwargs)
 
     def create_scheduler(self) -> Scheduler | None:
         """Build the scheduler from ``create_scheduler_fn`` with placeholders resolved."""
