@@ -123,6 +123,10 @@ class PackEvalTrainer(PackTrainer):
     def calculate_eval_batch_loss(self, batch: dict[str, Any]) -> dict[str, Any]:
         return self.calculate_train_batch_loss(batch)
 
+    def predict_step(self, batch: dict[str, Any]) -> torch.Tensor:
+        assert isinstance(self.model(batch["image"].float().flatten(1)), torch.Tensor)
+        return batch["idx"]
+
 
 def test_the_trainer_reads_a_pack_it_is_given_with_threads_and_the_same_batches(
     pack_path: Path,
@@ -156,3 +160,9 @@ def test_the_trainer_reads_a_pack_it_is_given_with_threads_and_the_same_batches(
     want, got = plain.unwrapped_model.state_dict(), threaded.unwrapped_model.state_dict()
     for key in want:
         torch.testing.assert_close(got[key], want[key], rtol=0, atol=0, msg=key)
+    # predictions come back in dataset order, as through a DataLoader
+    idx = threaded.predict(PackedDataset(pack_path), 5)
+    assert idx.tolist() == list(range(12))
+    torch.testing.assert_close(
+        threaded.predict(PackedDataset(pack_path), 5, {"collate_fn": default_collate}), idx
+    )
