@@ -118,3 +118,19 @@ def test_breaking_off_or_failing_leaves_no_shard_in_use(store: Path, tmp_path: P
             seen += batch["label"].tolist()
     assert seen and last not in seen
     assert bad._pins == {}
+
+
+def test_a_batch_that_needs_more_shards_than_the_cache_holds_fails_at_once(
+    store: Path, tmp_path: Path
+) -> None:
+    """A random order over a streamed pack puts every shard in every batch: with a cache
+    too small for one batch's shards, the loader says so at once instead of waiting two
+    minutes for room."""
+    shard = PackedDataset(store).manifest.shards[0].bytes
+    ds = streamed(store, tmp_path / "cache", cache_limit=5 * shard + shard // 2)
+    loader = ds.loader(24, sampler=torch.utils.data.SequentialSampler(range(48)))
+    assert len(list(loader)) == 2  # in order, a batch reads 4 shards: fine
+    shuffled = ds.loader(24, shuffle=True, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=r"reads 8 shards .*sampler=EpochSampler\(ds\)"):
+        next(iter(shuffled))
+    assert ds._pins == {}

@@ -357,6 +357,14 @@ class PackedDataset(Dataset[Any]):
         if self._remote is None or not len(indices):
             return []
         shards: list[int] = np.unique(self._locate(np.asarray(indices, np.int64))[0]).tolist()
+        need = sum(self.manifest.shards[k].bytes for k in shards)
+        if self._remote.limit is not None and need > self._remote.limit:
+            raise ValueError(
+                f"a batch of {len(indices)} samples reads {len(shards)} shards ({need} bytes), "
+                f"more than cache_limit={self._remote.limit} bytes holds: the order jumps "
+                "between shards (a RandomSampler). Read in shard-window order with "
+                "sampler=EpochSampler(ds) (scramjet.trainer.data_order), or raise cache_limit"
+            )
         done: list[int] = []
         try:
             for k in shards:
