@@ -1,4 +1,5 @@
-"""A streamed pack read by 2 torchrun ranks x 2 DataLoader workers on one node.
+"""A streamed pack read by 2 torchrun ranks on one node, each with 2 reading threads (what
+the Trainer builds for a pack) or 2 DataLoader worker processes.
 
 Both ranks share one cache directory: every shard is downloaded once for the node (the
 cache's download log has one line per download), and the ranks split the epoch.
@@ -28,12 +29,16 @@ SCRIPT = textwrap.dedent(
     from scramjet.data import PackedDataset
     from scramjet.trainer.data_order import DataOrder
 
-    url, cache, out = sys.argv[1:4]
+    url, cache, out, how = sys.argv[1:5]
     tdist.init_process_group("gloo")
     rank = tdist.get_rank()
     ds = PackedDataset(url, cache_dir=cache, shuffle_window=2, prefetch=2)
     order = DataOrder(seed=11)
-    loader = order.train_loader(ds, {"batch_size": 4, "num_workers": 2}, shuffle=True)
+    kwargs = {"batch_size": 4, "num_workers": 2}
+    if how == "processes":  # a setting only worker processes take keeps the DataLoader
+        kwargs["persistent_workers"] = True
+    loader = order.train_loader(ds, kwargs, shuffle=True)
+    assert (type(loader).__name__ == "DataLoader") == (how == "processes")
     seen = {}
     for epoch in range(2):
         batches, _ = order.epoch_batches(loader, ds, epoch=epoch, skip=0, batch_size=4)
@@ -58,7 +63,10 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
     server.stop()
 
 
-def test_two_ranks_two_workers_download_each_shard_once(s3: S3Server, tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["threads", "processes"])
+def test_two_ranks_two_workers_download_each_shard_once(
+    s3: S3Server, tmp_path: Path, how: str
+) -> None:
     names = write_images(tmp_path / "imgs", 64)
     rows = [[n, str(i)] for i, (n, _) in enumerate(names)]
     write_csv(tmp_path / "imgs" / "list.csv", ["image", "label"], rows)
@@ -67,7 +75,7 @@ def test_two_ranks_two_workers_download_each_shard_once(s3: S3Server, tmp_path: 
          width=32, encode="raw", shards=8, workers=0, progress=False)  # fmt: skip
     (tmp_path / "script.py").write_text(SCRIPT)
     cache = tmp_path / "cache"
-    result = run_torchrun(tmp_path / "script.py", url, str(cache), str(tmp_path), nproc=2)
+    result = run_torchrun(tmp_path / "script.py", url, str(cache), str(tmp_path), how, nproc=2)
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     for epoch in ("0", "1"):
@@ -76,4 +84,4 @@ def test_two_ranks_two_workers_download_each_shard_once(s3: S3Server, tmp_path: 
     assert ranks[0]["0"] != ranks[0]["1"]  # a new order every epoch
     log = (cache / LOG_NAME).read_text().splitlines()
     digests = [line.split()[0] for line in log]
-    assert len(digests) == 8 and len(set(digests)) == 8  # 2 epochs, 2 ranks x 2 workers
+    assert len(digests) == 8 and len(set(digests)) == 8  # 2 epochs, 2 ranks x 2 readers
