@@ -248,11 +248,17 @@ def test_default_units_are_the_blocks_of_the_outermost_containers() -> None:
     assert _default_units(seq) == [seq[0], seq[2]]  # layers without parameters are skipped
 
 
-def test_a_ddp_script_that_never_destroys_its_group_exits_cleanly(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "attempts", [1, pytest.param(3, marks=pytest.mark.slow)], ids=["once", "three-times"]
+)
+def test_a_ddp_script_that_never_destroys_its_group_exits_cleanly(
+    tmp_path: Path, attempts: int
+) -> None:
     # The job trains with DDP and returns, leaving the trainer, its DDP model and the gloo
     # group alive; scramjet's exit hook releases the wrapper, then destroys the group (the
-    # job's own exit handler, which runs after it, records what it found).
-    for attempt in range(3):
+    # job's own exit handler, which runs after it, records what it found). An exit that
+    # hangs or complains only some of the time shows in the slow, repeated run.
+    for attempt in range(attempts):
         out = tmp_path / str(attempt)
         out.mkdir()
         done, elapsed = torchrun("ddp_exit", str(out))
