@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 from aitb_helpers import MyNeuralModel, loaders
 from torch import nn
-from wandb_records import read_wandb_run
+from wandb_records import read_finished_wandb_run
 
 from scramjet.compat.aitoolbox.torchtrain.callbacks.wandb import AlertConfig, WandBTracking
 from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoop
@@ -24,17 +22,6 @@ def _fit(callback: WandBTracking, epochs: int = 2) -> TrainLoop:
     loop = TrainLoop(model, train, val, test, opt, nn.CrossEntropyLoss())
     loop.fit(num_epochs=epochs, callbacks=[callback])
     return loop
-
-
-def _read_finished_run(folder: Path) -> dict[str, Any]:
-    """The offline run's records once its exit record is on disk (W&B's service process may
-    still be writing the file for a moment after ``finish()`` returns)."""
-    deadline = time.monotonic() + 20
-    data = read_wandb_run(folder)
-    while not data["exits"] and time.monotonic() < deadline:
-        time.sleep(0.2)
-        data = read_wandb_run(folder)
-    return data
 
 
 def test_history_config_run_name_and_alerts_read_back(
@@ -53,7 +40,7 @@ def test_history_config_run_name_and_alerts_read_back(
         mode="offline",
     )
     loop = _fit(callback)
-    data = _read_finished_run(tmp_path)
+    data = read_finished_wandb_run(tmp_path)
     assert data["runs"] and data["runs"][0][1:] == ("aitb-proj", "exp-1")
     assert data["config"]["lr"] == 0.1 and data["config"]["batch_size"] == 16
     assert data["exits"] == [0]
@@ -76,7 +63,7 @@ def test_batch_log_frequency_logs_at_iterations(
         batch_log_frequency=4, is_project=False, log_dir=str(tmp_path), mode="offline"
     )
     _fit(callback, epochs=2)
-    data = _read_finished_run(tmp_path)
+    data = read_finished_wandb_run(tmp_path)
     steps = sorted({r["_step"] for r in data["history"]})
     # epoch ends at 5 and 11; every 4th iteration after the first epoch has history values
     assert steps == [5, 8, 11]

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 from logger_runs import csv_series, tracked_run
-from wandb_records import read_wandb_run
+from wandb_records import read_finished_wandb_run
 
 
 def test_wandb_offline_run_reads_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     exp = tracked_run(tmp_path, ("csv", "wandb"))
-    data = read_wandb_run(exp.run_dir)
+    data = read_finished_wandb_run(exp.run_dir)
     run_id = json.loads((exp.run_dir / "run.json").read_text())["wandb_run_id"]
     assert {r for r in data["runs"]} == {(run_id, "proj", exp.run_dir.name)}
     assert data["exits"] and set(data["exits"]) == {0}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +31,11 @@ def _records(path: Path) -> Iterator[Any]:
         pos += 7 + length
         if kind == 0 and length == 0:
             continue
-        assert zlib.crc32(chunk, zlib.crc32(bytes([kind]))) == checksum, "a damaged chunk"
+        if zlib.crc32(chunk, zlib.crc32(bytes([kind]))) != checksum:
+            # W&B's service process may still be appending this chunk (the caller reads
+            # again until the run's exit record is there); anything after it is damage.
+            assert not data[pos:].strip(b"\0"), "a damaged chunk"
+            return
         if kind == _FULL:
             yield wandb_internal_pb2.Record.FromString(chunk)
         elif kind == _FIRST:
@@ -74,3 +79,14 @@ def read_wandb_run(run_dir: Path) -> dict[str, Any]:
             elif kind == "exit":
                 out["exits"].append(record.exit.exit_code)
     return out
+
+
+def read_finished_wandb_run(run_dir: Path, timeout: float = 20) -> dict[str, Any]:
+    """:func:`read_wandb_run` once the run's exit record is on disk (W&B's service process
+    may still be writing the file for a moment after ``finish()`` returns)."""
+    deadline = time.monotonic() + timeout
+    data = read_wandb_run(run_dir)
+    while not data["exits"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+        data = read_wandb_run(run_dir)
+    return data
