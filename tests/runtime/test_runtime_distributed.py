@@ -82,7 +82,9 @@ def test_torchrun_rank_error_ends_the_run(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("rank*.json"))  # rank 0 never got past its barrier
 
 
+@pytest.mark.slow  # the default suite checks the same timeout through the Trainer
 def test_stuck_rank_ends_with_a_timeout_error(tmp_path: Path) -> None:
+    # (tests/distributed/test_dist_trainer.py::test_a_stuck_rank_ends_the_run_at_the_timeout)
     done, elapsed = torchrun("hang", tmp_path, SCRAMJET_DIST_TIMEOUT="3")
     assert done.returncode != 0
     assert "Timed out" in done.stderr, done.stderr[-3000:]

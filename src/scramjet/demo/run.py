@@ -247,13 +247,13 @@ def _train(
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; returns a process exit code."""
-    from scramjet.demo.data import CLASSES
-    from scramjet.metrics import ClassificationResults
-
-    if args.epochs < 1 or args.samples < 64:
+    if args.epochs < 1 or args.samples < 64:  # before the slow imports below
         raise SystemExit(
             f"need --epochs ≥ 1 and --samples ≥ 64; received {args.epochs}, {args.samples}"
         )
+    from scramjet.demo.data import CLASSES
+    from scramjet.metrics import ClassificationResults
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
