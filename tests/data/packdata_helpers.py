@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,6 +70,18 @@ def encode_or_die(task: tuple[Any, ...]) -> tuple[int, Any]:
     if any(os.path.basename(f).startswith("die") for f in task[1]):
         os.kill(os.getpid(), signal.SIGKILL)
     return _encode_task(task)  # type: ignore[arg-type]
+
+
+def start_in_session(script: str, *args: object, stdout: Any = None) -> subprocess.Popen[str]:
+    """``python -c script args...`` in a session of its own, its stderr piped as text: a
+    signal to the session reaches the script and every process it started."""
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, args)],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def cache_bytes(cache: Path) -> int:

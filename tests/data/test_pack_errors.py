@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
-from packdata_helpers import write_csv, write_images
+from packdata_helpers import start_in_session, write_csv, write_images
 
 from scramjet.data import PackedDataset, PackError, pack
 from scramjet.data.format import PackFormatError
@@ -174,13 +174,7 @@ def test_killed_pack_leaves_no_valid_output(folder, tmp_path):
 # ----- a dead encoding worker ends the pack with an error instead of a hang ----------------
 def _run_script(script, *args, timeout=120):
     """Run a pack script in its own session; kill the whole session if it hangs."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script, *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_in_session(script, *args, stdout=subprocess.PIPE)
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -248,12 +242,7 @@ def test_worker_killed_from_outside_mid_pack_raises(tmp_path):
     write_images(tmp_path / "imgs", 1, size=(400, 400))
     write_csv(tmp_path / "l.csv", ["image", "label"], [["img_0.png", str(i)] for i in range(300)])
     args = [tmp_path / "imgs", tmp_path / "l.csv", tmp_path / "p"]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", EXTERNAL_KILL_SCRIPT, *map(str, args)],
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_in_session(EXTERNAL_KILL_SCRIPT, *args)
     try:
         deadline = time.monotonic() + 60
         workers: list[int] = []

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pack_pool_helpers import die_on, encode_or_raise, where_am_i
-from packdata_helpers import smooth_image, write_csv, write_images
+from packdata_helpers import smooth_image, start_in_session, write_csv, write_images
 from PIL import Image
 
 import scramjet.data.writer as writer
@@ -281,12 +281,7 @@ def test_ctrl_c_stops_pack_and_its_workers_quietly(tmp_path):
     write_images(tmp_path / "imgs", 1, size=(600, 600))
     write_csv(tmp_path / "l.csv", ["image", "label"], [["img_0.png", str(i)] for i in range(400)])
     args = [tmp_path / "imgs", tmp_path / "l.csv", tmp_path / "p"]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", INTERRUPT_SCRIPT, *map(str, args)],
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_in_session(INTERRUPT_SCRIPT, *args)
     try:
         deadline = time.monotonic() + 60
         while not any(p.name.startswith(".p.partial-") for p in tmp_path.iterdir()):

@@ -124,26 +124,26 @@ def safe_path(root: Path, name: str, line: int, dirs: dict[str, str] | None = No
         if folder is None:
             folder = dirs[head] = os.path.realpath(os.path.join(base, head)) if head else base
         full = os.path.join(folder, tail)
-        if not full.startswith(prefix) and full != base:
-            raise RowError(line, name, f"path escapes file_dir {base!r}")
-        try:
-            mode = os.lstat(full).st_mode
-        except OSError as exc:
-            _raise_missing(exc, line, name, base)
+        mode = _mode_inside(full, base, prefix, line, name, follow=False)
         if not stat.S_ISLNK(mode):  # a link is followed below, like every other name
             if not stat.S_ISREG(mode):
                 raise RowError(line, name, f"file not found under file_dir {base!r}")
             return full
     full = os.path.realpath(os.path.join(base, name))  # never raises; a loop stays unresolved
+    if not stat.S_ISREG(_mode_inside(full, base, prefix, line, name, follow=True)):
+        raise RowError(line, name, f"file not found under file_dir {base!r}")
+    return full
+
+
+def _mode_inside(full: str, base: str, prefix: str, line: int, name: str, follow: bool) -> int:
+    """The file mode of ``full`` (``stat`` or, without ``follow``, ``lstat``), after checking
+    that it lies under ``base``; a RowError for a path that escapes or cannot be looked up."""
     if not full.startswith(prefix) and full != base:
         raise RowError(line, name, f"path escapes file_dir {base!r}")
     try:
-        mode = os.stat(full).st_mode
+        return (os.stat if follow else os.lstat)(full).st_mode
     except OSError as exc:
         _raise_missing(exc, line, name, base)
-    if not stat.S_ISREG(mode):
-        raise RowError(line, name, f"file not found under file_dir {base!r}")
-    return full
 
 
 def _raise_missing(exc: OSError, line: int, name: str, base: str) -> NoReturn:

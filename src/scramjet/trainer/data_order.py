@@ -191,11 +191,6 @@ class SkipSampler(Sampler[int]):
         return max(0, safe_len(self.sampler) - self.start)
 
 
-_THREAD_SETTINGS = frozenset(
-    {"batch_size", "num_workers", "drop_last", "pin_memory", "prefetch_factor"}
-)
-
-
 def pack_loader(
     dataset: Any, sampler: Sampler[int], kwargs: Mapping[str, Any]
 ) -> Iterable[Any] | None:
@@ -213,11 +208,11 @@ def pack_loader(
     reader = sys.modules.get("scramjet.data.reader")  # never imported: not a pack
     if reader is None or not isinstance(dataset, reader.PackedDataset):
         return None
-    if dataset.transform is not None or not kwargs.get("batch_size"):
+    from scramjet.data._threads import THREAD_OPTIONS, usable_cores
+
+    settings = {"batch_size", "num_workers", "drop_last", *THREAD_OPTIONS}
+    if dataset.transform is not None or not kwargs.get("batch_size") or set(kwargs) - settings:
         return None
-    if not set(kwargs) <= _THREAD_SETTINGS:
-        return None
-    from scramjet.data._threads import usable_cores
 
     threads = int(kwargs.get("num_workers") or 0)
     if threads == 0:
