@@ -17,7 +17,10 @@ Scaling: the encoding stage alone (the pool running pack's per-row task: open, r
 encode, with nothing written) is timed with 1 thread, with ``--workers`` threads and
 with ``--workers`` of pack's worker processes (their start included) in the same rounds,
 and the script prints ``rate(N) / (N x rate(1))`` for each and for the whole pack (which
-adds the serial stages: checking rows, writing shards, hashing them).
+adds the serial stages: checking rows, writing shards, hashing them). The worker
+processes also run once more as they were started before they kept 16 MiB of padding at
+the top of their heap (glibc then trims the heap after every freed image, and the next
+image is faulted in again), with the ratio of the two.
 
 With simplejpeg installed, pack decodes JPEG sources and encodes JPEG frames with it
 (libjpeg-turbo, GIL released); ``--encoder pil`` hides simplejpeg from this script and
@@ -65,10 +68,16 @@ def serial_baseline(root: Path, names: list[str], size: int, quality: int) -> fl
 
 
 def encode_stage(
-    root: Path, names: list[str], args: argparse.Namespace, workers: int, pool: str = "threads"
+    root: Path,
+    names: list[str],
+    args: argparse.Namespace,
+    workers: int,
+    pool: str = "threads",
+    after_start: list[float] | None = None,
 ) -> float:
     """Samples/s of pack's encoding task alone on ``workers`` threads or worker processes
-    (started inside the timing), with nothing written."""
+    (started inside the timing), with nothing written; ``after_start`` gets the rate from
+    the first result on (the workers' start left out)."""
     encode = args.encodings.split(",")[0]
     tasks = [(i, [str(root / n)], args.size, args.size, 3, encode, args.quality, True)
              for i, n in enumerate(names)]  # fmt: skip
@@ -77,12 +86,22 @@ def encode_stage(
     for _ in _pool.results(_encode_task, tasks, workers, pool):
         first = first or time.perf_counter()
     end = time.perf_counter()
-    if pool == "processes" and first is not None:  # also the rate once the workers run
-        ENCODE_AFTER_START.append((len(tasks) - 1) / (end - first))
+    if after_start is not None and first is not None:  # also the rate once the workers run
+        after_start.append((len(tasks) - 1) / (end - first))
     return len(tasks) / (end - start)
 
 
-ENCODE_AFTER_START: list[float] = []  # encoding stage in processes, from its first result
+def encode_stage_unpadded(
+    root: Path, names: list[str], args: argparse.Namespace, after_start: list[float]
+) -> float:
+    """The same in pack's worker processes started as before their heap padding: glibc
+    trims the heap top after every freed image, so each image is faulted in again."""
+    padding = _pool._WORKER_ENV
+    _pool._WORKER_ENV = {}
+    try:
+        return encode_stage(root, names, args, args.workers, "processes", after_start)
+    finally:
+        _pool._WORKER_ENV = padding
 
 
 def row_check(root: Path) -> tuple[float, float]:
@@ -195,7 +214,8 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
     rates: dict[tuple[str, int, str], list[float]] = {c: [] for c in configs(args)}
     sizes: dict[tuple[str, int, str], int] = {}
     base: dict[str, Any] = {
-        "serial": [], "stage1": [], "stageN": [], "stageP": [], "stageW": [], "start": [], "rows": [], "gil": []
+        "serial": [], "stage1": [], "stageN": [], "stageP": [], "stageW": [], "stageW0": [],
+        "afterW": [], "afterW0": [], "start": [], "rows": [], "gil": []
     }  # fmt: skip
     procs = multiprocessing.get_context("fork").Pool(args.workers)
     procs.map(abs, range(args.workers))  # started before any timing
@@ -214,7 +234,16 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
             for key, workers in (("stage1", 1), ("stageN", args.workers))[:: 1 - 2 * (r % 2)]:
                 base[key].append(encode_stage(root, names, args, workers))
             base["stageP"].append(encode_stage_processes(root, names, args, procs))
-            base["stageW"].append(encode_stage(root, names, args, args.workers, "processes"))
+            padded = (
+                "stageW",
+                lambda: encode_stage(root, names, args, args.workers, "processes", base["afterW"]),
+            )
+            unpadded = (
+                "stageW0",
+                lambda: encode_stage_unpadded(root, names, args, base["afterW0"]),
+            )
+            for key, stage in (padded, unpadded)[:: 1 - 2 * (r % 2)]:
+                base[key].append(stage())
             base["start"].append(worker_start(args.workers))
             base["rows"].append(row_check(root))
             base["gil"].append(gil_share(root, names, args))
@@ -288,8 +317,16 @@ def report(args: argparse.Namespace, base: dict[str, Any], runs: dict[Any, Any])
         f"  the same encoding in pack's {w} worker processes (pool='processes', their start "
         f"included): {workers:.0f}/s = {workers / (w * one):.2f} x {w} x one worker's; "
         f"they start in {statistics.median(base['start']):.2f} s (median); from their first "
-        f"result on: {statistics.median(ENCODE_AFTER_START):.0f}/s = "
-        f"{statistics.median(ENCODE_AFTER_START) / many:.2f}x the {w} threads' whole stage"
+        f"result on: {statistics.median(base['afterW']):.0f}/s = "
+        f"{statistics.median(base['afterW']) / many:.2f}x the {w} threads' whole stage"
+    )
+    unpadded, after0 = statistics.median(base["stageW0"]), statistics.median(base["afterW0"])
+    print(
+        f"  the same worker processes without their heap padding (as before; glibc faults each "
+        f"freed image in again): {unpadded:.0f}/s = {unpadded / (w * one):.2f} x {w} x one "
+        f"worker's; from the first result on {after0:.0f}/s; padded / unpadded "
+        f"{workers / unpadded:.2f}x (from the first result on "
+        f"{statistics.median(base['afterW']) / after0:.2f}x)"
     )
     plain = statistics.median(r[0] for r in base["rows"])
     check = statistics.median(r[1] for r in base["rows"])

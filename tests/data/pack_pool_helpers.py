@@ -48,3 +48,18 @@ def die_on(task: tuple[int, int, float]) -> int:
         os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(task[2])
     return task[0]
+
+
+def heap_faults(task: tuple[int, int]) -> tuple[int, float]:
+    """Page faults per image while the worker makes and drops ``task[1]`` 224 x 224 RGB
+    images the way an encoding task does (a Pillow resize output, then freed)."""
+    import resource
+
+    from PIL import Image
+
+    src = Image.new("RGB", (256, 256), (10, 20, 30))
+    src.resize((224, 224))  # warm: the first image may grow the heap once
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(task[1]):
+        src.resize((224, 224))
+    return task[0], (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / task[1]
