@@ -316,3 +316,36 @@ def test_reading_a_complete_cache_takes_no_lock_and_starts_nothing(tmp_path):
     assert store._lock_fd is None  # no claim, no reservation: the lock file was never opened
     assert not _preloader_pids(reader) and not _background()
     assert sorted(read_log(log)) == list(range(24))
+
+
+@accelerate_dataset(probe=False)
+class _Numbers(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 6
+
+    def __getitem__(self, i: int) -> float:
+        return float(i)
+
+
+class _Doubled(_Numbers):
+    def __getitem__(self, i: int) -> float:
+        return 2 * super().__getitem__(i)
+
+
+class _Tripled(CachedDataset):
+    def __getitem__(self, i: int) -> float:
+        return 3 * super().__getitem__(i)
+
+
+def test_a_subclass_that_overrides_getitem_is_read_the_same_by_a_dataloader():
+    """The DataLoader reads a batch through __getitems__; a subclass's own __getitem__
+    must decide the samples there too, and what it reads through super() stays cached."""
+    doubled = _Doubled()
+    assert [doubled[i] for i in range(6)] == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    assert next(iter(DataLoader(doubled, batch_size=6))).tolist() == [0, 2, 4, 6, 8, 10]
+    assert doubled.cache_stats()["samples"] == 6
+    tripled = _Tripled(torch.arange(6.0), probe=False)
+    assert next(iter(DataLoader(tripled, batch_size=6))).tolist() == [0, 3, 6, 9, 12, 15]
+    plain = _Numbers()  # no override: the batched read still goes through the cache
+    assert next(iter(DataLoader(plain, batch_size=6))).tolist() == [0, 1, 2, 3, 4, 5]
+    assert plain.cache_stats()["samples"] == 6

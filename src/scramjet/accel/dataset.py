@@ -274,6 +274,7 @@ class _CachingMixin:
 
     _scramjet_cache: _Cache
     _scramjet_transform: Callable[[Any], Any] | None
+    _scramjet_getitem: Callable[..., Any]  # the caching __getitem__ of the class that set it
 
     def _raw_item(self, index: int) -> Any:
         raise NotImplementedError
@@ -301,6 +302,10 @@ class _CachingMixin:
         return sample if fn is None else fn(sample)
 
     def _cached_items(self, indices: list[Any]) -> list[Any]:
+        if type(self).__getitem__ is not self._scramjet_getitem:
+            # A subclass wrote its own __getitem__: the DataLoader's batched read must give
+            # what indexing gives (its override may call super().__getitem__, still cached).
+            return [self[i] for i in indices]
         cache = self._scramjet_cache
         norm = [_normalise(i, cache.n) for i in indices]
         if any(i is None for i in norm):
@@ -382,6 +387,8 @@ class CachedDataset(Dataset[Any], _CachingMixin):
     def __getitem__(self, index: Any) -> Any:
         return self._cached_item(index)
 
+    _scramjet_getitem = __getitem__
+
     def __getitems__(self, indices: list[Any]) -> list[Any]:
         return self._cached_items(indices)
 
@@ -408,6 +415,7 @@ def _decorate_dataset(cls: type[T], settings: dict[str, Any]) -> type[T]:
         "__init__": __init__,
         "_raw_item": _raw_item,
         "__getitem__": _CachingMixin._cached_item,
+        "_scramjet_getitem": _CachingMixin._cached_item,
         "__getitems__": _CachingMixin._cached_items,
         "__module__": cls.__module__,
         "__qualname__": cls.__qualname__,
