@@ -302,7 +302,7 @@ class _CachingMixin:
         return sample if fn is None else fn(sample)
 
     def _cached_items(self, indices: list[Any]) -> list[Any]:
-        if type(self).__getitem__ is not self._scramjet_getitem:
+        if type(self).__getitem__ is not type(self)._scramjet_getitem:
             # A subclass wrote its own __getitem__: the DataLoader's batched read must give
             # what indexing gives (its override may call super().__getitem__, still cached).
             return [self[i] for i in indices]
