@@ -302,10 +302,11 @@ class _CachingMixin:
         return sample if fn is None else fn(sample)
 
     def _cached_items(self, indices: list[Any]) -> list[Any]:
-        if type(self).__getitem__ is not type(self)._scramjet_getitem:
+        getitem = getattr(type(self), "__getitem__")  # noqa: B009  (the class's, unbound)
+        if getitem is not type(self)._scramjet_getitem:
             # A subclass wrote its own __getitem__: the DataLoader's batched read must give
             # what indexing gives (its override may call super().__getitem__, still cached).
-            return [self[i] for i in indices]
+            return [getitem(self, i) for i in indices]
         cache = self._scramjet_cache
         norm = [_normalise(i, cache.n) for i in indices]
         if any(i is None for i in norm):
