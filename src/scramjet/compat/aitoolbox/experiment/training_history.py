@@ -110,6 +110,10 @@ class TrainingHistory:
     def __iter__(self) -> Iterator[str]:
         return iter(self.train_history)
 
+    def get(self, name: str, default: Any = None) -> Any:
+        """The values recorded for ``name``, or ``default`` when none were."""
+        return self.train_history.get(name, default)
+
     def keys(self) -> KeysView[str]:
         """The metric names."""
         return self.train_history.keys()

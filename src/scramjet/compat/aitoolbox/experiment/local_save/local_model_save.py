@@ -204,8 +204,15 @@ class LocalSubOptimalModelRemover:
         self, history: Mapping[str, list[float]], new_model_dump_paths: list[str]
     ) -> None:
         """Record the newest checkpoint's score and delete the ones that fell out of the best."""
-        values = history.get(self.metric_name, [])
+        values = history.get(self.metric_name) or []
         if self.is_default_metric:
+            if not values:
+                raise ValueError(
+                    f"rm_subopt_local_models ranks checkpoints by {self.metric_name!r}, which "
+                    f"the training history has not recorded (it has: {sorted(history)}); pass "
+                    "rm_subopt_local_models=<one of those names>, or give the TrainLoop a "
+                    "validation loader for 'val_loss'."
+                )
             self.model_save_history.append((new_model_dump_paths, values[-1]))
         else:
             if self.non_default_metric_buffer is not None and values:
