@@ -109,7 +109,9 @@ class TrainLoop:
         collate_batch_pred_fn: ``(batch predictions, collected) -> collected``.
         pred_transform_fn: ``collected -> predictions`` (default: concatenate tensors).
         end_auto_eval: compute the train/validation losses at each epoch end and the test
-            loss at the end of training (``train_history``).
+            loss at the end of training (``train_history``); an int N computes the epoch-end
+            losses in epochs 0, N, 2N, ... only; False computes none of them. The mean
+            training loss of the epoch's batches (``accumulated_loss``) is always recorded.
         lazy_experiment_save, print_callbacks: accepted for compatibility.
         gpu_mode: ``"single"``, ``"dp"`` or ``"ddp"`` (see the module docstring).
         cuda_device_idx: GPU index for ``"single"``.
@@ -136,6 +138,14 @@ class TrainLoop:
     ) -> None:
         if gpu_mode not in _GPU_MODES:
             raise ValueError(f"gpu_mode must be one of {_GPU_MODES}; received {gpu_mode!r}.")
+        if not isinstance(end_auto_eval, int) or (
+            not isinstance(end_auto_eval, bool) and end_auto_eval < 1
+        ):
+            raise ValueError(
+                f"end_auto_eval must be True, False or an epoch interval >= 1; received "
+                f"{end_auto_eval!r}. end_auto_eval=2 computes the epoch-end losses every "
+                "second epoch."
+            )
         feed = getattr(model, "batch_model_feed_def", None)
         inner = getattr(model, "model", model) if feed is not None else model
         if not isinstance(inner, nn.Module):
@@ -319,7 +329,8 @@ class TrainLoop:
         if train.as_is:
             trainer.train_loader_override = self.train_loader
         val = None
-        if self.validation_loader is not None and self.end_auto_eval:
+        if self.validation_loader is not None and self.end_auto_eval is True:
+            # the Trainer's evaluation pass gives val_loss; an interval computes it itself
             val = loader_spec(self.validation_loader, train=False)
             if val.as_is:
                 trainer.eval_loader_override = self.validation_loader
@@ -403,20 +414,25 @@ class TrainLoop:
     def _epoch_end(self, trainer: Trainer) -> None:
         """Losses into ``train_history``, ``on_epoch_end``, messages, early stop."""
         history = trainer.run_history
-        if self.end_auto_eval:
+        self.insert_metric_result_into_history(
+            "accumulated_loss", history.get_latest_metric("train_loss_epoch")
+        )
+        every = self.end_auto_eval
+        if every is True or (every is not False and self.epoch % every == 0):
             loss = self.evaluate_loss_on_train_set()
             if isinstance(loss, float):  # kept in the core history, so checkpoints carry it
                 history.update_metric("train_set_loss", loss)
             self.insert_metric_result_into_history("loss", loss)
-            self.insert_metric_result_into_history(
-                "accumulated_loss", history.get_latest_metric("train_loss_epoch")
-            )
-            if self.validation_loader is not None:
+            if self.validation_loader is not None and every is True:
                 val_loss = history.get_latest_metric("eval_loss_epoch")
                 self.prediction_store.insert_val_loss(
                     val_loss, self.total_iteration_idx, force=True
                 )
                 self.insert_metric_result_into_history("val_loss", val_loss)
+            elif self.validation_loader is not None:
+                self.insert_metric_result_into_history(
+                    "val_loss", self.evaluate_loss_on_validation_set()
+                )
         self.callbacks_handler.execute_epoch_end()
         self.message_service.end_of_epoch_trigger()
         if self.early_stop:
