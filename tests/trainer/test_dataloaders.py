@@ -42,6 +42,39 @@ def test_collate_fn_from_argument_or_kwargs(where: str) -> None:
     assert train_collate.calls == 2 and eval_collate.calls == 2
 
 
+def test_a_batch_size_in_the_dataloader_kwargs_takes_precedence_and_is_recorded() -> None:
+    """As in pytorch-accelerated: ``train_dataloader_kwargs={"batch_size": 6}`` builds
+    batches of 6 whatever ``per_device_batch_size`` says, and the run records 6."""
+    train_collate, eval_collate = Counting(), Counting()
+    trainer = make_trainer(TinyMLP())
+    trainer.train(
+        blobs(n=24),
+        num_epochs=1,
+        per_device_batch_size=4,
+        train_dataloader_kwargs={"batch_size": 6, "collate_fn": train_collate},
+        eval_dataset=blobs(n=24),
+        eval_dataloader_kwargs={"batch_size": 12, "collate_fn": eval_collate},
+    )
+    assert train_collate.calls == 4 and trainer.state.global_step == 4
+    assert eval_collate.calls == 2
+    config = trainer.run_config
+    assert (config.train_per_device_batch_size, config.eval_per_device_batch_size) == (6, 12)
+    evaluate_collate = Counting()
+    trainer.evaluate(
+        blobs(n=24), dataloader_kwargs={"batch_size": 8, "collate_fn": evaluate_collate}
+    )
+    assert evaluate_collate.calls == 3
+
+
+@pytest.mark.parametrize("bad", [0, -2, 2.5, True])
+def test_a_bad_batch_size_in_the_dataloader_kwargs_is_named(bad: Any) -> None:
+    trainer = make_trainer(TinyMLP())
+    with pytest.raises(
+        ValueError, match=r"train_dataloader_kwargs\['batch_size'\] must be a positive"
+    ):
+        trainer.train(blobs(n=8), num_epochs=1, train_dataloader_kwargs={"batch_size": bad})
+
+
 def test_user_generator_and_sampler_are_accepted() -> None:
     trainer = make_trainer(TinyMLP(), seed=0)
     data = blobs(n=12)

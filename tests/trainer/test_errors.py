@@ -186,16 +186,6 @@ def test_an_empty_dataset_is_an_error(where: str) -> None:
             trainer.evaluate(empty)
 
 
-def test_conflicting_batch_sizes_are_an_error() -> None:
-    with pytest.raises(
-        ValueError, match=r"batch_size=4 while per_device_batch_size=8.*Pass the batch size once"
-    ):
-        make_trainer(TinyMLP()).train(
-            blobs(n=16), num_epochs=1, per_device_batch_size=8,
-            train_dataloader_kwargs={"batch_size": 4},
-        )  # fmt: skip
-
-
 def test_the_same_batch_size_twice_is_fine() -> None:
     trainer = make_trainer(TinyMLP())
     trainer.train(

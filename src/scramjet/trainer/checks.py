@@ -151,14 +151,13 @@ def check_not_empty(data: Any, name: str) -> None:
         )
 
 
-def check_loader_kwargs(kwargs: Any, batch_size: int, name: str, batch_arg: str) -> None:
-    """Dataloader kwargs may not set a batch size that contradicts the batch-size argument."""
-    if kwargs and "batch_size" in kwargs and kwargs["batch_size"] != batch_size:
-        raise ValueError(
-            f"{name} sets batch_size={kwargs['batch_size']!r} while {batch_arg}={batch_size}; "
-            f"the run would record one and use the other. Pass the batch size once, as "
-            f"{batch_arg}=..."
-        )
+def loader_batch_size(kwargs: Any, batch_size: int, name: str) -> int:
+    """The batch size a loader is built with: a ``batch_size`` in its dataloader kwargs takes
+    precedence over the batch-size argument (as in pytorch-accelerated), and is checked."""
+    if not kwargs or "batch_size" not in kwargs:
+        return batch_size
+    check_batch_size(kwargs["batch_size"], f"{name}['batch_size']")
+    return int(kwargs["batch_size"])
 
 
 def check_scheduler_fn(value: Any) -> None:

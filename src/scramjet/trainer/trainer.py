@@ -49,13 +49,13 @@ from scramjet.trainer.batch import (
 from scramjet.trainer.checks import (
     check_batch_size,
     check_dataset,
-    check_loader_kwargs,
     check_loss,
     check_not_empty,
     check_optimizer,
     check_scheduler_fn,
     check_train_args,
     check_trainer_args,
+    loader_batch_size,
 )
 from scramjet.trainer.data_order import (
     DataOrder,
@@ -580,7 +580,9 @@ class Trainer:
         ``max_num_train_steps``, when given, overrides ``num_epochs`` as in
         pytorch-accelerated: the run lasts ``ceil(max_num_train_steps / updates per epoch)``
         epochs and stops after exactly that many updates. For a dataset without a length
-        both bound the run.
+        both bound the run. A ``batch_size`` in ``train_dataloader_kwargs`` (or
+        ``eval_dataloader_kwargs``) takes precedence over the batch-size argument, as in
+        pytorch-accelerated, and is the one the run records.
 
         ``resume_from`` takes a checkpoint file, or a directory of checkpoints whose
         latest good one is used (either may be a URL such as ``s3://...``), or ``"auto"``:
@@ -595,14 +597,13 @@ class Trainer:
             gradient_clip_value, gradient_clip_norm,
         )  # fmt: skip
         check_scheduler_fn(create_scheduler_fn)
-        check_loader_kwargs(
-            train_dataloader_kwargs, per_device_batch_size, "train_dataloader_kwargs",
-            "per_device_batch_size",
-        )  # fmt: skip
-        check_loader_kwargs(
+        eval_bs = loader_batch_size(
             eval_dataloader_kwargs, eval_per_device_batch_size or per_device_batch_size,
-            "eval_dataloader_kwargs", "eval_per_device_batch_size",
+            "eval_dataloader_kwargs",
         )  # fmt: skip
+        per_device_batch_size = loader_batch_size(
+            train_dataloader_kwargs, per_device_batch_size, "train_dataloader_kwargs"
+        )
         self.train_dataset, self.eval_dataset = train_dataset, eval_dataset
         self.collate_fn = collate_fn
         self._create_scheduler_fn = create_scheduler_fn
@@ -615,7 +616,6 @@ class Trainer:
         self._prepare_model_for_training()
         train_dl = self.create_train_dataloader(per_device_batch_size, train_dataloader_kwargs)
         self._train_dl = train_dl
-        eval_bs = eval_per_device_batch_size or per_device_batch_size
         self._eval_dl = None
         if eval_dataset is not None:
             self._eval_dl = self.create_eval_dataloader(eval_bs, eval_dataloader_kwargs)
@@ -787,8 +787,8 @@ class Trainer:
         check_dataset(dataset, "dataset")
         check_not_empty(dataset, "dataset")
         check_batch_size(per_device_batch_size, "per_device_batch_size")
-        check_loader_kwargs(
-            dataloader_kwargs, per_device_batch_size, "dataloader_kwargs", "per_device_batch_size"
+        per_device_batch_size = loader_batch_size(
+            dataloader_kwargs, per_device_batch_size, "dataloader_kwargs"
         )
         self.eval_dataset, self.collate_fn = dataset, collate_fn
         self._place_model()
