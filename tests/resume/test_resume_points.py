@@ -188,3 +188,50 @@ def test_saving_inside_an_accumulation_window_warns(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         trainer.train(**kwargs)
+
+
+class StopAt(TrainerCallback):
+    """``trainer.stop_training()`` at a given optimizer step."""
+
+    def __init__(self, at_step: int | None = None) -> None:
+        self.at_step = at_step
+
+    def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        if trainer.state.global_step == self.at_step:
+            trainer.stop_training()
+
+
+@pytest.mark.parametrize("how", ["stop_training", "max_num_train_steps"])
+def test_a_run_stopped_mid_epoch_resumes_inside_that_epoch(
+    tmp_path: Path, uninterrupted: Any, how: str
+) -> None:
+    """Stopped at step 10 (3 updates into epoch 2): the epoch still ends (evaluation,
+    epoch-end callbacks, an epoch-end checkpoint) as in pytorch-accelerated, but the state
+    stays inside it, so the newest checkpoint resumes at that step, not at the next epoch,
+    and the resumed run neither stops at once nor skips the rest of the epoch."""
+    ckpt = tmp_path / "ckpt"
+    stopped, kwargs = job.build(
+        ckpt, num_workers=0, extra=(StopAt(10 if how == "stop_training" else None),)
+    )
+    if how == "max_num_train_steps":
+        kwargs["max_num_train_steps"] = 10
+    stopped.train(**kwargs)
+    assert stopped.state.global_step == 10 and stopped.state.epoch == 1
+    assert stopped.state.batches_seen_in_epoch == 2 * (10 - job.STEPS_PER_EPOCH)
+    assert len(stopped.run_history.get_metric_values("eval_loss_epoch")) == 2  # epoch 2 ended
+    resumed, kwargs = job.build(ckpt, num_workers=0, extra=(StopAt(),))
+    resumed.train(**kwargs, resume_from=ckpt)
+    assert resumed.state.global_step == job.TOTAL_STEPS
+    fetched = resumed.train_dataset.fetched
+    assert len(fetched) == job.EPOCHS * job.NUM_SAMPLES - (job.NUM_SAMPLES + 6 * job.BATCH)
+    weights, ema, history = finished(resumed)
+    # The history keeps what the stopped run recorded when its epoch ended: epoch 2 has an
+    # evaluation from the stop and one from its real end.
+    evals = history["metrics"]["eval_loss_epoch"]
+    assert len(evals) == job.EPOCHS + 1
+    if how == "max_num_train_steps":
+        return  # its learning-rate schedule was built for 10 steps: other weights, rightly
+    for got, want in ((weights, uninterrupted[0]), (ema, uninterrupted[1])):
+        for key in got:
+            assert torch.equal(got[key], want[key]), f"{key} differs"
+    assert [evals[0], *evals[2:]] == uninterrupted[2]["metrics"]["eval_loss_epoch"]

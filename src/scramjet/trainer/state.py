@@ -86,7 +86,8 @@ class TrainState:
         for key, value in state.items():
             if hasattr(self, key):
                 setattr(self, key, value)
-        self.epoch_finished = False
+        # A stop asked for in the saved run ended that run; the resumed one trains on.
+        self.stop_requested = self.epoch_finished = False
 
 
 class MetricNotFoundError(KeyError, ValueError):

@@ -35,7 +35,7 @@ from scramjet.runtime import distributed as dist
 from scramjet.runtime import fsdp
 from scramjet.runtime.devices import default_device, move_to_device
 from scramjet.runtime.precision import autocast_context, make_grad_scaler, resolve_precision
-from scramjet.runtime.seeding import seed_everything
+from scramjet.runtime.seeding import get_rng_states, seed_everything, set_rng_states
 from scramjet.schedulers import resolve_placeholders
 from scramjet.tracking.metric_log import MetricLog
 from scramjet.trainer.batch import (
@@ -179,6 +179,7 @@ class Trainer:
         self._batches_in_epoch = 0
         self._in_training_run = False
         self._end_epoch_requested = False
+        self._epoch_cut = False  # the run stopped before the epoch's last batch
         self._step_events = (False, False)  # whether any callback handles step start / end
         self.metric_log, self._step_in_progress = MetricLog(), 0  # trainer.log's receiver
         chosen = DEFAULT_CALLBACKS if callbacks is None else callbacks
@@ -638,12 +639,21 @@ class Trainer:
         try:
             while self.state.epoch < self.run_config.num_epochs and not self._reached_max_steps():
                 self._run_train_epoch(train_dl)
-                if self._eval_dl is not None:
+                if self._eval_dl is not None and self._epoch_cut:
+                    # the epoch goes on after a resume: this pass must not move its RNGs
+                    rng_states = get_rng_states()
                     self._run_evaluation(self._eval_dl)
-                self.state.epoch_finished = True
+                    set_rng_states(rng_states)
+                elif self._eval_dl is not None:
+                    self._run_evaluation(self._eval_dl)
+                # An epoch cut short by a stop or the step limit is not finished: its state
+                # (and a checkpoint saved now) stays inside it, so a resume continues it.
+                self.state.epoch_finished = not self._epoch_cut
                 self.training_run_epoch_end()
                 self.callback_handler.call_event(Event.TRAINING_RUN_EPOCH_END, self)
                 self.state.epoch_finished = False
+                if self._epoch_cut:
+                    break
                 self.state.epoch += 1
                 self.state.batches_seen_in_epoch = 0
                 if self.state.stop_requested:
@@ -678,7 +688,7 @@ class Trainer:
         self.callback_handler.call_event(Event.TRAIN_EPOCH_START, self)
         handler = self.callback_handler  # callbacks added mid-run take part from the next epoch
         self._step_events = (handler.has(Event.TRAIN_STEP_START), handler.has(Event.TRAIN_STEP_END))
-        window, open_window = accum, False
+        window, open_window, self._epoch_cut = accum, False, False
         for batch in batches:
             i = state.batches_seen_in_epoch
             start = i - i % accum  # this micro-batch's accumulation window: [start, end)
@@ -694,6 +704,7 @@ class Trainer:
             if is_update:
                 self._apply_update()
                 if self._reached_max_steps() or state.stop_requested:
+                    self._epoch_cut = not n_batches or state.batches_seen_in_epoch < n_batches
                     break
             if self._end_epoch_requested:
                 break
