@@ -79,3 +79,14 @@ def test_true_evaluates_every_epoch():
 def test_a_bad_value_says_what_is_accepted(bad):
     with pytest.raises(ValueError, match=r"end_auto_eval must be True, False or an epoch interval"):
         TrainLoop(MyNeuralModel(), [], None, None, None, None, end_auto_eval=bad)
+
+
+def test_the_loss_passes_are_named_in_the_progress_lines(capsys):
+    """The epoch-end train-set loss pass shows its epoch and its name, not "epoch 1 eval"."""
+    _fit(True)
+    out = capsys.readouterr()
+    lines = [line for line in (out.out + out.err).replace("\r", "\n").splitlines() if line]
+    assert any(line.startswith("epoch 3/5 train-set loss 5/5") for line in lines), lines
+    assert any(line.startswith("epoch 5/5 test-set loss 2/2") for line in lines), lines
+    second = next(i for i, line in enumerate(lines) if line.startswith("epoch 2/5"))
+    assert not [line for line in lines[second:] if line.startswith("epoch 1/5")]

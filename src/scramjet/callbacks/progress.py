@@ -291,7 +291,8 @@ class ProgressBarCallback(TrainerCallback):
         if self._view is not None and self._view.stage == "train":
             self._paused = self._view
         self._close(final=False)
-        self._show(_ProgressView(trainer, safe_len(trainer.current_dataloader), "eval"))
+        label = trainer.eval_label
+        self._show(_ProgressView(trainer, safe_len(trainer.current_dataloader), label))
 
     def on_eval_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Stop the evaluation bar, print its final line, resume a paused training bar."""

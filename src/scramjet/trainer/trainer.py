@@ -180,6 +180,7 @@ class Trainer:
         self._in_training_run = False
         self._end_epoch_requested = False
         self._epoch_cut = False  # the run stopped before the epoch's last batch
+        self.eval_label = "eval"  # what progress displays call an evaluation pass
         self._step_events = (False, False)  # whether any callback handles step start / end
         self.metric_log, self._step_in_progress = MetricLog(), 0  # trainer.log's receiver
         chosen = DEFAULT_CALLBACKS if callbacks is None else callbacks

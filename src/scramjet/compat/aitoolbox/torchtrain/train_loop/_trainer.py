@@ -245,13 +245,17 @@ class TTTrainer(Trainer):
         finally:
             self.eval_loader_override = outer
 
-    def loss_on(self, loader: Any) -> Any:
+    def loss_on(self, loader: Any, label: str = "loss") -> Any:
         """Mean loss per sample over ``loader`` (a dict per loss for a :class:`MultiLoss`).
 
-        Runs one evaluation epoch of the Trainer into a scratch history, so the run's own
-        validation history is untouched.
+        Runs one evaluation epoch of the Trainer into a scratch history (at the run's
+        epoch), so the run's own validation history is untouched; progress displays call
+        the pass ``label``.
         """
         history, self.run_history = self.run_history, RunHistory()
+        last = self.run_config.num_epochs if self.has_run_config else history.current_epoch
+        self.run_history.current_epoch = min(history.current_epoch, last)  # a run's end: last
+        eval_label, self.eval_label = self.eval_label, label
         eval_dataset, self.loss_parts = self.eval_dataset, []
         was_training = self.model.training
         try:
@@ -260,6 +264,7 @@ class TTTrainer(Trainer):
             loss = self.run_history.get_latest_metric("eval_loss_epoch")
         finally:
             self.run_history, self.eval_dataset = history, eval_dataset
+            self.eval_label = eval_label
             self.model.train(was_training)
         parts, self.loss_parts = self.loss_parts, []
         if not parts:

@@ -458,7 +458,7 @@ class TrainLoop:
                 f"the {_SETS[which]} is None, so there is no {which} loss; pass a {_SETS[which]} "
                 f"to the TrainLoop."
             )
-        loss = self._trainer().loss_on(loader)
+        loss = self._trainer().loss_on(loader, f"{which}-set loss")
         getattr(store, f"insert_{key}_loss")(loss, idx, force=True)
         return loss
 
