@@ -195,3 +195,16 @@ def test_the_same_batch_size_twice_is_fine() -> None:
         train_dataloader_kwargs={"batch_size": 8},
     )
     assert trainer.state.global_step == 2
+
+
+def test_a_loader_that_gives_no_batch_is_an_error_not_a_silent_nan_run() -> None:
+    """drop_last with fewer samples than one batch: nothing would train (a NaN loss)."""
+    trainer = make_trainer(TinyMLP())
+    with pytest.raises(ValueError, match=r"gives no batch \(train_dataset has 16 sample\(s\), "
+                       r"the batch size is 32 per process.*set drop_last=False"):  # fmt: skip
+        trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=32,
+                      train_dataloader_kwargs={"drop_last": True})  # fmt: skip
+    assert trainer.state.global_step == 0
+    trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=16,
+                  train_dataloader_kwargs={"drop_last": True})  # fmt: skip
+    assert trainer.state.global_step == 1  # one full batch is enough

@@ -151,6 +151,22 @@ def check_not_empty(data: Any, name: str) -> None:
         )
 
 
+def check_yields_batches(loader: Any, dataset: Any, batch_size: int) -> None:
+    """A training loader with a length must give at least one batch (``drop_last=True``
+    with fewer samples than a batch gives none, and the run would train nothing)."""
+    try:
+        batches, samples = len(loader), len(dataset)
+    except TypeError:  # no length: its end is seen when it is read
+        return
+    if batches == 0:
+        raise ValueError(
+            f"the training loader gives no batch (train_dataset has {samples} sample(s), the "
+            f"batch size is {batch_size} per process, and drop_last=True drops a batch "
+            f"smaller than that), so the run would make no step. Lower "
+            f"per_device_batch_size, or set drop_last=False."
+        )
+
+
 def loader_batch_size(kwargs: Any, batch_size: int, name: str) -> int:
     """The batch size a loader is built with: a ``batch_size`` in its dataloader kwargs takes
     precedence over the batch-size argument (as in pytorch-accelerated), and is checked."""

@@ -55,6 +55,7 @@ from scramjet.trainer.checks import (
     check_scheduler_fn,
     check_train_args,
     check_trainer_args,
+    check_yields_batches,
     loader_batch_size,
 )
 from scramjet.trainer.data_order import (
@@ -617,6 +618,7 @@ class Trainer:
         self.train_losses = EpochLosses()
         self._prepare_model_for_training()
         train_dl = self.create_train_dataloader(per_device_batch_size, train_dataloader_kwargs)
+        check_yields_batches(train_dl, train_dataset, per_device_batch_size)
         self._train_dl = train_dl
         self._eval_dl = None
         if eval_dataset is not None:
