@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from scramjet.checkpoint import CheckpointWriteError, CorruptCheckpointError
 from scramjet.compat.nebulae import Engine, GPUtil, Multiverse, TimeMachine, coat, dock
 from scramjet.compat.nebulae.kit import summarize_samples
 from scramjet.runtime.devices import GpuInfo, NoGpuAvailableError
@@ -192,6 +193,110 @@ def test_time_machine_file_names(tmp_path: Path) -> None:
         tm.to(net, file="missing")
     with pytest.raises(ValueError, match="max_anchors"):
         TimeMachine(tmp_path, tmp_path, max_anchors=0)
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*") if p.name.startswith(".tmp"))
+
+
+def test_time_machine_file_with_a_suffix_is_one_checkpoint_file(tmp_path: Path) -> None:
+    tm = TimeMachine(ckpt_path=tmp_path, save_path=tmp_path)
+    path = tm.drop(_net(3.0), file="epoch_0.pth")
+    assert path == tmp_path / "epoch_0.pth" and path.is_file()
+    # What nebulae wrote: the craft's state dict, read by torch.load (weights only).
+    saved = torch.load(path, weights_only=True)
+    assert set(saved) == set(_net(0.0).state_dict()) and float(saved["head.bias"][0]) == 3.0
+    plain = _net(0.0)
+    plain.load_state_dict(saved)
+    assert float(plain.encoder.weight[0, 0].detach()) == 3.0
+    # The TimeMachine reads it back with the same file name, also into another scope.
+    other = _net(0.0, scope="OTHER")
+    tm.to(other, file="epoch_0.pth", frozen=True)
+    assert float(other.head.weight[0, 0].detach()) == 3.0
+    # Dropping the same name again replaces the file; nothing else is left behind.
+    tm.drop(_net(4.0), file="epoch_0.pth")
+    tm.to(other, file="epoch_0.pth")
+    assert float(other.head.weight[0, 0].detach()) == 4.0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".timemachine.json", "epoch_0.pth"]
+    # A nested name and a scoped drop.
+    nested = tm.drop(_net(5.0), file="runs/encoder.pt", save_scope="encoder")
+    assert nested == tmp_path / "runs" / "encoder.pt"
+    assert set(torch.load(nested, weights_only=True)) == {"encoder.weight", "encoder.bias"}
+
+
+def test_time_machine_max_anchors_counts_files_over_all_names(tmp_path: Path) -> None:
+    tm = TimeMachine(ckpt_path=tmp_path, save_path=tmp_path, max_anchors=2)
+    for epoch in range(4):
+        tm.drop(_net(float(epoch)), file=f"epoch_{epoch}.pth")
+    assert sorted(p.name for p in tmp_path.glob("*.pth")) == ["epoch_2.pth", "epoch_3.pth"]
+    net = _net(0.0)
+    tm.to(net, file="epoch_3.pth")
+    assert float(net.head.bias[0].detach()) == 3.0
+    # Anchors in a folder count too: the oldest file goes, whatever its name.
+    anchor = tm.drop(_net(9.0))
+    assert anchor is not None
+    assert not (tmp_path / "epoch_2.pth").exists() and (tmp_path / "epoch_3.pth").exists()
+    # A restarted run keeps counting the files of the earlier one (oldest removed first).
+    restarted = TimeMachine(ckpt_path=tmp_path, save_path=tmp_path, max_anchors=2)
+    restarted.drop(_net(4.0), file="epoch_4.pth")
+    assert not (tmp_path / "epoch_3.pth").exists()
+    assert anchor.exists() and (tmp_path / "epoch_4.pth").exists()
+    restarted.drop(_net(4.5), file="epoch_4.pth")  # the same file again: still one
+    assert anchor.exists()
+    kept = [p for p in tmp_path.rglob("*") if p.suffix in (".pt", ".pth")]
+    assert len(kept) == 2 and not _leftovers(tmp_path)
+    # Files no drop wrote are never removed.
+    torch.save(_net(1.0).state_dict(), tmp_path / "mine.pth")
+    restarted.drop(_net(6.0), file="epoch_6.pth")
+    assert (tmp_path / "mine.pth").exists() and not anchor.exists()
+
+
+def test_time_machine_file_is_written_atomically(tmp_path: Path, monkeypatch) -> None:
+    tm = TimeMachine(ckpt_path=tmp_path, save_path=tmp_path)
+    tm.drop(_net(1.0), file="last.pth")
+
+    def crash(obj, f):  # type: ignore[no-untyped-def]
+        f.write(b"PK\x03\x04 half a checkpoint")
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(torch, "save", crash)
+    with pytest.raises(CheckpointWriteError, match="disk gone"):
+        tm.drop(_net(2.0), file="last.pth")
+    monkeypatch.undo()
+    net = _net(0.0)
+    tm.to(net, file="last.pth", frozen=True)  # the previous file, whole
+    assert float(net.head.weight[0, 0].detach()) == 1.0 and not _leftovers(tmp_path)
+
+
+def test_time_machine_reads_plain_state_dicts_and_checks_files(tmp_path: Path) -> None:
+    tm = TimeMachine(ckpt_path=tmp_path, save_path=tmp_path)
+    # A file nebulae itself wrote: torch.save(state_dict) without a checksum trailer.
+    torch.save(_net(6.0).state_dict(), tmp_path / "nebulae.pth")
+    net = _net(0.0)
+    tm.to(net, file="nebulae.pth", frozen=True)
+    assert float(net.encoder.bias[0].detach()) == 6.0
+    partial = {k: v for k, v in _net(7.0).state_dict().items() if k.startswith("head.")}
+    torch.save(partial, tmp_path / "head.pth")
+    with pytest.raises(ValueError, match="missing keys"):
+        tm.to(net, file="head.pth", frozen=True)
+    with pytest.warns(UserWarning, match="skipped keys"):
+        tm.to(net, file="head.pth")
+    assert float(net.head.bias[0].detach()) == 7.0
+    assert float(net.encoder.bias[0].detach()) == 6.0
+    with pytest.raises(ValueError, match="no keys under scope"):
+        tm.to(net, file="head.pth", ckpt_scope="encoder")
+    # A damaged file is reported, not loaded.
+    path = tm.drop(_net(8.0), file="damaged.pth")
+    assert path is not None
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptCheckpointError, match="checksum"):
+        tm.to(net, file="damaged.pth")
+    # A folder in the way of a file name says what to do.
+    (tmp_path / "old.pth").mkdir()
+    with pytest.raises(IsADirectoryError, match="Remove or rename"):
+        tm.drop(net, file="old.pth")
 
 
 # ---------------------------------------------------------------- Multiverse

@@ -2,8 +2,9 @@
 
 - :class:`Engine`: device choice; GPUs picked by free memory through NVML
   (:mod:`scramjet.runtime.devices`), read-only.
-- :class:`TimeMachine`: checkpoints through :class:`scramjet.checkpoint.CheckpointManager`
-  (atomic writes, rotation that survives restarts, latest by sequence number).
+- :class:`TimeMachine`: checkpoint files named by ``file`` or folders of anchors through
+  :class:`scramjet.checkpoint.CheckpointManager` (atomic writes, checksums, ``max_anchors``
+  over all drops and across restarts, latest by sequence number).
 - :class:`Multiverse`: N processes through :func:`scramjet.runtime.launch` (torch's
   elastic launcher, free port), the Trainer's model wrapping (:meth:`Trainer.wrap_model`:
   DDP), and :func:`scramjet.runtime.reduce`.
@@ -12,15 +13,33 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-from collections.abc import Callable, Sequence
+import pickle
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from scramjet.checkpoint import CheckpointManager, LoadResult
+from scramjet.checkpoint import (
+    CheckpointManager,
+    CheckpointMismatchError,
+    CorruptCheckpointError,
+    LoadResult,
+)
+from scramjet.checkpoint.payload import (
+    MARKER,
+    ChecksumMismatch,
+    describe_skipped,
+    format_keys,
+    match_module_state,
+    to_storable,
+    verify_file,
+    write_checked,
+)
 from scramjet.compat.nebulae.astro import dock
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.devices import (
@@ -29,6 +48,7 @@ from scramjet.runtime.devices import (
     query_gpus,
     set_visible_gpus,
 )
+from scramjet.runtime.files import atomic_write_text
 
 __all__ = ["CPU", "GPU", "Engine", "Multiverse", "TimeMachine"]
 
@@ -131,18 +151,33 @@ class Engine:
 class TimeMachine:
     """Saves and restores crafts (nebulae's ``TimeMachine``).
 
-    Checkpoints of a craft live in ``save_path/<name>/`` where ``name`` is ``file`` or
-    the craft's ``scope``; each :meth:`drop` writes a new file atomically and keeps the
-    last ``max_anchors`` (all when -1). Sequence numbers are recovered from the folder,
-    so after a restart new anchors never overwrite old ones and rotation still keeps
-    ``max_anchors``. :meth:`to` loads the latest anchor by sequence number, never by
-    modification time.
+    Where :meth:`drop` writes, by ``file``:
+
+    - a name with a suffix (``"epoch_3.pth"``, ``"best.pt"``, ``"sub/last.pth"``): that file,
+      ``save_path/<file>`` (an absolute path is used as it is). It holds the craft's state
+      dict, as nebulae's did: ``craft.load_state_dict(torch.load(path, weights_only=True))``
+      works. Dropping the same name again replaces the file.
+    - a name without a suffix (``"best"``), or ``""`` (the craft's ``scope``): a folder
+      ``save_path/<name>/`` of anchors ``ckpt-<seq>-step<n>.pt``, one new file per drop,
+      as :class:`scramjet.checkpoint.CheckpointManager` writes them. Sequence numbers are
+      recovered from the folder, so after a restart new anchors never overwrite old ones,
+      and :meth:`to` loads the latest by sequence number, never by modification time.
+
+    Every file is written atomically (a temporary file, then a rename) with a checksum
+    trailer, checked when :meth:`to` reads it. ``max_anchors`` bounds the number of
+    checkpoint files kept over all drops of ``save_path``, named files and folders alike:
+    after each drop the oldest are removed. The order of the drops is kept in
+    ``save_path/.timemachine.json``, so the bound holds across restarts; files that no
+    drop wrote (an earlier run without that list, your own files) are never removed.
 
     Args:
         ckpt_path: Folder checkpoints are read from.
         save_path: Folder checkpoints are written to.
-        max_anchors: Number of checkpoints kept per craft (-1: keep all).
+        max_anchors: Number of checkpoint files kept in ``save_path`` (-1: keep all).
     """
+
+    #: The list of anchors in the order they were dropped, inside ``save_path``.
+    REGISTRY = ".timemachine.json"
 
     def __init__(
         self,
@@ -163,21 +198,33 @@ class TimeMachine:
         self.max_anchors = max_anchors
 
     @staticmethod
-    def _name(craft: nn.Module, file: str) -> str:
-        return file or str(getattr(craft, "scope", "") or type(craft).__name__)
+    def _name(craft: nn.Module, file: str | os.PathLike[str]) -> str:
+        return str(file) or str(getattr(craft, "scope", "") or type(craft).__name__)
 
-    def drop(self, craft: nn.Module, file: str = "", save_scope: str | None = None) -> Path | None:
+    @staticmethod
+    def _is_file_name(file: str | os.PathLike[str]) -> bool:
+        """A ``file`` with a suffix names one checkpoint file; without one, a folder."""
+        return bool(str(file)) and bool(Path(file).suffix)
+
+    def drop(
+        self, craft: nn.Module, file: str | os.PathLike[str] = "", save_scope: str | None = None
+    ) -> Path | None:
         """Save ``craft`` (only its parameters under ``save_scope``, if given); rank 0 writes.
 
         Call it on every rank or on rank 0 only: it involves no collective operation.
+
+        Args:
+            craft: The model to save.
+            file: A file name with a suffix (``"epoch_3.pth"``: that file, inside
+                ``save_path`` unless absolute), or a folder name (default: the craft's
+                ``scope``) that receives a new anchor file on every drop.
+            save_scope: Only save parameters under this prefix.
 
         Returns:
             The path of the new checkpoint on rank 0; None on the other ranks.
         """
         if self.save_path is None:
             raise ValueError("TimeMachine(save_path=...) is needed to drop checkpoints.")
-        keep = None if self.max_anchors == -1 else self.max_anchors
-        manager = CheckpointManager(self.save_path / self._name(craft, file), keep_last=keep)
         model = getattr(craft, "module", craft)
         entry: Any = model
         if save_scope:
@@ -190,23 +237,93 @@ class TimeMachine:
                 )
         if not dist.is_main_process():
             return None  # no collective here: calling drop() on rank 0 only is fine too
+        if self._is_file_name(file):
+            path = self._drop_file(entry, self.save_path / file)
+        else:
+            path = self._drop_anchor(entry, self.save_path / self._name(craft, file))
+        self._rotate(path)
+        return path
+
+    def _drop_file(self, entry: Any, path: Path) -> Path:
+        if path.is_dir():
+            raise IsADirectoryError(
+                f"TimeMachine.drop(file={path.name!r}): {str(path)!r} is a folder (an earlier "
+                "scramjet wrote a folder of anchors for every file name). Remove or rename "
+                "it, or drop under another name."
+            )
+        state = entry.state_dict() if isinstance(entry, nn.Module) else entry
+        # On the CPU, as safe values: torch.load(weights_only=True) reads it on any machine.
+        cpu = {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in state.items()}
+        storable = to_storable(cpu, "craft state")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_checked(path, lambda f: torch.save(storable, f), fsync=True)
+        return path
+
+    def _drop_anchor(self, entry: Any, folder: Path) -> Path:
+        keep = None if self.max_anchors == -1 else self.max_anchors
+        manager = CheckpointManager(folder, keep_last=keep)
         found = manager.checkpoints()
         step = found[-1].step + 1 if found else 1
         path = manager.save({"model": entry}, step=step)
-        # Rotation deletes old files in the background: finish it, so exactly
+        # Rotation deletes old files in the background: finish it, so at most
         # max_anchors files are on disk when drop() returns.
         manager.wait()
         return path
 
+    # ------------------------------------------------------------------ rotation
+    def _key(self, path: Path) -> str:
+        assert self.save_path is not None
+        try:
+            return path.relative_to(self.save_path).as_posix()
+        except ValueError:  # an absolute file outside save_path
+            return str(path.absolute())
+
+    def _anchors(self) -> list[str]:
+        """The anchors dropped into ``save_path`` that still exist, oldest first."""
+        assert self.save_path is not None
+        registry = self.save_path / self.REGISTRY
+        try:
+            listed = json.loads(registry.read_text(encoding="utf-8"))["anchors"]
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            warnings.warn(
+                f"TimeMachine: {str(registry)!r} cannot be read ({error}); the anchors it "
+                "listed are kept, and max_anchors counts from the next drop on.",
+                stacklevel=4,
+            )
+            return []
+        anchors = [a for a in listed if isinstance(a, str)]
+        return [a for a in anchors if (self.save_path / a).is_file()]
+
+    def _rotate(self, path: Path) -> None:
+        """Note the new anchor; remove the oldest ones beyond ``max_anchors``."""
+        assert self.save_path is not None
+        key = self._key(path)
+        anchors = [a for a in self._anchors() if a != key] + [key]
+        if self.max_anchors != -1:
+            while len(anchors) > self.max_anchors:
+                (self.save_path / anchors.pop(0)).unlink(missing_ok=True)
+        atomic_write_text(
+            self.save_path / self.REGISTRY, json.dumps({"anchors": anchors}, indent=1)
+        )
+
+    # ------------------------------------------------------------------ loading
     def to(
-        self, craft: nn.Module, file: str = "", ckpt_scope: str | None = None, frozen: bool = False
+        self,
+        craft: nn.Module,
+        file: str | os.PathLike[str] = "",
+        ckpt_scope: str | None = None,
+        frozen: bool = False,
     ) -> LoadResult:
         """Load ``craft`` from ``ckpt_path``.
 
         Args:
             craft: The model to restore in place.
-            file: A checkpoint file (absolute, or inside ``ckpt_path``) or a folder name
-                inside ``ckpt_path``; default the folder named after ``craft.scope``.
+            file: A checkpoint file (absolute, or inside ``ckpt_path``): one that
+                :meth:`drop` wrote, or a state dict saved with ``torch.save`` (nebulae's
+                own files); or a folder name inside ``ckpt_path`` (its latest anchor);
+                default the folder named after ``craft.scope``.
             ckpt_scope: Only load parameters under this prefix.
             frozen: True: every parameter must match (missing or unexpected keys raise).
                 False: matching parameters are loaded, the rest reported and skipped.
@@ -218,18 +335,63 @@ class TimeMachine:
             if file and Path(file).is_absolute()
             else self.ckpt_path / self._name(craft, file)
         )
-        if target.is_file():
-            manager = CheckpointManager(target.parent, keep_last=None)
-            which: str | Path = target
-        elif target.is_dir():
-            manager, which = CheckpointManager(target, keep_last=None), "latest"
-        else:
-            raise FileNotFoundError(
-                f"no checkpoint at {str(target)!r}: expected a checkpoint file or a folder "
-                "written by TimeMachine.drop(); check ckpt_path and file."
-            )
         model = getattr(craft, "module", craft)
-        return manager.load({"model": model}, which, strict=frozen, scope=ckpt_scope)
+        if target.is_file():
+            return _load_file(model, target, ckpt_scope, frozen)
+        if target.is_dir():
+            manager = CheckpointManager(target, keep_last=None)
+            return manager.load({"model": model}, "latest", strict=frozen, scope=ckpt_scope)
+        raise FileNotFoundError(
+            f"no checkpoint at {str(target)!r}: expected a checkpoint file or a folder "
+            "written by TimeMachine.drop(); check ckpt_path and file."
+        )
+
+
+def _load_file(model: nn.Module, path: Path, scope: str | None, strict: bool) -> LoadResult:
+    """Load one checkpoint file: a scramjet anchor, or a plain state dict."""
+    try:
+        verify_file(path)  # the checksum trailer, when the file has one
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except ChecksumMismatch as error:
+        raise CorruptCheckpointError(path, str(error)) from error
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
+        raise CorruptCheckpointError(path, f"{type(error).__name__}: {error}") from error
+    if isinstance(saved, Mapping) and MARKER in saved:  # an anchor of a folder
+        manager = CheckpointManager(path.parent, keep_last=None)
+        return manager.load({"model": model}, path, strict=strict, scope=scope)
+    if not isinstance(saved, Mapping) or not all(isinstance(k, str) for k in saved):
+        raise CorruptCheckpointError(
+            path, f"it holds a {type(saved).__name__}, not a state dict of the craft"
+        )
+    result = LoadResult(path=path, step=0, epoch=None, metrics={})
+    usable, missing, unexpected, mismatched = match_module_state(model, saved, scope)
+    if scope and not usable and not mismatched:
+        prefixes = sorted({k.split(".", 1)[0] for k in saved})
+        raise CheckpointMismatchError(
+            f"{str(path)!r} has no keys under scope {scope!r}; top-level prefixes in the "
+            f"checkpoint: {format_keys(prefixes)}"
+        )
+    report = {"missing keys": missing, "unexpected keys": unexpected}
+    report["shape mismatches"] = mismatched
+    if strict and any(report.values()):
+        lines = [f"checkpoint {str(path)!r} does not fit {type(model).__name__} (frozen=True):"]
+        lines += [f"  {label} ({len(k)}): {format_keys(k)}" for label, k in report.items() if k]
+        lines.append(
+            "  Load it into the craft it was dropped from, or pass frozen=False to load the "
+            "matching parameters only (or ckpt_scope='prefix' for one part)."
+        )
+        raise CheckpointMismatchError("\n".join(lines))
+    model.load_state_dict(usable, strict=False)
+    for found, keys in (
+        (result.missing_keys, missing),
+        (result.unexpected_keys, unexpected),
+        (result.mismatched_keys, mismatched),
+    ):
+        if keys:
+            found["model"] = keys
+    if not result.clean:
+        warnings.warn(describe_skipped(result), stacklevel=3)
+    return result
 
 
 class _AllReduceSum(torch.autograd.Function):

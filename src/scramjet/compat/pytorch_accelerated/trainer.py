@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any, cast
@@ -215,21 +216,89 @@ class Trainer(CoreTrainer):
 
 
 class TrainerWithTimmScheduler(Trainer):
-    """A Trainer for timm-style schedulers: ``step_update(num_updates)`` after every update
-    and ``step(epoch)`` after every training epoch."""
+    """A Trainer for timm schedulers, stepped as pytorch-accelerated 0.1.61 steps them.
+
+    - ``num_updates`` (None before the first epoch) starts each training epoch at
+      ``run_history.current_epoch * len(train_dataloader)``; ``current_epoch`` is 1-based,
+      so the first epoch starts at ``len(train_dataloader)``, as in the peer. A run
+      resumed in the middle of an epoch adds the updates already made in that epoch.
+    - After every optimizer update, :meth:`scheduler_step` adds 1 to ``num_updates`` and
+      calls ``scheduler.step_update(num_updates=self.num_updates)``.
+    - :meth:`eval_epoch_end` records ``eval_loss_epoch`` and calls
+      ``scheduler.step(run_history.current_epoch + 1)``: the epoch-level step happens only
+      when ``train()`` has an ``eval_dataset``. It runs once per training epoch, after the
+      epoch: a standalone :meth:`evaluate` or a ``run_evaluation()`` in the middle of an
+      epoch does not step the scheduler.
+
+    A scheduler that moves per epoch (timm's ``t_in_epochs=True``) never changes the
+    learning rate without an ``eval_dataset``: ``train()`` warns when that is the case.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.num_updates: int | None = None
+        self._epoch_step_due = False
+
+    def create_scheduler(self) -> Any:
+        """Build the scheduler; warn if it moves per epoch but no epoch step will come."""
+        scheduler = super().create_scheduler()
+        if (
+            scheduler is not None
+            and self.eval_dataset is None
+            and getattr(scheduler, "t_in_epochs", False)
+        ):
+            warnings.warn(
+                "TrainerWithTimmScheduler calls scheduler.step(epoch) after each evaluation "
+                "epoch, as pytorch-accelerated does, and train() has no eval_dataset: this "
+                "scheduler (t_in_epochs=True) will keep its first learning rate. Pass an "
+                "eval_dataset, or create the scheduler with t_in_epochs=False so that "
+                "step_update(num_updates) moves it.",
+                UserWarning,
+                stacklevel=3,
+            )
+        return scheduler
+
+    def train_epoch_start(self) -> None:
+        """Put the model in training mode; set ``num_updates`` to this epoch's start."""
+        super().train_epoch_start()
+        # The epoch's whole length: after a resume in the middle of an epoch the loader
+        # only holds the batches left, and batches_in_epoch counts the skipped ones too.
+        batches = self.batches_in_epoch or safe_len(self.train_dataloader)
+        if not batches:
+            if self.scheduler is not None:
+                raise TypeError(
+                    "TrainerWithTimmScheduler counts num_updates from len(train_dataloader), "
+                    "and this training loader has no length: give train() a dataset with "
+                    "__len__, or override train_epoch_start to set trainer.num_updates."
+                )
+            return
+        done = self.state.batches_seen_in_epoch // self.run_config.gradient_accumulation_steps
+        self.num_updates = self.run_history.current_epoch * batches + done
 
     def scheduler_step(self) -> None:
-        """Tell the scheduler how many updates are done (counting this one)."""
+        """Add 1 to ``num_updates`` and call ``scheduler.step_update(num_updates=...)``."""
+        if self.num_updates is None:  # an override of train_epoch_start did not set it
+            self.num_updates = self.state.global_step
+        self.num_updates += 1
         scheduler: Any = self.scheduler
         if scheduler is not None:
-            scheduler.step_update(num_updates=self.state.global_step + 1)
+            scheduler.step_update(num_updates=self.num_updates)
 
-    def train_epoch_end(self) -> None:
-        """Record the epoch's loss, then step the scheduler's epoch."""
-        super().train_epoch_end()
+    def _run_train_epoch(self, *args: Any, **kwargs: Any) -> None:
+        # The evaluation that follows a whole training epoch steps the scheduler's epoch;
+        # one run in the middle of it (run_evaluation) does not. Noted here rather than in
+        # train_epoch_end, which an override need not pass on to.
+        self._epoch_step_due = False
+        super()._run_train_epoch(*args, **kwargs)
+        self._epoch_step_due = True
+
+    def eval_epoch_end(self) -> None:
+        """Record ``eval_loss_epoch``, then ``scheduler.step(run_history.current_epoch + 1)``."""
+        super().eval_epoch_end()
+        due, self._epoch_step_due = self._epoch_step_due and self.in_training_run, False
         scheduler: Any = self.scheduler
-        if scheduler is not None:
-            scheduler.step(self.state.epoch + 1)
+        if due and scheduler is not None:
+            scheduler.step(self.run_history.current_epoch + 1)
 
 
 def replace_trainer_placeholder_values(trainer: Any, instance: Any) -> Any:
