@@ -115,3 +115,26 @@ def test_wsd_callback_needs_a_wsd_scheduler(tmp_path: Path) -> None:
     trainer = _trainer((WSDCheckpointCallback(tmp_path),))
     with pytest.raises(Exception, match="WSDLrScheduler"):
         trainer.train(_data(), num_epochs=1, per_device_batch_size=8)
+
+
+def test_an_evaluation_only_trainer_takes_optimizer_none(tmp_path: Path) -> None:
+    """As in pytorch-accelerated: Trainer(model, loss, optimizer=None) loads weights with
+    load_optimizer=False and evaluates; training and loading an optimizer are refused."""
+    trained = _trainer()
+    trained.train(_data(), num_epochs=1, per_device_batch_size=16)
+    trained.save_checkpoint(tmp_path / "c.pt")
+    trained.evaluate(_data(), per_device_batch_size=16)
+    expected = trained.run_history.get_latest_metric("eval_loss_epoch")
+
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    evaluator = Trainer(model, torch.nn.CrossEntropyLoss(), optimizer=None)
+    with pytest.raises(ValueError, match=r"optimizer=None.*Pass load_optimizer=False"):
+        evaluator.load_checkpoint(tmp_path / "c.pt")
+    evaluator.load_checkpoint(tmp_path / "c.pt", load_optimizer=False)
+    evaluator.evaluate(_data(), per_device_batch_size=16)
+    assert evaluator.run_history.get_latest_metric("eval_loss_epoch") == pytest.approx(expected)
+    with pytest.raises(TypeError, match=r"train\(\) needs an optimizer.*optimizer=None"):
+        evaluator.train(_data(), num_epochs=1)
+    evaluator.save_checkpoint(tmp_path / "e.pt")  # weights only: no optimizer to save
+    assert "optimizer_state_dict" not in torch.load(tmp_path / "e.pt", weights_only=True)

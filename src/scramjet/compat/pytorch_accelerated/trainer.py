@@ -58,7 +58,7 @@ class Trainer(CoreTrainer):
         self,
         model: nn.Module,
         loss_func: Callable[..., torch.Tensor] | None,
-        optimizer: torch.optim.Optimizer,
+        optimizer: torch.optim.Optimizer | None,
         callbacks: Iterable[TrainerCallback | type[TrainerCallback]] | None = DEFAULT_CALLBACKS,
         run_history: CoreRunHistory | RunHistory | None = None,
         **kwargs: Any,
@@ -70,6 +70,14 @@ class Trainer(CoreTrainer):
                 f"scramjet.compat.pytorch_accelerated.tracking.RunHistory; received "
                 f"{type(run_history).__name__}."
             )
+        # optimizer=None: a Trainer that only evaluates and predicts, as the peer allows. The
+        # core Trainer holds a learning-rate-0 stand-in; train() and loading an optimizer
+        # state are refused, and checkpoints carry no optimizer.
+        self.has_optimizer = optimizer is not None
+        if optimizer is None and isinstance(model, nn.Module):
+            params: list[torch.Tensor] = list(model.parameters())
+            params = params or [torch.zeros((), requires_grad=True)]
+            optimizer = torch.optim.SGD(params, lr=0.0)
         super().__init__(
             model, loss_func, optimizer, (), cast(CoreRunHistory, run_history), **kwargs
         )
@@ -84,6 +92,16 @@ class Trainer(CoreTrainer):
         self.callback_handler = CallbackHandler(chosen, custom_events=self.custom_events)
         self.callback_handler.call_event(Event.INIT_END, self)
         self._dl_kwargs: dict[str, dict[str, Any]] = {"train": {}, "eval": {}}
+
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        """Train as the core Trainer does; refused on a Trainer built with optimizer=None."""
+        if not self.has_optimizer:
+            raise TypeError(
+                "train() needs an optimizer, and this Trainer was built with optimizer=None "
+                "(evaluation and prediction only). Build it with e.g. "
+                "optimizer=torch.optim.AdamW(model.parameters(), lr=1e-3)."
+            )
+        return super().train(*args, **kwargs)
 
     # ------------------------------------------------------------------ peer names
     def get_model(self, keep_torch_compile: bool = True) -> nn.Module:
@@ -118,7 +136,7 @@ class Trainer(CoreTrainer):
         ``train(resume_from=save_path)`` resumes from it exactly. The first process of
         each machine writes (``save_per_node``), or only the main process.
         """
-        state = self.training_state(include_optimizer=save_optimizer)
+        state = self.training_state(include_optimizer=save_optimizer and self.has_optimizer)
         if not save_scheduler:
             state.pop("scheduler", None)
         writer = dist.get_local_rank() == 0 if save_per_node else self.is_main_process
@@ -144,6 +162,12 @@ class Trainer(CoreTrainer):
         the counters, history, callbacks, data order and RNG states, as resuming does
         (scramjet checkpoints only).
         """
+        if load_optimizer and not self.has_optimizer:
+            raise ValueError(
+                "load_checkpoint(load_optimizer=True): this Trainer was built with "
+                "optimizer=None, so there is no optimizer to load the state into. Pass "
+                "load_optimizer=False to load the weights only."
+            )
         if load_training_state:
             values = super().load_checkpoint(checkpoint_path, load_optimizer)
             view, _ = _files.read_file(checkpoint_path)
