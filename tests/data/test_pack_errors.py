@@ -41,6 +41,29 @@ def test_missing_file_names_row_and_file(folder, tmp_path):
     _no_pack_left(tmp_path)
 
 
+def test_a_row_with_a_missing_cell_or_a_folder_says_so(folder, tmp_path):
+    root, imgs = folder
+    (root / "sub").mkdir()
+    first = imgs[0][0]
+    for row, reason in [
+        (first, r"1 cells but the header has 2 \(no cell for \['label'\]\)"),
+        (f"{first}\t1\t2", "3 cells but the header has 2"),
+        ("sub\t1", "the path is a directory under file_dir"),
+    ]:
+        (root / "short.csv").write_text(f"image\tlabel\n{row}\n")
+        with pytest.raises(PackError, match=rf"{reason}.*line 2"):
+            _pack(root, root / "short.csv", tmp_path / "p")
+        _no_pack_left(tmp_path)
+
+
+@pytest.mark.parametrize("workers", [-1, 1.5, "2", True])
+def test_a_bad_number_of_workers_is_refused(folder, tmp_path, workers):
+    root, _ = folder
+    with pytest.raises(ValueError, match=rf"workers must be None .*received {workers!r}"):
+        _pack(root, root / "list.csv", tmp_path / "p", workers=workers)
+    assert not (tmp_path / "p").exists()
+
+
 @pytest.mark.parametrize("workers,pool", [(0, "threads"), (2, "threads"), (2, "processes")])
 def test_undecodable_image_stops_midway_and_leaves_nothing(folder, tmp_path, workers, pool):
     root, _ = folder
@@ -373,14 +396,14 @@ PATH_CASES = [
     ("sub/../../outside.png", "escapes file_dir"),
     ("out_link.png", "escapes file_dir"),  # a link that leads out
     ("..", "escapes file_dir"),
-    (".", "file not found"),  # file_dir itself
-    ("sub", "file not found"),  # a folder
-    ("dir_link", "file not found"),
+    (".", "is a directory"),  # file_dir itself
+    ("sub", "is a directory"),  # a folder
+    ("dir_link", "is a directory"),  # a link to a folder
     ("missing.png", "file not found"),
     ("a.png/x", "file not found"),  # a file used as a folder
     ("loop_a", "symbolic link loop"),
     ("x" * 300 + ".png", "file name too long"),
-    ("../root", "file not found"),  # file_dir itself, by way of its parent
+    ("../root", "is a directory"),  # file_dir itself, by way of its parent
     ("missing_dir/a.png", "file not found"),
     ("loop_a/x.png", "symbolic link loop"),
     ("dir_link/../a.png", "a.png"),  # '..' after a link: the parent of the link's target

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from scramjet.accel import CachedDataset, accelerate_dataset
 from scramjet.data import PackedDataset, pack
-from scramjet.data.augment import Brighten, Compose, Flip, Noise
+from scramjet.data.augment import Augmentation, Brighten, Compose, Flip, Noise
 
 
 def make_pack(folder, tmp_path, encode):
@@ -150,6 +150,64 @@ def test_columns_subset_and_index_errors(packed):
         ds[12]
     assert ds[-1]["label"] == ds[11]["label"]
     assert "samples=12" in repr(ds)
+
+
+class RecordIndex(Augmentation):
+    """A transform that keeps the sample indices it is called with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.indices: list[int | None] = []
+
+    def __call__(self, x, *, rng=None, index=None, epoch=0):
+        self.indices.append(index)
+        return x
+
+
+def test_negative_indices_count_once_from_the_end(packed):
+    """Like a Python list: -n..n-1 name samples, -1 the last; anything else is an
+    IndexError naming the index and the length (never a second wrap)."""
+    ds, _ = packed
+    n = len(ds)
+    samples = [ds.read(i) for i in range(n)]
+    for i in range(-n, n):
+        np.testing.assert_array_equal(ds[i]["image"], samples[i]["image"])
+    for bad in (-n - 1, -2 * n, -2 * n - 1, n, 2 * n):
+        with pytest.raises(IndexError, match=rf"index {bad} is out of range .* {n} samples"):
+            ds[bad]
+    record = RecordIndex()
+    tds = PackedDataset(ds.path, transform={"label": record})
+    tds[-1], tds[-n]
+    with pytest.raises(IndexError, match=rf"index {-n - 1} is out of range"):
+        tds[-n - 1]
+    assert record.indices == [n - 1, 0]  # the transform gets the sample's own index
+
+
+def test_a_0d_integer_tensor_or_numpy_integer_is_one_index(packed):
+    ds, _ = packed
+    n = len(ds)
+    for index, want in [
+        (torch.tensor(3), 3),
+        (torch.tensor(-1, dtype=torch.int32), n - 1),
+        (np.int64(5), 5),
+        (np.array(7), 7),
+    ]:
+        got = ds[index]
+        assert isinstance(got, dict), type(index)
+        np.testing.assert_array_equal(got["image"], ds[want]["image"])
+    batch = ds[torch.tensor([3, -1])]  # a 1-d tensor stays a batch
+    np.testing.assert_array_equal(batch["image"][1].numpy(), ds[n - 1]["image"])
+    with pytest.raises(TypeError, match=r"must hold an integer; received a Tensor of dtype"):
+        ds[torch.tensor(2.0)]
+    with pytest.raises(IndexError, match=rf"index {n} is out of range"):
+        ds[torch.tensor(n)]
+
+
+def test_one_column_may_be_named_as_a_string(packed):
+    ds, _ = packed
+    one = PackedDataset(ds.path, columns="label")
+    assert one.column_names == ["label"] and list(one[3]) == ["label"]
+    assert one[3]["label"] == ds[3]["label"]
 
 
 def test_transforms_get_index_and_epoch(packed):

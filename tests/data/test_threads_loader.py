@@ -163,6 +163,27 @@ def test_backend_choice_and_bad_arguments(ds: PackedDataset) -> None:
         ThreadedLoader(ds, 0, sampler=EpochOrder(ListSampler(ORDER)))
 
 
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_bad_batch_sizes_and_prefetch_factors_are_refused(ds: PackedDataset, backend: str) -> None:
+    with pytest.raises(TypeError, match=r"batch_size must be an int .*received str '8'"):
+        ds.loader("8", backend=backend)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"batch_size must be >= 1 .*received 0"):
+        ds.loader(0, backend=backend)
+    workers = {"num_workers": 1} if backend == "processes" else {}
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match=rf"prefetch_factor must be an int >= 1 .*{bad}"):
+            ds.loader(4, backend=backend, prefetch_factor=bad, **workers)
+    default = ds.loader(4, backend=backend, prefetch_factor=None)
+    assert labels(list(default)) == labels(list(ds.loader(4, backend=backend)))
+    if backend == "threads":
+        assert isinstance(default, ThreadedLoader) and default.prefetch == 2
+        three = ds.loader(4, backend=backend, prefetch_factor=3)
+        assert isinstance(three, ThreadedLoader) and three.prefetch == 3
+    else:
+        three = ds.loader(4, backend=backend, prefetch_factor=3, num_workers=1)
+        assert isinstance(three, DataLoader) and three.prefetch_factor == 3
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without CUDA")
 def test_pin_memory_without_cuda_warns_and_reads_into_ordinary_memory(ds: PackedDataset) -> None:
     with pytest.warns(UserWarning, match="CUDA is not available"):

@@ -5,6 +5,9 @@ shard left in use after an epoch is broken off or fails."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,20 @@ def streamed(store: Path, cache: Path, **kwargs: Any) -> PackedDataset:
 def downloads(cache: Path) -> int:
     log = cache / LOG_NAME
     return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def shards_in_use(cache: Path) -> list[str]:
+    """Cached shards some reader holds (a shared lock): eviction would have to skip them."""
+    held = []
+    for path in sorted(cache.glob("*.h5")):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held.append(path.name)
+        finally:
+            os.close(fd)
+    return held
 
 
 def test_threads_read_a_streamed_pack_like_the_local_one(store: Path, tmp_path: Path) -> None:
@@ -118,6 +135,45 @@ def test_breaking_off_or_failing_leaves_no_shard_in_use(store: Path, tmp_path: P
             seen += batch["label"].tolist()
     assert seen and last not in seen
     assert bad._pins == {}
+
+
+@pytest.mark.parametrize("how", ["break", "close", "dropped"])
+def test_an_epoch_broken_off_frees_its_read_ahead_for_the_next_reader(
+    store: Path, tmp_path: Path, how: str
+) -> None:
+    """The shards fetched ahead of an epoch that is left unfinished (a ``break``, a crash)
+    are let go at once, though the dataset lives on: another reader of the same cache,
+    with ``cache_limit`` at the documented minimum, finds room and reads its epoch."""
+    cache = tmp_path / "cache"
+    shard = PackedDataset(store).manifest.shards[0].bytes
+    limit = 6 * shard  # (shuffle_window 2 + prefetch 2 + 2) shards
+    old = streamed(store, cache, cache_limit=limit, shuffle_window=2)
+    batches = iter(old.loader(6, sampler=EpochSampler(old, seed=0), num_workers=1))
+    for _ in range(3):
+        next(batches)
+    assert old._prefetcher is not None and old._prefetcher._held  # shards fetched ahead
+    if how == "break":
+        for n, _batch in enumerate(batches):
+            if n == 1:
+                break
+        del batches
+    elif how == "close":
+        batches.close()
+    else:
+        del batches  # dropped unfinished: collected, as a crash's frames are
+    assert old._prefetcher._held == {} and old._pins == {} and old._held == {}
+    deadline = time.monotonic() + 5  # a download still running lets go when it ends
+    while shards_in_use(cache) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert shards_in_use(cache) == []  # every cached shard could be evicted now
+    new = streamed(store, cache, cache_limit=limit, shuffle_window=2)
+    assert new._remote is not None
+    new._remote.wait_for_room = 5  # a stall fails in 5 s instead of two minutes
+    sampler = EpochSampler(new, seed=0)
+    seen = [
+        int(v) for batch in new.loader(6, sampler=sampler, num_workers=1) for v in batch["label"]
+    ]
+    assert sorted(seen) == list(range(SHARDS * PER_SHARD))
 
 
 def test_a_batch_that_needs_more_shards_than_the_cache_holds_fails_at_once(

@@ -491,7 +491,8 @@ class Prefetcher:
 
     ``plan`` is the shards in the order the epoch reads them; :meth:`advance` says how
     far the reader has come. Up to ``ahead`` shards past that point are downloaded (and
-    held in use, so eviction leaves them alone) until the reader has passed them.
+    held in use, so eviction leaves them alone) until the reader has passed them, or
+    until the reading that started them ends or is abandoned (:meth:`stop`).
     """
 
     def __init__(self, cache: ShardCache, ahead: int) -> None:
@@ -501,17 +502,42 @@ class Prefetcher:
         self._lock = threading.Lock()
         self._plan: list[int] = []
         self._cursor = 0
-        self._jobs: dict[int, Future[None]] = {}
+        self._jobs: dict[int, tuple[Future[None], _Locked | None]] = {}
         self._held: dict[int, _Locked] = {}
         self._generation = 0
 
-    def start(self, plan: list[int]) -> None:
-        """A new epoch (or a resumed one): forget the old plan and start on ``plan``."""
+    def start(self, plan: list[int]) -> int:
+        """A new epoch (or a resumed one): forget the old plan and start on ``plan``.
+
+        Returns the reading's generation, for :meth:`stop`.
+        """
         with self._lock:
             self._generation += 1
             self._plan, self._cursor = plan, 0
             self._release(keep=set(plan[: self.ahead]))
             self._fill()
+            return self._generation
+
+    def stop(self, generation: int) -> None:
+        """The reading ``generation`` (from :meth:`start`) ended or was abandoned: release
+        the shards it holds and drop its queued downloads, unless a newer one started.
+
+        Downloads already running finish and are let go at once, so under a
+        ``cache_limit`` the room this reading held is free for other readers."""
+        with self._lock:
+            if generation != self._generation:
+                return  # a newer reading owns the plan now
+            self._generation += 1
+            self._plan, self._cursor = [], 0
+            self._release(keep=set())
+            self._drop_queued()
+
+    def _drop_queued(self) -> None:
+        for k, (job, claimed) in list(self._jobs.items()):
+            if job.cancel():  # never started: its claimed download lock is ours to release
+                del self._jobs[k]
+                if claimed is not None:
+                    claimed.close()
 
     def advance(self, position: int) -> None:
         """The reader now reads ``plan[position]``."""
@@ -526,7 +552,8 @@ class Prefetcher:
         for k in self._plan[self._cursor : self._cursor + self.ahead]:
             if k not in self._jobs and k not in self._held:
                 claimed = self.cache.claim(k)  # before the reader gets indices of k
-                self._jobs[k] = self._pool.submit(self._get, k, self._generation, claimed)
+                job = self._pool.submit(self._get, k, self._generation, claimed)
+                self._jobs[k] = (job, claimed)
 
     def _get(self, k: int, generation: int, claimed: _Locked | None = None) -> None:
         try:
@@ -551,6 +578,8 @@ class Prefetcher:
     def close(self) -> None:
         """Stop prefetching and release every held shard."""
         with self._lock:
+            self._generation += 1
             self._plan = []
             self._release(keep=set())
+            self._drop_queued()
         self._pool.shutdown(wait=False, cancel_futures=True)

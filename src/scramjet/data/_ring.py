@@ -92,6 +92,20 @@ class GenerationBatches(Sampler[BatchRequest]):
     def __len__(self) -> int:
         return len(self.batches)
 
+    @property
+    def batch_size(self) -> int | None:
+        """Samples per batch (the wrapped batch sampler's)."""
+        return self.batches.batch_size
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select ``epoch``'s order (forwarded, like :meth:`set_start`, to the wrapped
+        batch sampler: ``PackedDataset.loader``'s is an epoch-aware one)."""
+        cast(Any, self.batches).set_epoch(epoch)
+
+    def set_start(self, start: int) -> None:
+        """Skip the first ``start`` samples of the next iteration (a mid-epoch resume)."""
+        cast(Any, self.batches).set_start(start)
+
 
 class RingLoader:
     """Iterates a DataLoader whose workers fill ring slots; yields ordinary batches.

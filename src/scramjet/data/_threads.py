@@ -38,7 +38,7 @@ import weakref
 from collections import deque
 from collections.abc import Iterator, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -122,6 +122,35 @@ class EpochOrder(Sampler[int]):
     def __len__(self) -> int:
         n = len(self.sampler) if isinstance(self.sampler, Sized) else 0
         return max(0, n - self.start)
+
+    @property
+    def num_replicas(self) -> int:
+        """The processes the wrapped sampler splits the data across (1 if it does not)."""
+        return int(getattr(self.sampler, "num_replicas", 1))
+
+
+class EpochBatches(BatchSampler):
+    """``BatchSampler`` over an epoch-aware sampler (:class:`EpochOrder`, ``EpochSampler``).
+
+    The batch sampler of ``PackedDataset.loader(..., backend="processes")``: given to a
+    DataLoader as its ``sampler`` (with ``batch_size=None``), it is what the Trainer finds
+    as ``loader.sampler``, so :meth:`set_epoch` and :meth:`set_start` (in samples) reach
+    the order exactly as they do for the threaded loader: the same batches every epoch,
+    and a mid-epoch resume that skips the consumed samples without reading them.
+    """
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select ``epoch``'s order (forwarded to the sampler)."""
+        cast(Any, self.sampler).set_epoch(epoch)  # EpochOrder or alike
+
+    def set_start(self, start: int) -> None:
+        """Skip the first ``start`` indices (samples, not batches) of the next iteration."""
+        cast(Any, self.sampler).set_start(start)
+
+    @property
+    def num_replicas(self) -> int:
+        """The processes the sampler splits the data across (1 if it does not)."""
+        return int(getattr(self.sampler, "num_replicas", 1))
 
 
 def seeded_generator() -> torch.Generator:

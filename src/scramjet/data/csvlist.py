@@ -126,13 +126,24 @@ def safe_path(root: Path, name: str, line: int, dirs: dict[str, str] | None = No
         full = os.path.join(folder, tail)
         mode = _mode_inside(full, base, prefix, line, name, follow=False)
         if not stat.S_ISLNK(mode):  # a link is followed below, like every other name
-            if not stat.S_ISREG(mode):
-                raise RowError(line, name, f"file not found under file_dir {base!r}")
+            _check_regular(mode, line, name, base)
             return full
     full = os.path.realpath(os.path.join(base, name))  # never raises; a loop stays unresolved
-    if not stat.S_ISREG(_mode_inside(full, base, prefix, line, name, follow=True)):
-        raise RowError(line, name, f"file not found under file_dir {base!r}")
+    _check_regular(_mode_inside(full, base, prefix, line, name, follow=True), line, name, base)
     return full
+
+
+def _check_regular(mode: int, line: int, name: str, base: str) -> None:
+    """A RowError unless ``mode`` is a regular file's: a directory or a device is named."""
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        what = "a directory"
+    else:
+        what = "not a regular file (a device, a socket or a pipe)"
+    raise RowError(
+        line, name, f"the path is {what} under file_dir {base!r}, not an image file; list files"
+    )
 
 
 def _mode_inside(full: str, base: str, prefix: str, line: int, name: str, follow: bool) -> int:
@@ -198,7 +209,14 @@ def parse_row(
         raise RowError(line, printable(first), "a value is not valid UTF-8; save the CSV as UTF-8")
     if len(cells) > len(header):
         raise RowError(line, first, f"{len(cells)} cells but the header has {len(header)}")
-    cells = cells + [""] * (len(header) - len(cells))
+    if len(cells) < len(header):
+        missing = header[len(cells) :]
+        raise RowError(
+            line,
+            first,
+            f"{len(cells)} cells but the header has {len(header)} (no cell for {missing}); "
+            "give every column a cell, an empty one as nothing between two separators",
+        )
     names = [n.strip() for n in first.split(",") if n.strip()] if is_seq else [first]
     if not names:
         raise RowError(line, first, "no frame names in this sequence row")

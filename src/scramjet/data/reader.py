@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from torch.utils.data import (
-    BatchSampler,
     DataLoader,
     Dataset,
     RandomSampler,
@@ -35,6 +34,7 @@ from torch.utils.data import (
     get_worker_info,
 )
 
+from scramjet.data._args import check_batch_size, check_prefetch_factor, scalar_index
 from scramjet.data._remote import (
     Prefetcher,
     Retry,
@@ -64,7 +64,7 @@ from scramjet.data.format import (
 from scramjet.data.images import jpeg_decoder, png_decoder
 
 if TYPE_CHECKING:
-    from scramjet.data._threads import ThreadedLoader
+    from scramjet.data._threads import EpochBatches, ThreadedLoader
 
 Transform = Callable[[Any], Any] | Mapping[str, Callable[[Any], Any]]
 VERIFY_MODES = ("open", True, False)
@@ -94,7 +94,8 @@ class PackedDataset(Dataset[Any]):
 
     Args:
         path: the pack directory (or its ``manifest.json``).
-        columns: names of the columns to read (default: all); others are never decoded.
+        columns: names of the columns to read (a list, or one name as a str; default:
+            all); others are never decoded.
         transform: a callable applied to the sample dict, or a mapping ``column ->
             callable`` applied to single columns. :mod:`scramjet.data.augment` objects get
             the sample index and :attr:`epoch`, so random draws are reproducible per sample;
@@ -187,6 +188,8 @@ class PackedDataset(Dataset[Any]):
         self.prefetch = int(prefetch) if prefetch is not None else (self.shuffle_window or 4)
         self._prefetcher: Prefetcher | None = None
         by_name = {c.name: c for c in self.manifest.columns}
+        if isinstance(columns, str):  # one column, not the letters of its name
+            columns = [columns]
         names = list(by_name) if columns is None else list(columns)
         unknown = [n for n in names if n not in by_name]
         if unknown:
@@ -229,8 +232,10 @@ class PackedDataset(Dataset[Any]):
         """Yield ``order`` (sample indices) while shards are downloaded ahead of it.
 
         Samplers call this with the epoch's order for this process: the shards are
-        fetched in the order their first sample comes, ``prefetch`` at a time. A local
-        pack yields the order unchanged.
+        fetched in the order their first sample comes, ``prefetch`` at a time. When the
+        iteration ends, is closed, or is dropped unfinished (a ``break`` out of the
+        loader, a crash), the shards fetched ahead are let go, so they no longer take
+        room in the cache. A local pack yields the order unchanged.
         """
         if self._remote is None:
             yield from order
@@ -246,10 +251,13 @@ class PackedDataset(Dataset[Any]):
             self._shard_reset()
             self._prefetcher = Prefetcher(self._remote, self.prefetch)
         prefetcher = self._prefetcher
-        prefetcher.start(plan)
-        for index, k in zip(indices, shards.tolist()):
-            prefetcher.advance(step[k])
-            yield index
+        generation = prefetcher.start(plan)
+        try:
+            for index, k in zip(indices, shards.tolist()):
+                prefetcher.advance(step[k])
+                yield index
+        finally:  # the epoch ended, or its reading was closed or dropped (a break, a crash)
+            prefetcher.stop(generation)  # its shards' room in the cache is free again
 
     def _check_files(self) -> list[Path]:
         files = []
@@ -435,7 +443,10 @@ class PackedDataset(Dataset[Any]):
         n = len(self)
         if indices.size and (indices.min() < -n or indices.max() >= n):
             bad = indices[(indices < -n) | (indices >= n)][0]
-            raise IndexError(f"index {int(bad)} is out of range for a pack of {n} samples")
+            raise IndexError(
+                f"index {int(bad)} is out of range for a pack of {n} samples; valid indices "
+                f"are {-n} to {n - 1} (negative ones count from the end)"
+            )
         indices = np.where(indices < 0, indices + n, indices)
         shard = np.searchsorted(self._ends, indices, side="right")
         return shard, indices - self._starts[shard]
@@ -515,16 +526,21 @@ class PackedDataset(Dataset[Any]):
         """``ds[i]`` gives one sample; ``ds[[i, j, ...]]`` a collated batch of tensors."""
         if isinstance(index, BatchRequest):
             return self._ring_batch(index)
-        if isinstance(index, (int, np.integer)):
-            i = int(index) + len(self) if index < 0 else int(index)
+        index = scalar_index(index)
+        if isinstance(index, int):
+            k, local = self._locate(np.asarray([index], dtype=np.int64))  # checks the range
+            i = int(self._starts[k[0]] + local[0])  # wrapped once: ds[-1] is sample n - 1
             return self._apply(self.read(i), i)
         if isinstance(index, slice):
             index = range(*index.indices(len(self)))
-        if isinstance(index, torch.Tensor):
+        if isinstance(index, torch.Tensor | np.ndarray):
             index = index.tolist()
-        if isinstance(index, Iterable):
+        if isinstance(index, Iterable) and not isinstance(index, str | bytes):
             return self.get_batch(list(index))
-        raise TypeError(f"index must be an int or a sequence of ints, got {type(index).__name__}")
+        raise TypeError(
+            f"index must be an int, a 0-d integer tensor or array, a slice or a sequence of "
+            f"ints; received {type(index).__name__} {index!r}"
+        )
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """Samples for a list of indices (used by DataLoader), read shard by shard."""
@@ -630,41 +646,61 @@ class PackedDataset(Dataset[Any]):
         1)`` batches) instead of a new shared segment per batch; the returned object then
         wraps the DataLoader and yields the same batches.
 
+        Both backends give the same batches for the same sampler, and both loaders'
+        ``sampler`` has ``set_epoch`` (a shuffled order that depends only on the
+        generator's initial seed and the epoch) and ``set_start`` (skip the first samples
+        of the next iteration), which the Trainer calls on a loader passed as
+        ``train_dataset``.
+
         Args:
-            batch_size: samples per batch.
+            batch_size: samples per batch (an int >= 1).
             shuffle: shuffle every epoch (ignored when ``sampler`` is given).
             drop_last: drop the last incomplete batch.
             num_workers: worker processes, or reading threads with ``backend="threads"``
                 (there 0 means one per usable core).
             sampler: a sampler of indices, e.g. ``DistributedSampler(ds)``.
-            generator: random generator for shuffling.
+            generator: random generator for shuffling (default: one seeded from torch's
+                global RNG when the loader is made).
             backend: ``"auto"`` (threads unless a transform or a process-only DataLoader
                 setting is given), ``"threads"`` or ``"processes"``.
             decode_device: threads only: decode JPEG batches on this CUDA device with
                 torchvision (CPU decoding, with a warning, where that is not possible).
             **kwargs: passed to ``DataLoader`` (``pin_memory``, ``persistent_workers``...);
-                threads take ``pin_memory`` and ``prefetch_factor``.
-        """
-        from scramjet.data._threads import EpochOrder, choose_backend, seeded_generator
+                threads take ``pin_memory`` and ``prefetch_factor`` (an int >= 1, or None
+                for 2).
 
+        Raises:
+            TypeError: ``batch_size`` is not an int.
+            ValueError: ``batch_size`` or ``prefetch_factor`` below 1, an unknown backend,
+                or a setting the backend does not take.
+        """
+        from scramjet.data._threads import (
+            EpochBatches,
+            EpochOrder,
+            choose_backend,
+            seeded_generator,
+        )
+
+        batch_size = check_batch_size(batch_size)
+        prefetch = check_prefetch_factor(kwargs)
         chosen = choose_backend(backend, self.transform is not None, kwargs)
         if (num_workers > 0 or chosen == "threads") and self.verify_mode == "open":
             self.verify()  # once here, instead of in every worker (and every epoch)
         if sampler is None:
-            if shuffle and generator is None and chosen == "threads":
+            if shuffle and generator is None:
                 generator = seeded_generator()  # reseeded per epoch by set_epoch
             sampler = (
                 RandomSampler(self, generator=generator) if shuffle else SequentialSampler(self)
             )
+        if not (hasattr(sampler, "set_epoch") and hasattr(sampler, "set_start")):
+            seed = generator.initial_seed() if generator is not None else None
+            sampler = EpochOrder(sampler, seed)  # else (EpochSampler) it does both itself
         if chosen == "threads":
             from scramjet.data._threads import ThreadedLoader
 
-            seed = generator.initial_seed() if generator is not None else None
-            if not (hasattr(sampler, "set_epoch") and hasattr(sampler, "set_start")):
-                sampler = EpochOrder(sampler, seed)  # else (EpochSampler) it does both itself
             return ThreadedLoader(
                 self, batch_size, sampler=sampler, drop_last=drop_last,
-                threads=num_workers, prefetch=int(kwargs.get("prefetch_factor") or 2),
+                threads=num_workers, prefetch=prefetch or 2,
                 pin_memory=kwargs.get("pin_memory"), decode_device=decode_device,
             )  # fmt: skip
         if decode_device is not None:
@@ -672,7 +708,15 @@ class PackedDataset(Dataset[Any]):
                 f"decode_device={decode_device!r} needs backend='threads' (got {backend!r}, "
                 "which chose worker processes); pass backend='threads'"
             )
-        batches = BatchSampler(sampler, batch_size, drop_last)
+        return self._process_loader(
+            EpochBatches(sampler, batch_size, drop_last), num_workers, kwargs
+        )
+
+    def _process_loader(
+        self, batches: EpochBatches, num_workers: int, kwargs: dict[str, Any]
+    ) -> DataLoader[Any]:
+        """A DataLoader whose worker processes read the whole batches of ``batches``."""
+        batch_size = batches.batch_size
         images = [c for c in self.columns if c.kind == "image" and not c.sequence]
         if not (
             num_workers > 0

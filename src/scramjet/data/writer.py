@@ -158,6 +158,17 @@ def _check_args(
     return enc
 
 
+def _check_workers(workers: Any) -> None:
+    """``workers``: None (one per CPU) or an int >= 0."""
+    if workers is None:
+        return
+    if not isinstance(workers, int | np.integer) or isinstance(workers, bool) or workers < 0:
+        raise ValueError(
+            f"workers must be None (one per CPU), 0 or 1 (encode in this thread) or a number "
+            f"of encoding workers > 1; received {workers!r}. Pass e.g. workers=4."
+        )
+
+
 def _worker_died_error(rows: list[Row], exc: _pool.WorkerDied, workers: int) -> PackError:
     """The PackError for a broken encoding pool: how and on which row, what was in flight."""
     ends = [
@@ -308,6 +319,7 @@ def pack(
         >>> report.num_samples, report.shard_sizes
         (4, [2, 2])
     """
+    _check_workers(workers)
     if is_url(dst):
         return _pack_to_url(
             str(dst),

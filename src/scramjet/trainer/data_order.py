@@ -402,6 +402,31 @@ def even_end(batches: Iterable[T]) -> Iterator[T]:
         yield cast(T, batch)
 
 
+def _set_dataset_epoch(loader: Any, dataset: Any, epoch: int) -> None:
+    """Select ``epoch`` on the data's ``set_epoch`` (seeded augmentations draw anew).
+
+    ``dataset`` is what the Trainer was given: a dataset, or a loader used as given. A
+    DataLoader has no ``set_epoch`` of its own; its ``dataset`` gets the call then (worker
+    processes started for the epoch take a copy of it with that epoch).
+    """
+    targets: tuple[Any, ...] = (dataset, getattr(loader, "dataset", None))
+    for target in targets:
+        if callable(getattr(target, "set_epoch", None)):
+            target.set_epoch(epoch)
+            return
+
+
+def _loader_batch_size(loader: Any, sampler: Any) -> int | None:
+    """Samples per batch of ``loader``: its ``batch_size``, or, for a DataLoader with
+    ``batch_size=None`` fed whole batches by a batch sampler (``PackedDataset.loader``
+    with worker processes, or ``batch_sampler=``), that sampler's."""
+    for source in (loader, sampler, getattr(loader, "batch_sampler", None)):
+        size = getattr(source, "batch_size", None)
+        if isinstance(size, int) and size > 0:
+            return size
+    return None
+
+
 class DataOrder:
     """A Trainer's training-data order: one seed, and each epoch's batches derived from it.
 
@@ -481,14 +506,16 @@ class DataOrder:
         """This epoch's batches after the first ``skip`` ones, and the epoch's length.
 
         Selects the epoch's order on the sampler (``set_epoch``) and on the dataset when it
-        has ``set_epoch`` (seeded augmentations draw anew every epoch), skips consumed
-        indices where the sampler can (``set_start``) and otherwise reads past ``skip``
-        batches without running them, and reseeds every DataLoader's randomness (its
+        has ``set_epoch`` (for a given DataLoader, on its ``dataset``: seeded augmentations
+        draw anew every epoch), skips consumed indices where the sampler can
+        (``set_start``) and otherwise reads past ``skip`` batches without running them,
+        and reseeds every DataLoader's randomness (its
         generator: workers' seeds; a random sampler's generator: the shuffled order) for
         (seed, epoch, rank). A DataLoader the user built is reseeded too: starting an epoch
         then draws nothing from torch's global RNG, whose state a checkpoint restores
         mid-epoch, so a resumed run sees the same order. Skipped batches become skipped
-        indices at the loader's own batch size (``batch_size`` when it has none).
+        indices at the loader's own batch size (its batch sampler's for a DataLoader fed
+        whole batches, ``batch_size`` when it has none).
         The length counts the skipped batches; 0 means unknown.
         """
         sampler: Any = getattr(loader, "sampler", None)
@@ -496,9 +523,8 @@ class DataOrder:
             sampler.seed = self.seed  # a restored seed applies to the order made before it
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)
-        if callable(getattr(dataset, "set_epoch", None)):
-            dataset.set_epoch(epoch)
-        per_batch = getattr(loader, "batch_size", None) or batch_size
+        _set_dataset_epoch(loader, dataset, epoch)
+        per_batch = _loader_batch_size(loader, sampler) or batch_size
         self._batch_size = per_batch
         self._base = (skip * per_batch * dist.get_world_size(), skip)
         if isinstance(sampler, EpochSampler) and skip and self._resumed is not None:
