@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ import torch
 
 from scramjet.checkpoint.payload import unwrap
 from scramjet.runtime.files import atomic_write, atomic_write_bytes, atomic_write_text
+from scramjet.runtime.processes import pid_alive
 
 _PACKAGES = (
     "scramjet",
@@ -76,6 +78,24 @@ def create_run_dir(root: Path, project: str, experiment: str) -> Path:
             continue
         return path
     raise RuntimeError(f"could not create a unique run folder under {parent}")
+
+
+def is_run_folder(path: Path) -> bool:
+    """Whether ``path`` is a run folder written by an Experiment (``run.json`` or
+    ``hyperparams.json`` in it)."""
+    return (path / "run.json").is_file() or (path / "hyperparams.json").is_file()
+
+
+def live_owner(run: Path) -> int | None:
+    """The pid of another live process on this host that is training in ``run`` (its
+    ``run.json`` says ``running``), or None: finished, crashed, this process or another host."""
+    info = read_json(run / "run.json")
+    if not isinstance(info, dict) or info.get("status") != "running":
+        return None
+    pid, host = info.get("pid"), info.get("host")
+    if not isinstance(pid, int) or pid == os.getpid() or host != socket.gethostname():
+        return None
+    return pid if pid_alive(pid) else None
 
 
 def latest_run(root: Path, project: str, experiment: str) -> Path | None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from scramjet.tracking.cli_runs import is_run_folder
+from scramjet.tracking._files import is_run_folder
 from scramjet.tracking.report import build_report, compare_runs
 
 

@@ -28,11 +28,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def is_run_folder(path: Path) -> bool:
-    """Whether ``path`` is a run folder written by an Experiment."""
-    return (path / "run.json").is_file() or (path / "hyperparams.json").is_file()
-
-
 def find_runs(root: str | Path, project: str | None = None) -> list[Path]:
     """Run folders (those with ``run.json`` or ``hyperparams.json``) under ``root``, oldest first."""
     base = Path(root)

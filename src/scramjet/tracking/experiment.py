@@ -247,34 +247,71 @@ class Experiment(TrainerCallback):
 
     def _choose_dir(self) -> tuple[Path, bool]:
         if self._restored_dir is not None:
-            return self._restored_dir, True
+            return self._not_in_use(self._restored_dir), True
         if self.resume is not None:
             if str(self.resume) in ("latest", "auto"):
                 found = _files.latest_run(self.root, self.project, self.experiment)
                 if found is not None:
-                    return found, True
+                    return self._not_in_use(found), True
             else:
                 path = Path(self.resume)
-                if not path.is_dir():
-                    raise FileNotFoundError(
-                        f"resume={str(path)!r} is not a run folder; pass a folder under "
-                        f"{self.root / self.project} or resume='latest'."
-                    )
-                return path, True
+                if str(self.resume) == "" or not _files.is_run_folder(path):
+                    raise FileNotFoundError(self._not_a_run_message(path))
+                return self._not_in_use(path), True
         return _files.create_run_dir(self.root, self.project, self.experiment), False
 
+    def _not_a_run_message(self, path: Path) -> str:
+        what = "holds no run.json or hyperparams.json" if path.is_dir() else "no such folder"
+        hint = ""
+        for parent in path.resolve().parents:
+            if _files.is_run_folder(parent):  # e.g. the run's checkpoints folder
+                hint = f" It is inside the run folder {str(parent)!r}: pass that folder."
+                break
+        return (
+            f"resume={str(self.resume)!r} is not a run folder ({what}); an Experiment "
+            f"continues only a folder it created, and nothing was written.{hint} Pass a "
+            f"folder under {str(self.root / self.project)!r} (`scramjet runs {self.root}` "
+            f"lists them), resume='latest' for the newest run of {self.experiment!r}, or "
+            f"resume=None for a new run."
+        )
+
+    @staticmethod
+    def _not_in_use(path: Path) -> Path:
+        """``path``, unless another live process on this host is training in it."""
+        pid = _files.live_owner(path)
+        if pid is not None:
+            raise RuntimeError(
+                f"The run folder {str(path)!r} is in use: its run.json says 'running' and its "
+                f"process (pid {pid}) on this host is alive. Two processes writing one run "
+                f"folder would mix their metrics and checkpoints, so nothing was written. Wait "
+                f"for that run to end (or stop it) before resuming it, or pass resume=None for "
+                f"a new run."
+            )
+        return path
+
     def start(self) -> Path:
-        """Create (or reopen) the run folder; collective in a distributed run."""
+        """Create (or reopen) the run folder; collective in a distributed run.
+
+        Raises:
+            FileNotFoundError: ``resume`` names a folder that is not a run folder.
+            RuntimeError: the folder to continue is in use by another live process on
+                this host (its ``run.json`` says ``running``).
+        """
         if self._run_dir is not None:
             return self._run_dir
-        path: str | None = None
-        resumed = False
+        chosen: tuple[str, bool] | Exception | None = None
         if dist.is_main_process():
-            chosen, resumed = self._choose_dir()
-            path = str(chosen)
-        path = dist.broadcast_object(path)
-        self._run_dir = Path(str(path)).resolve()
-        self._reopened = resumed
+            try:
+                path, resumed = self._choose_dir()
+                chosen = (str(path), resumed)
+            except (OSError, RuntimeError) as exc:  # raised on every rank, not only here
+                chosen = exc
+        chosen = dist.broadcast_object(chosen)
+        if isinstance(chosen, Exception):
+            raise chosen
+        assert chosen is not None
+        self._run_dir = Path(chosen[0]).resolve()
+        self._reopened = chosen[1]
         return self._run_dir
 
     def _ensure_storage(self, check: bool = False) -> None:
