@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
 from tests.common.world import TinyMLP, blobs, make_trainer
-from torch.utils.data import Dataset, SequentialSampler, default_collate
+from torch.utils.data import Dataset, Sampler, SequentialSampler, default_collate
 
 from scramjet import Trainer
+from scramjet.callbacks import TrainerCallback
 
 
 class Counting:
@@ -148,3 +150,65 @@ def test_train_dataset_set_epoch_is_called_every_epoch() -> None:
     make_trainer(TinyMLP()).train(data, num_epochs=3, per_device_batch_size=4)
     assert data.calls == [0, 1, 2]
     assert data.seen == [0] * 8 + [1] * 8 + [2] * 8, "set before the epoch's first sample"
+
+
+class Buckets(Sampler[list[int]]):
+    """A batch sampler of uneven batches whose order ``set_epoch`` changes."""
+
+    def __init__(self, batches: list[list[int]], length: bool = True) -> None:
+        self.batches, self.epochs, self.length = batches, [], length
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epochs.append(epoch)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        epoch = self.epochs[-1] if self.epochs else 0
+        return iter(self.batches[::-1] if epoch % 2 else self.batches)
+
+    def __len__(self) -> int:
+        if not self.length:
+            raise TypeError("no length")
+        return len(self.batches)
+
+
+class SeenBatches(TrainerCallback):
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        self.sizes.append(len(kwargs["batch"][1]))
+
+    def on_eval_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        self.sizes.append(-len(kwargs["batch"][1]))
+
+
+@pytest.mark.parametrize("length", [True, False])
+def test_a_batch_sampler_in_the_dataloader_kwargs_makes_the_batches(length: bool) -> None:
+    """``batch_sampler=`` (e.g. length bucketing) sets every batch, for training and for
+    evaluation; ``set_epoch`` reaches it every epoch. It was refused by the DataLoader
+    ("mutually exclusive with batch_size, shuffle, sampler, and drop_last"), settings the
+    user never passed."""
+    seen = SeenBatches()
+    trainer = make_trainer(TinyMLP(), callbacks=[seen], seed=0)
+    data = blobs(n=10)
+    train_batches = Buckets([[0, 1, 2], [3, 4, 5, 6, 7, 8, 9]], length=length)
+    eval_batches = Buckets([[9], [0, 1, 2, 3, 4, 5, 6, 7, 8]])
+    trainer.train(
+        data,
+        num_epochs=2,
+        per_device_batch_size=4,
+        train_dataloader_kwargs={"batch_sampler": train_batches},
+        eval_dataset=data,
+        eval_dataloader_kwargs={"batch_sampler": eval_batches},
+    )
+    assert seen.sizes == [3, 7, -1, -9, 7, 3, -1, -9]
+    assert train_batches.epochs == [0, 1] and trainer.state.global_step == 4
+    x, y = data.tensors
+    expected = torch.nn.functional.cross_entropy(trainer.model(x), y).item()
+    assert trainer.run_history.get_latest_metric("eval_loss_epoch") == pytest.approx(expected)
+    with pytest.raises(ValueError, match="both a batch_sampler and a sampler"):
+        trainer.train(
+            data,
+            num_epochs=1,
+            train_dataloader_kwargs={"batch_sampler": train_batches, "sampler": [0, 1]},
+        )

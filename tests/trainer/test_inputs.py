@@ -48,6 +48,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from transformers.utils import ModelOutput
 
 from scramjet import Trainer
+from scramjet.accel import accelerate_model
 from scramjet.callbacks import TrainerCallback
 from scramjet.trainer import MetricNotFoundError
 
@@ -309,15 +310,20 @@ def test_forward_with_kwargs_receives_the_targets_too() -> None:
     torch.testing.assert_close(predicted["logits"], direct_output(model, x)["logits"])
 
 
-@pytest.mark.parametrize("wrapper", ["compile", "data_parallel"])
+@pytest.mark.parametrize("wrapper", ["compile", "data_parallel", "accelerate_model"])
 def test_wrapped_model_with_dict_batches(wrapper: str) -> None:
-    """A wrapper's forward takes ``*args, **kwargs`` (DataParallel, like DDP) or is set on the
-    instance (``torch.compile``): the keys are chosen by the wrapped model's forward."""
+    """A wrapper's forward takes ``*args, **kwargs`` (DataParallel, like DDP, and
+    ``accelerate_model(instance)``) or is set on the instance (``torch.compile``): the keys
+    are chosen by the wrapped model's forward."""
     x, y = task()
     net = Net("dict")
-    model: Any = (
-        torch.compile(net, backend="eager") if wrapper == "compile" else nn.DataParallel(net)
-    )
+    model: Any
+    if wrapper == "compile":
+        model = torch.compile(net, backend="eager")
+    elif wrapper == "data_parallel":
+        model = nn.DataParallel(net)
+    else:
+        model = accelerate_model(net, backends=["PYTORCH"])
     steps = StepLosses()
     trainer = make_trainer(model, [steps])
     data = MapData(samples(x, y, "dict"))

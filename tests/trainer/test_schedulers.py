@@ -13,6 +13,7 @@ import torch
 from tests.common.world import TinyMLP, blobs, make_trainer
 
 import scramjet.schedulers as schedulers
+from scramjet import Trainer
 from scramjet.schedulers import (
     CosineWarmupScheduler,
     TrainerPlaceholderValues,
@@ -251,3 +252,33 @@ def test_placeholder_arithmetic_both_ways() -> None:
         "e": 13,
         "f": 13,
     }
+
+
+def test_a_scheduler_stepped_on_a_metric_is_refused_before_the_first_step() -> None:
+    """``ReduceLROnPlateau.step`` needs a metric, which a per-update ``step()`` cannot give:
+    the run is refused when the scheduler is built, with a message naming the way to step
+    it, instead of crashing inside the loop after the first update."""
+    model = TinyMLP()
+    trainer = make_trainer(model)
+    before = [p.detach().clone() for p in model.parameters()]
+    plateau = functools.partial(torch.optim.lr_scheduler.ReduceLROnPlateau, patience=1)
+    with pytest.raises(TypeError, match=r"ReduceLROnPlateau.*'metrics'.*on_training_run_epoch_end"):
+        trainer.train(
+            blobs(n=16), num_epochs=2, per_device_batch_size=4, create_scheduler_fn=plateau
+        )
+    assert trainer.state.global_step == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_an_override_of_scheduler_step_may_pass_the_metric() -> None:
+    """The way the refusal names: a ``scheduler_step`` override that passes the metric."""
+
+    class PlateauTrainer(Trainer):
+        def scheduler_step(self) -> None:
+            assert self.scheduler is not None
+            self.scheduler.step(1.0)  # type: ignore[call-arg]  # a constant: no improvement
+
+    trainer = make_trainer(TinyMLP(), trainer_cls=PlateauTrainer)
+    plateau = functools.partial(torch.optim.lr_scheduler.ReduceLROnPlateau, patience=0)
+    trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=4, create_scheduler_fn=plateau)
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.1**3)

@@ -46,7 +46,7 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, IterableDataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
 from scramjet import Trainer
 from scramjet.callbacks import (
@@ -285,6 +285,24 @@ class IndexedMap(Dataset[tuple[torch.Tensor, torch.Tensor, int]]):
         return self.x[i], self.y[i], i
 
 
+class EpochBatches(Sampler[list[int]]):
+    """A batch sampler of its own (no ``batch_size``): batches of ``BS`` over an order that
+    ``set_epoch`` reshuffles, as bucketing samplers do."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.epoch = n, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = torch.randperm(self.n, generator=torch.Generator().manual_seed(self.epoch))
+        return iter([t.tolist() for t in order.split(BS)])
+
+    def __len__(self) -> int:
+        return -(-self.n // BS)
+
+
 def map_run(
     kind: str, callbacks: list[Any], model_seed: int = 0, resume_from: Path | None = None
 ) -> Trainer:
@@ -306,6 +324,9 @@ def map_run(
         sampler = EpochSampler(data, shuffle=True, seed=7)
         kwargs = {"sampler": sampler}
         trainer.train(data, per_device_batch_size=BS, train_dataloader_kwargs=kwargs, **train)
+    elif kind == "batch_sampler_kwarg":
+        kwargs = {"batch_sampler": EpochBatches(len(data))}
+        trainer.train(data, train_dataloader_kwargs=kwargs, **train)
     elif kind == "dataloader":
         trainer.train(DataLoader(data, batch_size=BS), **train)
     elif kind == "dataloader_shuffled":
@@ -322,6 +343,7 @@ def map_run(
     [
         "dataset",
         "sampler_kwarg",
+        "batch_sampler_kwarg",
         "dataloader",
         "dataloader_epoch_sampler",
         "dataloader_shuffled",

@@ -218,6 +218,8 @@ class AcceleratedModel(nn.Module):
 
     # How the Trainer redoes a step whose backward failed in a backend (see recover_backward).
     __scramjet_backward_recovery__ = staticmethod(recover_backward)
+    # forward takes anything: the Trainer picks a dict batch's keys by the wrapped module's.
+    __scramjet_forwards_to__ = "module"
 
     def __init__(
         self,

@@ -34,6 +34,10 @@ from scramjet.checkpoint.payload import unwrap
 TARGET_KEYS = ("labels", "label", "targets", "target", "y")
 #: Field or key of a model output that holds the logits.
 LOGITS_KEY = "logits"
+#: Class attribute by which a wrapper module whose ``forward`` takes ``*args, **kwargs`` names
+#: the attribute holding the module it calls (``AcceleratedModel`` sets it to ``"module"``):
+#: the keys of a dict batch are then chosen by that module's ``forward``.
+FORWARDS_TO = "__scramjet_forwards_to__"
 
 
 def split_batch(batch: Any, hook: str) -> tuple[Any, Any]:
@@ -64,7 +68,7 @@ def call_model(model: nn.Module, inputs: Any, *, with_targets: bool = True) -> A
         return model(inputs)
     # A wrapper's forward says nothing of the keys the model takes: DDP's and DataParallel's
     # take ``*inputs, **kwargs``, torch.compile's is set on the instance. Ask the model's own.
-    model_type = type(unwrap(model))
+    model_type = type(_innermost(model))
     if model_type not in _FORWARD_PARAMETERS:
         _FORWARD_PARAMETERS[model_type] = _forward_parameters(model_type)
     accepted = _FORWARD_PARAMETERS[model_type]
@@ -74,6 +78,21 @@ def call_model(model: nn.Module, inputs: Any, *, with_targets: bool = True) -> A
         if (accepted is None or k in accepted) and (with_targets or k not in TARGET_KEYS)
     }
     return model(**kwargs)
+
+
+def _innermost(model: nn.Module) -> nn.Module:
+    """The module whose ``forward`` receives the inputs, through DDP, DataParallel,
+    ``torch.compile`` and wrappers that name their inner module (:data:`FORWARDS_TO`)."""
+    seen: set[int] = set()
+    while id(model) not in seen:
+        seen.add(id(model))
+        model = unwrap(model)
+        attribute = getattr(type(model), FORWARDS_TO, None)
+        inner = getattr(model, attribute, None) if isinstance(attribute, str) else None
+        if not isinstance(inner, nn.Module):
+            break
+        model = inner
+    return model
 
 
 #: Keyword names each model class's forward takes (None: any), computed once per class.
@@ -244,6 +263,7 @@ def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
 
 
 __all__ = [
+    "FORWARDS_TO",
     "LOGITS_KEY",
     "TARGET_KEYS",
     "batch_size_of",

@@ -191,6 +191,66 @@ class SkipSampler(Sampler[int]):
         return max(0, safe_len(self.sampler) - self.start)
 
 
+class SkipBatches(Sampler[list[int]]):
+    """Wraps a user's batch sampler (``batch_sampler=`` in the dataloader kwargs): forwards
+    ``set_epoch`` and skips its first ``start`` batches (a resume, counted in batches)."""
+
+    def __init__(self, batch_sampler: Iterable[list[int]]) -> None:
+        self.batch_sampler = batch_sampler
+        self.start = 0
+
+    @property
+    def batch_size(self) -> int | None:
+        """The wrapped sampler's ``batch_size``, when it has one."""
+        size = getattr(self.batch_sampler, "batch_size", None)
+        return size if isinstance(size, int) else None
+
+    def set_epoch(self, epoch: int) -> None:
+        """Forward ``set_epoch`` to the wrapped sampler when it has one."""
+        if hasattr(self.batch_sampler, "set_epoch"):
+            self.batch_sampler.set_epoch(epoch)
+
+    def set_start(self, start: int) -> None:
+        """Skip the first ``start`` batches of the next iteration."""
+        self.start = max(0, int(start))
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return itertools.islice(iter(self.batch_sampler), self.start, None)
+
+    def __len__(self) -> int:
+        if not isinstance(self.batch_sampler, Sized):
+            raise TypeError(f"{type(self.batch_sampler).__name__} has no length")
+        return max(0, len(self.batch_sampler) - self.start)
+
+
+def batch_sampler_loader(
+    dataset: Any, kwargs: Mapping[str, Any], name: str, **extra: Any
+) -> DataLoader[Any] | None:
+    """A DataLoader fed whole batches by the ``batch_sampler`` of ``kwargs``; None without.
+
+    A batch sampler decides the batches, so the batch size and ``drop_last`` of the
+    defaults are left out (a ``sampler`` next to it is an error that names the fix).
+    """
+    batch_sampler = kwargs.get("batch_sampler")
+    if batch_sampler is None:
+        return None
+    if kwargs.get("sampler") is not None:
+        raise ValueError(
+            f"{name} holds both a batch_sampler and a sampler; a batch_sampler chooses the "
+            f"samples of every batch itself. Pass one of the two (give your batch sampler "
+            f"the sampler it should draw from)."
+        )
+    rest = {k: v for k, v in kwargs.items() if k not in _DECIDED_BY_BATCH_SAMPLER}
+    wrapped = (
+        batch_sampler if isinstance(batch_sampler, SkipBatches) else SkipBatches(batch_sampler)
+    )
+    return DataLoader(dataset, batch_sampler=wrapped, **rest, **extra)
+
+
+#: DataLoader settings a batch sampler decides (the Trainer's defaults set them).
+_DECIDED_BY_BATCH_SAMPLER = ("batch_sampler", "batch_size", "drop_last", "shuffle", "sampler")
+
+
 def pack_loader(
     dataset: Any, sampler: Sampler[int], kwargs: Mapping[str, Any]
 ) -> Iterable[Any] | None:
@@ -483,6 +543,11 @@ class DataOrder:
         generator.manual_seed(self.seed + dist.get_rank())
         if isinstance(dataset, IterableDataset):
             return DataLoader(dataset, generator=generator, **kwargs)
+        batched = batch_sampler_loader(
+            dataset, kwargs, "train_dataloader_kwargs", generator=generator
+        )
+        if batched is not None:
+            return batched
         sampler: Sampler[int] | None = kwargs.pop("sampler", None)
         if sampler is None:
             sampler = self._sampler = EpochSampler(
@@ -519,6 +584,17 @@ class DataOrder:
         The length counts the skipped batches; 0 means unknown.
         """
         sampler: Any = getattr(loader, "sampler", None)
+        batch_sampler = getattr(loader, "batch_sampler", None)
+        if isinstance(batch_sampler, SkipBatches):  # the user's batches: skipped as batches
+            batch_sampler.set_epoch(epoch)
+            _set_dataset_epoch(loader, dataset, epoch)
+            self._batch_size, self._base = batch_sampler.batch_size or batch_size, (0, skip)
+            batch_sampler.set_start(skip)
+            self._resumed = None
+            if isinstance(loader, DataLoader):
+                self._reseed(loader, None, epoch)
+            n_batches = safe_len(loader)
+            return loader, (skip + n_batches if n_batches else 0)
         if self._sampler is not None and sampler is self._sampler:
             sampler.seed = self.seed  # a restored seed applies to the order made before it
         if hasattr(sampler, "set_epoch"):

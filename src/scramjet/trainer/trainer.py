@@ -16,6 +16,7 @@ devices, precision and collectives to :mod:`scramjet.runtime`.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import os
 import warnings
@@ -62,6 +63,7 @@ from scramjet.trainer.data_order import (
     DataOrder,
     Lockstep,
     ShardSampler,
+    batch_sampler_loader,
     check_ready_loader,
     even_end,
     gather_shards,
@@ -366,6 +368,18 @@ class Trainer:
         dataset: Any = self.eval_dataset
         if isinstance(dataset, IterableDataset):
             return DataLoader(dataset, **kwargs)
+        if kwargs.get("batch_sampler") is not None and dist.get_world_size() > 1:
+            raise ValueError(
+                f"the evaluation dataloader kwargs hold a batch_sampler "
+                f"({type(kwargs['batch_sampler']).__name__}); across "
+                f"{dist.get_world_size()} processes evaluation and prediction give each "
+                f"process its share (ShardSampler) and gather the results in dataset order, "
+                f"which a batch sampler of your own would undo. Leave it out there, or "
+                f"evaluate in one process."
+            )
+        batched = batch_sampler_loader(dataset, kwargs, "the evaluation dataloader kwargs")
+        if batched is not None:
+            return batched
         sampler = kwargs.pop("sampler", None) or ShardSampler(
             dataset, dist.get_world_size(), dist.get_rank()
         )
@@ -391,6 +405,8 @@ class Trainer:
         scheduler: Scheduler = resolve_placeholders(self._create_scheduler_fn, values)(
             self.optimizer
         )
+        if type(self).scheduler_step is Trainer.scheduler_step:  # an override may pass values
+            _check_steps_without_arguments(scheduler)
         return scheduler
 
     def wrap_model(self, model: nn.Module) -> nn.Module:
@@ -1135,6 +1151,31 @@ class EpochLosses:
 
 
 _NO_CONTEXT = contextlib.nullcontext()  # reusable: enters and exits without state
+
+
+def _check_steps_without_arguments(scheduler: object) -> None:
+    """The loop calls ``scheduler.step()`` once per update: a ``step`` that needs an
+    argument (``ReduceLROnPlateau``'s metric) would fail after the first update."""
+    try:
+        parameters = inspect.signature(scheduler.step).parameters.values()  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):  # no step, or a builtin: call and see
+        return
+    required = [
+        p.name
+        for p in parameters
+        if p.default is inspect.Parameter.empty
+        and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    if required:
+        name = type(scheduler).__name__
+        raise TypeError(
+            f"create_scheduler_fn built a {name}, whose step() needs "
+            f"{', '.join(repr(r) for r in required)}; the Trainer calls scheduler.step() with no "
+            f"argument after every optimizer update. Step it yourself once per epoch instead: "
+            f"create it over trainer.optimizer in a callback and, in on_training_run_epoch_end, "
+            f"call scheduler.step(trainer.run_history.get_latest_metric('eval_loss_epoch')); "
+            f"or override Trainer.scheduler_step to pass the value it needs."
+        )
 
 
 def _scale_gradients(optimizer: torch.optim.Optimizer, factor: float) -> None:
