@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import getpass
+import math
 import sys
 from collections.abc import Mapping
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from scramjet.tracking._files import git_commit, launch_script
@@ -15,6 +19,59 @@ if TYPE_CHECKING:
 
 #: Optimizer settings worth comparing runs by (those the optimizer has).
 _OPTIMIZER_KEYS = ("lr", "momentum", "betas", "weight_decay")
+
+
+#: Arrays and tensors up to this many elements are recorded as lists, larger ones described.
+_MAX_LISTED = 64
+
+
+def plain_hyperparams(params: Mapping[Any, Any]) -> dict[str, Any]:
+    """The user's hyperparameters as JSON values, taken when the Experiment is built.
+
+    Keys become strings (``{3: ...}`` beside string keys could not be written sorted);
+    dataclasses become dicts of their fields (so ``cfg.lr`` reaches the loggers as its own
+    name); one-element tensors and NumPy scalars their number; small tensors and arrays
+    lists; paths, dtypes and devices strings; sets sorted lists; anything else its ``str``.
+    """
+    return {str(k): _plain_value(v) for k, v in params.items()}
+
+
+def _plain_value(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, enum.Enum):
+        return _plain_value(value.value)
+    if isinstance(value, Mapping):
+        return plain_hyperparams(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return [_plain_value(v) for v in value]
+    if isinstance(value, set | frozenset):
+        items = [_plain_value(v) for v in value]
+        return sorted(items, key=lambda v: (type(v).__name__, str(v)))
+    numel = _numel(value)  # torch tensors and NumPy arrays / scalars
+    if numel is not None:
+        if numel == 1:
+            return _plain_value(value.reshape(-1)[0].item())
+        if numel <= _MAX_LISTED:
+            return _plain_value(value.tolist())
+        dtype = str(getattr(value, "dtype", "")).replace("torch.", "")
+        return f"{type(value).__name__}(shape={list(value.shape)}, dtype={dtype})"
+    return str(value)
+
+
+def _numel(value: Any) -> int | None:
+    """The element count of a tensor or array (``None`` for anything else)."""
+    shape = getattr(value, "shape", None)
+    if shape is None or not hasattr(value, "tolist") or not hasattr(value, "reshape"):
+        return None
+    try:
+        return math.prod(int(n) for n in shape)
+    except (TypeError, ValueError):
+        return None
 
 
 def tracker_params(trainer: Trainer, hyperparams: Mapping[str, Any]) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
 from scramjet.tracking import _files
 from scramjet.tracking._params import (
+    plain_hyperparams,
     plain_setting,
     result_numbers,
     scheduler_settings,
@@ -81,7 +82,10 @@ class Experiment(TrainerCallback):
         project: project name (a folder under ``root``).
         experiment: experiment name (prefix of the run folder).
         root: where runs live; created if missing.
-        hyperparams: your hyperparameters (JSON-serialisable values), saved and reported.
+        hyperparams: your hyperparameters, saved and reported as they are now (later
+            changes to the dict are not recorded). Values become JSON: dataclasses dicts
+            of their fields, one-element tensors and NumPy scalars numbers, small tensors
+            and arrays lists, paths strings, keys strings; others their ``str``.
         storage: optional fsspec URL (``s3://bucket/prefix``, ``gs://...``); the run is
             mirrored to ``<storage>/<project>/<run folder name>/`` in the background.
         storage_options: passed to fsspec (credentials come from the usual AWS/GCP config).
@@ -165,7 +169,7 @@ class Experiment(TrainerCallback):
         self.project = _files.check_name(project, "project")
         self.experiment = _files.check_name(experiment, "experiment")
         self.root = Path(root)
-        self.hyperparams = dict(hyperparams or {})
+        self.hyperparams = plain_hyperparams(hyperparams or {})
         self.storage_url = storage
         self.storage_options = dict(storage_options or {})
         self.logger_specs = list(loggers)
