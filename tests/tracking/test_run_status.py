@@ -149,6 +149,35 @@ def test_other_errors_give_failed(tmp_path: Path) -> None:
     assert info["status"] == "failed" and "disk on fire" in info["error"]
 
 
+class _StopsAt(TrainerCallback):
+    """Raises ``error`` in the middle of epoch 2, in the batch after update 9."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def on_train_step_end(self, trainer: Any, **kwargs: Any) -> None:
+        if trainer.state.global_step == 9:
+            raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "status"), [(KeyboardInterrupt(), "interrupted"), (OSError("gone"), "failed")]
+)
+def test_a_run_stopped_mid_epoch_records_its_last_step(
+    tmp_path: Path, error: BaseException, status: str
+) -> None:
+    exp = Experiment("p", "stop", root=tmp_path, log_every_n_steps=4)
+    trainer = make_trainer([exp, _StopsAt(error)])
+    with pytest.raises(BaseException):  # noqa: B017 (KeyboardInterrupt or the callback error)
+        trainer.train(tiny_data(), 3, per_device_batch_size=16)
+    info = _status(exp.run_dir)
+    assert info["status"] == status
+    assert info["last_step"] == trainer.state.global_step == 9, "the updates that completed"
+    assert info["error"] == ("KeyboardInterrupt" if status == "interrupted" else info["error"])
+    steps = [r for r in (exp.run_dir / "metrics.csv").read_text().splitlines() if ",lr," in r]
+    assert [int(r.split(",")[2]) for r in steps] == list(range(1, 10))
+
+
 class _StopStore(TrainerCallback):
     """Takes the S3 server down after the first epoch (started again by the test)."""
 

@@ -205,6 +205,7 @@ class Experiment(TrainerCallback):
         self._tracker_errors: list[str] = []
         self._metric_log: MetricLog | None = None
         self._last_step = 0  # the step results logged now are recorded at
+        self._state: Any = None  # the trainer's counters: run.json's last step after a crash
         self._history: RunHistory | None = None
         self._seen: dict[str, int] = {}
         self._last_ckpt_step = -1
@@ -458,6 +459,7 @@ class Experiment(TrainerCallback):
         }
         self._steps.clear()
         self._history = trainer.run_history  # its epoch labels the rows close() flushes
+        self._state = trainer.state
         self._metric_log = trainer.metric_log  # every rank: a reduce= log is collective
         self._metric_log.subscribe(self._on_step_values)
         self._last_ckpt_step = trainer.state.global_step if resumed else -1
@@ -781,8 +783,11 @@ class Experiment(TrainerCallback):
             if not self._finished and self._run_dir is not None and dist.is_main_process():
                 info = _files.read_json(self.run_dir / "run.json")
                 _mark_ended(info, status)
+                if self._state is not None:  # the optimizer updates completed before the end
+                    info["last_step"] = int(self._state.global_step)
                 if error is not None:
-                    info["error"] = f"{type(error).__name__}: {error}"[:500]
+                    text = f"{type(error).__name__}: {error}" if str(error) else ""
+                    info["error"] = (text or type(error).__name__)[:500]
                 _files.write_json(self.run_dir / "run.json", info)
                 if self._storage is not None:
                     self.upload_report = self._sync()
