@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,45 @@ def test_runs_shows_a_run_whose_process_vanished_as_crashed(
     run_json.write_text(json.dumps(info))
     assert main(["runs", str(tmp_path)]) == 0
     assert "running" in capsys.readouterr().out
+
+
+def _table(out: str) -> list[list[str]]:
+    """The printed table's cells, cut where the header's columns start."""
+    lines = [line for line in out.splitlines() if line.strip()]
+    starts = [m.start() for m in re.finditer(r"\S+", lines[0])]
+    ends = [*starts[1:], None]
+    return [[line[a:b].strip() for a, b in zip(starts, ends)] for line in lines]
+
+
+def test_runs_shows_the_hyperparameters_that_tell_runs_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = {lr: _run(tmp_path, lr) for lr in (0.1, 0.03)}
+    capsys.readouterr()
+    assert main(["runs", str(tmp_path)]) == 0
+    header, *rows = _table(capsys.readouterr().out)
+    assert "lr" in header and "same" not in header, "only what differs, by default"
+    column = header.index("lr")
+    assert {row[0].split("/")[1]: row[column] for row in rows} == {
+        run.name: str(lr) for lr, run in runs.items()
+    }
+    assert main(["runs", str(tmp_path), "--params", "same,lr,widht"]) == 0
+    captured = capsys.readouterr()
+    header = _table(captured.out)[0]
+    assert header[4:7] == ["same", "lr", "widht"]
+    assert "no run has a hyperparameter named 'widht'; known: lr, same" in captured.err
+    assert main(["runs", str(tmp_path), "--params", ""]) == 0
+    assert "lr" not in _table(capsys.readouterr().out)[0]
+
+
+def test_runs_lists_a_project_folder_or_one_run_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = _run(tmp_path, 0.1), _run(tmp_path, 0.3)
+    capsys.readouterr()
+    for where, expected in ((tmp_path / "proj", {a, b}), (a, {a})):
+        assert main(["runs", str(where)]) == 0
+        out = capsys.readouterr().out
+        assert "No runs" not in out
+        listed = {row[0] for row in _table(out)[1:]}
+        assert listed == {f"proj/{run.name}" for run in expected}, where

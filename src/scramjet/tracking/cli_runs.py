@@ -11,13 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from scramjet.runtime.processes import pid_alive
-from scramjet.tracking._files import read_json
+from scramjet.tracking._files import is_run_folder, read_json
+from scramjet.tracking.loggers.base import flatten_params
 from scramjet.tracking.loggers.csv import metric_series, read_metrics
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``scramjet runs``."""
-    parser.add_argument("root", nargs="?", default="runs", help="runs root folder (default: runs)")
+    parser.add_argument(
+        "root",
+        nargs="?",
+        default="runs",
+        help="runs root folder (default: runs); a project folder or one run folder works too",
+    )
     parser.add_argument("--project", help="only this project")
     parser.add_argument(
         "--metrics",
@@ -26,13 +32,27 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "else the value in results/*.json (test first, then val, then the others); "
         "RESULTS/NAME picks one results file, e.g. test/accuracy",
     )
+    parser.add_argument(
+        "--params",
+        default=None,
+        help="comma-separated hyperparameter names to show (nested names joined with '.', "
+        "e.g. lr,optim.betas); default: every hyperparameter whose value differs between "
+        "the listed runs; '' shows none",
+    )
 
 
 def find_runs(root: str | Path, project: str | None = None) -> list[Path]:
-    """Run folders (those with ``run.json`` or ``hyperparams.json``) under ``root``, oldest first."""
+    """Run folders (those with ``run.json`` or ``hyperparams.json``) under ``root``, oldest
+    first: ``root/PROJECT/RUN``, or ``root/RUN`` when ``root`` is a project folder, or
+    ``root`` itself when it is a run folder."""
     base = Path(root)
-    found = [p.parent for p in base.glob("*/*/run.json")]
-    found += [p.parent for p in base.glob("*/*/hyperparams.json") if p.parent not in found]
+    if is_run_folder(base):
+        found = [base]
+    else:
+        found = sorted({p.parent for p in base.glob("*/*/run.json")})
+        found += sorted({p.parent for p in base.glob("*/*/hyperparams.json")} - set(found))
+        if base.is_dir():  # a project folder: its runs directly under it
+            found += [p for p in sorted(base.iterdir()) if p.is_dir() and is_run_folder(p)]
     if project:
         found = [p for p in found if p.parent.name == project]
     return sorted(found, key=lambda p: (_started(_info(p)), str(p)))
@@ -83,6 +103,31 @@ def _summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
     for name in metrics:
         row[name] = series[name][1][-1] if name in series else _result_value(results, name)
     return row
+
+
+def hyperparams(run: Path) -> dict[str, Any]:
+    """The run's declared hyperparameters, nested names joined with ``.`` (``{}`` when
+    ``hyperparams.json`` is missing or damaged)."""
+    data = read_json(run / "hyperparams.json")
+    declared = data.get("hyperparams") if isinstance(data, dict) else None
+    return flatten_params(declared) if isinstance(declared, dict) else {}
+
+
+def differing(params: list[dict[str, Any]]) -> list[str]:
+    """Names whose shown value is not the same in every run (a missing name reads ``-``, as
+    ``None`` does), those most runs have first, then by name."""
+    names = {name for p in params for name in p}
+    found = [n for n in names if len({_cell(p.get(n)) for p in params}) > 1]
+    return sorted(found, key=lambda n: (-sum(n in p for p in params), n))
+
+
+#: Hyperparameter columns ``scramjet runs`` picks by itself, and their widest cell.
+_AUTO_PARAMS, _CELL = 6, 24
+
+
+def _cell(value: Any) -> str:
+    text = _fmt(math.nan if value is None else value)
+    return text if len(text) <= _CELL else text[: _CELL - 1] + "…"
 
 
 def _status(info: dict[str, Any]) -> str:
@@ -158,8 +203,32 @@ def run(args: argparse.Namespace) -> int:
     missing_everywhere = [m for m in metrics if all(_fmt(row[m]) == "-" for row in rows)]
     if missing_everywhere:  # a typo, or a name kept only in another format: say which exist
         _warn_unknown(missing_everywhere, runs)
-    header = list(rows[0])
-    table = [header] + [[_fmt(r[h]) for h in header] for r in rows]
+    declared = [hyperparams(r) for r in runs]
+    if args.params is None:
+        shown = differing(declared) if len(runs) > 1 else []
+        if len(shown) > _AUTO_PARAMS:
+            more, shown = shown[_AUTO_PARAMS:], shown[:_AUTO_PARAMS]
+            print(
+                f"scramjet runs: {len(more)} more hyperparameters differ ({', '.join(more)}); "
+                f"choose the columns with --params",
+                file=sys.stderr,
+            )
+    else:
+        shown = [p for p in args.params.split(",") if p]
+        unknown = [p for p in shown if all(p not in d for d in declared)]
+        if unknown:
+            known = sorted({n for d in declared for n in d})
+            print(
+                f"scramjet runs: warning: no run has a hyperparameter named "
+                f"{', '.join(map(repr, unknown))}; known: {', '.join(known) or 'none'}",
+                file=sys.stderr,
+            )
+    fixed = ["run", "status", "started", "epochs"]
+    header = fixed + [p if p not in metrics else f"hp.{p}" for p in shown] + metrics
+    table = [header]
+    for row, params in zip(rows, declared):
+        cells = [_fmt(row[h]) for h in fixed] + [_cell(params.get(p)) for p in shown]
+        table.append(cells + [_fmt(row[m]) for m in metrics])
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     for line in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
