@@ -8,6 +8,8 @@ window of an epoch may be shorter), gradients are clipped once per update, and
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from tests.common.world import TinyMLP, assert_same_weights, blobs, clone, make_trainer
@@ -177,3 +179,45 @@ def test_unknown_length_loader_applies_the_last_short_window() -> None:
     )
     assert trainer.state.global_step == updates == 6
     assert_same_weights(model, expected, atol=1e-6)
+
+
+class _ShortLength(_Stream):
+    """An iterable dataset whose ``__len__`` says half of what it yields (an estimate)."""
+
+    def __len__(self) -> int:
+        return len(self.data) // 2
+
+
+@pytest.mark.parametrize("accum", [1, 5])
+def test_a_length_that_falls_short_keeps_training_on_the_extra_batches(accum: int) -> None:
+    """``__len__`` of an IterableDataset is only a hint to the DataLoader: the stream may go
+    on past it. The extra batches are trained in windows of ``accum`` starting where the
+    length said the epoch ends (the window the length planned closes there), with one
+    warning. They were divided by a window of 0 or less: NaN weights (``accum=1``) or
+    gradient ascent on some batches, silently."""
+    data = blobs(n=N)  # 12 batches; the length says 23 samples: 6 batches
+    model = TinyMLP()
+    expected = clone(model)
+    opt = torch.optim.SGD(expected.parameters(), lr=LR)
+    x, y = data.tensors
+    batches = [(x[i : i + BATCH], y[i : i + BATCH]) for i in range(0, N, BATCH)]
+    bounds = [*range(0, 6, accum), *range(6, 12, accum), 12]  # windows restart at 6
+    for _epoch in range(2):
+        for start, end in itertools.pairwise(bounds):
+            for xb, yb in batches[start:end]:
+                (nn.functional.cross_entropy(expected(xb), yb) / (end - start)).backward()
+            opt.step()
+            opt.zero_grad()
+    trainer = make_trainer(model, lr=LR)
+    with pytest.warns(RuntimeWarning, match=r"more batches than its length.*6 batches") as seen:
+        trainer.train(
+            _ShortLength(data),
+            num_epochs=2,
+            per_device_batch_size=BATCH,
+            gradient_accumulation_steps=accum,
+        )
+    assert len([w for w in seen if issubclass(w.category, RuntimeWarning)]) == 1
+    assert trainer.state.global_step == 2 * (len(bounds) - 1)
+    assert_same_weights(model, expected, atol=1e-6)
+    losses = trainer.run_history.get_metric_values("train_loss_epoch")
+    assert all(loss == loss for loss in losses)  # not NaN

@@ -183,6 +183,7 @@ class Trainer:
         self._in_training_run = False
         self._end_epoch_requested = False
         self._epoch_cut = False  # the run stopped before the epoch's last batch
+        self._length_warned = False  # the training data outran its length (warned once a run)
         self.eval_label = "eval"  # what progress displays call an evaluation pass
         self._step_events = (False, False)  # whether any callback handles step start / end
         self.metric_log, self._step_in_progress = MetricLog(), 0  # trainer.log's receiver
@@ -627,6 +628,7 @@ class Trainer:
         self.collate_fn = collate_fn
         self._create_scheduler_fn = create_scheduler_fn
         self.state, self.stop_reason = TrainState(), None
+        self._length_warned = False
         if reset_run_history:
             self.run_history.reset()
         self.run_history.follow(self.state)
@@ -708,14 +710,20 @@ class Trainer:
         handler = self.callback_handler  # callbacks added mid-run take part from the next epoch
         self._step_events = (handler.has(Event.TRAIN_STEP_START), handler.has(Event.TRAIN_STEP_END))
         window, open_window, self._epoch_cut = accum, False, False
+        known, base = n_batches, 0  # the epoch's length (0: unknown); where windows start
         for batch in batches:
             i = state.batches_seen_in_epoch
-            start = i - i % accum  # this micro-batch's accumulation window: [start, end)
-            end = min(start + accum, n_batches) if n_batches else start + accum
+            if known and i >= known:  # the loader's length fell short (an estimate)
+                known, base = 0, known
+                if not self._length_warned:  # once per run
+                    self._length_warned = True
+                    _warn_length_fell_short(n_batches, accum)
+            start = i - (i - base) % accum  # this micro-batch's accumulation window: [start, end)
+            end = min(start + accum, known) if known else start + accum
             window, is_update = end - start, i + 1 == end
             batch_output = self._train_micro_step(
                 batch, window=window, first_in_window=i == start, is_update=is_update,
-                sync=is_update or not n_batches,
+                sync=is_update or not known,
             )  # fmt: skip
             state.batches_seen_in_epoch = i + 1
             state.samples_seen += batch_output["batch_size"]
@@ -723,12 +731,12 @@ class Trainer:
             if is_update:
                 self._apply_update()
                 if self._reached_max_steps() or state.stop_requested:
-                    self._epoch_cut = not n_batches or state.batches_seen_in_epoch < n_batches
+                    self._epoch_cut = not known or state.batches_seen_in_epoch < known
                     break
             if self._end_epoch_requested:
                 break
         if open_window:  # ended inside an accumulation window: end_epoch(), or unknown length
-            self._close_window(window, held=(state.batches_seen_in_epoch - 1) % accum + 1)
+            self._close_window(window, held=(state.batches_seen_in_epoch - 1 - base) % accum + 1)
         self._end_epoch_requested = False
         self._current_dl = None
         self.train_epoch_end()
@@ -1176,6 +1184,21 @@ def _check_steps_without_arguments(scheduler: object) -> None:
             f"call scheduler.step(trainer.run_history.get_latest_metric('eval_loss_epoch')); "
             f"or override Trainer.scheduler_step to pass the value it needs."
         )
+
+
+def _warn_length_fell_short(length: int, accum: int) -> None:
+    """The training loader yields more batches than ``len()`` said (an IterableDataset's
+    ``__len__`` is only a hint to the DataLoader; a sampler may say less than it yields)."""
+    windows = f" in windows of {accum} from there" if accum > 1 else ""
+    warnings.warn(
+        f"the training data yields more batches than its length says ({length} batches per "
+        f"epoch): the extra batches are trained too{windows}, but values computed from the "
+        f"length (TOTAL_UPDATE_STEPS and other scheduler placeholders, the progress bar's "
+        f"total) are short. Make __len__ of the dataset (or of the sampler) return what it "
+        f"yields, or remove it so that the length is treated as unknown.",
+        RuntimeWarning,
+        stacklevel=5,
+    )
 
 
 def _scale_gradients(optimizer: torch.optim.Optimizer, factor: float) -> None:
