@@ -465,3 +465,31 @@ def test_rounding_excess_accepts_rounding_noise_and_rejects_a_scaled_result() ->
     assert _rounding_excess(exact * 1.5, eager, exact, 1e-5) > 0
     assert _rounding_excess(exact[:10], eager, exact, 1e-5) == float("inf")
     assert _rounding_excess(other * float("nan"), eager, exact, 1e-5) == float("inf")
+
+
+def test_a_decorated_class_may_call_itself_in_init(fault_backends):
+    """Shape inference by a dummy forward in ``__init__`` (common in CNNs): the forward runs
+    eagerly until the engine is attached, then the backends start with their check. It was
+    a ``KeyError: '_scramjet_engine'``."""
+
+    @accelerate_model(backends=["WRONG"])
+    class Inferred(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+            with torch.no_grad():
+                features = self(torch.zeros(1, 3, 8, 8), features_only=True).shape[1]
+            self.head = nn.Linear(features, 2)
+
+        def forward(self, x: torch.Tensor, features_only: bool = False) -> torch.Tensor:
+            h = self.conv(x).flatten(1)
+            return h if features_only else self.head(h)
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        net = Inferred()
+        assert not _accel_warnings(record), "nothing is tried before the engine exists"
+        assert net.head.in_features == 4 * 6 * 6
+        out = net(torch.randn(2, 3, 8, 8))
+    assert out.shape == (2, 2)
+    assert len(_accel_warnings(record)) == 1 and active_backend(net) == "PYTORCH"

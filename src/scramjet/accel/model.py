@@ -306,7 +306,9 @@ def _decorate_class(
 
     @functools.wraps(base_forward)
     def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        engine: Engine = self.__dict__[_ENGINE_ATTR]
+        engine: Engine | None = self.__dict__.get(_ENGINE_ATTR)
+        if engine is None:  # called from the class's own __init__ (e.g. shape inference)
+            return base_forward(self, *args, **kwargs)
         raw = self.__dict__.get("_scramjet_raw")
         if raw is None:
             call = functools.partial(base_forward, self)
