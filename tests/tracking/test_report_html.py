@@ -137,7 +137,7 @@ def test_console_problems_are_detected(tmp_path: Path) -> None:
     assert any("broken page" in ln for ln in _console_problems(log))
 
 
-@pytest.mark.parametrize("epochs", [2, 3, 5])
+@pytest.mark.parametrize("epochs", [1, 2, 3, 5])
 def test_epoch_plots_have_whole_epoch_ticks(epochs: int) -> None:
     from scramjet.tracking.report import _line_figure
 
@@ -189,3 +189,30 @@ def test_report_written_by_the_run_shows_its_end_and_scheduler(tmp_path: Path) -
     assert "StepLR" in page
     env = json.loads((exp.run_dir / "environment.json").read_text())
     assert env["cpu_model"] and env["cpu_model"] in page
+
+
+def test_long_hyperparameter_values_wrap_inside_the_page(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "proj" / "long_20250101-000000_abcdef"
+    run.mkdir(parents=True)
+    declared = {
+        "class_names": [f"class_{i:03d}" for i in range(120)],  # one long list value
+        "data": "/mnt/" + "x" * 400,  # one long word
+        "lr": 0.1,
+    }
+    (run / "hyperparams.json").write_text(json.dumps({"hyperparams": declared}))
+    (run / "run.json").write_text(json.dumps({"status": "finished", "started": 1.0}))
+    page = build_report(run)
+    # Measured by the browser: a copy of the page that writes its own widths into the DOM.
+    probe = tmp_path / "probe.html"
+    probe.write_text(
+        page.read_text().replace(
+            "</body>",
+            "<script>document.body.insertAdjacentHTML('beforeend', '<p id=\"w\">' + "
+            "document.documentElement.scrollWidth + ' ' + "
+            "document.documentElement.clientWidth + '</p>')</script></body>",
+        )
+    )
+    dom, _ = _open(probe, tmp_path, tmp_path / "long.png")
+    scroll, client = map(int, re.search(r'<p id="w">(\d+) (\d+)</p>', dom).groups())  # type: ignore[union-attr]
+    assert scroll <= client, f"the page is {scroll} px wide in a {client} px window"
+    assert "class_119" in html_lib.unescape(dom), "the value is shown whole"

@@ -52,6 +52,9 @@ def _line_figure(
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs and steps: no 1.5
+    distinct = sorted({x for _, xs, _ in lines for x in xs})
+    if len(distinct) == 1:  # one epoch or step: the locator would tick 0.96, 0.98, ...
+        ax.set_xticks(distinct)
     ax.grid(True, alpha=0.3)
     if len(lines) > 1:
         ax.legend(fontsize=8)
@@ -113,7 +116,8 @@ def _img(data: bytes, alt: str) -> str:
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222}
 table{border-collapse:collapse;margin:8px 0 20px}td,th{border:1px solid #ccc;padding:3px 8px;
-font-size:13px;text-align:left}th{background:#f0f3f7}figure{display:inline-block;margin:6px}
+font-size:13px;text-align:left;overflow-wrap:anywhere}code{overflow-wrap:anywhere}
+td:first-child,th:first-child{overflow-wrap:break-word}th{background:#f0f3f7}figure{display:inline-block;margin:6px}
 img{max-width:600px}h2{border-bottom:2px solid #4a7bd0;padding-bottom:3px}h3{margin-bottom:4px}
 table.summary th{width:150px}.status{padding:2px 10px;border-radius:10px;font-weight:600}
 .ok{background:#d6f5d6;color:#135e13}.info{background:#dbe8fb;color:#1d4f91}
