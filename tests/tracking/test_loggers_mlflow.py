@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from logger_runs import csv_series, tracked_run
@@ -76,3 +77,51 @@ def test_mlflow_runs_share_one_store_and_read_back(
     assert {a.path for a in client.list_artifacts(run_id, "results")} == {"results/test.json"}
     model = {a.path for a in client.list_artifacts(run_id, "model")}
     assert "model/model.pt" in model
+
+
+def test_runs_of_a_new_project_started_together_share_its_experiment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two jobs of a sweep start at once: between this run's lookup of the project's MLflow
+    experiment and its creation, the other job creates it (that interleaving, forced)."""
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    store = (tmp_path / "mlruns").as_uri()
+    original = MlflowClient.create_experiment
+
+    def other_job_first(self: MlflowClient, name: str, *args: Any, **kwargs: Any) -> str:
+        monkeypatch.setattr(MlflowClient, "create_experiment", original)
+        MlflowClient(tracking_uri=store).create_experiment(name)  # the other job wins
+        return original(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(MlflowClient, "create_experiment", other_job_first)
+    exp = tracked_run(tmp_path / "runs", ("mlflow",), "sweep")
+    info = json.loads((exp.run_dir / "run.json").read_text())
+    assert info["status"] == "finished" and "logger_errors" not in info
+    client = MlflowClient(tracking_uri=store)
+    experiment = client.get_experiment_by_name("proj")
+    assert experiment is not None
+    run = client.get_run(info["mlflow_run_id"])
+    assert run.info.experiment_id == experiment.experiment_id and run.info.status == "FINISHED"
+
+
+def test_a_deleted_project_experiment_is_named_with_the_way_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from scramjet.tracking.loggers.mlflow import MLflowTracker
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    MLflowTracker(tmp_path / "a", "proj").close()
+    client = MlflowClient(tracking_uri=(tmp_path / "mlruns").as_uri())
+    experiment_id = client.get_experiment_by_name("proj").experiment_id  # type: ignore[union-attr]
+    client.delete_experiment(experiment_id)  # as the MLflow UI's delete does
+    with pytest.raises(ValueError, match=r"'proj'.*was deleted") as raised:
+        MLflowTracker(tmp_path / "b", "proj")
+    assert f"mlflow experiments restore --experiment-id {experiment_id}" in str(raised.value)
+    client.restore_experiment(experiment_id)
+    assert MLflowTracker(tmp_path / "c", "proj").run_id

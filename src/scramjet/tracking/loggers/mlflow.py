@@ -59,16 +59,35 @@ class MLflowTracker(Tracker):
         self.tracking_uri = uri
         self.client = MlflowClient(tracking_uri=uri)
         if run_id is None:
-            found = self.client.get_experiment_by_name(experiment_name)
-            exp_id = (
-                found.experiment_id if found else self.client.create_experiment(experiment_name)
-            )
+            exp_id = self._experiment_id(experiment_name)
             name = run_name or Path(run_dir).name
             run_id = self.client.create_run(
                 exp_id, run_name=name, tags=dict(tags or {})
             ).info.run_id
         self.run_id: str = run_id
         self._status = "FINISHED"
+
+    def _experiment_id(self, name: str) -> str:
+        """The id of the MLflow experiment ``name``, created if missing. Runs of a new
+        project started at the same time (a sweep) race to create it: the losers use the
+        winner's."""
+        found = self.client.get_experiment_by_name(name)
+        if found is not None and found.lifecycle_stage == "deleted":
+            raise ValueError(
+                f"The MLflow experiment {name!r} (id {found.experiment_id}) of this project was "
+                f"deleted, and MLflow refuses new runs in it. Restore it (`mlflow experiments "
+                f"restore --experiment-id {found.experiment_id}`), remove it for good (`mlflow "
+                f"gc`), or use another project name."
+            )
+        if found is not None:
+            return str(found.experiment_id)
+        try:
+            return str(self.client.create_experiment(name))
+        except Exception:  # MlflowException RESOURCE_ALREADY_EXISTS, from any store
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return str(found.experiment_id)
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
         """Log the params not logged yet (MLflow params cannot change)."""
