@@ -86,6 +86,18 @@ class _Placeholder(_Expr):
             raise ValueError(
                 f"Placeholder {self.key!r} has no value here; available: {sorted(values)}."
             )
+        if self.key in values.get(_UNKNOWN, ()):
+            fix = (
+                "pass max_num_train_steps=N to train()"
+                if self.key == "total_update_steps"
+                else "give the training dataset a __len__"
+            )
+            raise ValueError(
+                f"{self!r} is unknown here: the training data has no length (an "
+                f"IterableDataset without __len__, or a generator), so the number of updates "
+                f"cannot be counted ahead; resolving it would give the scheduler 0. To fix it, "
+                f"{fix}, or build the scheduler with explicit step counts."
+            )
         return values[self.key]
 
     def __repr__(self) -> str:
@@ -120,13 +132,31 @@ def _resolve(value: Any, values: Mapping[str, Any]) -> Any:
     return value
 
 
-def resolve_placeholders(fn: Callable[..., Any], values: Mapping[str, Any]) -> Callable[..., Any]:
-    """Replace placeholder values in a ``functools.partial``'s arguments (nested too)."""
+_UNKNOWN = "__unknown__"  # key, in the values, of the names whose value is unknown
+
+
+def resolve_placeholders(
+    fn: Callable[..., Any], values: Mapping[str, Any], unknown: frozenset[str] = frozenset()
+) -> Callable[..., Any]:
+    """Replace placeholder values in a ``functools.partial``'s arguments (nested too).
+
+    A placeholder named in ``unknown`` (a length the Trainer cannot know) is an error
+    that says how to give it a value, except for the schedulers defined here, which
+    check their step counts themselves and say the same.
+    """
     if not isinstance(fn, functools.partial):
         return fn
+    if unknown and not _checks_its_own_steps(fn):
+        values = {**values, _UNKNOWN: unknown}
     args = tuple(_resolve(a, values) for a in fn.args)
     kwargs = {k: _resolve(v, values) for k, v in fn.keywords.items()}
     return functools.partial(resolve_placeholders(fn.func, values), *args, **kwargs)
+
+
+def _checks_its_own_steps(fn: Callable[..., Any]) -> bool:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return isinstance(fn, type) and issubclass(fn, _StepScheduler)
 
 
 class _StepScheduler(LRScheduler):

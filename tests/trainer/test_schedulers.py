@@ -192,6 +192,43 @@ def test_iterable_dataset_without_a_step_budget_says_how_to_fix() -> None:
         )
 
 
+@pytest.mark.parametrize(
+    ("make", "budget", "named", "fix"),
+    [
+        (
+            lambda P: functools.partial(
+                torch.optim.lr_scheduler.StepLR, step_size=P.NUM_UPDATE_STEPS_PER_EPOCH
+            ),
+            6,
+            "NUM_UPDATE_STEPS_PER_EPOCH",
+            "__len__",
+        ),
+        (
+            lambda P: functools.partial(
+                torch.optim.lr_scheduler.OneCycleLR, max_lr=0.1, total_steps=P.TOTAL_UPDATE_STEPS
+            ),
+            None,
+            "TOTAL_UPDATE_STEPS",
+            "max_num_train_steps",
+        ),
+    ],
+)
+def test_a_length_placeholder_without_a_length_names_itself_and_the_fix(
+    make: Any, budget: int | None, named: str, fix: str
+) -> None:
+    # torch's own schedulers, given 0, fail with "integer modulo by zero" at the first
+    # step or "Expected positive integer total_steps"; the Trainer says what is missing.
+    trainer = make_trainer(TinyMLP())
+    with pytest.raises(ValueError, match=rf"TrainerPlaceholderValues\.{named} is unknown.*{fix}"):
+        trainer.train(
+            _Stream(),
+            num_epochs=1,
+            per_device_batch_size=4,
+            max_num_train_steps=budget,
+            create_scheduler_fn=make(TrainerPlaceholderValues),
+        )
+
+
 def test_placeholders_inside_containers_and_dataloader_lengths() -> None:
     P = TrainerPlaceholderValues
     seen: dict[str, Any] = {}

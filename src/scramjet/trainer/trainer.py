@@ -403,7 +403,9 @@ class Trainer:
             "train_dataloader_len": safe_len(self._train_dl),
             "eval_dataloader_len": safe_len(self._eval_dl),
         }
-        scheduler: Scheduler = resolve_placeholders(self._create_scheduler_fn, values)(
+        lengths = ("num_update_steps_per_epoch", "total_update_steps", "train_dataloader_len")
+        unknown = frozenset(k for k in lengths if values[k] == 0)  # no length: not countable
+        scheduler: Scheduler = resolve_placeholders(self._create_scheduler_fn, values, unknown)(
             self.optimizer
         )
         if type(self).scheduler_step is Trainer.scheduler_step:  # an override may pass values
