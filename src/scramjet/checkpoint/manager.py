@@ -480,11 +480,17 @@ class CheckpointManager:
                 saved=True,
             ) from index_error
 
+    def _keep_seqs(self, found: list[CheckpointInfo]) -> set[int]:
+        """The ``seq`` of every checkpoint rotation keeps: the last ``keep_last``, and the
+        ``keep_best`` best by ``monitor``."""
+        keep = {c.seq for c in (found if self.keep_last is None else found[-self.keep_last :])}
+        keep.update(c.seq for c in self._ranked_best(found)[: self.keep_best])
+        return keep
+
     def _rotate(self, found: list[CheckpointInfo], *, background: bool = False) -> OSError | None:
         """Delete what no longer needs keeping; return the error of the index write, if any
         (deletion goes ahead: the new checkpoint is durable, the index only a cache)."""
-        keep = {c.seq for c in (found if self.keep_last is None else found[-self.keep_last :])}
-        keep.update(c.seq for c in self._ranked_best(found)[: self.keep_best])
+        keep = self._keep_seqs(found)
         kept = [c for c in found if c.seq in keep]
         doomed = [c.path for c in found if c.seq not in keep]
         for path in doomed:

@@ -168,14 +168,22 @@ def load_remote(
     *,
     local_dir: str | os.PathLike[str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    include_local: bool = True,
 ) -> LoadResult:
     """Restore ``state`` from the newest good checkpoint under ``url`` (or from one file).
+
+    Checkpoints in ``local_dir`` that are newer than everything at ``url`` (saved by a
+    :class:`RemoteCheckpointManager` whose upload failed, or was cut short by the end of
+    the process) come first, with a warning: they hold the latest progress.
 
     Args:
         url: A remote folder of checkpoints, or one checkpoint file.
         state: Entries to restore, as for :meth:`CheckpointManager.load`.
         local_dir: Where downloaded files go (default :func:`default_local_dir`).
         storage_options: Passed to fsspec.
+        include_local: Consider the local copies that are newer than the remote folder
+            (False: the remote folder only, e.g. when processes on other machines must
+            load the same file).
 
     Raises:
         FileNotFoundError: Nothing to load at ``url``.
@@ -187,25 +195,44 @@ def load_remote(
     if fs.isfile(root):
         name = root.rsplit("/", 1)[-1]
         return manager.load(state, which=_fetch(fs, root, folder / name, reuse=False))
-    names = [name for _, name in reversed(_remote_names(fs, root))]
-    if not names:
+    remote = _remote_names(fs, root)
+    highest = remote[-1][0] if remote else 0
+    # Complete local copies newer than the store: saved, then not uploaded (the store was
+    # down, or the process died first). They hold the latest progress.
+    pending = [n for q, n in _local_names(folder) if q > highest] if include_local else []
+    names = [name for _, name in reversed(remote)]
+    candidates = [*reversed(pending), *names]
+    if not candidates:
         raise FileNotFoundError(
             f"no checkpoint at {url!r}: neither a checkpoint file (as trainer.save_checkpoint "
             "writes) nor a folder of files named ckpt-<seq>-step<step>.pt (as "
             "SaveTrainingStateCallback writes). Check the URL, or start without resume_from."
         )
     errors = []
-    for i, name in enumerate(names):
-        local = _fetch(fs, f"{root}/{name}", folder / name)
+    for i, name in enumerate(candidates):
+        only_local = name in pending
+        where = str(folder / name) if only_local else f"{url}/{name}"
+        if only_local:
+            warnings.warn(
+                f"checkpoint {name} in {str(folder)!r} is newer than everything at {url}: it "
+                "was saved but not uploaded; resuming from this local copy (a "
+                "RemoteCheckpointManager of this folder uploads it with its next save)",
+                stacklevel=3,
+            )
+        local = folder / name if only_local else _fetch(fs, f"{root}/{name}", folder / name)
         try:
             return manager.load(state, which=local)
         except CorruptCheckpointError as error:
             errors.append(str(error))
-            local.unlink(missing_ok=True)  # never reuse a damaged copy
-            if i + 1 < len(names):
+            if not only_local:
+                local.unlink(missing_ok=True)  # never reuse a damaged download
+            if i + 1 < len(candidates):
+                following = candidates[i + 1]
+                following_at = (
+                    str(folder / following) if following in pending else f"{url}/{following}"
+                )
                 warnings.warn(
-                    f"{error} (downloaded from {url}/{name}); trying the previous "
-                    f"checkpoint {url}/{names[i + 1]}",
+                    f"{error} (from {where}); trying the previous checkpoint {following_at}",
                     stacklevel=3,
                 )
     raise CorruptCheckpointError(folder / names[0], "no readable checkpoint: " + "; ".join(errors))
@@ -339,12 +366,37 @@ class RemoteCheckpointManager(CheckpointManager):
             folder, self.url, storage_options, workers=1, max_attempts=upload_attempts
         )
         self.not_uploaded: dict[str, str] = {}  # file name -> last upload error
+        # Names local rotation deleted: with keep_best, only these are deleted remotely.
+        self._rotated_away: set[str] = set()
         try:
             remote = _remote_names(self.storage.fs, self.storage.remote_root)
         except Exception as error:  # listing failed: numbering follows the local folder
             warnings.warn(f"could not list {self.url}: {error}", RuntimeWarning, stacklevel=2)
             remote = []
         self._remote_highest = remote[-1][0] if remote else 0
+        self._adopt_pending(remote)
+
+    def _adopt_pending(self, remote: list[tuple[int, str]]) -> None:
+        """Local copies newer than the remote folder were saved by an earlier process whose
+        upload failed or was cut short: keep them (rotation skips them) and upload them
+        with the next save."""
+        on_remote = {name for _, name in remote}
+        pending = [
+            name
+            for seq, name in _local_names(self.directory)
+            if seq > self._remote_highest and name not in on_remote
+        ]
+        if not pending:
+            return
+        for name in pending:
+            self.not_uploaded[name] = "saved by an earlier process and not uploaded"
+        warnings.warn(
+            f"{len(pending)} checkpoint(s) in {str(self.directory)!r} are newer than "
+            f"everything at {self.url}: an earlier process saved them but they were not "
+            f"uploaded ({', '.join(pending)}). They are kept and uploaded with the next save.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
     def __repr__(self) -> str:
         return f"RemoteCheckpointManager({self.url!r}, local_dir={str(self.directory)!r})"
@@ -356,6 +408,8 @@ class RemoteCheckpointManager(CheckpointManager):
     def _rotate(self, found: list[CheckpointInfo], *, background: bool = False) -> OSError | None:
         # A file that is not uploaded yet is never rotated away locally.
         kept = [c for c in found if c.path.name not in self.not_uploaded]
+        keep = self._keep_seqs(kept)
+        self._rotated_away.update(c.path.name for c in kept if c.seq not in keep)
         return super()._rotate(kept, background=background)
 
     def _send(self, name: str) -> str | None:
@@ -392,7 +446,10 @@ class RemoteCheckpointManager(CheckpointManager):
         try:
             names = _remote_names(fs, root)
             for _, name in names[: max(0, len(names) - self.keep_last)]:
+                if self.keep_best and name not in self._rotated_away:
+                    continue  # among the best, or its metrics are unknown here: kept
                 fs.rm_file(f"{root}/{name}")
+                self._rotated_away.discard(name)
         except Exception as error:  # rotation is tidying: the next save tries again
             warnings.warn(f"could not rotate {self.url}: {error}", RuntimeWarning, stacklevel=2)
 
@@ -418,6 +475,18 @@ class RemoteCheckpointManager(CheckpointManager):
                 saved=True,
             )
         self._remove_rotated_remote()
+
+
+def _local_names(folder: Path) -> list[tuple[int, str]]:
+    """``(seq, name)`` of the checkpoint files in a local folder, oldest first."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for entry in os.scandir(folder):
+        match = _NAME_RE.match(entry.name)
+        if match is not None and entry.is_file():
+            found.append((int(match[1]), entry.name))
+    return sorted(found)
 
 
 def _seq(name: str) -> int:

@@ -221,7 +221,9 @@ def restore(
         location = found
     targets = _targets(trainer, include_optimizer)
     if remote.is_url(location):
-        result = remote.load_remote(str(location), targets, local_dir=local_dir)
+        result = remote.load_remote(
+            str(location), targets, local_dir=local_dir, include_local=_one_machine()
+        )
     else:
         manager, which = _manager_for(Path(location))
         result = manager.load(targets, which=which)
@@ -288,6 +290,10 @@ def auto_location(trainer: Trainer) -> tuple[str | None, str | None]:
     found: bool | None = None
     if dist.is_main_process():
         found = remote.has_checkpoints(location)
+        if not found and remote.is_url(location) and _one_machine():
+            # copies saved here whose upload never succeeded (load_remote prefers them)
+            folder = local or remote.default_local_dir(location)
+            found = remote.has_checkpoints(folder)
     found = dist.broadcast_object(found)
     if not found:
         trainer.print(f"resume_from='auto': no checkpoint in {location}; starting fresh")
@@ -315,6 +321,11 @@ def flush_checkpoints(manager: CheckpointManager | None) -> None:
     dist.barrier()
     if error is not None:
         raise error
+
+
+def _one_machine() -> bool:
+    """Whether every process runs on this machine (and so sees the same local folder)."""
+    return dist.get_world_size() == dist.read_env().local_world_size
 
 
 def _manager_for(path: Path) -> tuple[CheckpointManager, str | Path]:
