@@ -33,6 +33,7 @@ import re
 import threading
 import warnings
 import weakref
+import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -281,6 +282,13 @@ class CheckpointManager:
         self._deleter: threading.Thread | None = None
         self._writer = BackgroundWriter("scramjet-checkpoint-writer")
         self._snapshots = Snapshotter()
+        if self.directory.exists() and not self.directory.is_dir():
+            raise NotADirectoryError(
+                f"CheckpointManager needs a directory for its checkpoint files, but "
+                f"{str(self.directory)!r} is a file. Pass a folder (created if missing); to "
+                "load one checkpoint file, use load(which=path) on a manager of another "
+                "folder, or trainer.load_checkpoint(path)."
+            )
         self.directory.mkdir(parents=True, exist_ok=True)
         self._key = os.path.realpath(self.directory)
 
@@ -776,10 +784,27 @@ def read_checkpoint(
     except FileNotFoundError:
         raise
     except Exception as error:  # torch raises RuntimeError, EOFError, UnpicklingError, ...
-        reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-        raise CorruptCheckpointError(path, reason) from error
+        raise CorruptCheckpointError(path, _unreadable_reason(path, error)) from error
     problem = check_layout(payload, checked)
     if problem is not None:
         raise CorruptCheckpointError(path, problem)
     checked_payload: dict[str, Any] = payload
     return checked_payload
+
+
+def _unreadable_reason(path: Path, error: Exception) -> str:
+    """Why ``torch.load`` could not read ``path``, in terms of the file (torch's message
+    for a file that is no zip archive is about ``mmap`` and ``torch.save`` options)."""
+    try:
+        size = path.stat().st_size
+        is_zip = zipfile.is_zipfile(path)
+    except OSError:
+        size, is_zip = -1, True
+    if size == 0:
+        return "the file is empty (0 bytes): a copy or a write that did not complete"
+    if not is_zip:
+        return (
+            f"the file ({size} bytes) is not a torch.save archive, so not a checkpoint "
+            "(written by CheckpointManager.save, trainer.save_checkpoint or write_checkpoint)"
+        )
+    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"

@@ -1,0 +1,34 @@
+"""Clear errors for checkpoint paths and files that are not what they should be."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from scramjet.checkpoint import CheckpointManager, CorruptCheckpointError, read_checkpoint
+
+
+def test_a_manager_of_a_file_says_it_needs_a_directory(tmp_path: Path) -> None:
+    path = tmp_path / "last.pt"
+    path.write_bytes(b"x")
+    with pytest.raises(NotADirectoryError, match=r"needs a directory.*last\.pt' is a file"):
+        CheckpointManager(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [(b"", r"the file is empty \(0 bytes\)"), (b"hello", r"\(5 bytes\) is not a torch.save")],
+)
+def test_a_file_that_is_no_archive_is_named_as_such(
+    tmp_path: Path, content: bytes, reason: str
+) -> None:
+    path = tmp_path / "ckpt-000001-step1.pt"
+    path.write_bytes(content)
+    with pytest.raises(CorruptCheckpointError, match=reason) as failed:
+        read_checkpoint(path)
+    assert "mmap" not in str(failed.value)  # torch's message is about its own options
+    manager = CheckpointManager(tmp_path)
+    with pytest.raises(CorruptCheckpointError, match=reason):
+        manager.load({"model": torch.nn.Linear(2, 2)})
