@@ -32,3 +32,13 @@ def test_a_file_that_is_no_archive_is_named_as_such(
     manager = CheckpointManager(tmp_path)
     with pytest.raises(CorruptCheckpointError, match=reason):
         manager.load({"model": torch.nn.Linear(2, 2)})
+
+
+def test_load_checkpoint_of_a_missing_path_names_the_call_it_came_from(tmp_path: Path) -> None:
+    from scramjet import Trainer
+
+    model = torch.nn.Linear(2, 2)
+    trainer = Trainer(model, torch.nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.1))
+    with pytest.raises(FileNotFoundError, match=r"checkpoint '.*nope\.pt' does not exist") as e:
+        trainer.load_checkpoint(tmp_path / "nope.pt")
+    assert "load_checkpoint()" in str(e.value)

@@ -334,10 +334,11 @@ def _manager_for(path: Path) -> tuple[CheckpointManager, str | Path]:
     if path.is_file():
         return CheckpointManager(path.parent, keep_last=None), path
     raise FileNotFoundError(
-        f"resume_from={str(path)!r} does not exist. Pass a checkpoint file written by "
-        f"trainer.save_checkpoint, a directory written by SaveTrainingStateCallback "
-        f"or CheckpointManager, a URL of either (s3://...), or 'auto' (the newest "
-        f"checkpoint of the SaveTrainingStateCallback folder, or a fresh start)."
+        f"checkpoint {str(path)!r} does not exist. resume_from= and load_checkpoint() take "
+        f"a checkpoint file written by trainer.save_checkpoint, a directory written by "
+        f"SaveTrainingStateCallback or CheckpointManager, or a URL of either (s3://...); "
+        f"resume_from= also takes 'auto' (the newest checkpoint of the "
+        f"SaveTrainingStateCallback folder, or a fresh start)."
     )
 
 
