@@ -371,3 +371,29 @@ def test_brochure_multiverse_example_runs_on_cpu(tmp_path: Path) -> None:
     assert result["orders_differ_between_epochs"]
     assert result["sum_is_twice_mean"]
     assert len(list((tmp_path / "ckpt" / "cnn").glob("ckpt-*.pt"))) == 1
+
+
+def test_time_machine_names_a_wrapped_craft_after_its_scope(tmp_path: Path) -> None:
+    # After mv.sync(net) the craft is wrapped (DistributedDataParallel, DataParallel):
+    # drop() and to() still use the craft's scope, so a single-process run finds it.
+    tm = TimeMachine(ckpt_path=tmp_path, save_path=tmp_path)
+    path = tm.drop(torch.nn.DataParallel(_net(3.0, scope="cnn")))
+    assert path is not None and path.parent.name == "cnn"
+    restored = _net(0.0, scope="cnn")
+    tm.to(restored, frozen=True)
+    assert float(restored.head.weight[0, 0]) == 3.0
+    wrapped = torch.nn.DataParallel(_net(0.0, scope="cnn"))
+    tm.to(wrapped, frozen=True)
+    assert float(wrapped.module.head.weight[0, 0]) == 3.0
+
+
+def test_time_machine_folder_without_anchors_is_explained(tmp_path: Path) -> None:
+    tm = TimeMachine(ckpt_path=tmp_path, save_path=tmp_path, max_anchors=1)
+    tm.drop(_net(1.0))  # NET/ckpt-1
+    tm.drop(_net(2.0), file="last.pth")  # removes NET/ckpt-1: max_anchors counts all files
+    with pytest.raises(FileNotFoundError) as info:
+        tm.to(_net(0.0))
+    message = str(info.value)
+    assert "NET" in message and "max_anchors" in message and "manager" not in message
+    tm.wait()  # drops are durable when they return; wait() and close() are accepted
+    tm.close()

@@ -199,7 +199,19 @@ class TimeMachine:
 
     @staticmethod
     def _name(craft: nn.Module, file: str | os.PathLike[str]) -> str:
-        return str(file) or str(getattr(craft, "scope", "") or type(craft).__name__)
+        """``file``, else the craft's ``scope``, also through wrappers (DDP after
+        ``mv.sync()``, DataParallel, an accelerated model), else its class name."""
+        if str(file):
+            return str(file)
+        inner = _unwrap(craft)
+        scope = getattr(craft, "scope", "") or getattr(inner, "scope", "")
+        return str(scope or type(inner).__name__)
+
+    def wait(self) -> None:
+        """Nothing to wait for: :meth:`drop` returns once its file is written and synced."""
+
+    def close(self) -> None:
+        """Nothing to release: :meth:`drop` returns once its file is written and synced."""
 
     @staticmethod
     def _is_file_name(file: str | os.PathLike[str]) -> bool:
@@ -225,7 +237,7 @@ class TimeMachine:
         """
         if self.save_path is None:
             raise ValueError("TimeMachine(save_path=...) is needed to drop checkpoints.")
-        model = getattr(craft, "module", craft)
+        model = _unwrap(craft)
         entry: Any = model
         if save_scope:
             prefix = save_scope.rstrip(".") + "."
@@ -335,16 +347,31 @@ class TimeMachine:
             if file and Path(file).is_absolute()
             else self.ckpt_path / self._name(craft, file)
         )
-        model = getattr(craft, "module", craft)
+        model = _unwrap(craft)
         if target.is_file():
             return _load_file(model, target, ckpt_scope, frozen)
         if target.is_dir():
             manager = CheckpointManager(target, keep_last=None)
+            if manager.latest_path is None:
+                raise FileNotFoundError(
+                    f"no checkpoint in {str(target)!r}: the folder holds no anchor (a "
+                    "TimeMachine with max_anchors removes the oldest files of save_path, "
+                    "whatever their folder). Pass the file or folder that holds the "
+                    "checkpoint as file=..., or raise max_anchors."
+                )
             return manager.load({"model": model}, "latest", strict=frozen, scope=ckpt_scope)
         raise FileNotFoundError(
             f"no checkpoint at {str(target)!r}: expected a checkpoint file or a folder "
             "written by TimeMachine.drop(); check ckpt_path and file."
         )
+
+
+def _unwrap(craft: Any) -> Any:
+    """The craft inside its wrappers (``DistributedDataParallel``, ``DataParallel``, ...)."""
+    seen = 0
+    while isinstance(getattr(craft, "module", None), nn.Module) and seen < 8:
+        craft, seen = craft.module, seen + 1
+    return craft
 
 
 def _load_file(model: nn.Module, path: Path, scope: str | None, strict: bool) -> LoadResult:
