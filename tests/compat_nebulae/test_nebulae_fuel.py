@@ -215,3 +215,17 @@ def test_a_missing_file_list_names_both_paths(tmp_path: Path, monkeypatch) -> No
     assert "relative to the current directory" in message  # and how to fix it
     assert not Path("out.hdf5").exists()
     assert raw.is_dir()
+
+
+def test_a_batch_larger_than_the_data_is_explained(tmp_path: Path) -> None:
+    # 6 samples, batch_size=8, in_same_size=True (the default): no full batch exists.
+    dst = tmp_path / "train.hdf5"
+    generator(make_raw(tmp_path)).generate(str(dst), 8, 8, encode="PNG", progress=False)
+    tank = depot.Tank(str(dst), {"image": "uint8", "label": "int64"}, batch_size=8)
+    assert (len(tank), tank.MPE) == (6, 0)
+    with pytest.raises(ValueError) as info:
+        tank.next()
+    message = str(info.value)
+    assert "batch_size=8" in message and "6 samples" in message and "in_same_size=False" in message
+    loose = depot.Tank(str(dst), {"image": "uint8", "label": "int64"}, 8, in_same_size=False)
+    assert len(loose.next()["label"]) == 6

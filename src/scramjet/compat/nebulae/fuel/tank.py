@@ -223,7 +223,21 @@ class Tank:
         self._it = iter(self.loader)
 
     def next(self) -> Any:
-        """The next batch; a new, reshuffled epoch starts when one ends."""
+        """The next batch; a new, reshuffled epoch starts when one ends.
+
+        Raises:
+            ValueError: an epoch holds no batch (fewer samples than ``batch_size`` with
+                ``in_same_size=True``).
+        """
+        if self.MPE == 0:
+            share = len(self.sampler)
+            where = "" if share == len(self) else f" ({share} for each of the processes)"
+            raise ValueError(
+                f"Tank.next(): no batch to give: {len(self)} samples{where} and "
+                f"batch_size={self.loader.batch_size} with in_same_size=True, which drops "
+                "the incomplete last batch, so an epoch has none. Lower batch_size, or "
+                "pass in_same_size=False to get the smaller batch."
+            )
         if self._it is None:
             self._start_epoch()
         try:
