@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 import re
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from torch.utils.data import TensorDataset
 from scramjet.callbacks import TrainerCallback
 from scramjet.dashboard import Dashboard, moving_average, render_curve
 from scramjet.dashboard._plot import smooth_series
+from scramjet.dashboard._view import plain_lines
 from scramjet.trainer import Trainer
 
 
@@ -131,3 +133,22 @@ def test_nebulae_dashboard_prints_no_line_twice_at_exit(tmp_path: Path) -> None:
         "test epoch 2 1/1",
         "script over",
     ], done.stdout
+
+
+def test_gauge_rates_count_only_the_steps_timed() -> None:
+    # gauge() is called after a step: the first call of an epoch starts the clock, so its
+    # own step was not timed. One step every 0.1 s is 10 steps/s, not 20 after two calls;
+    # a stage gauged once per epoch (a test accuracy) has no rate to show.
+    board = Dashboard(file=io.StringIO(), show_memory=False)
+    for epoch in range(2):
+        board.gauge({"loss": 1.0}, 0, epoch, 4, "train", samples=8)
+        time.sleep(0.1)
+        board.gauge({"loss": 0.9}, 1, epoch, 4, "train", samples=8)
+        board.gauge({"acc": 0.5}, 0, epoch, 1, "test")
+        stages = {st.name: st for st in board.snapshot().stages}
+        assert 40 <= stages["train"].rate <= 82  # 8 samples in >= 0.1 s (was 16)
+        assert stages["train"].eta == pytest.approx(0.2, rel=0.5)  # 2 steps at <= 10/s
+        assert math.isnan(stages["test"].rate)  # nothing was timed
+    line = next(ln for ln in plain_lines(board.snapshot()) if ln.startswith("test"))
+    assert line.startswith("test epoch 2 1/1 | -- steps/s | done"), line
+    board.close()

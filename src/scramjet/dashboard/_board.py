@@ -46,6 +46,9 @@ class _Stage:
     # (done, samples) read at snapshot time, for the Trainer's own counters.
     probe: Callable[[], tuple[int, int]] | None = None
     base: tuple[int, int] = (0, 0)
+    # (steps, samples) gauged by the call that opened the stage: gauge() runs after a
+    # step, so that step finished before the clock started and is not in the rate.
+    untimed: tuple[int, int] = (0, 0)
 
 
 def _check_format(fmt: Mapping[str, Any] | None) -> dict[str, tuple[str, Any]]:
@@ -200,8 +203,10 @@ class Dashboard(TrainerCallback):
             return
         with self._lock:
             st = self._stages.get(stage)
-            if st is None or st.epoch != epoch or mile < st.done - 1 or st.finished:
+            opened = st is None or st.epoch != epoch or mile < st.done - 1 or st.finished
+            if opened:
                 st = self._stages[stage] = _Stage(stage, epoch=epoch)
+            assert st is not None
             st.done, st.total = mile + 1, mpe
             st.finished = mile + 1 >= mpe
             if st.finished:
@@ -211,6 +216,8 @@ class Dashboard(TrainerCallback):
             if samples is not None:
                 st.samples += int(samples)
                 st.has_samples = True
+            if opened:
+                st.untimed = (st.done, st.samples)
             self._entries.setdefault(stage, {}).update(entry)
             if mile % interval == 0 or st.finished:
                 step, x = epoch * mpe + mile + 1, epoch + (mile + 1) / mpe
@@ -305,9 +312,13 @@ class Dashboard(TrainerCallback):
             d, s = st.probe()
             st.done, st.samples = d, s - st.base[1]
         end = st.ended if st.ended is not None else now
-        elapsed = st.busy if st.busy > 0 else max(end - st.started, 1e-9)
-        steps = st.done - st.base[0]
-        work = st.samples if st.has_samples else steps
+        steps, samples = st.done - st.base[0], st.samples
+        if st.busy > 0:  # the durations given to gauge() time every step
+            elapsed = st.busy
+        else:  # the wall clock since the stage opened, which excludes the steps before it
+            elapsed = max(end - st.started, 1e-9)
+            steps, samples = steps - st.untimed[0], samples - st.untimed[1]
+        work = samples if st.has_samples else steps
         rate = work / elapsed if work else math.nan
         steps_rate = steps / elapsed if steps else 0.0
         left = (st.total - st.done) if st.total else None
