@@ -148,3 +148,22 @@ def test_bad_arguments_are_explained() -> None:
         Dashboard(format={"acc": ("tailor", ".1f")})
     with pytest.raises(ValueError, match="mpe"):
         Dashboard(file=io.StringIO()).gauge({"loss": 1.0}, mile=0, epoch=0, mpe=0, stage="t")
+
+
+def test_a_narrow_terminal_keeps_the_newest_points_of_a_curve() -> None:
+    # span=60 does not fit in 40 columns: the curve is drawn with fewer points, ending at
+    # the newest one, instead of being cropped on the right (which hid the newest points).
+    board = Dashboard(span=60, divisor=5, file=io.StringIO(), show_memory=False)
+    for mile in range(100):
+        board.gauge({"loss": float(mile)}, mile, 0, 100, "train")  # a rising line
+    board.close()
+    for width in (40, 24):
+        console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+        console.print(render(board.snapshot(), width))
+        lines = console.export_text().splitlines()
+        top = next(i for i, ln in enumerate(lines) if "┤" in ln)
+        grid = lines[top : top + 5]
+        assert all(len(ln) <= width for ln in grid), grid
+        assert grid[0].split("┤")[0].strip() == "99"  # the y axis reaches the newest value
+        assert grid[0].endswith("•"), grid  # and it is drawn in the last column
+        assert lines[top + 6].split()[-1] == "1"  # the x axis ends at epoch 1.0 (step 100)

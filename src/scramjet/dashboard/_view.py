@@ -194,15 +194,27 @@ def render(snapshot: Snapshot, width: int) -> Any:
     if snapshot.memory:
         parts.append(Text(snapshot.memory, style="dim"))
     for metric, series in snapshot.curves.items():
-        caption = (
-            f"{metric}  (moving average {snapshot.window}, last {snapshot.span} points, x: epochs)"
-        )
+        span, curve = fitted_curve(series, snapshot, width)
+        caption = f"{metric}  (moving average {snapshot.window}, last {span} points, x: epochs)"
         parts.append(Text(caption, style="bold"))
-        curve = render_curve(
-            series, span=snapshot.span, divisor=snapshot.divisor, window=snapshot.window
-        )
         parts.append(Text("\n".join(curve), no_wrap=True, overflow="crop"))
     return Group(*parts)
+
+
+def fitted_curve(
+    series: dict[str, list[tuple[float, float]]], snapshot: Snapshot, width: int
+) -> tuple[int, list[str]]:
+    """``(span, lines)``: the curve with as many of the last ``snapshot.span`` points as
+    fit in ``width`` columns, so a narrow terminal shows the newest points (cropping the
+    right edge would hide them)."""
+    span = snapshot.span
+    for _ in range(3):  # fewer points may change the y labels' width: fit again
+        lines = render_curve(series, span=span, divisor=snapshot.divisor, window=snapshot.window)
+        widest = max(len(line) for line in lines[: snapshot.divisor])
+        if widest <= width or span <= 2:
+            break
+        span = max(2, span - (widest - width))
+    return span, lines
 
 
 class LiveView:
