@@ -213,5 +213,30 @@ def test_save_training_state_writes_rotated_checkpoints_and_resumes(tmp_path: Pa
 def test_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="decay must be in"):
         ModelEmaCallback(decay=1.0)
-    with pytest.raises(ValueError, match="every_n_steps must be ≥ 1 or None; received 0"):
+    with pytest.raises(ValueError, match=r"every_n_steps must be a whole number ≥ 1.*received 0"):
         SaveTrainingStateCallback(tmp_path, every_n_steps=0)
+    with pytest.raises(ValueError, match=r"every_n_epochs must be a whole number ≥ 1.*0\.5"):
+        SaveTrainingStateCallback(tmp_path, every_n_epochs=0.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="keep_best=1 needs monitor="):
+        SaveTrainingStateCallback(tmp_path, keep_best=1)
+    with pytest.raises(ValueError, match="mode must be 'min' or 'max'; received 'lowest'"):
+        SaveTrainingStateCallback(tmp_path, keep_best=1, monitor="score", mode="lowest")
+
+
+def test_save_training_state_keeps_the_best_checkpoint_by_a_metric(tmp_path: Path) -> None:
+    scores = [0.5, 0.1, 0.4, 0.3]  # the best (epoch 2) is neither the first nor the newest
+
+    class Score(TrainerCallback):
+        def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+            trainer.run_history.update_metric("score", scores[trainer.state.epoch])
+
+    saver = SaveTrainingStateCallback(
+        tmp_path / "ckpt", keep_last=1, keep_best=1, monitor="score", async_write=False
+    )
+    trainer = make_trainer(TinyMLP(), callbacks=[Score(), saver])
+    trainer.train(blobs(n=8), num_epochs=4, per_device_batch_size=4)
+    assert saver._manager is not None
+    saver._manager.wait()
+    kept = sorted(p.name for p in (tmp_path / "ckpt").glob("*.pt"))
+    assert len(kept) == 2 and "step4" in kept[0] and "step8" in kept[1], kept
+    assert saver._manager.best_path is not None and "step4" in saver._manager.best_path.name

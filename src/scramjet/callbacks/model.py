@@ -275,6 +275,11 @@ class SaveTrainingStateCallback(TrainerCallback):
         every_n_steps: also save every N optimizer updates (mid-epoch).
         every_n_epochs: save at the end of every N-th epoch (None to disable).
         keep_last: how many recent checkpoints to keep.
+        keep_best: also keep this many best checkpoints by ``monitor`` (on the store too,
+            for a URL), so rotation never deletes the best one.
+        monitor: the metric that ranks checkpoints for ``keep_best``, a name the run
+            records (``eval_loss_epoch``, say); its latest value goes with each save.
+        mode: ``"min"`` if a lower ``monitor`` is better, ``"max"`` if higher is.
         async_write: write checkpoints in a background thread (False: inside the save).
         save_on_preemption: save and stop on ``SIGTERM`` (see above).
         local_dir: for a URL ``directory``: the local folder of the copies (default: a
@@ -293,11 +298,28 @@ class SaveTrainingStateCallback(TrainerCallback):
         save_on_preemption: bool = True,
         local_dir: str | os.PathLike[str] | None = None,
         storage_options: dict[str, Any] | None = None,
+        keep_best: int = 0,
+        monitor: str | None = None,
+        mode: str = "min",
     ) -> None:
-        if every_n_steps is not None and every_n_steps < 1:
-            raise ValueError(f"every_n_steps must be ≥ 1 or None; received {every_n_steps}.")
-        if every_n_epochs is not None and every_n_epochs < 1:
-            raise ValueError(f"every_n_epochs must be ≥ 1 or None; received {every_n_epochs}.")
+        for name, every in (("every_n_steps", every_n_steps), ("every_n_epochs", every_n_epochs)):
+            if every is not None and (
+                isinstance(every, bool) or not isinstance(every, int) or every < 1
+            ):
+                raise ValueError(
+                    f"{name} must be a whole number ≥ 1, or None to turn it off; received "
+                    f"{every!r}. For a save twice an epoch, say, pass every_n_steps=<updates "
+                    f"per epoch // 2>."
+                )
+        if isinstance(keep_best, bool) or not isinstance(keep_best, int) or keep_best < 0:
+            raise ValueError(f"keep_best must be a whole number ≥ 0; received {keep_best!r}.")
+        if keep_best and not monitor:
+            raise ValueError(
+                f"keep_best={keep_best} needs monitor='<metric name>' (eval_loss_epoch, say) "
+                f"to tell which checkpoints are best."
+            )
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode must be 'min' or 'max'; received {mode!r}.")
         self.url = str(directory).rstrip("/") if remote.is_url(directory) else None
         if self.url is not None:
             self.directory = Path(local_dir or remote.default_local_dir(self.url))
@@ -306,6 +328,7 @@ class SaveTrainingStateCallback(TrainerCallback):
         self.every_n_steps = every_n_steps
         self.every_n_epochs = every_n_epochs
         self.keep_last = keep_last
+        self.keep_best, self.monitor, self.mode = keep_best, monitor, mode
         self.async_write = async_write
         self.storage_options = storage_options
         self._manager: CheckpointManager | None = None
@@ -325,6 +348,8 @@ class SaveTrainingStateCallback(TrainerCallback):
     def _save(self, trainer: Trainer) -> None:
         if self._manager is None and trainer.is_main_process:
             options: dict[str, Any] = {"keep_last": self.keep_last, "async_write": self.async_write}
+            if self.keep_best:
+                options.update(keep_best=self.keep_best, monitor=self.monitor, mode=self.mode)
             if self.url is not None:
                 self._manager = remote.RemoteCheckpointManager(
                     self.url, self.directory, storage_options=self.storage_options, **options

@@ -192,10 +192,16 @@ def save_to_manager(trainer: Trainer, manager: CheckpointManager | None) -> Path
         if isinstance(value, int | float):
             metrics[name] = float(value)
     path = None
+    failure: BaseException | None = None
     if trainer.is_main_process and manager is not None:
         epoch = trainer.state.epoch + (1 if trainer.state.epoch_finished else 0)
-        path = manager.save(state, step=trainer.state.global_step, epoch=epoch, metrics=metrics)
+        try:
+            path = manager.save(state, step=trainer.state.global_step, epoch=epoch, metrics=metrics)
+        except Exception as error:  # raised after the barrier: the other ranks must not wait
+            failure = error
     dist.barrier()
+    if failure is not None:
+        raise failure
     return path
 
 
