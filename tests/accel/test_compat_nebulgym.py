@@ -69,7 +69,8 @@ def test_seed_names_and_signatures():
     ]
     assert list(inspect.signature(ng.TrainingLearner).parameters)[:2] == ["model", "backends"]
     for fn in (ng.accelerate_model, ng.patch_torch_module):
-        assert list(inspect.signature(fn).parameters) == ["backends", "patch_backprop"]
+        # nebulgym's own order: patch_backprop is its one positional parameter
+        assert list(inspect.signature(fn).parameters) == ["patch_backprop", "backends"]
     for fn in (ng.accelerate_dataset, ng.patch_dataset):
         assert list(inspect.signature(fn).parameters) == ["preloaded_data", "max_memory_size"]
     data = ng.NebulDataset([torch.ones(2), torch.zeros(2)], preloaded_data=1, max_memory_size=10)
@@ -112,3 +113,37 @@ def test_patch_backprop_is_on_by_default_as_nebulgym_documents():
     from scramjet.accel import accelerate_model
 
     assert _hidden_grad_rows(accelerate_model(backends=["PYTORCH"])) == dense
+
+
+def test_positional_arguments_mean_what_they_meant_in_nebulgym():
+    # nebulgym: accelerate_model(patch_backprop=True, ...), patch_torch_module(patch_backprop,
+    # ...); backends came by keyword. A list first (this layer's earlier order) still works.
+    dense = _hidden_grad_rows(ng.accelerate_model(backends=["PYTORCH"], patch_backprop=False))
+    assert _hidden_grad_rows(ng.accelerate_model(False, ["PYTORCH"])) == dense
+    assert _hidden_grad_rows(ng.patch_torch_module(True, backends=["PYTORCH"])) == 26
+    assert _hidden_grad_rows(ng.accelerate_model(["PYTORCH"], False)) == dense
+    assert _hidden_grad_rows(ng.accelerate_model(["PYTORCH"])) == 26
+
+
+def test_decorator_misuse_is_explained():
+    class Net(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x
+
+    class Data(torch.utils.data.Dataset):
+        def __getitem__(self, i: int) -> int:
+            return i
+
+        def __len__(self) -> int:
+            return 3
+
+    for decorator, cls in (
+        (ng.patch_torch_module, Net),
+        (ng.accelerate_model, Net),
+        (ng.patch_dataset, Data),
+        (ng.accelerate_dataset, Data),
+    ):
+        with pytest.raises(TypeError, match=rf"@{decorator.__name__}\(\)"):
+            decorator(cls)  # @patch_torch_module without parentheses
+    with pytest.raises(TypeError, match="patch_backprop must be True or False"):
+        ng.accelerate_model(patch_backprop="False", backends=["PYTORCH"])

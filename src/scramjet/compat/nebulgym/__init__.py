@@ -34,28 +34,65 @@ from scramjet.accel.model import accelerate_model as _accelerate_model
 T = TypeVar("T")
 
 
+def _no_class(name: str, value: object, first: str) -> None:
+    """A class where the first argument belongs: the decorator was used without ``()``."""
+    if isinstance(value, type):
+        raise TypeError(
+            f"@{name} was applied to {value.__name__} without parentheses, so the class "
+            f"was taken as {first}. Write @{name}() (or with arguments, e.g. "
+            f"@{name}({_ARGS_EXAMPLE[name]}))."
+        )
+
+
+_ARGS_EXAMPLE = {
+    "accelerate_model": "backends=['PYTORCH']",
+    "patch_torch_module": "backends=['PYTORCH']",
+    "accelerate_dataset": "max_memory_size=2 * 1024**3",
+    "patch_dataset": "max_memory_size=2 * 1024**3",
+}
+
+
+def _model_decorator(name: str, patch_backprop: Any, backends: Any) -> Callable[[type[T]], type[T]]:
+    _no_class(name, patch_backprop, "patch_backprop")
+    # nebulgym's first parameter is patch_backprop; a list (or a name) first is the
+    # backends, as this layer's earlier signature and nebulgym's document order had it.
+    if isinstance(patch_backprop, str | list | tuple) and (
+        backends is None or isinstance(backends, bool)
+    ):
+        patch_backprop, backends = (True if backends is None else backends), patch_backprop
+    if not isinstance(patch_backprop, bool):
+        raise TypeError(
+            f"@{name}(): patch_backprop must be True or False; received {patch_backprop!r}. "
+            f"Pass backends by keyword, e.g. @{name}(patch_backprop=False, "
+            "backends=['PYTORCH'])."
+        )
+    return _accelerate_model(backends=backends, patch_backprop=patch_backprop)  # type: ignore[no-any-return]
+
+
 def accelerate_model(
-    backends: Sequence[str] | None = None, patch_backprop: bool = True
+    patch_backprop: bool = True, backends: Sequence[str] | None = None
 ) -> Callable[[type[T]], type[T]]:
     """Class decorator with nebulgym's signature; see :func:`scramjet.accel.accelerate_model`.
 
     Args:
+        patch_backprop: meProp sparse backward, on by default as in nebulgym (head and
+            small layers stay dense); ``False`` keeps the exact backward. nebulgym's one
+            positional parameter: ``@accelerate_model(False)`` turns it off. A list of
+            backends given first is taken as ``backends``.
         backends: ``"PYTORCH"``, ``"COMPILE"``, ``"ONNXRUNTIME"``, ``"RAMMER"`` in priority
             order (``None`` = the measured default for the model's device).
-        patch_backprop: meProp sparse backward, on by default as in nebulgym (head and
-            small layers stay dense); ``False`` keeps the exact backward.
 
     Returns:
         A decorator returning a same-named subclass.
     """
-    return _accelerate_model(backends=backends, patch_backprop=patch_backprop)  # type: ignore[no-any-return]
+    return _model_decorator("accelerate_model", patch_backprop, backends)
 
 
 def patch_torch_module(
-    backends: Sequence[str] | None = None, patch_backprop: bool = True
+    patch_backprop: bool = True, backends: Sequence[str] | None = None
 ) -> Callable[[type[T]], type[T]]:
     """nebulgym's older name for :func:`accelerate_model`."""
-    return accelerate_model(backends=backends, patch_backprop=patch_backprop)
+    return _model_decorator("patch_torch_module", patch_backprop, backends)
 
 
 def accelerate_dataset(
@@ -70,6 +107,7 @@ def accelerate_dataset(
     Returns:
         A decorator returning a same-named subclass.
     """
+    _no_class("accelerate_dataset", preloaded_data, "preloaded_data")
     return _accelerate_dataset(preloaded_data=preloaded_data, max_memory_size=max_memory_size)
 
 
@@ -77,7 +115,8 @@ def patch_dataset(
     preloaded_data: int = 0, max_memory_size: int | None = None
 ) -> Callable[[type[T]], type[T]]:
     """nebulgym's older name for :func:`accelerate_dataset`."""
-    return accelerate_dataset(preloaded_data=preloaded_data, max_memory_size=max_memory_size)
+    _no_class("patch_dataset", preloaded_data, "preloaded_data")
+    return _accelerate_dataset(preloaded_data=preloaded_data, max_memory_size=max_memory_size)
 
 
 class NebulDataset(CachedDataset):
