@@ -167,3 +167,17 @@ def test_a_narrow_terminal_keeps_the_newest_points_of_a_curve() -> None:
         assert grid[0].split("┤")[0].strip() == "99"  # the y axis reaches the newest value
         assert grid[0].endswith("•"), grid  # and it is drawn in the last column
         assert lines[top + 6].split()[-1] == "1"  # the x axis ends at epoch 1.0 (step 100)
+
+
+def test_a_curve_that_turns_nan_says_so_and_keeps_its_x_axis() -> None:
+    # The loss diverges at step 7 of 10: the curve stops there, the x axis still reaches
+    # the newest step, and a line says how many shown points are not drawn.
+    pts = [(i / 10, 1.0 / i if i < 7 else math.nan) for i in range(1, 11)]
+    lines = render_curve({"train": pts}, span=10, divisor=4, window=3)
+    grid = [ln.split("┤", 1)[1] for ln in lines[:4]]
+    assert ["".join(col).strip() != "" for col in zip(*grid)].count(True) == 6  # steps 1-6
+    assert lines[5].split()[-1] == "1"  # x axis: 0.1 ... 1 (step 10)
+    assert "4 of the last 10 points are NaN or infinite" in lines[-1]
+    # Nothing finite at all: said as such, not "(no data yet)".
+    diverged = render_curve({"train": [(0.5, math.nan), (1.0, math.inf)]}, span=10)
+    assert diverged == ["(no finite value to draw: the last 2 points are NaN or infinite)"]

@@ -58,11 +58,15 @@ def smooths(points: Points) -> bool:
 
 
 def smooth_series(points: Points, window: int) -> list[tuple[float, float]]:
-    """``points`` with the moving average of :func:`moving_average` when :func:`smooths`."""
+    """``points`` with the moving average of :func:`moving_average` when :func:`smooths`.
+
+    A point whose own value is NaN or infinite stays so: the average of its neighbours
+    would draw a value the run never had (a diverged loss would look alive).
+    """
     xs = [float(p[0]) for p in points]
     ys = [float(p[1]) for p in points]
     if window > 1 and smooths(points):
-        ys = moving_average(ys, window)
+        ys = [a if math.isfinite(y) else y for a, y in zip(moving_average(ys, window), ys)]
     return list(zip(xs, ys))
 
 
@@ -81,12 +85,14 @@ def _visible(series: Mapping[str, Points], span: int) -> tuple[float, float, flo
     each of its last ``span`` points gets a column ``dx`` apart; sparser stages
     (per-epoch evaluation) are placed by their x value on the same scale.
     """
-    finite = {s: [x for x, y in pts if math.isfinite(y)] for s, pts in series.items()}
-    finite = {s: xs for s, xs in finite.items() if xs}
-    if not finite:
+    if not any(math.isfinite(y) for pts in series.values() for _, y in pts):
         return None
-    shown = max(finite.values(), key=len)[-span:]
-    x_hi = max(max(xs) for xs in finite.values())
+    # The axis covers every point, drawn or not: a curve that turns NaN stops short of
+    # the axis' end instead of seeming to end at the newest step.
+    placed = {s: [x for x, _ in pts if math.isfinite(x)] for s, pts in series.items()}
+    placed = {s: xs for s, xs in placed.items() if xs}
+    shown = max(placed.values(), key=len)[-span:]
+    x_hi = max(max(xs) for xs in placed.values())
     x_lo = min(shown[0], x_hi)
     dx = (shown[-1] - shown[0]) / (len(shown) - 1) if len(shown) > 1 else 0.0
     if dx <= 0:
@@ -163,7 +169,10 @@ def render_curve(
     smoothed = {stage: smooth_series(pts, window) for stage, pts in series.items()}
     bounds = _visible(smoothed, span)
     if bounds is None:
-        return ["(no data yet)"]
+        given = sum(len(pts) for pts in series.values())
+        if not given:
+            return ["(no data yet)"]
+        return [f"(no finite value to draw: the last {_points(given)} NaN or infinite)"]
     x_lo, x_hi, dx = bounds
     cols = _columns(smoothed, x_lo, x_hi, dx, span)
     values = [v for per_stage in cols.values() for v in per_stage.values()]
@@ -181,4 +190,16 @@ def render_curve(
     pad = max(len(s) for s in labels) + 1
     lines = [f"{lab:>{pad}} ┤{''.join(row)}" for lab, row in zip(labels, grid)]
     lines.extend(_x_axis(pad, span, x_lo, x_hi, dx, list(cols)))
+    eps = dx * 1e-6
+    inside = [y for pts in series.values() for x, y in pts if x_lo - eps <= x <= x_hi + eps]
+    bad = sum(1 for y in inside if not math.isfinite(float(y)))
+    if bad:
+        lines.append(
+            " " * (pad + 2) + f"! {bad} of the last {_points(len(inside))} NaN or infinite "
+            "(not drawn)"
+        )
     return lines
+
+
+def _points(n: int) -> str:
+    return "point is" if n == 1 else f"{n} points are"
