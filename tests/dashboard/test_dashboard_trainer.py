@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -190,3 +192,26 @@ def test_nothing_is_queued_outside_a_rank_0_run() -> None:
     output = {"loss": torch.tensor(1.0), "batch_size": 4}
     board.on_train_step_end(None, batch=None, batch_output=output)  # type: ignore[arg-type]
     assert board.snapshot().curves == {}
+
+
+def test_log_png_draws_no_average_where_the_loss_is_nan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from matplotlib.axes import Axes
+
+    drawn: list[list[float]] = []
+    real_plot = Axes.plot
+
+    def spy(self: Axes, xs: Any, ys: Any, *args: Any, **kwargs: Any) -> Any:
+        drawn.append([float(y) for y in ys])
+        return real_plot(self, xs, ys, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "plot", spy)
+    board = Dashboard(log_path=str(tmp_path), window=3, file=io.StringIO(), show_memory=False)
+    for mile in range(6):
+        board.gauge({"loss": 1.0 if mile < 3 else math.nan}, mile, 0, 6, "train")
+    board.log(tachograph=False)
+    board.close()
+    raw, average = drawn
+    assert math.isnan(raw[-1])
+    assert [math.isnan(y) for y in average] == [False] * 3 + [True] * 3, average

@@ -55,7 +55,7 @@ def png_bytes(metric: str, series: Mapping[str, Sequence[Row]], window: int) -> 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from scramjet.dashboard._plot import moving_average, smooths
+    from scramjet.dashboard._plot import smooth_series, smooths
 
     fig = Figure(figsize=(7, 4), dpi=100)
     FigureCanvasAgg(fig)
@@ -66,7 +66,9 @@ def png_bytes(metric: str, series: Mapping[str, Sequence[Row]], window: int) -> 
         marker = "o" if len(rows) < 50 else None
         if window > 1 and smooths(list(zip(xs, ys))):
             ax.plot(xs, ys, alpha=0.3, marker=marker)
-            ax.plot(xs, moving_average(ys, window), label=f"{stage} (avg {window})")
+            # NaN where the value is NaN: no averaged point the run never had
+            average = [y for _, y in smooth_series(list(zip(xs, ys)), window)]
+            ax.plot(xs, average, label=f"{stage} (avg {window})")
         else:
             ax.plot(xs, ys, label=stage, marker=marker)
     ax.set_xlabel("epoch")
