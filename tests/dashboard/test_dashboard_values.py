@@ -152,3 +152,29 @@ def test_gauge_rates_count_only_the_steps_timed() -> None:
     line = next(ln for ln in plain_lines(board.snapshot()) if ln.startswith("test"))
     assert line.startswith("test epoch 2 1/1 | -- steps/s | done"), line
     board.close()
+
+
+def test_tailor_gets_numbers_and_a_failing_format_never_stops_the_loop() -> None:
+    out = io.StringIO()
+    board = Dashboard(
+        file=out,
+        show_memory=False,
+        format={"acc": ("tailor", lambda v: f"{v:.2f}!"), "bad": ("tailor", lambda v: 1 / 0)},
+    )
+    with pytest.warns(RuntimeWarning, match="'bad'.*ZeroDivisionError"):
+        for mile in range(2):  # a one-element tensor, as gauge() documents
+            board.gauge({"acc": torch.tensor([0.25]), "bad": 1.0}, mile, 0, 2, "train")
+    board.close()
+    line = out.getvalue().splitlines()[-1]
+    assert "acc 0.25!" in line and "bad 1" in line, line
+    with pytest.raises(ValueError, match="'%d'"):
+        Dashboard(format={"acc": ("raw", "%d")})  # not a format() spec: refused at once
+
+
+def test_text_values_are_shown_but_not_plotted() -> None:
+    out = io.StringIO()
+    board = Dashboard(file=out, show_memory=False)
+    board.gauge({"loss": 0.5, "model": "resnet18"}, 0, 0, 1, "train")
+    assert set(board.snapshot().curves) == {"loss"}
+    board.close()
+    assert "model resnet18" in out.getvalue()

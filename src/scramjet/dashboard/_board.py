@@ -65,6 +65,15 @@ def _check_format(fmt: Mapping[str, Any] | None) -> dict[str, tuple[str, Any]]:
                 f"format[{name!r}] uses 'tailor', which needs a function value -> str as its "
                 f"second item; received {arg!r}."
             )
+        if kind in ("raw", "percent") and arg is not None:
+            try:
+                format(0.5, arg)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"format[{name!r}] = {spec!r}: {arg!r} is not a format() spec for a "
+                    f"number; use one such as '.4f', '.2e' or '.3g', e.g. "
+                    f"{{{str(name)!r}: ({kind!r}, '.4f')}}."
+                ) from None
         out[str(name)] = (kind, arg)
     return out
 
@@ -163,6 +172,7 @@ class Dashboard(TrainerCallback):
         self._started = False
         self._active = False  # True during a Trainer run on rank 0: per-step losses are queued
         self._printed: dict[str, tuple[float, int, bool]] = {}  # stage: (began, done, finished)
+        self._failed_formats: set[str] = set()  # tailor functions that raised (warned once)
 
     # ------------------------------------------------------------------ nebulae calls
     def gauge(
@@ -222,6 +232,8 @@ class Dashboard(TrainerCallback):
             if mile % interval == 0 or st.finished:
                 step, x = epoch * mpe + mile + 1, epoch + (mile + 1) / mpe
                 for name, value in entry.items():
+                    if isinstance(value, str):  # text (a model name) is shown, not plotted
+                        continue
                     self._add_point(str(name), stage, [x, step, epoch, mile, _detach(value)])
         self._start()
         if st.finished and self._prints_plain:
@@ -340,7 +352,21 @@ class Dashboard(TrainerCallback):
         if kind == "inviz":
             return None
         if kind == "tailor":
-            return str(arg(value))
+            # A tensor (kept as given, unsynced) reaches the function as a number.
+            number = _as_float(value) if hasattr(value, "item") else value
+            try:
+                return str(arg(number))
+            except Exception as error:  # the display never stops the training loop
+                if name not in self._failed_formats:
+                    self._failed_formats.add(name)
+                    warnings.warn(
+                        f"Dashboard: format[{name!r}]'s tailor function raised "
+                        f"{type(error).__name__}: {error} for the value {number!r}; the "
+                        "value is shown as a number instead.",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+                kind, arg = "raw", None
         number = _as_float(value)
         if kind == "percent":
             return f"{number * 100:{arg or '.2f'}}%"
