@@ -222,3 +222,52 @@ def test_storage_failing_mid_run_gives_upload_failed_and_keeps_files(
     assert main(["runs", str(tmp_path / "runs")]) == 0
     line = next(x for x in capfd.readouterr().out.splitlines() if exp.run_dir.name in x)
     assert "upload-failed" in line.split()
+
+
+def _train_loss_steps(run: Path) -> list[int]:
+    rows = (run / "metrics.csv").read_text().splitlines()[1:]
+    return [int(r.split(",")[2]) for r in rows if r.startswith("step,") and ",train_loss," in r]
+
+
+def test_train_called_again_from_step_zero_starts_a_new_run_folder(tmp_path: Path) -> None:
+    # Staged training (a frozen backbone, then all weights) on one Trainer and Experiment:
+    # the second train() starts at step 0, so in the same folder its rows would repeat
+    # steps 1..N and its checkpoints would mix with the first stage's.
+    exp = Experiment("p", "stages", root=tmp_path, log_every_n_steps=1, checkpoint="epoch")
+    trainer = make_trainer([exp])
+    trainer.train(tiny_data(), 2, per_device_batch_size=16)
+    first = exp.run_dir
+    trainer.train(tiny_data(), 1, per_device_batch_size=16)
+    second = exp.run_dir
+    assert second != first and second.parent == first.parent
+    assert _train_loss_steps(first) == list(range(1, 13))
+    assert _train_loss_steps(second) == list(range(1, 7))
+    assert _status(first)["status"] == _status(second)["status"] == "finished"
+    assert _status(second)["previous_run"] == first.name and "resumed" not in _status(second)
+    assert [p.name for p in (first / "checkpoints").glob("*.pt")] == ["ckpt-000002-step12.pt"]
+    assert [p.name for p in (second / "checkpoints").glob("*.pt")] == ["ckpt-000001-step6.pt"]
+
+
+def test_train_resumed_in_the_same_process_continues_the_same_run_folder(tmp_path: Path) -> None:
+    exp = Experiment("p", "more", root=tmp_path, log_every_n_steps=1, checkpoint="epoch")
+    trainer = make_trainer([exp])
+    trainer.train(tiny_data(), 2, per_device_batch_size=16)
+    first = exp.run_dir
+    trainer.train(tiny_data(), 3, per_device_batch_size=16, resume_from=exp.checkpoint_dir)
+    assert exp.run_dir == first
+    assert _train_loss_steps(first) == list(range(1, 19))
+    assert "previous_run" not in _status(first)
+
+
+def test_train_again_after_a_failure_leaves_the_failed_run_as_it_ended(tmp_path: Path) -> None:
+    exp = Experiment("p", "retry", root=tmp_path, log_every_n_steps=1)
+    stop = _StopsAt(OSError("disk gone"))
+    trainer = make_trainer([exp, stop])
+    with pytest.raises(Exception, match="disk gone"):
+        trainer.train(tiny_data(), 3, per_device_batch_size=16)
+    failed = exp.run_dir
+    trainer.train(tiny_data(), 1, per_device_batch_size=16)  # 6 updates: stop is not reached
+    assert exp.run_dir != failed
+    assert _status(failed)["status"] == "failed" and _train_loss_steps(failed) == list(range(1, 11))
+    assert _status(exp.run_dir)["status"] == "finished"
+    assert _train_loss_steps(exp.run_dir) == list(range(1, 7))

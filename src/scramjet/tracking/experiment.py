@@ -210,6 +210,8 @@ class Experiment(TrainerCallback):
         self._seen: dict[str, int] = {}
         self._last_ckpt_step = -1
         self._finished = False
+        self._trained = False  # a train() used this Experiment already
+        self._previous_run: Path | None = None
 
     @staticmethod
     def _check_options(checkpoint: Any, mode: str, every: int, on_storage_error: str) -> None:
@@ -382,6 +384,8 @@ class Experiment(TrainerCallback):
         )
         if resumed:
             info.setdefault("resumed", []).append(time.time())
+        if self._previous_run is not None:
+            info["previous_run"] = self._previous_run.name
         self._write_json("run.json", info, periodic=True)
 
     def _make_tracker(self, spec: str | Tracker) -> Tracker:
@@ -447,6 +451,10 @@ class Experiment(TrainerCallback):
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """Open the run folder, restore a resumed run, write hyperparameters and environment."""
         self._last_sync = time.monotonic()  # the first batch of uploads: sync_every_s from now
+        fresh = trainer.state.global_step == 0 and trainer.state.epoch == 0
+        if self._trained and fresh:
+            self._next_run(trainer)
+        self._trained = True
         self.start()
         if trainer.is_main_process and self._writer is None:
             self._open(self._reopened or (self.run_dir / "run.json").exists())
@@ -493,6 +501,27 @@ class Experiment(TrainerCallback):
             copy = _files.copy_script(self.run_dir, _files.launch_script())
             if copy is not None:
                 self._upload(copy.relative_to(self.run_dir).as_posix(), periodic=True)
+
+    def _next_run(self, trainer: Trainer) -> None:
+        """A new ``train()`` from step 0 with this Experiment: a new run folder.
+
+        Its rows would repeat the earlier run's steps and its checkpoints would mix with
+        them, so the earlier folder stays as it ended and the new one names it
+        (``previous_run`` in ``run.json``). A ``train()`` that resumes a checkpoint (its
+        step > 0) continues the current folder instead.
+        """
+        previous = self._run_dir
+        if self._writer is not None or self._storage is not None:  # never closed: a crash
+            self.close()
+        self._run_dir, self._reopened, self._restored_dir = None, False, None
+        self.resume, self._manager, self._finished = None, None, False
+        self._trackers, self._tracker_errors, self._last_step = [], [], 0
+        self._previous_run = previous
+        if previous is not None:
+            trainer.print(
+                f"Experiment: train() started again from step 0, so this is a new run; the "
+                f"earlier one stays in {previous}."
+            )
 
     def _self_restore(self, trainer: Trainer) -> None:
         ckpts = self.checkpoint_dir
@@ -617,7 +646,7 @@ class Experiment(TrainerCallback):
         self._flush_steps(trainer)
         self._log_epoch_metrics(trainer)
         _files.save_weights(trainer.unwrapped_model, self.run_dir / "model")
-        self.finish(trainer)  # trackers flushed and closed; reopened by a next train()
+        self.finish(trainer)  # trackers flushed and closed (a resuming train() reopens them)
         if self._storage is not None:
             self._storage.close()
             self._storage = None
