@@ -215,3 +215,35 @@ def test_log_png_draws_no_average_where_the_loss_is_nan(
     raw, average = drawn
     assert math.isnan(raw[-1])
     assert [math.isnan(y) for y in average] == [False] * 3 + [True] * 3, average
+
+
+def test_a_second_train_call_continues_the_curves() -> None:
+    # Two phases (train the head, then fine-tune): the second run's points follow the
+    # first's on the x axis instead of being drawn (and averaged) on top of them.
+    board = Dashboard(file=io.StringIO(), show_memory=False)
+    trainer = _train(board, epochs=2)
+    trainer.train(
+        TensorDataset(torch.randn(96, 6), torch.randint(0, 3, (96,))),
+        num_epochs=1,
+        per_device_batch_size=16,
+        eval_dataset=TensorDataset(torch.randn(32, 6), torch.randint(0, 3, (32,))),
+    )
+    curves = board.snapshot().curves["loss"]
+    train_x = [x for x, _ in curves["train"]]
+    assert train_x == sorted(train_x) and len(set(train_x)) == 18, train_x
+    assert train_x[-1] == pytest.approx(3.0)
+    assert [x for x, _ in curves["eval"]] == [1.0, 2.0, 3.0]
+
+
+def test_a_standalone_evaluate_is_shown_when_it_runs() -> None:
+    out = io.StringIO()
+    board = Dashboard(file=out, show_memory=False)
+    trainer = _train(board, epochs=1)
+    before = out.getvalue()
+    trainer.evaluate(
+        TensorDataset(torch.randn(48, 6), torch.randint(0, 3, (48,))), per_device_batch_size=16
+    )
+    lines = out.getvalue()[len(before) :].splitlines()
+    assert len(lines) == 1 and lines[0].startswith("eval epoch 1 3/3 "), lines
+    assert [x for x, _ in board.snapshot().curves["loss"]["eval"]] == [1.0, 1.0]  # same model
+    assert not board._started  # the display is closed again

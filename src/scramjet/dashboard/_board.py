@@ -173,6 +173,9 @@ class Dashboard(TrainerCallback):
         self._active = False  # True during a Trainer run on rank 0: per-step losses are queued
         self._printed: dict[str, tuple[float, int, bool]] = {}  # stage: (began, done, finished)
         self._failed_formats: set[str] = set()  # tailor functions that raised (warned once)
+        # Added to a Trainer run's epochs on the x axis, so that a second train() call
+        # (a fine-tuning phase) continues the curves instead of overlaying the first.
+        self._x_offset = 0
 
     # ------------------------------------------------------------------ nebulae calls
     def gauge(
@@ -454,7 +457,10 @@ class Dashboard(TrainerCallback):
             loss = pending.popleft()
             self._loss_steps += 1
             self._epoch_losses += 1
-            x = epoch + self._epoch_losses / per_epoch if per_epoch else float(self._loss_steps)
+            if per_epoch:
+                x = self._x_offset + epoch + self._epoch_losses / per_epoch
+            else:
+                x = float(self._loss_steps)
             row = [x, self._loss_steps, epoch, self._epoch_losses - 1, _as_float(loss)]
             self._add_point("loss", "train", row)
             self._entries.setdefault("train", {})["loss"] = loss
@@ -466,6 +472,19 @@ class Dashboard(TrainerCallback):
             return
         self._trainer = trainer
         self._active = True
+        with self._lock:
+            self._drain()
+            last = max(
+                (
+                    row[0]
+                    for by_stage in self._series.values()
+                    for rows in by_stage.values()
+                    for row in rows
+                ),
+                default=None,
+            )
+            if last is not None:  # points of an earlier run: start after them
+                self._x_offset = max(0, math.ceil(last - 1e-9) - trainer.state.epoch)
         from scramjet.callbacks.progress import ProgressBarCallback
 
         if any(isinstance(cb, ProgressBarCallback) for cb in trainer.callbacks):
@@ -516,6 +535,16 @@ class Dashboard(TrainerCallback):
         if self._prints_plain:
             self._print_plain(["train"])
 
+    def on_evaluation_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Show a standalone ``trainer.evaluate()`` (a training run's display is already on)."""
+        if trainer.is_main_process and not trainer.in_training_run:
+            self._start()
+
+    def on_evaluation_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Close the display a standalone ``evaluate()`` opened."""
+        if trainer.is_main_process and not trainer.in_training_run:
+            self.close()
+
     def on_eval_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """Open the eval stage."""
         if not trainer.is_main_process:
@@ -526,8 +555,8 @@ class Dashboard(TrainerCallback):
         with self._lock:
             self._stages["eval"] = _Stage(
                 "eval",
-                epoch=trainer.state.epoch,
-                epochs=rc.num_epochs,
+                epoch=_epoch_of(trainer),
+                epochs=rc.num_epochs if trainer.in_training_run else None,
                 total=total,
                 has_samples=True,
             )
@@ -564,7 +593,7 @@ class Dashboard(TrainerCallback):
         """Copy the latest epoch metrics of ``stage`` from the run history."""
         history = trainer.run_history
         step = self._loss_steps
-        epoch = trainer.state.epoch
+        epoch = _epoch_of(trainer)
         with self._lock:
             for full in sorted(history.get_metric_names()):
                 if not full.startswith(stage + "_"):
@@ -577,7 +606,14 @@ class Dashboard(TrainerCallback):
                 name = short.removesuffix("_epoch")
                 if stage == "train" and name == "loss":
                     continue  # the per-step loss curve already covers it
-                self._add_point(name, stage, [epoch + 1.0, step, epoch, 0, _as_float(values[-1])])
+                x = self._x_offset + epoch + 1.0
+                self._add_point(name, stage, [x, step, epoch, 0, _as_float(values[-1])])
+
+
+def _epoch_of(trainer: Trainer) -> int:
+    """The epoch being run, or after a run (a standalone ``evaluate()``) the last one done."""
+    epoch = trainer.state.epoch
+    return epoch if trainer.in_training_run else max(epoch - 1, 0)
 
 
 def _detach(value: Any) -> Any:
