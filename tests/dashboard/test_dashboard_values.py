@@ -178,3 +178,17 @@ def test_text_values_are_shown_but_not_plotted() -> None:
     assert set(board.snapshot().curves) == {"loss"}
     board.close()
     assert "model resnet18" in out.getvalue()
+
+
+def test_gauge_takes_numpy_integers() -> None:
+    import numpy as np
+
+    out = io.StringIO()
+    board = Dashboard(file=out, show_memory=False)
+    mpe = np.ceil(10 / 4).astype(int)  # 3, a numpy integer, as loops often compute it
+    for mile in np.arange(mpe):
+        board.gauge({"loss": 0.5}, mile, np.int64(0), mpe, "train", interval=np.int64(1))
+    board.close()
+    assert out.getvalue().splitlines()[-1].startswith("train epoch 1 3/3 ")
+    with pytest.raises(ValueError, match="mile"):
+        board.gauge({"loss": 0.5}, 1.5, 0, 3, "train")  # type: ignore[arg-type]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import collections
 import math
+import numbers
 import sys
 import threading
 import time
@@ -205,13 +206,17 @@ class Dashboard(TrainerCallback):
                 instead of the wall clock.
             samples: Samples in this step; throughput is then in samples/s, else steps/s.
         """
-        if not isinstance(mpe, int) or mpe < 1 or not isinstance(mile, int) or mile < 0:
+        if not _integral(mpe) or mpe < 1 or not _integral(mile) or mile < 0:
             raise ValueError(
                 f"gauge() needs int mile >= 0 and int mpe >= 1; received mile={mile!r}, "
                 f"mpe={mpe!r}. Pass the 0-based step and the number of steps per epoch."
             )
-        if not isinstance(interval, int) or interval < 1:
+        if not _integral(interval) or interval < 1:
             raise ValueError(f"interval must be an int >= 1; received {interval!r}.")
+        if not _integral(epoch) or epoch < 0:
+            raise ValueError(f"gauge() needs an int epoch >= 0 (0-based); received {epoch!r}.")
+        # NumPy integers (np.arange loops) count as ints; stored as Python ints.
+        mile, epoch, mpe, interval = int(mile), int(epoch), int(mpe), int(interval)
         if not _is_main_process():
             return
         with self._lock:
@@ -608,6 +613,11 @@ class Dashboard(TrainerCallback):
                     continue  # the per-step loss curve already covers it
                 x = self._x_offset + epoch + 1.0
                 self._add_point(name, stage, [x, step, epoch, 0, _as_float(values[-1])])
+
+
+def _integral(value: Any) -> bool:
+    """An int, NumPy integer or other integral number, but not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _epoch_of(trainer: Trainer) -> int:
