@@ -336,6 +336,7 @@ EXPECTED: dict[str, set[str]] = {
         "build_plots",
         "build_report",
         "compare_runs",
+        "list_runs",
         "read_metrics",
     },
     "scramjet.tracking.loggers": {

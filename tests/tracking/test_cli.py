@@ -147,3 +147,28 @@ def test_runs_lists_a_project_folder_or_one_run_folder(
         assert "No runs" not in out
         listed = {row[0] for row in _table(out)[1:]}
         assert listed == {f"proj/{run.name}" for run in expected}, where
+
+
+def test_list_runs_gives_each_run_as_values_to_compare(tmp_path: Path) -> None:
+    from scramjet.tracking import list_runs
+
+    a = _run(tmp_path, 0.1)
+    exp = Experiment("proj", "cmp", root=tmp_path, hyperparams={"lr": 0.3}, checkpoint=None)
+    make_trainer([exp]).train(tiny_data(), 1, per_device_batch_size=16)
+    exp.log_results("test", {"accuracy": 0.875, "confusion": [[1, 0], [0, 1]]})
+    damaged = _run(tmp_path, 0.2)
+    (damaged / "run.json").write_text("{not json")
+    rows = list_runs(tmp_path)
+    assert [r["run_dir"] for r in rows] == [damaged, a, exp.run_dir]  # no start time first
+    first = rows[1]
+    assert first["status"] == "finished" and first["epochs"] == 2 and first["last_step"] == 12
+    assert first["hyperparams"] == {"lr": 0.1, "same": 1} and first["project"] == "proj"
+    assert set(first["metrics"]) == {"train_loss_epoch", "eval_loss_epoch"}
+    assert first["started"] is not None and first["duration_s"] > 0
+    assert rows[2]["epochs"] == 1 and rows[2]["metrics"]["test/accuracy"] == 0.875
+    assert "test/confusion" not in rows[2]["metrics"]  # only numbers
+    assert rows[0]["status"] == "?" and rows[0]["hyperparams"]["lr"] == 0.2
+    assert list_runs(tmp_path, project="other") == []
+    assert [r["run_dir"] for r in list_runs(a)] == [a]
+    with pytest.raises(FileNotFoundError, match=r"no runs folder at .*Experiment\(root=...\)"):
+        list_runs(tmp_path / "nothing")

@@ -7,6 +7,7 @@
   ``trainer.log`` (:class:`MetricLog`) and the Experiment with the same metric names.
 - :class:`StorageCheckError` — the remote store cannot be written (checked at the start).
 - :func:`build_report` / :func:`compare_runs` — ``report.html`` and comparisons.
+- :func:`list_runs` — the runs under a root as plain dicts, to filter and compare.
 
 Names are imported on first use, so the upload process (which imports only the storage
 module) does not load torch.
@@ -17,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from scramjet.tracking.cli_runs import list_runs
     from scramjet.tracking.experiment import Experiment
     from scramjet.tracking.loggers import CSVTracker, MetricRow, Tracker, read_metrics
     from scramjet.tracking.metric_log import MetricLog
@@ -37,6 +39,7 @@ _LAZY = {
     "build_plots": "scramjet.tracking.report",
     "build_report": "scramjet.tracking.report",
     "compare_runs": "scramjet.tracking.report",
+    "list_runs": "scramjet.tracking.cli_runs",
     "read_metrics": "scramjet.tracking.loggers",
 }
 
@@ -53,6 +56,7 @@ __all__ = [
     "build_plots",
     "build_report",
     "compare_runs",
+    "list_runs",
     "read_metrics",
 ]
 

@@ -58,6 +58,58 @@ def find_runs(root: str | Path, project: str | None = None) -> list[Path]:
     return sorted(found, key=lambda p: (_started(_info(p)), str(p)))
 
 
+def list_runs(root: str | Path = "runs", project: str | None = None) -> list[dict[str, Any]]:
+    """The tracked runs under ``root``, oldest first, as plain dicts to filter and compare.
+
+    ``root`` is what ``Experiment(root=...)`` was given (a project folder or one run folder
+    works too). Each run gives ``run_dir``, ``project``, ``name``, ``experiment``,
+    ``status`` (``crashed`` for a ``running`` run whose process on this host is gone;
+    ``unreadable (...)`` for a damaged one), ``started`` (a ``datetime`` or None),
+    ``duration_s``, ``last_step``, ``epochs``, ``metrics`` (each epoch metric's last value,
+    and every number of ``results/*.json`` as ``RESULTS/NAME``) and ``hyperparams`` (the
+    declared ones, nested names joined with ``.``). ``pandas.DataFrame(rows)`` makes a
+    table of them.
+
+    Raises:
+        FileNotFoundError: ``root`` is not a folder.
+    """
+    base = Path(root)
+    if not base.is_dir():
+        raise FileNotFoundError(
+            f"list_runs: no runs folder at {str(base)!r}; pass the root given to "
+            f"Experiment(root=...) (default 'runs', relative to where training ran)."
+        )
+    return [_run_record(run) for run in find_runs(base, project)]
+
+
+def _run_record(run: Path) -> dict[str, Any]:
+    record: dict[str, Any] = {"run_dir": run.resolve(), "project": run.parent.name}
+    record.update(name=run.name, experiment=None, status="?", started=None, duration_s=None)
+    record.update(last_step=None, epochs=0, metrics={}, hyperparams={})
+    try:
+        info = _info(run)
+        started = _started(info)
+        series = metric_series(read_metrics(run), "epoch")
+        metrics: dict[str, float] = {name: values[-1] for name, (_, values) in series.items()}
+        for source, values in _results(run).items():
+            for key, value in values.items():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    metrics[f"{source}/{key}"] = float(value)
+        record.update(
+            experiment=info.get("experiment"),
+            status=_status(info),
+            started=_dt.datetime.fromtimestamp(started) if started else None,
+            duration_s=info.get("duration"),
+            last_step=info.get("last_step"),
+            epochs=max(max(xs) for xs, _ in series.values()) if series else 0,
+            metrics=metrics,
+            hyperparams=hyperparams(run),
+        )
+    except Exception as error:  # one damaged run folder must not hide the others
+        record["status"] = f"unreadable ({type(error).__name__}: {error})"[:80]
+    return record
+
+
 def _info(run: Path) -> dict[str, Any]:
     info = read_json(run / "run.json")
     return info if isinstance(info, dict) else {}  # a damaged file: no information
