@@ -818,11 +818,30 @@ class Experiment(TrainerCallback):
                     text = f"{type(error).__name__}: {error}" if str(error) else ""
                     info["error"] = (text or type(error).__name__)[:500]
                 _files.write_json(self.run_dir / "run.json", info)
+                self._report_after_failure()
                 if self._storage is not None:
                     self.upload_report = self._sync()
         if self._storage is not None:
             self._storage.close()
             self._storage = None
+
+    def _report_after_failure(self) -> None:
+        """``report.html`` of a failed or interrupted run: what it did up to the end.
+
+        Written atomically, so a second Ctrl-C while it is built leaves no partial page;
+        a report that cannot be built is a warning, never a second error.
+        """
+        from scramjet.tracking.report import build_report
+
+        try:
+            build_report(self.run_dir)
+        except Exception as exc:
+            warnings.warn(
+                f"Experiment: the report of the ended run could not be built ({exc}); "
+                f"`scramjet report {self.run_dir}` tries again.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     # ----------------------------------------------------------------- checkpoint state
     def state_dict(self) -> dict[str, Any]:
