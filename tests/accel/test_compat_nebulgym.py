@@ -147,3 +147,12 @@ def test_decorator_misuse_is_explained():
             decorator(cls)  # @patch_torch_module without parentheses
     with pytest.raises(TypeError, match="patch_backprop must be True or False"):
         ng.accelerate_model(patch_backprop="False", backends=["PYTORCH"])
+
+
+def test_nebulgym_decorators_module_path_gives_the_same_names() -> None:
+    # nebulgym's own code imports from nebulgym.decorators.torch_decorators as well.
+    import scramjet.compat.nebulgym as compat
+    from scramjet.compat.nebulgym.decorators import torch_decorators
+
+    for name in ("accelerate_model", "accelerate_dataset", "NebulDataset", "TrainingLearner"):
+        assert getattr(torch_decorators, name) is getattr(compat, name), name
