@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import operator
 from collections.abc import Callable, Mapping
@@ -336,3 +337,28 @@ class _WarmupSteps(_Expr):
                 f"__len__, or build the scheduler with warmup_steps=... (optimizer updates)."
             )
         return math.ceil(per_epoch * self.epochs)
+
+
+def check_step_takes_no_arguments(scheduler: object) -> None:
+    """The loop calls ``scheduler.step()`` once per update: a ``step`` that needs an
+    argument (``ReduceLROnPlateau``'s metric) would fail after the first update."""
+    try:
+        parameters = inspect.signature(scheduler.step).parameters.values()  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):  # no step, or a builtin: call and see
+        return
+    required = [
+        p.name
+        for p in parameters
+        if p.default is inspect.Parameter.empty
+        and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    if required:
+        name = type(scheduler).__name__
+        raise TypeError(
+            f"create_scheduler_fn built a {name}, whose step() needs "
+            f"{', '.join(repr(r) for r in required)}; the Trainer calls scheduler.step() with no "
+            f"argument after every optimizer update. Step it yourself once per epoch instead: "
+            f"create it over trainer.optimizer in a callback and, in on_training_run_epoch_end, "
+            f"call scheduler.step(trainer.run_history.get_latest_metric('eval_loss_epoch')); "
+            f"or override Trainer.scheduler_step to pass the value it needs."
+        )

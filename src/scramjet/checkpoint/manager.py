@@ -59,7 +59,7 @@ from scramjet.checkpoint.payload import (
     free_space,
     from_storable,
     is_stateful,
-    match_module_state,
+    load_module_state,
     unwrap,
     verify_file,
     write_checked,
@@ -153,48 +153,6 @@ def _meta(info: CheckpointInfo) -> dict[str, Any]:
 def _unlink_all(paths: list[Path]) -> None:
     for path in paths:
         path.unlink(missing_ok=True)
-
-
-# --------------------------------------------------------------------------- module loading
-
-
-def _load_module(
-    name: str, module: nn.Module, saved: Any, scope: str | None, strict: bool, result: LoadResult
-) -> None:
-    if not isinstance(saved, Mapping):
-        raise CheckpointMismatchError(
-            f"entry {name!r} of {str(result.path)!r} holds a {type(saved).__qualname__}, "
-            "not a module state dict"
-        )
-    usable, missing, unexpected, mismatched = match_module_state(module, saved, scope)
-    if scope and not usable and not mismatched:
-        prefixes = sorted({k.split(".", 1)[0] for k in saved})
-        raise CheckpointMismatchError(
-            f"entry {name!r} of {str(result.path)!r} has no keys under scope {scope!r}; "
-            f"top-level prefixes in the checkpoint: {format_keys(prefixes)}"
-        )
-    if strict and (missing or unexpected or mismatched):
-        lines = [f"checkpoint {str(result.path)!r} does not fit entry {name!r}:"]
-        for label, keys in (
-            ("missing keys", missing),
-            ("unexpected keys", unexpected),
-            ("shape mismatches", mismatched),
-        ):
-            if keys:
-                lines.append(f"  {label} ({len(keys)}): {format_keys(keys)}")
-        lines.append(
-            "  Load the checkpoint into the model it was saved from, or pass strict=False "
-            "to load the matching keys only (or scope='prefix' for one submodule)."
-        )
-        raise CheckpointMismatchError("\n".join(lines))
-    module.load_state_dict(usable, strict=False)
-    for report, keys in (
-        (result.missing_keys, missing),
-        (result.unexpected_keys, unexpected),
-        (result.mismatched_keys, mismatched),
-    ):
-        if keys:
-            report[name] = keys
 
 
 # --------------------------------------------------------------------------- the manager
@@ -729,7 +687,11 @@ class CheckpointManager:
             if name not in saved:
                 self._missing_entry(name, saved, path, strict, result)
             elif isinstance(obj, nn.Module):
-                _load_module(name, obj, saved[name], scope, strict, result)
+                skipped = load_module_state(name, obj, saved[name], scope, strict, path)
+                reports = (result.missing_keys, result.unexpected_keys, result.mismatched_keys)
+                for report, keys in zip(reports, skipped, strict=True):
+                    if keys:
+                        report[name] = keys
                 restored.add(name)
             else:
                 obj.load_state_dict(from_storable(saved[name], copy=True))

@@ -550,6 +550,44 @@ def match_module_state(
     return usable, missing, unexpected, mismatched
 
 
+def load_module_state(
+    name: str, module: nn.Module, saved: Any, scope: str | None, strict: bool, path: Path
+) -> tuple[list[str], list[str], list[str]]:
+    """Load checkpoint entry ``name`` (of the file ``path``) into ``module``.
+
+    Returns the keys skipped (missing, unexpected, shape-mismatched); with ``strict`` any
+    of them is a :class:`CheckpointMismatchError` that lists them and the ways out.
+    """
+    if not isinstance(saved, Mapping):
+        raise CheckpointMismatchError(
+            f"entry {name!r} of {str(path)!r} holds a {type(saved).__qualname__}, "
+            "not a module state dict"
+        )
+    usable, missing, unexpected, mismatched = match_module_state(module, saved, scope)
+    if scope and not usable and not mismatched:
+        prefixes = sorted({k.split(".", 1)[0] for k in saved})
+        raise CheckpointMismatchError(
+            f"entry {name!r} of {str(path)!r} has no keys under scope {scope!r}; "
+            f"top-level prefixes in the checkpoint: {format_keys(prefixes)}"
+        )
+    if strict and (missing or unexpected or mismatched):
+        lines = [f"checkpoint {str(path)!r} does not fit entry {name!r}:"]
+        for label, keys in (
+            ("missing keys", missing),
+            ("unexpected keys", unexpected),
+            ("shape mismatches", mismatched),
+        ):
+            if keys:
+                lines.append(f"  {label} ({len(keys)}): {format_keys(keys)}")
+        lines.append(
+            "  Load the checkpoint into the model it was saved from, or pass strict=False "
+            "to load the matching keys only (or scope='prefix' for one submodule)."
+        )
+        raise CheckpointMismatchError("\n".join(lines))
+    module.load_state_dict(usable, strict=False)
+    return missing, unexpected, mismatched
+
+
 def describe_skipped(result: Any) -> str:
     """The warning for a ``LoadResult`` that skipped keys (``strict=False``)."""
     parts = [f"loaded {str(result.path)!r} with strict=False; skipped keys:"]

@@ -13,13 +13,18 @@ import time
 import uuid
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from scramjet.checkpoint.payload import unwrap
 from scramjet.runtime.files import atomic_write, atomic_write_bytes, atomic_write_text
 from scramjet.runtime.processes import pid_alive
+from scramjet.tracking.storage import UploadReport, is_manifest, unchecked_entry
+
+if TYPE_CHECKING:
+    from scramjet.tracking.storage import RunStorage
+    from scramjet.tracking.upload_process import ProcessRunStorage
 
 _PACKAGES = (
     "scramjet",
@@ -199,3 +204,73 @@ def save_weights(model: torch.nn.Module, folder: Path) -> list[Path]:
     written.append(folder / "model.safetensors")
     atomic_write_bytes(written[1], save(state), fsync=False)
     return written
+
+
+def mark_ended(info: dict[str, Any], status: str) -> None:
+    """Status, end time (``finished`` and ``ended``) and ``duration`` (s) in ``run.json``."""
+    now = time.time()
+    info.update(status=status, finished=now, ended=now)
+    started = info.get("started")
+    if isinstance(started, int | float):
+        info["duration"] = round(now - started, 3)
+
+
+def not_a_run_message(resume: str, path: Path, root: Path, project: str, experiment: str) -> str:
+    """The error for ``Experiment(resume=path)`` where ``path`` is no run folder."""
+    what = "holds no run.json or hyperparams.json" if path.is_dir() else "no such folder"
+    hint = ""
+    for parent in path.resolve().parents:
+        if is_run_folder(parent):  # e.g. the run's checkpoints folder
+            hint = f" It is inside the run folder {str(parent)!r}: pass that folder."
+            break
+    return (
+        f"resume={resume!r} is not a run folder ({what}); an Experiment "
+        f"continues only a folder it created, and nothing was written.{hint} Pass a "
+        f"folder under {str(root / project)!r} (`scramjet runs {root}` "
+        f"lists them), resume='latest' for the newest run of {experiment!r}, or "
+        f"resume=None for a new run."
+    )
+
+
+def in_use_message(path: Path, pid: int) -> str:
+    """The error for continuing a run folder another live process trains in."""
+    return (
+        f"The run folder {str(path)!r} is in use: its run.json says 'running' and its "
+        f"process (pid {pid}) on this host is alive. Two processes writing one run "
+        f"folder would mix their metrics and checkpoints, so nothing was written. Wait "
+        f"for that run to end (or stop it) before resuming it, or pass resume=None for "
+        f"a new run."
+    )
+
+
+def sync_run(
+    storage: RunStorage | ProcessRunStorage, run_dir: Path, finished: dict[str, Any] | None
+) -> UploadReport:
+    """Final sync of a run folder and its manifest; ``finished``: the run.json of a finished
+    run, marked ``upload-failed`` (locally, and so in the manifest) when the upload failed."""
+    report = storage.finish(exclude=is_manifest)
+    if finished is not None and not report.ok:
+        error = report.error or f"not verified: {', '.join(report.failures[:5])}"
+        finished.update(status="upload-failed", upload_error=error)
+        write_json(run_dir / "run.json", finished)
+        report.files["run.json"] = unchecked_entry(
+            run_dir / "run.json", "rewritten after the upload failed"
+        )
+        report.failures = sorted({*report.failures, "run.json"})
+    write_json(
+        run_dir / "manifest.json",
+        {
+            "remote": report.remote,
+            "ok": report.ok,
+            "failures": report.failures,
+            "files": report.files,
+            "verified_at": time.time(),
+            "failed_attempts": report.failed_attempts,
+            **({"error": report.error} if report.error else {}),
+        },
+    )
+    storage.upload("manifest.json")
+    storage.wait()
+    if report.ok and storage.verify("manifest.json")["status"] != "verified":
+        report.ok, report.failures = False, ["manifest.json"]
+    return report

@@ -55,6 +55,7 @@ from scramjet.tracking._params import (
 )
 from scramjet.tracking._steps import StepBuffer
 from scramjet.tracking._writer import TrackerWriter, dispatch
+from scramjet.tracking.loggers import open_tracker
 from scramjet.tracking.loggers.base import MetricRow, Tracker
 from scramjet.tracking.loggers.csv import CSVTracker
 from scramjet.tracking.metric_log import MetricLog
@@ -63,8 +64,6 @@ from scramjet.tracking.storage import (
     StorageCheckError,
     StorageTimeouts,
     UploadReport,
-    is_manifest,
-    unchecked_entry,
 )
 from scramjet.tracking.upload_process import ProcessRunStorage, open_storage
 
@@ -268,18 +267,8 @@ class Experiment(TrainerCallback):
         return _files.create_run_dir(self.root, self.project, self.experiment), False
 
     def _not_a_run_message(self, path: Path) -> str:
-        what = "holds no run.json or hyperparams.json" if path.is_dir() else "no such folder"
-        hint = ""
-        for parent in path.resolve().parents:
-            if _files.is_run_folder(parent):  # e.g. the run's checkpoints folder
-                hint = f" It is inside the run folder {str(parent)!r}: pass that folder."
-                break
-        return (
-            f"resume={str(self.resume)!r} is not a run folder ({what}); an Experiment "
-            f"continues only a folder it created, and nothing was written.{hint} Pass a "
-            f"folder under {str(self.root / self.project)!r} (`scramjet runs {self.root}` "
-            f"lists them), resume='latest' for the newest run of {self.experiment!r}, or "
-            f"resume=None for a new run."
+        return _files.not_a_run_message(
+            str(self.resume), path, self.root, self.project, self.experiment
         )
 
     @staticmethod
@@ -287,13 +276,7 @@ class Experiment(TrainerCallback):
         """``path``, unless another live process on this host is training in it."""
         pid = _files.live_owner(path)
         if pid is not None:
-            raise RuntimeError(
-                f"The run folder {str(path)!r} is in use: its run.json says 'running' and its "
-                f"process (pid {pid}) on this host is alive. Two processes writing one run "
-                f"folder would mix their metrics and checkpoints, so nothing was written. Wait "
-                f"for that run to end (or stop it) before resuming it, or pass resume=None for "
-                f"a new run."
-            )
+            raise RuntimeError(_files.in_use_message(path, pid))
         return path
 
     def start(self) -> Path:
@@ -343,7 +326,7 @@ class Experiment(TrainerCallback):
                 info.setdefault("started", time.time())
                 info.update(project=self.project, experiment=self.experiment, error=str(exc))
                 info.update(remote=self.remote_url, pid=os.getpid(), host=socket.gethostname())
-                _mark_ended(info, "failed")
+                _files.mark_ended(info, "failed")
                 _files.write_json(self.run_dir / "run.json", info)
                 raise StorageCheckError(  # the same error, once, with the way out
                     f"{exc} To train with local files only, pass "
@@ -391,38 +374,12 @@ class Experiment(TrainerCallback):
     def _make_tracker(self, spec: str | Tracker) -> Tracker:
         if isinstance(spec, Tracker):
             return spec
-        if spec == "tensorboard":
-            from scramjet.tracking.loggers.tensorboard import TensorBoardTracker
-
-            return TensorBoardTracker(self.run_dir)
-        if spec == "mlflow":
-            from scramjet.tracking.loggers.mlflow import MLflowTracker
-
-            info = _files.read_json(self.run_dir / "run.json")
-            tracker = MLflowTracker(
-                self.run_dir,
-                self.project,
-                self.run_dir.name,
-                run_id=info.get("mlflow_run_id"),
-                tags={**source_tags(), "scramjet.run_dir": str(self.run_dir)},
-            )
-            info["mlflow_run_id"] = tracker.run_id
-            self._write_json("run.json", info)
-            return tracker
-        if spec == "wandb":
-            from scramjet.tracking.loggers.wandb import WandbTracker
-
-            info = _files.read_json(self.run_dir / "run.json")
-            wandb_tracker = WandbTracker(
-                self.run_dir, self.project, run_id=info.get("wandb_run_id")
-            )
-            info["wandb_run_id"] = wandb_tracker.run_id
-            self._write_json("run.json", info)
-            return wandb_tracker
-        raise ValueError(
-            f"Unknown logger {spec!r}; expected 'csv', 'tensorboard', 'mlflow', 'wandb' or a "
-            f"Tracker instance."
-        )
+        info = _files.read_json(self.run_dir / "run.json")
+        tags = {**source_tags(), "scramjet.run_dir": str(self.run_dir)}
+        tracker, ids = open_tracker(spec, self.run_dir, self.project, info, tags)
+        if ids:  # the MLflow or W&B run id: a resume continues that run
+            self._write_json("run.json", {**info, **ids})
+        return tracker
 
     def _write_json(self, rel: str, data: Any, periodic: bool = False) -> None:
         _files.write_json(self.run_dir / rel, data)
@@ -698,7 +655,7 @@ class Experiment(TrainerCallback):
             info["last_step"] = trainer.state.global_step
         info.pop("upload_error", None)
         if not (self._finished and info.get("status") == "finished"):
-            _mark_ended(info, "finished")  # results logged after the run keep its end time
+            _files.mark_ended(info, "finished")  # results logged after the run keep its end time
         _files.write_json(path, info)  # the report reads the final status and duration
         build_report(self.run_dir)
         self._end_trackers("finished")
@@ -765,35 +722,8 @@ class Experiment(TrainerCallback):
             self._metric_log = None
 
     def _sync(self, finished: dict[str, Any] | None = None) -> UploadReport:
-        """Final sync and manifest; ``finished``: the run.json of a finished run, marked
-        ``upload-failed`` (locally, and so in the manifest) when the upload failed."""
         assert self._storage is not None
-        report = self._storage.finish(exclude=is_manifest)
-        if finished is not None and not report.ok:
-            error = report.error or f"not verified: {', '.join(report.failures[:5])}"
-            finished.update(status="upload-failed", upload_error=error)
-            _files.write_json(self.run_dir / "run.json", finished)
-            report.files["run.json"] = unchecked_entry(
-                self.run_dir / "run.json", "rewritten after the upload failed"
-            )
-            report.failures = sorted({*report.failures, "run.json"})
-        _files.write_json(
-            self.run_dir / "manifest.json",
-            {
-                "remote": report.remote,
-                "ok": report.ok,
-                "failures": report.failures,
-                "files": report.files,
-                "verified_at": time.time(),
-                "failed_attempts": report.failed_attempts,
-                **({"error": report.error} if report.error else {}),
-            },
-        )
-        self._storage.upload("manifest.json")
-        self._storage.wait()
-        if report.ok and self._storage.verify("manifest.json")["status"] != "verified":
-            report.ok, report.failures = False, ["manifest.json"]
-        return report
+        return _files.sync_run(self._storage, self.run_dir, finished)
 
     def close(self) -> None:
         """After a failed run: flush metrics, mark the run ``interrupted`` (a
@@ -811,37 +741,21 @@ class Experiment(TrainerCallback):
             self._end_trackers(status)
             if not self._finished and self._run_dir is not None and dist.is_main_process():
                 info = _files.read_json(self.run_dir / "run.json")
-                _mark_ended(info, status)
+                _files.mark_ended(info, status)
                 if self._state is not None:  # the optimizer updates completed before the end
                     info["last_step"] = int(self._state.global_step)
                 if error is not None:
                     text = f"{type(error).__name__}: {error}" if str(error) else ""
                     info["error"] = (text or type(error).__name__)[:500]
                 _files.write_json(self.run_dir / "run.json", info)
-                self._report_after_failure()
+                from scramjet.tracking.report import report_of_an_ended_run
+
+                report_of_an_ended_run(self.run_dir)
                 if self._storage is not None:
                     self.upload_report = self._sync()
         if self._storage is not None:
             self._storage.close()
             self._storage = None
-
-    def _report_after_failure(self) -> None:
-        """``report.html`` of a failed or interrupted run: what it did up to the end.
-
-        Written atomically, so a second Ctrl-C while it is built leaves no partial page;
-        a report that cannot be built is a warning, never a second error.
-        """
-        from scramjet.tracking.report import build_report
-
-        try:
-            build_report(self.run_dir)
-        except Exception as exc:
-            warnings.warn(
-                f"Experiment: the report of the ended run could not be built ({exc}); "
-                f"`scramjet report {self.run_dir}` tries again.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
 
     # ----------------------------------------------------------------- checkpoint state
     def state_dict(self) -> dict[str, Any]:
@@ -866,15 +780,6 @@ class Experiment(TrainerCallback):
         candidate = self.root / self.project / name
         if candidate.is_dir() and (candidate / "run.json").is_file():
             self._restored_dir = candidate
-
-
-def _mark_ended(info: dict[str, Any], status: str) -> None:
-    """Status, end time (``finished`` and ``ended``) and ``duration`` (s) in ``run.json``."""
-    now = time.time()
-    info.update(status=status, finished=now, ended=now)
-    started = info.get("started")
-    if isinstance(started, int | float):
-        info["duration"] = round(now - started, 3)
 
 
 def _plain(value: Any) -> Any:

@@ -13,6 +13,7 @@ import html
 import io
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -307,3 +308,20 @@ def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
 
 
 __all__ = ["build_plots", "build_report", "compare_runs"]
+
+
+def report_of_an_ended_run(run_dir: str | Path) -> None:
+    """``report.html`` of a failed or interrupted run: what it did up to the end.
+
+    Written atomically, so a second Ctrl-C while it is built leaves no partial page;
+    a report that cannot be built is a warning, never a second error.
+    """
+    try:
+        build_report(run_dir)
+    except Exception as exc:
+        warnings.warn(
+            f"Experiment: the report of the ended run could not be built ({exc}); "
+            f"`scramjet report {run_dir}` tries again.",
+            RuntimeWarning,
+            stacklevel=3,
+        )

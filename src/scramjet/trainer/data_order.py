@@ -15,6 +15,7 @@ import itertools
 import math
 import os
 import sys
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sized
 from typing import Any, Generic, TypeVar, cast
 
@@ -22,6 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
 from scramjet.runtime import distributed as dist
+from scramjet.trainer.batch import concat_outputs, map_leaves
 
 T = TypeVar("T")
 
@@ -667,3 +669,29 @@ class DataOrder:
         if "world_size" in state:
             keys = ("world_size", "batch_size", "consumed_base", "skip_base")
             self._resumed = {k: int(state.get(k) or 0) for k in keys}
+
+
+def warn_length_fell_short(length: int, accum: int) -> None:
+    """The training loader yields more batches than ``len()`` said (an IterableDataset's
+    ``__len__`` is only a hint to the DataLoader; a sampler may say less than it yields)."""
+    windows = f" in windows of {accum} from there" if accum > 1 else ""
+    warnings.warn(
+        f"the training data yields more batches than its length says ({length} batches per "
+        f"epoch): the extra batches are trained too{windows}, but values computed from the "
+        f"length (TOTAL_UPDATE_STEPS and other scheduler placeholders, the progress bar's "
+        f"total) are short. Make __len__ of the dataset (or of the sampler) return what it "
+        f"yields, or remove it so that the length is treated as unknown.",
+        RuntimeWarning,
+        stacklevel=5,
+    )
+
+
+def collect_predictions(outputs: list[Any], num_samples: int) -> Any:
+    """Join per-batch outputs (same kind as the model returns); across processes, gather
+    every rank's share and restore dataset order."""
+    if not outputs:
+        return outputs
+    joined = concat_outputs(outputs)
+    if dist.get_world_size() == 1:
+        return joined
+    return map_leaves(joined, lambda leaf: gather_shards(leaf, num_samples))

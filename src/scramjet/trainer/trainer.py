@@ -16,7 +16,6 @@ devices, precision and collectives to :mod:`scramjet.runtime`.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 import os
 import warnings
@@ -37,14 +36,12 @@ from scramjet.runtime import fsdp
 from scramjet.runtime.devices import default_device, move_to_device
 from scramjet.runtime.precision import autocast_context, make_grad_scaler, resolve_precision
 from scramjet.runtime.seeding import get_rng_states, seed_everything, set_rng_states
-from scramjet.schedulers import resolve_placeholders
+from scramjet.schedulers import check_step_takes_no_arguments, resolve_placeholders
 from scramjet.tracking.metric_log import MetricLog
 from scramjet.trainer.batch import (
     batch_size_of,
     call_model,
     compute_loss,
-    concat_outputs,
-    map_leaves,
     split_batch,
 )
 from scramjet.trainer.checks import (
@@ -65,10 +62,11 @@ from scramjet.trainer.data_order import (
     ShardSampler,
     batch_sampler_loader,
     check_ready_loader,
+    collect_predictions,
     even_end,
-    gather_shards,
     pack_loader,
     safe_len,
+    warn_length_fell_short,
     yields_batches,
 )
 from scramjet.trainer.state import RunConfig, RunHistory, TrainState
@@ -409,7 +407,7 @@ class Trainer:
             self.optimizer
         )
         if type(self).scheduler_step is Trainer.scheduler_step:  # an override may pass values
-            _check_steps_without_arguments(scheduler)
+            check_step_takes_no_arguments(scheduler)
         return scheduler
 
     def wrap_model(self, model: nn.Module) -> nn.Module:
@@ -719,7 +717,7 @@ class Trainer:
                 known, base = 0, known
                 if not self._length_warned:  # once per run
                     self._length_warned = True
-                    _warn_length_fell_short(n_batches, accum)
+                    warn_length_fell_short(n_batches, accum)
             start = i - (i - base) % accum  # this micro-batch's accumulation window: [start, end)
             end = min(start + accum, known) if known else start + accum
             window, is_update = end - start, i + 1 == end
@@ -945,7 +943,7 @@ class Trainer:
         finally:
             self.model = wrapped
             model.train(was_training)
-        return _collect_predictions(outputs, n_samples)
+        return collect_predictions(outputs, n_samples)
 
     def _collective_forwards(self) -> bool:
         """Whether every forward is a collective (FSDP across processes)."""
@@ -1163,46 +1161,6 @@ class EpochLosses:
 _NO_CONTEXT = contextlib.nullcontext()  # reusable: enters and exits without state
 
 
-def _check_steps_without_arguments(scheduler: object) -> None:
-    """The loop calls ``scheduler.step()`` once per update: a ``step`` that needs an
-    argument (``ReduceLROnPlateau``'s metric) would fail after the first update."""
-    try:
-        parameters = inspect.signature(scheduler.step).parameters.values()  # type: ignore[attr-defined]
-    except (AttributeError, TypeError, ValueError):  # no step, or a builtin: call and see
-        return
-    required = [
-        p.name
-        for p in parameters
-        if p.default is inspect.Parameter.empty
-        and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    ]
-    if required:
-        name = type(scheduler).__name__
-        raise TypeError(
-            f"create_scheduler_fn built a {name}, whose step() needs "
-            f"{', '.join(repr(r) for r in required)}; the Trainer calls scheduler.step() with no "
-            f"argument after every optimizer update. Step it yourself once per epoch instead: "
-            f"create it over trainer.optimizer in a callback and, in on_training_run_epoch_end, "
-            f"call scheduler.step(trainer.run_history.get_latest_metric('eval_loss_epoch')); "
-            f"or override Trainer.scheduler_step to pass the value it needs."
-        )
-
-
-def _warn_length_fell_short(length: int, accum: int) -> None:
-    """The training loader yields more batches than ``len()`` said (an IterableDataset's
-    ``__len__`` is only a hint to the DataLoader; a sampler may say less than it yields)."""
-    windows = f" in windows of {accum} from there" if accum > 1 else ""
-    warnings.warn(
-        f"the training data yields more batches than its length says ({length} batches per "
-        f"epoch): the extra batches are trained too{windows}, but values computed from the "
-        f"length (TOTAL_UPDATE_STEPS and other scheduler placeholders, the progress bar's "
-        f"total) are short. Make __len__ of the dataset (or of the sampler) return what it "
-        f"yields, or remove it so that the length is treated as unknown.",
-        RuntimeWarning,
-        stacklevel=5,
-    )
-
-
 def _scale_gradients(optimizer: torch.optim.Optimizer, factor: float) -> None:
     grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
     if grads and factor != 1:
@@ -1225,17 +1183,6 @@ def _backward_recovery(model: nn.Module) -> Recovery | None:
         if recovery is not None:
             return recovery
     return None
-
-
-def _collect_predictions(outputs: list[Any], num_samples: int) -> Any:
-    """Join per-batch outputs (same kind as the model returns); across processes, gather
-    every rank's share and restore dataset order."""
-    if not outputs:
-        return outputs
-    joined = concat_outputs(outputs)
-    if dist.get_world_size() == 1:
-        return joined
-    return map_leaves(joined, lambda leaf: gather_shards(leaf, num_samples))
 
 
 __all__ = ["BACKWARD_RECOVERY", "DataSource", "EpochLosses", "Scheduler", "Trainer"]
