@@ -50,6 +50,7 @@ def test_accelerate_launch_matches_torchrun(
     assert got["eval_loss"] == pytest.approx(want["eval_loss"], rel=1e-6)
 
 
+@pytest.mark.slow  # a second accelerate launch; the default run launches one
 def test_accelerate_mixed_precision_flag_reaches_the_trainer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

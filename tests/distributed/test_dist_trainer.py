@@ -166,6 +166,7 @@ def test_a_stuck_rank_ends_the_run_at_the_timeout(tmp_path: Path) -> None:
     assert not (tmp_path / "rank0.pt").exists()
 
 
+@pytest.mark.slow  # the default run covers the command: tests/runtime/test_runtime_distributed.py
 def test_scramjet_launch_runs_the_same_job(
     two_ranks: tuple[Path, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
@@ -179,6 +180,7 @@ def test_scramjet_launch_runs_the_same_job(
         assert torch.equal(got["predictions"], want["predictions"])
 
 
+@pytest.mark.slow  # the default run covers launch(): tests/runtime/test_runtime_distributed.py
 def test_runtime_launch_runs_the_same_job(
     two_ranks: tuple[Path, list[dict[str, Any]]], tmp_path: Path
 ) -> None:

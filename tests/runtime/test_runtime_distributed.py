@@ -74,6 +74,7 @@ def test_torchrun_runs_the_helpers(tmp_path: Path) -> None:
     check_outputs(tmp_path)
 
 
+@pytest.mark.slow  # the default run has the Trainer's: test_a_rank_that_raises_ends_the_run_with_its_error
 def test_torchrun_rank_error_ends_the_run(tmp_path: Path) -> None:
     done, elapsed = torchrun("raise", tmp_path)
     assert done.returncode != 0

@@ -119,6 +119,7 @@ def _script(tmp_path: Path) -> Path:
 
 
 @pytest.mark.distributed
+@pytest.mark.slow  # the default run: tests/resume/test_world_size_resume.py, end to end
 def test_resume_from_two_processes_on_one(tmp_path: Path) -> None:
     result = run_torchrun(_script(tmp_path), "first", str(tmp_path), *PATHS, nproc=2)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -135,6 +136,7 @@ def test_resume_from_two_processes_on_one(tmp_path: Path) -> None:
 
 
 @pytest.mark.distributed
+@pytest.mark.slow  # the default run: tests/resume/test_world_size_resume.py, end to end
 def test_resume_from_one_process_on_two(tmp_path: Path) -> None:
     seen, state = consume(None, skip=0, take=5)  # 20 samples in one process
     (tmp_path / "state.json").write_text(json.dumps(state))
