@@ -224,3 +224,19 @@ def test_dp_mode_uses_dataparallel_on_several_gpus() -> None:
     loop, model = _loop(gpu_mode="dp")
     assert loop.fit(num_epochs=1, callbacks=[Spy("spy")]) is model
     assert seen and all(issubclass(t, nn.DataParallel) for t in seen)
+
+
+def test_evaluate_loss_returns_a_tensor_unless_float_dict_format_is_asked() -> None:
+    # AIToolbox returns a CPU tensor by default (callbacks call .item() on it) and a float
+    # with float_dict_format=True.
+    loop, model = _loop()
+    loop.fit(num_epochs=1)
+    for which, data in (("train", dataset(40, 0)), ("validation", dataset(20, 1))):
+        loss = getattr(loop, f"evaluate_loss_on_{which}_set")()
+        assert isinstance(loss, torch.Tensor) and loss.device.type == "cpu" and loss.dim() == 0
+        assert loss.item() == pytest.approx(_mean_loss(model, data), rel=1e-5)
+        as_float = getattr(loop, f"evaluate_loss_on_{which}_set")(float_dict_format=True)
+        assert type(as_float) is float and as_float == pytest.approx(loss.item(), rel=1e-12)
+    assert isinstance(loop.evaluate_loss_on_test_set(force_prediction=True), torch.Tensor)
+    # the history keeps plain floats
+    assert all(type(v) is float for k in ("loss", "val_loss") for v in loop.train_history[k])

@@ -410,7 +410,7 @@ class ModelTrainEndSave(_SavesHyperparams):
         y_pred, y_true, extra = getattr(loop, f"predict_on_{which}_set")()
         extra = dict(extra or {})
         if getattr(pkg, "requires_loss", False):
-            extra["loss"] = getattr(loop, f"evaluate_loss_on_{which}_set")()
+            extra["loss"] = getattr(loop, f"evaluate_loss_on_{which}_set")(float_dict_format=True)
         pkg.prepare_result_package(
             y_true, y_pred, hyperparameters=self.hyperparams, additional_results=extra
         )

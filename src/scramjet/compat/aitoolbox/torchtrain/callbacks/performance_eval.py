@@ -138,7 +138,7 @@ class ModelPerformanceEvaluation(AbstractCallback):
         y_pred, y_true, extra = getattr(loop, f"predict_on_{which}_set")()
         if getattr(pkg, "requires_loss", False):
             extra = dict(extra or {})
-            extra["loss"] = getattr(loop, f"evaluate_loss_on_{which}_set")()
+            extra["loss"] = getattr(loop, f"evaluate_loss_on_{which}_set")(float_dict_format=True)
         pkg.prepare_result_package(
             y_true, y_pred, hyperparameters=self.args, additional_results=extra
         )

@@ -108,7 +108,7 @@ class ReduceLROnPlateauScheduler(GeneralLRSchedulerCallback):
         if "val_loss" in history and len(history["val_loss"]) > 0:
             value = history["val_loss"][-1]
         else:
-            value = loop.evaluate_loss_on_validation_set()
+            value = loop.evaluate_loss_on_validation_set(float_dict_format=True)
         self.scheduler.step(value)
 
 

@@ -419,7 +419,7 @@ class TrainLoop:
         )
         every = self.end_auto_eval
         if every is True or (every is not False and self.epoch % every == 0):
-            loss = self.evaluate_loss_on_train_set()
+            loss = self.evaluate_loss_on_train_set(float_dict_format=True)
             if isinstance(loss, float):  # kept in the core history, so checkpoints carry it
                 history.update_metric("train_set_loss", loss)
             self.insert_metric_result_into_history("loss", loss)
@@ -431,7 +431,7 @@ class TrainLoop:
                 self.insert_metric_result_into_history("val_loss", val_loss)
             elif self.validation_loader is not None:
                 self.insert_metric_result_into_history(
-                    "val_loss", self.evaluate_loss_on_validation_set()
+                    "val_loss", self.evaluate_loss_on_validation_set(float_dict_format=True)
                 )
         self.callbacks_handler.execute_epoch_end()
         self.message_service.end_of_epoch_trigger()
@@ -442,7 +442,7 @@ class TrainLoop:
         """The test-set loss into ``train_history``, then ``on_train_end``."""
         if self.end_auto_eval and self.test_loader is not None:
             self.insert_metric_result_into_history(
-                "train_end_test_loss", self.evaluate_loss_on_test_set()
+                "train_end_test_loss", self.evaluate_loss_on_test_set(float_dict_format=True)
             )
         self.callbacks_handler.execute_train_end()
 
@@ -467,22 +467,24 @@ class TrainLoop:
     ) -> Any:
         """Mean loss per sample on the training loader (``get_loss_eval`` if the model has it).
 
-        A float, or a dict of floats per loss for a ``MultiLoss`` (``float_dict_format`` is
-        accepted for compatibility: the result is always in that form).
+        As in AIToolbox: a 0-d float64 CPU tensor (a dict of them per loss for a
+        ``MultiLoss``), or, with ``float_dict_format=True``, a float (a dict of floats).
         """
-        return self._loss_on("train", force_prediction)
+        return _loss_format(self._loss_on("train", force_prediction), float_dict_format)
 
     def evaluate_loss_on_validation_set(
         self, force_prediction: bool = False, float_dict_format: bool = False
     ) -> Any:
-        """Mean loss per sample on the validation loader."""
-        return self._loss_on("validation", force_prediction)
+        """Mean loss per sample on the validation loader (a tensor, or a float with
+        ``float_dict_format=True``)."""
+        return _loss_format(self._loss_on("validation", force_prediction), float_dict_format)
 
     def evaluate_loss_on_test_set(
         self, force_prediction: bool = False, float_dict_format: bool = False
     ) -> Any:
-        """Mean loss per sample on the test loader."""
-        return self._loss_on("test", force_prediction)
+        """Mean loss per sample on the test loader (a tensor, or a float with
+        ``float_dict_format=True``)."""
+        return _loss_format(self._loss_on("test", force_prediction), float_dict_format)
 
     # ----------------------------------------------------------------- predictions
     def _predict_on(self, which: str, force_prediction: bool, execute_callbacks: bool) -> Any:
@@ -582,6 +584,16 @@ def _concat(parts: list[Any]) -> Any:
     for p in parts:
         out.extend(p.tolist() if hasattr(p, "tolist") else list(p))
     return out
+
+
+def _loss_format(loss: Any, float_dict_format: bool) -> Any:
+    """A stored loss (a float, or a dict of floats per loss) as AIToolbox returned it: 0-d
+    float64 CPU tensors unless ``float_dict_format``."""
+    if float_dict_format:
+        return loss
+    if isinstance(loss, Mapping):
+        return {k: torch.tensor(v, dtype=torch.float64) for k, v in loss.items()}
+    return torch.tensor(loss, dtype=torch.float64)
 
 
 def _merge_meta(metas: list[Any]) -> dict[str, list[Any]] | None:
