@@ -136,6 +136,13 @@ class LoadResult:
         """True when nothing was missing, unexpected or mismatched."""
         return not (self.missing_keys or self.unexpected_keys or self.mismatched_keys)
 
+    def record_skipped(self, name: str, skipped: tuple[list[str], ...]) -> None:
+        """Keep entry ``name``'s skipped keys (missing, unexpected, mismatched), if any."""
+        reports = (self.missing_keys, self.unexpected_keys, self.mismatched_keys)
+        for report, keys in zip(reports, skipped, strict=True):
+            if keys:
+                report[name] = keys
+
 
 # --------------------------------------------------------------------------- files
 
@@ -687,11 +694,9 @@ class CheckpointManager:
             if name not in saved:
                 self._missing_entry(name, saved, path, strict, result)
             elif isinstance(obj, nn.Module):
-                skipped = load_module_state(name, obj, saved[name], scope, strict, path)
-                reports = (result.missing_keys, result.unexpected_keys, result.mismatched_keys)
-                for report, keys in zip(reports, skipped, strict=True):
-                    if keys:
-                        report[name] = keys
+                result.record_skipped(
+                    name, load_module_state(name, obj, saved[name], scope, strict, path)
+                )
                 restored.add(name)
             else:
                 obj.load_state_dict(from_storable(saved[name], copy=True))

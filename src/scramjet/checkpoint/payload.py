@@ -550,13 +550,28 @@ def match_module_state(
     return usable, missing, unexpected, mismatched
 
 
+_FIT_ADVICE = (
+    "Load the checkpoint into the model it was saved from, or pass strict=False to load the "
+    "matching keys only (or scope='prefix' for one submodule)."
+)
+
+
 def load_module_state(
-    name: str, module: nn.Module, saved: Any, scope: str | None, strict: bool, path: Path
+    name: str,
+    module: nn.Module,
+    saved: Any,
+    scope: str | None,
+    strict: bool,
+    path: Path,
+    *,
+    target: str | None = None,
+    advice: str = _FIT_ADVICE,
 ) -> tuple[list[str], list[str], list[str]]:
     """Load checkpoint entry ``name`` (of the file ``path``) into ``module``.
 
     Returns the keys skipped (missing, unexpected, shape-mismatched); with ``strict`` any
-    of them is a :class:`CheckpointMismatchError` that lists them and the ways out.
+    of them is a :class:`CheckpointMismatchError` that lists them and ``advice`` (the ways
+    out, in the caller's words); ``target`` names what did not fit (default: the entry).
     """
     if not isinstance(saved, Mapping):
         raise CheckpointMismatchError(
@@ -571,7 +586,7 @@ def load_module_state(
             f"top-level prefixes in the checkpoint: {format_keys(prefixes)}"
         )
     if strict and (missing or unexpected or mismatched):
-        lines = [f"checkpoint {str(path)!r} does not fit entry {name!r}:"]
+        lines = [f"checkpoint {str(path)!r} does not fit {target or f'entry {name!r}'}:"]
         for label, keys in (
             ("missing keys", missing),
             ("unexpected keys", unexpected),
@@ -579,10 +594,7 @@ def load_module_state(
         ):
             if keys:
                 lines.append(f"  {label} ({len(keys)}): {format_keys(keys)}")
-        lines.append(
-            "  Load the checkpoint into the model it was saved from, or pass strict=False "
-            "to load the matching keys only (or scope='prefix' for one submodule)."
-        )
+        lines.append(f"  {advice}")
         raise CheckpointMismatchError("\n".join(lines))
     module.load_state_dict(usable, strict=False)
     return missing, unexpected, mismatched

@@ -26,7 +26,6 @@ from torch import nn
 
 from scramjet.checkpoint import (
     CheckpointManager,
-    CheckpointMismatchError,
     CorruptCheckpointError,
     LoadResult,
 )
@@ -34,8 +33,7 @@ from scramjet.checkpoint.payload import (
     MARKER,
     ChecksumMismatch,
     describe_skipped,
-    format_keys,
-    match_module_state,
+    load_module_state,
     to_storable,
     verify_file,
     write_checked,
@@ -391,31 +389,18 @@ def _load_file(model: nn.Module, path: Path, scope: str | None, strict: bool) ->
             path, f"it holds a {type(saved).__name__}, not a state dict of the craft"
         )
     result = LoadResult(path=path, step=0, epoch=None, metrics={})
-    usable, missing, unexpected, mismatched = match_module_state(model, saved, scope)
-    if scope and not usable and not mismatched:
-        prefixes = sorted({k.split(".", 1)[0] for k in saved})
-        raise CheckpointMismatchError(
-            f"{str(path)!r} has no keys under scope {scope!r}; top-level prefixes in the "
-            f"checkpoint: {format_keys(prefixes)}"
-        )
-    report = {"missing keys": missing, "unexpected keys": unexpected}
-    report["shape mismatches"] = mismatched
-    if strict and any(report.values()):
-        lines = [f"checkpoint {str(path)!r} does not fit {type(model).__name__} (frozen=True):"]
-        lines += [f"  {label} ({len(k)}): {format_keys(k)}" for label, k in report.items() if k]
-        lines.append(
-            "  Load it into the craft it was dropped from, or pass frozen=False to load the "
-            "matching parameters only (or ckpt_scope='prefix' for one part)."
-        )
-        raise CheckpointMismatchError("\n".join(lines))
-    model.load_state_dict(usable, strict=False)
-    for found, keys in (
-        (result.missing_keys, missing),
-        (result.unexpected_keys, unexpected),
-        (result.mismatched_keys, mismatched),
-    ):
-        if keys:
-            found["model"] = keys
+    skipped = load_module_state(
+        "model",
+        model,
+        saved,
+        scope,
+        strict,
+        path,
+        target=f"{type(model).__name__} (frozen=True)",
+        advice="Load it into the craft it was dropped from, or pass frozen=False to load the "
+        "matching parameters only (or ckpt_scope='prefix' for one part).",
+    )
+    result.record_skipped("model", skipped)
     if not result.clean:
         warnings.warn(describe_skipped(result), stacklevel=3)
     return result
