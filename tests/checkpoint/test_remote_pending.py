@@ -53,9 +53,12 @@ def test_remote_rotation_keeps_the_best_checkpoint(s3: S3Server, tmp_path: Path)
     assert remote_names(s3, bucket) == want  # the best (step 1) is not deleted remotely
 
 
-def _crash_during_outage(server: S3Server, url: str, folder: Path) -> None:
-    """Save step 1 (uploaded), then step 2 while the store is down, then 'die' (the
-    manager is dropped without close()); the store comes back."""
+def _crash_during_outage(server: S3Server, folder: Path) -> tuple[str, str]:
+    """In a new bucket: save step 1 (uploaded), then step 2 while the store is down, then
+    'die' (the manager is dropped without close()); the store comes back. Returns the
+    bucket and the checkpoint folder's URL."""
+    bucket = server.new_bucket()
+    url = f"s3://{bucket}/ckpt"
     manager = RemoteCheckpointManager(
         url, folder, keep_last=1, upload_attempts=1, storage_options=FAST
     )
@@ -77,9 +80,7 @@ def test_a_new_process_uploads_what_an_earlier_one_could_not(
     s3: S3Server,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    bucket = s3.new_bucket()
-    url = f"s3://{bucket}/ckpt"
-    _crash_during_outage(s3, url, tmp_path)
+    bucket, url = _crash_during_outage(s3, tmp_path)
     assert local_names(tmp_path) == ["ckpt-000002-step2.pt"]
     assert remote_names(s3, bucket) == ["ckpt-000001-step1.pt"]
 
@@ -98,9 +99,7 @@ def test_local_copies_not_uploaded_by_an_earlier_process_are_never_rotated_away(
     s3: S3Server,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    bucket = s3.new_bucket()
-    url = f"s3://{bucket}/ckpt"
-    _crash_during_outage(s3, url, tmp_path)
+    bucket, url = _crash_during_outage(s3, tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         manager = RemoteCheckpointManager(url, tmp_path, keep_last=1, storage_options=FAST)
@@ -119,9 +118,7 @@ def test_load_remote_prefers_a_newer_local_copy_that_was_not_uploaded(
     s3: S3Server,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    bucket = s3.new_bucket()
-    url = f"s3://{bucket}/ckpt"
-    _crash_during_outage(s3, url, tmp_path)
+    _, url = _crash_during_outage(s3, tmp_path)
     with pytest.warns(UserWarning, match="ckpt-000002-step2.pt.*not uploaded"):
         result = load_remote(url, {}, local_dir=tmp_path)
     assert result.step == 2 and torch.equal(result.values["w"], torch.full((3,), 2.0))
