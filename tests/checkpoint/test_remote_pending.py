@@ -74,6 +74,7 @@ def _crash_during_outage(server: S3Server, folder: Path) -> tuple[str, str]:
         gc.collect()
     finally:
         server.start()
+    return bucket, url
 
 
 def test_a_new_process_uploads_what_an_earlier_one_could_not(
