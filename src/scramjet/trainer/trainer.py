@@ -660,13 +660,12 @@ class Trainer:
         try:
             while self.state.epoch < self.run_config.num_epochs and not self._reached_max_steps():
                 self._run_train_epoch(train_dl)
-                if self._eval_dl is not None and self._epoch_cut:
-                    # the epoch goes on after a resume: this pass must not move its RNGs
-                    rng_states = get_rng_states()
+                if self._eval_dl is not None:
+                    # a cut epoch goes on after a resume: this pass must not move its RNGs
+                    rng_states = get_rng_states() if self._epoch_cut else None
                     self._run_evaluation(self._eval_dl)
-                    set_rng_states(rng_states)
-                elif self._eval_dl is not None:
-                    self._run_evaluation(self._eval_dl)
+                    if rng_states is not None:
+                        set_rng_states(rng_states)
                 # An epoch cut short by a stop or the step limit is not finished: its state
                 # (and a checkpoint saved now) stays inside it, so a resume continues it.
                 self.state.epoch_finished = not self._epoch_cut
