@@ -73,7 +73,10 @@ def test_seed_names_and_signatures():
         assert list(inspect.signature(fn).parameters) == ["patch_backprop", "backends"]
     for fn in (ng.accelerate_dataset, ng.patch_dataset):
         assert list(inspect.signature(fn).parameters) == ["preloaded_data", "max_memory_size"]
-    data = ng.NebulDataset([torch.ones(2), torch.zeros(2)], preloaded_data=1, max_memory_size=10)
+    with pytest.warns(UserWarning, match="cannot hold the cache index"):
+        data = ng.NebulDataset(
+            [torch.ones(2), torch.zeros(2)], preloaded_data=1, max_memory_size=10
+        )
     assert torch.equal(data[1], torch.zeros(2))
     learner = ng.TrainingLearner(torch.nn.Linear(2, 1), ["RAMMER", "PYTORCH"])
     with pytest.warns(UserWarning, match="RAMMER"):

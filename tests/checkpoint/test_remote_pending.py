@@ -127,7 +127,10 @@ def test_load_remote_prefers_a_newer_local_copy_that_was_not_uploaded(
     data = bytearray((tmp_path / "ckpt-000002-step2.pt").read_bytes())
     data[len(data) // 2] ^= 0xFF
     (tmp_path / "ckpt-000002-step2.pt").write_bytes(bytes(data))
-    with pytest.warns(UserWarning, match="trying the previous checkpoint s3://"):
+    with (
+        pytest.warns(UserWarning, match="trying the previous checkpoint s3://"),
+        pytest.warns(UserWarning, match="ckpt-000002-step2.pt.*not uploaded"),
+    ):
         result = load_remote(url, {}, local_dir=tmp_path)
     assert result.step == 1
 

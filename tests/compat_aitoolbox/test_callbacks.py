@@ -217,7 +217,8 @@ def test_result_packages_take_targets_first_and_combine() -> None:
         BinaryClassificationResultPackage() + RegressionResultPackage()  # nothing computed yet
     with pytest.raises(ValueError, match="prepare_result_package"):
         ClassificationResultPackage(strict_content_check=True).get_results()
-    assert ClassificationResultPackage().get_results() is None
+    with pytest.warns(UserWarning, match="no results yet"):
+        assert ClassificationResultPackage().get_results() is None
 
 
 def test_classification_results_keep_aitoolbox_accuracy_key() -> None:

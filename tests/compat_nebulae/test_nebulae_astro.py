@@ -54,6 +54,7 @@ def test_craft_needs_run_and_a_scope() -> None:
     ("size", "kernel", "dilation"),
     [((9, 12), (3, 5), 1), ((7, 8), (2, 4), 1), ((10, 11), (5, 2), (2, 1)), ((6, 6), (1, 3), 3)],
 )
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel lengths")
 def test_autopad_matches_same_convolution_for_non_square_kernels(size, kernel, dilation) -> None:
     torch.manual_seed(0)
     x = torch.randn(1, 2, *size)
