@@ -14,7 +14,10 @@ Face batch ``{"input_ids": ..., "attention_mask": ..., "labels": ...}``:
 The logits of an output are the output itself for a tensor, its ``logits`` field or key
 for a dataclass, a ``ModelOutput`` or a dict, and the first element of a tuple.
 :func:`concat_outputs` joins per-batch outputs of any of these kinds back into one of the
-same kind, along the batch dimension.
+same kind, along the batch dimension; tensors whose later dimensions differ between
+batches (sequences padded per batch by a collate function such as Hugging Face's
+``DataCollatorWithPadding``) are padded at their end to the longest with
+:data:`PAD_VALUE`.
 """
 
 from __future__ import annotations
@@ -38,6 +41,10 @@ LOGITS_KEY = "logits"
 #: the attribute holding the module it calls (``AcceleratedModel`` sets it to ``"module"``):
 #: the keys of a dict batch are then chosen by that module's ``forward``.
 FORWARDS_TO = "__scramjet_forwards_to__"
+#: What pads the later dimensions of per-batch output tensors of different sizes when they
+#: are joined (Hugging Face's ignore index, so padded label positions are skipped by
+#: losses and metrics that take ``ignore_index=-100``); bool and unsigned tensors get 0.
+PAD_VALUE = -100
 
 
 def split_batch(batch: Any, hook: str) -> tuple[Any, Any]:
@@ -205,7 +212,9 @@ def _field_names(output: Any) -> list[str]:
 def concat_outputs(outputs: list[Any]) -> Any:
     """Join per-batch outputs into one of the same kind along the batch dimension.
 
-    Tensors are concatenated (0-dim tensors, one per batch, are stacked); dicts, dataclasses
+    Tensors are concatenated (0-dim tensors, one per batch, are stacked; when their later
+    dimensions differ, each is first padded at the end to the longest with
+    :data:`PAD_VALUE`); dicts, dataclasses
     (Hugging Face ``ModelOutput`` included), named tuples and tuples are joined field by
     field; lists are chained; None stays None. Anything else comes back as a list with one
     entry per batch.
@@ -213,7 +222,7 @@ def concat_outputs(outputs: list[Any]) -> Any:
     first = outputs[0]
     if isinstance(first, torch.Tensor):
         detached = [o.detach() for o in outputs]
-        return torch.stack(detached) if first.ndim == 0 else torch.cat(detached)
+        return torch.stack(detached) if first.ndim == 0 else torch.cat(_pad_to_longest(detached))
     if first is None:
         return None
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
@@ -229,6 +238,27 @@ def concat_outputs(outputs: list[Any]) -> Any:
     if isinstance(first, list):
         return [item for o in outputs for item in o]
     return list(outputs)
+
+
+def _pad_to_longest(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The tensors, each padded at the end of its later dimensions to the longest among
+    them (with :data:`PAD_VALUE`); unchanged when those dimensions already agree."""
+    shapes = {tuple(t.shape[1:]) for t in tensors}
+    if len(shapes) == 1 or len({len(s) for s in shapes}) != 1:
+        return tensors  # equal, or of different ranks (torch.cat's error names the sizes)
+    longest = [max(sizes) for sizes in zip(*shapes)]
+    padded = []
+    for t in tensors:
+        if list(t.shape[1:]) == longest:
+            padded.append(t)
+            continue
+        unsigned = t.dtype == torch.bool or (
+            not t.is_floating_point() and not t.is_complex() and torch.iinfo(t.dtype).min == 0
+        )
+        out = t.new_full((t.shape[0], *longest), 0 if unsigned else PAD_VALUE)
+        out[(slice(None), *(slice(0, n) for n in t.shape[1:]))] = t
+        padded.append(out)
+    return padded
 
 
 def _rebuild(like: Mapping[Any, Any], items: dict[Any, Any]) -> Any:
@@ -265,6 +295,7 @@ def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
 __all__ = [
     "FORWARDS_TO",
     "LOGITS_KEY",
+    "PAD_VALUE",
     "TARGET_KEYS",
     "batch_size_of",
     "call_model",
