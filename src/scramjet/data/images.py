@@ -60,10 +60,40 @@ def load_image(
         src.draft(mode, (width, height))
         src.load()  # decode fully now so truncated files fail here, not later
         exif = src.info.get("exif")
-        img = src.convert(mode) if src.mode != mode else src.copy()
+        eight = _eight_bits(src)
+        img = eight.convert(mode) if eight.mode != mode else eight.copy()
     if img.size != (width, height):
         img = img.resize((width, height), Image.Resampling.BILINEAR, reducing_gap=3.0)
     return img, exif if isinstance(exif, bytes) else None
+
+
+_SIXTEEN_BIT = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
+
+
+def _eight_bits(img: Image.Image) -> Image.Image:
+    """``img`` with 8-bit samples: 16-bit grayscale is scaled (its high byte), not clipped.
+
+    Pillow's ``convert`` clips 16-bit grayscale to 255 (a white image), while it reads
+    16-bit RGB files by their high byte; both keep the high byte here. A 32-bit integer
+    (``I``) or float (``F``) image has no fixed range: values inside 0..255 are converted as
+    before, others would be clipped, so they are an error.
+
+    Raises:
+        ValueError: an ``I``/``F`` image with values outside 0..255 (or not finite).
+    """
+    if img.mode in _SIXTEEN_BIT:
+        wide = np.asarray(img).astype(np.uint16, copy=False)
+        return Image.fromarray((wide >> 8).astype(np.uint8))
+    if img.mode in ("I", "F"):
+        values = np.asarray(img)
+        low, high = values.min(), values.max()
+        if not (np.isfinite(low) and np.isfinite(high) and low >= 0 and high <= 255):
+            raise ValueError(
+                f"image mode {img.mode!r} holds values from {low} to {high}, outside the "
+                "8-bit range 0..255 that packs store (they would be clipped); scale the "
+                "image to 0..255 (8 bits) before packing"
+            )
+    return img
 
 
 def encode_image(

@@ -1,0 +1,53 @@
+"""A user's own folders and CSV lists packed and read back: what must not be lost or deleted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from scramjet.data import PackedDataset, PackError, pack
+
+
+def _pack(root, csv, dst, **kw):
+    opts = {"dtype": ["int64"], "height": 6, "width": 8, "workers": 0, "progress": False}
+    opts.update(kw)
+    return pack(root, csv, dst, **opts)
+
+
+def _photos(tmp_path, n=3):
+    """A user's folder: ``n`` RGB PNGs and ``list.csv`` (image, label)."""
+    root = tmp_path / "photos"
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).save(root / f"{i}.png")
+    (root / "list.csv").write_text("image,label\n" + "".join(f"{i}.png,{i}\n" for i in range(n)))
+    return root
+
+
+# ----- 16-bit and other wide images are scaled to 8 bits, never clipped to white ----------
+def test_16bit_grayscale_png_is_scaled_to_8_bits_not_clipped(tmp_path):
+    root = tmp_path / "scans"
+    root.mkdir()
+    wide = (np.arange(48, dtype=np.uint16).reshape(6, 8) * 1365).astype(np.uint16)
+    Image.fromarray(wide).save(root / "depth.png")  # opens as mode I;16
+    assert Image.open(root / "depth.png").mode == "I;16"
+    (root / "list.csv").write_text("image,label\ndepth.png,0\n")
+    for channel in (1, 3):
+        _pack(root, root / "list.csv", tmp_path / f"p{channel}", encode="raw", channel=channel)
+        got = PackedDataset(tmp_path / f"p{channel}")[0]["image"]
+        expected = (wide.astype(np.uint32) >> 8).astype(np.uint8)  # as Pillow reads 16-bit RGB
+        assert (got == expected[:, :, None]).all(), got[:, :, 0]
+
+
+def test_float_image_with_values_outside_0_255_is_a_bad_row(tmp_path):
+    root = tmp_path / "maps"
+    root.mkdir()
+    Image.fromarray(np.linspace(0, 1000, 48, dtype=np.float32).reshape(6, 8)).save(root / "f.tif")
+    Image.fromarray(np.full((6, 8, 3), 9, np.uint8)).save(root / "ok.png")
+    (root / "list.csv").write_text("image,label\nf.tif,0\nok.png,1\n")
+    with pytest.raises(PackError, match=r"'f.tif'.*mode 'F'.*0\.0 to 1000\.0.*8-bit"):
+        _pack(root, root / "list.csv", tmp_path / "p", encode="raw")
+    report = _pack(root, root / "list.csv", tmp_path / "p", encode="raw", on_error="skip")
+    assert [s.file for s in report.skipped] == ["f.tif"] and report.num_samples == 1
