@@ -51,3 +51,38 @@ def test_float_image_with_values_outside_0_255_is_a_bad_row(tmp_path):
         _pack(root, root / "list.csv", tmp_path / "p", encode="raw")
     report = _pack(root, root / "list.csv", tmp_path / "p", encode="raw", on_error="skip")
     assert [s.file for s in report.skipped] == ["f.tif"] and report.num_samples == 1
+
+
+# ----- overwrite replaces packs, never the user's own folders ------------------------------
+def test_overwrite_never_deletes_the_source_folder_or_list(tmp_path):
+    root = _photos(tmp_path)
+    before = sorted(p.name for p in root.iterdir())
+    for dst in (root, tmp_path, root / "list.csv"):
+        with pytest.raises(FileExistsError, match="file_dir or file_list"):
+            _pack(root, root / "list.csv", dst, overwrite=True)
+    assert sorted(p.name for p in root.iterdir()) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_overwrite_refuses_a_folder_that_is_not_a_pack(tmp_path):
+    root = _photos(tmp_path)
+    notes = tmp_path / "results"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("a week of work")
+    with pytest.raises(FileExistsError, match=r"not a pack.*notes\.txt"):
+        _pack(root, root / "list.csv", notes, overwrite=True)
+    assert (notes / "notes.txt").read_text() == "a week of work"
+    _pack(root, root / "list.csv", tmp_path / "p")
+    _pack(root, root / "list.csv", tmp_path / "p", overwrite=True, shards=3)  # a pack: fine
+    assert len(PackedDataset(tmp_path / "p").manifest.shards) == 3
+
+
+def test_cli_overwrite_refusal_prints_the_reason(tmp_path, capsys):
+    from scramjet.cli import main
+
+    root = _photos(tmp_path)
+    argv = ["pack", str(root), str(root / "list.csv"), str(root), "--dtype", "int64"]
+    assert main([*argv, "--height", "6", "--width", "8", "--overwrite", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "file_dir or file_list" in err and "overwrite=True" not in err
+    assert (root / "list.csv").is_file()

@@ -64,10 +64,9 @@ def run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             progress=not args.no_progress,
         )
-    except FileExistsError:
+    except FileExistsError as exc:  # said as the flag is typed here
         print(
-            f"scramjet pack: error: {args.dst!r} already exists; remove it or pass --overwrite",
-            file=sys.stderr,
+            f"scramjet pack: error: {exc}".replace("overwrite=True", "--overwrite"), file=sys.stderr
         )
         return 1
     except (ValueError, TypeError, OSError) as exc:

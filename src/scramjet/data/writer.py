@@ -293,7 +293,8 @@ def pack(
             POSIX only.
         on_error: ``"raise"`` stops at the first bad row; ``"skip"`` leaves bad rows out
             and lists them in the report and the manifest.
-        overwrite: replace an existing pack at ``dst`` (atomically).
+        overwrite: replace an existing pack at ``dst`` (atomically); a folder that is not
+            a pack, and a ``dst`` that is or holds ``file_dir``/``file_list``, are refused.
         progress: show a progress bar on stderr.
         storage_options: fsspec options for a ``dst`` URL (credentials, endpoint...).
 
@@ -340,8 +341,7 @@ def pack(
     if not root.is_dir():
         raise ValueError(f"file_dir {str(file_dir)!r} is not a directory")
     out = Path(dst).absolute()
-    if out.exists() and not overwrite:
-        raise FileExistsError(f"{str(out)!r} already exists; remove it or pass overwrite=True")
+    _check_destination(out, root, Path(file_list), overwrite)
     header, table = read_table(file_list)
     dtypes = check_header(header, [dtype] if isinstance(dtype, str) else list(dtype))
     skipped: list[SkippedRow] = []
@@ -683,6 +683,40 @@ def _write_values(h5: Any, col: ColumnSpec, values: list[Any]) -> None:
         f"{OFFSETS_GROUP}/{col.name}",
         data=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
     )
+
+
+def _check_destination(out: Path, root: Path, file_list: Path, overwrite: bool) -> None:
+    """Refuse a ``dst`` that would replace the sources, or anything but a pack.
+
+    ``overwrite`` replaces an earlier pack (a directory with a manifest, or one holding only
+    HDF5 files, as a killed or older writer leaves), a file or a link; never the folder or
+    list being packed, nor a folder of other files.
+    """
+    where = Path(os.path.realpath(out.parent)) / out.name  # a link itself is replaced
+    for source in (root, file_list.resolve()):
+        if where == source or where in source.parents:
+            raise FileExistsError(
+                f"dst {str(out)!r} is, or holds, the file_dir or file_list being packed "
+                f"({str(source)!r}); writing the pack there would replace them. Choose a "
+                "dst outside them (a new folder inside file_dir, like 'photos/photos.pack', "
+                "is fine)"
+            )
+    if not (out.exists() or out.is_symlink()):
+        return
+    if not overwrite:
+        raise FileExistsError(f"{str(out)!r} already exists; remove it or pass overwrite=True")
+    if out.is_symlink() or not out.is_dir() or (out / MANIFEST_NAME).is_file():
+        return
+    others = sorted(
+        p.name for p in out.iterdir() if not (p.is_file() and p.suffix in (".h5", ".hdf5"))
+    )
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise FileExistsError(
+            f"{str(out)!r} is a folder that is not a pack (no {MANIFEST_NAME}; it holds "
+            f"{shown}); overwrite=True replaces packs only, never other folders. Choose "
+            "another dst, or remove that folder yourself"
+        )
 
 
 def _publish(tmp: Path, out: Path, overwrite: bool) -> None:
