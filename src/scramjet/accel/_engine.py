@@ -92,6 +92,44 @@ class _Snapshot:
             torch.cuda.set_rng_state_all(self.cuda_rng)
 
 
+class _Inputs:
+    """The call's tensor inputs as they were before it, put back if a trial run changed them.
+
+    A forward may change its input in place (``x.sub_(mean)``, ``x /= 255``). The checked
+    call runs it up to four times (eager, the backend's gradient trial, the backend again);
+    without this each run would start from the previous one's result. Only a tensor whose
+    version counter moved is written back, so inputs that are part of an autograd graph and
+    were not changed are never touched (inference tensors have no counter: inside
+    ``torch.inference_mode`` they are always written back).
+    """
+
+    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        leaves, _ = tree_flatten((args, kwargs))
+        self.saved: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.versions: list[int | None] = []
+        seen: set[int] = set()
+        for t in leaves:
+            if isinstance(t, torch.Tensor) and id(t) not in seen:
+                seen.add(id(t))
+                self.saved.append((t, t.detach().clone()))
+                self.versions.append(_version(t))
+
+    def restore(self) -> None:
+        with torch.no_grad():
+            for k, (live, saved) in enumerate(self.saved):
+                version = self.versions[k]
+                if version is None and not torch.is_inference_mode_enabled():
+                    continue  # an inference tensor cannot have changed outside that mode
+                if version is None or _version(live) != version:
+                    live.copy_(saved)
+                    self.versions[k] = _version(live)
+
+
+def _version(t: torch.Tensor) -> int | None:
+    """The tensor's in-place version counter (None for inference tensors, which have none)."""
+    return None if t.is_inference() else int(t._version)
+
+
 def _float_leaves(out: Any) -> list[torch.Tensor]:
     leaves, _ = tree_flatten(out)
     return [t for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point()]
@@ -327,12 +365,31 @@ class Engine:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
+        inputs = _Inputs(args, kwargs)
+        try:
+            return self._trials(name, fn, module, raw, args, kwargs, inputs)
+        except BaseException:
+            inputs.restore()  # the next backend redoes the call on the caller's inputs
+            raise
+
+    def _trials(
+        self,
+        name: str,
+        fn: ForwardFn,
+        module: torch.nn.Module,
+        raw: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        inputs: _Inputs,
+    ) -> Any:
+        """Eager, then the backend, from the same buffers, RNG state and inputs; compare."""
         params: list[torch.nn.Parameter] = [p for p in module.parameters() if p.requires_grad]
         want_grads = torch.is_grad_enabled()
         snap = _Snapshot(module)
         ref = raw(*args, **kwargs)
         ref_grads = _projected_grads(ref, params, keep_graph=False) if want_grads else []
         snap.restore()
+        inputs.restore()
         out = fn(*args, **kwargs)
         # Compiled backwards may donate buffers, so a graph cannot be walked twice: the
         # gradient trial runs on its own forward and the state is restored once more before
@@ -345,6 +402,7 @@ class Engine:
             if exact_fn is None:  # no autocast: nothing but the first check applies
                 raise
             snap.restore()
+            inputs.restore()
             exact = exact_fn(*args, **kwargs)
             exact_grads = _projected_grads(exact, params, keep_graph=False) if want_grads else []
             self._compare_rounding(
@@ -354,6 +412,7 @@ class Engine:
         if not want_grads:
             return out
         snap.restore()
+        inputs.restore()
         return fn(*args, **kwargs)
 
     def _compare_rounding(

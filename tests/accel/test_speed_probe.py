@@ -1,0 +1,70 @@
+"""What a user who accelerates an existing training loop relies on (a user probe)."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from scramjet.accel import (
+    AccelerationWarning,
+    accelerate_model,
+    active_backend,
+    register_backend,
+    unregister_backend,
+)
+
+
+@pytest.fixture
+def probe_backends():
+    """EXACT runs the eager forward (a correct backend); SKEWED returns wrong numbers."""
+
+    def build_exact(fn, ctx):
+        return fn
+
+    def build_skewed(fn, ctx):
+        def run(*args, **kwargs):
+            return fn(*args, **kwargs) * 1.5
+
+        return run
+
+    register_backend("EXACT", build_exact)
+    register_backend("SKEWED", build_skewed)
+    yield
+    unregister_backend("EXACT")
+    unregister_backend("SKEWED")
+
+
+class _NormalisesInPlace(nn.Module):
+    """A forward that changes its input in place, as ``x /= 255`` or ``x.sub_(mean)`` do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.sub_(1.0)
+        return self.lin(x)
+
+
+@pytest.mark.parametrize("backend", ["EXACT", "SKEWED"])
+@pytest.mark.parametrize("grad", [True, False])
+def test_a_forward_that_changes_its_input_in_place_sees_it_changed_once(
+    probe_backends, backend, grad
+):
+    torch.manual_seed(0)
+    plain = _NormalisesInPlace()
+    fast = accelerate_model(copy.deepcopy(plain), backends=[backend])
+    x_plain, x_fast = torch.ones(4, 3), torch.ones(4, 3)
+    with warnings.catch_warnings(record=True) as record, torch.set_grad_enabled(grad):
+        warnings.simplefilter("always")
+        expected, got = plain(x_plain), fast(x_fast)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert torch.equal(x_fast, x_plain)  # the caller's tensor changed once, as in eager
+    dropped = [w for w in record if issubclass(w.category, AccelerationWarning)]
+    # A correct backend passes its check; a wrong one is dropped with one warning.
+    assert len(dropped) == (backend == "SKEWED")
+    assert active_backend(fast) == ("EXACT" if backend == "EXACT" else "PYTORCH")
