@@ -6,6 +6,9 @@ text, so nothing is downloaded. What is checked:
 - ``predict`` over batches padded per batch (``DataCollatorForLanguageModeling``) joins
   outputs whose sequence dimension differs: padded to the longest with -100, each row equal
   to calling the model on its batch.
+- A model built with ``return_dict=False`` returns ``(loss, logits, ...)`` when given
+  ``labels``: that loss is trained on and evaluated, and a ``loss_func`` never sees the
+  loss as if it were logits.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
     DataCollatorForLanguageModeling,
     GPT2Config,
     GPT2LMHeadModel,
@@ -98,3 +103,53 @@ def test_predict_joins_batches_padded_to_different_lengths(
             rows = predicted.logits[start : start + 4]
             torch.testing.assert_close(rows[:, :width], direct.logits)
             assert (rows[:, width:] == -100).all()
+
+
+# ------------------------------------------------------------------ return_dict=False
+def tuple_bert() -> BertForSequenceClassification:
+    config = BertConfig(
+        vocab_size=20, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=16, num_labels=2, return_dict=False,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )  # fmt: skip
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return BertForSequenceClassification(config)
+
+
+def token_data(n: int = 24) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 20, (n, 8), generator=g)
+    labels = (ids == 7).any(dim=1).long()
+    return [{"input_ids": i, "labels": y} for i, y in zip(ids, labels)], ids, labels
+
+
+def test_tuple_output_with_labels_trains_and_evaluates_on_its_own_loss() -> None:
+    model = tuple_bert()
+    data, ids, labels = token_data()
+    trainer = trainer_for(model)
+    trainer.train(data, num_epochs=1, per_device_batch_size=8)
+    assert len(trainer.run_history.get_metric_values("train_loss_epoch")) == 1
+    trainer.evaluate(data, per_device_batch_size=8)
+    model.eval()
+    with torch.no_grad():
+        direct = model(input_ids=ids, labels=labels)[0]
+    assert trainer.run_history.get_latest_metric("eval_loss_epoch") == pytest.approx(
+        float(direct), rel=1e-5
+    )
+    predicted = trainer.predict(data, per_device_batch_size=8)  # labels left out: (logits,)
+    assert isinstance(predicted, tuple) and predicted[0].shape == (24, 2)
+
+
+def test_tuple_output_loss_is_not_passed_to_loss_func_as_logits() -> None:
+    model = tuple_bert()
+    data, _, _ = token_data()
+    seen: list[tuple[int, ...]] = []
+
+    def loss_func(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        seen.append(tuple(logits.shape))
+        return torch.nn.functional.cross_entropy(logits, targets)
+
+    trainer = trainer_for(model, loss_func)
+    trainer.train(data, num_epochs=1, per_device_batch_size=8)
+    assert seen == [], "the model's own loss (first element) is the loss, as with ModelOutput"

@@ -8,11 +8,14 @@ Face batch ``{"input_ids": ..., "attention_mask": ..., "labels": ...}``:
   the targets of a model that computes no loss, are left out; the ``forward`` of the
   model inside a DDP, DataParallel or ``torch.compile`` wrapper decides). If the output
   carries a ``loss`` (an attribute or a key, as Hugging Face models return when given
-  ``labels``), that is the loss; otherwise the targets are the batch's first key among
-  :data:`TARGET_KEYS` and the loss is ``loss_func(logits, targets)``.
+  ``labels``; or a tuple's first element when that is a 0-dim floating tensor, as they
+  return ``(loss, logits, ...)`` with ``return_dict=False``), that is the loss; otherwise
+  the targets are the batch's first key among :data:`TARGET_KEYS` and the loss is
+  ``loss_func(logits, targets)``.
 
 The logits of an output are the output itself for a tensor, its ``logits`` field or key
-for a dataclass, a ``ModelOutput`` or a dict, and the first element of a tuple.
+for a dataclass, a ``ModelOutput`` or a dict, and the first element of a tuple (the
+second when the first is such a loss).
 :func:`concat_outputs` joins per-batch outputs of any of these kinds back into one of the
 same kind, along the batch dimension; tensors whose later dimensions differ between
 batches (sequences padded per batch by a collate function such as Hugging Face's
@@ -137,8 +140,10 @@ def logits_of(output: Any, hook: str) -> Any:
     found = output_field(output, LOGITS_KEY)
     if found is not None:
         return found
-    if isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
-        return output[0]
+    if isinstance(output, tuple) and output:
+        first = output[1] if _leading_loss(output) is not None else output[0]
+        if isinstance(first, torch.Tensor):
+            return first
     fields = _field_names(output)
     raise TypeError(
         f"{hook}: the model returned a {type(output).__name__} with no {LOGITS_KEY!r} "
@@ -148,18 +153,33 @@ def logits_of(output: Any, hook: str) -> Any:
     )
 
 
+def _leading_loss(output: Any) -> torch.Tensor | None:
+    """The loss a tuple output starts with: ``(loss, logits, ...)``, as Hugging Face models
+    return with ``return_dict=False`` when given ``labels``. A 0-dim floating tensor cannot
+    be a batch's logits, so a first element of that kind is taken as the loss."""
+    if not isinstance(output, tuple) or len(output) < 2:
+        return None
+    first = output[0]
+    if isinstance(first, torch.Tensor) and first.ndim == 0 and first.is_floating_point():
+        return first
+    return None
+
+
 def compute_loss(
     output: Any,
     targets: Any,
     loss_func: Callable[..., torch.Tensor] | None,
     hook: str,
 ) -> torch.Tensor:
-    """The loss of a step: the output's own ``loss`` if it has one, else ``loss_func``.
+    """The loss of a step: the output's own ``loss`` if it has one (a field, a key, or a
+    tuple's leading 0-dim loss), else ``loss_func``.
 
     Raises:
         TypeError: no loss in the output and no loss function, or no targets for it.
     """
     own = output_field(output, "loss")
+    if own is None:
+        own = _leading_loss(output)
     if isinstance(own, torch.Tensor):
         return own
     if loss_func is None:
