@@ -86,3 +86,16 @@ def test_cli_overwrite_refusal_prints_the_reason(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "file_dir or file_list" in err and "overwrite=True" not in err
     assert (root / "list.csv").is_file()
+
+
+# ----- messages for rows that hold no value ------------------------------------------------
+def test_empty_value_cell_says_it_is_empty(tmp_path):
+    root = _photos(tmp_path)
+    (root / "list.csv").write_text("image,label,score\n0.png,0,0.5\n1.png,1,\n2.png,2, \n")
+    report = _pack(root, root / "list.csv", tmp_path / "p", dtype=["int64", "float32"],
+                   on_error="skip")  # fmt: skip
+    reasons = [s.reason for s in report.skipped]
+    assert len(reasons) == 2
+    for reason in reasons:
+        assert "empty" in reason and "'score'" in reason and "nan" in reason
+        assert "for lists" not in reason

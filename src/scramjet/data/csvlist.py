@@ -183,6 +183,12 @@ def parse_value(cell: str, base: str, variable: bool) -> Any:
     if variable:
         return [parse_scalar(tok, base) for tok in split_list(cell)]
     tokens = split_list(cell)
+    if not tokens:
+        missing = " (nan for a missing value)" if base.startswith("float") else ""
+        raise ValueError(
+            f"expected one {base} value, got an empty cell ({cell!r}): fill it in{missing}, "
+            f"or use the dtype 'v{base}', whose rows may be empty lists"
+        )
     if len(tokens) != 1:
         raise ValueError(
             f"expected one {base} value, got {cell!r}; use the dtype 'v{base}' for lists"
