@@ -99,3 +99,10 @@ def test_empty_value_cell_says_it_is_empty(tmp_path):
     for reason in reasons:
         assert "empty" in reason and "'score'" in reason and "nan" in reason
         assert "for lists" not in reason
+
+
+def test_every_row_skipped_names_the_reasons(tmp_path):
+    root = _photos(tmp_path)
+    (root / "list.csv").write_text("image,label\n0.png,1.5\nmissing.png,1\n")
+    with pytest.raises(PackError, match=r"all 2 rows.*line 2.*'1\.5' is not an integer.*line 3"):
+        _pack(root, root / "list.csv", tmp_path / "p", on_error="skip")

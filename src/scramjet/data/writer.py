@@ -353,6 +353,8 @@ def pack(
     try:
         opts = (height, width, channel, enc, quality, keep_exif)
         spooled = _spool_rows(rows, tmp, opts, (n_workers, pool), on_error, skipped, progress)
+        if not spooled.rows and skipped:
+            raise PackError(_all_skipped(skipped))
         manifest = _write_shards(tmp, spooled, columns, shards, enc, (height, width, channel))
         manifest.extra["skipped_rows"] = [vars(s) for s in skipped]
         write_atomic_text(tmp / MANIFEST_NAME, manifest.to_json())
@@ -368,6 +370,17 @@ def pack(
         bytes=sum(s.bytes for s in manifest.shards),
         seconds=time.perf_counter() - start,
         skipped=skipped,
+    )
+
+
+def _all_skipped(skipped: list[SkippedRow]) -> str:
+    """The error for a pack whose every row was a bad row: how many, and the first reasons."""
+    first = sorted(skipped, key=lambda s: s.line)[:3]
+    reasons = "; ".join(f"line {s.line} ({s.file!r}): {s.reason}" for s in first)
+    more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+    return (
+        f"nothing to pack: all {len(skipped)} rows of the CSV list are bad rows ({reasons}"
+        f"{more}); fix the list or file_dir"
     )
 
 
