@@ -9,6 +9,10 @@ text, so nothing is downloaded. What is checked:
 - A model built with ``return_dict=False`` returns ``(loss, logits, ...)`` when given
   ``labels``: that loss is trained on and evaluated, and a ``loss_func`` never sees the
   loss as if it were logits.
+- ``predict`` builds no key/value cache (Hugging Face models keep one in their output
+  unless told ``use_cache=False``), so none is held for every batch.
+- ``predict`` on an encoder-decoder model (T5) with ``labels`` in the batch gives the
+  teacher-forced logits, as the model computes them from the labels.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from transformers import (
     GPT2Config,
     GPT2LMHeadModel,
     PreTrainedTokenizerFast,
+    T5Config,
+    T5ForConditionalGeneration,
 )
 from transformers.utils import logging as hf_logging
 
@@ -105,6 +111,15 @@ def test_predict_joins_batches_padded_to_different_lengths(
             assert (rows[:, width:] == -100).all()
 
 
+def test_predict_keeps_no_key_value_cache_per_batch(tokenizer: PreTrainedTokenizerFast) -> None:
+    ids = torch.randint(5, len(tokenizer), (12, 6), generator=torch.Generator().manual_seed(0))
+    data = [{"input_ids": row, "labels": row} for row in ids]
+    predicted = trainer_for(gpt2(len(tokenizer))).predict(data, per_device_batch_size=4)
+    assert predicted.logits.shape == (12, 6, len(tokenizer))
+    cache = [v for k, v in predicted.items() if k != "logits"]
+    assert cache == [], f"predict kept {[type(c).__name__ for c in cache]} besides the logits"
+
+
 # ------------------------------------------------------------------ return_dict=False
 def tuple_bert() -> BertForSequenceClassification:
     config = BertConfig(
@@ -153,3 +168,22 @@ def test_tuple_output_loss_is_not_passed_to_loss_func_as_logits() -> None:
     trainer = trainer_for(model, loss_func)
     trainer.train(data, num_epochs=1, per_device_batch_size=8)
     assert seen == [], "the model's own loss (first element) is the loss, as with ModelOutput"
+
+
+# ------------------------------------------------------------------ encoder-decoder predict
+def test_seq2seq_predict_gives_teacher_forced_logits_from_labels() -> None:
+    config = T5Config(
+        vocab_size=20, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
+        decoder_start_token_id=0, pad_token_id=0, dropout_rate=0.0,
+    )  # fmt: skip
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = T5ForConditionalGeneration(config)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(2, 20, (6, 5), generator=g)
+    data = [{"input_ids": i, "labels": i.flip(0)} for i in ids]
+    predicted = trainer_for(model).predict(data, per_device_batch_size=4)
+    model.eval()
+    with torch.no_grad():
+        direct = model(input_ids=ids, labels=ids.flip(1)).logits
+    torch.testing.assert_close(predicted.logits, direct)

@@ -72,22 +72,45 @@ def split_batch(batch: Any, hook: str) -> tuple[Any, Any]:
 def call_model(model: nn.Module, inputs: Any, *, with_targets: bool = True) -> Any:
     """``model(**inputs)`` for a mapping (keys its forward takes), else ``model(inputs)``.
 
-    With ``with_targets=False`` the target keys of a mapping are left out (prediction).
+    With ``with_targets=False`` (prediction) the target keys of a mapping are left out, and
+    for a forward that names them (Hugging Face models): ``use_cache=False``, so no
+    key/value cache is built and kept with every batch's output, and an encoder-decoder
+    model's ``decoder_input_ids`` are made from the batch's ``labels`` as the model itself
+    does when given them (``prepare_decoder_input_ids_from_labels``), so its logits are the
+    teacher-forced ones. A batch that sets either key keeps its own.
     """
     if not isinstance(inputs, Mapping):
         return model(inputs)
     # A wrapper's forward says nothing of the keys the model takes: DDP's and DataParallel's
     # take ``*inputs, **kwargs``, torch.compile's is set on the instance. Ask the model's own.
-    model_type = type(_innermost(model))
+    inner = _innermost(model)
+    model_type = type(inner)
     if model_type not in _FORWARD_PARAMETERS:
         _FORWARD_PARAMETERS[model_type] = _forward_parameters(model_type)
-    accepted = _FORWARD_PARAMETERS[model_type]
+    named, takes_any = _FORWARD_PARAMETERS[model_type]
     kwargs = {
         k: v
         for k, v in inputs.items()
-        if (accepted is None or k in accepted) and (with_targets or k not in TARGET_KEYS)
+        if (takes_any or k in named) and (with_targets or k not in TARGET_KEYS)
     }
+    if not with_targets:
+        kwargs.update(_prediction_inputs(inner, inputs, named))
     return model(**kwargs)
+
+
+def _prediction_inputs(
+    inner: nn.Module, inputs: Mapping[str, Any], named: frozenset[str]
+) -> dict[str, Any]:
+    """What a prediction passes besides the batch (see :func:`call_model`)."""
+    extra: dict[str, Any] = {}
+    if "use_cache" in named and "use_cache" not in inputs:
+        extra["use_cache"] = False
+    labels = inputs.get("labels")
+    prepare = getattr(inner, "prepare_decoder_input_ids_from_labels", None)
+    own = {"decoder_input_ids", "decoder_inputs_embeds"} & set(inputs)
+    if "decoder_input_ids" in named and callable(prepare) and labels is not None and not own:
+        extra["decoder_input_ids"] = prepare(labels=labels)
+    return extra
 
 
 def _innermost(model: nn.Module) -> nn.Module:
@@ -105,21 +128,22 @@ def _innermost(model: nn.Module) -> nn.Module:
     return model
 
 
-#: Keyword names each model class's forward takes (None: any), computed once per class.
-_FORWARD_PARAMETERS: weakref.WeakKeyDictionary[type, frozenset[str] | None] = (
+#: Keyword names each model class's forward names, and whether it takes any keyword
+#: (``**kwargs``), computed once per class.
+_FORWARD_PARAMETERS: weakref.WeakKeyDictionary[type, tuple[frozenset[str], bool]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _forward_parameters(model_type: type[nn.Module]) -> frozenset[str] | None:
-    """Names ``forward`` takes as keywords; None when it takes ``**kwargs`` (anything)."""
+def _forward_parameters(model_type: type[nn.Module]) -> tuple[frozenset[str], bool]:
+    """Names ``forward`` takes as keywords, and whether it takes ``**kwargs`` (anything)."""
     try:
         parameters = inspect.signature(model_type.forward).parameters.values()
     except (TypeError, ValueError):  # a builtin or C forward: pass everything
-        return None
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return None
-    return frozenset(p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL)
+        return frozenset(), True
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+    positional = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return frozenset(p.name for p in parameters if p.kind not in positional), takes_any
 
 
 def output_field(output: Any, name: str) -> Any:
