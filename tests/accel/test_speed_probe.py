@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import random
 import warnings
 
 import pytest
@@ -11,6 +12,8 @@ from torch import nn
 
 from scramjet.accel import (
     AccelerationWarning,
+    CachedDataset,
+    CacheWarning,
     accelerate_model,
     active_backend,
     register_backend,
@@ -68,3 +71,53 @@ def test_a_forward_that_changes_its_input_in_place_sees_it_changed_once(
     # A correct backend passes its check; a wrong one is dropped with one warning.
     assert len(dropped) == (backend == "SKEWED")
     assert active_backend(fast) == ("EXACT" if backend == "EXACT" else "PYTORCH")
+
+
+class _CoinFlipImages(torch.utils.data.Dataset):
+    """Decodes, then flips at random with probability 0.5 (a typical augmentation)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        image = torch.arange(6.0).reshape(2, 3) + i
+        return image.flip(-1) if random.random() < 0.5 else image
+
+
+class _SeededFromIndex(torch.utils.data.Dataset):
+    """Draws from the global generator, but seeded by the index: the same sample each time."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        torch.manual_seed(1000 + i)
+        return torch.randn(3)
+
+
+def _cache_warnings(make) -> list[str]:
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        ds = make()
+    ds.close_cache()
+    return [str(w.message) for w in record if issubclass(w.category, CacheWarning)]
+
+
+def test_the_probe_warns_about_a_coin_flip_augmentation_even_when_both_draws_agree():
+    # A seed where the probe's two calls flip alike, so their results are equal.
+    seed = next(s for s in range(100) if _two_flips_agree(s))
+    random.seed(seed)
+    messages = _cache_warnings(lambda: CachedDataset(_CoinFlipImages()))
+    assert len(messages) == 1 and "transform=" in messages[0]
+    assert messages[0].startswith("_CoinFlipImages.__getitem__")  # names the user's class
+
+
+def _two_flips_agree(seed: int) -> bool:
+    rng = random.Random(seed)
+    return (rng.random() < 0.5) == (rng.random() < 0.5)
+
+
+def test_the_probe_stays_quiet_for_a_getitem_seeded_from_the_index():
+    state = torch.get_rng_state()
+    assert _cache_warnings(lambda: CachedDataset(_SeededFromIndex())) == []
+    torch.set_rng_state(state)

@@ -75,8 +75,18 @@ def _same(a: Any, b: Any) -> bool:
     return False
 
 
+def _global_rng_states() -> tuple[Any, ...]:
+    return (torch.get_rng_state(), np.random.get_state(), random.getstate())
+
+
 def probe_deterministic(getitem: Callable[[int], Any], index: int = 0) -> bool:
-    """Call ``getitem(index)`` twice and say whether both results are equal.
+    """Call ``getitem(index)`` twice and say whether it is deterministic.
+
+    It is not when the two results differ, or when each call draws from one of the global
+    random generators (torch, NumPy, ``random``): a random flip with probability 0.5 gives
+    two equal results half the time, but moves the generator on every call. A ``getitem``
+    that seeds a generator from the index before drawing leaves it in the same state after
+    both calls, and counts as deterministic.
 
     Equality is deep (tensors, NumPy arrays, scalars, nested lists/tuples/dicts) and
     NaN-aware: a NaN equals a NaN at the same position, so data with missing values does not
@@ -85,9 +95,18 @@ def probe_deterministic(getitem: Callable[[int], Any], index: int = 0) -> bool:
     The global RNG states (torch, NumPy, random) are restored afterwards, so the probe does
     not shift the user's random streams.
     """
-    states = (torch.get_rng_state(), np.random.get_state(), random.getstate())
+    states = _global_rng_states()
     try:
-        return _same(getitem(index), getitem(index))
+        first = getitem(index)
+        after_first = _global_rng_states()
+        second = getitem(index)
+        after_second = _global_rng_states()
+        if not _same(first, second):
+            return False
+        return not any(
+            not _same(before, mid) and not _same(mid, after)
+            for before, mid, after in zip(states, after_first, after_second)
+        )
     finally:
         torch.set_rng_state(states[0])
         np.random.set_state(states[1])
@@ -279,16 +298,22 @@ class _CachingMixin:
     def _raw_item(self, index: int) -> Any:
         raise NotImplementedError
 
+    def _source_name(self) -> str:
+        """The class whose ``__getitem__`` decodes (named in the probe's warning)."""
+        return type(self).__name__
+
     def _setup_cache(self, n: int, settings: dict[str, Any]) -> None:
         settings = dict(settings)
         self._scramjet_transform = settings.pop("transform", None)
         probe = settings.pop("probe", True)
         if probe and n > 0 and not probe_deterministic(self._raw_item):
             warnings.warn(
-                f"{type(self).__name__}.__getitem__ returned different values for the same "
-                "index; caching would freeze that randomness (e.g. random augmentations) at "
-                "its first draw. Move random transforms to transform=..., which runs after "
-                "the cache, or pass probe=False if this is intended.",
+                f"{self._source_name()}.__getitem__ is random: it returned different values "
+                "for the same index, or drew from the global random generators (torch, "
+                "NumPy, random) on each call; caching would freeze that randomness (e.g. "
+                "random augmentations) at its first draw. Move random transforms to "
+                "transform=..., which runs after the cache, or pass probe=False if this is "
+                "intended.",
                 CacheWarning,
                 stacklevel=4,
             )
@@ -381,6 +406,9 @@ class CachedDataset(Dataset[Any], _CachingMixin):
 
     def _raw_item(self, index: int) -> Any:
         return self.dataset[index]
+
+    def _source_name(self) -> str:
+        return type(self.dataset).__name__
 
     def __len__(self) -> int:
         return len(self.dataset)
