@@ -106,3 +106,29 @@ def test_every_row_skipped_names_the_reasons(tmp_path):
     (root / "list.csv").write_text("image,label\n0.png,1.5\nmissing.png,1\n")
     with pytest.raises(PackError, match=r"all 2 rows.*line 2.*'1\.5' is not an integer.*line 3"):
         _pack(root, root / "list.csv", tmp_path / "p", on_error="skip")
+
+
+# ----- reading back: settings that would be ignored or fail late are refused early -------
+def test_transform_for_a_column_the_dataset_does_not_read_is_refused(tmp_path):
+    root = _photos(tmp_path)
+    _pack(root, root / "list.csv", tmp_path / "p")
+    with pytest.raises(ValueError, match=r"transform.*\['lable'\].*\['image', 'label'\]"):
+        PackedDataset(tmp_path / "p", transform={"lable": abs})
+    with pytest.raises(ValueError, match=r"transform.*\['image'\].*\['label'\].*columns="):
+        PackedDataset(tmp_path / "p", columns="label", transform={"image": abs})
+    with pytest.raises(TypeError, match=r"transform.*'label'.*str"):
+        PackedDataset(tmp_path / "p", transform={"label": "abs"})
+    with pytest.raises(TypeError, match=r"transform must be a callable.*int"):
+        PackedDataset(tmp_path / "p", transform=3)
+    assert PackedDataset(tmp_path / "p", transform={"label": abs})[0]["label"] == 0
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_loader_refuses_shuffle_with_a_sampler(tmp_path, backend):
+    root = _photos(tmp_path)
+    _pack(root, root / "list.csv", tmp_path / "p")
+    ds = PackedDataset(tmp_path / "p", columns="label")
+    with pytest.raises(ValueError, match=r"shuffle=True.*sampler.*ignored"):
+        ds.loader(2, shuffle=True, sampler=[2, 1, 0], backend=backend)
+    batches = [b["label"].tolist() for b in ds.loader(2, sampler=[2, 1, 0], backend=backend)]
+    assert batches == [[2, 1], [0]]

@@ -5,6 +5,7 @@ Each check says what it received, what it expects and how to fix the call.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -72,3 +73,47 @@ def check_prefetch_factor(kwargs: dict[str, Any]) -> int | None:
             f"or None for the default (2); received {value!r}"
         )
     return int(value)
+
+
+def check_transform(transform: Any, names: list[str]) -> None:
+    """A dataset's ``transform``: None, a callable, or a mapping of read columns to callables.
+
+    Raises:
+        ValueError: a mapping names columns the dataset does not read (a typo, or a column
+            left out by ``columns=``): its entries would fail on the first sample.
+        TypeError: a transform, or a mapping's value, that cannot be called.
+    """
+    if transform is None:
+        return
+    if isinstance(transform, Mapping):
+        unknown = [name for name in transform if name not in names]
+        if unknown:
+            raise ValueError(
+                f"transform names columns {unknown} that this dataset does not read; it "
+                f"reads {names}. Fix the names, or add those columns to columns="
+            )
+        for name, fn in transform.items():
+            if not callable(fn):
+                raise TypeError(
+                    f"transform[{name!r}] must be a callable (a function or an augmentation); "
+                    f"received {type(fn).__name__} {fn!r}"
+                )
+    elif not callable(transform):
+        raise TypeError(
+            f"transform must be a callable on the sample dict or a mapping {{column: "
+            f"callable}}; received {type(transform).__name__} {transform!r}"
+        )
+
+
+def check_shuffle_and_sampler(shuffle: bool, sampler: Any) -> None:
+    """Refuse ``shuffle=True`` with a ``sampler``, as a DataLoader does.
+
+    Raises:
+        ValueError: both given (the sampler's order would be used, the shuffle ignored).
+    """
+    if shuffle and sampler is not None:
+        raise ValueError(
+            f"shuffle=True with sampler={type(sampler).__name__}: the sampler sets the order, "
+            "so shuffle would be ignored. Drop shuffle=True (a sampler shuffles itself, e.g. "
+            "DistributedSampler(ds, shuffle=True)), or drop sampler="
+        )

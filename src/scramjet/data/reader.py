@@ -34,7 +34,13 @@ from torch.utils.data import (
     get_worker_info,
 )
 
-from scramjet.data._args import check_batch_size, check_prefetch_factor, scalar_index
+from scramjet.data._args import (
+    check_batch_size,
+    check_prefetch_factor,
+    check_shuffle_and_sampler,
+    check_transform,
+    scalar_index,
+)
 from scramjet.data._remote import (
     Prefetcher,
     Retry,
@@ -195,6 +201,7 @@ class PackedDataset(Dataset[Any]):
         if unknown:
             raise ValueError(f"unknown columns {unknown}; this pack has {list(by_name)}")
         self.columns: list[ColumnSpec] = [by_name[n] for n in names]
+        check_transform(transform, names)
         self.transform = transform
         self.decoder, _ = jpeg_decoder(decoder)
         self.epoch = 0
@@ -654,7 +661,7 @@ class PackedDataset(Dataset[Any]):
 
         Args:
             batch_size: samples per batch (an int >= 1).
-            shuffle: shuffle every epoch (ignored when ``sampler`` is given).
+            shuffle: shuffle every epoch (not with a ``sampler``, which sets the order).
             drop_last: drop the last incomplete batch.
             num_workers: worker processes, or reading threads with ``backend="threads"``
                 (there 0 means one per usable core).
@@ -672,7 +679,7 @@ class PackedDataset(Dataset[Any]):
         Raises:
             TypeError: ``batch_size`` is not an int.
             ValueError: ``batch_size`` or ``prefetch_factor`` below 1, an unknown backend,
-                or a setting the backend does not take.
+                ``shuffle=True`` with a ``sampler``, or a setting the backend does not take.
         """
         from scramjet.data._threads import (
             EpochBatches,
@@ -682,6 +689,7 @@ class PackedDataset(Dataset[Any]):
         )
 
         batch_size = check_batch_size(batch_size)
+        check_shuffle_and_sampler(shuffle, sampler)
         prefetch = check_prefetch_factor(kwargs)
         chosen = choose_backend(backend, self.transform is not None, kwargs)
         if (num_workers > 0 or chosen == "threads") and self.verify_mode == "open":
