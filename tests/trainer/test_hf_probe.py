@@ -13,6 +13,8 @@ text, so nothing is downloaded. What is checked:
   unless told ``use_cache=False``), so none is held for every batch.
 - ``predict`` on an encoder-decoder model (T5) with ``labels`` in the batch gives the
   teacher-forced logits, as the model computes them from the labels.
+- Result packages take a Hugging Face output (its ``logits``) and dict samples (their
+  ``labels``), with a ``collate_fn`` for samples of different lengths.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from transformers import (
     BertConfig,
     BertForSequenceClassification,
     DataCollatorForLanguageModeling,
+    DataCollatorForSeq2Seq,
+    DataCollatorWithPadding,
     GPT2Config,
     GPT2LMHeadModel,
     PreTrainedTokenizerFast,
@@ -35,6 +39,7 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from scramjet import Trainer
+from scramjet.metrics import ClassificationResults, PerplexityResults
 
 WORDS = ("the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away", "and", "then")
 
@@ -187,3 +192,63 @@ def test_seq2seq_predict_gives_teacher_forced_logits_from_labels() -> None:
     with torch.no_grad():
         direct = model(input_ids=ids, labels=ids.flip(1)).logits
     torch.testing.assert_close(predicted.logits, direct)
+
+
+# ------------------------------------------------------------------ result packages
+def bert(num_labels: int = 3) -> BertForSequenceClassification:
+    config = BertConfig(
+        vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=16, num_labels=num_labels,
+    )  # fmt: skip
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return BertForSequenceClassification(config)
+
+
+def test_result_package_takes_a_hf_output_and_dict_samples() -> None:
+    model = bert()
+    data, ids, _ = token_data(20)
+    labels = torch.arange(20) % 3
+    data = [{**d, "labels": y} for d, y in zip(data, labels)]
+    trainer = trainer_for(model)
+    results = ClassificationResults(3).evaluate(trainer, data, per_device_batch_size=8)
+    model.eval()
+    with torch.no_grad():
+        expected = (model(input_ids=ids).logits.argmax(1) == labels).float().mean()
+    assert results["accuracy"] == pytest.approx(float(expected))
+    predicted = trainer.predict(data, per_device_batch_size=8)
+    assert ClassificationResults(3)(predicted, labels)["accuracy"] == results["accuracy"]
+
+
+def test_result_package_evaluate_uses_the_collate_fn(tokenizer: PreTrainedTokenizerFast) -> None:
+    model = bert(num_labels=2)
+    data = [{**d, "labels": i % 2} for i, d in enumerate(encoded(tokenizer, 10))]
+    trainer = trainer_for(model)
+    collate = DataCollatorWithPadding(tokenizer)
+    results = ClassificationResults(2).evaluate(
+        trainer, data, per_device_batch_size=4, collate_fn=collate
+    )
+    predicted = trainer.predict(data, per_device_batch_size=4, collate_fn=collate)
+    labels = torch.tensor([d["labels"] for d in data])
+    assert results == ClassificationResults(2)(predicted.logits, labels)
+
+
+def test_perplexity_package_pads_targets_of_different_lengths(
+    tokenizer: PreTrainedTokenizerFast,
+) -> None:
+    data = encoded(tokenizer, 6)
+    data = [{**d, "labels": d["input_ids"]} for d in data]
+    collate = DataCollatorForSeq2Seq(tokenizer)  # labels padded with -100
+    trainer = trainer_for(gpt2(len(tokenizer)))
+    got = PerplexityResults(ignore_index=-100).evaluate(
+        trainer, data, per_device_batch_size=4, collate_fn=collate
+    )["perplexity"]
+    predicted = trainer.predict(data, per_device_batch_size=4, collate_fn=collate).logits
+    losses, count = 0.0, 0
+    for row, d in zip(predicted, data):
+        target = torch.tensor(d["labels"])
+        losses += float(
+            torch.nn.functional.cross_entropy(row[: len(target)], target, reduction="sum")
+        )
+        count += len(target)
+    assert got == pytest.approx(float(torch.exp(torch.tensor(losses / count))), rel=1e-4)

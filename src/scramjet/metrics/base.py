@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from scramjet.trainer.batch import LOGITS_KEY, TARGET_KEYS, concat_outputs, output_field
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
@@ -41,21 +44,37 @@ class ResultPackage:
         return CombinedResults([self, other])
 
     def evaluate(
-        self, trainer: Trainer, dataset: Any, per_device_batch_size: int = 64, targets: Any = None
+        self,
+        trainer: Trainer,
+        dataset: Any,
+        per_device_batch_size: int = 64,
+        targets: Any = None,
+        collate_fn: Callable[..., Any] | None = None,
     ) -> dict[str, Any]:
         """Predict ``dataset`` with ``trainer`` and compute the package.
 
         Args:
             trainer: a :class:`~scramjet.Trainer`.
-            dataset: a map-style dataset of ``(inputs, target)`` samples.
+            dataset: a map-style dataset of ``(inputs, target)`` samples, or of dict samples
+                (Hugging Face style) whose target is under ``labels`` (or ``label``,
+                ``targets``, ``target``, ``y``).
             per_device_batch_size: prediction batch size.
-            targets: the targets; default ``dataset[i][1]`` for every sample.
+            targets: the targets; default each sample's target, stacked into one tensor
+                (targets of different lengths are padded at the end with -100, as
+                ``predict`` pads outputs).
+            collate_fn: passed to ``trainer.predict`` (e.g. a ``DataCollatorWithPadding``
+                for samples of different lengths).
+
+        A model output with ``logits`` (a Hugging Face ``ModelOutput``, a dict) is scored
+        on its logits, as :meth:`compute` does.
         """
-        y_pred = trainer.predict(dataset, per_device_batch_size=per_device_batch_size)
+        y_pred = trainer.predict(
+            dataset, per_device_batch_size=per_device_batch_size, collate_fn=collate_fn
+        )
         if targets is None:
-            targets = [dataset[i][1] for i in range(len(dataset))]
-            if targets and isinstance(targets[0], torch.Tensor):
-                targets = torch.stack(targets)
+            targets = [_target_of(dataset[i], i) for i in range(len(dataset))]
+            if targets and all(isinstance(t, torch.Tensor) for t in targets):
+                targets = concat_outputs([t.unsqueeze(0) for t in targets])
         return self.compute(y_pred, targets)
 
 
@@ -86,10 +105,34 @@ class CombinedResults(ResultPackage):
         return out
 
 
+def _target_of(sample: Any, index: int) -> Any:
+    """The target of one dataset sample: ``sample[1]``, or a dict sample's target key."""
+    if isinstance(sample, Mapping):
+        key = next((k for k in TARGET_KEYS if k in sample), None)
+        if key is None:
+            raise KeyError(
+                f"evaluate: sample {index} is a dict without a target (keys: "
+                f"{', '.join(map(repr, sample))}; looked for "
+                f"{', '.join(map(repr, TARGET_KEYS))}). Name its target 'labels', or pass "
+                f"targets= to evaluate."
+            )
+        value = sample[key]
+    else:
+        value = sample[1]
+    return torch.as_tensor(value) if isinstance(value, list | int | float) else value
+
+
 def as_tensor(value: Any, what: str) -> torch.Tensor:
-    """Predictions or targets as a CPU tensor (lists and numpy arrays accepted)."""
+    """Predictions or targets as a CPU tensor (lists and numpy arrays accepted; a model
+    output with ``logits``, such as a Hugging Face ``ModelOutput`` or a dict, gives them)."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu()
+    if isinstance(value, Mapping) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    ):
+        found = output_field(value, LOGITS_KEY)
+        if isinstance(found, torch.Tensor):
+            return found.detach().cpu()
     try:
         return torch.as_tensor(value)
     except (TypeError, ValueError, RuntimeError) as exc:
