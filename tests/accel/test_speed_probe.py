@@ -121,3 +121,22 @@ def test_the_probe_stays_quiet_for_a_getitem_seeded_from_the_index():
     state = torch.get_rng_state()
     assert _cache_warnings(lambda: CachedDataset(_SeededFromIndex())) == []
     torch.set_rng_state(state)
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune-no-cudagraphs"])
+def test_compile_with_a_mode_keeps_a_model_with_dropout_on_compile(mode):
+    # cuda_graphs=True on CUDA selects "reduce-overhead" the same way.
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.3), nn.Linear(8, 2))
+    plain = copy.deepcopy(net)
+    fast = accelerate_model(net, backends=["COMPILE"], compile_mode=mode)
+    x = torch.randn(6, 4)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        torch.manual_seed(1)
+        got = fast(x)
+    torch.manual_seed(1)
+    expected = plain(x)
+    assert [str(w.message) for w in record if issubclass(w.category, AccelerationWarning)] == []
+    assert active_backend(fast) == "COMPILE"
+    torch.testing.assert_close(got, expected)  # the same dropout mask as eager

@@ -33,13 +33,16 @@ def build_compile(forward_fn: ForwardFn, ctx: BuildContext) -> ForwardFn:
     mode = ctx.options.get("compile_mode")
     if ctx.options.get("cuda_graphs") and ctx.device.type == "cuda":
         mode = "reduce-overhead"
-    kwargs: dict[str, Any] = {"dynamic": ctx.options.get("dynamic")}
-    if mode in (None, "default"):
-        # Inductor options and ``mode`` are mutually exclusive in torch.compile.
-        kwargs["options"] = {"fallback_random": True}
-    else:
-        kwargs["mode"] = mode
-    compiled = torch.compile(forward_fn, **kwargs)
+    dynamic = ctx.options.get("dynamic")
+    # torch.compile takes ``mode`` or ``options``, not both: a mode is passed as the Inductor
+    # options it stands for, so that ``fallback_random`` holds in every mode (without it a
+    # model with dropout fails the first-step check and COMPILE is dropped).
+    options: dict[str, Any] = {"fallback_random": True}
+    if mode not in (None, "default"):
+        from torch._inductor import list_mode_options
+
+        options = {**list_mode_options(mode, dynamic), **options}  # an unknown mode raises
+    compiled = torch.compile(forward_fn, dynamic=dynamic, options=options)
     config: Any = torch._dynamo.config
     if not hasattr(config, "skip_nnmodule_hook_guards"):
         return compiled
