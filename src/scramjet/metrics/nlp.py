@@ -128,6 +128,10 @@ class BleuResults(ResultPackage):
 class PerplexityResults(ResultPackage):
     """Perplexity from token logits ``[N, T, V]`` and targets ``[N, T]`` (torchmetrics).
 
+    The logits at position ``t`` are scored against the target at ``t``. A causal language
+    model whose loss shifts the labels itself (Hugging Face ``...ForCausalLM``) predicts
+    token ``t + 1`` at ``t``: pass ``logits[:, :-1]`` and ``labels[:, 1:]``.
+
     Args:
         ignore_index: target value to skip (padding).
     """
@@ -180,5 +184,11 @@ class QAResults(ResultPackage):
 
 
 def perplexity_from_loss(mean_token_loss: float | torch.Tensor) -> float:
-    """Perplexity from a mean per-token cross-entropy (e.g. ``eval_loss_epoch``)."""
+    """Perplexity from a mean per-token cross-entropy.
+
+    A language model's ``eval_loss_epoch`` is that mean only when every batch holds the
+    same number of target tokens: it is a mean per sample of each batch's per-token mean,
+    so with batches padded to different lengths it weighs tokens unevenly. Compute
+    :class:`PerplexityResults` on the predictions for the exact value.
+    """
     return float(math.exp(float(mean_token_loss)))
