@@ -16,6 +16,7 @@ from scramjet.accel import (
     CacheWarning,
     accelerate_model,
     active_backend,
+    fast_optimizer,
     register_backend,
     unregister_backend,
 )
@@ -140,3 +141,33 @@ def test_compile_with_a_mode_keeps_a_model_with_dropout_on_compile(mode):
     assert [str(w.message) for w in record if issubclass(w.category, AccelerationWarning)] == []
     assert active_backend(fast) == "COMPILE"
     torch.testing.assert_close(got, expected)  # the same dropout mask as eager
+
+
+@pytest.mark.parametrize("optimizer_cls", [torch.optim.SGD, torch.optim.Adagrad])
+def test_fast_optimizer_steps_a_sparse_embedding_like_the_plain_optimizer(optimizer_cls):
+    torch.manual_seed(0)
+    fast_emb = nn.Embedding(10, 4, sparse=True)
+    plain_emb = copy.deepcopy(fast_emb)
+    fast = fast_optimizer(optimizer_cls(fast_emb.parameters(), lr=0.1))
+    plain = optimizer_cls(plain_emb.parameters(), lr=0.1)
+    for _ in range(3):
+        for emb, opt in ((fast_emb, fast), (plain_emb, plain)):
+            opt.zero_grad()
+            emb(torch.tensor([1, 2, 2])).square().sum().backward()
+            opt.step()
+    torch.testing.assert_close(fast_emb.weight, plain_emb.weight)
+
+
+@pytest.mark.parametrize("optimizer_cls", [torch.optim.AdamW, torch.optim.SGD])
+def test_fast_optimizer_takes_complex_parameters(optimizer_cls):
+    fast_p = nn.Parameter(
+        torch.randn(3, dtype=torch.cfloat, generator=torch.Generator().manual_seed(0))
+    )
+    plain_p = nn.Parameter(fast_p.detach().clone())
+    fast = fast_optimizer(optimizer_cls([fast_p], lr=0.1))
+    plain = optimizer_cls([plain_p], lr=0.1)
+    for p, opt in ((fast_p, fast), (plain_p, plain)):
+        p.abs().square().sum().backward()
+        opt.step()
+    torch.testing.assert_close(fast_p, plain_p)
+    assert fast.param_groups[0]["foreach"] is True  # the fast path that takes them

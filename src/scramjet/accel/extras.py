@@ -124,14 +124,29 @@ def _fused_devices() -> list[str]:
 def fast_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
     """Rebuild ``optimizer`` with :func:`fast_optimizer_kwargs`, keeping groups and state.
 
+    Fused kernels take real floating-point parameters with dense gradients only. With a
+    complex parameter the optimizer is built with ``foreach=True`` instead; a group whose
+    parameter gets a sparse gradient (``nn.Embedding(sparse=True)`` with ``SGD`` or
+    ``Adagrad``) is switched to the default kernels at the first step, where that is seen.
+
     Args:
         optimizer: an optimizer from ``torch.optim``.
 
     Returns:
-        A new optimizer of the same class over the same parameters and state.
+        A new optimizer of the same class over the same parameters and state (an LR
+        scheduler must be created on it, not on the one passed in).
+
+    Raises:
+        RuntimeError: a sparse gradient met a fused group under a ``GradScaler`` (whose
+            scaling a fused step undoes itself): build that optimizer without
+            ``fast_optimizer``.
     """
-    first = next(p for g in optimizer.param_groups for p in g["params"])
-    extra = fast_optimizer_kwargs(type(optimizer), first.device)
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    extra = fast_optimizer_kwargs(type(optimizer), params[0].device)
+    if extra.get("fused") and not all(p.is_floating_point() for p in params):
+        # Complex parameters: fused kernels refuse them at construction.
+        accepts_foreach = "foreach" in inspect.signature(type(optimizer)).parameters
+        extra = {"foreach": True} if accepts_foreach else {}
     groups = [dict(g) for g in optimizer.param_groups]
     for group in groups:
         group.update(extra)
@@ -144,7 +159,34 @@ def fast_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
     new.load_state_dict(optimizer.state_dict())
     for group in new.param_groups:
         group.update(extra)
+    if extra.get("fused"):
+        _unfuse_groups_with_sparse_grads(new)
     return new
+
+
+def _unfuse_groups_with_sparse_grads(optimizer: torch.optim.Optimizer) -> None:
+    """At the first step with gradients, give groups holding a sparse one the default kernels."""
+    handles: list[Any] = []
+
+    def check(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        seen = False
+        for group in opt.param_groups:
+            grads = [p.grad for p in group["params"] if p.grad is not None]
+            seen = seen or bool(grads)
+            if not group.get("fused") or not any(g.is_sparse for g in grads):
+                continue
+            if getattr(opt, "grad_scale", None) is not None:
+                raise RuntimeError(
+                    f"fast_optimizer chose fused {type(opt).__name__} kernels, but a parameter "
+                    "got a sparse gradient (nn.Embedding(sparse=True)?), which they do not "
+                    "take, and a GradScaler is scaling this step; build this optimizer "
+                    "without fast_optimizer, or use a dense embedding"
+                )
+            group["fused"] = False
+        if seen:
+            handles[0].remove()
+
+    handles.append(optimizer.register_step_pre_hook(check))
 
 
 def resolve_autocast(value: str | torch.dtype | None) -> torch.dtype | None:
