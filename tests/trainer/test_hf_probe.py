@@ -17,6 +17,8 @@ text, so nothing is downloaded. What is checked:
   ``labels``), with a ``collate_fn`` for samples of different lengths.
 - ``Experiment(hyperparams=config)`` with a ``PretrainedConfig`` (recorded, xfail: the
   fix belongs to ``scramjet.tracking``).
+- ``predict`` on two processes whose batches are padded to different lengths on each rank
+  (slow, xfail: the fix belongs to ``scramjet.runtime.distributed.gather``).
 """
 
 from __future__ import annotations
@@ -270,3 +272,55 @@ def test_experiment_takes_a_hf_config_as_hyperparams(tmp_path: Any) -> None:
     exp = Experiment("hf", "bert", root=tmp_path, hyperparams=config)  # type: ignore[arg-type]
     assert exp.hyperparams["hidden_size"] == 16
     assert exp.hyperparams["model_type"] == "bert"
+
+
+# ------------------------------------------------------------------ two processes
+PREDICT_JOB = """
+import json, sys
+import torch
+from scramjet import Trainer
+from scramjet.runtime import distributed as dist
+
+class Echo(torch.nn.Module):  # a token model: one row of logits per position
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(()))
+    def forward(self, input_ids):
+        return {"logits": input_ids.float()[..., None] * self.w}
+
+def collate(samples):  # pads each batch to its own longest sequence, as HF collators do
+    width = max(len(s["input_ids"]) for s in samples)
+    ids = [s["input_ids"] + [0] * (width - len(s["input_ids"])) for s in samples]
+    return {"input_ids": torch.tensor(ids)}
+
+# rank 0 (samples 0, 2, 4) holds sequences of 2 tokens, rank 1 (1, 3, 5) of 5
+data = [{"input_ids": [i + 1] * (2 if i % 2 == 0 else 5)} for i in range(6)]
+model = Echo()
+trainer = Trainer(model, None, torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[])
+out = trainer.predict(data, per_device_batch_size=3, collate_fn=collate)["logits"]
+if dist.get_rank() == 0:
+    with open(sys.argv[1], "w") as f:
+        json.dump(out[..., 0].tolist(), f)
+"""
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="runtime/distributed.py gather pads only dim 0 across ranks: outputs whose "
+    "sequence dimension differs between ranks abort the process in all_gather (gloo: "
+    "'Received data size doesn't match expected size')",
+)
+def test_predict_on_two_processes_joins_sequences_of_different_lengths(tmp_path: Any) -> None:
+    import json
+
+    from tests.common.torchrun import run_torchrun
+
+    job, out = tmp_path / "job.py", tmp_path / "out.json"
+    job.write_text(PREDICT_JOB)
+    done = run_torchrun(job, str(out), timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    expected = [[i + 1] * (2 if i % 2 == 0 else 5) + [-100] * (0 if i % 2 else 3) for i in range(6)]
+    assert rows == expected
