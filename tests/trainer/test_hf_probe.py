@@ -8,7 +8,8 @@ text, so nothing is downloaded. What is checked:
   to calling the model on its batch.
 - A model built with ``return_dict=False`` returns ``(loss, logits, ...)`` when given
   ``labels``: that loss is trained on and evaluated, and a ``loss_func`` never sees the
-  loss as if it were logits.
+  loss as if it were logits; without ``labels`` (and no ``loss_func``) the error says
+  the batch needs them.
 - ``predict`` builds no key/value cache (Hugging Face models keep one in their output
   unless told ``use_cache=False``), so none is held for every batch.
 - ``predict`` on an encoder-decoder model (T5) with ``labels`` in the batch gives the
@@ -177,6 +178,15 @@ def test_tuple_output_loss_is_not_passed_to_loss_func_as_logits() -> None:
     trainer = trainer_for(model, loss_func)
     trainer.train(data, num_epochs=1, per_device_batch_size=8)
     assert seen == [], "the model's own loss (first element) is the loss, as with ModelOutput"
+
+
+def test_missing_labels_error_says_the_model_needs_labels() -> None:
+    model = tuple_bert()
+    data = [{"input_ids": d["input_ids"]} for d in token_data(8)[0]]
+    with pytest.raises(TypeError) as error:
+        trainer_for(model).train(data, num_epochs=1, per_device_batch_size=4)
+    message = str(error.value)
+    assert "tuple" in message and "'labels'" in message and "loss_func" in message
 
 
 # ------------------------------------------------------------------ encoder-decoder predict

@@ -207,10 +207,17 @@ def compute_loss(
     if isinstance(own, torch.Tensor):
         return own
     if loss_func is None:
+        hint = (
+            f" (the batch holds no targets under {', '.join(map(repr, TARGET_KEYS))}: a "
+            f"Hugging Face model computes its loss only when the batch holds 'labels', so "
+            f"add them, e.g. with a DataCollatorForLanguageModeling)"
+            if targets is None
+            else ""
+        )
         raise TypeError(
-            f"{hook}: Trainer(loss_func=None) and the model's output has no 'loss'; pass a "
-            f"loss function (e.g. torch.nn.CrossEntropyLoss()), return a 'loss' from the "
-            f"model, or override {hook}."
+            f"{hook}: Trainer(loss_func=None) and the model's output "
+            f"({type(output).__name__}) has no 'loss'{hint}; pass a loss function (e.g. "
+            f"torch.nn.CrossEntropyLoss()), return a 'loss' from the model, or override {hook}."
         )
     if targets is None:
         raise TypeError(
