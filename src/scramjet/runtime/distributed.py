@@ -19,11 +19,14 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
 import torch
 import torch.distributed as dist
 from torch.utils.data import Dataset, DistributedSampler
+
+if TYPE_CHECKING:
+    from torch._C._distributed_c10d import Store
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -186,12 +189,43 @@ def init_distributed(
         rank=env.rank,
         world_size=env.world_size,
         timeout=timedelta(seconds=seconds),
+        store=_round_store(env, seconds),
     )
     global _EXIT_HOOK_REGISTERED
     if not _EXIT_HOOK_REGISTERED:  # we created the group: we also end it cleanly at exit
         atexit.register(_destroy_at_exit)
         _EXIT_HOOK_REGISTERED = True
     return env
+
+
+def _round_store(env: DistEnv, seconds: float) -> Store | None:
+    """The group's store when torch elastic's agent shares its own store with the workers.
+
+    ``torchrun`` (unless ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``) hands every round of
+    workers the agent's store, keys of the rounds before included, and torch adds no
+    per-round prefix. After a restart (``--max-restarts``) a worker can then read the
+    address a dead worker published and fail (gloo: ``connectFullMesh ... Connection
+    refused``) or wait on it. Keys under the round's restart count keep each round apart.
+    With one agent (one node) every worker has the same count; with several, the counts
+    of the agents can differ, so the store is left as torch builds it. None: torch's own.
+    """
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    if _env_int("GROUP_WORLD_SIZE", 1, os.environ) != 1:
+        return None
+    restart = _env_int("TORCHELASTIC_RESTART_COUNT", 0, os.environ)
+    timeout = timedelta(seconds=seconds)
+    from torch._C._distributed_c10d import PrefixStore, TCPStore
+
+    agent_store = TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        env.world_size,
+        is_master=False,
+        timeout=timeout,
+    )
+    # The same nesting torch uses for the default group, one level deeper per round.
+    return PrefixStore(f"default_pg/scramjet_round_{restart}", agent_store)
 
 
 def register_wrapper_owner(owner: WrapperOwner) -> None:

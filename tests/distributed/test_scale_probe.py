@@ -1,0 +1,47 @@
+"""A single-process Trainer script scaled to several processes, and the failures it meets:
+plain ``torchrun --max-restarts``, ranks that disagree about their data, iterable datasets
+predicted across processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from tests.common.torchrun import free_port
+
+pytestmark = pytest.mark.distributed
+
+HERE = Path(__file__).resolve().parent
+
+
+def _torchrun(script: Path, *args: str, restarts: int = 0, timeout: float = 120) -> str:
+    """``python -m torch.distributed.run`` with 2 processes; returns its output, which the
+    assertion messages show."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    cmd += ["--max-restarts", str(restarts), "--master-port", str(free_port())]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "SCRAMJET_DIST_TIMEOUT": "30"}
+    env.pop("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", None)  # torchrun's default: a shared store
+    done = subprocess.run(
+        [*cmd, str(script), *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
+    return f"exit status {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+
+
+@pytest.mark.slow
+def test_plain_torchrun_restart_resumes_after_a_rank_is_killed(tmp_path: Path) -> None:
+    # torchrun shares its agent's store with every round of workers, keys of the killed
+    # round included: the restarted rank 1 used to read rank 0's old address and fail
+    # with "connectFullMesh ... Connection refused" (or wait on it until the timeout).
+    report = _torchrun(HERE / "scale_probe_restart_job.py", str(tmp_path), restarts=1)
+    assert report.startswith("exit status 0"), report
+    assert (tmp_path / "killed").exists(), report
+    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
+    assert r0["restart"] == r1["restart"] == 1
+    assert r0["resumed_at"] == r1["resumed_at"] == 4  # the newest checkpoint before step 5
+    assert r0["step"] == r1["step"] == 8  # 64 samples, 2 x 8 per step, 2 epochs
+    for name, value in r0["weights"].items():
+        assert torch.equal(value, r1["weights"][name]), name
