@@ -179,3 +179,41 @@ def test_resume_with_a_weighted_sampler_in_dataloader_kwargs_is_exact(tmp_path):
     whole = run(tmp_path / "a")
     run(tmp_path / "b", stop=True)
     assert torch.equal(run(tmp_path / "b", resume=tmp_path / "b"), whole)
+
+
+# ----- Ctrl-C on the command line --------------------------------------------------------
+_SLOW_CLI = """
+import sys, time
+import scramjet.data.writer as w
+real = w._encode_task
+def slow(task):
+    print("encoding", flush=True)
+    time.sleep(0.2)
+    return real(task)
+w._encode_task = slow
+from scramjet.cli import main
+sys.exit(main(["pack", *sys.argv[1:], "--dtype", "int64", "--height", "6", "--width", "8",
+               "--workers", "1", "--no-progress"]))
+"""
+
+
+def test_cli_ctrl_c_ends_with_one_line_and_status_130(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    root = _photos(tmp_path, n=20)
+    args = [str(root), str(root / "list.csv"), str(tmp_path / "p")]
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_CLI, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "encoding\n"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err and "nothing was written" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["photos"]

@@ -64,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             progress=not args.no_progress,
         )
+    except KeyboardInterrupt:  # pack removed what it had written; no traceback for Ctrl-C
+        print(f"scramjet pack: interrupted; nothing was written at {args.dst!r}", file=sys.stderr)
+        return 130
     except FileExistsError as exc:  # said as the flag is typed here
         print(
             f"scramjet pack: error: {exc}".replace("overwrite=True", "--overwrite"), file=sys.stderr
