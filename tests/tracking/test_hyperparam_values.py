@@ -4,6 +4,7 @@ every logger receives."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import enum
 import json
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 from tracking_helpers import make_trainer, tiny_data
 
@@ -84,3 +86,28 @@ def test_odd_hyperparameter_values_are_recorded_as_values(tmp_path: Path) -> Non
     assert got["cfg.optim.lr"] == 0.1 and got["cfg.data"] == "/data/train", "one name per field"
     assert got["warmup"] == 0.25 and got["dropout"] == 0.5 and got["3"] == recorded["3"]
     assert isinstance(got["dropout"], float)
+
+
+def test_settings_objects_are_taken_as_hyperparameters(tmp_path: Path) -> None:
+    """A config dataclass, an argparse.Namespace or a Hugging Face config passed as the
+    hyperparameters themselves is recorded field by field (it raised AttributeError)."""
+    from transformers import BertConfig
+
+    args = argparse.Namespace(lr=0.01, epochs=3, out=Path("/tmp/o"))
+    assert Experiment("p", "ns", root=tmp_path, hyperparams=args).hyperparams == {
+        "lr": 0.01,
+        "epochs": 3,
+        "out": "/tmp/o",
+    }
+    assert Experiment("p", "dc", root=tmp_path, hyperparams=Optim()).hyperparams == {
+        "lr": 0.1,
+        "betas": [0.9, 0.99],
+    }
+    config = BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1)
+    recorded = Experiment("p", "hf", root=tmp_path, hyperparams=config).hyperparams
+    assert recorded["hidden_size"] == 16 and recorded["model_type"] == "bert"
+    nested = Experiment("p", "n", root=tmp_path, hyperparams={"model": config, "args": args})
+    assert nested.hyperparams["model"]["vocab_size"] == 32
+    assert nested.hyperparams["args"]["epochs"] == 3
+    with pytest.raises(TypeError, match=r"received list\. Pass a dict"):
+        Experiment("p", "bad", root=tmp_path, hyperparams=[("lr", 0.1)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import enum
 import getpass
@@ -25,15 +26,43 @@ _OPTIMIZER_KEYS = ("lr", "momentum", "betas", "weight_decay")
 _MAX_LISTED = 64
 
 
-def plain_hyperparams(params: Mapping[Any, Any]) -> dict[str, Any]:
+def plain_hyperparams(params: Any) -> dict[str, Any]:
     """The user's hyperparameters as JSON values, taken when the Experiment is built.
 
-    Keys become strings (``{3: ...}`` beside string keys could not be written sorted);
-    dataclasses become dicts of their fields (so ``cfg.lr`` reaches the loggers as its own
-    name); one-element tensors and NumPy scalars their number; small tensors and arrays
-    lists; paths, dtypes and devices strings; sets sorted lists; anything else its ``str``.
+    ``params`` is a mapping, or a settings object with named fields: a dataclass (such as
+    Hugging Face ``TrainingArguments``), an object with a ``to_dict()`` (a Hugging Face
+    ``PretrainedConfig``) or an ``argparse.Namespace``. Keys become strings (``{3: ...}``
+    beside string keys could not be written sorted); nested settings objects become dicts
+    of their fields (so ``cfg.lr`` reaches the loggers as its own name); one-element tensors
+    and NumPy scalars their number; small tensors and arrays lists; paths, dtypes and
+    devices strings; sets sorted lists; anything else its ``str``.
     """
-    return {str(k): _plain_value(v) for k, v in params.items()}
+    fields = _fields_of(params)
+    if fields is None:
+        raise TypeError(
+            f"hyperparams must be a mapping of names to values, or a settings object with "
+            f"named fields (a dataclass, an argparse.Namespace, an object with to_dict()); "
+            f"received {type(params).__name__}. Pass a dict, e.g. hyperparams={{'lr': 1e-3}}."
+        )
+    return {str(k): _plain_value(v) for k, v in fields.items()}
+
+
+def _fields_of(value: Any) -> Mapping[Any, Any] | None:
+    """The named fields of a mapping or a settings object; ``None`` for anything else."""
+    if isinstance(value, Mapping):
+        return value
+    if isinstance(value, type):
+        return None
+    to_dict = getattr(value, "to_dict", None)  # the object's own account of its settings
+    if callable(to_dict):
+        as_dict = to_dict()
+        if isinstance(as_dict, Mapping):
+            return as_dict
+    if dataclasses.is_dataclass(value):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, argparse.Namespace):
+        return vars(value)
+    return None
 
 
 def _plain_value(value: Any) -> Any:
@@ -41,10 +70,10 @@ def _plain_value(value: Any) -> Any:
         return value
     if isinstance(value, enum.Enum):
         return _plain_value(value.value)
-    if isinstance(value, Mapping):
-        return plain_hyperparams(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if _numel(value) is None:
+        fields = _fields_of(value)
+        if fields is not None:
+            return plain_hyperparams(fields)
     if isinstance(value, PurePath):
         return str(value)
     if isinstance(value, list | tuple):

@@ -82,7 +82,9 @@ class Experiment(TrainerCallback):
         experiment: experiment name (prefix of the run folder).
         root: where runs live; created if missing.
         hyperparams: your hyperparameters, saved and reported as they are now (later
-            changes to the dict are not recorded). Values become JSON: dataclasses dicts
+            changes to the dict are not recorded): a dict, or a settings object (a
+            dataclass, an ``argparse.Namespace``, a Hugging Face ``PretrainedConfig`` or
+            anything with ``to_dict()``). Values become JSON: dataclasses dicts
             of their fields, one-element tensors and NumPy scalars numbers, small tensors
             and arrays lists, paths strings, keys strings; others their ``str``.
         storage: optional fsspec URL (``s3://bucket/prefix``, ``gs://...``); the run is
@@ -144,7 +146,7 @@ class Experiment(TrainerCallback):
         experiment: str,
         *,
         root: str | os.PathLike[str] = "runs",
-        hyperparams: Mapping[str, Any] | None = None,
+        hyperparams: Mapping[str, Any] | Any = None,
         storage: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
         loggers: Iterable[str | Tracker] = ("csv",),
@@ -168,7 +170,7 @@ class Experiment(TrainerCallback):
         self.project = _files.check_name(project, "project")
         self.experiment = _files.check_name(experiment, "experiment")
         self.root = Path(root)
-        self.hyperparams = plain_hyperparams(hyperparams or {})
+        self.hyperparams = plain_hyperparams({} if hyperparams is None else hyperparams)
         self.storage_url = storage
         self.storage_options = dict(storage_options or {})
         self.logger_specs = list(loggers)
