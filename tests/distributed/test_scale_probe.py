@@ -45,3 +45,42 @@ def test_plain_torchrun_restart_resumes_after_a_rank_is_killed(tmp_path: Path) -
     assert r0["step"] == r1["step"] == 8  # 64 samples, 2 x 8 per step, 2 epochs
     for name, value in r0["weights"].items():
         assert torch.equal(value, r1["weights"][name]), name
+
+
+DATA_JOB = HERE / "scale_probe_data_job.py"
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="Trainer.predict gathers an IterableDataset's outputs as ShardSampler shares of "
+    "len()=0 samples (trainer/data_order.collect_predictions): a RuntimeError about shapes",
+)
+def test_predict_on_an_iterable_dataset_across_processes_is_complete_or_refused(
+    tmp_path: Path,
+) -> None:
+    report = _torchrun(DATA_JOB, "stream_predict", str(tmp_path))
+    assert report.startswith("exit status 0"), report
+    for rank in (0, 1):
+        result = torch.load(tmp_path / f"rank{rank}.pt")
+        if "error" in result:  # refused: the message must say why and what to do
+            assert "IterableDataset" in result["error"], result["error"]
+            assert "one process" in result["error"], result["error"]
+        else:  # or every sample once, in stream order
+            torch.testing.assert_close(result["outputs"], result["expected"])
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="train() does not compare len(train_dataset) across ranks: ranks with 101 and 60 "
+    "samples run different numbers of steps and gloo aborts the process (SIGABRT, "
+    "'collective mismatch') with no word about the dataset",
+)
+def test_ranks_with_different_dataset_lengths_fail_with_a_message_naming_both(
+    tmp_path: Path,
+) -> None:
+    report = _torchrun(DATA_JOB, "uneven_lengths", str(tmp_path))
+    assert not report.startswith("exit status 0"), report
+    assert "101" in report and "60" in report and "len" in report, report
+    assert "SIGABRT" not in report and "Signal 6" not in report, report
