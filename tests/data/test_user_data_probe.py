@@ -139,13 +139,6 @@ class _StopAtStep(Exception):
     pass
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trainer/data_order.py DataOrder._reseed looks for a generator on the loader's "
-    "sampler, which for a sampler given in train_dataloader_kwargs is the SkipSampler "
-    "wrapping it: the user's WeightedRandomSampler/RandomSampler is never reseeded, draws "
-    "from the global RNG, and a mid-epoch resume reads another order",
-)
 def test_resume_with_a_weighted_sampler_in_dataloader_kwargs_is_exact(tmp_path):
     import torch
     from torch import nn

@@ -594,7 +594,7 @@ class DataOrder:
             batch_sampler.set_start(skip)
             self._resumed = None
             if isinstance(loader, DataLoader):
-                self._reseed(loader, None, epoch)
+                self._reseed(loader, batch_sampler, epoch)
             n_batches = safe_len(loader)
             return loader, (skip + n_batches if n_batches else 0)
         if self._sampler is not None and sampler is self._sampler:
@@ -634,10 +634,16 @@ class DataOrder:
         if loader.generator is None:
             loader.generator = torch.Generator()
         loader.generator.manual_seed(seed)
-        if sampler is not self._sampler and hasattr(sampler, "generator"):  # RandomSampler
-            if sampler.generator is None:
-                sampler.generator = torch.Generator()
-            sampler.generator.manual_seed(seed + 1)
+        # The user's random sampler (RandomSampler, WeightedRandomSampler...), also inside
+        # our SkipSampler / SkipBatches or a BatchSampler: its draws follow the run's seed.
+        for depth in range(4):
+            if sampler is None or sampler is self._sampler:
+                break
+            if hasattr(sampler, "generator"):
+                if sampler.generator is None:
+                    sampler.generator = torch.Generator()
+                sampler.generator.manual_seed(seed + 1 + depth)
+            sampler = getattr(sampler, "sampler", None) or getattr(sampler, "batch_sampler", None)
 
     def state_dict(self) -> dict[str, Any]:
         """The seed, for a checkpoint (0 when the run's loaders never needed one)."""
