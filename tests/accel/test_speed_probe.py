@@ -171,3 +171,42 @@ def test_fast_optimizer_takes_complex_parameters(optimizer_cls):
         opt.step()
     torch.testing.assert_close(fast_p, plain_p)
     assert fast.param_groups[0]["foreach"] is True  # the fast path that takes them
+
+
+class _HoldsAModule(nn.Module):
+    """A model with a submodule named ``module`` (as EMA and averaging wrappers have)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.module = nn.Linear(3, 2)
+        self.head = nn.Linear(2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.module(x))
+
+
+def test_a_wrapped_model_with_a_submodule_named_module_loads_its_own_state_dict():
+    fast = accelerate_model(_HoldsAModule(), backends=["PYTORCH"])
+    plain = _HoldsAModule()
+    assert list(fast.state_dict()) == list(plain.state_dict())
+    fast.load_state_dict(plain.state_dict())
+    fast.load_state_dict(fast.state_dict())
+    assert torch.equal(fast.module.module.weight, plain.module.weight)
+
+
+def test_load_state_dict_reports_keys_by_the_names_state_dict_gives():
+    fast = accelerate_model(nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 2)), backends=["PYTORCH"])
+    state = fast.state_dict()
+    state.pop("1.bias")
+    state["2.weight"] = torch.zeros(1)
+    result = fast.load_state_dict(state, strict=False)
+    assert (result.missing_keys, result.unexpected_keys) == (["1.bias"], ["2.weight"])
+    state["0.weight"] = torch.zeros(2, 2)
+    with pytest.raises(RuntimeError) as raised:
+        fast.load_state_dict(state)
+    message = str(raised.value)
+    assert '"1.bias"' in message and '"2.weight"' in message and "for 0.weight:" in message
+    assert "module." not in message
+    outer = nn.Sequential(nn.Identity(), fast)  # inside a larger model: its own prefix kept
+    result = outer.load_state_dict({"1.0.weight": torch.zeros(3, 4)}, strict=False)
+    assert "1.0.bias" in result.missing_keys and result.unexpected_keys == []

@@ -181,11 +181,44 @@ def _strip_module_prefix(
 
 
 def _add_module_prefix(
-    module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any
+    module: nn.Module,
+    state_dict: dict[str, Any],
+    prefix: str,
+    local_metadata: Any,
+    strict: bool,
+    missing_keys: list[str],
+    unexpected_keys: list[str],
+    error_msgs: list[str],
 ) -> None:
+    """Give the wrapped module's own keys the wrapper's ``module.`` prefix before loading.
+
+    A key that already carries it is left as is, unless the wrapped module has that very key
+    (a model with a submodule named ``module``).
+    """
     inner = prefix + "module."
-    for key in [k for k in state_dict if k.startswith(prefix) and not k.startswith(inner)]:
-        state_dict[inner + key[len(prefix) :]] = state_dict.pop(key)
+    wrapped = cast("nn.Module", module.module)
+    own = set(wrapped.state_dict(keep_vars=True))
+    moved = {}
+    for key in [k for k in state_dict if k.startswith(prefix)]:
+        rest = key[len(prefix) :]
+        already = rest not in own and rest.startswith("module.") and rest[7:] in own
+        moved[key if already else inner + rest] = state_dict.pop(key)
+    state_dict.update(moved)
+    module.__dict__["_scramjet_loading"] = (prefix, error_msgs, len(error_msgs))
+
+
+def _strip_reported_prefix(module: nn.Module, incompatible_keys: Any) -> None:
+    """Report missing, unexpected and mismatched keys by the names ``state_dict()`` gives."""
+    loading = module.__dict__.pop("_scramjet_loading", None)
+    if loading is None:
+        return
+    prefix, error_msgs, first = loading
+    inner = prefix + "module."
+    for keys in (incompatible_keys.missing_keys, incompatible_keys.unexpected_keys):
+        keys[:] = [prefix + k[len(inner) :] if k.startswith(inner) else k for k in keys]
+    for i in range(first, len(error_msgs)):
+        message = error_msgs[i].replace(f" {inner}", f" {prefix}")
+        error_msgs[i] = message.replace(f'"{inner}', f'"{prefix}')
 
 
 class AcceleratedModel(nn.Module):
@@ -248,8 +281,12 @@ class AcceleratedModel(nn.Module):
         register_load_pre_hook = cast(
             "Callable[..., object]", self._register_load_state_dict_pre_hook
         )
+        register_load_post_hook = cast(
+            "Callable[..., object]", self.register_load_state_dict_post_hook
+        )
         register_state_dict_hook(_strip_module_prefix)
         register_load_pre_hook(_add_module_prefix, with_module=True)
+        register_load_post_hook(_strip_reported_prefix)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Run the wrapped module through the active backend."""
@@ -272,6 +309,7 @@ class AcceleratedModel(nn.Module):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.pop("_scramjet_raw", None)
+        state.pop("_scramjet_loading", None)
         return state
 
 
