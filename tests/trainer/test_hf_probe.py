@@ -16,8 +16,7 @@ text, so nothing is downloaded. What is checked:
   teacher-forced logits, as the model computes them from the labels.
 - Result packages take a Hugging Face output (its ``logits``) and dict samples (their
   ``labels``), with a ``collate_fn`` for samples of different lengths.
-- ``Experiment(hyperparams=config)`` with a ``PretrainedConfig`` (recorded, xfail: the
-  fix belongs to ``scramjet.tracking``).
+- ``Experiment(hyperparams=config)`` with a ``PretrainedConfig`` records its fields.
 - ``predict`` on two processes whose batches are padded to different lengths on each rank
   (slow, xfail: the fix belongs to ``scramjet.runtime.distributed.gather``).
 """
@@ -269,17 +268,11 @@ def test_perplexity_package_pads_targets_of_different_lengths(
 
 
 # ------------------------------------------------------------------ tracking
-@pytest.mark.xfail(
-    strict=True,
-    reason="tracking/_params.py plain_hyperparams calls params.items(): a PretrainedConfig "
-    "(or a dataclass such as TrainingArguments) given as hyperparams raises AttributeError "
-    "'BertConfig' object has no attribute 'items'",
-)
 def test_experiment_takes_a_hf_config_as_hyperparams(tmp_path: Any) -> None:
     from scramjet.tracking import Experiment
 
     config = BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1)
-    exp = Experiment("hf", "bert", root=tmp_path, hyperparams=config)  # type: ignore[arg-type]
+    exp = Experiment("hf", "bert", root=tmp_path, hyperparams=config)
     assert exp.hyperparams["hidden_size"] == 16
     assert exp.hyperparams["num_hidden_layers"] == 1
 
