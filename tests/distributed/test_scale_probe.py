@@ -13,6 +13,8 @@ import pytest
 import torch
 from tests.common.torchrun import free_port
 
+from scramjet.runtime import distributed as sdist
+
 pytestmark = pytest.mark.distributed
 
 HERE = Path(__file__).resolve().parent
@@ -45,6 +47,51 @@ def test_plain_torchrun_restart_resumes_after_a_rank_is_killed(tmp_path: Path) -
     assert r0["step"] == r1["step"] == 8  # 64 samples, 2 x 8 per step, 2 epochs
     for name, value in r0["weights"].items():
         assert torch.equal(value, r1["weights"][name]), name
+
+
+def _agent_env(monkeypatch: pytest.MonkeyPatch, port: int, **extra: str) -> None:
+    """The variables torchrun's agent gives a worker when it shares its store."""
+    values = {
+        "TORCHELASTIC_USE_AGENT_STORE": "True",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "GROUP_WORLD_SIZE": "1",
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "TORCHELASTIC_MAX_RESTARTS": "1",
+        **extra,
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_each_restart_round_reads_its_own_keys_of_the_agents_store(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    agent = torch.distributed.TCPStore("127.0.0.1", 0, 1, is_master=True, wait_for_workers=False)
+    env = sdist.DistEnv(rank=0, world_size=1)
+    _agent_env(monkeypatch, agent.port, TORCHELASTIC_RESTART_COUNT="0")
+    first = sdist._round_store(env, 5.0)
+    assert first is not None
+    first.set("rank_0", b"address of the killed round")
+    _agent_env(monkeypatch, agent.port, TORCHELASTIC_RESTART_COUNT="1")
+    second = sdist._round_store(env, 5.0)
+    assert second is not None
+    assert not second.check(["rank_0"])  # the killed round's address is not visible
+    second.set("rank_0", b"new address")
+    assert first.get("rank_0") == b"address of the killed round"
+
+
+def test_no_store_of_its_own_without_a_shared_agent_store_or_across_nodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    env = sdist.DistEnv(rank=0, world_size=2)
+    _agent_env(monkeypatch, 1, TORCHELASTIC_USE_AGENT_STORE="False")
+    assert sdist._round_store(env, 5.0) is None  # scramjet launch: a fresh store per round
+    _agent_env(monkeypatch, 1, GROUP_WORLD_SIZE="2")
+    with pytest.warns(UserWarning, match="TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"):
+        assert sdist._round_store(env, 5.0) is None  # counts can differ between nodes
+    _agent_env(monkeypatch, 1, GROUP_WORLD_SIZE="2", TORCHELASTIC_MAX_RESTARTS="0")
+    assert sdist._round_store(env, 5.0) is None  # no restart, nothing to warn about
 
 
 DATA_JOB = HERE / "scale_probe_data_job.py"

@@ -15,6 +15,7 @@ import gc
 import math
 import os
 import sys
+import warnings
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -212,6 +213,14 @@ def _round_store(env: DistEnv, seconds: float) -> Store | None:
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
         return None
     if _env_int("GROUP_WORLD_SIZE", 1, os.environ) != 1:
+        if _env_int("TORCHELASTIC_MAX_RESTARTS", 0, os.environ) > 0 and env.rank == 0:
+            warnings.warn(
+                "torchrun --max-restarts on several nodes shares the launcher's store across "
+                "restarts: a restarted group can fail with 'connectFullMesh ... Connection "
+                "refused' or wait until the timeout. Set TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 "
+                "on every node before torchrun, or start with `scramjet launch`, which does.",
+                stacklevel=3,
+            )
         return None
     restart = _env_int("TORCHELASTIC_RESTART_COUNT", 0, os.environ)
     timeout = timedelta(seconds=seconds)
