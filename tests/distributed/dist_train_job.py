@@ -21,11 +21,12 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 
 from scramjet import Trainer
 from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
 from scramjet.runtime import distributed as dist
+from scramjet.trainer.data_order import ShardSampler
 
 NUM_TRAIN, NUM_EVAL, GLOBAL_BATCH, ACCUM, EPOCHS, LR = 40, 33, 8, 2, 2, 0.1
 # 40 samples, global batch 8: 5 batches per epoch, windows of 2 → 3 updates per epoch.
@@ -166,6 +167,9 @@ def run(mode: str, out: str, arg: str | None = None) -> dict[str, Any]:
         trainer, steps = train_in_order(out_dir / "ckpt")
         report = result(trainer, steps)
         report["predictions"] = trainer.predict(IndexedData(NUM_EVAL, seed=2), 4)
+        data = IndexedData(NUM_EVAL, seed=2)  # a ready loader over each rank's share
+        shard = ShardSampler(data, dist.get_world_size(), rank)
+        report["loader_predictions"] = trainer.predict(DataLoader(data, 4, sampler=shard))
         report["shuffled"] = shuffled_indices()
         try:  # fewer samples than processes: a clear error on every rank, not a hang
             trainer.predict(IndexedData(1, seed=2))

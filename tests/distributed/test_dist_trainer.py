@@ -107,6 +107,8 @@ def test_predict_returns_every_sample_once_in_order(
         with torch.no_grad():
             torch.testing.assert_close(preds, model(data.x), atol=1e-6, rtol=0)
         torch.testing.assert_close(preds, single["predictions"], atol=TOL, rtol=0)
+        # A DataLoader with a ShardSampler gives the same rows (its len() counts batches).
+        assert torch.equal(rep["loader_predictions"], preds)
         assert "needs at least 2 samples; received 1" in rep["tiny_predict"]
 
 

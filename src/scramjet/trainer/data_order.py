@@ -324,7 +324,7 @@ def check_ready_loader(
     if replicas == world and (shard is None or isinstance(sampler, shard)):
         return
     expected = (
-        f"ShardSampler(dataset, {world}, rank)"
+        f"scramjet.trainer.data_order.ShardSampler(dataset, {world}, rank)"
         if shard is not None
         else f"DistributedSampler(dataset) or EpochSampler(dataset, num_replicas={world}, rank=rank)"
     )
@@ -344,6 +344,52 @@ def safe_len(obj: object) -> int:
         return len(obj)
     except TypeError:
         return 0
+
+
+def check_predict_source(dataset: Any, world: int) -> None:
+    """Across processes, ``predict`` needs data it can split by rank and put back in order.
+
+    Raises:
+        ValueError: ``dataset`` is an ``IterableDataset`` (also inside a DataLoader) or a
+            generator: each process reads its own stream, so no dataset order exists.
+    """
+    inner = dataset.dataset if isinstance(dataset, DataLoader) else dataset
+    if isinstance(inner, IterableDataset) or (
+        yields_batches(dataset) and not isinstance(dataset, DataLoader)
+    ):
+        kind = "an IterableDataset" if isinstance(inner, IterableDataset) else "a generator"
+        raise ValueError(
+            f"predict() on {world} processes received {type(inner).__name__} ({kind}), a "
+            f"stream that each process reads on its own, so its outputs cannot be put back "
+            f"in one dataset order. Pass a map-style dataset instead, e.g. "
+            f"trainer.predict(list(stream)) (every process then predicts its share and "
+            f"gets all outputs in order), or predict the stream in a script that runs in "
+            f"one process."
+        )
+
+
+def check_same_length(dataset: Any, name: str) -> None:
+    """Across processes, check that every rank holds a dataset of the same length.
+
+    A map-style dataset is one dataset that the samplers split by rank; ranks that built
+    it differently (other files, another filter) would split it differently and run
+    different numbers of steps, which ends in a collective mismatch that names no data.
+    One small gather when a loader is built. Collective: every rank must call it.
+
+    Raises:
+        ValueError: the lengths differ; the message lists each rank's.
+    """
+    if dist.get_world_size() == 1:
+        return
+    lengths = dist.gather_object(safe_len(dataset))
+    if len(set(lengths)) > 1:
+        per_rank = ", ".join(f"rank {rank}: {n}" for rank, n in enumerate(lengths))
+        raise ValueError(
+            f"{name} has a different len() on each process ({per_rank}). Across processes "
+            f"a map-style dataset is one dataset that the Trainer splits by rank, so every "
+            f"process must build the same one: load the same files with the same filters "
+            f"on every rank (or, for a stream of each rank's own, pass an IterableDataset)."
+        )
 
 
 def gather_shards(local: Any, num_samples: int) -> Any:
@@ -552,6 +598,7 @@ class DataOrder:
             return batched
         sampler: Sampler[int] | None = kwargs.pop("sampler", None)
         if sampler is None:
+            check_same_length(dataset, "train_dataset")
             sampler = self._sampler = EpochSampler(
                 dataset,
                 shuffle=shuffle,

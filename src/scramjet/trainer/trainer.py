@@ -61,7 +61,9 @@ from scramjet.trainer.data_order import (
     Lockstep,
     ShardSampler,
     batch_sampler_loader,
+    check_predict_source,
     check_ready_loader,
+    check_same_length,
     collect_predictions,
     even_end,
     pack_loader,
@@ -379,9 +381,10 @@ class Trainer:
         batched = batch_sampler_loader(dataset, kwargs, "the evaluation dataloader kwargs")
         if batched is not None:
             return batched
-        sampler = kwargs.pop("sampler", None) or ShardSampler(
-            dataset, dist.get_world_size(), dist.get_rank()
-        )
+        sampler = kwargs.pop("sampler", None)
+        if sampler is None:
+            check_same_length(dataset, "the evaluation/prediction dataset")
+            sampler = ShardSampler(dataset, dist.get_world_size(), dist.get_rank())
         threaded = pack_loader(dataset, sampler, kwargs)  # a pack: its threaded batch loader
         return threaded if threaded is not None else DataLoader(dataset, sampler=sampler, **kwargs)
 
@@ -910,20 +913,22 @@ class Trainer:
         Across processes, each rank predicts its share and the outputs are gathered on
         every rank without the sampler's padding (N samples → exactly N outputs).
         Tensors are concatenated along the first dimension; other outputs come back as a
-        list with one entry per batch.
+        list with one entry per batch. Across processes the data must be map-style (or a
+        DataLoader with a :class:`ShardSampler`): a stream has no dataset order.
         """
         check_dataset(dataset, "dataset")
         check_batch_size(per_device_batch_size, "per_device_batch_size")
         world = dist.get_world_size()
-        n_samples = safe_len(dataset)
-        if world > 1 and not isinstance(dataset, IterableDataset) and n_samples < world:
+        if world > 1:  # outputs are put in dataset order from ShardSampler shares only
+            check_predict_source(dataset, world)
+            check_ready_loader(dataset, "predict()'s dataset", shard=ShardSampler)
+        n_samples = safe_len(dataset.dataset if isinstance(dataset, DataLoader) else dataset)
+        if world > 1 and n_samples < world:
             # Every rank must hold a sample: gathering needs each rank's output shape.
             raise ValueError(
                 f"predict() on {world} processes needs at least {world} samples; received "
                 f"{n_samples}. Predict small datasets in a single process."
             )
-        if yields_batches(dataset):  # gathering restores dataset order from ShardSampler only
-            check_ready_loader(dataset, "predict()'s dataset", shard=ShardSampler)
         self.eval_dataset, self.collate_fn = dataset, collate_fn
         self._place_model()
         dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
