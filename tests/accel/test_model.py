@@ -5,6 +5,7 @@ import io
 import multiprocessing
 import pickle
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from torch import nn
 from scramjet.accel import (
     AcceleratedModel,
     AccelerationWarning,
+    CachedDataset,
     TrainingLearner,
     accelerate_model,
     active_backend,
@@ -493,3 +495,21 @@ def test_a_decorated_class_may_call_itself_in_init(fault_backends):
         out = net(torch.randn(2, 3, 8, 8))
     assert out.shape == (2, 2)
     assert len(_accel_warnings(record)) == 1 and active_backend(net) == "PYTORCH"
+
+
+def test_acceleration_and_cache_warnings_point_at_the_users_line() -> None:
+    """A dropped backend and a cache that spills warn from the user's own call (they
+    pointed inside scramjet, so users could not filter them by their module)."""
+    model = accelerate_model(torch.nn.Linear(2, 1), backends=["RAMMER", "PYTORCH"])
+    with pytest.warns(AccelerationWarning, match="RAMMER") as record:
+        model(torch.ones(3, 2))
+    assert [Path(w.filename).name for w in record] == [Path(__file__).name]
+    with pytest.warns(UserWarning, match="cannot hold the cache index") as record:
+        CachedDataset([torch.ones(2), torch.zeros(2)], max_memory_size=10)
+    assert {Path(w.filename).name for w in record} == {Path(__file__).name}
+
+
+def test_an_empty_backend_list_is_refused_with_the_choices() -> None:
+    # it silently meant the device's default (COMPILE on CUDA), not "no acceleration"
+    with pytest.raises(ValueError, match=r"backends=\[\] names no backend.*\['PYTORCH'\]"):
+        accelerate_model(torch.nn.Linear(2, 1), backends=[])

@@ -143,6 +143,7 @@ def test_compile_with_a_mode_keeps_a_model_with_dropout_on_compile(mode):
     torch.testing.assert_close(got, expected)  # the same dropout mask as eager
 
 
+@pytest.mark.filterwarnings("ignore:Sparse invariant checks are implicitly disabled")
 @pytest.mark.parametrize("optimizer_cls", [torch.optim.SGD, torch.optim.Adagrad])
 def test_fast_optimizer_steps_a_sparse_embedding_like_the_plain_optimizer(optimizer_cls):
     torch.manual_seed(0)

@@ -15,9 +15,12 @@ backend and then drops the failed one.
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import torch
@@ -31,6 +34,26 @@ AUTO = "AUTO"
 
 class AccelerationWarning(UserWarning):
     """Emitted once when a backend is dropped, or when an option cannot apply here."""
+
+
+#: Code a warning should not point at: scramjet's own and torch's (``Module.__call__``).
+_LIBRARY_DIRS = (
+    str(Path(__file__).resolve().parents[1]) + os.sep,
+    str(Path(torch.__file__).resolve().parent) + os.sep,
+)
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for ``warnings.warn`` that points at the user's line: the first
+    caller outside scramjet and torch, counted from the function that warns. Users can
+    then filter the warning by their own module, and see which call of theirs it was."""
+    frame = sys._getframe(1)  # the function that warns: stacklevel 1
+    level = 1
+    while frame.f_back is not None and os.path.realpath(frame.f_code.co_filename).startswith(
+        _LIBRARY_DIRS
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 @dataclass(frozen=True)
@@ -497,5 +520,5 @@ class Engine:
             f"scramjet.accel: backend {name!r} dropped (failed at {phase}: "
             f"{type(exc).__name__}: {str(exc)[:500]}); continuing with {nxt!r}",
             AccelerationWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )

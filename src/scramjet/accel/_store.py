@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from scramjet.accel import _janitor
+from scramjet.accel._engine import user_stacklevel
 from scramjet.runtime.processes import pid_alive
 
 EMPTY, CLAIMED, MEM, DISK, NONE = 0, 1, 2, 3, 4
@@ -504,7 +505,7 @@ def _new_index(folder: str, n: int, size: int, in_ram: bool) -> str:
 
 
 def _warn(message: str) -> None:
-    warnings.warn(message, CacheWarning, stacklevel=2)
+    warnings.warn(message, CacheWarning, stacklevel=user_stacklevel())
 
 
 class _FileLock:

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from scramjet.accel._engine import user_stacklevel
 from scramjet.accel._preload import start_preloaders
 from scramjet.accel._store import (
     DISK,
@@ -315,7 +316,7 @@ class _CachingMixin:
                 "transform=..., which runs after the cache, or pass probe=False if this is "
                 "intended.",
                 CacheWarning,
-                stacklevel=4,
+                stacklevel=user_stacklevel(),
             )
         self._scramjet_cache = _Cache(n, **settings)
 

@@ -323,6 +323,12 @@ def _as_list(backends: Sequence[str] | str | None) -> list[str] | None:
             f"backends must be a list of names such as ['COMPILE', 'PYTORCH'], got "
             f"{type(backends).__name__}"
         )
+    if not backends:
+        raise ValueError(
+            "backends=[] names no backend. Pass None for the measured default of this "
+            "device, ['PYTORCH'] for eager only, or the names to try in order, such as "
+            "['COMPILE', 'PYTORCH']."
+        )
     return list(backends)
 
 
