@@ -44,6 +44,8 @@ import numpy as np
 import torch
 from torch.utils.data import BatchSampler, RandomSampler, Sampler
 
+from scramjet.data._epoch import SharedEpoch
+
 if TYPE_CHECKING:
     from scramjet.data.reader import PackedDataset
 
@@ -229,6 +231,7 @@ def _snapshot(dataset: PackedDataset, columns: list[Any] | None = None) -> Packe
         dataset._shard(k)
     copy: PackedDataset = object.__new__(type(dataset))
     copy.__dict__.update(dataset.__dict__)  # not copy.copy: pickling state drops the maps
+    copy._epoch_cell = SharedEpoch(dataset.epoch)  # this iteration's epoch, fixed
     if columns is not None:
         copy.columns = columns
     return copy

@@ -41,6 +41,7 @@ from scramjet.data._args import (
     check_transform,
     scalar_index,
 )
+from scramjet.data._epoch import SharedEpoch
 from scramjet.data._remote import (
     Prefetcher,
     Retry,
@@ -204,7 +205,7 @@ class PackedDataset(Dataset[Any]):
         check_transform(transform, names)
         self.transform = transform
         self.decoder, _ = jpeg_decoder(decoder)
-        self.epoch = 0
+        self._epoch_cell = SharedEpoch()  # read by worker processes, persistent ones too
         if not any(verify is mode for mode in VERIFY_MODES) and verify != "open":
             raise ValueError(f"verify must be 'open', True or False, got {verify!r}")
         self.verify_mode: bool | str = "open" if verify == "open" else bool(verify)
@@ -331,6 +332,13 @@ class PackedDataset(Dataset[Any]):
         state.pop("_held_lock", None)
         return state
 
+    def __copy__(self) -> PackedDataset:
+        """A copy with no open handles and an epoch of its own (as before, a plain int)."""
+        new: PackedDataset = object.__new__(type(self))
+        new.__dict__.update(self.__getstate__())
+        new._epoch_cell = SharedEpoch(self.epoch)
+        return new
+
     def _shard_reset(self) -> None:
         """Forget the handles of another process (after a fork or spawn)."""
         if self._pid != os.getpid():
@@ -439,8 +447,27 @@ class PackedDataset(Dataset[Any]):
             self._shards[k] = shard
         return shard
 
+    @property
+    def epoch(self) -> int:
+        """The epoch mixed into the seeds of :mod:`scramjet.data.augment` transforms."""
+        return self._epoch().get()
+
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:
+        self._epoch().set(epoch)
+
+    def _epoch(self) -> SharedEpoch:
+        cell: SharedEpoch | None = self.__dict__.get("_epoch_cell")
+        if cell is None:  # a subclass that sets its state without our __init__
+            cell = self._epoch_cell = SharedEpoch()
+        return cell
+
     def set_epoch(self, epoch: int) -> None:
-        """Set the epoch mixed into the seeds of :mod:`scramjet.data.augment` transforms."""
+        """Set the epoch mixed into the seeds of :mod:`scramjet.data.augment` transforms.
+
+        It is held in shared memory, so DataLoader worker processes, persistent ones
+        included, read it too: samples read after the call draw for ``epoch``.
+        """
         self.epoch = int(epoch)
 
     def __len__(self) -> int:
@@ -514,15 +541,17 @@ class PackedDataset(Dataset[Any]):
     def _apply(self, sample: dict[str, Any], index: int) -> Any:
         from scramjet.data.augment import Augmentation, sample_context
 
-        def call(fn: Callable[..., Any], x: Any) -> Any:
-            if isinstance(fn, Augmentation):
-                return fn(x, index=index, epoch=self.epoch)
-            return fn(x)
-
         if self.transform is None:
             return sample
+        epoch = self.epoch
+
+        def call(fn: Callable[..., Any], x: Any) -> Any:
+            if isinstance(fn, Augmentation):
+                return fn(x, index=index, epoch=epoch)
+            return fn(x)
+
         # Augmentations called inside a function of ours draw per sample too.
-        with sample_context(index, self.epoch):
+        with sample_context(index, epoch):
             if isinstance(self.transform, Mapping):
                 for name, fn in self.transform.items():
                     sample[name] = call(fn, sample[name])
@@ -741,6 +770,7 @@ class PackedDataset(Dataset[Any]):
         ring = SlotRing(num_workers, int(kwargs.get("prefetch_factor") or 2) + 1, shape)
         dataset = copy.copy(self)
         dataset._ring = ring
+        dataset._epoch_cell = self._epoch_cell  # ds.set_epoch(e) reaches the loader's copy
         tagged = GenerationBatches(batches)
         loader = DataLoader(
             dataset, batch_size=None, sampler=tagged, num_workers=num_workers, **kwargs

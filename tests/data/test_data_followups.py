@@ -1,0 +1,168 @@
+"""Follow-ups of a user probe of ``scramjet.data``.
+
+Each test names a behaviour a user relies on: augmentations that change every epoch in
+persistent worker processes, errors that name what is wrong with a pack path, skipped rows
+reported in CSV order, EXIF orientation, and the forms ``dtype`` takes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from packdata_helpers import write_csv, write_images
+from torch import nn
+from torch.utils.data import DataLoader
+
+from scramjet import Trainer
+from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
+from scramjet.data import PackedDataset, pack
+from scramjet.data import augment as A
+
+
+@pytest.fixture
+def pack_path(tmp_path: Path) -> Path:
+    """12 raw 16x16 images in 3 shards; ``idx`` is the row."""
+    imgs = write_images(tmp_path / "imgs", 12, size=(16, 16))
+    rows = [[name, str(i % 4), str(i)] for i, (name, _) in enumerate(imgs)]
+    write_csv(tmp_path / "imgs" / "list.csv", ["image", "label", "idx"], rows)
+    pack(
+        tmp_path / "imgs", tmp_path / "imgs" / "list.csv", tmp_path / "p.pack",
+        dtype=["int64", "int64"], height=16, width=16, encode="raw", shards=3, workers=0,
+        progress=False,
+    )  # fmt: skip
+    return tmp_path / "p.pack"
+
+
+def augmented(path: Path) -> PackedDataset:
+    ops = A.Compose(A.Flip(horizontal=True, vertical=True), A.Brighten(0.4), seed=3)
+    return PackedDataset(path, transform={"image": ops})
+
+
+def expected(path: Path, epoch: int, indices: list[int]) -> torch.Tensor:
+    reference = augmented(path)
+    reference.set_epoch(epoch)
+    return torch.stack([torch.as_tensor(reference[i]["image"]) for i in indices])
+
+
+# -- 1. persistent workers draw each epoch's augmentations ------------------------------
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["pack-loader", "dataloader", pytest.param("spawn-dataloader", marks=pytest.mark.slow)],
+)
+def test_persistent_workers_draw_the_augmentations_of_the_epoch_set_in_the_main_process(
+    pack_path: Path, kind: str
+) -> None:
+    ds = augmented(pack_path)
+    if kind == "pack-loader":
+        loader: Any = ds.loader(4, num_workers=2, persistent_workers=True, backend="processes")
+    else:
+        context = "spawn" if kind == "spawn-dataloader" else None
+        loader = DataLoader(
+            ds, batch_size=4, num_workers=2, persistent_workers=True,
+            multiprocessing_context=context,
+        )  # fmt: skip
+    for epoch in (0, 1, 2):
+        ds.set_epoch(epoch)
+        batches = list(loader)
+        got = torch.cat([b["image"] for b in batches])
+        idx = torch.cat([b["idx"] for b in batches]).tolist()
+        assert torch.equal(got, expected(pack_path, epoch, idx)), epoch
+
+
+def test_a_copy_of_a_dataset_keeps_its_own_epoch(pack_path: Path) -> None:
+    import copy
+    import pickle
+
+    ds = augmented(pack_path)
+    ds.set_epoch(2)
+    deep, pickled, shallow = copy.deepcopy(ds), pickle.loads(pickle.dumps(ds)), copy.copy(ds)
+    assert (deep.epoch, pickled.epoch, shallow.epoch) == (2, 2, 2)
+    ds.set_epoch(5)
+    assert (deep.epoch, pickled.epoch, shallow.epoch) == (2, 2, 2)
+    pickled.set_epoch(7)  # an unpickled dataset still reaches its own persistent workers
+    loader = DataLoader(pickled, batch_size=6, num_workers=1, persistent_workers=True)
+    list(loader)
+    pickled.set_epoch(8)
+    batch = next(iter(loader))
+    assert torch.equal(batch["image"], expected(pack_path, 8, list(range(6))))
+
+
+class PackTrainer(Trainer):
+    def calculate_train_batch_loss(self, batch: dict[str, Any]) -> dict[str, Any]:
+        outputs = self.model(batch["image"].float().div(255).flatten(1))
+        loss = self.loss_func(outputs, batch["label"])
+        return {"loss": loss, "model_outputs": outputs, "batch_size": len(outputs)}
+
+
+class Seen(TrainerCallback):
+    def __init__(self) -> None:
+        self.steps: list[tuple[int, list[int]]] = []
+        self.images: dict[tuple[int, int], torch.Tensor] = {}
+
+    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        batch, epoch = kwargs["batch"], trainer.state.epoch
+        self.steps.append((epoch, batch["idx"].tolist()))
+        for i, image in zip(batch["idx"].tolist(), batch["image"]):
+            self.images[epoch, i] = image.clone()
+
+
+class CrashAt(TrainerCallback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        if trainer.state.global_step + 1 == self.step:
+            raise RuntimeError("simulated crash")
+
+
+def train(data: Any, callbacks: list[Any], resume_from: Path | None = None, **kw: Any) -> Trainer:
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = nn.Linear(16 * 16 * 3, 4)
+    trainer = PackTrainer(
+        model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.05),
+        callbacks=callbacks, seed=0,
+    )  # fmt: skip
+    trainer.train(data, num_epochs=3, resume_from=resume_from, **kw)
+    return trainer
+
+
+@pytest.mark.parametrize("given", ["dataset", "pack-loader"])
+def test_the_trainer_with_persistent_workers_draws_every_epochs_augmentations_and_resumes(
+    pack_path: Path, tmp_path: Path, given: str
+) -> None:
+    def data() -> tuple[Any, dict[str, Any]]:
+        ds = augmented(pack_path)
+        if given == "dataset":
+            kwargs = {"num_workers": 2, "persistent_workers": True}
+            return ds, {"per_device_batch_size": 4, "train_dataloader_kwargs": kwargs}
+        generator = torch.Generator().manual_seed(5)
+        loader = ds.loader(4, shuffle=True, generator=generator, num_workers=2,
+                           persistent_workers=True)  # fmt: skip
+        return loader, {}
+
+    whole = Seen()
+    reference = train(*data()[:1], [whole], **data()[1])
+    for epoch in (0, 1, 2):
+        assert torch.equal(
+            torch.stack([whole.images[epoch, i] for i in range(12)]),
+            expected(pack_path, epoch, list(range(12))),
+        ), epoch
+    saves = SaveTrainingStateCallback(
+        tmp_path / "ckpt", every_n_steps=2, every_n_epochs=None, async_write=False
+    )
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train(*data()[:1], [saves, CrashAt(8)], **data()[1])  # mid third epoch
+    after = Seen()
+    loaded, kw = data()
+    resumed = train(loaded, [after], resume_from=tmp_path / "ckpt", **kw)
+    assert after.steps == whole.steps[6:]
+    assert all(torch.equal(after.images[k], whole.images[k]) for k in after.images)
+    want, got = reference.unwrapped_model.state_dict(), resumed.unwrapped_model.state_dict()
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], rtol=0, atol=0, msg=key)
