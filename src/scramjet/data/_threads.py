@@ -93,9 +93,12 @@ class EpochOrder(Sampler[int]):
     Args:
         sampler: the indices (``RandomSampler``, ``SequentialSampler``,
             ``DistributedSampler``...).
-        seed: when the sampler is a ``RandomSampler`` with a generator, :meth:`set_epoch`
-            reseeds that generator with ``seed + epoch * 1_000_003``; without a call to
-            ``set_epoch`` the generator runs on as a DataLoader's would.
+        seed: when the sampler is a ``RandomSampler`` with a generator, the first
+            iteration after :meth:`set_epoch` reseeds that generator with ``seed + epoch *
+            1_000_003`` (at the start of the iteration, so that whoever else reseeded the
+            generator in between, such as the Trainer's reseeding of DataLoaders, does not
+            change the order); without a call to ``set_epoch`` the generator runs on as a
+            DataLoader's would.
     """
 
     def __init__(self, sampler: Sampler[int], seed: int | None = None) -> None:
@@ -103,12 +106,17 @@ class EpochOrder(Sampler[int]):
         self.seed = seed
         self.epoch = 0
         self.start = 0
+        self._reseed = False  # set_epoch was called: the next iteration reseeds
 
     def set_epoch(self, epoch: int) -> None:
         """Select ``epoch``'s order (forwarded to the sampler when it has ``set_epoch``)."""
         self.epoch = int(epoch)
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(self.epoch)
+        self._reseed = True
+        self._seed_generator()
+
+    def _seed_generator(self) -> None:
         generator = getattr(self.sampler, "generator", None)
         random = isinstance(self.sampler, RandomSampler)
         if random and isinstance(generator, torch.Generator) and self.seed is not None:
@@ -119,6 +127,9 @@ class EpochOrder(Sampler[int]):
         self.start = max(0, int(start))
 
     def __iter__(self) -> Iterator[int]:
+        if self._reseed:
+            self._reseed = False
+            self._seed_generator()
         return itertools.islice(iter(self.sampler), self.start, None)
 
     def __len__(self) -> int:
