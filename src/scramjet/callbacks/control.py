@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -88,21 +89,59 @@ class TerminateOnNaNCallback(TrainerCallback):
 def improved(
     value: float, best: float | None, *, greater_is_better: bool, threshold: float = 0.0
 ) -> bool:
-    """Whether ``value`` beats ``best`` by more than ``threshold`` (always, when no best yet)."""
-    if best is None:
+    """Whether ``value`` beats ``best`` by more than ``threshold`` (always, when no best yet).
+
+    A NaN ``value`` never improves, and a NaN ``best`` (kept by an older version) is beaten
+    by any other value: nothing compares better than NaN, so a NaN best would stay for ever.
+    """
+    if math.isnan(value):
+        return False
+    if best is None or math.isnan(best):
         return True
     return value > best + threshold if greater_is_better else value < best - threshold
 
 
+def metric_values_recorded(trainer: Any, name: str) -> int:
+    """How many values of ``name`` the run history holds (0 for a history that cannot say)."""
+    values = getattr(trainer.run_history, "get_metric_values", None)
+    return len(values(name)) if values is not None else 0
+
+
+def new_metric_value(trainer: Any, name: str, seen: int) -> tuple[float | None, int]:
+    """The latest value of ``name`` if one was recorded since ``seen`` values, else None.
+
+    Returns the value and the new count. Epochs that record no value of the metric (it is
+    measured every few epochs, say) are thereby told apart from epochs that did not improve.
+
+    Raises:
+        MetricNotFoundError: no value of ``name`` was ever recorded (a misspelt name, say);
+            the message lists the recorded metrics.
+    """
+    history = trainer.run_history
+    if not hasattr(history, "get_metric_values"):  # a stand-in that only has the latest value
+        return float(history.get_latest_metric(name)), seen
+    count = len(history.get_metric_values(name))
+    if count == 0:
+        history.get_latest_metric(name)  # raises, naming the metrics that were recorded
+    if count <= seen:
+        return None, seen
+    return float(history.get_latest_metric(name)), count
+
+
 class EarlyStoppingCallback(TrainerCallback):
     """Stops training when a metric has not improved for ``early_stopping_patience`` epochs.
+
+    Only epochs that record a new value of the metric count: one measured every few epochs
+    uses up patience only when it is measured. A NaN value counts as no improvement and is
+    never the best. A run resumed from a checkpoint keeps the best value and the count.
 
     Args:
         early_stopping_patience: epochs without improvement before stopping.
         early_stopping_threshold: minimum change that counts as an improvement.
         watch_metric: metric name in the run history.
         greater_is_better: whether larger values are better.
-        reset_on_train: forget the best value at the start of each ``train()``.
+        reset_on_train: forget the best value at the start of each ``train()`` (not of a
+            ``train(resume_from=...)`` that restored it).
     """
 
     def __init__(
@@ -124,15 +163,21 @@ class EarlyStoppingCallback(TrainerCallback):
         self.reset_on_train = reset_on_train
         self.best: float | None = None
         self.epochs_without_improvement = 0
+        self._seen = 0  # values of the metric already judged
+        self._restored = False  # load_state_dict ran: the next run continues, not resets
 
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Reset the counters when asked."""
-        if self.reset_on_train:
+        """Reset the counters when asked (a resumed run keeps the restored ones)."""
+        if self.reset_on_train and not self._restored:
             self.best, self.epochs_without_improvement = None, 0
+        self._restored = False
+        self._seen = metric_values_recorded(trainer, self.watch_metric)
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Compare this epoch's metric with the best so far."""
-        value = float(trainer.run_history.get_latest_metric(self.watch_metric))
+        """Compare this epoch's metric with the best so far (an epoch without one: skipped)."""
+        value, self._seen = new_metric_value(trainer, self.watch_metric, self._seen)
+        if value is None:
+            return
         if improved(
             value, self.best, greater_is_better=self.greater_is_better, threshold=self.threshold
         ):
@@ -140,8 +185,9 @@ class EarlyStoppingCallback(TrainerCallback):
             return
         self.epochs_without_improvement += 1
         if self.epochs_without_improvement >= self.patience:
+            since = "has been NaN" if self.best is None else f"has not improved on {self.best:.6g}"
             raise StopTrainingError(
-                f"Early stopping: {self.watch_metric} has not improved on {self.best:.6g} for "
+                f"Early stopping: {self.watch_metric} {since} for "
                 f"{self.epochs_without_improvement} epoch(s)."
             )
 
@@ -150,9 +196,10 @@ class EarlyStoppingCallback(TrainerCallback):
         return {"best": self.best, "epochs_without_improvement": self.epochs_without_improvement}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the counters."""
+        """Restore the counters (kept by the run that resumes from them)."""
         self.best = state["best"]
         self.epochs_without_improvement = state["epochs_without_improvement"]
+        self._restored = True
 
 
 class LimitBatchesCallback(TrainerCallback):

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from scramjet.callbacks.base import TrainerCallback
-from scramjet.callbacks.control import improved
+from scramjet.callbacks.control import improved, metric_values_recorded, new_metric_value
 from scramjet.checkpoint import CheckpointManager, CheckpointWriteError, remote
 from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
@@ -50,11 +50,16 @@ class MoveModulesToDeviceCallback(TrainerCallback):
 class SaveBestModelCallback(TrainerCallback):
     """Saves a checkpoint whenever ``watch_metric`` improves; optionally reloads the best at the end.
 
+    Only epochs that record a new value of the metric are compared; a NaN value is never
+    the best. A run resumed from a checkpoint keeps the best value, so a worse epoch after
+    the resume does not replace the saved file.
+
     Args:
         save_path: checkpoint file (written atomically, by the main process).
         watch_metric: metric name in the run history.
         greater_is_better: whether larger values are better.
-        reset_on_train: forget the best value at the start of each ``train()``.
+        reset_on_train: forget the best value at the start of each ``train()`` (not of a
+            ``train(resume_from=...)`` that restored it).
         save_optimizer: include optimizer/scheduler state in the file.
         load_saved_checkpoint: restore the best weights when training ends (the weights
             only: the run history and counters keep the whole run).
@@ -77,16 +82,22 @@ class SaveBestModelCallback(TrainerCallback):
         self.load_saved_checkpoint = load_saved_checkpoint
         self.best: float | None = None
         self.saved = False
+        self._seen = 0  # values of the metric already compared
+        self._restored = False  # load_state_dict ran: the next run continues, not resets
 
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Reset when asked."""
-        if self.reset_on_train:
+        """Reset when asked (a resumed run keeps the restored best value)."""
+        if self.reset_on_train and not self._restored:
             self.best, self.saved = None, False
+        self._restored = False
+        self._seen = metric_values_recorded(trainer, self.watch_metric)
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Save when the watched metric improved."""
-        value = float(trainer.run_history.get_latest_metric(self.watch_metric))
-        if improved(value, self.best, greater_is_better=self.greater_is_better):
+        """Save when the watched metric has a new value that improved."""
+        value, self._seen = new_metric_value(trainer, self.watch_metric, self._seen)
+        if value is not None and improved(
+            value, self.best, greater_is_better=self.greater_is_better
+        ):
             self.best = value
             trainer.save_checkpoint(
                 self.save_path,
@@ -106,8 +117,9 @@ class SaveBestModelCallback(TrainerCallback):
         return {"best": self.best, "saved": self.saved}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the best value."""
+        """Restore the best value (kept by the run that resumes from it)."""
         self.best, self.saved = state["best"], state["saved"]
+        self._restored = True
 
 
 class ModelEmaCallback(TrainerCallback):
