@@ -21,6 +21,7 @@ from scramjet import Trainer
 from scramjet.callbacks import (
     CallbackError,
     EarlyStoppingCallback,
+    ModelEmaCallback,
     SaveBestModelCallback,
     SaveTrainingStateCallback,
     StopTrainingError,
@@ -178,6 +179,26 @@ def test_a_metric_never_recorded_is_still_a_clear_error() -> None:
     trainer = make_trainer(TinyMLP(), callbacks=[ScriptedScore([0.5]), stopper])
     with pytest.raises(CallbackError, match=r"scroe.*recorded metrics.*score"):
         trainer.train(blobs(n=8), num_epochs=1, per_device_batch_size=4)
+
+
+# ---------------------------------------------------------------- EMA outside training
+def test_evaluate_after_training_scores_the_weights_predict_uses() -> None:
+    data = blobs(n=32)
+    model = TinyMLP()
+    ema = ModelEmaCallback(decay=0.9)
+    trainer = make_trainer(model, lr=0.5, callbacks=[ema])
+    trainer.train(data, num_epochs=2, per_device_batch_size=8, eval_dataset=data)
+    during = trainer.run_history.get_latest_metric("eval_loss_epoch")
+    assert ema.ema_model is not None
+    x, y = data.tensors
+    with torch.no_grad():
+        assert during == pytest.approx(float(nn.functional.cross_entropy(ema.ema_model(x), y)))
+    trainer.evaluate(data, per_device_batch_size=8)
+    after = trainer.run_history.get_latest_metric("eval_loss_epoch")
+    predicted = trainer.predict(data, per_device_batch_size=8)
+    # Before the fix evaluate() swapped in the EMA weights after training as well, so its
+    # loss disagreed with the outputs predict() returns for the same data.
+    assert after == pytest.approx(float(nn.functional.cross_entropy(predicted, y)), rel=1e-6)
 
 
 # ---------------------------------------------------------------- learning rate as logged

@@ -126,8 +126,10 @@ class ModelEmaCallback(TrainerCallback):
     """Keeps an exponential moving average of the weights, updated after every optimizer step.
 
     ``ema = decay * ema + (1 - decay) * weights`` for parameters (buffers are copied).
-    With ``evaluate_during_training`` evaluation runs with the EMA weights; the trained
-    weights are put back afterwards. ``ema_model`` holds the averaged copy.
+    With ``evaluate_during_training`` the evaluations of ``train()`` run with the EMA
+    weights; the trained weights are put back afterwards. ``evaluate()`` and ``predict()``
+    after training use the model's own (trained) weights, so their numbers agree;
+    ``ema_model`` holds the averaged copy (load it into the model to evaluate it).
 
     Args:
         decay: averaging factor per optimizer step.
@@ -192,8 +194,8 @@ class ModelEmaCallback(TrainerCallback):
             eb.copy_(mb)
 
     def on_evaluation_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Swap in the EMA weights for evaluation."""
-        if self.evaluate_during_training and self.ema_model is not None:
+        """Swap in the EMA weights for an evaluation inside ``train()``."""
+        if self.evaluate_during_training and self.ema_model is not None and trainer.in_training_run:
             model = trainer.unwrapped_model
             self._backup = {k: v.detach().clone() for k, v in model.state_dict().items()}
             model.load_state_dict(self.ema_model.state_dict())
