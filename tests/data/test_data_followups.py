@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 
 from scramjet import Trainer
 from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
-from scramjet.data import PackedDataset, pack
+from scramjet.data import PackedDataset, PackFormatError, pack
 from scramjet.data import augment as A
 
 
@@ -166,3 +166,32 @@ def test_the_trainer_with_persistent_workers_draws_every_epochs_augmentations_an
     want, got = reference.unwrapped_model.state_dict(), resumed.unwrapped_model.state_dict()
     for key in want:
         torch.testing.assert_close(got[key], want[key], rtol=0, atol=0, msg=key)
+
+
+# -- 2. a pack path that is wrong says what is there ------------------------------------
+
+
+def test_a_path_that_does_not_exist_is_named_with_the_packs_beside_it(
+    pack_path: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(PackFormatError) as info:
+        PackedDataset(tmp_path / "typo.pack")
+    message = str(info.value)
+    assert "does not exist" in message and "typo.pack" in message
+    assert "p.pack" in message  # the pack next to it
+
+
+def test_a_file_instead_of_a_pack_directory_is_named_as_a_file(
+    pack_path: Path, tmp_path: Path
+) -> None:
+    csv = tmp_path / "imgs" / "list.csv"
+    with pytest.raises(PackFormatError, match=r"is a file, not a pack directory"):
+        PackedDataset(csv)
+    shard = next(pack_path.glob("*.h5"))
+    with pytest.raises(PackFormatError, match=r"inside the pack .*p\.pack"):
+        PackedDataset(shard)
+
+
+def test_a_directory_that_holds_packs_names_them(pack_path: Path, tmp_path: Path) -> None:
+    with pytest.raises(PackFormatError, match=r"manifest\.json is missing.*p\.pack"):
+        PackedDataset(tmp_path)

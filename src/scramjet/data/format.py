@@ -258,11 +258,68 @@ class Manifest:
         """
         path = Path(pack_dir) / MANIFEST_NAME
         if not path.is_file():
-            raise PackFormatError(
-                f"no pack at {str(pack_dir)!r}: {MANIFEST_NAME} is missing. A pack is complete "
-                "only once its manifest exists; pass the directory written by scramjet.data.pack"
-            )
+            raise PackFormatError(no_pack_message(Path(pack_dir)))
         return cls.from_json(path.read_text(encoding="utf-8"), where=str(path))
+
+
+def _packs_in(folder: Path, limit: int = 2000) -> list[str]:
+    """Names of the packs (directories with a manifest) in ``folder``, sorted; only the
+    first ``limit`` entries are looked at, so that a huge folder stays cheap."""
+    found = []
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for n, entry in enumerate(entries):
+            if n >= limit:
+                break
+            with contextlib.suppress(OSError):
+                if entry.is_dir() and (Path(entry.path) / MANIFEST_NAME).is_file():
+                    found.append(entry.name)
+    return sorted(found)
+
+
+def _named(packs: list[str], near: str = "") -> str:
+    import difflib
+
+    close = difflib.get_close_matches(near, packs, n=1) if near else []
+    shown = ", ".join(packs[:8]) + (f" and {len(packs) - 8} more" if len(packs) > 8 else "")
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{shown}{hint}"
+
+
+def no_pack_message(root: Path) -> str:
+    """Why ``root`` is not a pack, and what is near it: a path that does not exist, a
+    file, or a directory without a manifest (naming the packs beside or inside it)."""
+    fix = f"pass the directory written by scramjet.data.pack (it holds {MANIFEST_NAME})"
+    if not root.exists():
+        parent = root.parent if str(root.parent) else Path(".")
+        packs = _packs_in(parent) if parent.is_dir() else []
+        beside = (
+            f" Packs in {str(parent)!r}: {_named(packs, root.name)}."
+            if packs
+            else f" {str(parent)!r} holds no pack."
+            if parent.is_dir()
+            else f" Its folder {str(parent)!r} does not exist either."
+        )
+        return (
+            f"no pack at {str(root)!r}: the path does not exist, so its {MANIFEST_NAME} is "
+            f"missing.{beside} Check the path; {fix}"
+        )
+    if not root.is_dir():
+        inside = root.parent / MANIFEST_NAME
+        where = (
+            f"; it is inside the pack {str(root.parent)!r}: pass that directory"
+            if inside.is_file()
+            else f"; {fix}"
+        )
+        return (
+            f"no pack at {str(root)!r}: it is a file, not a pack directory, so "
+            f"{MANIFEST_NAME} is missing{where}"
+        )
+    packs = _packs_in(root)
+    held = f" It holds the packs {_named(packs)}: pass one of them." if packs else ""
+    return (
+        f"no pack at {str(root)!r}: {MANIFEST_NAME} is missing. A pack is complete only once "
+        f"its manifest exists (an interrupted pack has none); {fix}.{held}"
+    )
 
 
 def check_shard_info(index: int, info: ShardInfo, where: str = "manifest") -> None:
