@@ -195,3 +195,29 @@ def test_a_file_instead_of_a_pack_directory_is_named_as_a_file(
 def test_a_directory_that_holds_packs_names_them(pack_path: Path, tmp_path: Path) -> None:
     with pytest.raises(PackFormatError, match=r"manifest\.json is missing.*p\.pack"):
         PackedDataset(tmp_path)
+
+
+# -- 3. skipped rows are listed in CSV line order ---------------------------------------
+
+
+def test_skipped_rows_are_listed_in_csv_line_order_when_encoding_in_parallel(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    root = tmp_path / "imgs"
+    imgs = write_images(root, 40, size=(16, 16))
+    rows = [[name, str(i)] for i, (name, _) in enumerate(imgs)]
+    for i in range(0, 40, 3):  # undecodable images: bad rows found by the encoding workers
+        (root / imgs[i][0]).write_bytes(b"not an image" * (1 + 2000 * (i % 2)))
+    rows.insert(5, ["missing.png", "0"])  # a bad row found while parsing the list
+    write_csv(root / "list.csv", ["image", "label"], rows)
+    for pool in ("threads", "processes"):
+        report = pack(
+            root, root / "list.csv", tmp_path / f"{pool}.pack", dtype=["int64"], height=8,
+            width=8, workers=2, pool=pool, on_error="skip", progress=False,
+        )  # fmt: skip
+        lines = [row.line for row in report.skipped]
+        assert len(lines) == 15 and lines == sorted(lines), (pool, lines)
+        manifest = json.loads((tmp_path / f"{pool}.pack" / "manifest.json").read_text())
+        assert [row["line"] for row in manifest["extra"]["skipped_rows"]] == lines

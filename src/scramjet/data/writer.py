@@ -86,7 +86,7 @@ class PackReport:
         shard_sizes: samples per shard.
         bytes: total bytes of the shard files.
         seconds: wall-clock time of the pack.
-        skipped: rows left out with ``on_error="skip"``.
+        skipped: rows left out with ``on_error="skip"``, in CSV line order.
     """
 
     path: Path | str
@@ -353,6 +353,7 @@ def pack(
     try:
         opts = (height, width, channel, enc, quality, keep_exif)
         spooled = _spool_rows(rows, tmp, opts, (n_workers, pool), on_error, skipped, progress)
+        skipped.sort(key=lambda row: row.line)  # found while parsing, then as workers finish
         if not spooled.rows and skipped:
             raise PackError(_all_skipped(skipped))
         manifest = _write_shards(tmp, spooled, columns, shards, enc, (height, width, channel))
