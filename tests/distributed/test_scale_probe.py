@@ -4,7 +4,9 @@ predicted across processes."""
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,8 @@ import pytest
 import torch
 from tests.common.torchrun import free_port
 
+from scramjet.cli import main as scramjet_main
+from scramjet.runtime import cli as launch_cli
 from scramjet.runtime import distributed as sdist
 
 pytestmark = pytest.mark.distributed
@@ -47,6 +51,12 @@ def test_plain_torchrun_restart_resumes_after_a_rank_is_killed(tmp_path: Path) -
     assert r0["step"] == r1["step"] == 8  # 64 samples, 2 x 8 per step, 2 epochs
     for name, value in r0["weights"].items():
         assert torch.equal(value, r1["weights"][name]), name
+
+
+def _launch_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    launch_cli.configure_parser(parser)
+    return parser.parse_args(argv)
 
 
 def _agent_env(monkeypatch: pytest.MonkeyPatch, port: int, **extra: str) -> None:
@@ -92,6 +102,45 @@ def test_no_store_of_its_own_without_a_shared_agent_store_or_across_nodes(
         assert sdist._round_store(env, 5.0) is None  # counts can differ between nodes
     _agent_env(monkeypatch, 1, GROUP_WORLD_SIZE="2", TORCHELASTIC_MAX_RESTARTS="0")
     assert sdist._round_store(env, 5.0) is None  # no restart, nothing to warn about
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # A c10d rendezvous without its endpoint used to become a static rendezvous on
+        # --master-addr with --node-rank 0 on every machine: each node waits for the others.
+        (
+            ["--nnodes", "2", "--rdzv-backend", "c10d", "--master-addr", "10.0.0.1"],
+            "--rdzv-backend c10d needs --rdzv-endpoint",
+        ),
+        (["--nnodes", "2", "--rdzv-id", "job1", "--master-addr", "10.0.0.1"], "--rdzv-id job1"),
+        (["--standalone", "--nnodes", "2", "--master-addr", "10.0.0.1"], "--standalone"),
+        (["--max-restarts", "-1"], "--max-restarts must be >= 0"),
+    ],
+)
+def test_launch_options_it_would_ignore_are_refused(args: list[str], message: str) -> None:
+    # Checked on the translated command line: the old behaviour starts the launcher,
+    # which waits for nodes that never come. `scramjet launch` prints the ValueError's
+    # message in one line and exits with status 2.
+    with pytest.raises(ValueError, match=re.escape(message)):
+        launch_cli.build_torchrun_argv(_launch_args([*args, "train.py"]))
+
+
+def test_launch_keeps_an_explicit_static_rendezvous_and_the_usual_forms() -> None:
+    static = ["--nnodes", "2", "--rdzv-backend", "static", "--master-addr", "10.0.0.1", "t.py"]
+    argv = launch_cli.build_torchrun_argv(_launch_args(static))
+    assert "--master-addr=10.0.0.1" in argv and "--node-rank=0" in argv
+    assert "--standalone" in launch_cli.build_torchrun_argv(_launch_args(["--standalone", "t.py"]))
+
+
+def test_a_refused_launch_option_is_one_line_with_exit_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("print('ran')\n")
+    assert scramjet_main(["launch", "--max-restarts", "-1", str(script)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
 
 
 DATA_JOB = HERE / "scale_probe_data_job.py"

@@ -127,6 +127,34 @@ def _check_nproc(value: str) -> None:
         )
 
 
+def _check_rendezvous(args: argparse.Namespace, high: int) -> None:
+    """Refuse rendezvous options that the chosen form would silently drop."""
+    backend = getattr(args, "rdzv_backend", None)
+    if not args.rdzv_endpoint:
+        # Without an endpoint the nodes meet on --master-addr with a static rendezvous, where
+        # node ranks come from --node-rank: a c10d backend or a run id would be dropped, and
+        # every node would default to node rank 0 and wait for the others.
+        if backend not in (None, "static"):
+            raise ValueError(
+                f"--rdzv-backend {backend} needs --rdzv-endpoint HOST:PORT (the same on every "
+                "node, e.g. --rdzv-endpoint 10.0.0.1:29400); or leave --rdzv-backend out and "
+                "give each node --master-addr and its own --node-rank"
+            )
+        if args.rdzv_id:
+            raise ValueError(
+                f"--rdzv-id {args.rdzv_id} is only used with --rdzv-endpoint HOST:PORT (torch "
+                "elastic's c10d rendezvous); add it, or leave --rdzv-id out"
+            )
+    if getattr(args, "standalone", False) and (
+        high > 1 or args.master_addr or args.master_port is not None or args.rdzv_endpoint
+    ):
+        raise ValueError(
+            "--standalone runs one node on a free local port; it cannot be combined with "
+            "--nnodes > 1, --master-addr, --master-port or --rdzv-endpoint: leave out "
+            "--standalone, or those options"
+        )
+
+
 def build_torchrun_argv(args: argparse.Namespace) -> list[str]:
     """Translate parsed ``scramjet launch`` options into ``torch.distributed.run`` arguments.
 
@@ -143,6 +171,9 @@ def build_torchrun_argv(args: argparse.Namespace) -> list[str]:
     if not 0 <= args.node_rank < high:
         raise ValueError(f"--node-rank must be in 0..{high - 1}, got {args.node_rank}")
     _check_nproc(str(args.nproc_per_node))
+    if args.max_restarts < 0:
+        raise ValueError(f"--max-restarts must be >= 0, got {args.max_restarts}")
+    _check_rendezvous(args, high)
     argv = [f"--nproc-per-node={args.nproc_per_node}", f"--max-restarts={args.max_restarts}"]
     nodes = f"{low}:{high}" if low != high else str(low)
     if args.rdzv_endpoint:
