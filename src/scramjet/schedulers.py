@@ -69,6 +69,56 @@ class _Expr:
     def __rtruediv__(self, o: Any) -> _Expr:
         return self._bin(o, operator.truediv, True)
 
+    def __mod__(self, o: Any) -> _Expr:
+        return self._bin(o, operator.mod)
+
+    def __rmod__(self, o: Any) -> _Expr:
+        return self._bin(o, operator.mod, True)
+
+    def __pow__(self, o: Any) -> _Expr:
+        return self._bin(o, operator.pow)
+
+    def __rpow__(self, o: Any) -> _Expr:
+        return self._bin(o, operator.pow, True)
+
+    def __neg__(self) -> _Expr:
+        return _BinOp(0, self, operator.sub)
+
+    # What cannot be deferred: a number is needed now, and the placeholder has none yet.
+    def _no_value(self, what: str) -> TypeError:
+        return TypeError(
+            f"{what} received {self!r}, which has no value yet: the Trainer fills in "
+            f"TrainerPlaceholderValues only among the arguments of a functools.partial given "
+            f"as create_scheduler_fn, e.g. partial(OneCycleLR, max_lr=0.1, "
+            f"total_steps=TrainerPlaceholderValues.TOTAL_UPDATE_STEPS). A lambda or function "
+            f"receives the placeholder itself, and int(), round(), max() or comparisons cannot "
+            f"use it before it is filled in: keep to + - * / // % ** inside the partial."
+        )
+
+    def __int__(self) -> int:
+        raise self._no_value("int()")
+
+    def __float__(self) -> float:
+        raise self._no_value("float()")
+
+    def __index__(self) -> int:
+        raise self._no_value("an integer index")
+
+    def __round__(self, ndigits: int | None = None) -> int:
+        raise self._no_value("round()")
+
+    def __lt__(self, o: Any) -> bool:
+        raise self._no_value("a comparison (<)")
+
+    def __le__(self, o: Any) -> bool:
+        raise self._no_value("a comparison (<=)")
+
+    def __gt__(self, o: Any) -> bool:
+        raise self._no_value("a comparison (>)")
+
+    def __ge__(self, o: Any) -> bool:
+        raise self._no_value("a comparison (>=)")
+
 
 class _BinOp(_Expr):
     def __init__(self, left: Any, right: Any, op: Callable[[Any, Any], Any]) -> None:
@@ -76,6 +126,23 @@ class _BinOp(_Expr):
 
     def resolve(self, values: Mapping[str, Any]) -> Any:
         return self.op(_resolve(self.left, values), _resolve(self.right, values))
+
+    def __repr__(self) -> str:
+        symbol = _SYMBOLS.get(self.op, "?")
+        if self.op is operator.sub and self.left == 0 and not isinstance(self.left, _Expr):
+            return f"(-{self.right!r})"
+        return f"({self.left!r} {symbol} {self.right!r})"
+
+
+_SYMBOLS = {
+    operator.add: "+",
+    operator.sub: "-",
+    operator.mul: "*",
+    operator.truediv: "/",
+    operator.floordiv: "//",
+    operator.mod: "%",
+    operator.pow: "**",
+}
 
 
 class _Placeholder(_Expr):
@@ -181,8 +248,10 @@ class _StepScheduler(LRScheduler):
             )
         if not 0 <= warmup_steps <= total_steps:
             raise ValueError(
-                f"warmup_steps must be between 0 and total_steps ({total_steps}); "
-                f"received {warmup_steps}."
+                f"warmup_steps must be between 0 and total_steps ({total_steps} optimizer "
+                f"updates); received {warmup_steps}. With create_scheduler_fn(num_warmup_epochs="
+                f"...), the warmup is that many epochs of updates: lower num_warmup_epochs, or "
+                f"make the run longer (num_epochs, max_num_train_steps)."
             )
         self.total_steps = int(total_steps)
         self.warmup_steps = int(warmup_steps)

@@ -277,3 +277,46 @@ def test_an_fp16_overflow_on_the_first_update_gives_no_scheduler_order_warning()
         trainer.train(
             blobs(n=8), num_epochs=1, per_device_batch_size=4, create_scheduler_fn=schedule
         )
+
+
+# ---------------------------------------------------------------- placeholders misused
+def _train_with_schedule(create_scheduler_fn: Any, **kwargs: Any) -> Trainer:
+    trainer = make_trainer(TinyMLP())
+    trainer.train(
+        blobs(n=40), num_epochs=2, per_device_batch_size=4,
+        create_scheduler_fn=create_scheduler_fn, **kwargs,
+    )  # fmt: skip
+    return trainer
+
+
+def test_a_placeholder_inside_a_lambda_says_it_has_no_value_and_how_to_pass_it() -> None:
+    from torch.optim.lr_scheduler import OneCycleLR
+
+    from scramjet.schedulers import TrainerPlaceholderValues as P
+
+    def in_a_lambda(opt: Any) -> Any:
+        return OneCycleLR(opt, max_lr=0.1, total_steps=P.TOTAL_UPDATE_STEPS)
+
+    # Before: "'<=' not supported between instances of '_Placeholder' and 'int'".
+    with pytest.raises(TypeError, match=r"TOTAL_UPDATE_STEPS, which has no value yet.*partial"):
+        _train_with_schedule(in_a_lambda)
+    with pytest.raises(TypeError, match=r"int\(\) received \(TrainerPlaceholderValues"):
+        int(P.TOTAL_UPDATE_STEPS * 0.1)
+
+
+def test_placeholder_arithmetic_covers_modulo_power_and_negation() -> None:
+    from scramjet.schedulers import TrainerPlaceholderValues as P
+    from scramjet.schedulers import resolve_placeholders
+
+    fn = partial(dict, mod=P.NUM_EPOCHS % 3, power=2**P.NUM_EPOCHS, neg=-P.NUM_EPOCHS)
+    assert resolve_placeholders(fn, {"num_epochs": 4})() == {"mod": 1, "power": 16, "neg": -4}
+    assert repr(-P.NUM_EPOCHS) == "(-TrainerPlaceholderValues.NUM_EPOCHS)"
+
+
+def test_a_warmup_longer_than_the_run_says_which_arguments_to_change() -> None:
+    from scramjet.schedulers import CosineWarmupScheduler
+
+    fn = CosineWarmupScheduler.create_scheduler_fn(num_warmup_epochs=1)  # 10 updates per epoch
+    with pytest.raises(ValueError, match=r"total_steps \(5 optimizer updates\); received 10.*"
+                       r"num_warmup_epochs.*max_num_train_steps"):  # fmt: skip
+        _train_with_schedule(fn, max_num_train_steps=5)
