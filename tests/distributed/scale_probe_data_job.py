@@ -7,6 +7,9 @@
   error, and the outputs of the same model in one process.
 - ``uneven_lengths``: rank 0 trains on 101 samples, rank 1 on 60 (a mistake: e.g. each
   rank loading a different file).
+- ``node_local_resume``: checkpoints in ``OUT/node{rank}``, a folder that only this rank
+  sees (machines with their own disks); in one process, one epoch is trained and saved
+  (``node0``); with two, both resume with ``resume_from="auto"``.
 """
 
 from __future__ import annotations
@@ -60,7 +63,32 @@ def uneven_lengths(out: Path) -> None:
     (out / f"done{dist.get_rank()}").write_text("trained")
 
 
+def node_local_resume(out: Path) -> None:
+    from scramjet.callbacks import SaveTrainingStateCallback
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2))
+    folder = out / f"node{dist.get_rank()}"
+    trainer = Trainer(
+        model,
+        nn.CrossEntropyLoss(),
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        seed=0,
+        callbacks=[SaveTrainingStateCallback(folder)],
+    )
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(32, 6, generator=g)
+    epochs = 1 if dist.get_world_size() == 1 else 2
+    data = TensorDataset(x, (x[:, 0] > 0).long())
+    trainer.train(data, num_epochs=epochs, per_device_batch_size=8, resume_from="auto")
+
+
 if __name__ == "__main__":
     mode, folder = sys.argv[1], Path(sys.argv[2])
     folder.mkdir(parents=True, exist_ok=True)
-    {"stream_predict": stream_predict, "uneven_lengths": uneven_lengths}[mode](folder)
+    modes = {
+        "stream_predict": stream_predict,
+        "uneven_lengths": uneven_lengths,
+        "node_local_resume": node_local_resume,
+    }
+    modes[mode](folder)
