@@ -132,6 +132,20 @@ def test_reset_on_train_still_forgets_the_best_value_in_a_new_run(tmp_path: Path
     assert stopper.best == best.best == 0.4  # a new train() starts its own comparison
 
 
+def test_loading_a_checkpoint_then_training_anew_still_resets_the_best_value(
+    tmp_path: Path,
+) -> None:
+    stopper = EarlyStoppingCallback(2, 0.0, watch_metric="score")
+    scripted = ScriptedScore([0.1])
+    trainer = make_trainer(TinyMLP(), callbacks=[scripted, stopper])
+    trainer.train(blobs(n=8), num_epochs=1, per_device_batch_size=4)
+    trainer.save_checkpoint(tmp_path / "one.pt")
+    trainer.load_checkpoint(tmp_path / "one.pt")  # restores stopper.best = 0.1 too
+    scripted.scores = [0.4]
+    trainer.train(blobs(n=8), num_epochs=1, per_device_batch_size=4)  # a new run, not a resume
+    assert stopper.best == 0.4
+
+
 # ---------------------------------------------------------------- NaN and missing values
 def test_a_nan_metric_never_becomes_the_best_model(tmp_path: Path) -> None:
     snaps = Snapshots()

@@ -101,6 +101,16 @@ def improved(
     return value > best + threshold if greater_is_better else value < best - threshold
 
 
+def is_resumed_run(trainer: Trainer) -> bool:
+    """Whether the run starting now continues a checkpoint (``train(resume_from=...)``).
+
+    ``train()`` starts its counters at zero; only a restored checkpoint moves them before
+    the first step.
+    """
+    state = trainer.state
+    return bool(state.global_step or state.epoch or state.batches_seen_in_epoch)
+
+
 def metric_values_recorded(trainer: Any, name: str) -> int:
     """How many values of ``name`` the run history holds (0 for a history that cannot say)."""
     values = getattr(trainer.run_history, "get_metric_values", None)
@@ -164,13 +174,11 @@ class EarlyStoppingCallback(TrainerCallback):
         self.best: float | None = None
         self.epochs_without_improvement = 0
         self._seen = 0  # values of the metric already judged
-        self._restored = False  # load_state_dict ran: the next run continues, not resets
 
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """Reset the counters when asked (a resumed run keeps the restored ones)."""
-        if self.reset_on_train and not self._restored:
+        if self.reset_on_train and not is_resumed_run(trainer):
             self.best, self.epochs_without_improvement = None, 0
-        self._restored = False
         self._seen = metric_values_recorded(trainer, self.watch_metric)
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
@@ -196,10 +204,9 @@ class EarlyStoppingCallback(TrainerCallback):
         return {"best": self.best, "epochs_without_improvement": self.epochs_without_improvement}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the counters (kept by the run that resumes from them)."""
+        """Restore the counters (a run resumed from them keeps them)."""
         self.best = state["best"]
         self.epochs_without_improvement = state["epochs_without_improvement"]
-        self._restored = True
 
 
 class LimitBatchesCallback(TrainerCallback):

@@ -12,7 +12,12 @@ import torch
 from torch import nn
 
 from scramjet.callbacks.base import TrainerCallback
-from scramjet.callbacks.control import improved, metric_values_recorded, new_metric_value
+from scramjet.callbacks.control import (
+    improved,
+    is_resumed_run,
+    metric_values_recorded,
+    new_metric_value,
+)
 from scramjet.checkpoint import CheckpointManager, CheckpointWriteError, remote
 from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
@@ -83,13 +88,11 @@ class SaveBestModelCallback(TrainerCallback):
         self.best: float | None = None
         self.saved = False
         self._seen = 0  # values of the metric already compared
-        self._restored = False  # load_state_dict ran: the next run continues, not resets
 
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """Reset when asked (a resumed run keeps the restored best value)."""
-        if self.reset_on_train and not self._restored:
+        if self.reset_on_train and not is_resumed_run(trainer):
             self.best, self.saved = None, False
-        self._restored = False
         self._seen = metric_values_recorded(trainer, self.watch_metric)
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
@@ -117,9 +120,8 @@ class SaveBestModelCallback(TrainerCallback):
         return {"best": self.best, "saved": self.saved}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the best value (kept by the run that resumes from it)."""
+        """Restore the best value (a run resumed from it keeps it)."""
         self.best, self.saved = state["best"], state["saved"]
-        self._restored = True
 
 
 class ModelEmaCallback(TrainerCallback):
