@@ -59,6 +59,12 @@ class SaveBestModelCallback(TrainerCallback):
     the best. A run resumed from a checkpoint keeps the best value, so a worse epoch after
     the resume does not replace the saved file.
 
+    It saves (and reloads) the trained weights. With ``ModelEmaCallback`` evaluating on the
+    EMA weights, the metric describes the EMA weights, not the saved ones: keep the EMA
+    weights of the best epoch with the ``ModelEmaCallback`` of
+    ``scramjet.compat.pytorch_accelerated.callbacks``
+    (it saves them when the metric improves), or evaluate without the EMA swap.
+
     Args:
         save_path: checkpoint file (written atomically, by the main process).
         watch_metric: metric name in the run history.
