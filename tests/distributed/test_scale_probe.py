@@ -147,11 +147,6 @@ DATA_JOB = HERE / "scale_probe_data_job.py"
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="Trainer.predict gathers an IterableDataset's outputs as ShardSampler shares of "
-    "len()=0 samples (trainer/data_order.collect_predictions): a RuntimeError about shapes",
-)
 def test_predict_on_an_iterable_dataset_across_processes_is_complete_or_refused(
     tmp_path: Path,
 ) -> None:
@@ -167,12 +162,6 @@ def test_predict_on_an_iterable_dataset_across_processes_is_complete_or_refused(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="train() does not compare len(train_dataset) across ranks: ranks with 101 and 60 "
-    "samples run different numbers of steps and gloo aborts the process (SIGABRT, "
-    "'collective mismatch') with no word about the dataset",
-)
 def test_ranks_with_different_dataset_lengths_fail_with_a_message_naming_both(
     tmp_path: Path,
 ) -> None:
@@ -183,12 +172,6 @@ def test_ranks_with_different_dataset_lengths_fail_with_a_message_naming_both(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="resume_from='auto': rank 0 finds a checkpoint and broadcasts only 'found'; a "
-    "rank on another machine then fails in checkpoint/resume._manager_for with 'checkpoint "
-    "... does not exist', which does not say the folder must be visible to every machine",
-)
 def test_auto_resume_from_a_folder_other_machines_cannot_see_says_so(tmp_path: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     first = subprocess.run(

@@ -304,8 +304,25 @@ def auto_location(trainer: Trainer) -> tuple[str | None, str | None]:
     if not found:
         trainer.print(f"resume_from='auto': no checkpoint in {location}; starting fresh")
         return None, None
+    if not remote.is_url(location) and dist.get_world_size() > 1:
+        _check_every_rank_sees(location)
     trainer.print(f"resume_from='auto': resuming from the newest good checkpoint in {location}")
     return location, None if local is None else str(local)
+
+
+def _check_every_rank_sees(folder: str) -> None:
+    """Every rank loads the checkpoint the main process found: a folder on one machine's
+    own disk is an error on every rank, naming the ranks that cannot see it (collective)."""
+    sees = dist.gather_object(remote.has_checkpoints(folder))
+    blind = [rank for rank, seen in enumerate(sees) if not seen]
+    if blind:
+        ranks = ", ".join(f"rank {rank}" for rank in blind)
+        raise FileNotFoundError(
+            f"resume_from='auto': rank 0 found checkpoints in {folder!r}, but {ranks} "
+            f"cannot see them (a folder on one machine's own disk). Every rank loads the "
+            f"checkpoint, so the folder must be visible from every machine: put it on a "
+            f"shared file system, or give SaveTrainingStateCallback a URL (s3://..., gs://...)."
+        )
 
 
 def flush_checkpoints(manager: CheckpointManager | None) -> None:
