@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from packdata_helpers import write_csv, write_images
@@ -221,3 +222,149 @@ def test_skipped_rows_are_listed_in_csv_line_order_when_encoding_in_parallel(
         assert len(lines) == 15 and lines == sorted(lines), (pool, lines)
         manifest = json.loads((tmp_path / f"{pool}.pack" / "manifest.json").read_text())
         assert [row["line"] for row in manifest["extra"]["skipped_rows"]] == lines
+
+
+# -- 4. EXIF orientation ----------------------------------------------------------------
+
+
+def _phone_photo(path: Path, orientation: int, size: tuple[int, int] = (24, 14)) -> np.ndarray:
+    """A JPEG stored ``size`` (w, h) with an EXIF Orientation tag; returns the upright
+    pixels a viewer shows (Pillow's ``exif_transpose`` of the decoded file)."""
+    from PIL import Image, ImageOps
+
+    rng = np.random.default_rng(orientation)
+    w, h = size
+    stored = np.zeros((h, w, 3), np.uint8)
+    stored[: h // 2, : w // 3] = (250, 20, 20)  # a red block in the stored top-left corner
+    stored += rng.integers(0, 30, stored.shape, dtype=np.uint8)
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    exif[0x010F] = "PhoneMaker"
+    Image.fromarray(stored).save(path, quality=98, exif=exif.tobytes())
+    with Image.open(path) as img:
+        return np.asarray(ImageOps.exif_transpose(img).convert("RGB"))
+
+
+@pytest.mark.parametrize("decoder", ["fast", "pillow"])
+@pytest.mark.parametrize("orientation", [1, 2, 3, 4, 5, 6, 7, 8])
+def test_pack_stores_a_phone_photo_upright_as_viewers_show_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, orientation: int, decoder: str
+) -> None:
+    from scramjet.data import writer
+
+    if decoder == "pillow":
+        monkeypatch.setattr(writer, "simplejpeg_module", lambda: None)
+    elif writer.simplejpeg_module() is None:
+        pytest.skip("simplejpeg is not installed")
+    root = tmp_path / "imgs"
+    root.mkdir()
+    upright = _phone_photo(root / "a.jpg", orientation)
+    h, w = upright.shape[:2]
+    write_csv(root / "list.csv", ["image", "label"], [["a.jpg", "0"]])
+    pack(
+        root, root / "list.csv", tmp_path / "p.pack", dtype=["int64"], height=h, width=w,
+        encode="raw", workers=0, progress=False,
+    )  # fmt: skip
+    assert np.array_equal(PackedDataset(tmp_path / "p.pack")[0]["image"], upright)
+
+
+@pytest.mark.parametrize("decoder", ["fast", "pillow"])
+@pytest.mark.parametrize("orientation", [6, 8])
+def test_a_jpeg_frame_of_a_turned_photo_keeps_its_exif_with_orientation_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, orientation: int, decoder: str
+) -> None:
+    import h5py
+    from PIL import Image
+
+    from scramjet.data import writer
+
+    if decoder == "pillow":
+        monkeypatch.setattr(writer, "simplejpeg_module", lambda: None)
+    root = tmp_path / "imgs"
+    root.mkdir()
+    upright = _phone_photo(root / "a.jpg", orientation, size=(400, 240))
+    write_csv(root / "list.csv", ["image", "label"], [["a.jpg", "0"]])
+    pack(
+        root, root / "list.csv", tmp_path / "p.pack", dtype=["int64"], height=100, width=60,
+        encode="jpeg", workers=0, progress=False,
+    )  # fmt: skip
+    ds = PackedDataset(tmp_path / "p.pack")
+    got = ds[0]["image"].astype(np.int16)
+    small = np.asarray(Image.fromarray(upright).resize((60, 100), Image.Resampling.BILINEAR))
+    assert np.abs(got - small).mean() < 6  # upright: the turned image differs by ~100
+    shard = next((tmp_path / "p.pack").glob("*.h5"))
+    with h5py.File(shard) as f:
+        frame = bytes(f["image"][: int(f["_offsets/image"][1])])
+    with Image.open(__import__("io").BytesIO(frame)) as img:
+        exif = img.getexif()
+    assert exif.get(0x0112) == 1 and exif.get(0x010F) == "PhoneMaker"  # not turned twice
+
+
+def test_exif_orientation_false_stores_the_pixels_as_the_file_holds_them(tmp_path: Path) -> None:
+    from PIL import Image
+
+    root = tmp_path / "imgs"
+    root.mkdir()
+    _phone_photo(root / "a.jpg", 6)
+    with Image.open(root / "a.jpg") as img:
+        stored = np.asarray(img.convert("RGB"))
+    write_csv(root / "list.csv", ["image", "label"], [["a.jpg", "0"]])
+    pack(
+        root, root / "list.csv", tmp_path / "p.pack", dtype=["int64"], height=14, width=24,
+        encode="raw", workers=0, progress=False, exif_orientation=False,
+    )  # fmt: skip
+    assert np.array_equal(PackedDataset(tmp_path / "p.pack")[0]["image"], stored)
+
+
+@pytest.mark.parametrize("orientation", [3, 6, 7])
+def test_a_large_turned_photo_packs_to_the_same_pixels_with_either_decoder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, orientation: int
+) -> None:
+    from PIL import Image
+
+    from scramjet.data import writer
+
+    if writer.simplejpeg_module() is None:
+        pytest.skip("simplejpeg is not installed")
+    root = tmp_path / "imgs"
+    root.mkdir()
+    upright = _phone_photo(root / "a.jpg", orientation, size=(480, 256))  # DCT-scaled
+    write_csv(root / "list.csv", ["image", "label"], [["a.jpg", "0"]])
+    out = []
+    for name in ("fast", "pillow"):
+        if name == "pillow":
+            monkeypatch.setattr(writer, "simplejpeg_module", lambda: None)
+        pack(
+            root, root / "list.csv", tmp_path / f"{name}.pack", dtype=["int64"], height=60,
+            width=40, encode="raw", workers=0, progress=False,
+        )  # fmt: skip
+        out.append(PackedDataset(tmp_path / f"{name}.pack")[0]["image"])
+    assert np.array_equal(out[0], out[1])
+    small = np.asarray(Image.fromarray(upright).resize((40, 60), Image.Resampling.BILINEAR))
+    assert np.abs(out[0].astype(np.int16) - small).mean() < 6
+
+
+def test_scramjet_pack_no_exif_orientation_stores_the_pixels_as_held(tmp_path: Path) -> None:
+    import argparse
+
+    from PIL import Image
+
+    from scramjet.data import cli
+
+    root = tmp_path / "imgs"
+    root.mkdir()
+    upright = _phone_photo(root / "a.jpg", 6)
+    with Image.open(root / "a.jpg") as img:
+        stored = np.asarray(img.convert("RGB"))
+    write_csv(root / "list.csv", ["image", "label"], [["a.jpg", "0"]])
+    parser = argparse.ArgumentParser()
+    cli.configure_parser(parser)
+    common = ["--dtype", "int64", "--encode", "raw", "--workers", "0", "--no-progress"]
+    for flag, size, want in (
+        ([], (24, 14), upright),
+        (["--no-exif-orientation"], (14, 24), stored),
+    ):
+        dst = tmp_path / f"p{len(flag)}.pack"
+        args = [str(root), str(root / "list.csv"), str(dst), "--height", str(size[0])]
+        assert cli.run(parser.parse_args([*args, "--width", str(size[1]), *common, *flag])) == 0
+        assert np.array_equal(PackedDataset(dst)[0]["image"], want)

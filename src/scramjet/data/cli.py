@@ -23,6 +23,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quality", type=int, default=95, help="JPEG quality (default 95)")
     parser.add_argument("--shards", type=int, default=1, help="number of shard files")
     parser.add_argument("--drop-exif", action="store_true", help="do not keep EXIF data")
+    parser.add_argument(
+        "--no-exif-orientation",
+        action="store_true",
+        help="store pixels as the file holds them (default: turned upright as the EXIF "
+        "Orientation tag says, as image viewers show them)",
+    )
     parser.add_argument("--seq", action="store_true", help="rows are frame sequences")
     parser.add_argument(
         "--workers", type=int, default=None, help="encoding workers (default: CPU count)"
@@ -57,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
             quality=args.quality,
             shards=args.shards,
             keep_exif=not args.drop_exif,
+            exif_orientation=not args.no_exif_orientation,
             is_seq=args.seq,
             workers=args.workers,
             pool=args.pool,

@@ -21,7 +21,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from types import ModuleType
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import numpy as np
 from PIL import Image
@@ -43,9 +43,13 @@ def simplejpeg_module() -> ModuleType | None:
 
 
 def load_image(
-    path: str, height: int, width: int, channel: int
+    path: str, height: int, width: int, channel: int, upright: bool = True
 ) -> tuple[Image.Image, bytes | None]:
     """Open an image file, convert it to RGB (or L) and resize it to ``height x width``.
+
+    With ``upright`` (the default), the pixels are first turned as the EXIF Orientation
+    tag says (what image viewers show, Pillow's ``ImageOps.exif_transpose``), and the
+    EXIF returned says orientation 1, so that nothing turns them a second time.
 
     Returns:
         The converted image and the EXIF bytes of the source file (or None).
@@ -55,16 +59,80 @@ def load_image(
     """
     mode = "L" if channel == 1 else "RGB"
     with Image.open(path) as src:
+        turn = _orientation(src) if upright else 1
         # JPEG sources at least twice the target size decode at 1/2, 1/4 or 1/8 scale
-        # (DCT scaling, still >= the target size): much faster for large photos.
-        src.draft(mode, (width, height))
+        # (DCT scaling, still >= the target size): much faster for large photos. The
+        # size asked for is the stored one: height and width swap for a quarter turn.
+        src.draft(mode, (height, width) if turn in _QUARTER_TURNS else (width, height))
         src.load()  # decode fully now so truncated files fail here, not later
         exif = src.info.get("exif")
         eight = _eight_bits(src)
         img = eight.convert(mode) if eight.mode != mode else eight.copy()
+    if turn != 1:
+        img = img.transpose(_TRANSPOSE[turn])
     if img.size != (width, height):
         img = img.resize((width, height), Image.Resampling.BILINEAR, reducing_gap=3.0)
-    return img, exif if isinstance(exif, bytes) else None
+    exif = exif if isinstance(exif, bytes) else None
+    return img, upright_exif(exif) if exif and turn != 1 else exif
+
+
+_ORIENTATION_TAG = 0x0112
+_QUARTER_TURNS = frozenset({5, 6, 7, 8})
+_TRANSPOSE = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+
+
+def _orientation(src: Image.Image) -> int:
+    """The EXIF Orientation of an open image: 1 (as stored) to 8; 1 when it has none,
+    or an unreadable or out-of-range one (as viewers do)."""
+    try:
+        value = src.getexif().get(_ORIENTATION_TAG, 1)
+    except Exception:  # damaged EXIF: the pixels are shown as stored
+        return 1
+    return value if isinstance(value, int) and value in _TRANSPOSE else 1
+
+
+def exif_orientation(exif: bytes | None) -> int:
+    """The Orientation in EXIF bytes (``Exif\\0\\0`` + TIFF, as Pillow's ``info``), 1 to 8."""
+    if not exif:
+        return 1
+    parsed = Image.Exif()
+    try:
+        parsed.load(exif)
+        value = parsed.get(_ORIENTATION_TAG, 1)
+    except Exception:
+        return 1
+    return value if isinstance(value, int) and value in _TRANSPOSE else 1
+
+
+def upright_exif(exif: bytes) -> bytes:
+    """``exif`` with its Orientation set to 1, every other byte unchanged (the tag's
+    value is rewritten in place); re-serialised by Pillow if the bytes cannot be
+    patched so."""
+    start = 6 if exif.startswith(b"Exif\0\0") else 0
+    order = exif[start : start + 2]
+    if order in (b"II", b"MM"):
+        end: Literal["little", "big"] = "little" if order == b"II" else "big"
+        at = start + int.from_bytes(exif[start + 4 : start + 8], end)
+        count = int.from_bytes(exif[at : at + 2], end)
+        for entry in range(at + 2, at + 2 + 12 * count, 12):
+            if len(exif) < entry + 12:
+                break
+            tag, kind = (int.from_bytes(exif[entry + k : entry + k + 2], end) for k in (0, 2))
+            if tag == _ORIENTATION_TAG and kind == 3:  # SHORT, its value held in the entry
+                value = (1).to_bytes(2, end)
+                return exif[: entry + 8] + value + exif[entry + 10 :]
+    parsed = Image.Exif()
+    parsed.load(exif)
+    parsed[_ORIENTATION_TAG] = 1
+    return bytes(parsed.tobytes())
 
 
 _SIXTEEN_BIT = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
@@ -125,15 +193,16 @@ def encode_image(
 
 
 def read_jpeg(
-    path: str, height: int, width: int, channel: int
+    path: str, height: int, width: int, channel: int, upright: bool = True
 ) -> tuple[np.ndarray, bytes | None, bytes | None] | None:
     """:func:`load_image` for a JPEG file, decoded and encoded without Pillow's Python code.
 
     The file is decoded by simplejpeg (libjpeg-turbo, accurate DCT and fancy upsampling,
     as Pillow decodes) at the DCT scale Pillow's ``draft`` picks (1/2, 1/4 or 1/8 where
-    the source is at least that many times the target size), then resized with the same
-    Pillow call as :func:`load_image` (bilinear, ``reducing_gap=3.0``) on a view of the
-    decoded pixels. The pixels equal :func:`load_image`'s.
+    the source is at least that many times the target size), turned as its EXIF
+    Orientation says (with ``upright``), then resized with the same Pillow call as
+    :func:`load_image` (bilinear, ``reducing_gap=3.0``) on a view of the decoded pixels.
+    The pixels, and the EXIF, equal :func:`load_image`'s.
 
     Returns:
         ``(pixels, exif, comment)``: HWC ``uint8`` pixels of ``height x width``, RGBX
@@ -158,6 +227,9 @@ def read_jpeg(
         limit = Image.MAX_IMAGE_PIXELS
         if colorspace not in ("YCbCr", "Gray") or (limit is not None and h * w > limit):
             return None
+        turn = exif_orientation(meta[0]) if upright else 1
+        if turn in _QUARTER_TURNS:  # the stored size: height and width swap
+            height, width = width, height
         ratio = min(w // width, h // height)  # Pillow's JpegImageFile.draft
         scale = next((s for s in (8, 4, 2) if ratio >= s), 1)
         dh, dw = (h + scale - 1) // scale, (w + scale - 1) // scale
@@ -173,12 +245,31 @@ def read_jpeg(
         return None
     if arr.shape[:2] != (dh, dw):
         return None
+    if turn in _QUARTER_TURNS:
+        height, width = width, height
+    if turn != 1:
+        arr = _turn(arr, turn)
+        dh, dw = arr.shape[:2]
     if (dh, dw) != (height, width):
         src = Image.frombuffer(mode, (dw, dh), arr, "raw", mode, 0, 1)  # a view, no copy
         arr = _pixels_of(
             src.resize((width, height), Image.Resampling.BILINEAR, reducing_gap=3.0), mode
         )
-    return arr, meta[0], meta[1]
+    exif = upright_exif(meta[0]) if meta[0] and turn != 1 else meta[0]
+    return arr, exif, meta[1]
+
+
+def _turn(arr: np.ndarray, orientation: int) -> np.ndarray:
+    """HWC pixels turned upright as EXIF ``orientation`` (2 to 8) says, as a new
+    contiguous array (Pillow's transposes of :data:`_TRANSPOSE`)."""
+    if orientation in (5, 6, 7, 8):
+        arr = arr.transpose(1, 0, 2)  # 5; then 6, 7, 8 flip the transposed pixels
+        flips = {6: (1,), 7: (0, 1), 8: (0,)}.get(orientation, ())
+    else:
+        flips = {2: (1,), 3: (0, 1), 4: (0,)}[orientation]
+    for axis in flips:
+        arr = np.flip(arr, axis)
+    return np.ascontiguousarray(arr)
 
 
 def _jpeg_metadata(data: bytes) -> tuple[bytes | None, bytes | None] | None:

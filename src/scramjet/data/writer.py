@@ -97,7 +97,7 @@ class PackReport:
     skipped: list[SkippedRow] = field(default_factory=list)
 
 
-def _encode_task(task: tuple[int, list[str], int, int, int, str, int, bool]) -> tuple[int, Any]:
+def _encode_task(task: tuple[Any, ...]) -> tuple[int, Any]:
     """Worker: load, resize and encode every frame of one row; errors come back as text.
 
     With simplejpeg installed, ``jpeg`` and ``raw`` frames of JPEG sources take
@@ -105,19 +105,20 @@ def _encode_task(task: tuple[int, list[str], int, int, int, str, int, bool]) -> 
     frames are encoded by it; everything else, and every file that path declines, is
     loaded by Pillow as before (whose errors name an unreadable file).
     """
-    index, files, height, width, channel, encode, quality, keep_exif = task
+    index, files, height, width, channel, encode, quality, keep_exif, *more = task
+    upright = bool(more[0]) if more else True  # exif_orientation
     fast = encode in ("jpeg", "raw") and simplejpeg_module() is not None
     encoder = "simplejpeg" if fast else "pil"
     frames = []
     for path in files:
         try:
             out = None
-            got = read_jpeg(path, height, width, channel) if fast else None
+            got = read_jpeg(path, height, width, channel, upright) if fast else None
             if got is not None:
                 pixels, exif, comment = got
                 out = encode_pixels(pixels, encode, quality, exif if keep_exif else None, comment)
             if out is None:
-                img, exif = load_image(path, height, width, channel)
+                img, exif = load_image(path, height, width, channel, upright)
                 out = encode_image(img, encode, quality, exif if keep_exif else None, encoder)
         except Exception as exc:  # any decoder failure is reported for this row
             name = os.path.basename(path)
@@ -255,6 +256,7 @@ def pack(
     quality: int = 95,
     shards: int = 1,
     keep_exif: bool = True,
+    exif_orientation: bool = True,
     is_seq: bool = False,
     workers: int | None = None,
     pool: str = "threads",
@@ -282,6 +284,10 @@ def pack(
         quality: JPEG quality.
         shards: exact number of shard files; rows are split into balanced shards.
         keep_exif: keep EXIF data in encoded images (not possible for ``raw``).
+        exif_orientation: turn each image as its EXIF Orientation tag says before it is
+            resized, so that it is stored upright, as image viewers show it (phone
+            photos are often stored sideways with such a tag); a kept EXIF then says
+            orientation 1. ``False`` stores the pixels as the file holds them.
         is_seq: rows are frame sequences.
         workers: encoding workers (default: CPU count); 0 or 1 encodes in the calling
             thread, one row at a time.
@@ -329,7 +335,8 @@ def pack(
             lambda local: pack(
                 file_dir, file_list, local, dtype=dtype, height=height, width=width,
                 channel=channel, encode=encode, quality=quality, shards=shards,
-                keep_exif=keep_exif, is_seq=is_seq, workers=workers, pool=pool,
+                keep_exif=keep_exif, exif_orientation=exif_orientation, is_seq=is_seq,
+                workers=workers, pool=pool,
                 on_error=on_error, progress=progress,
             ),
         )  # fmt: skip
@@ -351,7 +358,7 @@ def pack(
     tmp = out.parent / f".{out.name}.partial-{uuid.uuid4().hex[:12]}"
     tmp.mkdir()
     try:
-        opts = (height, width, channel, enc, quality, keep_exif)
+        opts = (height, width, channel, enc, quality, keep_exif, bool(exif_orientation))
         spooled = _spool_rows(rows, tmp, opts, (n_workers, pool), on_error, skipped, progress)
         skipped.sort(key=lambda row: row.line)  # found while parsing, then as workers finish
         if not spooled.rows and skipped:
@@ -473,7 +480,7 @@ def _encode_to_spool(
 def _spool_rows(
     rows: list[Row],
     tmp: Path,
-    opts: tuple[int, int, int, str, int, bool],
+    opts: tuple[int, int, int, str, int, bool, bool],
     workers: tuple[int, str],
     on_error: str,
     skipped: list[SkippedRow],
