@@ -368,3 +368,50 @@ def test_scramjet_pack_no_exif_orientation_stores_the_pixels_as_held(tmp_path: P
         args = [str(root), str(root / "list.csv"), str(dst), "--height", str(size[0])]
         assert cli.run(parser.parse_args([*args, "--width", str(size[1]), *common, *flag])) == 0
         assert np.array_equal(PackedDataset(dst)[0]["image"], want)
+
+
+# -- 5. dtype takes the same forms in Python and on the command line ---------------------
+
+
+@pytest.mark.parametrize(
+    "dtype", ["int64,str", "int64, str", ["int64", "str"], ("int64", "str"), ["int64,str"]]
+)
+def test_pack_takes_dtype_as_a_list_or_a_comma_separated_string_like_the_cli(
+    tmp_path: Path, dtype: Any
+) -> None:
+    root = tmp_path / "imgs"
+    imgs = write_images(root, 3, size=(8, 8))
+    write_csv(
+        root / "l.csv",
+        ["image", "label", "name"],
+        [[n, str(i), f"n{i}"] for i, (n, _) in enumerate(imgs)],
+    )
+    pack(
+        root,
+        root / "l.csv",
+        tmp_path / "p.pack",
+        dtype=dtype,
+        height=8,
+        width=8,
+        workers=0,
+        progress=False,
+    )
+    sample = PackedDataset(tmp_path / "p.pack")[2]
+    assert (int(sample["label"]), sample["name"]) == (2, "n2")
+
+
+def test_a_dtype_count_mismatch_names_the_forms_dtype_takes(tmp_path: Path) -> None:
+    root = tmp_path / "imgs"
+    imgs = write_images(root, 2, size=(8, 8))
+    write_csv(root / "l.csv", ["image", "label", "name"], [[n, "0", "a"] for n, _ in imgs])
+    with pytest.raises(ValueError, match=r"received \['int64'\].*'int64,str'"):
+        pack(
+            root,
+            root / "l.csv",
+            tmp_path / "p.pack",
+            dtype="int64",
+            height=8,
+            width=8,
+            workers=0,
+            progress=False,
+        )

@@ -47,9 +47,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``scramjet pack``; returns the process exit status."""
+    from scramjet.data.csvlist import dtype_list
     from scramjet.data.writer import pack
 
-    dtype = [d.strip() for d in args.dtype.split(",")] if args.dtype.strip() else []
+    dtype = dtype_list(args.dtype)
     try:
         report = pack(
             args.file_dir,

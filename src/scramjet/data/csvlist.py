@@ -77,6 +77,26 @@ def read_table(file_list: str | os.PathLike[str]) -> tuple[list[str], list[tuple
     return header, rows
 
 
+def dtype_list(dtype: Any) -> list[str]:
+    """``dtype`` as given to :func:`~scramjet.data.pack` or ``scramjet pack --dtype``: a
+    list (or tuple) of dtypes, or one string of comma-separated dtypes (``"int64,str"``;
+    spaces around the commas are ignored). Entries of a list may hold commas too.
+
+    Raises:
+        TypeError: ``dtype`` is neither a string nor a sequence of strings.
+    """
+    parts = [dtype] if isinstance(dtype, str) else dtype
+    if not isinstance(parts, list | tuple) or not all(isinstance(d, str) for d in parts):
+        raise TypeError(
+            f"dtype must be a list of dtype names or one comma-separated string; received "
+            f"{type(dtype).__name__} {dtype!r}. Pass e.g. dtype=['int64', 'str'] or "
+            "dtype='int64,str'"
+        )
+    if not "".join(parts).strip():
+        return []
+    return [d.strip() for part in parts for d in part.split(",")]
+
+
 def check_header(header: list[str], dtype: list[str]) -> list[tuple[str, bool]]:
     """Validate column names against ``dtype`` and return parsed ``(base, variable)`` pairs."""
     if len(header) < 1 or not header[0]:
@@ -87,8 +107,9 @@ def check_header(header: list[str], dtype: list[str]) -> list[tuple[str, bool]]:
         )
     if len(dtype) != len(header) - 1:
         raise ValueError(
-            f"dtype has {len(dtype)} entries but the CSV has {len(header) - 1} value columns "
-            f"{header[1:]}; give one dtype per column after the first"
+            f"dtype has {len(dtype)} entries (received {dtype}) but the CSV has "
+            f"{len(header) - 1} value columns {header[1:]}; give one dtype per column after "
+            "the first, as a list (['int64', 'str']) or a comma-separated string ('int64,str')"
         )
     return [parse_dtype(d) for d in dtype]
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from scramjet.data import _pool
 from scramjet.data._remote import Retry, is_url, prepare_remote_dst, upload_pack
-from scramjet.data.csvlist import Row, RowError, check_header, parse_row, read_table
+from scramjet.data.csvlist import Row, RowError, check_header, dtype_list, parse_row, read_table
 from scramjet.data.format import (
     ENCODINGS,
     MANIFEST_NAME,
@@ -277,6 +277,8 @@ def pack(
             first and the manifest last (readers accept it only once that exists).
         dtype: one dtype per value column: ``bool, (u)int8..64, float16/32/64, str``;
             a ``v`` prefix (``"vint64"``) makes a column variable length (lists per row).
+            A list (``["int64", "str"]``) or one comma-separated string (``"int64,str"``,
+            as ``scramjet pack --dtype`` takes it).
         height: output image height in pixels.
         width: output image width in pixels.
         channel: 3 for RGB, 1 for grayscale.
@@ -342,6 +344,7 @@ def pack(
         )  # fmt: skip
     start = time.perf_counter()
     enc = _check_args(encode, height, width, channel, quality, shards, on_error, pool)
+    names = dtype_list(dtype)
     n_workers = _cpu_count() if workers is None else int(workers)
     _refuse_rerun()
     root = Path(file_dir).resolve()
@@ -350,7 +353,7 @@ def pack(
     out = Path(dst).absolute()
     _check_destination(out, root, Path(file_list), overwrite)
     header, table = read_table(file_list)
-    dtypes = check_header(header, [dtype] if isinstance(dtype, str) else list(dtype))
+    dtypes = check_header(header, names)
     skipped: list[SkippedRow] = []
     rows = _parse_rows(root, header, dtypes, table, is_seq, on_error, skipped)
     columns = _column_specs(header, dtypes, enc, quality, height, width, channel, is_seq, keep_exif)
