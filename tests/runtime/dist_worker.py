@@ -58,6 +58,13 @@ def observe() -> dict[str, Any]:
     seen["input_unchanged"] = value.tolist()
     # Rank r contributes r + 1 rows filled with r: sizes differ per rank.
     seen["gather"] = gather(torch.full((rank + 1, 2), float(rank))).tolist()
+    ragged = torch.full((1, rank + 1), rank + 1)  # rank 0: [[1]], rank 1: [[2, 2]]
+    seen["gather_padded"] = gather(ragged, pad_value=-100).tolist()
+    try:
+        gather(ragged)
+        seen["gather_ragged"] = "no error"
+    except ValueError as error:
+        seen["gather_ragged"] = str(error)
     seen["gather_object"] = gather_object({"rank": rank, "word": "abc"[rank]})
     seen["broadcast"] = broadcast_object(f"from-{rank}")
 

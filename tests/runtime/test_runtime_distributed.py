@@ -56,6 +56,8 @@ def check_rank_view(seen: dict[str, Any], rank: int) -> None:
     assert seen["mean"] == [1.5, 15.0] and seen["sum"] == [3.0, 30.0] and seen["max"] == [2.0, 20.0]
     assert seen["input_unchanged"] == [rank + 1.0, 10.0 * (rank + 1)]
     assert seen["gather"] == [[0.0, 0.0], [1.0, 1.0], [1.0, 1.0]]  # rank 0: 1 row, rank 1: 2 rows
+    assert seen["gather_padded"] == [[1, -100], [2, 2]]  # later dims padded on request
+    assert "differ after the first dimension ([[1, 1], [1, 2]] by rank)" in seen["gather_ragged"]
     assert seen["gather_object"] == [{"rank": 0, "word": "a"}, {"rank": 1, "word": "b"}]
     assert seen["broadcast"] == "from-0"
     assert seen["local_count"] == 17  # 33 samples on 2 ranks: each sees 17, one is padding

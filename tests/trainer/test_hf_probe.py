@@ -18,7 +18,7 @@ text, so nothing is downloaded. What is checked:
   ``labels``), with a ``collate_fn`` for samples of different lengths.
 - ``Experiment(hyperparams=config)`` with a ``PretrainedConfig`` records its fields.
 - ``predict`` on two processes whose batches are padded to different lengths on each rank
-  (slow, xfail: the fix belongs to ``scramjet.runtime.distributed.gather``).
+  (slow).
 """
 
 from __future__ import annotations
@@ -309,12 +309,6 @@ if dist.get_rank() == 0:
 
 @pytest.mark.distributed
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime/distributed.py gather pads only dim 0 across ranks: outputs whose "
-    "sequence dimension differs between ranks abort the process in all_gather (gloo: "
-    "'Received data size doesn't match expected size')",
-)
 def test_predict_on_two_processes_joins_sequences_of_different_lengths(tmp_path: Any) -> None:
     import json
 

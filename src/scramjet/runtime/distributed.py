@@ -359,18 +359,27 @@ def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
     return work.to(device)
 
 
-def gather(tensor: torch.Tensor) -> torch.Tensor:
+def gather(tensor: torch.Tensor, pad_value: float | None = None) -> torch.Tensor:
     """Concatenate a tensor from all ranks along dim 0, in rank order.
 
-    The first dimension may differ between ranks (e.g. the last batch is smaller);
-    the other dimensions must match. A 0-d tensor counts as one row.
+    The first dimension may differ between ranks (e.g. the last batch is smaller). The
+    others must match unless ``pad_value`` is given: then each rank's part is padded at
+    the end of every dimension to the largest size on any rank (sequences of different
+    lengths; booleans and unsigned integers are padded with 0). A 0-d tensor counts as
+    one row.
 
     Args:
         tensor: This rank's part.
+        pad_value: the value that fills dimensions after the first where ranks differ;
+            ``None`` makes such a difference an error.
 
     Returns:
         The concatenation ``[rank 0 rows, rank 1 rows, ...]`` on every rank, on the
         input's device. In a single process, the input (as at least 1-d).
+
+    Raises:
+        ValueError: the ranks' parts differ in their number of dimensions, or in a
+            dimension after the first and ``pad_value`` is None (on every rank alike).
     """
     value = tensor.detach()
     if value.dim() == 0:
@@ -379,17 +388,34 @@ def gather(tensor: torch.Tensor) -> torch.Tensor:
         return value
     device = value.device
     work = value.to(_comm_device())
-    world = dist.get_world_size()
-    sizes = torch.zeros(world, dtype=torch.long, device=work.device)
-    sizes[dist.get_rank()] = work.shape[0]
-    dist.all_reduce(sizes)  # all_gather of sizes via one small sum
-    longest = int(sizes.max())
-    if work.shape[0] < longest:  # all_gather needs equal shapes: pad, then trim
-        pad = work.new_zeros((longest - work.shape[0], *work.shape[1:]))
-        work = torch.cat([work, pad])
+    world, rank = dist.get_world_size(), dist.get_rank()
+    ndims = torch.zeros(world, dtype=torch.long, device=work.device)
+    ndims[rank] = work.dim()
+    dist.all_reduce(ndims)
+    if int(ndims.min()) != int(ndims.max()):
+        raise ValueError(
+            f"gather: the ranks' tensors have different numbers of dimensions "
+            f"({ndims.tolist()} by rank); every rank must pass the same kind of tensor."
+        )
+    shapes = torch.zeros((world, work.dim()), dtype=torch.long, device=work.device)
+    shapes[rank] = torch.tensor(work.shape, dtype=torch.long)
+    dist.all_reduce(shapes)  # all_gather of shapes via one small sum
+    target = [int(n) for n in shapes.max(dim=0).values]
+    ragged = bool((shapes[:, 1:] != shapes[:, 1:].max(dim=0).values).any())
+    if ragged and pad_value is None:
+        raise ValueError(
+            f"gather: the ranks' tensors differ after the first dimension "
+            f"({[list(map(int, row)) for row in shapes]} by rank). Pass pad_value=... "
+            f"to pad them to the largest size, or make every rank's shape match."
+        )
+    if list(work.shape) != target:  # all_gather needs equal shapes: pad, then trim
+        fill = 0 if work.dtype == torch.bool or not work.dtype.is_signed else pad_value
+        padded = work.new_full(target, fill if fill is not None else 0)
+        padded[tuple(slice(0, n) for n in work.shape)] = work
+        work = padded
     parts = [torch.empty_like(work) for _ in range(world)]
     dist.all_gather(parts, work.contiguous())
-    return torch.cat([p[: int(n)] for p, n in zip(parts, sizes)]).to(device)
+    return torch.cat([p[: int(n)] for p, n in zip(parts, shapes[:, 0])]).to(device)
 
 
 def gather_object(obj: T) -> list[T]:

@@ -23,7 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
 from scramjet.runtime import distributed as dist
-from scramjet.trainer.batch import concat_outputs, map_leaves
+from scramjet.trainer.batch import PAD_VALUE, concat_outputs, map_leaves
 
 T = TypeVar("T")
 
@@ -411,7 +411,7 @@ def gather_shards(local: Any, num_samples: int) -> Any:
         [i for r in range(world) for i in range(r, num_samples, world)], dtype=torch.long
     )
     if isinstance(local, torch.Tensor):
-        gathered = dist.gather(local)  # [rank 0 rows, rank 1 rows, ...]
+        gathered = dist.gather(local, pad_value=PAD_VALUE)  # [rank 0 rows, rank 1 rows...]
         result = torch.empty_like(gathered)
         result[positions] = gathered
         return result
