@@ -3,14 +3,24 @@
 Each subcommand lives in the module that owns the capability and exposes two functions,
 ``configure_parser(parser)`` and ``run(args) -> int``. Modules are imported only when
 their subcommand is used, so ``scramjet --help`` stays fast and never imports torch.
+
+Every subcommand exits with 0 on success and 2 for a bad option (a one-line error naming
+it); Ctrl-C ends any of them with one line on stderr and status 130, and a reader that
+stops early (``scramjet runs | head``) ends them quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+
+#: Exit status after Ctrl-C (128 + SIGINT, what a shell reports for a process it stopped).
+INTERRUPTED_EXIT_CODE = 130
+#: Exit status when the reader of stdout went away (128 + SIGPIPE).
+BROKEN_PIPE_EXIT_CODE = 141
 
 # name -> (module implementing it, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -47,11 +57,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.parse_args(args)  # prints --help/--version, or an error naming the choices
         return 2
     name, rest = args[0], args[1:]
-    module = importlib.import_module(SUBCOMMANDS[name][0])
-    sub_parser = argparse.ArgumentParser(prog=f"scramjet {name}", description=SUBCOMMANDS[name][1])
-    module.configure_parser(sub_parser)
-    parsed = sub_parser.parse_args(rest)
-    return int(module.run(parsed) or 0)
+    try:
+        module = importlib.import_module(SUBCOMMANDS[name][0])
+        sub_parser = argparse.ArgumentParser(
+            prog=f"scramjet {name}", description=SUBCOMMANDS[name][1]
+        )
+        module.configure_parser(sub_parser)
+        parsed = sub_parser.parse_args(rest)
+        return int(module.run(parsed) or 0)
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's status for SIGINT
+        print(f"scramjet {name}: interrupted (Ctrl-C)", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
+    except Exception as error:
+        if not _broken_pipe(error):
+            raise
+        _silence_stdout()  # the reader left (`scramjet runs | head`): stop quietly
+        return BROKEN_PIPE_EXIT_CODE
+
+
+def _broken_pipe(error: BaseException | None) -> bool:
+    """Whether ``error`` is, or was caused by, a write to a pipe nobody reads any more (a
+    callback that printed progress reports it wrapped in its own error)."""
+    seen = 0
+    while error is not None and seen < 16:
+        if isinstance(error, BrokenPipeError):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that flushing it at exit raises nothing more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file descriptor (captured)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

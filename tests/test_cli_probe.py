@@ -1,0 +1,99 @@
+"""The ``scramjet`` command line as a user drives it: exit codes, one-line errors, Ctrl-C,
+pipes, unicode names and the options' documented effects."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from scramjet.tracking import Experiment
+from scramjet.trainer import Trainer
+
+CLI = [sys.executable, "-m", "scramjet.cli"]
+
+
+def _tracked_run(
+    root: Path, project: str = "proj", name: str = "run", hyperparams: dict | None = None
+) -> Path:
+    """A real, finished two-epoch run of a tiny linear model (a fraction of a second)."""
+    torch.manual_seed(0)
+    x = torch.randn(32, 4)
+    data = list(zip(x, (x.sum(dim=1) > 0).long()))
+    model = torch.nn.Linear(4, 2)
+    exp = Experiment(project, name, root=root, hyperparams=hyperparams or {}, checkpoint=None)
+    trainer = Trainer(
+        model,
+        torch.nn.CrossEntropyLoss(),
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        callbacks=[exp],
+        seed=0,
+    )
+    trainer.train(data, num_epochs=2, eval_dataset=data, per_device_batch_size=16)
+    return exp.run_dir
+
+
+def _sigint_after(command: list[str], marker: str, cwd: Path, timeout: float = 60) -> tuple:
+    """Start ``command`` as Ctrl-C would find it (default SIGINT handler, own process
+    group), send SIGINT to its group once ``marker`` appears on stdout; (rc, out, err)."""
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), os.setpgrp()),
+    )
+    assert proc.stdout is not None
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while marker not in seen and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen += line
+    assert marker in seen, seen
+    time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, seen + out, err
+
+
+# --- Ctrl-C and pipes -------------------------------------------------------------------
+
+
+def test_ctrl_c_during_demo_exits_130_with_one_line_and_no_traceback(tmp_path: Path) -> None:
+    rc, _, err = _sigint_after(
+        [*CLI, "demo", "--epochs", "1", "--samples", "20000", "--out", "d", "--no-dashboard"],
+        "[1/5]",
+        tmp_path,
+    )
+    assert rc == 130, err[-2000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
+    assert err.strip().splitlines()[-1].startswith("scramjet demo: interrupted"), err
+
+
+def test_runs_piped_into_a_reader_that_stops_early_ends_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    run = _tracked_run(tmp_path)
+    project = run.parent
+    for i in range(300):  # a long listing: more than a pipe buffer
+        twin = project / f"copy_{i:03d}"
+        twin.mkdir()
+        for name in ("run.json", "hyperparams.json", "metrics.jsonl"):
+            (twin / name).write_bytes((run / name).read_bytes())
+    proc = subprocess.Popen(
+        [*CLI, "runs", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # `scramjet runs | head -1`
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
