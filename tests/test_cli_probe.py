@@ -10,8 +10,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
+from scramjet.cli import main
 from scramjet.tracking import Experiment
 from scramjet.trainer import Trainer
 
@@ -97,3 +99,39 @@ def test_runs_piped_into_a_reader_that_stops_early_ends_without_a_traceback(
     err = proc.stderr.read().decode()
     proc.wait(timeout=60)
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+# --- scramjet demo ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--epochs", "0"), ("--samples", "10"), ("--seed", "-1")],
+)
+def test_demo_rejects_a_bad_number_as_a_usage_error_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", option, value, "--out", str(tmp_path / "d")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"scramjet demo: error: argument {option}" in err and repr(value) in err, err
+    assert not (tmp_path / "d").exists(), "nothing is generated for a bad option"
+
+
+def test_demo_with_out_naming_a_file_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "taken"
+    blocker.write_text("not a folder")
+    assert main(["demo", "--epochs", "1", "--samples", "64", "--out", str(blocker)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("scramjet demo: error:") and str(blocker) in err, err
+    assert "--out" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_demo_without_dashboard_does_not_announce_the_dashboard(tmp_path: Path) -> None:
+    from scramjet.demo.run import training_banner
+
+    assert "Dashboard" in training_banner(dashboard=True)
+    assert "Dashboard" not in training_banner(dashboard=False)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,15 +33,49 @@ from scramjet.trainer import Trainer
 BATCH_SIZE = 64
 
 
+#: The fewest training images (one batch) and epochs the demo runs with.
+MIN_SAMPLES, MIN_EPOCHS = BATCH_SIZE, 1
+
+
+def _whole_number(least: int) -> Any:
+    """An argparse ``type`` accepting whole numbers ``>= least``; anything else is a usage
+    error that names the option, the value received and what is expected."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number >= {least}, received {text!r}"
+            )
+        return value
+
+    parse.__name__ = f"whole number >= {least}"
+    return parse
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Options of ``scramjet demo``."""
-    parser.add_argument("--epochs", type=int, default=3, help="training epochs (default 3)")
     parser.add_argument(
-        "--out", default="scramjet-demo", help="output folder (default ./scramjet-demo)"
+        "--epochs", type=_whole_number(MIN_EPOCHS), default=3, help="training epochs (default 3)"
     )
-    parser.add_argument("--samples", type=int, default=2048, help="training images (default 2048)")
+    parser.add_argument(
+        "--out",
+        default="scramjet-demo",
+        help="output folder, created if missing (default ./scramjet-demo)",
+    )
+    parser.add_argument(
+        "--samples",
+        type=_whole_number(MIN_SAMPLES),
+        default=2048,
+        help=f"training images, at least {MIN_SAMPLES} (default 2048)",
+    )
     parser.add_argument("--no-dashboard", action="store_true", help="plain progress lines only")
-    parser.add_argument("--seed", type=int, default=0, help="seed of data and training (default 0)")
+    parser.add_argument(
+        "--seed", type=_whole_number(0), default=0, help="seed of data and training (default 0)"
+    )
 
 
 class ImageTrainer(Trainer):
@@ -214,6 +250,13 @@ def _callbacks(
     return callbacks
 
 
+def training_banner(dashboard: bool) -> str:
+    """The line that announces step 3, naming the parts it uses."""
+    parts = ["Trainer", "CachedDataset", "accelerate_model", "Experiment"]
+    parts.insert(3, "Dashboard" if dashboard else "progress lines")
+    return "[3/5] training a small CNN: " + " + ".join(parts)
+
+
 def _train(
     args: argparse.Namespace, out: Path, train_pack: Path, test_pack: Path
 ) -> tuple[Any, ...]:
@@ -224,8 +267,7 @@ def _train(
     from scramjet.runtime.seeding import seed_everything
     from scramjet.tracking import Experiment
 
-    print("[3/5] training a small CNN: Trainer + CachedDataset + accelerate_model"
-          " + Dashboard + Experiment")  # fmt: skip
+    print(training_banner(dashboard=not args.no_dashboard))
     train_ds = CachedDataset(PackedDataset(train_pack), preloaded_data=2)
     test_ds = CachedDataset(PackedDataset(test_pack))
     seed_everything(args.seed)  # before the model exists, so its initial weights are seeded too
@@ -245,17 +287,36 @@ def _train(
     return trainer, experiment, train_ds, test_ds
 
 
+def _check_options(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options (``None`` when nothing is); creates ``--out``."""
+    for option, least in (("epochs", MIN_EPOCHS), ("samples", MIN_SAMPLES), ("seed", 0)):
+        value = getattr(args, option)
+        if not isinstance(value, int) or value < least:
+            return f"--{option} must be a whole number >= {least}; received {value!r}"
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        reason = "it is a file" if out.is_file() else (error.strerror or str(error))
+        return (
+            f"--out {str(out)!r} cannot be used as the output folder ({reason}); "
+            "pass --out a folder that can be created or written"
+        )
+    if not os.access(out, os.W_OK | os.X_OK):
+        return f"--out {str(out)!r} is not writable; pass --out a folder you can write to"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the demo; returns a process exit code."""
-    if args.epochs < 1 or args.samples < 64:  # before the slow imports below
-        raise SystemExit(
-            f"need --epochs ≥ 1 and --samples ≥ 64; received {args.epochs}, {args.samples}"
-        )
+    problem = _check_options(args)  # before the slow imports below
+    if problem:
+        print(f"scramjet demo: error: {problem}", file=sys.stderr)
+        return 2
     from scramjet.demo.data import CLASSES
     from scramjet.metrics import ClassificationResults
 
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     train_dir, _, train_pack, test_pack = _prepare_data(args, out)
     trainer, experiment, train_ds, test_ds = _train(args, out, train_pack, test_pack)
