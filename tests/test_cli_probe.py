@@ -135,3 +135,65 @@ def test_demo_without_dashboard_does_not_announce_the_dashboard(tmp_path: Path) 
 
     assert "Dashboard" in training_banner(dashboard=True)
     assert "Dashboard" not in training_banner(dashboard=False)
+
+
+# --- scramjet report --------------------------------------------------------------------
+
+
+def test_report_of_a_project_glob_still_works_after_the_first_comparison(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = _tracked_run(tmp_path, name="a"), _tracked_run(tmp_path, name="b")
+    assert main(["report", str(a), str(b)]) == 0
+    assert (a.parent / "compare.html").is_file()  # the default: next to the first run
+    # `scramjet report runs/proj/*` now also matches the page written by the last call
+    globbed = sorted(str(p) for p in a.parent.iterdir())
+    capsys.readouterr()
+    assert main(["report", *globbed]) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "comparison:" in captured.out
+    assert "compare.html" in captured.err and "skipped" in captured.err, captured.err
+
+
+def test_report_output_option_with_one_run_is_refused_not_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _tracked_run(tmp_path)
+    out = tmp_path / "single.html"
+    assert main(["report", str(run), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "scramjet report: error:" in err and "-o" in err and "two or more" in err, err
+
+
+def test_report_output_option_naming_a_folder_writes_compare_html_inside(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = _tracked_run(tmp_path, name="a"), _tracked_run(tmp_path, name="b")
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    assert main(["report", str(a), str(b), "-o", str(folder)]) == 0
+    assert (folder / "compare.html").is_file()
+    assert f"comparison: {folder / 'compare.html'}" in capsys.readouterr().out
+
+
+def test_report_output_that_cannot_be_written_is_a_one_line_error_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = _tracked_run(tmp_path, name="a"), _tracked_run(tmp_path, name="b")
+    (a / "report.html").unlink()
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["report", str(a), str(b), "-o", str(blocker / "cmp.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("scramjet report: error:") and "-o" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not (a / "report.html").exists(), "nothing is rebuilt when the output is unusable"
+
+
+def test_report_given_a_url_says_it_reads_local_folders(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["report", "s3://bucket/experiments/proj/run_1"]) == 2
+    err = capsys.readouterr().err
+    assert "s3://bucket/experiments/proj/run_1" in err and "local" in err, err
+    assert len(err.strip().splitlines()) == 1, err

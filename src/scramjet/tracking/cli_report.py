@@ -3,42 +3,105 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from scramjet.tracking._files import is_run_folder
 from scramjet.tracking.report import build_report, compare_runs
 
+#: The comparison page's name when ``-o`` is not given, or names a folder.
+COMPARE_PAGE = "compare.html"
+
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``scramjet report``."""
-    parser.add_argument("runs", nargs="+", help="run folder(s)")
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        help="run folder(s); HTML pages among them (a glob such as runs/PROJECT/* also "
+        "matches the compare.html written there before) are skipped",
+    )
     parser.add_argument(
         "-o",
         "--output",
         default=None,
-        help="comparison page to write (default: compare.html next to the first run)",
+        help="comparison page to write, with two or more runs (default: compare.html next "
+        "to the first run; a folder: compare.html in it)",
     )
+
+
+def _error(message: str) -> int:
+    print(f"scramjet report: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _output(arg: str | None, first_run: Path) -> tuple[Path, str | None]:
+    """The comparison page to write and, when it cannot be written, why."""
+    out = Path(arg) if arg else first_run.parent / COMPARE_PAGE
+    if out.is_dir():
+        out = out / COMPARE_PAGE
+    if out.is_dir():
+        return out, f"{str(out)!r} is a folder; name the HTML file to write"
+    parent = out.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent  # the first existing folder: the rest is created
+    if not parent.is_dir():
+        return out, f"cannot create {str(out)!r}: {str(parent)!r} is a file, not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return out, f"cannot write {str(out)!r}: the folder {str(parent)!r} is not writable"
+    return out, None
 
 
 def run(args: argparse.Namespace) -> int:
     """Rebuild each run's report; with several runs also write a comparison page.
 
-    Returns 2, writing nothing, when an argument is not a run folder.
+    Returns 2, writing nothing, when an argument is not a run folder, when ``-o`` is given
+    with a single run, or when the comparison page cannot be written; 1 when writing fails
+    midway.
     """
-    paths = [Path(p) for p in args.runs]
+    urls = [p for p in args.runs if "://" in p]
+    if urls:
+        return _error(
+            f"scramjet report reads local run folders; received the URL(s) {', '.join(urls)}. "
+            "Copy the run folders first (e.g. `aws s3 sync URL runs/PROJECT/RUN`), or pass "
+            "the local folder the Experiment wrote (its root=)."
+        )
+    given = [Path(p) for p in args.runs]
+    skipped = [p for p in given if p.is_file() and p.suffix.lower() in (".html", ".htm")]
+    paths = [p for p in given if p not in skipped]
     not_runs = [str(p) for p in paths if not is_run_folder(p)]
-    if not_runs:
+    if not_runs or not paths:
+        return _error(
+            f"not a run folder (no run.json or hyperparams.json): "
+            f"{', '.join(not_runs or map(str, given))}. Pass folders listed by "
+            "`scramjet runs ROOT`, e.g. runs/PROJECT/RUN."
+        )
+    if args.output is not None and len(paths) < 2:
+        return _error(
+            f"-o/--output names the comparison page, written for two or more runs; received "
+            f"one run ({paths[0]}), whose page is {paths[0] / 'report.html'}. Drop -o, or "
+            "pass more runs."
+        )
+    out, problem = _output(args.output, paths[0]) if len(paths) > 1 else (None, None)
+    if problem:
+        return _error(f"-o/--output: {problem}")
+    if skipped:
         print(
-            f"scramjet report: error: not a run folder (no run.json or hyperparams.json): "
-            f"{', '.join(not_runs)}. Pass folders listed by `scramjet runs ROOT`, e.g. "
-            "runs/PROJECT/RUN.",
+            f"scramjet report: skipped {', '.join(map(str, skipped))} (an HTML page, not a "
+            "run folder)",
             file=sys.stderr,
         )
-        return 2
-    for path in paths:
-        print(f"report: {build_report(path)}")
-    if len(paths) > 1:
-        out = Path(args.output) if args.output else paths[0].parent / "compare.html"
-        print(f"comparison: {compare_runs(paths, out)}")
+    try:
+        for path in paths:
+            print(f"report: {build_report(path)}")
+        if out is not None:
+            print(f"comparison: {compare_runs(paths, out)}")
+    except OSError as error:  # a full disk, a folder that turned read-only meanwhile
+        where = f" {error.filename!r}" if error.filename else ""
+        print(
+            f"scramjet report: error: could not write{where}: {error.strerror or error}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
