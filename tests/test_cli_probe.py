@@ -3,7 +3,9 @@ pipes, unicode names and the options' documented effects."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -197,3 +199,58 @@ def test_report_given_a_url_says_it_reads_local_folders(
     err = capsys.readouterr().err
     assert "s3://bucket/experiments/proj/run_1" in err and "local" in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+# --- scramjet runs ----------------------------------------------------------------------
+
+
+def test_runs_table_stays_aligned_with_wide_unicode_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rich.cells import cell_len
+
+    _tracked_run(tmp_path, "βeta-проект", "модель_🚀", {"lr": 0.2, "名前": "値"})
+    _tracked_run(tmp_path, "alpha", "mlp", {"lr": 0.1})
+    capsys.readouterr()
+    assert main(["runs", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+
+    def starts(line: str) -> list[int]:  # the display column where each cell begins
+        return [cell_len(line[: m.start()]) for m in re.finditer(r"\S+(?: \S+)*", line)]
+
+    assert len(lines) == 3
+    assert starts(lines[1]) == starts(lines[0]) == starts(lines[2]), "\n".join(lines)
+
+
+def test_runs_given_a_url_says_it_reads_local_folders(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["runs", "s3://bucket/experiments"]) == 1
+    err = capsys.readouterr().err
+    assert "s3://bucket/experiments" in err, err  # the URL as given, not 's3:/bucket'
+    assert "local" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_runs_with_an_unknown_project_names_the_projects_that_exist(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _tracked_run(tmp_path, project="mnist")
+    capsys.readouterr()
+    assert main(["runs", str(tmp_path), "--project", "mnsit"]) == 0
+    out = capsys.readouterr().out
+    assert "'mnsit'" in out and "mnist" in out, out
+
+
+def test_runs_default_columns_do_not_warn_about_a_metric_nobody_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _tracked_run(tmp_path)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    for row in rows:  # a run trained without an eval set
+        row["metrics"].pop("eval_loss_epoch", None)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    capsys.readouterr()
+    assert main(["runs", str(tmp_path)]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert main(["runs", str(tmp_path), "--metrics", "eval_loss_epoch"]) == 0
+    assert "no run has a metric named 'eval_loss_epoch'" in capsys.readouterr().err

@@ -10,10 +10,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rich.cells import cell_len
+
 from scramjet.runtime.processes import pid_alive
 from scramjet.tracking._files import is_run_folder, read_json
 from scramjet.tracking.loggers.base import flatten_params
 from scramjet.tracking.loggers.csv import metric_series, read_metrics
+
+#: The metric columns shown when ``--metrics`` is not given.
+DEFAULT_METRICS = "train_loss_epoch,eval_loss_epoch"
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -27,8 +32,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--project", help="only this project")
     parser.add_argument(
         "--metrics",
-        default="train_loss_epoch,eval_loss_epoch",
-        help="comma-separated metric names to show: the last epoch value from metrics.csv, "
+        default=None,
+        help=f"comma-separated metric names to show (default: {DEFAULT_METRICS}; a name "
+        "no run has is named on stderr): the last epoch value from metrics.csv, "
         "else the value in results/*.json (test first, then val, then the others); "
         "RESULTS/NAME picks one results file, e.g. test/accuracy",
     )
@@ -233,31 +239,23 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Print a table of runs; returns 1 when ``root`` does not exist.
-
-    A requested metric that no run has is named on stderr, with the names that exist.
-    """
-    root = Path(args.root)
-    if not root.is_dir():
-        print(
-            f"scramjet runs: error: no runs folder at {root}; pass the root given to "
-            "Experiment(root=...).",
-            file=sys.stderr,
+def _root_problem(arg: str) -> str | None:
+    """Why ``arg`` cannot be listed (a URL, no such folder), or None."""
+    if "://" in arg:
+        return (
+            f"scramjet runs reads a local folder; received the URL {arg}. Pass the local "
+            "root the Experiment wrote (its root=, default 'runs'), or copy the runs first "
+            "(e.g. `aws s3 sync URL runs/`)."
         )
-        return 1
-    metrics = [m for m in args.metrics.split(",") if m]
-    runs = find_runs(root, args.project)
-    rows = [summarize(r, metrics) for r in runs]
-    if not rows:
-        print(f"No runs under {root}.")
-        return 0
-    missing_everywhere = [m for m in metrics if all(_fmt(row[m]) == "-" for row in rows)]
-    if missing_everywhere:  # a typo, or a name kept only in another format: say which exist
-        _warn_unknown(missing_everywhere, runs)
-    declared = [hyperparams(r) for r in runs]
-    if args.params is None:
-        shown = differing(declared) if len(runs) > 1 else []
+    if not Path(arg).is_dir():
+        return f"no runs folder at {arg}; pass the root given to Experiment(root=...)."
+    return None
+
+
+def _param_columns(params: str | None, declared: list[dict[str, Any]]) -> list[str]:
+    """The hyperparameter columns: those asked for, else those that differ (at most six)."""
+    if params is None:
+        shown = differing(declared) if len(declared) > 1 else []
         if len(shown) > _AUTO_PARAMS:
             more, shown = shown[_AUTO_PARAMS:], shown[:_AUTO_PARAMS]
             print(
@@ -265,25 +263,61 @@ def run(args: argparse.Namespace) -> int:
                 f"choose the columns with --params",
                 file=sys.stderr,
             )
-    else:
-        shown = [p for p in args.params.split(",") if p]
-        unknown = [p for p in shown if all(p not in d for d in declared)]
-        if unknown:
-            known = sorted({n for d in declared for n in d})
-            print(
-                f"scramjet runs: warning: no run has a hyperparameter named "
-                f"{', '.join(map(repr, unknown))}; known: {', '.join(known) or 'none'}",
-                file=sys.stderr,
-            )
+        return shown
+    shown = [p for p in params.split(",") if p]
+    unknown = [p for p in shown if all(p not in d for d in declared)]
+    if unknown:
+        known = sorted({n for d in declared for n in d})
+        print(
+            f"scramjet runs: warning: no run has a hyperparameter named "
+            f"{', '.join(map(repr, unknown))}; known: {', '.join(known) or 'none'}",
+            file=sys.stderr,
+        )
+    return shown
+
+
+def _print_table(table: list[list[str]]) -> None:
+    """Columns two spaces apart, widths in terminal cells (a CJK character or an emoji
+    takes two, a combining accent none), so wide names keep the columns aligned."""
+    widths = [max(cell_len(line[i]) for line in table) for i in range(len(table[0]))]
+    for line in table:
+        padded = [cell + " " * (w - cell_len(cell)) for cell, w in zip(line, widths)]
+        print("  ".join(padded).rstrip())
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print a table of runs; returns 1 when ``root`` is a URL or does not exist.
+
+    A metric asked for with ``--metrics`` that no run has is named on stderr, with the
+    names that exist; an unknown ``--project`` is answered with the projects there.
+    """
+    problem = _root_problem(args.root)
+    if problem:
+        print(f"scramjet runs: error: {problem}", file=sys.stderr)
+        return 1
+    root = Path(args.root)
+    asked = args.metrics is not None
+    metrics = [m for m in (args.metrics if asked else DEFAULT_METRICS).split(",") if m]
+    runs = find_runs(root, args.project)
+    rows = [summarize(r, metrics) for r in runs]
+    if not rows:
+        projects = sorted({p.parent.name for p in find_runs(root)}) if args.project else []
+        there = f"; its projects: {', '.join(projects)}" if projects else ""
+        print(f"No runs of project {args.project!r} under {root}{there}." if args.project
+              else f"No runs under {root}.")  # fmt: skip
+        return 0
+    missing_everywhere = [m for m in metrics if all(_fmt(row[m]) == "-" for row in rows)]
+    if missing_everywhere and asked:  # a typo, or a name kept elsewhere: say which exist
+        _warn_unknown(missing_everywhere, runs)
+    declared = [hyperparams(r) for r in runs]
+    shown = _param_columns(args.params, declared)
     fixed = ["run", "status", "started", "epochs"]
     header = fixed + [p if p not in metrics else f"hp.{p}" for p in shown] + metrics
     table = [header]
     for row, params in zip(rows, declared):
         cells = [_fmt(row[h]) for h in fixed] + [_cell(params.get(p)) for p in shown]
         table.append(cells + [_fmt(row[m]) for m in metrics])
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    for line in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
+    _print_table(table)
     return 0
 
 
