@@ -793,8 +793,12 @@ class Trainer:
 
     def _apply_update(self) -> None:
         self.clip_gradients()
+        scale = self.scaler.get_scale() if self.scaler is not None else 0.0
         self.optimizer_step()
-        if self.scheduler is not None:  # as pytorch-accelerated: the hook only with a scheduler
+        # The hook only with a scheduler, as pytorch-accelerated; not after an update the
+        # GradScaler skipped (inf/NaN gradients lower its scale), as HF accelerate.
+        skipped = self.scaler is not None and self.scaler.get_scale() < scale
+        if self.scheduler is not None and not skipped:
             self.scheduler_step()
         self.optimizer_zero_grad()
         self.state.global_step += 1
