@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
-from torch.utils.data import BatchSampler, RandomSampler, Sampler
+from torch.utils.data import BatchSampler, Sampler
 
 from scramjet.data._epoch import SharedEpoch
 
@@ -93,12 +93,14 @@ class EpochOrder(Sampler[int]):
     Args:
         sampler: the indices (``RandomSampler``, ``SequentialSampler``,
             ``DistributedSampler``...).
-        seed: when the sampler is a ``RandomSampler`` with a generator, the first
-            iteration after :meth:`set_epoch` reseeds that generator with ``seed + epoch *
-            1_000_003`` (at the start of the iteration, so that whoever else reseeded the
-            generator in between, such as the Trainer's reseeding of DataLoaders, does not
-            change the order); without a call to ``set_epoch`` the generator runs on as a
-            DataLoader's would.
+        seed: when the sampler draws from a ``generator`` (``RandomSampler``,
+            ``SubsetRandomSampler``, ``WeightedRandomSampler``...; one is given to it if it
+            has None), the first iteration after :meth:`set_epoch` reseeds that generator
+            with ``seed + epoch * 1_000_003`` (at the start of the iteration, so that
+            whoever else reseeded the generator in between, such as the Trainer's
+            reseeding of DataLoaders, does not change the order): the epoch's order is
+            the same on a resume. Without a call to ``set_epoch`` the generator runs on
+            as a DataLoader's would.
     """
 
     def __init__(self, sampler: Sampler[int], seed: int | None = None) -> None:
@@ -117,9 +119,12 @@ class EpochOrder(Sampler[int]):
         self._seed_generator()
 
     def _seed_generator(self) -> None:
-        generator = getattr(self.sampler, "generator", None)
-        random = isinstance(self.sampler, RandomSampler)
-        if random and isinstance(generator, torch.Generator) and self.seed is not None:
+        if self.seed is None or not hasattr(self.sampler, "generator"):
+            return
+        generator = self.sampler.generator
+        if generator is None:  # it would draw from the global RNG, which a resume restores
+            generator = self.sampler.generator = torch.Generator()
+        if isinstance(generator, torch.Generator):
             generator.manual_seed(self.seed + self.epoch * _EPOCH_STRIDE)
 
     def set_start(self, start: int) -> None:
@@ -164,6 +169,20 @@ class EpochBatches(BatchSampler):
     def num_replicas(self) -> int:
         """The processes the sampler splits the data across (1 if it does not)."""
         return int(getattr(self.sampler, "num_replicas", 1))
+
+
+def order_seed(sampler: Sampler[int], generator: torch.Generator | None) -> int | None:
+    """The seed of :class:`EpochOrder` for ``sampler``: the loader's ``generator``'s, else
+    that of the sampler's own generator, else (a sampler that draws from torch's global
+    RNG) one drawn from torch's global RNG now; None for a sampler that draws nothing."""
+    if generator is not None:
+        return int(generator.initial_seed())
+    if not hasattr(sampler, "generator"):
+        return None
+    own = sampler.generator
+    if isinstance(own, torch.Generator):
+        return int(own.initial_seed())
+    return int(seeded_generator().initial_seed())
 
 
 def seeded_generator() -> torch.Generator:

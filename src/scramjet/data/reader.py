@@ -714,6 +714,7 @@ class PackedDataset(Dataset[Any]):
             EpochBatches,
             EpochOrder,
             choose_backend,
+            order_seed,
             seeded_generator,
         )
 
@@ -730,8 +731,7 @@ class PackedDataset(Dataset[Any]):
                 RandomSampler(self, generator=generator) if shuffle else SequentialSampler(self)
             )
         if not (hasattr(sampler, "set_epoch") and hasattr(sampler, "set_start")):
-            seed = generator.initial_seed() if generator is not None else None
-            sampler = EpochOrder(sampler, seed)  # else (EpochSampler) it does both itself
+            sampler = EpochOrder(sampler, order_seed(sampler, generator))  # else it does both
         if chosen == "threads":
             from scramjet.data._threads import ThreadedLoader
 
