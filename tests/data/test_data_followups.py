@@ -472,3 +472,31 @@ def test_a_resumed_run_continues_the_order_of_a_loader_made_without_seeding_torc
     _, crashed, after = _steps_with_resume(make, tmp_path, crash=8)  # 6 steps per epoch
     second = [i for e, idx in crashed[:-1] + after if e == 1 for i in idx]
     assert sorted(second) == list(range(12))  # every sample once in the resumed epoch
+
+
+# -- a pack inside torch.utils.data wrappers, given to the Trainer ----------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="trainer/data_order._set_dataset_epoch calls set_epoch only on the dataset "
+    "itself: a pack inside Subset / random_split / ConcatDataset never gets the epoch",
+)
+@pytest.mark.parametrize("wrap", ["subset", "random_split", "concat"])
+def test_a_pack_inside_a_torch_wrapper_draws_every_epochs_augmentations_in_the_trainer(
+    pack_path: Path, wrap: str
+) -> None:
+    from torch.utils.data import ConcatDataset, Subset, random_split
+
+    ds = augmented(pack_path)
+    data: Any = {
+        "subset": lambda: Subset(ds, list(range(12))),
+        "random_split": lambda: random_split(ds, [1.0])[0],
+        "concat": lambda: ConcatDataset([ds]),
+    }[wrap]()
+    seen = Seen()
+    train(data, [seen], per_device_batch_size=4)
+    assert ds.epoch == 2
+    for epoch in (0, 1, 2):
+        got = torch.stack([seen.images[epoch, i] for i in range(12)])
+        assert torch.equal(got, expected(pack_path, epoch, list(range(12)))), epoch
