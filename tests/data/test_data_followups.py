@@ -500,3 +500,25 @@ def test_a_pack_inside_a_torch_wrapper_draws_every_epochs_augmentations_in_the_t
     for epoch in (0, 1, 2):
         got = torch.stack([seen.images[epoch, i] for i in range(12)])
         assert torch.equal(got, expected(pack_path, epoch, list(range(12)))), epoch
+
+
+def test_a_callback_that_sets_the_packs_epoch_reaches_a_pack_inside_a_subset(
+    pack_path: Path,
+) -> None:
+    from torch.utils.data import Subset
+
+    ds = augmented(pack_path)
+
+    class PackEpoch(TrainerCallback):  # the workaround docs/data.md gives
+        def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
+            ds.set_epoch(trainer.state.epoch)
+
+    seen = Seen()
+    kwargs = {"num_workers": 1, "persistent_workers": True}
+    train(
+        Subset(ds, list(range(12))), [PackEpoch(), seen], per_device_batch_size=4,
+        train_dataloader_kwargs=kwargs,
+    )  # fmt: skip
+    for epoch in (0, 1, 2):
+        got = torch.stack([seen.images[epoch, i] for i in range(12)])
+        assert torch.equal(got, expected(pack_path, epoch, list(range(12)))), epoch
