@@ -175,7 +175,8 @@ def test_a_run_stopped_mid_epoch_records_its_last_step(
     assert info["last_step"] == trainer.state.global_step == 9, "the updates that completed"
     assert info["error"] == ("KeyboardInterrupt" if status == "interrupted" else info["error"])
     steps = [r for r in (exp.run_dir / "metrics.csv").read_text().splitlines() if ",lr," in r]
-    assert [int(r.split(",")[2]) for r in steps] == list(range(1, 10))
+    # 9 completed updates, and the one in progress: its batch loss and the rate it had
+    assert [int(r.split(",")[2]) for r in steps] == list(range(1, 11))
     page = (exp.run_dir / "report.html").read_text()  # what the run did up to its end
     assert status in page and "train_loss" in page and "data:image/png;base64," in page
 

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from scramjet.tracking._files import git_commit, launch_script
 from scramjet.tracking.loggers.base import flatten_params
 
@@ -175,6 +177,19 @@ def scheduler_settings(scheduler: Any) -> dict[str, Any] | None:
         if not key.startswith("_") and key != "last_epoch" and plain is not None:
             found[key] = plain
     return found
+
+
+def plain_results(value: Any) -> Any:
+    """Results and predictions as JSON values: tensors and arrays lists, keys strings."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().tolist()
+    if hasattr(value, "tolist") and not isinstance(value, str):
+        return value.tolist()
+    if isinstance(value, Mapping):
+        return {str(k): plain_results(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_results(v) for v in value]
+    return value
 
 
 def result_numbers(results: Any) -> dict[str, float]:

@@ -47,6 +47,7 @@ from scramjet.runtime import distributed as dist
 from scramjet.tracking import _files
 from scramjet.tracking._params import (
     plain_hyperparams,
+    plain_results,
     plain_setting,
     result_numbers,
     scheduler_settings,
@@ -532,16 +533,17 @@ class Experiment(TrainerCallback):
             self._steps.note_time(step, wall_time)
 
     def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Keep the batch loss as a tensor: no device sync here."""
+        """Keep the batch loss as a tensor (no device sync here) and the learning rate the
+        update applies (read before the scheduler moves it)."""
         if self._writer is not None:
-            loss = kwargs["batch_output"]["loss"].detach()
-            self._steps.add(trainer.state.global_step + 1, "train_loss", loss)
+            step, lr = trainer.state.global_step + 1, trainer.optimizer.param_groups[0]["lr"]
+            self._steps.add(step, "train_loss", kwargs["batch_output"]["loss"].detach())
+            self._steps.add(step, "lr", lr.detach().clone() if torch.is_tensor(lr) else float(lr))
 
     def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Note the learning rate and the step's time; flush every N steps; checkpoints."""
+        """Note the step's time; flush every N steps; checkpoints."""
         step = trainer.state.global_step
         if self._writer is not None:
-            self._steps.add(step, "lr", float(trainer.optimizer.param_groups[0]["lr"]))
             self._steps.note_time(step, time.time())
             if step % self.log_every_n_steps == 0:  # this step's row waits for later callbacks
                 self._flush_steps(trainer, before=step)
@@ -630,10 +632,10 @@ class Experiment(TrainerCallback):
             return None
         folder = self.start() / "results"
         folder.mkdir(exist_ok=True)
-        self._write_json(f"results/{name}.json", _plain(results))
+        self._write_json(f"results/{name}.json", plain_results(results))
         if predictions is not None:
-            self._write_json(f"results/{name}_predictions.json", _plain(predictions))
-        numbers = result_numbers(_plain(results))
+            self._write_json(f"results/{name}_predictions.json", plain_results(predictions))
+        numbers = result_numbers(plain_results(results))
         payload = (name, numbers, self._last_step)
         if self._writer is not None:
             self._writer.put("results", payload)
@@ -782,18 +784,6 @@ class Experiment(TrainerCallback):
         candidate = self.root / self.project / name
         if candidate.is_dir() and (candidate / "run.json").is_file():
             self._restored_dir = candidate
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().tolist()
-    if hasattr(value, "tolist") and not isinstance(value, str):
-        return value.tolist()
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 __all__ = ["Experiment"]
