@@ -260,13 +260,6 @@ def test_runs_default_columns_do_not_warn_about_a_metric_nobody_asked_for(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime/launch.py _describe_failure: a process that exits with a status and no "
-    "Python exception has no error record, and torch's placeholder 'To enable traceback "
-    "see: https://pytorch.org/...' is printed as its error; fix: fall back to 'exited with "
-    "status N' (or the signal's name when exitcode < 0) from failure.exitcode",
-)
 def test_launch_names_the_exit_status_of_a_script_that_exits_non_zero(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text("import sys\nsys.exit(3)\n")
@@ -279,13 +272,6 @@ def test_launch_names_the_exit_status_of_a_script_that_exits_non_zero(tmp_path: 
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime/cli.py run(): torch elastic turns Ctrl-C into SignalException(SIGINT), "
-    "handled like preemption: status 143 and 'a Trainer with SaveTrainingStateCallback "
-    "saves at its next step', which SIGINT does not trigger; fix: for error.sigval == "
-    "SIGINT print one 'interrupted (Ctrl-C)' line and return 130",
-)
 def test_ctrl_c_during_launch_exits_130_without_promising_a_checkpoint(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text("import time\nprint('ready', flush=True)\ntime.sleep(60)\n")

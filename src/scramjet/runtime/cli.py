@@ -17,6 +17,7 @@ number of nodes).
 (each round with a fresh rendezvous store). The exit status is 0 on success, 1 when a
 process failed, 2 for bad options and 143 when the run was preempted (the workers saved and
 stopped on ``SIGTERM``, or the launcher itself received it): run the command again to resume.
+Ctrl-C stops the workers and exits with 130.
 
 torchrun's spellings are accepted as written: ``--nproc_per_node``, ``--node_rank``,
 ``--master_addr``, ``--rdzv_endpoint``... and ``-m``/``--module`` to run a module instead of
@@ -223,7 +224,8 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         0 when every process succeeded, 1 when one failed (its rank and error are printed),
         2 for bad options, 143 when the run was preempted (every failed worker saved and
-        stopped with status 143, or the launcher itself received ``SIGTERM``).
+        stopped with status 143, or the launcher itself received ``SIGTERM``), 130 on
+        Ctrl-C.
     """
     if not args.module and not Path(args.script).is_file():
         print(
@@ -265,6 +267,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"scramjet launch: {failed}", file=sys.stderr)
         return 1
     except SignalException as error:  # the launcher itself was told to stop (preemption)
+        if error.sigval == signal.SIGINT:  # Ctrl-C: no checkpoint is promised
+            print(
+                "scramjet launch: interrupted (Ctrl-C); the workers were stopped",
+                file=sys.stderr,
+            )
+            return 130
         print(
             f"scramjet launch: stopped by {error.sigval.name}: the workers were sent "
             f"{error.sigval.name} (a Trainer with SaveTrainingStateCallback saves at its next "

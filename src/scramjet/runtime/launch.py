@@ -10,6 +10,7 @@ one machine never collide on a hard-coded port.
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -144,4 +145,12 @@ def _describe_failure(failure: Any) -> tuple[str, str]:
         extra = record.get("extraInfo")
         callstack = extra.get("py_callstack", "") if isinstance(extra, dict) else ""
         return str(record.get("message", record)), str(callstack)
+    code = getattr(failure, "exitcode", None)  # no Python exception: the exit status says it
+    if isinstance(code, int) and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}", ""
+        except ValueError:
+            return f"killed by signal {-code}", ""
+    if isinstance(code, int):
+        return f"exited with status {code}", ""
     return str(failure.message), ""
