@@ -280,12 +280,6 @@ def test_ctrl_c_during_launch_exits_130_without_promising_a_checkpoint(tmp_path:
     assert "saves at its next step" not in err, err[-2000:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tracking/report.py shows the status recorded in run.json: a run whose process "
-    "died is 'running' in report.html and on the compare page while `scramjet runs` says "
-    "'crashed'; fix: compute the status as cli_runs._status does (pid gone on this host)",
-)
 def test_report_of_a_run_whose_process_died_says_crashed_like_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -305,12 +299,6 @@ def test_report_of_a_run_whose_process_died_says_crashed_like_runs(
     assert statuses == ["crashed"], statuses
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/tracking.md shows `scramjet runs --metrics accuracy,val/f1`, but result "
-    "packages write f1_macro/f1_micro (no 'f1'): the column is '-' and a warning says no "
-    "run has it; fix the example to val/f1_macro",
-)
 def test_documented_runs_metrics_example_names_metrics_result_packages_write(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

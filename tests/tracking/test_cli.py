@@ -167,7 +167,8 @@ def test_list_runs_gives_each_run_as_values_to_compare(tmp_path: Path) -> None:
     assert first["started"] is not None and first["duration_s"] > 0
     assert rows[2]["epochs"] == 1 and rows[2]["metrics"]["test/accuracy"] == 0.875
     assert "test/confusion" not in rows[2]["metrics"]  # only numbers
-    assert rows[0]["status"] == "?" and rows[0]["hyperparams"]["lr"] == 0.2
+    assert rows[0]["status"] == "unreadable (run.json is not a JSON object)"
+    assert rows[0]["hyperparams"]["lr"] == 0.2
     assert list_runs(tmp_path, project="other") == []
     assert [r["run_dir"] for r in list_runs(a)] == [a]
     with pytest.raises(FileNotFoundError, match=r"no runs folder at .*Experiment\(root=...\)"):

@@ -103,6 +103,18 @@ def live_owner(run: Path) -> int | None:
     return pid if pid_alive(pid) else None
 
 
+def run_status(info: Any) -> str:
+    """A run's status from its ``run.json`` values: the recorded one, except that a
+    ``running`` run whose process on this host is gone has ``crashed`` (``unknown``
+    when nothing is recorded). ``scramjet runs`` and the report pages show this."""
+    if not isinstance(info, dict):
+        return "unknown"
+    status = str(info.get("status") or "unknown")
+    pid, host = info.get("pid"), info.get("host")
+    gone = isinstance(pid, int) and host == socket.gethostname() and not pid_alive(pid)
+    return "crashed" if status == "running" and gone else status
+
+
 def latest_run(root: Path, project: str, experiment: str) -> Path | None:
     """Newest run folder of ``experiment`` (by the time stamp in its name), or None."""
     parent = root / project

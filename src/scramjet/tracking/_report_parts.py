@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from scramjet.tracking._files import cpu_model_name
+from scramjet.tracking._files import cpu_model_name, run_status
 
 #: Status of a run (``run.json``) -> CSS class of its badge.
 _STATUS_CLASS = {
@@ -158,7 +158,7 @@ def gpu_models(env: Mapping[str, Any]) -> str:
 
 def summary_section(info: Mapping[str, Any], env: Mapping[str, Any], hyper: Any) -> str:
     """Status, times, duration, host, hardware and versions, as one table."""
-    status = str(info.get("status") or "unknown")
+    status = run_status(dict(info))
     badge = (
         f'<span class="status {_STATUS_CLASS.get(status, "warn")}" id="run-status">'
         f"{html.escape(status)}</span>"

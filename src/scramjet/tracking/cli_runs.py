@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import math
-import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 from rich.cells import cell_len
 
-from scramjet.runtime.processes import pid_alive
-from scramjet.tracking._files import is_run_folder, read_json
+from scramjet.tracking._files import is_run_folder, read_json, run_status
 from scramjet.tracking.loggers.base import flatten_params
 from scramjet.tracking.loggers.csv import metric_series, read_metrics
 
@@ -34,7 +32,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--metrics",
         default=None,
         help=f"comma-separated metric names to show (default: {DEFAULT_METRICS}; a name "
-        "no run has is named on stderr): the last epoch value from metrics.csv, "
+        "no run has is named on stderr): the last epoch value from metrics.jsonl, "
         "else the value in results/*.json (test first, then val, then the others); "
         "RESULTS/NAME picks one results file, e.g. test/accuracy",
     )
@@ -103,7 +101,7 @@ def _run_record(run: Path) -> dict[str, Any]:
                     metrics[f"{source}/{key}"] = float(value)
         record.update(
             experiment=info.get("experiment"),
-            status=_status(info),
+            status=run_status(info),
             started=_dt.datetime.fromtimestamp(started) if started else None,
             duration_s=info.get("duration"),
             last_step=info.get("last_step"),
@@ -111,6 +109,8 @@ def _run_record(run: Path) -> dict[str, Any]:
             metrics=metrics,
             hyperparams=hyperparams(run),
         )
+        if not info and (run / "run.json").is_file():  # the rest of the folder still counts
+            record["status"] = "unreadable (run.json is not a JSON object)"
     except Exception as error:  # one damaged run folder must not hide the others
         record["status"] = f"unreadable ({type(error).__name__}: {error})"[:80]
     return record
@@ -151,7 +151,7 @@ def _summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
     started = _started(info)
     row: dict[str, Any] = {
         "run": f"{run.parent.name}/{run.name}",
-        "status": _status(info),
+        "status": run_status(info),
         "started": _dt.datetime.fromtimestamp(started).strftime("%Y-%m-%d %H:%M")
         if started
         else "",
@@ -186,14 +186,6 @@ _AUTO_PARAMS, _CELL = 6, 24
 def _cell(value: Any) -> str:
     text = _fmt(math.nan if value is None else value)
     return text if len(text) <= _CELL else text[: _CELL - 1] + "…"
-
-
-def _status(info: dict[str, Any]) -> str:
-    """The recorded status; a ``running`` run whose process on this host is gone: crashed."""
-    status = str(info.get("status", "?"))
-    pid, host = info.get("pid"), info.get("host")
-    gone = isinstance(pid, int) and host == socket.gethostname() and not pid_alive(pid)
-    return "crashed" if status == "running" and gone else status
 
 
 def _results(run: Path) -> dict[str, dict[str, Any]]:

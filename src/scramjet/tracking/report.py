@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from scramjet.tracking import _report_parts as parts
+from scramjet.tracking._files import run_status
 from scramjet.tracking.loggers.csv import metric_series, read_metrics
 
 _LOSS_NAMES = ("train_loss_epoch", "eval_loss_epoch")
@@ -211,7 +212,7 @@ def _run_rows(paths: list[Path]) -> list[list[Any]]:
             seconds = parts.run_duration(info)
             line.append(
                 {
-                    "status": info.get("status", "unknown"),
+                    "status": run_status(info),
                     "started": parts.format_time(info.get("started")),
                     "duration": parts.format_duration(seconds) if seconds is not None else "",
                     "host": info.get("host", ""),
