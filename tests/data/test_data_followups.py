@@ -457,11 +457,6 @@ def test_a_pack_loader_with_a_random_sampler_resumes_mid_epoch_on_the_same_sampl
     assert epochs[0] != epochs[1]  # still reshuffled every epoch
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trainer/: a drawn loader seed is not in the checkpoint; the Trainer should give "
-    "EpochOrder its run seed (see the report)",
-)
 def test_a_resumed_run_continues_the_order_of_a_loader_made_without_seeding_torch(
     pack_path: Path, tmp_path: Path
 ) -> None:
@@ -477,11 +472,6 @@ def test_a_resumed_run_continues_the_order_of_a_loader_made_without_seeding_torc
 # -- a pack inside torch.utils.data wrappers, given to the Trainer ----------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trainer/data_order._set_dataset_epoch calls set_epoch only on the dataset "
-    "itself: a pack inside Subset / random_split / ConcatDataset never gets the epoch",
-)
 @pytest.mark.parametrize("wrap", ["subset", "random_split", "concat"])
 def test_a_pack_inside_a_torch_wrapper_draws_every_epochs_augmentations_in_the_trainer(
     pack_path: Path, wrap: str

@@ -101,11 +101,17 @@ class EpochOrder(Sampler[int]):
             reseeding of DataLoaders, does not change the order): the epoch's order is
             the same on a resume. Without a call to ``set_epoch`` the generator runs on
             as a DataLoader's would.
+        seed_drawn: ``seed`` was drawn from torch's global RNG, not given (no
+            ``generator=``): a Trainer then replaces it with its run's seed, which its
+            checkpoints keep, so that a resumed run in a new process takes the same order.
     """
 
-    def __init__(self, sampler: Sampler[int], seed: int | None = None) -> None:
+    def __init__(
+        self, sampler: Sampler[int], seed: int | None = None, seed_drawn: bool = False
+    ) -> None:
         self.sampler = sampler
         self.seed = seed
+        self.seed_drawn = seed_drawn and seed is not None
         self.epoch = 0
         self.start = 0
         self._reseed = False  # set_epoch was called: the next iteration reseeds

@@ -724,6 +724,9 @@ class PackedDataset(Dataset[Any]):
         chosen = choose_backend(backend, self.transform is not None, kwargs)
         if (num_workers > 0 or chosen == "threads") and self.verify_mode == "open":
             self.verify()  # once here, instead of in every worker (and every epoch)
+        given = generator is not None or isinstance(
+            getattr(sampler, "generator", None), torch.Generator
+        )
         if sampler is None:
             if shuffle and generator is None:
                 generator = seeded_generator()  # reseeded per epoch by set_epoch
@@ -731,7 +734,7 @@ class PackedDataset(Dataset[Any]):
                 RandomSampler(self, generator=generator) if shuffle else SequentialSampler(self)
             )
         if not (hasattr(sampler, "set_epoch") and hasattr(sampler, "set_start")):
-            sampler = EpochOrder(sampler, order_seed(sampler, generator))  # else it does both
+            sampler = EpochOrder(sampler, order_seed(sampler, generator), not given)
         if chosen == "threads":
             from scramjet.data._threads import ThreadedLoader
 

@@ -516,12 +516,25 @@ def _set_dataset_epoch(loader: Any, dataset: Any, epoch: int) -> None:
     ``dataset`` is what the Trainer was given: a dataset, or a loader used as given. A
     DataLoader has no ``set_epoch`` of its own; its ``dataset`` gets the call then (worker
     processes started for the epoch take a copy of it with that epoch).
+    Wrappers without one of their own (``Subset``, ``random_split``'s parts,
+    ``ConcatDataset``, ...) pass it to what they wrap (``.dataset``, ``.datasets``).
     """
-    targets: tuple[Any, ...] = (dataset, getattr(loader, "dataset", None))
-    for target in targets:
+    seen: set[int] = set()
+
+    def select(target: Any, depth: int) -> bool:
+        if target is None or id(target) in seen or depth > 8:
+            return False
+        seen.add(id(target))
         if callable(getattr(target, "set_epoch", None)):
             target.set_epoch(epoch)
-            return
+            return True
+        parts = getattr(target, "datasets", None)
+        inner = [*parts] if isinstance(parts, list | tuple) else []
+        inner.append(getattr(target, "dataset", None))
+        return any([select(part, depth + 1) for part in inner])  # every part, not the first
+
+    if not select(dataset, 0):
+        select(getattr(loader, "dataset", None), 0)
 
 
 def _loader_batch_size(loader: Any, sampler: Any) -> int | None:
@@ -646,6 +659,7 @@ class DataOrder:
             return loader, (skip + n_batches if n_batches else 0)
         if self._sampler is not None and sampler is self._sampler:
             sampler.seed = self.seed  # a restored seed applies to the order made before it
+        self._adopt_drawn_seed(loader)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)
         _set_dataset_epoch(loader, dataset, epoch)
@@ -675,6 +689,18 @@ class DataOrder:
         if skip:  # nothing to skip indices with (e.g. an IterableDataset): read past them
             return itertools.islice(loader, skip, None), n_batches
         return loader, n_batches
+
+    def _adopt_drawn_seed(self, loader: Any) -> None:
+        """A pack loader's order whose seed was drawn from torch's RNG (``ds.loader(
+        shuffle=True)`` without ``generator=``) follows the run's seed instead, which a
+        checkpoint keeps: a run resumed in a new process reads the same order."""
+        order = getattr(loader, "sampler", None)
+        for _ in range(3):  # the loader's sampler, or inside its batch sampler
+            if order is None or getattr(order, "seed_drawn", False):
+                break
+            order = getattr(order, "sampler", None)
+        if order is not None and getattr(order, "seed_drawn", False):
+            order.seed = self.seed
 
     def _reseed(self, loader: DataLoader[Any], sampler: Any, epoch: int) -> None:
         seed = self.seed + 1_000_003 * epoch + dist.get_rank()
