@@ -105,3 +105,11 @@ def test_dash_m_runs_a_module_on_every_process(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "rank0.txt").read_text() == "--flag x"
     assert (tmp_path / "rank1.txt").read_text() == "--flag x"
+
+
+def test_launch_without_a_script_says_what_to_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    # argparse said "the following arguments are required: script, script_args", though
+    # the script's arguments are optional
+    assert main(["launch", "--nproc-per-node", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "no script to run" in err and "script_args" not in err and err.count("\n") == 1

@@ -94,7 +94,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "resume_from='auto' continues from its newest checkpoint)",
     )
     add("-m", "--module", action="store_true", help="SCRIPT is a module name (python -m)")
-    add("script", help="the Python script (or, with -m, module) to run in every process")
+    add("script", nargs="?", help="the Python script (or, with -m, module) to run in every process")
     add("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
 
 
@@ -227,6 +227,13 @@ def run(args: argparse.Namespace) -> int:
         stopped with status 143, or the launcher itself received ``SIGTERM``), 130 on
         Ctrl-C.
     """
+    if args.script is None:
+        print(
+            "scramjet launch: error: no script to run; usage: scramjet launch [options] "
+            "train.py [script arguments] (see scramjet launch --help)",
+            file=sys.stderr,
+        )
+        return 2
     if not args.module and not Path(args.script).is_file():
         print(
             f"scramjet launch: error: script {args.script!r} does not exist (to run a module, "
