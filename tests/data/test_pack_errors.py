@@ -41,6 +41,15 @@ def test_missing_file_names_row_and_file(folder, tmp_path):
     _no_pack_left(tmp_path)
 
 
+def test_a_list_without_a_header_line_is_refused_instead_of_losing_its_first_row(folder, tmp_path):
+    root, _ = folder
+    rows = (root / "list.csv").read_text().splitlines()[1:]  # the header left out
+    (root / "bare.csv").write_text("\n".join(rows) + "\n")
+    with pytest.raises(ValueError, match=r"looks like a row, not a header.*e\.g\. 'image,label'"):
+        _pack(root, root / "bare.csv", tmp_path / "p")
+    _no_pack_left(tmp_path)
+
+
 def test_a_row_with_a_missing_cell_or_a_folder_says_so(folder, tmp_path):
     root, imgs = folder
     (root / "sub").mkdir()

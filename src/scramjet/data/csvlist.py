@@ -97,6 +97,19 @@ def dtype_list(dtype: Any) -> list[str]:
     return [d.strip() for part in parts for d in part.split(",")]
 
 
+def check_header_is_not_a_row(header: list[str], root: Path, file_list: object) -> None:
+    """A list without a header line would lose its first row silently (taken as the
+    header): refuse a header whose first cell is a file in ``root``."""
+    first = header[0] if header else ""
+    if first and (root / first).is_file():
+        raise ValueError(
+            f"the first line of file_list {str(file_list)!r} ({','.join(header)!r}) looks "
+            f"like a row, not a header: {first!r} is a file in {str(root)!r}, and the first "
+            f"line is read as the column names, so that image would be left out. Add a "
+            f"header line first, e.g. 'image,label'."
+        )
+
+
 def check_header(header: list[str], dtype: list[str]) -> list[tuple[str, bool]]:
     """Validate column names against ``dtype`` and return parsed ``(base, variable)`` pairs."""
     if len(header) < 1 or not header[0]:

@@ -38,7 +38,15 @@ import numpy as np
 
 from scramjet.data import _pool
 from scramjet.data._remote import Retry, is_url, prepare_remote_dst, upload_pack
-from scramjet.data.csvlist import Row, RowError, check_header, dtype_list, parse_row, read_table
+from scramjet.data.csvlist import (
+    Row,
+    RowError,
+    check_header,
+    check_header_is_not_a_row,
+    dtype_list,
+    parse_row,
+    read_table,
+)
 from scramjet.data.format import (
     ENCODINGS,
     MANIFEST_NAME,
@@ -353,6 +361,7 @@ def pack(
     out = Path(dst).absolute()
     _check_destination(out, root, Path(file_list), overwrite)
     header, table = read_table(file_list)
+    check_header_is_not_a_row(header, root, file_list)
     dtypes = check_header(header, names)
     skipped: list[SkippedRow] = []
     rows = _parse_rows(root, header, dtypes, table, is_seq, on_error, skipped)
