@@ -157,6 +157,15 @@ def test_report_of_a_project_glob_still_works_after_the_first_comparison(
     assert "compare.html" in captured.err and "skipped" in captured.err, captured.err
 
 
+def test_report_compares_a_run_named_twice_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = _tracked_run(tmp_path, name="a"), _tracked_run(tmp_path, name="b")
+    assert main(["report", str(a), str(b), str(a / "." / "")]) == 0
+    page = (a.parent / "compare.html").read_text()
+    assert page.count(f">{a.name}<") == page.count(f">{b.name}<") > 0  # one column each
+
+
 def test_report_output_option_with_one_run_is_refused_not_ignored(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
         )
     given = [Path(p) for p in args.runs]
     skipped = [p for p in given if p.is_file() and p.suffix.lower() in (".html", ".htm")]
-    paths = [p for p in given if p not in skipped]
+    unique = {p.resolve(): p for p in reversed(given) if p not in skipped}  # a run named twice
+    paths = [p for p in given if p not in skipped and unique.get(p.resolve()) is p]
     not_runs = [str(p) for p in paths if not is_run_folder(p)]
     if not_runs or not paths:
         return _error(
