@@ -18,6 +18,7 @@ it. ``step=`` makes any value a step value at that step.
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -104,6 +105,18 @@ def _check_step(step: Any) -> int:
     return step
 
 
+def _is_one_element_array(value: Any) -> bool:
+    """A NumPy array (or array-like with ``size`` and ``item``) holding one real number."""
+    if (
+        getattr(value, "size", None) != 1
+        or not hasattr(value, "item")
+        or not hasattr(value, "dtype")
+    ):
+        return False
+    kind = getattr(value.dtype, "kind", "")
+    return kind in ("i", "u", "f")
+
+
 def _value(value: Any, reduce: str | None, device: torch.device) -> torch.Tensor | float:
     """A detached scalar tensor (no device sync) or a float; reduced over processes if asked."""
     if isinstance(value, torch.Tensor):
@@ -113,12 +126,15 @@ def _value(value: Any, reduce: str | None, device: torch.device) -> torch.Tensor
                 f"value. Reduce it first, e.g. tensor.mean()."
             )
         out: torch.Tensor | float = value.detach().reshape(())
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        out = float(value)
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        out = float(value)  # Python numbers and NumPy scalars (np.float32, np.int64, ...)
+    elif _is_one_element_array(value):
+        out = float(value.item())
     else:
         raise TypeError(
             f"trainer.log received a value of type {type(value).__name__}; expected a number "
-            f"or a one-element tensor."
+            f"(int, float, a NumPy scalar) or a one-element tensor or array. Convert it with "
+            f"float(value) or log a tensor."
         )
     if reduce is None:
         return out
