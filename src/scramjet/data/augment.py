@@ -137,6 +137,16 @@ class _Img:
         return t.contiguous()
 
 
+def _pair(value: Any, name: str) -> Any:
+    """``value`` as a ``(low, high)`` tuple; anything else is an error saying what to pass."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
+        raise ValueError(
+            f"{name} must be a (low, high) pair such as (0.5, 1.0), got {value!r}; "
+            f"for a fixed value pass it twice, ({value!r}, {value!r})"
+        )
+    return tuple(value)
+
+
 def _range(value: float | Sequence[float], center: float, name: str) -> tuple[float, float]:
     if isinstance(value, (int, float)):
         if value < 0:
@@ -288,10 +298,13 @@ class Crop(Augmentation):
         seed: int | None = None,
     ) -> None:
         super().__init__(p, seed)
+        area, ratio = _pair(area, "area"), _pair(ratio, "ratio")
         if not 0 < area[0] <= area[1] <= 1:
             raise ValueError(f"area must satisfy 0 < low <= high <= 1, got {area}")
         if not 0 < ratio[0] <= ratio[1]:
             raise ValueError(f"ratio must satisfy 0 < low <= high, got {ratio}")
+        if size is not None:
+            size = (size, size) if isinstance(size, int) else _pair(size, "size")
         self.area, self.ratio, self.size = area, ratio, size
 
     def params(self, rng: np.random.Generator, img: _Img) -> tuple[int, int, int, int]:
@@ -309,6 +322,11 @@ class Crop(Augmentation):
                     w,
                 )
         return 0, 0, int(height), int(width)  # no fit in 10 draws: keep the whole image
+
+    def forward(self, img: _Img, rng: np.random.Generator) -> None:
+        super().forward(img, rng)
+        if self.size is not None:  # a crop skipped by p still gives `size`: batches collate
+            img.t = _resize(img.t, self.size)
 
     def apply(self, img: _Img, params: tuple[int, int, int, int]) -> torch.Tensor:
         top, left, h, w = params
@@ -352,6 +370,13 @@ class Brighten(Augmentation):
     ) -> None:
         super().__init__(p, seed)
         self.factor = _range(factor, 1.0, "factor")
+        if self.factor[0] < 0:
+            raise ValueError(
+                f"{type(self).__name__}(factor={factor!r}) draws factors from {self.factor}, "
+                "below 0 (a negative factor blackens or inverts the image); a single number d "
+                "means (1 - d, 1 + d), so pass d <= 1 or a pair (low, high) with low >= 0, "
+                "such as (0.5, 2.0)"
+            )
 
     def params(self, rng: np.random.Generator, img: _Img) -> float:
         return float(rng.uniform(*self.factor))
@@ -475,6 +500,13 @@ class Normalize(Augmentation):
         self.mean, self.std = list(mean), list(std)
 
     def apply(self, img: _Img, params: Any) -> torch.Tensor:
+        channels = img.t.shape[-3]
+        for name, values in (("mean", self.mean), ("std", self.std)):
+            if len(values) not in (1, channels):
+                raise ValueError(
+                    f"Normalize got {len(values)} {name} values for an image with {channels} "
+                    f"channel(s); pass one value per channel (or one value for all)"
+                )
         mean = torch.tensor(self.mean).view(-1, 1, 1)
         std = torch.tensor(self.std).view(-1, 1, 1)
         out = (img.t / img.scale - mean) / std
