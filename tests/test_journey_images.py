@@ -258,3 +258,43 @@ def test_image_journey_resumed_after_a_crash_ends_bitwise_equal(tmp_path: Path) 
     assert report.returncode == 0, report.stderr
     page = (tmp_path / "compare.html").read_text()
     assert f"{results['accuracy']:.6g}" in page
+
+
+def _ema_after(folder: Path, crash_at: int | None, resume: str | None) -> dict[str, torch.Tensor]:
+    from scramjet.callbacks import ModelEmaCallback, SaveTrainingStateCallback
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 4)
+    data = list(zip(x, (x.sum(1) > 0).long()))
+
+    class Crash(TrainerCallback):
+        def on_train_step_start(self, trainer: Trainer, **kwargs: Any) -> None:
+            if trainer.state.global_step == crash_at:
+                raise RuntimeError("simulated crash")
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    ema = ModelEmaCallback()
+    saver = SaveTrainingStateCallback(folder, every_n_steps=4)
+    trainer = Trainer(
+        model,
+        nn.CrossEntropyLoss(),
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        seed=0,
+        callbacks=[saver, ema, Crash()],  # the saver first, as the README lists it
+    )
+    trainer.train(data, num_epochs=2, per_device_batch_size=8, resume_from=resume)
+    return dict(ema.state_dict()["ema"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SaveTrainingStateCallback saves in on_optimizer_step_end before a ModelEmaCallback "
+    "listed after it has applied that step's update: the resumed EMA misses one update",
+)
+def test_ema_listed_after_the_checkpoint_callback_resumes_exactly(tmp_path: Path) -> None:
+    whole = _ema_after(tmp_path / "a", None, None)
+    with pytest.raises(Exception, match="simulated crash"):
+        _ema_after(tmp_path / "b", 5, None)
+    resumed = _ema_after(tmp_path / "b", None, "auto")
+    assert all(torch.equal(whole[k], resumed[k]) for k in whole)
