@@ -118,12 +118,6 @@ def _epochs_run(root: Path, crash_at: int | None) -> int:
     return len(trainer.run_history.get_metric_values("score"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Experiment saves its epoch checkpoint in on_training_run_epoch_end before the "
-    "callbacks after it in the list (EarlyStoppingCallback) have judged the epoch: the "
-    "checkpoint pairs this epoch's history with last epoch's early-stopping state",
-)
 def test_early_stopping_resumed_from_an_experiment_checkpoint_stops_at_the_same_epoch(
     tmp_path: Path,
 ) -> None:
@@ -287,11 +281,6 @@ def _ema_after(folder: Path, crash_at: int | None, resume: str | None) -> dict[s
     return dict(ema.state_dict()["ema"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SaveTrainingStateCallback saves in on_optimizer_step_end before a ModelEmaCallback "
-    "listed after it has applied that step's update: the resumed EMA misses one update",
-)
 def test_ema_listed_after_the_checkpoint_callback_resumes_exactly(tmp_path: Path) -> None:
     whole = _ema_after(tmp_path / "a", None, None)
     with pytest.raises(Exception, match="simulated crash"):

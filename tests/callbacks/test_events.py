@@ -202,3 +202,33 @@ def test_close_runs_on_every_callback_after_a_crash() -> None:
     assert closing.closed == 1
     make_trainer(TinyMLP(), callbacks=[closing]).train(blobs(n=8), num_epochs=1)
     assert closing.closed == 1, "close is not called after a run that ends normally"
+
+
+def test_a_callback_that_checkpoints_in_an_event_runs_after_the_others_there() -> None:
+    # A checkpoint written before a later callback (early stopping, EMA) handled the same
+    # event held that callback's state from the event before: a resume then diverged.
+    calls: list[str] = []
+
+    class Saver(TrainerCallback):
+        checkpoint_events = frozenset({"on_optimizer_step_end"})
+
+        def on_optimizer_step_end(self, trainer: Any, **kwargs: Any) -> None:
+            calls.append("saver step")
+
+        def on_training_run_start(self, trainer: Any, **kwargs: Any) -> None:
+            calls.append("saver start")
+
+    class Other(TrainerCallback):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def on_optimizer_step_end(self, trainer: Any, **kwargs: Any) -> None:
+            calls.append(f"{self.name} step")
+
+        def on_training_run_start(self, trainer: Any, **kwargs: Any) -> None:
+            calls.append(f"{self.name} start")
+
+    handler = CallbackHandler([Saver(), Other("a"), Other("b")])
+    handler.call_event("on_training_run_start", None)  # type: ignore[arg-type]
+    handler.call_event("on_optimizer_step_end", None)  # type: ignore[arg-type]
+    assert calls == ["saver start", "a start", "b start", "a step", "b step", "saver step"]

@@ -48,16 +48,16 @@ def test_sigterm_saves_stops_and_auto_resume_is_bitwise(tmp_path: Path) -> None:
 
     ckpt = tmp_path / "ckpt"
     before = signal.getsignal(signal.SIGTERM)
-    term = TermAt(8)  # after the save callback's step-8 check: it acts at step 9 (mid-epoch 1)
+    term = TermAt(8)  # the save callback, which checkpoints in this event, runs after it
     trainer, kwargs = job.build(ckpt, num_workers=0, extra=(term,))
     with pytest.raises(TrainingPreempted) as stopped:
         trainer.train(**kwargs, resume_from="auto")
     assert stopped.value.code == PREEMPTED_EXIT_CODE == 143
-    assert stopped.value.step == 9 and stopped.value.signal_name == "SIGTERM"
+    assert stopped.value.step == 8 and stopped.value.signal_name == "SIGTERM"
     assert term.steps_after == 0  # stopped at the first step boundary after the signal
     assert signal.getsignal(signal.SIGTERM) is before  # the previous handler is back
     newest = CheckpointManager(ckpt, keep_last=None).checkpoints()[-1]
-    assert newest.step == 9 and stopped.value.checkpoint == str(newest.path)
+    assert newest.step == 8 and stopped.value.checkpoint == str(newest.path)
 
     resumed, kwargs = job.build(ckpt, num_workers=0)
     resumed.train(**kwargs, resume_from="auto")

@@ -140,6 +140,11 @@ class TrainerCallback:
     #: Extra event names this callback handles, fired with ``trainer.callback_handler.call_event``.
     custom_events: tuple[str, ...] = ()
 
+    #: Events in which this callback writes a checkpoint of the run. In those events it
+    #: runs after every callback that does not, whatever the order of the list, so the
+    #: checkpoint holds the state all of them reached (early stopping's count, EMA weights).
+    checkpoint_events: frozenset[str] = frozenset()
+
     def on_init_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """End of ``Trainer.__init__``."""
 
@@ -286,7 +291,12 @@ class CallbackHandler:
         methods = _event_methods(callback, self._known)
         self.callbacks.append(callback)
         for event, attr in methods.items():
-            self._table.setdefault(event, []).append((callback, getattr(callback, attr)))
+            entries = self._table.setdefault(event, [])
+            at = len(entries)
+            if event not in callback.checkpoint_events:  # before those that checkpoint here
+                savers = (i for i, (cb, _) in enumerate(entries) if event in cb.checkpoint_events)
+                at = next(savers, at)
+            entries.insert(at, (callback, getattr(callback, attr)))
         return callback
 
     def get(self, kind: type[TrainerCallback]) -> TrainerCallback | None:
@@ -309,7 +319,8 @@ class CallbackHandler:
         return event in self._table
 
     def call_event(self, event: str, trainer: Trainer, **kwargs: Any) -> None:
-        """Call ``event`` on every callback that implements it, in registration order."""
+        """Call ``event`` on every callback that implements it, in registration order
+        (those that write a checkpoint in ``event`` last: see ``checkpoint_events``)."""
         entries = self._table.get(event)
         if not entries:
             return

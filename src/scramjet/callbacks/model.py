@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from scramjet.callbacks.base import TrainerCallback
+from scramjet.callbacks.base import Event, TrainerCallback
 from scramjet.callbacks.control import (
     improved,
     is_resumed_run,
@@ -308,6 +308,8 @@ class SaveTrainingStateCallback(TrainerCallback):
             folder under the system's temporary directory named after the URL).
         storage_options: for a URL ``directory``: passed to fsspec.
     """
+
+    checkpoint_events = frozenset({Event.OPTIMIZER_STEP_END, Event.TRAINING_RUN_EPOCH_END})
 
     def __init__(
         self,

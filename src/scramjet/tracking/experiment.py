@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from scramjet.callbacks.base import TrainerCallback
+from scramjet.callbacks.base import Event, TrainerCallback
 from scramjet.checkpoint import CheckpointInfo, CheckpointManager
 from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
@@ -140,6 +140,8 @@ class Experiment(TrainerCallback):
         >>> exp = Experiment("demo", "mlp", root="runs", hyperparams={"lr": 0.1})  # doctest: +SKIP
         >>> Trainer(model, loss, opt, callbacks=[exp]).train(data, 3)  # doctest: +SKIP
     """
+
+    checkpoint_events = frozenset({Event.OPTIMIZER_STEP_END, Event.TRAINING_RUN_EPOCH_END})
 
     def __init__(
         self,
