@@ -399,3 +399,50 @@ def test_text_classification_journey_matches_a_hand_loop_and_every_logger(
         float((preds == torch.tensor([y for _, y in test_rows])).float().mean())
     )
     assert main(["runs", "runs", "--metrics", "eval_accuracy,test/f1_macro"]) == 0
+
+
+# ----------------------------------------------------------------------------- MLflow set-up errors
+
+
+def _mlflow_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uri: str) -> None:
+    pytest.importorskip("mlflow")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)
+    model = nn.Linear(4, 2)
+    exp = Experiment("mlf", "uri", root=tmp_path, loggers=("csv", "mlflow"), checkpoint=None)
+    trainer = Trainer(
+        model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[exp]
+    )
+    trainer.train(_blobs(), 1, per_device_batch_size=24)
+
+
+def test_an_mlflow_server_that_refuses_connections_fails_the_run_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MLflow's client retried a refused server for minutes, silently, before train() began."""
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    start = time.monotonic()
+    with pytest.raises(Exception, match=r"does not accept connections.*MLFLOW_TRACKING_URI"):
+        _mlflow_run(tmp_path, monkeypatch, f"http://127.0.0.1:{port}")
+    assert time.monotonic() - start < 10
+
+
+def test_a_store_mlflow_cannot_open_names_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    try:
+        MlflowClient(tracking_uri=uri)
+    except Exception:
+        pass
+    else:
+        pytest.skip("this MLflow installation opens database stores")
+    with pytest.raises(Exception, match=r"cannot open the tracking store.*pip install mlflow"):
+        _mlflow_run(tmp_path, monkeypatch, uri)

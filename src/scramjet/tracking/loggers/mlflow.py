@@ -9,6 +9,36 @@ from typing import Any
 
 from scramjet.tracking.loggers.base import MetricRow, Tracker
 
+#: Seconds to wait for an MLflow server to accept a connection when the run starts.
+CONNECT_TIMEOUT_S = 5.0
+
+
+def _check_server(uri: str) -> None:
+    """Fail at once when an ``http(s)://`` tracking server does not accept connections.
+
+    MLflow's client retries an unreachable server with growing waits for minutes before it
+    reports anything, so a wrong ``MLFLOW_TRACKING_URI`` would hold ``train()`` silently at
+    its start. One TCP connection, bounded by :data:`CONNECT_TIMEOUT_S`, tells first.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        raise ConnectionError(
+            f"The MLflow tracking server {uri} does not accept connections on "
+            f"{parts.hostname}:{port} ({type(exc).__name__}: {exc}). Start it (mlflow server "
+            f"--port {port}), correct MLFLOW_TRACKING_URI (or tracking_uri), or remove "
+            f"'mlflow' from the Experiment's loggers."
+        ) from exc
+
+
 _MLFLOW_STATUS = {"finished": "FINISHED", "upload-failed": "FINISHED", "interrupted": "KILLED"}
 
 
@@ -27,9 +57,14 @@ class MLflowTracker(Tracker):
         run_dir: the run folder.
         experiment_name: MLflow experiment (created if missing).
         run_name: MLflow run name (default: the run folder's name).
-        tracking_uri: e.g. ``http://mlflow:5000``, ``sqlite:///mlflow.db``; default
-            ``$MLFLOW_TRACKING_URI``, else the file store ``./mlruns`` of the working
-            directory (mlflow-skinny writes it without a database).
+        tracking_uri: e.g. ``http://mlflow:5000``, ``sqlite:///mlflow.db`` (the full
+            ``mlflow`` package); default ``$MLFLOW_TRACKING_URI``, else the file store
+            ``./mlruns`` of the working directory (mlflow-skinny writes it without a
+            database). Recent MLflow versions open a file store only with
+            ``MLFLOW_ALLOW_FILE_STORE=true``: this logger sets it in the training process;
+            set it too when reading the store from another process (``MlflowClient``,
+            ``mlflow ui --backend-store-uri ./mlruns``). An ``http(s)://`` server that
+            does not accept a connection within 5 s is an error at the run's start.
         run_id: continue this MLflow run (used on resume).
         tags: tags of a new MLflow run.
     """
@@ -57,7 +92,17 @@ class MLflowTracker(Tracker):
             uri = Path("mlruns").resolve().as_uri()
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         self.tracking_uri = uri
-        self.client = MlflowClient(tracking_uri=uri)
+        _check_server(uri)
+        try:
+            self.client = MlflowClient(tracking_uri=uri)
+        except Exception as exc:  # MlflowException: a store this installation cannot open
+            raise ValueError(
+                f"MLflow cannot open the tracking store {uri!r} ({type(exc).__name__}: "
+                f"{str(exc).strip()[:300]}). A database URI (sqlite://, postgresql://) needs "
+                f"the full package (pip install mlflow; mlflow-skinny has no database "
+                f"backend); otherwise set MLFLOW_TRACKING_URI to a server (http://host:5000) "
+                f"or unset it to use ./mlruns."
+            ) from exc
         if run_id is None:
             exp_id = self._experiment_id(experiment_name)
             name = run_name or Path(run_dir).name
