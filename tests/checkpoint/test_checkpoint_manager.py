@@ -180,6 +180,20 @@ def test_keep_best_rotation(tmp_path: Path, mode: str, kept_best: set[str]) -> N
     )  # type: ignore[arg-type]
 
 
+def test_a_manager_opened_to_load_the_best_ranks_by_the_folders_recorded_metric(
+    tmp_path: Path,
+) -> None:
+    writer = CheckpointManager(tmp_path, keep_last=None, monitor="acc", mode="max")
+    for step, acc in enumerate([0.5, 0.9, 0.7], start=1):
+        writer.save({"v": step}, step=step, metrics={"acc": acc})
+    reader = CheckpointManager(tmp_path)  # no monitor: it said "which='best' needs monitor"
+    assert reader.best_path == tmp_path / "ckpt-000002-step2.pt"
+    assert reader.load(which="best").values["v"] == 2
+    (tmp_path / "index.json").unlink()  # nothing recorded: the error says what to pass
+    with pytest.raises(ValueError, match=r"monitor='<metric name>', mode='min'"):
+        CheckpointManager(tmp_path).load(which="best")
+
+
 def test_metadata_is_recovered_when_the_index_is_lost(tmp_path: Path) -> None:
     manager = CheckpointManager(tmp_path, monitor="acc", mode="max", keep_last=None)
     manager.save({"v": 1}, step=5, epoch=0, metrics={"acc": 0.5})

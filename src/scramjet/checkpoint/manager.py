@@ -126,7 +126,7 @@ class LoadResult:
     step: int
     epoch: int | None
     metrics: dict[str, float]
-    values: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict, repr=False)  # tensors: too long to print
     missing_keys: dict[str, list[str]] = field(default_factory=dict)
     unexpected_keys: dict[str, list[str]] = field(default_factory=dict)
     mismatched_keys: dict[str, list[str]] = field(default_factory=dict)
@@ -338,16 +338,31 @@ class CheckpointManager:
 
     @property
     def best_path(self) -> Path | None:
-        """The checkpoint with the best ``monitor`` value, or None if none has that metric."""
-        ranked = self._ranked_best(self.checkpoints())
+        """The checkpoint with the best ``monitor`` value, or None if none has that metric.
+        A manager made without ``monitor`` ranks by the one the folder's index records."""
+        ranked = self._ranked_best(self.checkpoints(), self._recorded_ranking())
         return ranked[0].path if ranked else None
 
-    def _ranked_best(self, found: list[CheckpointInfo]) -> list[CheckpointInfo]:
-        if not self.monitor:
+    def _recorded_ranking(self) -> tuple[str | None, str]:
+        """``(monitor, mode)``: this manager's, else those its folder's index records."""
+        if self.monitor:
+            return self.monitor, self.mode
+        try:
+            data = json.loads((self.directory / _INDEX).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None, self.mode
+        monitor, mode = data.get("monitor"), data.get("mode")
+        ok = isinstance(monitor, str) and bool(monitor) and mode in ("min", "max")
+        return (monitor, mode) if ok else (None, self.mode)
+
+    def _ranked_best(
+        self, found: list[CheckpointInfo], rule: tuple[str | None, str] | None = None
+    ) -> list[CheckpointInfo]:
+        key, mode = rule or (self.monitor, self.mode)
+        if not key:
             return []
-        key = self.monitor
         scored = [c for c in found if key in c.metrics and not math.isnan(c.metrics[key])]
-        sign = 1.0 if self.mode == "min" else -1.0
+        sign = 1.0 if mode == "min" else -1.0
         # Ties go to the earlier checkpoint: a later one must be strictly better.
         return sorted(scored, key=lambda c: (sign * c.metrics[key], c.seq))
 
@@ -632,12 +647,17 @@ class CheckpointManager:
             return [path]
         found = self.checkpoints()
         if which == "best":
-            if not self.monitor:
-                raise ValueError("which='best' needs CheckpointManager(monitor='<metric name>')")
-            found = self._ranked_best(found)
+            rule = self._recorded_ranking()
+            if not rule[0]:
+                raise ValueError(
+                    f"which='best' needs a metric to rank by, and neither this manager nor "
+                    f"the index of {str(self.directory)!r} names one: pass "
+                    f"CheckpointManager(directory, monitor='<metric name>', mode='min')"
+                )
+            found = self._ranked_best(found, rule)
             if not found:
                 raise FileNotFoundError(
-                    f"no checkpoint in {str(self.directory)!r} has metric {self.monitor!r}"
+                    f"no checkpoint in {str(self.directory)!r} has metric {rule[0]!r}"
                 )
             return [c.path for c in found]
         if not found:
