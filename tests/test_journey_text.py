@@ -128,12 +128,7 @@ def test_recorded_weight_decay_is_what_the_param_groups_used(tmp_path: Path) -> 
     assert recorded["weight_decay"] != 0.01, "0.01 is AdamW's default, used by no group"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trainer.predict (and evaluate) set collate_fn=None when not given, so a run "
-    "trained with train(collate_fn=...) fails in torch's default_collate with no hint",
-)
-def test_predict_after_train_with_a_collate_fn_does_not_fail_without_a_hint() -> None:
+def test_predict_and_evaluate_after_train_batch_with_its_collate_fn() -> None:
     def pad(batch: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(x) for x, _ in batch)
         xs = torch.stack([nn.functional.pad(x, (0, width - len(x))) for x, _ in batch])
@@ -146,12 +141,13 @@ def test_predict_after_train_with_a_collate_fn_does_not_fail_without_a_hint() ->
         model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[]
     )
     trainer.train(data, 1, per_device_batch_size=8, collate_fn=pad)
-    try:
-        out = trainer.predict(data)
-    except RuntimeError as error:
-        assert "collate_fn" in str(error), f"no hint: {error}"
-    else:
-        assert out.shape == (24, 2)
+    # evaluate and predict batch with train()'s collate_fn when given none (they failed in
+    # torch's default_collate), and with the one they are given otherwise
+    assert trainer.predict(data).shape == (24, 2)
+    trainer.evaluate(data)
+    assert trainer.run_history.get_latest_metric("eval_loss_epoch") > 0
+    with pytest.raises(RuntimeError, match="equal size"):
+        trainer.predict(data, collate_fn=torch.utils.data.default_collate)
 
 
 @pytest.mark.xfail(

@@ -169,6 +169,7 @@ class Trainer:
         self.train_dataset: DataSource | None = None
         self.eval_dataset: DataSource | None = None
         self.collate_fn: Callable[..., Any] | None = None
+        self._train_collate_fn: Callable[..., Any] | None = None  # evaluate/predict default
         self.data_order = DataOrder(seed)
         self.train_losses = EpochLosses()
         self.eval_losses = EpochLosses()
@@ -628,7 +629,7 @@ class Trainer:
             train_dataloader_kwargs, per_device_batch_size, "train_dataloader_kwargs"
         )
         self.train_dataset, self.eval_dataset = train_dataset, eval_dataset
-        self.collate_fn = collate_fn
+        self.collate_fn = self._train_collate_fn = collate_fn
         self._create_scheduler_fn = create_scheduler_fn
         self.state, self.stop_reason = TrainState(), None
         self._length_warned = False
@@ -827,14 +828,15 @@ class Trainer:
         dataloader_kwargs: Mapping[str, Any] | None = None,
         collate_fn: Callable[..., Any] | None = None,
     ) -> None:
-        """Run one evaluation epoch over ``dataset``; ``eval_loss_epoch`` is recorded."""
+        """Run one evaluation epoch over ``dataset``; ``eval_loss_epoch`` is recorded.
+        Without ``collate_fn``, the one the last ``train()`` was given batches it."""
         check_dataset(dataset, "dataset")
         check_not_empty(dataset, "dataset")
         check_batch_size(per_device_batch_size, "per_device_batch_size")
         per_device_batch_size = loader_batch_size(
             dataloader_kwargs, per_device_batch_size, "dataloader_kwargs"
         )
-        self.eval_dataset, self.collate_fn = dataset, collate_fn
+        self.eval_dataset, self.collate_fn = dataset, collate_fn or self._train_collate_fn
         self._place_model()
         if self._run_config is None:
             self._run_config = self._create_run_config(
@@ -918,7 +920,8 @@ class Trainer:
         every rank without the sampler's padding (N samples → exactly N outputs).
         Tensors are concatenated along the first dimension; other outputs come back as a
         list with one entry per batch. Across processes the data must be map-style (or a
-        DataLoader with a :class:`ShardSampler`): a stream has no dataset order.
+        DataLoader with a :class:`ShardSampler`): a stream has no dataset order. Without
+        ``collate_fn``, the one the last ``train()`` was given batches the data.
         """
         check_dataset(dataset, "dataset")
         check_batch_size(per_device_batch_size, "per_device_batch_size")
@@ -933,7 +936,7 @@ class Trainer:
                 f"predict() on {world} processes needs at least {world} samples; received "
                 f"{n_samples}. Predict small datasets in a single process."
             )
-        self.eval_dataset, self.collate_fn = dataset, collate_fn
+        self.eval_dataset, self.collate_fn = dataset, collate_fn or self._train_collate_fn
         self._place_model()
         dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
         model, was_training = self._unwrapped_model, self._unwrapped_model.training
