@@ -107,12 +107,6 @@ def _grouped_adamw(model: nn.Module, decay: float) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=1e-3)  # AdamW's own default weight_decay: 0.01
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tracking/_params.py tracker_params and Experiment._hyperparams read opt.defaults, "
-    "not the param groups: the run records (and the report warns about) a weight decay no "
-    "parameter used",
-)
 def test_recorded_weight_decay_is_what_the_param_groups_used(tmp_path: Path) -> None:
     model = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 2))
     exp = Experiment(
@@ -125,7 +119,7 @@ def test_recorded_weight_decay_is_what_the_param_groups_used(tmp_path: Path) -> 
     recorded = json.loads((exp.run_dir / "hyperparams.json").read_text())["optimizer"]
     report = (exp.run_dir / "report.html").read_text()
     assert "the run trained with 0.01" not in report, "a false contradiction warning"
-    assert recorded["weight_decay"] != 0.01, "0.01 is AdamW's default, used by no group"
+    assert recorded["weight_decay"] == {"per_group": [0.1, 0.0]}  # was AdamW's default 0.01
 
 
 def test_predict_and_evaluate_after_train_batch_with_its_collate_fn() -> None:

@@ -112,10 +112,10 @@ def tracker_params(trainer: Trainer, hyperparams: Mapping[str, Any]) -> dict[str
     the trainer's."""
     opt = trainer.optimizer
     params: dict[str, Any] = {"optimizer": type(opt).__name__}
+    settings = optimizer_settings(opt)
     for key in _OPTIMIZER_KEYS:
-        if key in opt.defaults:
-            value = opt.defaults[key]
-            params[f"optimizer.{key}"] = list(value) if isinstance(value, tuple) else value
+        if key in settings:
+            params[f"optimizer.{key}"] = settings[key]
     scheduler = trainer.scheduler
     params["scheduler"] = type(scheduler).__name__ if scheduler is not None else "none"
     if trainer.has_run_config:
@@ -156,6 +156,20 @@ def _user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):  # no login name (some containers)
         return "unknown"
+
+
+def optimizer_settings(opt: Any) -> dict[str, Any]:
+    """The optimizer's plain settings as its parameter groups use them: one value where
+    every group agrees, else ``{"per_group": [...]}`` (weight decay left out of norms and
+    biases); the learning rate as given, before a scheduler moved it (``initial_lr``)."""
+    out: dict[str, Any] = {}
+    for key, default in opt.defaults.items():
+        start = "initial_lr" if key == "lr" else key
+        values = [plain_setting(g.get(start, g.get(key, default))) for g in opt.param_groups]
+        if values and all(v is not None for v in values):
+            same = all(v == values[0] for v in values)
+            out[key] = values[0] if same else {"per_group": values}
+    return out
 
 
 def plain_setting(value: Any) -> Any:

@@ -295,6 +295,8 @@ def other_rows(hyper: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _same(declared: Any, used: Any) -> bool:
+    if isinstance(used, Mapping) and isinstance(used.get("per_group"), list):
+        return any(_same(declared, one) for one in used["per_group"])  # one of the groups
     if isinstance(declared, list | tuple) and isinstance(used, list | tuple):
         return len(declared) == len(used) and all(_same(a, b) for a, b in zip(declared, used))
     numbers = (int, float)

@@ -46,9 +46,9 @@ from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
 from scramjet.tracking import _files
 from scramjet.tracking._params import (
+    optimizer_settings,
     plain_hyperparams,
     plain_results,
-    plain_setting,
     result_numbers,
     scheduler_settings,
     source_tags,
@@ -500,14 +500,7 @@ class Experiment(TrainerCallback):
             "run": self.run_dir.name,
             "hyperparams": self.hyperparams,
             "trainer": trainer.run_config.to_dict() if trainer.has_run_config else {},
-            "optimizer": {
-                "class": type(opt).__name__,
-                **{
-                    k: plain_setting(v)
-                    for k, v in opt.defaults.items()
-                    if plain_setting(v) is not None
-                },
-            },
+            "optimizer": {"class": type(opt).__name__, **optimizer_settings(opt)},
             "scheduler": scheduler_settings(trainer.scheduler),
             "model": {
                 "class": type(model).__name__,
