@@ -144,11 +144,6 @@ def test_predict_and_evaluate_after_train_batch_with_its_collate_fn() -> None:
         trainer.predict(data, collate_fn=torch.utils.data.default_collate)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tracking/cli_runs.py: `scramjet runs --metrics grad_norm` says 'no run has a "
-    "metric named grad_norm' for a metric every run logs per step",
-)
 def test_runs_metrics_does_not_deny_a_metric_logged_per_step(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -163,7 +163,7 @@ def test_list_runs_gives_each_run_as_values_to_compare(tmp_path: Path) -> None:
     first = rows[1]
     assert first["status"] == "finished" and first["epochs"] == 2 and first["last_step"] == 12
     assert first["hyperparams"] == {"lr": 0.1, "same": 1} and first["project"] == "proj"
-    assert set(first["metrics"]) == {"train_loss_epoch", "eval_loss_epoch"}
+    assert set(first["metrics"]) == {"train_loss_epoch", "eval_loss_epoch", "train_loss", "lr"}
     assert first["started"] is not None and first["duration_s"] > 0
     assert rows[2]["epochs"] == 1 and rows[2]["metrics"]["test/accuracy"] == 0.875
     assert "test/confusion" not in rows[2]["metrics"]  # only numbers

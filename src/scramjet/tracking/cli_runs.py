@@ -70,7 +70,8 @@ def list_runs(root: str | Path = "runs", project: str | None = None) -> list[dic
     ``status`` (``crashed`` for a ``running`` run whose process on this host is gone;
     ``unreadable (...)`` for a damaged one), ``started`` (a ``datetime`` or None),
     ``duration_s``, ``last_step``, ``epochs``, ``metrics`` (each epoch metric's last value,
-    and every number of ``results/*.json`` as ``RESULTS/NAME``) and ``hyperparams`` (the
+    a metric logged only per step its last step's, and every number of ``results/*.json``
+    as ``RESULTS/NAME``) and ``hyperparams`` (the
     declared ones, nested names joined with ``.``). ``pandas.DataFrame(rows)`` makes a
     table of them.
 
@@ -94,7 +95,7 @@ def _run_record(run: Path) -> dict[str, Any]:
         info = _info(run)
         started = _started(info)
         series = metric_series(read_metrics(run), "epoch")
-        metrics: dict[str, float] = {name: values[-1] for name, (_, values) in series.items()}
+        metrics = last_values(run)
         for source, values in _results(run).items():
             for key, value in values.items():
                 if isinstance(value, int | float) and not isinstance(value, bool):
@@ -148,6 +149,7 @@ def summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
 def _summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
     info = _info(run)
     series = metric_series(read_metrics(run), "epoch")
+    last = last_values(run)
     started = _started(info)
     row: dict[str, Any] = {
         "run": f"{run.parent.name}/{run.name}",
@@ -159,8 +161,16 @@ def _summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
     }
     results = _results(run)
     for name in metrics:
-        row[name] = series[name][1][-1] if name in series else _result_value(results, name)
+        row[name] = last[name] if name in last else _result_value(results, name)
     return row
+
+
+def last_values(run: Path) -> dict[str, float]:
+    """Each metric's last epoch value; a metric logged only per step, its last step's."""
+    rows = read_metrics(run)
+    last = {name: values[-1] for name, (_, values) in metric_series(rows, "step").items()}
+    last.update({name: values[-1] for name, (_, values) in metric_series(rows, "epoch").items()})
+    return last
 
 
 def hyperparams(run: Path) -> dict[str, Any]:
@@ -217,7 +227,7 @@ def _result_value(results: dict[str, dict[str, Any]], name: str) -> float:
 
 def metric_names(run: Path) -> set[str]:
     """Every metric name ``--metrics`` can show for ``run``."""
-    names = set(metric_series(read_metrics(run), "epoch"))
+    names = set(last_values(run))
     for source, values in _results(run).items():
         numbers = [k for k, v in values.items() if isinstance(v, int | float)]
         names.update(numbers)
