@@ -215,6 +215,18 @@ def _preempted(error: Any) -> bool:
     return PREEMPTED_EXIT_CODE in codes and codes <= {PREEMPTED_EXIT_CODE, -signal.SIGTERM}
 
 
+def _checked_script(args: argparse.Namespace) -> argparse.Namespace:
+    """``args``, once its script is given and exists (a ValueError that says what to pass)."""
+    if args.script is None:
+        raise ValueError(
+            "no script to run; usage: scramjet launch [options] train.py [script arguments] "
+            "(see scramjet launch --help)"
+        )
+    if not args.module and not Path(args.script).is_file():
+        raise ValueError(f"script {args.script!r} does not exist (to run a module, pass -m)")
+    return args
+
+
 def run(args: argparse.Namespace) -> int:
     """Start the processes and wait for them.
 
@@ -227,22 +239,8 @@ def run(args: argparse.Namespace) -> int:
         stopped with status 143, or the launcher itself received ``SIGTERM``), 130 on
         Ctrl-C.
     """
-    if args.script is None:
-        print(
-            "scramjet launch: error: no script to run; usage: scramjet launch [options] "
-            "train.py [script arguments] (see scramjet launch --help)",
-            file=sys.stderr,
-        )
-        return 2
-    if not args.module and not Path(args.script).is_file():
-        print(
-            f"scramjet launch: error: script {args.script!r} does not exist (to run a module, "
-            "pass -m)",
-            file=sys.stderr,
-        )
-        return 2
     try:
-        argv = build_torchrun_argv(args)
+        argv = build_torchrun_argv(_checked_script(args))
     except ValueError as error:
         print(f"scramjet launch: error: {error}", file=sys.stderr)
         return 2

@@ -1,0 +1,225 @@
+"""The samplers behind a Trainer's data order: indices that depend only on (seed, epoch,
+rank), and wrappers that let a resume skip what an epoch already consumed.
+
+:class:`EpochSampler` (training: this rank's share of a seeded order, resumable on another
+number of processes), :class:`ShardSampler` (evaluation and prediction: ``r, r + W, ...``
+without padding), :class:`SkipSampler` and :class:`SkipBatches` (a user's sampler or batch
+sampler, with its first indices or batches skipped on resume).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Iterator, Sized
+from typing import cast
+
+import torch
+from torch.utils.data import Sampler
+
+
+class EpochSampler(Sampler[int]):
+    """Shuffled (or sequential) order over ``range(n)`` that depends only on seed and epoch.
+
+    The epoch's *global* order is a function of (seed, epoch) alone, whatever the number
+    of processes; with ``num_replicas > 1`` rank ``r`` takes positions ``r, r + W, ...``
+    of it, like ``DistributedSampler`` (padded by repeating from the start of the epoch,
+    so every rank takes the same number of steps, or trimmed with ``drop_last``).
+
+    A resume skips the first ``consumed`` positions of the global order
+    (:meth:`set_consumed`) and splits the rest among the processes of the new run, which
+    may be more or fewer than before: each remaining sample is seen exactly once.
+
+    A dataset with ``shard_sizes`` and a ``shuffle_window`` (a streamed
+    :class:`~scramjet.data.PackedDataset`) is shuffled shard-aware: the shards are put in
+    a random order, and the samples of each run of ``shuffle_window`` consecutive shards
+    are shuffled together, so the epoch reads a few whole shards at a time. A dataset
+    with ``read_ahead`` is told this rank's order, to fetch what it will read next.
+    """
+
+    def __init__(
+        self,
+        data_source: Sized,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+        drop_last: bool = False,
+    ) -> None:
+        self.data_source = data_source
+        self.n = len(data_source)
+        self.shuffle = shuffle
+        self.seed = int(seed)
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.drop_last = drop_last
+        self.epoch = 0
+        self.consumed = 0
+
+    @property
+    def start(self) -> int:
+        """Positions of this rank's order skipped by :meth:`set_start` (``consumed / W``)."""
+        return self.consumed // self.num_replicas
+
+    @property
+    def per_rank(self) -> int:
+        """Samples each rank takes from the whole epoch."""
+        if self.drop_last:
+            return self.n // self.num_replicas
+        return math.ceil(self.n / self.num_replicas)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the order of ``epoch`` (a new permutation every epoch when shuffling)."""
+        self.epoch = epoch
+
+    def set_start(self, start: int) -> None:
+        """Skip the first ``start`` indices of this rank's order (every rank did the same)."""
+        self.set_consumed(max(0, int(start)) * self.num_replicas)
+
+    def set_consumed(self, consumed: int) -> None:
+        """Skip the first ``consumed`` positions of the epoch's global order (a resume,
+        possibly saved by a run with another number of processes)."""
+        self.consumed = max(0, int(consumed))
+
+    def global_order(self) -> list[int]:
+        """The epoch's order over every sample: a function of (seed, epoch) only."""
+        if not self.shuffle:
+            return list(range(self.n))
+        g = torch.Generator()
+        g.manual_seed(self.seed + self.epoch)
+        sizes = getattr(self.data_source, "shard_sizes", None)
+        window = getattr(self.data_source, "shuffle_window", None)
+        if not window or not sizes or sum(sizes) != self.n:
+            return cast(list[int], torch.randperm(self.n, generator=g).tolist())
+        return shard_window_order(list(sizes), int(window), g)
+
+    def _remaining(self) -> list[int]:
+        order = self.global_order()
+        left = order[min(self.consumed, len(order)) :]
+        world = self.num_replicas
+        if self.drop_last:
+            return left[: len(left) - len(left) % world]
+        pad = -len(left) % world
+        if pad and order:  # repeat from the epoch's start, as often as needed
+            left = left + (order * math.ceil(pad / len(order)))[:pad]
+        return left
+
+    def __iter__(self) -> Iterator[int]:
+        mine = self._remaining()[self.rank :: self.num_replicas]
+        read_ahead = getattr(self.data_source, "read_ahead", None)
+        if callable(read_ahead):
+            return cast(Iterator[int], iter(read_ahead(mine)))
+        return iter(mine)
+
+    def __len__(self) -> int:
+        left = max(0, self.n - self.consumed)
+        if self.drop_last:
+            return left // self.num_replicas
+        return math.ceil(left / self.num_replicas)
+
+
+def shard_window_order(sizes: list[int], window: int, generator: torch.Generator) -> list[int]:
+    """A shuffled order over the samples of consecutive shards of ``sizes`` samples each.
+
+    The shards are permuted, then every run of ``window`` of them (in that permuted order)
+    has its samples shuffled together. ``window >= len(sizes)`` is a full shuffle.
+    """
+    starts = [0, *itertools.accumulate(sizes)]
+    shards = torch.randperm(len(sizes), generator=generator).tolist()
+    order: list[int] = []
+    for w in range(0, len(shards), window):
+        group = torch.cat(
+            [torch.arange(starts[k], starts[k + 1]) for k in shards[w : w + window]]
+            or [torch.zeros(0, dtype=torch.long)]
+        )
+        order += group[torch.randperm(len(group), generator=generator)].tolist()
+    return order
+
+
+class ShardSampler(Sampler[int]):
+    """Rank ``r`` of ``W`` takes indices ``r, r + W, ...`` in order, without padding.
+
+    Used for evaluation and prediction, where padding would count samples twice; the
+    gathered outputs are put back in dataset order with :func:`gather_shards`. When
+    every forward is a collective (FSDP), :class:`Lockstep` evens out the batch counts.
+    """
+
+    def __init__(self, data_source: Sized, num_replicas: int = 1, rank: int = 0) -> None:
+        self.n = len(data_source)
+        self.num_replicas = num_replicas
+        self.rank = rank
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.rank, self.n, self.num_replicas))
+
+    def __len__(self) -> int:
+        return len(range(self.rank, self.n, self.num_replicas))
+
+
+class SkipSampler(Sampler[int]):
+    """Wraps any sampler and skips its first ``start`` indices (for user-given samplers)."""
+
+    def __init__(self, sampler: Sampler[int]) -> None:
+        self.sampler = sampler
+        self.start = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Forward ``set_epoch`` to the wrapped sampler when it has one."""
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
+
+    def set_start(self, start: int) -> None:
+        """Skip the first ``start`` indices of the next iteration."""
+        self.start = max(0, int(start))
+
+    def __iter__(self) -> Iterator[int]:
+        it = iter(self.sampler)
+        for _ in range(self.start):
+            next(it, None)
+        return it
+
+    def __len__(self) -> int:
+        return max(0, safe_len(self.sampler) - self.start)
+
+
+class SkipBatches(Sampler[list[int]]):
+    """Wraps a user's batch sampler (``batch_sampler=`` in the dataloader kwargs): forwards
+    ``set_epoch`` and skips its first ``start`` batches (a resume, counted in batches)."""
+
+    def __init__(self, batch_sampler: Iterable[list[int]]) -> None:
+        self.batch_sampler = batch_sampler
+        self.start = 0
+
+    @property
+    def batch_size(self) -> int | None:
+        """The wrapped sampler's ``batch_size``, when it has one."""
+        size = getattr(self.batch_sampler, "batch_size", None)
+        return size if isinstance(size, int) else None
+
+    def set_epoch(self, epoch: int) -> None:
+        """Forward ``set_epoch`` to the wrapped sampler when it has one."""
+        if hasattr(self.batch_sampler, "set_epoch"):
+            self.batch_sampler.set_epoch(epoch)
+
+    def set_start(self, start: int) -> None:
+        """Skip the first ``start`` batches of the next iteration."""
+        self.start = max(0, int(start))
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return itertools.islice(iter(self.batch_sampler), self.start, None)
+
+    def __len__(self) -> int:
+        if not isinstance(self.batch_sampler, Sized):
+            raise TypeError(f"{type(self.batch_sampler).__name__} has no length")
+        return max(0, len(self.batch_sampler) - self.start)
+
+
+def safe_len(obj: object) -> int:
+    """``len(obj)``, or 0 when it has no length (an iterable dataset or loader)."""
+    if not isinstance(obj, Sized):
+        return 0
+    try:  # a DataLoader over an IterableDataset has __len__, which raises TypeError
+        return len(obj)
+    except TypeError:
+        return 0
