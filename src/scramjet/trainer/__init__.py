@@ -2,7 +2,8 @@
 
 ``trainer.py`` holds the one ``Trainer`` class (every hook, and the train / evaluate /
 predict orchestration); ``state.py`` its run settings, counters and metric history;
-``data_order.py`` the seeded, resumable order of the training data; ``checks.py`` the
+``data_order.py`` the seeded, resumable order of the data (its samplers in
+``samplers.py``); ``checks.py`` the
 argument checks that turn bad input into clear errors.
 """
 

@@ -426,6 +426,31 @@ class DataOrder:
             return threaded
         return DataLoader(dataset, sampler=sampler, generator=generator, **kwargs)
 
+    @staticmethod
+    def eval_loader(dataset: Any, kwargs: dict[str, Any]) -> Iterable[Any]:
+        """A loader over ``dataset`` for evaluation or prediction: each rank takes its
+        :class:`ShardSampler` share (``r, r + W, ...``, no padding) in dataset order."""
+        if isinstance(dataset, IterableDataset):
+            return DataLoader(dataset, **kwargs)
+        if kwargs.get("batch_sampler") is not None and dist.get_world_size() > 1:
+            raise ValueError(
+                f"the evaluation dataloader kwargs hold a batch_sampler "
+                f"({type(kwargs['batch_sampler']).__name__}); across "
+                f"{dist.get_world_size()} processes evaluation and prediction give each "
+                f"process its share (ShardSampler) and gather the results in dataset order, "
+                f"which a batch sampler of your own would undo. Leave it out there, or "
+                f"evaluate in one process."
+            )
+        batched = batch_sampler_loader(dataset, kwargs, "the evaluation dataloader kwargs")
+        if batched is not None:
+            return batched
+        sampler = kwargs.pop("sampler", None)
+        if sampler is None:
+            check_same_length(dataset, "the evaluation/prediction dataset")
+            sampler = ShardSampler(dataset, dist.get_world_size(), dist.get_rank())
+        threaded = pack_loader(dataset, sampler, kwargs)  # a pack: its threaded batch loader
+        return threaded if threaded is not None else DataLoader(dataset, sampler=sampler, **kwargs)
+
     def epoch_batches(
         self, loader: Iterable[Any], dataset: Any, *, epoch: int, skip: int, batch_size: int = 1
     ) -> tuple[Iterable[Any], int]:

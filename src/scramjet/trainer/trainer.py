@@ -25,7 +25,7 @@ from typing import Any, Protocol, cast
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, IterableDataset
+from torch.utils.data import DataLoader, Dataset
 
 from scramjet.callbacks import DEFAULT_CALLBACKS
 from scramjet.callbacks.base import CallbackHandler, Event, StopTrainingError, TrainerCallback
@@ -60,13 +60,10 @@ from scramjet.trainer.data_order import (
     DataOrder,
     Lockstep,
     ShardSampler,
-    batch_sampler_loader,
     check_predict_source,
     check_ready_loader,
-    check_same_length,
     collect_predictions,
     even_end,
-    pack_loader,
     safe_len,
     warn_length_fell_short,
     yields_batches,
@@ -367,27 +364,7 @@ class Trainer:
         kwargs.pop("shuffle", None)
         if self.collate_fn is not None:  # the collate_fn argument wins over the kwargs' one
             kwargs["collate_fn"] = self.collate_fn
-        dataset: Any = self.eval_dataset
-        if isinstance(dataset, IterableDataset):
-            return DataLoader(dataset, **kwargs)
-        if kwargs.get("batch_sampler") is not None and dist.get_world_size() > 1:
-            raise ValueError(
-                f"the evaluation dataloader kwargs hold a batch_sampler "
-                f"({type(kwargs['batch_sampler']).__name__}); across "
-                f"{dist.get_world_size()} processes evaluation and prediction give each "
-                f"process its share (ShardSampler) and gather the results in dataset order, "
-                f"which a batch sampler of your own would undo. Leave it out there, or "
-                f"evaluate in one process."
-            )
-        batched = batch_sampler_loader(dataset, kwargs, "the evaluation dataloader kwargs")
-        if batched is not None:
-            return batched
-        sampler = kwargs.pop("sampler", None)
-        if sampler is None:
-            check_same_length(dataset, "the evaluation/prediction dataset")
-            sampler = ShardSampler(dataset, dist.get_world_size(), dist.get_rank())
-        threaded = pack_loader(dataset, sampler, kwargs)  # a pack: its threaded batch loader
-        return threaded if threaded is not None else DataLoader(dataset, sampler=sampler, **kwargs)
+        return self.data_order.eval_loader(self.eval_dataset, kwargs)
 
     def create_scheduler(self) -> Scheduler | None:
         """Build the scheduler from ``create_scheduler_fn`` with placeholders resolved."""
