@@ -1,4 +1,4 @@
-"""What a user who accelerates an existing training loop relies on (a user probe)."""
+"""What a user who accelerates an existing training loop relies on."""
 
 from __future__ import annotations
 

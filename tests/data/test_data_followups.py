@@ -1,4 +1,4 @@
-"""Follow-ups of a user probe of ``scramjet.data``.
+"""`scramjet.data` behaviours users rely on, beyond the format and loader tests.
 
 Each test names a behaviour a user relies on: augmentations that change every epoch in
 persistent worker processes, errors that name what is wrong with a pack path, skipped rows
