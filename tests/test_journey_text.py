@@ -27,7 +27,7 @@ from torch import nn
 from scramjet import Trainer
 from scramjet.callbacks import TrainerCallback
 from scramjet.cli import main
-from scramjet.tracking import Experiment
+from scramjet.tracking import Experiment, list_runs
 
 # ----------------------------------------------------------------------------- small data
 
@@ -415,6 +415,11 @@ def test_an_mlflow_server_that_refuses_connections_fails_the_run_at_once(
     with pytest.raises(Exception, match=r"does not accept connections.*MLFLOW_TRACKING_URI"):
         _mlflow_run(tmp_path, monkeypatch, f"http://127.0.0.1:{port}")
     assert time.monotonic() - start < 10
+    # The run folder says why it ended (it held only metrics files, so no listing showed it).
+    (run,) = list_runs(tmp_path)
+    assert run["status"] == "failed", run
+    info = json.loads((run["run_dir"] / "run.json").read_text())
+    assert "does not accept connections" in info["error"] and info["finished"] >= info["started"]
 
 
 def test_a_store_mlflow_cannot_open_names_the_fix(

@@ -351,9 +351,14 @@ class Experiment(TrainerCallback):
         run = self.run_dir
         storage_error = self._open_storage_checked()
         trackers: list[Tracker] = [CSVTracker(run)]
-        for spec in self.logger_specs:
-            if spec != "csv":
-                trackers.append(self._make_tracker(spec))
+        try:
+            trackers += [self._make_tracker(s) for s in self.logger_specs if s != "csv"]
+        except Exception as error:  # a logger that cannot start: the folder says why
+            info = {"status": "failed", "project": self.project, "started": time.time()}
+            info.update(experiment=self.experiment, error=f"{type(error).__name__}: {error}")
+            _files.mark_ended(info, "failed")
+            self._write_json("run.json", info)
+            raise
         self._trackers, self._tracker_errors = trackers, []
         self._writer = TrackerWriter(trackers, self._upload_metric_files)
         info = _files.read_json(run / "run.json")  # may already hold the MLflow run id
