@@ -67,15 +67,16 @@ class SharedEpoch:
     def __init__(self, value: int = 0) -> None:
         self._owner: _Slots | None = _slots
         self._block, self._slot = _slots.take()
+        self._values = self._block.numpy()  # the same memory: a read per sample costs ~0.1 µs
         self.set(value)
 
     def get(self) -> int:
         """The epoch."""
-        return int(self._block[self._slot])
+        return int(self._values[self._slot])
 
     def set(self, value: int) -> None:
         """Set the epoch, for every process sharing this slot."""
-        self._block[self._slot] = int(value)
+        self._values[self._slot] = int(value)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self._block, self._slot))
@@ -94,4 +95,5 @@ def _rebuild(block: torch.Tensor, slot: int) -> SharedEpoch:
         return SharedEpoch(int(block[slot]))
     shared: SharedEpoch = object.__new__(SharedEpoch)
     shared._owner, shared._block, shared._slot = None, block, slot
+    shared._values = block.numpy()
     return shared
