@@ -359,6 +359,15 @@ def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
     return work.to(device)
 
 
+def pad_end(tensor: torch.Tensor, shape: Sequence[int], value: float) -> torch.Tensor:
+    """``tensor`` padded at the end of every dimension to ``shape`` with ``value``
+    (booleans and unsigned integers, which cannot hold a negative value, with 0)."""
+    fill = 0 if not tensor.dtype.is_signed else value  # bool and uint8...: not signed
+    out = tensor.new_full(tuple(shape), fill)
+    out[tuple(slice(0, n) for n in tensor.shape)] = tensor
+    return out
+
+
 def gather(tensor: torch.Tensor, pad_value: float | None = None) -> torch.Tensor:
     """Concatenate a tensor from all ranks along dim 0, in rank order.
 
@@ -409,10 +418,7 @@ def gather(tensor: torch.Tensor, pad_value: float | None = None) -> torch.Tensor
             f"to pad them to the largest size, or make every rank's shape match."
         )
     if list(work.shape) != target:  # all_gather needs equal shapes: pad, then trim
-        fill = 0 if work.dtype == torch.bool or not work.dtype.is_signed else pad_value
-        padded = work.new_full(target, fill if fill is not None else 0)
-        padded[tuple(slice(0, n) for n in work.shape)] = work
-        work = padded
+        work = pad_end(work, target, 0 if pad_value is None else pad_value)
     parts = [torch.empty_like(work) for _ in range(world)]
     dist.all_gather(parts, work.contiguous())
     return torch.cat([p[: int(n)] for p, n in zip(parts, shapes[:, 0])]).to(device)

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from scramjet.checkpoint.payload import unwrap
+from scramjet.runtime.distributed import pad_end
 
 #: Keys of a mapping batch that hold the targets, in the order they are looked for.
 TARGET_KEYS = ("labels", "label", "targets", "target", "y")
@@ -298,18 +299,10 @@ def _pad_to_longest(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     if len(shapes) == 1 or len({len(s) for s in shapes}) != 1:
         return tensors  # equal, or of different ranks (torch.cat's error names the sizes)
     longest = [max(sizes) for sizes in zip(*shapes)]
-    padded = []
-    for t in tensors:
-        if list(t.shape[1:]) == longest:
-            padded.append(t)
-            continue
-        unsigned = t.dtype == torch.bool or (
-            not t.is_floating_point() and not t.is_complex() and torch.iinfo(t.dtype).min == 0
-        )
-        out = t.new_full((t.shape[0], *longest), 0 if unsigned else PAD_VALUE)
-        out[(slice(None), *(slice(0, n) for n in t.shape[1:]))] = t
-        padded.append(out)
-    return padded
+    return [
+        t if list(t.shape[1:]) == longest else pad_end(t, (t.shape[0], *longest), PAD_VALUE)
+        for t in tensors
+    ]
 
 
 def _rebuild(like: Mapping[Any, Any], items: dict[Any, Any]) -> Any:
