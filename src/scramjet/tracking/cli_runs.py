@@ -94,8 +94,7 @@ def _run_record(run: Path) -> dict[str, Any]:
     try:
         info = _info(run)
         started = _started(info)
-        series = metric_series(read_metrics(run), "epoch")
-        metrics = last_values(run)
+        epochs, metrics = metric_summary(run)
         for source, values in _results(run).items():
             for key, value in values.items():
                 if isinstance(value, int | float) and not isinstance(value, bool):
@@ -106,7 +105,7 @@ def _run_record(run: Path) -> dict[str, Any]:
             started=_dt.datetime.fromtimestamp(started) if started else None,
             duration_s=info.get("duration"),
             last_step=info.get("last_step"),
-            epochs=max(max(xs) for xs, _ in series.values()) if series else 0,
+            epochs=epochs,
             metrics=metrics,
             hyperparams=hyperparams(run),
         )
@@ -148,8 +147,7 @@ def summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
 
 def _summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
     info = _info(run)
-    series = metric_series(read_metrics(run), "epoch")
-    last = last_values(run)
+    epochs, last = metric_summary(run)
     started = _started(info)
     row: dict[str, Any] = {
         "run": f"{run.parent.name}/{run.name}",
@@ -157,7 +155,7 @@ def _summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
         "started": _dt.datetime.fromtimestamp(started).strftime("%Y-%m-%d %H:%M")
         if started
         else "",
-        "epochs": max(series[next(iter(series))][0]) if series else 0,
+        "epochs": epochs,
     }
     results = _results(run)
     for name in metrics:
@@ -165,12 +163,14 @@ def _summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
     return row
 
 
-def last_values(run: Path) -> dict[str, float]:
-    """Each metric's last epoch value; a metric logged only per step, its last step's."""
+def metric_summary(run: Path) -> tuple[int, dict[str, float]]:
+    """The last epoch with a metric row, and each metric's last epoch value (a metric
+    logged only per step: its last step's), from one read of the run's metric rows."""
     rows = read_metrics(run)
+    epochs = metric_series(rows, "epoch")
     last = {name: values[-1] for name, (_, values) in metric_series(rows, "step").items()}
-    last.update({name: values[-1] for name, (_, values) in metric_series(rows, "epoch").items()})
-    return last
+    last.update({name: values[-1] for name, (_, values) in epochs.items()})
+    return max((max(xs) for xs, _ in epochs.values()), default=0), last
 
 
 def hyperparams(run: Path) -> dict[str, Any]:
@@ -227,7 +227,7 @@ def _result_value(results: dict[str, dict[str, Any]], name: str) -> float:
 
 def metric_names(run: Path) -> set[str]:
     """Every metric name ``--metrics`` can show for ``run``."""
-    names = set(last_values(run))
+    names = set(metric_summary(run)[1])
     for source, values in _results(run).items():
         numbers = [k for k, v in values.items() if isinstance(v, int | float)]
         names.update(numbers)
