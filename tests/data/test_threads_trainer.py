@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import torch
+from pack_trainer_helpers import CrashAt, PackTrainer, Seen
 from packdata_helpers import write_csv
 from torch import nn
 from torch.utils.data import DataLoader, default_collate
@@ -23,31 +24,6 @@ from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
 from scramjet.data import PackedDataset, pack
 from scramjet.data._threads import ThreadedLoader
 from scramjet.trainer.data_order import EpochSampler
-
-
-class PackTrainer(Trainer):
-    def calculate_train_batch_loss(self, batch: dict[str, Any]) -> dict[str, Any]:
-        images = batch["image"].float().div(255).flatten(1)
-        outputs = self.model(images)
-        loss = self.loss_func(outputs, batch["label"])
-        return {"loss": loss, "model_outputs": outputs, "batch_size": len(outputs)}
-
-
-class Seen(TrainerCallback):
-    def __init__(self) -> None:
-        self.steps: list[tuple[int, list[int]]] = []
-
-    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        self.steps.append((trainer.state.epoch, kwargs["batch"]["idx"].tolist()))
-
-
-class CrashAt(TrainerCallback):
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        if trainer.state.global_step + 1 == self.step:
-            raise RuntimeError("simulated crash")
 
 
 @pytest.fixture
