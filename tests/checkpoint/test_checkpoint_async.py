@@ -161,14 +161,14 @@ def test_a_failure_still_pending_at_exit_is_printed(tmp_path: Path) -> None:
         tmp_path,
         """
         import errno, os, sys, torch
-        import scramjet.checkpoint.manager as manager_module
+        import scramjet.checkpoint.records as records_module
         import scramjet.checkpoint.payload as payload_module
         from scramjet.checkpoint import CheckpointManager
 
         def full_disk(path, write, fsync=True):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-        manager_module.atomic_write = payload_module.atomic_write = full_disk
+        records_module.atomic_write = payload_module.atomic_write = full_disk
         manager = CheckpointManager(sys.argv[1])
         manager.save({"big": torch.ones(1 << 20)}, step=1)
         """,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-import scramjet.checkpoint.manager as manager_module
 import scramjet.checkpoint.payload as payload_module
+import scramjet.checkpoint.records as records_module
 
 
 class FullDisk:
@@ -26,7 +26,7 @@ class FullDisk:
         budget: int = 0,
         match: Callable[[str], bool] = lambda name: name.startswith("ckpt-"),
     ) -> None:
-        real = manager_module.atomic_write
+        real = payload_module.atomic_write
 
         def failing(path: Path, write: Callable[[Any], object], *, fsync: bool = True) -> None:
             if not match(Path(path).name):
@@ -34,7 +34,7 @@ class FullDisk:
             return real(path, lambda file: write(_Budget(file, budget)), fsync=fsync)
 
         self._monkeypatch = monkeypatch
-        for module in (manager_module, payload_module):  # index, checkpoint files
+        for module in (records_module, payload_module):  # index, checkpoint files
             monkeypatch.setattr(module, "atomic_write", failing)
 
     def undo(self) -> None:

@@ -1,7 +1,7 @@
 """Checkpoints that survive crashes, restarts and rotation, and exact resume.
 
 ``manager.py`` reads and writes checkpoint files (:class:`CheckpointManager`,
-:func:`write_checkpoint`, :func:`read_checkpoint`); ``payload.py`` turns live objects into
+:func:`write_checkpoint`, :func:`read_checkpoint`); ``records.py`` describes checkpoints and keeps the folder's index; ``payload.py`` turns live objects into
 values that ``torch.load(weights_only=True)`` reads back; ``background.py`` snapshots a
 payload and writes it on a background thread; ``resume.py`` says what a Trainer saves and
 restores; ``remote.py`` keeps checkpoints on object storage (``s3://``, any fsspec URL).

@@ -26,16 +26,12 @@ distributed run); every rank may read.
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import re
 import threading
 import warnings
 import weakref
 import zipfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -65,7 +61,17 @@ from scramjet.checkpoint.payload import (
     write_checked,
     write_checkpoint,
 )
-from scramjet.runtime.files import TMP_PREFIX, atomic_write
+from scramjet.checkpoint.records import (
+    INDEX,
+    NAME_RE,
+    CheckpointInfo,
+    LoadResult,
+    ranked_best,
+    read_index,
+    read_ranking,
+    write_index,
+)
+from scramjet.runtime.files import TMP_PREFIX
 
 __all__ = [
     "CheckpointError",
@@ -79,82 +85,8 @@ __all__ = [
     "write_checkpoint",
 ]
 
-_INDEX = "index.json"
-
-_NAME_RE = re.compile(r"^ckpt-(\d+)-step(\d+)\.pt$")
 # Managers with a write in flight, per directory: a reader in this process waits for them.
 _WRITERS: dict[str, weakref.WeakSet[CheckpointManager]] = {}
-
-
-@dataclass(frozen=True)
-class CheckpointInfo:
-    """What is known about one checkpoint without loading its tensors.
-
-    Attributes:
-        path: The checkpoint file.
-        seq: Sequence number (grows by one with every save, across restarts).
-        step: Training step passed to :meth:`CheckpointManager.save`.
-        epoch: Epoch passed to :meth:`CheckpointManager.save`, if any.
-        metrics: Metrics passed to :meth:`CheckpointManager.save`.
-    """
-
-    path: Path
-    seq: int
-    step: int
-    epoch: int | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class LoadResult:
-    """What :meth:`CheckpointManager.load` restored and what it hands back.
-
-    Attributes:
-        path: The file that was loaded (after any fallback).
-        step: Training step stored in the checkpoint.
-        epoch: Epoch stored in the checkpoint, if any.
-        metrics: Metrics stored in the checkpoint.
-        values: Entries that were not restored in place: plain values (numbers, strings,
-            tensors, numpy arrays, containers of these) and state dicts of entries that
-            the ``state`` argument did not name.
-        missing_keys: Per entry, keys the object expects but the checkpoint lacks.
-        unexpected_keys: Per entry, keys the checkpoint has but the object does not expect.
-        mismatched_keys: Per entry, keys whose tensor shapes differ (``"key: saved -> model"``).
-    """
-
-    path: Path
-    step: int
-    epoch: int | None
-    metrics: dict[str, float]
-    values: dict[str, Any] = field(default_factory=dict, repr=False)  # tensors: too long to print
-    missing_keys: dict[str, list[str]] = field(default_factory=dict)
-    unexpected_keys: dict[str, list[str]] = field(default_factory=dict)
-    mismatched_keys: dict[str, list[str]] = field(default_factory=dict)
-
-    @property
-    def clean(self) -> bool:
-        """True when nothing was missing, unexpected or mismatched."""
-        return not (self.missing_keys or self.unexpected_keys or self.mismatched_keys)
-
-    def record_skipped(self, name: str, skipped: tuple[list[str], ...]) -> None:
-        """Keep entry ``name``'s skipped keys (missing, unexpected, mismatched), if any."""
-        reports = (self.missing_keys, self.unexpected_keys, self.mismatched_keys)
-        for report, keys in zip(reports, skipped, strict=True):
-            if keys:
-                report[name] = keys
-
-
-# --------------------------------------------------------------------------- files
-
-
-def _write_json(path: Path, data: Any) -> None:
-    # The index is a cache rebuilt from the files after a crash: atomic, but no fsync.
-    text = json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
-    atomic_write(path, lambda file: file.write(text), fsync=False)
-
-
-def _meta(info: CheckpointInfo) -> dict[str, Any]:
-    return {"seq": info.seq, "step": info.step, "epoch": info.epoch, "metrics": info.metrics}
 
 
 def _unlink_all(paths: list[Path]) -> None:
@@ -303,7 +235,7 @@ class CheckpointManager:
         found: list[CheckpointInfo] = []
         highest = 0
         for entry in os.scandir(self.directory):
-            match = _NAME_RE.match(entry.name)
+            match = NAME_RE.match(entry.name)
             if match is None:
                 continue
             seq, step = int(match[1]), int(match[2])
@@ -347,24 +279,14 @@ class CheckpointManager:
         """``(monitor, mode)``: this manager's, else those its folder's index records."""
         if self.monitor:
             return self.monitor, self.mode
-        try:
-            data = json.loads((self.directory / _INDEX).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None, self.mode
-        monitor, mode = data.get("monitor"), data.get("mode")
-        ok = isinstance(monitor, str) and bool(monitor) and mode in ("min", "max")
-        return (monitor, mode) if ok else (None, self.mode)
+        monitor, mode = read_ranking(self.directory)
+        return monitor, mode or self.mode
 
     def _ranked_best(
         self, found: list[CheckpointInfo], rule: tuple[str | None, str] | None = None
     ) -> list[CheckpointInfo]:
         key, mode = rule or (self.monitor, self.mode)
-        if not key:
-            return []
-        scored = [c for c in found if key in c.metrics and not math.isnan(c.metrics[key])]
-        sign = 1.0 if mode == "min" else -1.0
-        # Ties go to the earlier checkpoint: a later one must be strictly better.
-        return sorted(scored, key=lambda c: (sign * c.metrics[key], c.seq))
+        return ranked_best(found, key, mode)
 
     # ----------------------------------------------------------------- saving
 
@@ -458,7 +380,7 @@ class CheckpointManager:
             full = disk_full(index_error, None)
             raise CheckpointWriteError(
                 f"checkpoint {str(info.path)!r} was saved and is complete, but "
-                f"{str(self.directory / _INDEX)!r} could not be updated: "
+                f"{str(self.directory / INDEX)!r} could not be updated: "
                 f"{type(index_error).__name__}: {index_error}"
                 + (f" ({free_space(self.directory)})" if full else "")
                 + ". The index is only a cache: loading and rotation go by the file names, "
@@ -541,32 +463,12 @@ class CheckpointManager:
     # ----------------------------------------------------------------- index
 
     def _write_index(self, kept: list[CheckpointInfo]) -> None:
-        best = self._ranked_best(kept)
-        data = {
-            "format": FORMAT_VERSION,
-            "latest": kept[-1].path.name if kept else None,
-            "best": best[0].path.name if best else None,
-            "monitor": self.monitor,
-            "mode": self.mode,
-            "checkpoints": [{"file": c.path.name, **_meta(c)} for c in kept],
-        }
-        _write_json(self.directory / _INDEX, data)
+        write_index(
+            self.directory, kept, monitor=self.monitor, mode=self.mode, version=FORMAT_VERSION
+        )
 
     def _read_index(self) -> dict[str, CheckpointInfo]:
-        try:
-            data = json.loads((self.directory / _INDEX).read_text(encoding="utf-8"))
-            return {
-                e["file"]: CheckpointInfo(
-                    path=self.directory / e["file"],
-                    seq=int(e["seq"]),
-                    step=int(e["step"]),
-                    epoch=e.get("epoch"),
-                    metrics={str(k): float(v) for k, v in (e.get("metrics") or {}).items()},
-                )
-                for e in data.get("checkpoints", [])
-            }
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
-            return {}  # a missing or unreadable index is rebuilt from the files themselves
+        return read_index(self.directory)
 
     def _read_meta(self, path: Path, seq: int, step: int) -> CheckpointInfo:
         """Metadata of a checkpoint absent from the index (read lazily via mmap)."""

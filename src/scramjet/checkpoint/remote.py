@@ -48,14 +48,12 @@ from pathlib import Path
 from typing import Any
 
 from scramjet.checkpoint.manager import (
-    _NAME_RE,
-    CheckpointInfo,
     CheckpointManager,
     CheckpointWriteError,
     CorruptCheckpointError,
-    LoadResult,
 )
 from scramjet.checkpoint.payload import write_checkpoint
+from scramjet.checkpoint.records import NAME_RE, CheckpointInfo, LoadResult
 from scramjet.runtime.files import atomic_write
 
 __all__ = [
@@ -127,7 +125,7 @@ def _remote_names(fs: Any, root: str) -> list[tuple[int, str]]:
     found = []
     for entry in entries:
         name = str(entry).rstrip("/").rsplit("/", 1)[-1]
-        match = _NAME_RE.match(name)
+        match = NAME_RE.match(name)
         if match is not None:
             found.append((int(match[1]), name))
     return sorted(found)
@@ -143,7 +141,7 @@ def has_checkpoints(
     folder = Path(location)
     if folder.is_file():
         return True
-    return folder.is_dir() and any(_NAME_RE.match(e.name) for e in os.scandir(folder))
+    return folder.is_dir() and any(NAME_RE.match(e.name) for e in os.scandir(folder))
 
 
 def _fetch(fs: Any, remote: str, local: Path, *, reuse: bool = True) -> Path:
@@ -483,12 +481,12 @@ def _local_names(folder: Path) -> list[tuple[int, str]]:
         return []
     found = []
     for entry in os.scandir(folder):
-        match = _NAME_RE.match(entry.name)
+        match = NAME_RE.match(entry.name)
         if match is not None and entry.is_file():
             found.append((int(match[1]), entry.name))
     return sorted(found)
 
 
 def _seq(name: str) -> int:
-    match = _NAME_RE.match(name)
+    match = NAME_RE.match(name)
     return int(match[1]) if match else 0
