@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from scramjet.metrics.base import ResultPackage, as_tensor
+from scramjet.trainer.batch import PAD_VALUE
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -133,12 +134,14 @@ class PerplexityResults(ResultPackage):
     token ``t + 1`` at ``t``: pass ``logits[:, :-1]`` and ``labels[:, 1:]``.
 
     Args:
-        ignore_index: target value to skip (padding).
+        ignore_index: target value to skip: by default -100, the padding ``predict`` and
+            :meth:`evaluate` add and the ignore index of Hugging Face labels and
+            ``torch.nn.CrossEntropyLoss``; None to score every target.
     """
 
     name = "perplexity"
 
-    def __init__(self, ignore_index: int | None = None) -> None:
+    def __init__(self, ignore_index: int | None = PAD_VALUE) -> None:
         self.ignore_index = ignore_index
 
     def compute(
@@ -153,6 +156,15 @@ class PerplexityResults(ResultPackage):
             raise ValueError(
                 f"perplexity needs logits [N, T, V] and targets [N, T]; received "
                 f"{tuple(logits.shape)} and {tuple(target.shape)}."
+            )
+        scored = target[target != self.ignore_index] if self.ignore_index is not None else target
+        outside = scored[(scored < 0) | (scored >= logits.shape[-1])]
+        if outside.numel():
+            raise ValueError(
+                f"perplexity: targets must be token ids in [0, {logits.shape[-1]}) (the "
+                f"vocabulary of the logits) or ignore_index={self.ignore_index}; received "
+                f"{int(outside[0])}. Pass ignore_index=<your padding value> to skip padding, "
+                f"or check that the logits and targets come from the same vocabulary."
             )
         return {"perplexity": float(perplexity(logits, target, ignore_index=self.ignore_index))}
 
