@@ -10,17 +10,47 @@ from torchmetrics.functional import classification as C
 from torchmetrics.functional import regression as R
 
 from scramjet.metrics.base import ResultPackage, as_tensor
+from scramjet.trainer.batch import PAD_VALUE
 
 
-def _labels(y_pred: torch.Tensor) -> torch.Tensor:
-    # Scores/logits of shape [N, C] → predicted class; labels pass through.
-    return y_pred.argmax(dim=-1) if y_pred.dim() > 1 else y_pred.long()
+def _labels(y_pred: torch.Tensor, target_shape: torch.Size) -> torch.Tensor:
+    """Predicted classes: the arg-max of scores ``[..., C]``, labels as given, or the
+    thresholded score of a binary classifier (see :class:`ClassificationResults`)."""
+    if y_pred.dim() > len(target_shape) and y_pred.shape[-1] == 1:
+        y_pred = y_pred.squeeze(-1)  # one score per sample: its arg-max would always be 0
+    elif y_pred.dim() > len(target_shape):
+        return y_pred.argmax(dim=-1)
+    if y_pred.is_floating_point() and (
+        y_pred.shape != target_shape or not bool((y_pred == y_pred.round()).all())
+    ):
+        # Scores, not labels (truncating them would make every prediction class 0): a
+        # probability above 0.5, or a logit above 0 (values outside [0, 1], as BinaryResults).
+        inside = bool(((y_pred >= 0) & (y_pred <= 1)).all())
+        return (y_pred > (0.5 if inside else 0.0)).long()
+    return y_pred.long()
+
+
+def _one_score_each(pred: torch.Tensor, target: torch.Tensor, package: str) -> torch.Tensor:
+    """``pred`` flattened to one value per target, or an error naming both shapes."""
+    if pred.numel() != target.numel():
+        raise ValueError(
+            f"{package} needs one prediction per target; y_pred has shape "
+            f"{tuple(pred.shape)} and y_true {tuple(target.shape)}. Pass one score per "
+            f"sample (e.g. logits[:, 0] of a one-output model)."
+        )
+    return pred.reshape(-1)
 
 
 class ClassificationResults(ResultPackage):
     """Multi-class: accuracy, macro/micro precision, recall and F1, confusion matrix.
 
-    ``y_pred`` is either class scores ``[N, C]`` (arg-maxed) or labels ``[N]``.
+    ``y_pred`` is either class scores ``[N, C]`` (arg-maxed) or labels ``[N]``. A binary
+    classifier's one score per sample (``[N, 1]``, or ``[N]`` values that are not whole
+    numbers) predicts class 1 when it is a probability above 0.5, or a logit above 0
+    (values outside [0, 1], as :class:`BinaryResults` reads them). Per-token
+    scores ``[N, T, C]`` with targets ``[N, T]`` (token classification) are scored token by
+    token. Targets equal to -100 (the padding ``predict`` and :meth:`evaluate` add, the
+    ignore index of ``torch.nn.CrossEntropyLoss``) are left out.
 
     Args:
         num_classes: number of classes; default ``max(label) + 1`` over both inputs.
@@ -40,11 +70,21 @@ class ClassificationResults(ResultPackage):
         self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """See the class docstring."""
-        pred, target = _labels(as_tensor(y_pred, "y_pred")), as_tensor(y_true, "y_true").long()
+        target = as_tensor(y_true, "y_true").long()
+        if target.dim() > 1 and target.shape[-1] == 1:  # one label per sample, as [N, 1]
+            target = target.squeeze(-1)
+        pred = _labels(as_tensor(y_pred, "y_pred"), target.shape)
         if pred.shape != target.shape:
             raise ValueError(
                 f"y_pred gives {tuple(pred.shape)} labels but y_true has shape {tuple(target.shape)}; "
                 f"pass one prediction per target."
+            )
+        kept = target != PAD_VALUE
+        pred, target = pred[kept], target[kept]
+        if not target.numel():
+            raise ValueError(
+                f"y_true holds no target to score (every one is the padding value "
+                f"{PAD_VALUE}, or it is empty); pass the targets of the predicted samples."
             )
         n = self.num_classes or int(max(int(pred.max()), int(target.max())) + 1)
         out: dict[str, Any] = {
@@ -62,7 +102,10 @@ class BinaryResults(ResultPackage):
     """Binary: accuracy, ROC-AUC, PR-AUC (average precision), F1.
 
     ``y_pred`` are scores: probabilities in [0, 1], or logits (values outside [0, 1]
-    are passed through a sigmoid, as torchmetrics does). Labels are 0/1.
+    are passed through a sigmoid, as torchmetrics does), one per sample. Two scores per
+    sample ``[N, 2]`` (a two-class model trained with cross-entropy) are scored by the
+    positive class's softmax probability: logits and probabilities alike then give the
+    same decisions and ranking. Labels are 0/1.
 
     Args:
         threshold: probability above which a prediction counts as positive.
@@ -77,8 +120,11 @@ class BinaryResults(ResultPackage):
         self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """See the class docstring."""
-        pred = as_tensor(y_pred, "y_pred").float().reshape(-1)
-        target = as_tensor(y_true, "y_true").long().reshape(-1)
+        pred = as_tensor(y_pred, "y_pred").float()
+        target = as_tensor(y_true, "y_true").long()
+        if pred.dim() == 2 and pred.shape[1] == 2 and pred.shape[0] == target.numel():
+            pred = pred.softmax(dim=-1)[:, 1]
+        pred, target = _one_score_each(pred, target, "BinaryResults"), target.reshape(-1)
         t = self.threshold
         return {
             "accuracy": float(C.binary_accuracy(pred, target, threshold=t)),
@@ -97,8 +143,9 @@ class RegressionResults(ResultPackage):
         self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """See the class docstring."""
-        pred = as_tensor(y_pred, "y_pred").float().reshape(-1)
-        target = as_tensor(y_true, "y_true").float().reshape(-1)
+        pred = as_tensor(y_pred, "y_pred").float()
+        target = as_tensor(y_true, "y_true").float()
+        pred, target = _one_score_each(pred, target, "RegressionResults"), target.reshape(-1)
         return {
             "mse": float(R.mean_squared_error(pred, target)),
             "mae": float(R.mean_absolute_error(pred, target)),

@@ -1,0 +1,119 @@
+"""A practitioner's own training setup on the Trainer: overridden hooks, unusual model
+outputs and batches, result packages on what ``predict`` returns, checked against
+plain PyTorch."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from scramjet import Trainer
+from scramjet.metrics import (
+    BinaryResults,
+    ClassificationResults,
+    PerplexityResults,
+    RegressionResults,
+)
+
+
+# ---------------------------------------------------------------- token-level metrics
+class _Tagger(nn.Module):
+    """Tags every token of a sequence with one of four classes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 8)
+        self.out = nn.Linear(8, 4)
+
+    def forward(self, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"logits": self.out(self.embed(input_ids))}
+
+
+def _pad_collate(batch: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    longest = max(len(s["input_ids"]) for s in batch)
+    ids = torch.zeros(len(batch), longest, dtype=torch.long)
+    labels = torch.full((len(batch), longest), -100)
+    for i, sample in enumerate(batch):
+        ids[i, : len(sample["input_ids"])] = sample["input_ids"]
+        labels[i, : len(sample["labels"])] = sample["labels"]
+    return {"input_ids": ids, "labels": labels}
+
+
+def _token_setup() -> tuple[Trainer, list[dict[str, torch.Tensor]]]:
+    torch.manual_seed(0)
+    data = [
+        {"input_ids": torch.randint(0, 10, (n,)), "labels": torch.randint(0, 4, (n,))}
+        for n in (3, 5, 4, 6, 2, 5)
+    ]
+    model = _Tagger()
+
+    def token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+
+    trainer = Trainer(model, token_loss, torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[])
+    trainer.train(data, num_epochs=1, per_device_batch_size=2, collate_fn=_pad_collate)
+    return trainer, data
+
+
+def test_classification_results_skip_padded_token_targets() -> None:
+    trainer, data = _token_setup()
+    out = ClassificationResults(num_classes=4).evaluate(
+        trainer, data, per_device_batch_size=2, collate_fn=_pad_collate
+    )
+    model = trainer.unwrapped_model
+    with torch.no_grad():
+        preds = torch.cat([model(s["input_ids"])["logits"].argmax(-1) for s in data])
+    labels = torch.cat([s["labels"] for s in data])
+    assert out["accuracy"] == pytest.approx(float((preds == labels).float().mean()), abs=1e-6)
+    assert sum(map(sum, out["confusion_matrix"])) == labels.numel()
+
+
+def test_perplexity_results_skip_padded_token_targets_by_default() -> None:
+    trainer, data = _token_setup()
+    out = PerplexityResults().evaluate(
+        trainer, data, per_device_batch_size=2, collate_fn=_pad_collate
+    )
+    model = trainer.unwrapped_model
+    with torch.no_grad():
+        logits = torch.cat([model(s["input_ids"])["logits"] for s in data])
+    labels = torch.cat([s["labels"] for s in data])
+    expected = math.exp(float(nn.functional.cross_entropy(logits, labels)))
+    assert out["perplexity"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_perplexity_results_name_targets_out_of_range() -> None:
+    logits, target = torch.randn(2, 3, 5), torch.tensor([[1, 2, -1], [1, 2, 3]])
+    with pytest.raises(ValueError, match=r"-1.*ignore_index"):
+        PerplexityResults()(logits, target)
+
+
+# ---------------------------------------------------------------- shapes of scores
+def test_classification_results_read_one_logit_per_sample_as_binary() -> None:
+    torch.manual_seed(0)
+    logits, labels = torch.randn(20, 1), torch.randint(0, 2, (20,))
+    out = ClassificationResults()(logits, labels)
+    expected = float(((logits[:, 0] > 0).long() == labels).float().mean())
+    assert out["accuracy"] == pytest.approx(expected)
+    assert out["accuracy"] != pytest.approx(float((labels == 0).float().mean()))
+
+
+def test_classification_results_threshold_probabilities_instead_of_truncating() -> None:
+    probabilities, labels = torch.tensor([0.9, 0.2, 0.7, 0.6]), torch.tensor([1, 0, 1, 0])
+    out = (ClassificationResults() + BinaryResults())(probabilities, labels)
+    assert out["confusion_matrix"] == [[1, 1], [0, 2]]
+    assert out["accuracy"] == pytest.approx(0.75)
+
+
+def test_binary_results_take_two_class_logits() -> None:
+    torch.manual_seed(0)
+    logits, labels = torch.randn(50, 2), torch.randint(0, 2, (50,))
+    expected = BinaryResults()(logits.softmax(-1)[:, 1], labels)
+    assert BinaryResults()(logits, labels) == pytest.approx(expected)
+
+
+def test_regression_results_name_the_shapes_that_differ() -> None:
+    with pytest.raises(ValueError, match=r"\(20, 2\).*\(20,\)"):
+        RegressionResults()(torch.randn(20, 2), torch.randn(20))
