@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
@@ -33,7 +33,8 @@ class TerminateOnNaNCallback(TrainerCallback):
     Args:
         check_every: how many training steps to check at once.
         raise_error: raise :class:`TrainingNaNError` from ``train()`` after stopping; with
-            False, training just stops and ``trainer.stop_reason`` holds the error.
+            False, training just stops, the main process prints the error's message and
+            ``trainer.stop_reason`` holds the error.
     """
 
     def __init__(self, check_every: int = 8, raise_error: bool = True) -> None:
@@ -42,14 +43,17 @@ class TerminateOnNaNCallback(TrainerCallback):
         self.check_every = check_every
         self.raise_error = raise_error
         self._pending: list[torch.Tensor] = []
+        # Optimizer updates made before each pending loss's batch (the group is checked later).
+        self._steps: list[int] = []
 
     def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """Start a fresh group of losses."""
-        self._pending = []
+        self._pending, self._steps = [], []
 
     def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Collect the loss; check the group when full."""
         self._pending.append(kwargs["batch_output"]["loss"].detach())
+        self._steps.append(trainer.state.global_step)
         if len(self._pending) >= self.check_every:
             # The loop counts this batch as seen only after its backward step.
             self._check(trainer, trainer.state.batches_seen_in_epoch + 1)
@@ -60,7 +64,7 @@ class TerminateOnNaNCallback(TrainerCallback):
             self._check(trainer, trainer.state.batches_seen_in_epoch)
 
     def _check(self, trainer: Trainer, seen: int) -> None:
-        losses, self._pending = torch.stack(self._pending), []
+        losses, steps, self._pending, self._steps = torch.stack(self._pending), self._steps, [], []
         finite = torch.isfinite(losses)
         all_finite = finite.all()
         if dist.get_world_size() > 1:  # every rank must stop together, or the others hang
@@ -72,17 +76,23 @@ class TerminateOnNaNCallback(TrainerCallback):
                 f"Training stopped: another process saw a non-finite loss (this rank's losses "
                 f"were finite up to batch {seen} of epoch {trainer.run_history.current_epoch})."
             )
-            other.reraise = self.raise_error
-            raise other
+            self._stop(trainer, other)
         first = int((~finite).nonzero()[0])
         batch = seen - len(losses) + first + 1
-        err = TrainingNaNError(
-            f"Training stopped: the loss is {float(losses[first])} at batch {batch} of epoch "
-            f"{trainer.run_history.current_epoch} (after {trainer.state.global_step} optimizer "
-            f"steps). Lower the learning rate, clip gradients (gradient_clip_value=...), or "
-            f"check the data for NaN/inf values."
+        self._stop(
+            trainer,
+            TrainingNaNError(
+                f"Training stopped: the loss is {float(losses[first])} at batch {batch} of "
+                f"epoch {trainer.run_history.current_epoch} (after {steps[first]} optimizer "
+                f"steps). Lower the learning rate, clip gradients (gradient_clip_value=...), "
+                f"or check the data for NaN/inf values."
+            ),
         )
+
+    def _stop(self, trainer: Trainer, err: TrainingNaNError) -> NoReturn:
         err.reraise = self.raise_error
+        if not self.raise_error:  # nothing else would tell the user why the run ended
+            trainer.print(err, flush=True)
         raise err
 
 

@@ -1,0 +1,66 @@
+"""What a user watching a run sees: why and where it stopped, and numbers that match the run."""
+
+from __future__ import annotations
+
+import pytest
+from tests.common.world import TinyMLP, blobs, make_trainer
+from torch.utils.data import TensorDataset
+
+from scramjet import StopTrainingError
+from scramjet.callbacks import (
+    TerminateOnNaNCallback,
+)
+
+
+def _with_nan_at(index: int, n: int = 40) -> TensorDataset:
+    x, y = blobs(n=n).tensors
+    x = x.clone()
+    x[index, 0] = float("nan")
+    return TensorDataset(x, y)
+
+
+# ----------------------------------------------------------------------------- stopping
+
+
+def test_the_nan_guard_without_raising_prints_why_the_run_stopped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    guard = TerminateOnNaNCallback(check_every=4, raise_error=False)
+    trainer = make_trainer(TinyMLP(), callbacks=[guard])
+    trainer.train(
+        _with_nan_at(9),
+        num_epochs=2,
+        per_device_batch_size=4,
+        train_dataloader_kwargs={"shuffle": False},
+    )
+    printed = capsys.readouterr().out
+    assert trainer.stop_reason is not None
+    assert str(trainer.stop_reason) in printed and "batch 3 of epoch 1" in printed, printed
+
+
+def test_the_nan_guard_raising_prints_nothing_besides_the_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    trainer = make_trainer(TinyMLP(), callbacks=[TerminateOnNaNCallback(check_every=4)])
+    with pytest.raises(StopTrainingError):
+        trainer.train(
+            _with_nan_at(9), num_epochs=1, per_device_batch_size=4,
+            train_dataloader_kwargs={"shuffle": False},
+        )  # fmt: skip
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(("accumulation", "steps_before"), [(1, 2), (2, 1)])
+def test_the_nan_message_counts_the_updates_made_before_the_bad_batch(
+    accumulation: int, steps_before: int
+) -> None:
+    # Sample 9 is in batch 3; the group of 8 batches is checked after batch 8, when more
+    # updates have been made: the message must count those made before batch 3.
+    trainer = make_trainer(TinyMLP(), callbacks=[TerminateOnNaNCallback(check_every=8)])
+    with pytest.raises(StopTrainingError) as info:
+        trainer.train(
+            _with_nan_at(9), num_epochs=1, per_device_batch_size=4,
+            gradient_accumulation_steps=accumulation,
+            train_dataloader_kwargs={"shuffle": False},
+        )  # fmt: skip
+    assert f"batch 3 of epoch 1 (after {steps_before} optimizer steps)" in str(info.value)
