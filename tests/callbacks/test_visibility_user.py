@@ -6,10 +6,26 @@ import pytest
 from tests.common.world import TinyMLP, blobs, make_trainer
 from torch.utils.data import TensorDataset
 
-from scramjet import StopTrainingError
+from scramjet import StopTrainingError, Trainer
 from scramjet.callbacks import (
+    EarlyStoppingCallback,
     TerminateOnNaNCallback,
 )
+
+
+class ScriptedScore(Trainer):
+    """Records a scripted ``score`` at each epoch end, so a test controls the metric."""
+
+    scores: list[float] = []
+
+    def train_epoch_end(self) -> None:
+        super().train_epoch_end()
+        epoch = len(self.run_history.get_metric_values("score"))
+        self.run_history.update_metric("score", self.scores[epoch])
+
+
+def _scripted(scores: list[float]) -> type[Trainer]:
+    return type("Scripted", (ScriptedScore,), {"scores": scores})
 
 
 def _with_nan_at(index: int, n: int = 40) -> TensorDataset:
@@ -20,6 +36,21 @@ def _with_nan_at(index: int, n: int = 40) -> TensorDataset:
 
 
 # ----------------------------------------------------------------------------- stopping
+
+
+def test_early_stopping_prints_why_and_at_which_epoch_the_run_stopped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stopper = EarlyStoppingCallback(2, early_stopping_threshold=0.01, watch_metric="score")
+    cls = _scripted([1.0, 0.5, 0.6, 0.495, 0.7, 0.1])
+    trainer = make_trainer(TinyMLP(), callbacks=[stopper], trainer_cls=cls)
+    trainer.train(blobs(n=8), num_epochs=6, per_device_batch_size=4)
+    printed = capsys.readouterr().out
+    assert isinstance(trainer.stop_reason, StopTrainingError)
+    # The user sees the reason, the epoch, the latest value and why it did not count.
+    assert str(trainer.stop_reason) in printed, printed
+    assert "epoch 4/6" in printed and "0.495" in printed and "0.01" in printed, printed
+    assert "score has not improved on 0.5 for 2 epoch(s)" in printed
 
 
 def test_the_nan_guard_without_raising_prints_why_the_run_stopped(

@@ -148,12 +148,23 @@ def new_metric_value(trainer: Any, name: str, seen: int) -> tuple[float | None, 
     return float(history.get_latest_metric(name)), count
 
 
+def _at_epoch(trainer: Any) -> str:
+    """`` at epoch 3/10`` for a message (as much of it as ``trainer`` can tell)."""
+    epoch = getattr(trainer.run_history, "current_epoch", None)
+    if epoch is None:
+        return ""
+    total = trainer.run_config.num_epochs if getattr(trainer, "has_run_config", False) else None
+    return f" at epoch {epoch}" + (f"/{total}" if total else "")
+
+
 class EarlyStoppingCallback(TrainerCallback):
     """Stops training when a metric has not improved for ``early_stopping_patience`` epochs.
 
     Only epochs that record a new value of the metric count: one measured every few epochs
     uses up patience only when it is measured. A NaN value counts as no improvement and is
     never the best. A run resumed from a checkpoint keeps the best value and the count.
+    When it stops the run, the main process prints why (the epoch, the metric's best and
+    latest values, the threshold); ``trainer.stop_reason`` holds the same message.
 
     Args:
         early_stopping_patience: epochs without improvement before stopping.
@@ -204,10 +215,15 @@ class EarlyStoppingCallback(TrainerCallback):
         self.epochs_without_improvement += 1
         if self.epochs_without_improvement >= self.patience:
             since = "has been NaN" if self.best is None else f"has not improved on {self.best:.6g}"
-            raise StopTrainingError(
-                f"Early stopping: {self.watch_metric} {since} for "
-                f"{self.epochs_without_improvement} epoch(s)."
+            err = StopTrainingError(
+                f"Early stopping{_at_epoch(trainer)}: {self.watch_metric} {since} for "
+                f"{self.epochs_without_improvement} epoch(s) (latest {value:.6g}; an "
+                f"improvement must be larger than early_stopping_threshold={self.threshold:g})."
             )
+            say = getattr(trainer, "print", None)  # a stand-in holding only the history: none
+            if say is not None:
+                say(err, flush=True)  # the run ends quietly otherwise: say why, and where
+            raise err
 
     def state_dict(self) -> dict[str, Any]:
         """Best value and the count of epochs without improvement."""
