@@ -227,6 +227,28 @@ def mark_ended(info: dict[str, Any], status: str) -> None:
         info["duration"] = round(now - started, 3)
 
 
+def record_end(run_dir: Path, status: str, error: BaseException | None, **fields: Any) -> None:
+    """Mark ``run_dir/run.json`` ended with ``status``, the error's text (if any) and
+    ``fields``, keeping what the file already says."""
+    path = run_dir / "run.json"
+    info = read_json(path)
+    info.setdefault("started", time.time())
+    info.update(fields)
+    if error is not None:
+        text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        info["error"] = text[:500]
+    mark_ended(info, status)
+    write_json(path, info)
+
+
+def artifact_files(run: Path) -> list[str]:
+    """The files loggers keep copies of: the report, the results and the final model."""
+    found = [p for p in (run / "report.html",) if p.is_file()]
+    found += sorted((run / "results").glob("*.json"))
+    found += sorted(p for p in (run / "model").glob("model.*") if p.is_file())
+    return [p.relative_to(run).as_posix() for p in found]
+
+
 def not_a_run_message(resume: str, path: Path, root: Path, project: str, experiment: str) -> str:
     """The error for ``Experiment(resume=path)`` where ``path`` is no run folder."""
     what = "holds no run.json or hyperparams.json" if path.is_dir() else "no such folder"

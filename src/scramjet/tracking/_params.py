@@ -219,3 +219,45 @@ def result_numbers(results: Any) -> dict[str, float]:
         elif isinstance(value, Mapping):
             out.update({f"{key}/{k}": v for k, v in result_numbers(value).items()})
     return out
+
+
+CHECKPOINT_CHOICES = "'epoch', 'end', an int N (every N optimizer steps) or None"
+
+
+def check_options(checkpoint: Any, mode: str, every: int, on_storage_error: str) -> None:
+    """Refuse ``Experiment`` options it cannot act on, saying what it accepts."""
+    ok = checkpoint in ("epoch", "end", None) or (
+        isinstance(checkpoint, int) and not isinstance(checkpoint, bool) and checkpoint > 0
+    )
+    if not ok:
+        raise ValueError(f"checkpoint must be {CHECKPOINT_CHOICES}; received {checkpoint!r}.")
+    if mode not in ("min", "max"):
+        raise ValueError(f"mode must be 'min' or 'max'; received {mode!r}.")
+    if not isinstance(every, int) or every < 1:
+        raise ValueError(f"log_every_n_steps must be an int ≥ 1; received {every!r}.")
+    if on_storage_error not in ("raise", "local", "continue"):
+        raise ValueError(
+            f"on_storage_error must be 'raise', 'local' or 'continue'; received "
+            f"{on_storage_error!r}."
+        )
+
+
+def run_hyperparams(
+    trainer: Trainer, project: str, experiment: str, run: str, hyperparams: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``hyperparams.json``: the user's values and what the Trainer runs with."""
+    opt = trainer.optimizer
+    model = trainer.unwrapped_model
+    return {
+        "project": project,
+        "experiment": experiment,
+        "run": run,
+        "hyperparams": hyperparams,
+        "trainer": trainer.run_config.to_dict() if trainer.has_run_config else {},
+        "optimizer": {"class": type(opt).__name__, **optimizer_settings(opt)},
+        "scheduler": scheduler_settings(trainer.scheduler),
+        "model": {
+            "class": type(model).__name__,
+            "parameters": sum(p.numel() for p in model.parameters()),
+        },
+    }

@@ -46,11 +46,11 @@ from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
 from scramjet.tracking import _files
 from scramjet.tracking._params import (
-    optimizer_settings,
+    check_options,
     plain_hyperparams,
     plain_results,
     result_numbers,
-    scheduler_settings,
+    run_hyperparams,
     source_tags,
     tracker_params,
 )
@@ -71,8 +71,6 @@ from scramjet.tracking.upload_process import ProcessRunStorage, open_storage
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
     from scramjet.trainer.state import RunHistory
-
-_CHECKPOINT_CHOICES = "'epoch', 'end', an int N (every N optimizer steps) or None"
 
 
 class Experiment(TrainerCallback):
@@ -177,7 +175,7 @@ class Experiment(TrainerCallback):
         self.storage_url = storage
         self.storage_options = dict(storage_options or {})
         self.logger_specs = list(loggers)
-        self._check_options(checkpoint, mode, log_every_n_steps, on_storage_error)
+        check_options(checkpoint, mode, log_every_n_steps, on_storage_error)
         self.checkpoint = checkpoint
         self.keep_best, self.monitor, self.mode, self.keep_last = (
             keep_best,
@@ -216,23 +214,6 @@ class Experiment(TrainerCallback):
         self._finished = False
         self._trained = False  # a train() used this Experiment already
         self._previous_run: Path | None = None
-
-    @staticmethod
-    def _check_options(checkpoint: Any, mode: str, every: int, on_storage_error: str) -> None:
-        ok = checkpoint in ("epoch", "end", None) or (
-            isinstance(checkpoint, int) and not isinstance(checkpoint, bool) and checkpoint > 0
-        )
-        if not ok:
-            raise ValueError(f"checkpoint must be {_CHECKPOINT_CHOICES}; received {checkpoint!r}.")
-        if mode not in ("min", "max"):
-            raise ValueError(f"mode must be 'min' or 'max'; received {mode!r}.")
-        if not isinstance(every, int) or every < 1:
-            raise ValueError(f"log_every_n_steps must be an int ≥ 1; received {every!r}.")
-        if on_storage_error not in ("raise", "local", "continue"):
-            raise ValueError(
-                f"on_storage_error must be 'raise', 'local' or 'continue'; received "
-                f"{on_storage_error!r}."
-            )
 
     # ----------------------------------------------------------------- folder
     @property
@@ -327,12 +308,7 @@ class Experiment(TrainerCallback):
             self._ensure_storage(check=self.on_storage_error != "continue")
         except StorageCheckError as exc:
             if self.on_storage_error == "raise":
-                info = _files.read_json(self.run_dir / "run.json")
-                info.setdefault("started", time.time())
-                info.update(project=self.project, experiment=self.experiment, error=str(exc))
-                info.update(remote=self.remote_url, pid=os.getpid(), host=socket.gethostname())
-                _files.mark_ended(info, "failed")
-                _files.write_json(self.run_dir / "run.json", info)
+                _files.record_end(self.run_dir, "failed", exc, **self._run_fields())
                 raise StorageCheckError(  # the same error, once, with the way out
                     f"{exc} To train with local files only, pass "
                     f"Experiment(..., on_storage_error='local')."
@@ -354,10 +330,8 @@ class Experiment(TrainerCallback):
         try:
             trackers += [self._make_tracker(s) for s in self.logger_specs if s != "csv"]
         except Exception as error:  # a logger that cannot start: the folder says why
-            info = {"status": "failed", "project": self.project, "started": time.time()}
-            info.update(experiment=self.experiment, error=f"{type(error).__name__}: {error}")
-            _files.mark_ended(info, "failed")
-            self._write_json("run.json", info)
+            _files.record_end(run, "failed", error, **self._run_fields())
+            self._upload("run.json")
             raise
         self._trackers, self._tracker_errors = trackers, []
         self._writer = TrackerWriter(trackers, self._upload_metric_files)
@@ -367,19 +341,23 @@ class Experiment(TrainerCallback):
         if storage_error:
             info["storage_error"] = storage_error
         info.setdefault("started", time.time())
-        info.update(
-            status="running",
-            project=self.project,
-            experiment=self.experiment,
-            remote=self.remote_url,
-            pid=os.getpid(),  # with host: `scramjet runs` shows a vanished run as crashed
-            host=socket.gethostname(),
-        )
+        info.update(status="running", **self._run_fields())
         if resumed:
             info.setdefault("resumed", []).append(time.time())
         if self._previous_run is not None:
             info["previous_run"] = self._previous_run.name
         self._write_json("run.json", info, periodic=True)
+
+    def _run_fields(self) -> dict[str, Any]:
+        """What ``run.json`` says of the run and of the process writing it (with the host,
+        ``scramjet runs`` shows a run whose process vanished as crashed)."""
+        return {
+            "project": self.project,
+            "experiment": self.experiment,
+            "remote": self.remote_url,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+        }
 
     def _make_tracker(self, spec: str | Tracker) -> Tracker:
         if isinstance(spec, Tracker):
@@ -460,7 +438,9 @@ class Experiment(TrainerCallback):
                     stacklevel=2,
                 )
             self._writer.put("truncate", (trainer.state.global_step, trainer.state.epoch))
-        params = self._hyperparams(trainer)
+        params = run_hyperparams(
+            trainer, self.project, self.experiment, self.run_dir.name, self.hyperparams
+        )
         self._write_json("hyperparams.json", params, periodic=True)
         self._writer.put("hyperparams", tracker_params(trainer, self.hyperparams))
         self._write_environment(trainer, resumed)
@@ -495,23 +475,6 @@ class Experiment(TrainerCallback):
         if not ckpts.is_dir() or CheckpointManager(ckpts, keep_last=None).latest_path is None:
             return
         trainer.load_checkpoint(ckpts)
-
-    def _hyperparams(self, trainer: Trainer) -> dict[str, Any]:
-        opt = trainer.optimizer
-        model = trainer.unwrapped_model
-        return {
-            "project": self.project,
-            "experiment": self.experiment,
-            "run": self.run_dir.name,
-            "hyperparams": self.hyperparams,
-            "trainer": trainer.run_config.to_dict() if trainer.has_run_config else {},
-            "optimizer": {"class": type(opt).__name__, **optimizer_settings(opt)},
-            "scheduler": scheduler_settings(trainer.scheduler),
-            "model": {
-                "class": type(model).__name__,
-                "parameters": sum(p.numel() for p in model.parameters()),
-            },
-        }
 
     def _write_environment(self, trainer: Trainer, resumed: bool) -> None:
         path = self.run_dir / "environment.json"
@@ -682,20 +645,12 @@ class Experiment(TrainerCallback):
             self.on_complete(self.upload_report)
         return self.upload_report
 
-    def _artifact_files(self) -> list[str]:
-        """The files loggers keep copies of: the report, the results and the final model."""
-        run = self.run_dir
-        found = [p for p in (run / "report.html",) if p.is_file()]
-        found += sorted((run / "results").glob("*.json"))
-        found += sorted(p for p in (run / "model").glob("model.*") if p.is_file())
-        return [p.relative_to(run).as_posix() for p in found]
-
     def _end_trackers(self, status: str) -> None:
         """Artifacts (for a finished run), status, close: through the writer thread during
         the run, directly after it (results logged after ``train()``)."""
         if self._writer is not None:
             if status == "finished":
-                self._writer.put("artifacts", (self.run_dir, self._artifact_files()))
+                self._writer.put("artifacts", (self.run_dir, _files.artifact_files(self.run_dir)))
             self._writer.put("status", status)
             self._writer.close()
             self._tracker_errors.extend(self._writer.errors)
@@ -703,7 +658,7 @@ class Experiment(TrainerCallback):
             return
         if self._trackers:
             if status == "finished":
-                artifacts = (self.run_dir, self._artifact_files())
+                artifacts = (self.run_dir, _files.artifact_files(self.run_dir))
                 dispatch(self._trackers, "artifacts", artifacts, self._tracker_errors)
             dispatch(self._trackers, "status", status, self._tracker_errors)
             dispatch(self._trackers, "close", None, self._tracker_errors)
@@ -744,14 +699,9 @@ class Experiment(TrainerCallback):
             self._flush_pending()
             self._end_trackers(status)
             if not self._finished and self._run_dir is not None and dist.is_main_process():
-                info = _files.read_json(self.run_dir / "run.json")
-                _files.mark_ended(info, status)
-                if self._state is not None:  # the optimizer updates completed before the end
-                    info["last_step"] = int(self._state.global_step)
-                if error is not None:
-                    text = f"{type(error).__name__}: {error}" if str(error) else ""
-                    info["error"] = (text or type(error).__name__)[:500]
-                _files.write_json(self.run_dir / "run.json", info)
+                # last_step: the optimizer updates completed before the end
+                done = {} if self._state is None else {"last_step": int(self._state.global_step)}
+                _files.record_end(self.run_dir, status, error, **done)
                 from scramjet.tracking.report import report_of_an_ended_run
 
                 report_of_an_ended_run(self.run_dir)
