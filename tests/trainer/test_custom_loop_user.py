@@ -117,3 +117,44 @@ def test_binary_results_take_two_class_logits() -> None:
 def test_regression_results_name_the_shapes_that_differ() -> None:
     with pytest.raises(ValueError, match=r"\(20, 2\).*\(20,\)"):
         RegressionResults()(torch.randn(20, 2), torch.randn(20))
+
+
+# ---------------------------------------------------------------- dict batches
+def _dict_batches(n: int = 16) -> list[dict[str, object]]:
+    torch.manual_seed(0)
+    return [
+        {"features": torch.randn(4), "y": torch.tensor(i % 3), "id": f"sample-{i}"}
+        for i in range(n)
+    ]
+
+
+def test_dict_batch_whose_keys_miss_forward_says_which_keys_and_how_to_fix() -> None:
+    model = nn.Linear(4, 3)  # forward(input): no batch key is named "input"
+    trainer = Trainer(
+        model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[]
+    )
+    with pytest.raises(TypeError) as info:
+        trainer.train(_dict_batches(), num_epochs=1, per_device_batch_size=4)
+    message = str(info.value)
+    for part in ("'input'", "'features'", "'id'", "calculate_train_batch_loss"):
+        assert part in message, message
+
+
+def test_prediction_passes_target_keys_the_forward_requires() -> None:
+    class NeedsLabels(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = nn.Linear(4, 3)
+
+        def forward(self, features: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+            logits = self.layer(features)
+            return {"loss": nn.functional.cross_entropy(logits, y), "logits": logits}
+
+    model = NeedsLabels()
+    trainer = Trainer(model, None, torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[])
+    trainer.train(_dict_batches(), num_epochs=1, per_device_batch_size=4)
+    data = _dict_batches()
+    out = trainer.predict(data, per_device_batch_size=5)
+    features = torch.stack([s["features"] for s in data])  # type: ignore[misc]
+    with torch.no_grad():
+        assert torch.allclose(out["logits"], model.layer(features))

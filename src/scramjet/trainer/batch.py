@@ -73,12 +73,16 @@ def split_batch(batch: Any, hook: str) -> tuple[Any, Any]:
 def call_model(model: nn.Module, inputs: Any, *, with_targets: bool = True) -> Any:
     """``model(**inputs)`` for a mapping (keys its forward takes), else ``model(inputs)``.
 
-    With ``with_targets=False`` (prediction) the target keys of a mapping are left out, and
-    for a forward that names them (Hugging Face models): ``use_cache=False``, so no
+    With ``with_targets=False`` (prediction) the target keys of a mapping are left out
+    (unless the forward requires them: it has no default for them), and for a forward that
+    names them (Hugging Face models): ``use_cache=False``, so no
     key/value cache is built and kept with every batch's output, and an encoder-decoder
     model's ``decoder_input_ids`` are made from the batch's ``labels`` as the model itself
     does when given them (``prepare_decoder_input_ids_from_labels``), so its logits are the
     teacher-forced ones. A batch that sets either key keeps its own.
+
+    Raises:
+        TypeError: the forward requires an argument that no key of the batch names.
     """
     if not isinstance(inputs, Mapping):
         return model(inputs)
@@ -88,15 +92,35 @@ def call_model(model: nn.Module, inputs: Any, *, with_targets: bool = True) -> A
     model_type = type(inner)
     if model_type not in _FORWARD_PARAMETERS:
         _FORWARD_PARAMETERS[model_type] = _forward_parameters(model_type)
-    named, takes_any = _FORWARD_PARAMETERS[model_type]
+    named, takes_any, required = _FORWARD_PARAMETERS[model_type]
     kwargs = {
         k: v
         for k, v in inputs.items()
-        if (takes_any or k in named) and (with_targets or k not in TARGET_KEYS)
+        if (takes_any or k in named) and (with_targets or k not in TARGET_KEYS or k in required)
     }
+    if not required <= kwargs.keys():
+        raise TypeError(_missing_keys_message(model_type, inputs, required, with_targets))
     if not with_targets:
         kwargs.update(_prediction_inputs(inner, inputs, named))
     return model(**kwargs)
+
+
+def _missing_keys_message(
+    model_type: type, inputs: Mapping[str, Any], required: frozenset[str], with_targets: bool
+) -> str:
+    """Why ``model(**batch)`` cannot be called, and the ways out."""
+    missing = sorted(required - set(inputs))
+    hooks = "predict_step"
+    if with_targets:
+        hooks = "calculate_train_batch_loss / calculate_eval_batch_loss"
+    return (
+        f"A dict batch is passed as model(**batch), but {model_type.__name__}.forward requires "
+        f"{', '.join(map(repr, missing))}, which no key of the batch names (batch keys: "
+        f"{', '.join(map(repr, inputs)) or 'none'}; forward requires "
+        f"{', '.join(map(repr, sorted(required)))}). Name the batch's keys after forward's "
+        f"parameters, return (inputs, targets) tuples from the dataset or collate_fn, or "
+        f"override {hooks} to call the model yourself."
+    )
 
 
 def _prediction_inputs(
@@ -129,22 +153,27 @@ def _innermost(model: nn.Module) -> nn.Module:
     return model
 
 
-#: Keyword names each model class's forward names, and whether it takes any keyword
-#: (``**kwargs``), computed once per class.
-_FORWARD_PARAMETERS: weakref.WeakKeyDictionary[type, tuple[frozenset[str], bool]] = (
-    weakref.WeakKeyDictionary()
-)
+#: Keyword names each model class's forward names, whether it takes any keyword
+#: (``**kwargs``), and the names it requires (no default), computed once per class.
+_FORWARD_PARAMETERS: weakref.WeakKeyDictionary[
+    type, tuple[frozenset[str], bool, frozenset[str]]
+] = weakref.WeakKeyDictionary()
 
 
-def _forward_parameters(model_type: type[nn.Module]) -> tuple[frozenset[str], bool]:
-    """Names ``forward`` takes as keywords, and whether it takes ``**kwargs`` (anything)."""
+def _forward_parameters(model_type: type[nn.Module]) -> tuple[frozenset[str], bool, frozenset[str]]:
+    """Names ``forward`` takes as keywords, whether it takes ``**kwargs`` (anything), and
+    the names it requires."""
     try:
-        parameters = inspect.signature(model_type.forward).parameters.values()
+        signature = inspect.signature(model_type.forward)
     except (TypeError, ValueError):  # a builtin or C forward: pass everything
-        return frozenset(), True
+        return frozenset(), True, frozenset()
+    parameters = list(signature.parameters.values())[1:]  # without self
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
     positional = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    return frozenset(p.name for p in parameters if p.kind not in positional), takes_any
+    keywords = [p for p in parameters if p.kind not in positional]
+    names = frozenset(p.name for p in keywords if p.kind is not inspect.Parameter.POSITIONAL_ONLY)
+    required = frozenset(p.name for p in keywords if p.default is inspect.Parameter.empty)
+    return names, takes_any, required & names
 
 
 def output_field(output: Any, name: str) -> Any:
