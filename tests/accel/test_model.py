@@ -513,3 +513,49 @@ def test_an_empty_backend_list_is_refused_with_the_choices() -> None:
     # it silently meant the device's default (COMPILE on CUDA), not "no acceleration"
     with pytest.raises(ValueError, match=r"backends=\[\] names no backend.*\['PYTORCH'\]"):
         accelerate_model(torch.nn.Linear(2, 1), backends=[])
+
+
+class _CountsByAssignment(nn.Module):
+    """Keeps a running count by assigning a new tensor to its buffer (not in place)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+        self.register_buffer("seen", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen = self.seen + x.shape[0]
+        return self.lin(x)
+
+
+def test_a_buffer_the_forward_reassigns_moves_once_in_the_checked_first_call() -> None:
+    register_backend("SAME", lambda fn, ctx: fn)
+    try:
+        model = _CountsByAssignment()
+        original = model.seen
+        accelerated = accelerate_model(model, backends=["SAME"])
+        accelerated(torch.randn(4, 3)).sum().backward()  # eager, trial and caller's forward
+        assert float(model.seen) == 4.0
+        assert model.seen is not original or float(original) == 4.0
+        accelerated(torch.randn(4, 3)).sum().backward()
+        assert float(model.seen) == 8.0
+    finally:
+        unregister_backend("SAME")
+
+
+def test_recovery_from_a_failed_backward_puts_back_a_reassigned_buffer(
+    backward_failing_backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Backward call 1 is the check's gradient trial; call 2, the user's, fails.
+    monkeypatch.setattr(_FailsInBackward, "fail_from", 2)
+    model = accelerate_model(_CountsByAssignment(), backends=["BWFAIL", "PYTORCH"])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        try:
+            model(torch.randn(4, 3)).sum().backward()
+        except RuntimeError as exc:
+            with recover_backward(model, exc):
+                model(torch.randn(4, 3)).sum().backward()
+    assert "failed at backward" in _accel_warnings(record)[0]
+    assert active_backend(model) == "PYTORCH"
+    assert float(model.module.seen) == 4.0  # the failed forward's count was undone

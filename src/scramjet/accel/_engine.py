@@ -100,7 +100,8 @@ class _Snapshot:
     """Buffers and RNG state, so a trial or failed run can be undone."""
 
     def __init__(self, module: torch.nn.Module) -> None:
-        self.buffers = [(b, b.detach().clone()) for b in module.buffers()]
+        self.module = module
+        self.buffers = [(n, b, b.detach().clone()) for n, b in module.named_buffers()]
         self.cpu_rng = torch.get_rng_state()
         # torch.cuda.is_initialized is unannotated; it returns a bool.
         cuda_initialized = cast("Callable[[], bool]", torch.cuda.is_initialized)
@@ -108,8 +109,14 @@ class _Snapshot:
 
     def restore(self) -> None:
         with torch.no_grad():
-            for live, saved in self.buffers:
-                live.copy_(saved)
+            for name, original, saved in self.buffers:
+                original.copy_(saved)
+                owner, _, attr = name.rpartition(".")
+                holder = self.module.get_submodule(owner)
+                if holder._buffers.get(attr) is not original:
+                    # The forward assigned a new tensor (``self.count = self.count + 1``)
+                    # instead of updating in place: the saved one goes back.
+                    holder._buffers[attr] = original
         torch.set_rng_state(self.cpu_rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)
