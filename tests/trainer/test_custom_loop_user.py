@@ -158,3 +158,30 @@ def test_prediction_passes_target_keys_the_forward_requires() -> None:
     features = torch.stack([s["features"] for s in data])  # type: ignore[misc]
     with torch.no_grad():
         assert torch.allclose(out["logits"], model.layer(features))
+
+
+# ---------------------------------------------------------------- batch sizes
+def test_per_image_target_dicts_count_images_not_boxes() -> None:
+    """Detection-style batches: an image tensor and one dict of boxes per image."""
+    torch.manual_seed(0)
+    data = [
+        (torch.randn(4), {"boxes": torch.randn(k, 4), "labels": torch.randint(0, 3, (k,))})
+        for k in (3, 1, 2, 5, 4, 2, 3, 1)
+    ]
+
+    def collate(batch: list[tuple[torch.Tensor, dict[str, torch.Tensor]]]) -> tuple[object, ...]:
+        return torch.stack([s[0] for s in batch]), [s[1] for s in batch]
+
+    def criterion(out: torch.Tensor, targets: list[dict[str, torch.Tensor]]) -> torch.Tensor:
+        per_image = [((o - t["boxes"].mean(0)) ** 2).mean() for o, t in zip(out, targets)]
+        return torch.stack(per_image).mean()
+
+    model = nn.Linear(4, 4)
+    trainer = Trainer(model, criterion, torch.optim.SGD(model.parameters(), lr=0.0), callbacks=[])
+    trainer.train(data, num_epochs=1, per_device_batch_size=3, collate_fn=collate)
+    with torch.no_grad():
+        expected = sum(float(criterion(model(x[None]), [t])) for x, t in data) / len(data)
+    assert trainer.state.samples_seen == len(data)
+    assert trainer.run_history.get_latest_metric("train_loss_epoch") == pytest.approx(expected)
+    trainer.evaluate(data, per_device_batch_size=3)
+    assert trainer.run_history.get_latest_metric("eval_loss_epoch") == pytest.approx(expected)

@@ -260,7 +260,16 @@ def compute_loss(
 
 
 def batch_size_of(inputs: Any, targets: Any) -> int:
-    """Samples in a batch: the first dimension of the targets, else of the first input tensor."""
+    """Samples in a batch: the first dimension of the targets, else of the inputs.
+
+    A tensor (of the targets, then of the inputs) says it best. Otherwise the containers
+    are searched: a list of dicts (one record per sample, such as detection targets
+    ``[{"boxes": ..., "labels": ...}, ...]``) counts its records, not the first record's
+    boxes; other containers give their first tensor's first dimension.
+    """
+    for value in (targets, inputs):
+        if isinstance(value, torch.Tensor) and value.ndim:
+            return int(value.shape[0])
     for value in (targets, inputs):
         size = _first_dim(value)
         if size is not None:
@@ -271,6 +280,8 @@ def batch_size_of(inputs: Any, targets: Any) -> int:
 def _first_dim(value: Any) -> int | None:
     if isinstance(value, torch.Tensor):
         return int(value.shape[0]) if value.ndim else 1
+    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        return len(value)  # one record per sample
     if isinstance(value, Mapping):
         value = list(value.values())
     if isinstance(value, list | tuple):
