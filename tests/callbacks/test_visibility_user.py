@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import re
+
 import pytest
 from tests.common.world import TinyMLP, blobs, make_trainer
 from torch.utils.data import TensorDataset
@@ -9,6 +12,7 @@ from torch.utils.data import TensorDataset
 from scramjet import StopTrainingError, Trainer
 from scramjet.callbacks import (
     EarlyStoppingCallback,
+    ProgressBarCallback,
     TerminateOnNaNCallback,
 )
 
@@ -95,3 +99,40 @@ def test_the_nan_message_counts_the_updates_made_before_the_bad_batch(
             train_dataloader_kwargs={"shuffle": False},
         )  # fmt: skip
     assert f"batch 3 of epoch 1 (after {steps_before} optimizer steps)" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- progress bar
+
+
+def _lines(out: io.StringIO) -> list[str]:
+    text = out.getvalue()
+    assert "\x1b" not in text, "no terminal control codes off a terminal"
+    return text.splitlines()
+
+
+def test_the_progress_bar_shows_a_loss_that_became_nan() -> None:
+    out = io.StringIO()
+    trainer = make_trainer(TinyMLP(), callbacks=[ProgressBarCallback(file=out, interval=60)])
+    trainer.train(
+        _with_nan_at(9), num_epochs=1, per_device_batch_size=4,
+        train_dataloader_kwargs={"shuffle": False},
+    )  # fmt: skip
+    (line,) = _lines(out)
+    assert line.startswith("epoch 1/1 train 10/10 | loss nan | "), line
+
+
+def test_a_run_stopped_mid_epoch_leaves_the_epochs_last_progress_line() -> None:
+    out = io.StringIO()
+    guard = TerminateOnNaNCallback(check_every=2, raise_error=False)
+    bar = ProgressBarCallback(file=out, interval=60)
+    trainer = make_trainer(TinyMLP(), callbacks=[guard, bar])
+    trainer.train(
+        _with_nan_at(9), num_epochs=2, per_device_batch_size=4,
+        train_dataloader_kwargs={"shuffle": False},
+    )  # fmt: skip
+    progress = [line for line in _lines(out) if line.startswith("epoch ")]
+    assert len(progress) == 1, progress
+    # Batch 4 closes the checked group: 3 batches were applied, the loss includes the NaN.
+    assert re.match(r"epoch 1/2 train 3/10 \| loss nan \| [\d,]+ samples/s \| ended early$",
+                    progress[0]), progress  # fmt: skip
+    assert bar._display is None

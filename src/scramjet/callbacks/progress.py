@@ -129,9 +129,9 @@ class _RunningLoss:
         self.batches, self._read = end, end
 
     @property
-    def mean(self) -> float:
-        """The per-sample mean so far (NaN before the first batch)."""
-        return self._total / self.samples if self.samples else math.nan
+    def mean(self) -> float | None:
+        """The per-sample mean so far (None before the first batch; NaN once a loss was)."""
+        return self._total / self.samples if self.samples else None
 
 
 def _as_floats(tensors: list[Any]) -> list[float] | None:
@@ -184,7 +184,7 @@ class _ProgressView:
         #: the stage is over: its last line has no time left to give
         self.ended = False
 
-    def snapshot(self) -> tuple[int, float, float, float]:
+    def snapshot(self) -> tuple[int, float, float, float | None]:
         """``(batches done, samples/s, seconds left, running loss)``."""
         self.loss.update()
         state = self.trainer.state
@@ -197,15 +197,19 @@ class _ProgressView:
         eta = (self.total - done) / rate_b if rate_b > 0 and self.total else math.nan
         return done, samples / elapsed, eta, self.loss.mean
 
+    def finish(self) -> None:
+        """The stage is over: its last line shows no time left."""
+        self.ended = True
+
     def text(self) -> str:
         """One line: ``epoch 2/5 train 37/128 | loss 0.412 | 1,234 samples/s | ETA 3s``."""
         return self._text(*self.snapshot())
 
-    def _text(self, done: int, samples: float, eta: float, loss: float) -> str:
+    def _text(self, done: int, samples: float, eta: float, loss: float | None) -> str:
         count = f"{done}/{self.total}" if self.total else f"{done} batches"
         parts = [f"{self.head} {count}"]
-        if math.isfinite(loss):
-            parts.append(f"loss {loss:.4g}")
+        if loss is not None:  # a NaN or infinite loss is shown as such: the run diverged
+            parts.append(f"loss {_format_value(loss)}")
         parts.append(f"{samples:,.0f} samples/s")
         if self.ended and self.total and done < self.total:
             parts.append("ended early")  # end_epoch(), a step limit, a stop
@@ -243,8 +247,10 @@ class ProgressBarCallback(TrainerCallback):
 
     It shows ``epoch n/N``, the batch count (``done/total``; a running count when the
     data has no length), the running loss of the epoch (the per-sample mean so far, which
-    ends equal to ``train_loss_epoch`` / ``eval_loss_epoch`` on one process), throughput
-    in samples/s and the time left. An evaluation gets its own bar, so the screen never
+    ends equal to ``train_loss_epoch`` / ``eval_loss_epoch`` on one process; ``nan``/``inf``
+    once a loss was), throughput in samples/s and the time left. The last line of a stage
+    says ``ended early`` when a stop (a NaN loss), a step limit or ``end_epoch()`` cut it
+    short. An evaluation gets its own bar, so the screen never
     sits on a finished training bar while the model is evaluated.
 
     On a terminal it is drawn with ``rich.live`` and refreshed by rich's timer thread;
@@ -319,6 +325,11 @@ class ProgressBarCallback(TrainerCallback):
         if line is not None:
             print(line, file=self.file or sys.stdout, flush=True)
 
+    def on_stop_training_error(self, trainer: Trainer, **kwargs: Any) -> None:
+        """A stop in the middle of a stage (a NaN loss): its last line shows where it stopped."""
+        self._close(final=True)
+        self._paused = None
+
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Make sure nothing is left running (e.g. after an early stop)."""
         self._close(final=False)
@@ -332,7 +343,7 @@ class ProgressBarCallback(TrainerCallback):
     def _close(self, final: bool) -> None:
         display, self._display = self._display, None
         if final and self._view is not None:
-            self._view.ended = True  # the last frame or line shows no time left
+            self._view.finish()  # the last frame or line shows no time left
         if display is not None:
             display.stop()
             if final and not display.live:  # a live display has drawn its last frame
