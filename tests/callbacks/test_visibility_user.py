@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 
 import pytest
 from tests.common.world import TinyMLP, blobs, make_trainer
@@ -12,6 +13,7 @@ from torch.utils.data import TensorDataset
 from scramjet import StopTrainingError, Trainer
 from scramjet.callbacks import (
     EarlyStoppingCallback,
+    LogMetricsCallback,
     ProgressBarCallback,
     TerminateOnNaNCallback,
 )
@@ -136,3 +138,79 @@ def test_a_run_stopped_mid_epoch_leaves_the_epochs_last_progress_line() -> None:
     assert re.match(r"epoch 1/2 train 3/10 \| loss nan \| [\d,]+ samples/s \| ended early$",
                     progress[0]), progress  # fmt: skip
     assert bar._display is None
+
+
+class HalvedEpochLoss(Trainer):
+    """Records half the per-sample mean as the epoch loss, as a reduction over other
+    processes' losses can make it differ from what this process saw."""
+
+    def train_epoch_end(self) -> None:
+        self.run_history.update_metric("train_loss_epoch", self.train_losses.mean(self.device) / 2)
+
+    def eval_epoch_end(self) -> None:
+        self.run_history.update_metric("eval_loss_epoch", self.eval_losses.mean(self.device) / 2)
+
+
+def test_the_last_progress_line_of_a_stage_shows_the_loss_that_was_recorded() -> None:
+    out = io.StringIO()
+    callbacks = [ProgressBarCallback(file=out, interval=60), LogMetricsCallback(file=out)]
+    trainer = make_trainer(TinyMLP(), callbacks=callbacks, trainer_cls=HalvedEpochLoss)
+    trainer.train(blobs(n=16), num_epochs=2, per_device_batch_size=4, eval_dataset=blobs(n=8))
+    trainer.evaluate(blobs(n=8), per_device_batch_size=4)
+    history = trainer.run_history
+    shown = [
+        (m.group(1), m.group(2), float(m.group(3)))
+        for line in _lines(out)
+        if (m := re.match(r"^(?:epoch (\d)/2 )?(train|eval) \d+/\d+ \| loss ([^ ]+) \|", line))
+    ]
+    train, evals = (history.get_metric_values(f"{s}_loss_epoch") for s in ("train", "eval"))
+    want = [("1", "train", train[0]), ("1", "eval", evals[0])]
+    want += [("2", "train", train[1]), ("2", "eval", evals[1]), (None, "eval", evals[2])]
+    assert [(e, s) for e, s, _ in shown] == [(e, s) for e, s, _ in want]
+    # Printed with 4 significant digits: the recorded values, not the running means.
+    assert [v for *_, v in shown] == pytest.approx([v for *_, v in want], rel=1e-3)
+
+
+_TWO_RANKS_JOB = """
+import sys
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+from scramjet import Trainer
+from scramjet.callbacks import EarlyStoppingCallback, LogMetricsCallback, ProgressBarCallback
+from scramjet.runtime import distributed as dist
+
+torch.manual_seed(0)
+x = torch.randn(64, 4)
+y = x.sum(1, keepdim=True) * (1 + torch.arange(64).unsqueeze(1) % 2)  # ranks see other losses
+model = nn.Linear(4, 1)
+callbacks = [ProgressBarCallback(interval=60), LogMetricsCallback(),
+             EarlyStoppingCallback(1, 1e9)]
+trainer = Trainer(model, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.01),
+                  callbacks=callbacks)
+trainer.train(TensorDataset(x, y), num_epochs=3, per_device_batch_size=4,
+              eval_dataset=TensorDataset(x[:16], y[:16]),
+              train_dataloader_kwargs={"shuffle": False})
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_processes_print_each_line_once_with_the_losses_logged(tmp_path: Path) -> None:
+    from tests.common.torchrun import run_torchrun
+
+    job = tmp_path / "job.py"
+    job.write_text(_TWO_RANKS_JOB)
+    done = run_torchrun(job, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    progress = [line for line in lines if re.match(r"epoch \d/3 (train|eval) ", line)]
+    logged = [line for line in lines if re.match(r"epoch \d \| ", line)]
+    stops = [line for line in lines if line.startswith("Early stopping at epoch 2/3: ")]
+    assert len(progress) == 4 and len(logged) == 2 and len(stops) == 1, lines
+    for epoch, metrics in enumerate(logged, start=1):
+        # the bar's last loss of each stage is the one logged (reduced over both ranks)
+        for stage in ("train", "eval"):
+            want = re.search(rf"{stage}_loss_epoch: (\S+)", metrics).group(1)  # type: ignore[union-attr]
+            bar = next(p for p in progress if p.startswith(f"epoch {epoch}/3 {stage} "))
+            assert f"| loss {want} |" in bar, (bar, metrics)

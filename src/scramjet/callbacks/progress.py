@@ -179,6 +179,11 @@ class _ProgressView:
             self.head = stage
         record = "train_losses" if stage == "train" else "eval_losses"
         self.loss = _RunningLoss(lambda: getattr(trainer, record))
+        #: the epoch's loss as recorded in the run history (reduced over all processes),
+        #: shown by the last line instead of this process's running mean; set by `finish`
+        self.epoch_loss: float | None = None
+        self._metric = "train_loss_epoch" if stage == "train" else "eval_loss_epoch"
+        self._metric_count = self._count_values()
         #: batches done when the last plain line was printed (no line is printed twice)
         self.printed: int | None = None
         #: the stage is over: its last line has no time left to give
@@ -195,10 +200,24 @@ class _ProgressView:
         elapsed = max(time.perf_counter() - self.start, 1e-9)
         rate_b = (done - self.start_done) / elapsed
         eta = (self.total - done) / rate_b if rate_b > 0 and self.total else math.nan
-        return done, samples / elapsed, eta, self.loss.mean
+        loss = self.loss.mean
+        if self.ended and self.epoch_loss is not None:
+            loss = self.epoch_loss
+        return done, samples / elapsed, eta, loss
+
+    def _count_values(self) -> int:
+        try:
+            return len(self.trainer.run_history.get_metric_values(self._metric))
+        except (AttributeError, KeyError):
+            return 0
 
     def finish(self) -> None:
-        """The stage is over: its last line shows no time left."""
+        """The stage is over: its last line shows no time left and the recorded epoch loss."""
+        if self._count_values() > self._metric_count:  # this epoch recorded its loss
+            try:
+                self.epoch_loss = float(self.trainer.run_history.get_latest_metric(self._metric))
+            except (TypeError, ValueError, RuntimeError):
+                self.epoch_loss = None
         self.ended = True
 
     def text(self) -> str:
@@ -246,11 +265,11 @@ class ProgressBarCallback(TrainerCallback):
     """A progress bar for each training epoch and each evaluation.
 
     It shows ``epoch n/N``, the batch count (``done/total``; a running count when the
-    data has no length), the running loss of the epoch (the per-sample mean so far, which
-    ends equal to ``train_loss_epoch`` / ``eval_loss_epoch`` on one process; ``nan``/``inf``
-    once a loss was), throughput in samples/s and the time left. The last line of a stage
-    says ``ended early`` when a stop (a NaN loss), a step limit or ``end_epoch()`` cut it
-    short. An evaluation gets its own bar, so the screen never
+    data has no length), the running loss of the epoch (this process's per-sample mean so
+    far; ``nan``/``inf`` once a loss was), throughput in samples/s and the time left. The
+    last line of a stage shows the ``train_loss_epoch`` / ``eval_loss_epoch`` it recorded
+    (the mean over all processes), and ``ended early`` when a stop, a step limit or
+    ``end_epoch()`` cut it short. An evaluation gets its own bar, so the screen never
     sits on a finished training bar while the model is evaluated.
 
     On a terminal it is drawn with ``rich.live`` and refreshed by rich's timer thread;
