@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 from pathlib import Path
@@ -17,6 +18,7 @@ from scramjet.callbacks import (
     ProgressBarCallback,
     TerminateOnNaNCallback,
 )
+from scramjet.dashboard import Dashboard
 
 
 class ScriptedScore(Trainer):
@@ -214,3 +216,23 @@ def test_two_processes_print_each_line_once_with_the_losses_logged(tmp_path: Pat
             want = re.search(rf"{stage}_loss_epoch: (\S+)", metrics).group(1)  # type: ignore[union-attr]
             bar = next(p for p in progress if p.startswith(f"epoch {epoch}/3 {stage} "))
             assert f"| loss {want} |" in bar, (bar, metrics)
+
+
+# ----------------------------------------------------------------------------- dashboard
+
+
+def test_the_dashboard_labels_an_evaluation_after_an_early_stop_with_the_last_epoch() -> None:
+    out = io.StringIO()
+    board = Dashboard(file=out, show_memory=False)
+    stopper = EarlyStoppingCallback(1, early_stopping_threshold=0.0, watch_metric="score")
+    cls = _scripted([1.0, 2.0, 0.5])
+    trainer = make_trainer(TinyMLP(), callbacks=[board, stopper], trainer_cls=cls)
+    with contextlib.redirect_stdout(io.StringIO()):  # the stop message
+        trainer.train(blobs(n=8), num_epochs=3, per_device_batch_size=4)
+    assert trainer.run_history.get_metric_values("score") == [1.0, 2.0], "stopped in epoch 2"
+    before = out.getvalue()
+    trainer.evaluate(blobs(n=8), per_device_batch_size=4)
+    (line,) = out.getvalue()[len(before) :].splitlines()
+    assert line.startswith("eval epoch 2 2/2 "), line
+    eval_x = [x for x, _ in board.snapshot().curves["loss"]["eval"]]
+    assert eval_x == [2.0], "the evaluation is placed at the end of epoch 2"

@@ -621,9 +621,15 @@ def _integral(value: Any) -> bool:
 
 
 def _epoch_of(trainer: Trainer) -> int:
-    """The epoch being run, or after a run (a standalone ``evaluate()``) the last one done."""
-    epoch = trainer.state.epoch
-    return epoch if trainer.in_training_run else max(epoch - 1, 0)
+    """The epoch being run, or after a run (a standalone ``evaluate()``) the last one trained.
+
+    A run that ended normally has moved ``state.epoch`` past its last epoch; one stopped
+    (early stopping, a NaN loss, a step limit) is still inside it, with batches seen.
+    """
+    state = trainer.state
+    if trainer.in_training_run or state.batches_seen_in_epoch:
+        return state.epoch
+    return max(state.epoch - 1, 0)
 
 
 def _detach(value: Any) -> Any:
