@@ -5,6 +5,7 @@ plain PyTorch."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -185,3 +186,46 @@ def test_per_image_target_dicts_count_images_not_boxes() -> None:
     assert trainer.run_history.get_latest_metric("train_loss_epoch") == pytest.approx(expected)
     trainer.evaluate(data, per_device_batch_size=3)
     assert trainer.run_history.get_latest_metric("eval_loss_epoch") == pytest.approx(expected)
+
+
+# ---------------------------------------------------------------- what a loss hook returns
+class _ReturnsBatchSize(Trainer):
+    """A loss hook whose ``batch_size`` is whatever the test puts in ``size``."""
+
+    size: object = None
+
+    def calculate_train_batch_loss(self, batch: tuple[torch.Tensor, ...]) -> dict[str, object]:
+        inputs, targets = batch
+        outputs = self.model(inputs)
+        loss = nn.functional.cross_entropy(outputs, targets)
+        return {"loss": loss, "model_outputs": outputs, "batch_size": self.size}
+
+
+def _blobs(n: int = 16) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(0)
+    return list(zip(torch.randn(n, 4), torch.randint(0, 3, (n,))))
+
+
+@pytest.mark.parametrize(
+    ("size", "shown"),
+    [(None, "None"), ("8", "'8'"), ([8], "[8]"), (torch.tensor(8), "tensor(8)"), (-1, "-1")],
+)
+def test_a_batch_size_that_is_no_count_says_what_was_returned(size: object, shown: str) -> None:
+    model = nn.Linear(4, 3)
+    trainer = _ReturnsBatchSize(model, None, torch.optim.SGD(model.parameters(), lr=0.1), [])
+    trainer.size = size
+    with pytest.raises((TypeError, ValueError), match=r"'batch_size' " + re.escape(shown)):
+        trainer.train(_blobs(), num_epochs=1, per_device_batch_size=8)
+    assert trainer.state.samples_seen == 0
+
+
+def test_a_loss_dict_without_batch_size_names_its_keys() -> None:
+    class NoSize(Trainer):
+        def calculate_train_batch_loss(self, batch: tuple[torch.Tensor, ...]) -> dict[str, object]:
+            outputs = self.model(batch[0])
+            return {"loss": nn.functional.cross_entropy(outputs, batch[1]), "outputs": outputs}
+
+    model = nn.Linear(4, 3)
+    trainer = NoSize(model, None, torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[])
+    with pytest.raises(TypeError, match=r"'loss', 'outputs'.*len\(targets\)"):
+        trainer.train(_blobs(), num_epochs=1, per_device_batch_size=8)

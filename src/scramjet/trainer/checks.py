@@ -70,11 +70,18 @@ def check_optimizer(optimizer: Any, model: nn.Module) -> None:
 
 
 def check_loss(batch_output: Any, hook: str = "calculate_train_batch_loss") -> None:
-    """``calculate_*_batch_loss`` must return a dict whose ``loss`` is a scalar tensor."""
+    """``calculate_*_batch_loss`` must return a dict whose ``loss`` is a scalar tensor and
+    whose ``batch_size`` is an int (what the epoch's mean loss weighs the batch by)."""
     if not isinstance(batch_output, Mapping) or "loss" not in batch_output:
+        received = (
+            f"a dict with keys {', '.join(map(repr, batch_output))}"
+            if isinstance(batch_output, Mapping)
+            else type(batch_output).__name__
+        )
         raise TypeError(
             f"{hook} must return a dict with keys 'loss', 'model_outputs' and 'batch_size'; "
-            f"received {type(batch_output).__name__}."
+            f"received {received}. Return e.g. {{'loss': loss, 'model_outputs': outputs, "
+            f"'batch_size': len(targets)}}."
         )
     loss = batch_output["loss"]
     if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
@@ -93,8 +100,30 @@ def check_loss(batch_output: Any, hook: str = "calculate_train_batch_loss") -> N
             "The loss does not require grad, so nothing would be trained. Check that the model "
             "output is used to compute the loss and that its parameters have requires_grad=True."
         )
+    _check_batch_size_entry(batch_output, hook)
+
+
+def _check_batch_size_entry(batch_output: Mapping[str, Any], hook: str) -> None:
+    """``batch_size``: an int >= 0 (a tensor, even a 0-dim one, would make the step counters
+    tensors, which syncs the device every step and cannot be written as JSON)."""
     if "batch_size" not in batch_output:
-        raise TypeError(f"{hook}'s dict must include 'batch_size' (an int).")
+        raise TypeError(
+            f"{hook}'s dict must include 'batch_size' (an int: the samples the loss is a mean "
+            f"over); received keys {', '.join(map(repr, batch_output))}. Add e.g. "
+            f"'batch_size': len(targets)."
+        )
+    size = batch_output["batch_size"]
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TypeError(
+            f"{hook} returned 'batch_size' {size!r} ({type(size).__name__}); it must be an int, "
+            f"the number of samples the loss is a mean over. Return e.g. len(targets) or "
+            f"int(targets.shape[0]) (int(tensor) for a count held in a tensor)."
+        )
+    if size < 0:
+        raise ValueError(
+            f"{hook} returned 'batch_size' {size!r}; it must be >= 0 (the number of samples "
+            f"the loss is a mean over). Return e.g. len(targets)."
+        )
 
 
 def _check_int(value: Any, name: str, *, allow_none: bool = False) -> None:
