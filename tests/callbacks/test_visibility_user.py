@@ -6,6 +6,7 @@ import contextlib
 import io
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.common.world import TinyMLP, blobs, make_trainer
@@ -13,11 +14,13 @@ from torch.utils.data import TensorDataset
 
 from scramjet import StopTrainingError, Trainer
 from scramjet.callbacks import (
+    CallbackError,
     EarlyStoppingCallback,
     LogMetricsCallback,
     ProgressBarCallback,
     SaveTrainingStateCallback,
     TerminateOnNaNCallback,
+    TrainerCallback,
 )
 from scramjet.dashboard import Dashboard
 
@@ -260,3 +263,34 @@ def test_callbacks_after_an_early_stop_still_see_the_last_epoch(tmp_path: Path) 
     lines = out.getvalue().splitlines()
     assert [line.split(" |")[0] for line in lines] == ["epoch 1", "epoch 2"], lines
     assert any(p.name.endswith("step4.pt") for p in tmp_path.iterdir()), "epoch 2's checkpoint"
+
+
+class CrashAtStep(TrainerCallback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        if trainer.state.global_step == self.step:
+            raise RuntimeError("killed")
+
+
+def test_the_dashboard_of_a_resumed_run_places_its_losses_where_the_run_resumed(
+    tmp_path: Path,
+) -> None:
+    data, directory = blobs(n=24), tmp_path / "ckpt"  # 6 batches per epoch
+    saver = SaveTrainingStateCallback(directory, every_n_steps=1, async_write=False)
+    first = make_trainer(TinyMLP(), callbacks=[saver, CrashAtStep(9)], seed=0)
+    with pytest.raises(CallbackError, match="killed"):
+        first.train(data, num_epochs=2, per_device_batch_size=4)
+    board = Dashboard(log_path=str(tmp_path / "log"), file=io.StringIO(), show_memory=False)
+    second = make_trainer(TinyMLP(), callbacks=[board], seed=0)
+    second.train(data, num_epochs=2, per_device_batch_size=4, resume_from=directory)
+    board.log(gauge=False)
+    rows = (tmp_path / "log" / "loss.csv").read_text().splitlines()[1:]
+    # The checkpoint of step 9 is not written (the crash comes first): the run resumes
+    # after step 8, i.e. at the 3rd batch of epoch 2.
+    assert [tuple(r.split(",")[:4]) for r in rows] == [
+        ("train", "1", str(mile), str(6 + mile + 1)) for mile in range(2, 6)
+    ]
+    xs = [x for x, _ in board.snapshot().curves["loss"]["train"]]
+    assert xs == pytest.approx([1 + (mile + 1) / 6 for mile in range(2, 6)])

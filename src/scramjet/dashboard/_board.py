@@ -509,7 +509,11 @@ class Dashboard(TrainerCallback):
         rc = trainer.run_config
         with self._lock:
             self._drain()
-            self._epoch_losses = 0
+            # A resumed run starts inside the epoch: its losses are placed from that batch on,
+            # and a board that saw none of the run counts its steps from there too.
+            self._epoch_losses = state.batches_seen_in_epoch
+            if not self._loss_steps and total:
+                self._loss_steps = state.epoch * total + state.batches_seen_in_epoch
             self._stages["train"] = _Stage(
                 "train",
                 epoch=state.epoch,
