@@ -229,3 +229,19 @@ def test_a_loss_dict_without_batch_size_names_its_keys() -> None:
     trainer = NoSize(model, None, torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[])
     with pytest.raises(TypeError, match=r"'loss', 'outputs'.*len\(targets\)"):
         trainer.train(_blobs(), num_epochs=1, per_device_batch_size=8)
+
+
+def test_result_package_on_a_dataloader_says_to_pass_the_dataset_or_targets() -> None:
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(12, 4), torch.randint(0, 3, (12,)))
+    model = nn.Linear(4, 3)
+    trainer = Trainer(
+        model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[]
+    )
+    loader = DataLoader(data, batch_size=4)
+    with pytest.raises(TypeError, match=r"DataLoader.*targets="):
+        ClassificationResults(3).evaluate(trainer, loader)
+    given = ClassificationResults(3).evaluate(trainer, loader, targets=data.tensors[1])
+    assert given == ClassificationResults(3).evaluate(trainer, data)

@@ -68,6 +68,15 @@ class ResultPackage:
         A model output with ``logits`` (a Hugging Face ``ModelOutput``, a dict) is scored
         on its logits, as :meth:`compute` does.
         """
+        if targets is None and not (
+            hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")
+        ):
+            raise TypeError(
+                f"{type(self).__name__}.evaluate reads each sample's target by its index, so "
+                f"dataset must be map-style (__getitem__ and __len__); received "
+                f"{type(dataset).__name__}. Pass the dataset itself (not a DataLoader or a "
+                f"stream), or pass the targets in dataset order with targets=."
+            )
         y_pred = trainer.predict(
             dataset, per_device_batch_size=per_device_batch_size, collate_fn=collate_fn
         )
