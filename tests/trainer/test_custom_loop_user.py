@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from scramjet import Trainer
+from scramjet.callbacks import TrainerCallback
 from scramjet.metrics import (
     BinaryResults,
     ClassificationResults,
@@ -245,3 +246,59 @@ def test_result_package_on_a_dataloader_says_to_pass_the_dataset_or_targets() ->
         ClassificationResults(3).evaluate(trainer, loader)
     given = ClassificationResults(3).evaluate(trainer, loader, targets=data.tensors[1])
     assert given == ClassificationResults(3).evaluate(trainer, data)
+
+
+# ---------------------------------------------------------------- train / eval modes
+class _FrozenNormNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.BatchNorm1d(4)
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(x))
+
+
+class _KeepsNormFrozen(Trainer):
+    """Fine-tuning with frozen BatchNorm statistics: the norm stays in eval mode."""
+
+    def train_epoch_start(self) -> None:
+        super().train_epoch_start()
+        self.unwrapped_model.norm.eval()
+
+
+class _NormModes(TrainerCallback):
+    """Records the norm's mode at every training step; runs ``action`` after update 1."""
+
+    def __init__(self, action: str) -> None:
+        self.action, self.modes = action, []
+
+    def on_train_step_start(self, trainer: Trainer, **kwargs: object) -> None:
+        self.modes.append(trainer.unwrapped_model.norm.training)
+
+    def on_optimizer_step_end(self, trainer: Trainer, **kwargs: object) -> None:
+        if trainer.state.global_step == 1:
+            if self.action == "evaluate":
+                trainer.run_evaluation()
+            else:
+                trainer.predict(_blobs(4))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Trainer.run_evaluation and Trainer.predict (trainer/trainer.py) restore the "
+    "training mode with model.train(was_training), which sets every submodule to train "
+    "mode; a module the training hooks keep in eval mode (frozen BatchNorm) is switched "
+    "back to training and its running statistics move.",
+)
+@pytest.mark.parametrize("action", ["evaluate", "predict"])
+def test_mid_epoch_evaluation_keeps_a_frozen_submodule_in_eval_mode(action: str) -> None:
+    model = _FrozenNormNet()
+    modes = _NormModes(action)
+    trainer = _KeepsNormFrozen(
+        model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1), [modes]
+    )
+    statistics = model.norm.running_mean.clone()
+    trainer.train(_blobs(32), num_epochs=1, eval_dataset=_blobs(8), per_device_batch_size=8)
+    assert modes.modes == [False, False, False, False]
+    assert torch.equal(model.norm.running_mean, statistics)
