@@ -242,15 +242,6 @@ def test_the_dashboard_labels_an_evaluation_after_an_early_stop_with_the_last_ep
     assert eval_x == [2.0], "the evaluation is placed at the end of epoch 2"
 
 
-# ----------------------------------------------------------------------------- known defect
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="CallbackHandler.call_event (callbacks/base.py) re-raises StopTrainingError at "
-    "once, so callbacks after the one that stops never see that event: the last epoch's "
-    "metric line and its checkpoint are lost",
-)
 def test_callbacks_after_an_early_stop_still_see_the_last_epoch(tmp_path: Path) -> None:
     out = io.StringIO()
     stopper = EarlyStoppingCallback(1, early_stopping_threshold=0.0, watch_metric="score")

@@ -320,15 +320,21 @@ class CallbackHandler:
 
     def call_event(self, event: str, trainer: Trainer, **kwargs: Any) -> None:
         """Call ``event`` on every callback that implements it, in registration order
-        (those that write a checkpoint in ``event`` last: see ``checkpoint_events``)."""
+        (those that write a checkpoint in ``event`` last: see ``checkpoint_events``).
+
+        A callback that raises :class:`StopTrainingError` stops the run after the event:
+        the callbacks after it still get the event (the last epoch's metrics are printed
+        and its checkpoint written), then the first such error is raised.
+        """
         entries = self._table.get(event)
         if not entries:
             return
+        stop: StopTrainingError | None = None
         for callback, method in entries:
             try:
                 method(trainer, **kwargs)
-            except StopTrainingError:
-                raise
+            except StopTrainingError as exc:
+                stop = stop or exc
             except Exception as exc:
                 name = str(getattr(event, "value", event))
                 written = getattr(method, "__name__", name)
@@ -337,3 +343,5 @@ class CallbackHandler:
                     f"Callback {type(callback).__name__} raised {type(exc).__name__} in "
                     f"{where}: {exc}"
                 ) from exc
+        if stop is not None:
+            raise stop
