@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import posixpath
+import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from scramjet.tracking.loggers.base import MetricRow, Tracker
 
@@ -39,6 +43,33 @@ def _check_server(uri: str) -> None:
         ) from exc
 
 
+#: Characters MLflow refuses in a param or metric name (it allows letters, digits, ``_``,
+#: ``-``, ``.``, space, ``:`` and ``/``).
+_REFUSED = re.compile(r"[^/\w.\- :]")
+
+
+def mlflow_name(name: str) -> str:
+    """``name`` as MLflow accepts it: each refused character replaced by ``_``, and a name
+    that would read as another path (``a//b``, ``/a``, ``a/``) with its slashes replaced."""
+    out = _REFUSED.sub("_", name)
+    if _reads_as_path(out):
+        out = out.replace("/", "_")
+    return f"_{out}" if _reads_as_path(out) else out
+
+
+def _reads_as_path(name: str) -> bool:
+    """MLflow's check: a name must be its own normal path, and not ``.``, ``..`` or ``/``."""
+    norm = posixpath.normpath(name)
+    return norm != name or norm == "." or norm.startswith(("..", "/"))
+
+
+def _is_file_store(uri: str) -> bool:
+    """Whether ``uri`` names MLflow's file store: a local path or a ``file:`` URI."""
+    scheme = urlsplit(uri).scheme
+    drive = len(scheme) == 1 and os.name == "nt"  # a Windows path such as C:/mlruns
+    return scheme in ("", "file") or drive
+
+
 _MLFLOW_STATUS = {"finished": "FINISHED", "upload-failed": "FINISHED", "interrupted": "KILLED"}
 
 
@@ -48,7 +79,9 @@ class MLflowTracker(Tracker):
     Every run of every project goes to one store, so ``mlflow ui`` compares them: the
     MLflow experiment is the scramjet project, the MLflow run is named after the run
     folder and tagged with its source (``mlflow.source.name``, ``mlflow.source.git.commit``,
-    ``mlflow.user``). Metrics use the optimizer step (epoch rows add ``epoch``); params
+    ``mlflow.user``). Metrics use the optimizer step (epoch rows add ``epoch``); a name with
+    characters MLflow refuses (``acc@1``) is recorded with ``_`` in their place (one warning
+    per name) instead of losing the batch it came in; params
     are the meaningful settings (see :meth:`Tracker.log_hyperparams`); the report, the
     results and the final model are stored as artifacts; the run ends ``FINISHED``,
     ``FAILED`` or ``KILLED`` (interrupted).
@@ -61,7 +94,8 @@ class MLflowTracker(Tracker):
             ``mlflow`` package); default ``$MLFLOW_TRACKING_URI``, else the file store
             ``./mlruns`` of the working directory (mlflow-skinny writes it without a
             database). Recent MLflow versions open a file store only with
-            ``MLFLOW_ALLOW_FILE_STORE=true``: this logger sets it in the training process;
+            ``MLFLOW_ALLOW_FILE_STORE=true``: this logger sets it in the training process
+            for a file store (``./mlruns``, a local path or a ``file:`` URI);
             set it too when reading the store from another process (``MlflowClient``,
             ``mlflow ui --backend-store-uri ./mlruns``). An ``http(s)://`` server that
             does not accept a connection within 5 s is an error at the run's start.
@@ -88,8 +122,9 @@ class MLflowTracker(Tracker):
             ) from exc
         uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         if not uri:
-            # mlflow-skinny has no SQL backend; its file store needs an explicit opt-in.
             uri = Path("mlruns").resolve().as_uri()
+        if _is_file_store(uri):
+            # mlflow-skinny has no SQL backend; its file store needs an explicit opt-in.
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         self.tracking_uri = uri
         _check_server(uri)
@@ -111,6 +146,22 @@ class MLflowTracker(Tracker):
             ).info.run_id
         self.run_id: str = run_id
         self._status = "FINISHED"
+        self._names: dict[str, str] = {}
+
+    def _name(self, name: str) -> str:
+        """The name MLflow records ``name`` under; a changed one is said once per run."""
+        found = self._names.get(name)
+        if found is None:
+            found = self._names[name] = mlflow_name(name)
+            if found != name:
+                warnings.warn(
+                    f"MLflow refuses the name {name!r} (it allows letters, digits, '_', '-', "
+                    f"'.', ' ', ':' and '/'); MLflow records it as {found!r}, the other "
+                    f"loggers as {name!r}. Rename it to keep one name everywhere.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+        return found
 
     def _experiment_id(self, name: str) -> str:
         """The id of the MLflow experiment ``name``, created if missing. Runs of a new
@@ -138,8 +189,13 @@ class MLflowTracker(Tracker):
         """Log the params not logged yet (MLflow params cannot change)."""
         from mlflow.entities import Param
 
-        existing = self.client.get_run(self.run_id).data.params
-        items = [Param(k, str(v)[:6000]) for k, v in params.items() if k not in existing]
+        existing = set(self.client.get_run(self.run_id).data.params)
+        items = []
+        for key, value in params.items():
+            name = self._name(key)
+            if name not in existing:  # two names that become one: the first is kept
+                existing.add(name)
+                items.append(Param(name, str(value)[:6000]))
         for i in range(0, len(items), 100):
             self.client.log_batch(self.run_id, params=items[i : i + 100])
 
@@ -151,7 +207,7 @@ class MLflowTracker(Tracker):
         for row in rows:
             stamp, step = int(row["time"] * 1000), row["step"]
             for name, value in row["metrics"].items():
-                metrics.append(Metric(name, float(value), stamp, step))
+                metrics.append(Metric(self._name(name), float(value), stamp, step))
             if row["scope"] == "epoch":
                 metrics.append(Metric("epoch", float(row["epoch"]), stamp, step))
         for i in range(0, len(metrics), 900):
@@ -164,7 +220,9 @@ class MLflowTracker(Tracker):
         from mlflow.entities import Metric
 
         stamp = int(time.time() * 1000)
-        metrics = [Metric(f"{name}/{k}", float(v), stamp, step) for k, v in results.items()]
+        metrics = [
+            Metric(self._name(f"{name}/{k}"), float(v), stamp, step) for k, v in results.items()
+        ]
         if metrics:
             self.client.log_batch(self.run_id, metrics=metrics)
 
