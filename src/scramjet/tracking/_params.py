@@ -8,7 +8,7 @@ import enum
 import getpass
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,8 @@ def plain_hyperparams(params: Any) -> dict[str, Any]:
     beside string keys could not be written sorted); nested settings objects become dicts
     of their fields (so ``cfg.lr`` reaches the loggers as its own name); one-element tensors
     and NumPy scalars their number; small tensors and arrays lists; paths, dtypes and
-    devices strings; sets sorted lists; anything else its ``str``.
+    devices strings; lists, tuples and other sequences (OmegaConf's ``ListConfig``) lists;
+    sets sorted lists; anything else its ``str``.
     """
     fields = _fields_of(params)
     if fields is None:
@@ -78,8 +79,8 @@ def _plain_value(value: Any) -> Any:
             return plain_hyperparams(fields)
     if isinstance(value, PurePath):
         return str(value)
-    if isinstance(value, list | tuple):
-        return [_plain_value(v) for v in value]
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        return [_plain_value(v) for v in value]  # lists, tuples, OmegaConf's ListConfig
     if isinstance(value, set | frozenset):
         items = [_plain_value(v) for v in value]
         return sorted(items, key=lambda v: (type(v).__name__, str(v)))
