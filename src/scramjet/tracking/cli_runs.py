@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,6 @@ from typing import Any
 from rich.cells import cell_len
 
 from scramjet.tracking._files import is_run_folder, read_json, run_status
-from scramjet.tracking.loggers.base import flatten_params
 from scramjet.tracking.loggers.csv import metric_series, read_metrics
 
 #: The metric columns shown when ``--metrics`` is not given.
@@ -76,15 +76,12 @@ def list_runs(root: str | Path = "runs", project: str | None = None) -> list[dic
     table of them.
 
     Raises:
-        FileNotFoundError: ``root`` is not a folder.
+        FileNotFoundError: ``root`` is not a folder (a URL included: copy the runs first).
     """
-    base = Path(root)
-    if not base.is_dir():
-        raise FileNotFoundError(
-            f"list_runs: no runs folder at {str(base)!r}; pass the root given to "
-            f"Experiment(root=...) (default 'runs', relative to where training ran)."
-        )
-    return [_run_record(run) for run in find_runs(base, project)]
+    problem = _root_problem(os.fspath(root), "list_runs")
+    if problem:
+        raise FileNotFoundError(f"list_runs: {problem}")
+    return [_run_record(run) for run in find_runs(Path(root), project)]
 
 
 def _run_record(run: Path) -> dict[str, Any]:
@@ -174,11 +171,22 @@ def metric_summary(run: Path) -> tuple[int, dict[str, float]]:
 
 
 def hyperparams(run: Path) -> dict[str, Any]:
-    """The run's declared hyperparameters, nested names joined with ``.`` (``{}`` when
-    ``hyperparams.json`` is missing or damaged)."""
+    """The run's declared hyperparameters, nested names joined with ``.``, values as
+    ``hyperparams.json`` holds them (a list stays a list); ``{}`` when the file is missing
+    or damaged."""
     data = read_json(run / "hyperparams.json")
     declared = data.get("hyperparams") if isinstance(data, dict) else None
-    return flatten_params(declared) if isinstance(declared, dict) else {}
+    return _flat(declared) if isinstance(declared, dict) else {}
+
+
+def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def differing(params: list[dict[str, Any]]) -> list[str]:
@@ -241,16 +249,19 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _root_problem(arg: str) -> str | None:
+def _root_problem(arg: str, reader: str = "scramjet runs") -> str | None:
     """Why ``arg`` cannot be listed (a URL, no such folder), or None."""
     if "://" in arg:
         return (
-            f"scramjet runs reads a local folder; received the URL {arg}. Pass the local "
+            f"{reader} reads a local folder; received the URL {arg}. Pass the local "
             "root the Experiment wrote (its root=, default 'runs'), or copy the runs first "
             "(e.g. `aws s3 sync URL runs/`)."
         )
     if not Path(arg).is_dir():
-        return f"no runs folder at {arg}; pass the root given to Experiment(root=...)."
+        return (
+            f"no runs folder at {arg!r}; pass the root given to Experiment(root=...) "
+            "(default 'runs', relative to where training ran)."
+        )
     return None
 
 
