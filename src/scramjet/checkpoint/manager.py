@@ -66,6 +66,7 @@ from scramjet.checkpoint.records import (
     NAME_RE,
     CheckpointInfo,
     LoadResult,
+    load_training_object,
     ranked_best,
     read_index,
     read_ranking,
@@ -621,7 +622,10 @@ class CheckpointManager:
                 )
                 restored.add(name)
             else:
-                obj.load_state_dict(from_storable(saved[name], copy=True))
+                state = from_storable(saved[name], copy=True)
+                lacking = load_training_object(name, obj, state, strict, path)
+                if lacking:  # strict=False: left as it was
+                    result.missing_keys[name] = lacking
                 restored.add(name)
         result.values = {k: from_storable(v, True) for k, v in saved.items() if k not in restored}
         if not result.clean:

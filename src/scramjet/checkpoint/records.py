@@ -1,7 +1,8 @@
 """What a checkpoint folder records about its checkpoints, without their tensors.
 
 :class:`CheckpointInfo` describes one checkpoint file, :class:`LoadResult` what a load
-restored. ``index.json`` caches every checkpoint's step, epoch and metrics, and the
+restored, :func:`load_training_object` whether a saved optimizer or scheduler fits the
+one it is loaded into. ``index.json`` caches every checkpoint's step, epoch and metrics, and the
 ranking (monitor and mode) its manager used: :func:`write_index` replaces it atomically,
 :func:`read_index` and :func:`read_ranking` read it back and treat a missing or damaged
 index as empty (the manager rebuilds it from the files themselves).
@@ -12,10 +13,14 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from scramjet.checkpoint.payload import CheckpointMismatchError
 from scramjet.runtime.files import atomic_write
 
 INDEX = "index.json"
@@ -78,6 +83,78 @@ class LoadResult:
         for report, keys in zip(reports, skipped, strict=True):
             if keys:
                 report[name] = keys
+
+
+_NEW_OPTIMIZER = (
+    "Resume with the optimizer and scheduler the checkpoint was saved with; to train the "
+    "saved weights with a new optimizer, load them with trainer.load_checkpoint(path, "
+    "load_optimizer=False, load_training_state=False) (or CheckpointManager.load("
+    "{'model': model})) and call train() without resume_from."
+)
+
+
+def load_training_object(name: str, obj: Any, saved: Any, strict: bool, path: Path) -> list[str]:
+    """Load entry ``name`` of ``path`` into ``obj``; returns the keys it could not use.
+
+    An optimizer or a learning-rate scheduler saved from another kind than ``obj`` (SGD's
+    checkpoint into AdamW, a cosine schedule into OneCycleLR) is refused: torch would pour
+    the saved hyperparameters into ``obj`` and fail at its next step, or silently follow
+    the other schedule. With ``strict`` that is a :class:`CheckpointMismatchError`;
+    otherwise ``obj`` is left as it was and the keys it lacks are returned.
+    """
+    if isinstance(obj, torch.optim.Optimizer) and isinstance(saved, Mapping):
+        return _load_optimizer(name, obj, saved, strict, path)
+    if isinstance(obj, torch.optim.lr_scheduler.LRScheduler) and isinstance(saved, Mapping):
+        own = {k for k in obj.state_dict() if not k.startswith("_")}
+        held = {str(k) for k in saved if not str(k).startswith("_")}
+        # A checkpoint of an older version of the same class only lacks keys; another
+        # class both lacks some and holds others.
+        if own - held and held - own:
+            problem = (
+                f"was saved from another kind of scheduler than the {type(obj).__name__} it "
+                f"is loaded into: it holds {sorted(held - own)} and lacks {sorted(own - held)}"
+            )
+            return _refuse(name, problem, sorted(own - held), strict, path)
+    obj.load_state_dict(saved)
+    return []
+
+
+def _load_optimizer(
+    name: str, opt: torch.optim.Optimizer, saved: Mapping[str, Any], strict: bool, path: Path
+) -> list[str]:
+    groups = saved.get("param_groups")
+    if isinstance(groups, list) and all(isinstance(g, Mapping) for g in groups):
+        held = [len(g.get("params", ())) for g in groups]
+        own = [len(g["params"]) for g in opt.param_groups]
+        if held != own:
+            problem = (
+                f"holds {_groups(held)} of sizes {held}; the {type(opt).__name__} it is "
+                f"loaded into has {_groups(own)} of sizes {own}"
+            )
+            return _refuse(name, problem, ["param_groups"], strict, path)
+    before = opt.state_dict()  # references, no copies: loading builds new tensors
+    opt.load_state_dict(dict(saved))
+    lacking = sorted({k for g in opt.param_groups for k in opt.defaults if k not in g})
+    if not lacking:
+        return []
+    opt.load_state_dict(before)  # put back what the optimizer held
+    problem = (
+        f"was saved from another kind of optimizer than the {type(opt).__name__} it is "
+        f"loaded into: its parameter groups lack {lacking}"
+    )
+    return _refuse(name, problem, lacking, strict, path)
+
+
+def _groups(sizes: list[int]) -> str:
+    return f"{len(sizes)} parameter group{'' if len(sizes) == 1 else 's'}"
+
+
+def _refuse(name: str, problem: str, keys: list[str], strict: bool, path: Path) -> list[str]:
+    if strict:
+        raise CheckpointMismatchError(
+            f"entry {name!r} of checkpoint {str(path)!r} {problem}. {_NEW_OPTIMIZER}"
+        )
+    return keys
 
 
 def ranked_best(found: list[CheckpointInfo], key: str | None, mode: str) -> list[CheckpointInfo]:

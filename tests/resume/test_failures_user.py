@@ -1,0 +1,86 @@
+"""Runs that meet failures, as a user meets them: a changed optimizer or scheduler on
+resume, a killed process whose metric rows must survive, other preemption signals.
+
+Every resume here is checked against an uninterrupted run of the same job
+(``resume_job.py``: AdamW, warmup-cosine, accumulation 2, EMA, dropout, seed 7).
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import partial
+from pathlib import Path
+
+import pytest
+import torch
+
+from scramjet.checkpoint import CheckpointManager, CheckpointMismatchError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import resume_job as job
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def one_epoch_checkpoints(folder: Path) -> Path:
+    """Train the job for one epoch (7 updates) with checkpoints in ``folder``."""
+    trainer, kwargs = job.build(folder, num_workers=0)
+    trainer.train(**{**kwargs, "num_epochs": 1})
+    return folder
+
+
+# --------------------------------------------------------------- a changed optimizer
+
+
+def test_resuming_into_another_kind_of_optimizer_is_refused_naming_it(tmp_path: Path) -> None:
+    folder = one_epoch_checkpoints(tmp_path / "ckpt")
+    trainer, kwargs = job.build(tmp_path / "new", num_workers=0)
+    model = trainer.unwrapped_model
+    trainer.optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    # Before: AdamW's groups replaced SGD's silently, and the first step raised
+    # KeyError: 'momentum' from inside torch.
+    with pytest.raises(CheckpointMismatchError) as caught:
+        trainer.train(**kwargs, resume_from=folder)
+    message = str(caught.value)
+    assert "'optimizer'" in message and "SGD" in message
+    assert "momentum" in message  # what the checkpoint's groups lack
+    assert "load_optimizer=False, load_training_state=False" in message  # how to start a new optimizer from the weights
+
+
+def test_a_refused_optimizer_is_left_as_it_was(tmp_path: Path) -> None:
+    folder = one_epoch_checkpoints(tmp_path / "ckpt")
+    model = job.DropoutMLP()
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    with pytest.warns(UserWarning, match="optimizer"):
+        result = CheckpointManager(folder).load({"model": model, "optimizer": sgd}, strict=False)
+    assert result.missing_keys["optimizer"] == ["dampening", "momentum"]
+    assert sgd.param_groups[0]["momentum"] == 0.9 and sgd.param_groups[0]["lr"] == 0.1
+    assert "betas" not in sgd.param_groups[0]
+    before = [p.detach().clone() for p in model.parameters()]
+    model(torch.randn(4, 8)).sum().backward()
+    sgd.step()  # still a working SGD
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_another_number_of_parameter_groups_names_both(tmp_path: Path) -> None:
+    folder = one_epoch_checkpoints(tmp_path / "ckpt")
+    model = job.DropoutMLP()
+    params = list(model.parameters())
+    adamw = torch.optim.AdamW([{"params": params[:2]}, {"params": params[2:], "lr": 0.01}])
+    with pytest.raises(CheckpointMismatchError) as caught:
+        CheckpointManager(folder).load({"model": model, "optimizer": adamw})
+    message = str(caught.value)
+    assert "1 parameter group" in message and "2 parameter groups" in message
+    assert "[4]" in message and "[2, 2]" in message  # sizes saved, sizes now
+
+
+def test_resuming_into_another_kind_of_scheduler_is_refused(tmp_path: Path) -> None:
+    folder = one_epoch_checkpoints(tmp_path / "ckpt")
+    trainer, kwargs = job.build(tmp_path / "new", num_workers=0)
+    kwargs["create_scheduler_fn"] = partial(
+        torch.optim.lr_scheduler.OneCycleLR, max_lr=0.1, total_steps=100
+    )
+    # Before: the cosine schedule's attributes were poured into OneCycleLR (its
+    # total_steps became 7) and the next step raised "Tried to step 8 times".
+    with pytest.raises(CheckpointMismatchError, match=r"'scheduler'.*OneCycleLR"):
+        trainer.train(**kwargs, resume_from=folder)
