@@ -166,3 +166,34 @@ def test_mid_epoch_evaluations_reach_metrics_csv(tmp_path: Path) -> None:
     ]
     assert len(set(evaluations)) == 3, "evaluations after steps 2, 4 and 6"
     assert set(evaluations) <= set(written), "every evaluation is in metrics.csv"
+
+
+class _Score(TrainerCallback):
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def on_train_epoch_end(self, trainer: Any, **kwargs: Any) -> None:
+        trainer.log("score", self.value)
+
+
+def test_runs_table_shows_a_nan_metric_as_nan_not_as_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scramjet.cli import main
+
+    for value in (float("nan"), 0.5):
+        exp = Experiment("proj", "div", root=tmp_path, hyperparams={"alpha": value})
+        make_trainer([exp, _Score(value)]).train(tiny_data(), 1, per_device_batch_size=32)
+    exp = Experiment("proj", "old", root=tmp_path)  # a run without the metric
+    make_trainer([exp]).train(tiny_data(), 1, per_device_batch_size=32)
+
+    assert main(["runs", str(tmp_path), "--metrics", "score"]) == 0
+    out, err = capsys.readouterr()
+    cells = [line.split()[-2:] for line in out.splitlines()[1:]]
+    assert cells == [["nan", "nan"], ["0.5", "0.5"], ["-", "-"]], out
+    assert "no run has" not in err
+
+    nan_run = str(next(tmp_path.glob("proj/div_*")))
+    assert main(["runs", nan_run, "--metrics", "score"]) == 0
+    out, err = capsys.readouterr()
+    assert out.split()[-1] == "nan" and "no run has a metric named" not in err, (out, err)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import math
 import os
 import sys
 from pathlib import Path
@@ -138,7 +137,7 @@ def summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
             "started": "",
             "epochs": 0,
         }
-        row.update({name: math.nan for name in metrics})
+        row.update({name: None for name in metrics})
         return row
 
 
@@ -202,7 +201,7 @@ _AUTO_PARAMS, _CELL = 6, 24
 
 
 def _cell(value: Any) -> str:
-    text = _fmt(math.nan if value is None else value)
+    text = _fmt(value)
     return text if len(text) <= _CELL else text[: _CELL - 1] + "…"
 
 
@@ -218,8 +217,8 @@ def _results(run: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
-def _result_value(results: dict[str, dict[str, Any]], name: str) -> float:
-    """``name`` (or ``RESULTS/NAME``) as a number from the results; NaN when absent."""
+def _result_value(results: dict[str, dict[str, Any]], name: str) -> float | None:
+    """``name`` (or ``RESULTS/NAME``) as a number from the results; None when absent."""
     if "/" in name:
         source, metric = name.split("/", 1)
         order = [source] if source in results else []
@@ -230,7 +229,7 @@ def _result_value(results: dict[str, dict[str, Any]], name: str) -> float:
         value = results[source].get(metric)
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
-    return math.nan
+    return None
 
 
 def metric_names(run: Path) -> set[str]:
@@ -244,8 +243,11 @@ def metric_names(run: Path) -> set[str]:
 
 
 def _fmt(v: Any) -> str:
+    """A cell: ``-`` for a missing value, ``nan`` for a NaN (a diverged run), 4 digits."""
+    if v is None:
+        return "-"
     if isinstance(v, float):
-        return "-" if math.isnan(v) else f"{v:.4g}"
+        return f"{v:.4g}"
     return str(v)
 
 
@@ -319,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"No runs of project {args.project!r} under {root}{there}." if args.project
               else f"No runs under {root}.")  # fmt: skip
         return 0
-    missing_everywhere = [m for m in metrics if all(_fmt(row[m]) == "-" for row in rows)]
+    missing_everywhere = [m for m in metrics if all(row[m] is None for row in rows)]
     if missing_everywhere and asked:  # a typo, or a name kept elsewhere: say which exist
         _warn_unknown(missing_everywhere, runs)
     declared = [hyperparams(r) for r in runs]
