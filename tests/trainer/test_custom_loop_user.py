@@ -284,13 +284,6 @@ class _NormModes(TrainerCallback):
                 trainer.predict(_blobs(4))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Trainer.run_evaluation and Trainer.predict (trainer/trainer.py) restore the "
-    "training mode with model.train(was_training), which sets every submodule to train "
-    "mode; a module the training hooks keep in eval mode (frozen BatchNorm) is switched "
-    "back to training and its running statistics move.",
-)
 @pytest.mark.parametrize("action", ["evaluate", "predict"])
 def test_mid_epoch_evaluation_keeps_a_frozen_submodule_in_eval_mode(action: str) -> None:
     model = _FrozenNormNet()

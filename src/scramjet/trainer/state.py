@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from torch import nn
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -181,3 +183,18 @@ class RunHistory:
         """Restore what :meth:`state_dict` returned (after the followed TrainState's)."""
         self._metrics = defaultdict(list, {k: list(v) for k, v in state["metrics"].items()})
         self.current_epoch = int(state["epoch"])
+
+
+def module_modes(model: nn.Module) -> list[tuple[nn.Module, bool]]:
+    """Each submodule's training flag, for :func:`restore_modes` after an evaluation.
+
+    ``model.train(was_training)`` would set every submodule to one mode, switching a part
+    the user keeps in eval mode while training (a frozen BatchNorm) back to training.
+    """
+    return [(module, module.training) for module in model.modules()]
+
+
+def restore_modes(modes: list[tuple[nn.Module, bool]]) -> None:
+    """Put back the training flags :func:`module_modes` saved."""
+    for module, training in modes:
+        module.training = training

@@ -68,7 +68,7 @@ from scramjet.trainer.data_order import (
     warn_length_fell_short,
     yields_batches,
 )
-from scramjet.trainer.state import RunConfig, RunHistory, TrainState
+from scramjet.trainer.state import RunConfig, RunHistory, TrainState, module_modes, restore_modes
 
 #: What ``train``, ``evaluate`` and ``predict`` take: a map-style dataset or an iterable.
 DataSource = Dataset[Any] | Iterable[Any]
@@ -549,8 +549,9 @@ class Trainer:
     def predict_step(self, batch: Any) -> Any:
         """Model outputs for one batch.
 
-        Inputs are ``batch[0]`` for tuples and lists, ``model(**batch)`` without the target
-        keys for a dict batch, and the batch itself otherwise.
+        Inputs are ``batch[0]`` for tuples and lists, ``model(**batch)`` for a dict batch
+        (without its target keys, unless ``forward`` requires them), and the batch itself
+        otherwise.
         """
         if isinstance(batch, Mapping):
             return call_model(self.model, batch, with_targets=False)
@@ -829,14 +830,14 @@ class Trainer:
                 "run_evaluation() needs train(..., eval_dataset=...) to be running; pass an "
                 "eval_dataset to train(), or call evaluate(dataset) to evaluate other data."
             )
-        was_training = self.model.training
+        modes = module_modes(self.model)
         # An end_epoch() asked for by the training epoch must not end this evaluation, and
         # must still end the training epoch afterwards.
         pending, self._end_epoch_requested = self._end_epoch_requested, False
         outer = self._current_dl
         self._run_evaluation(self._eval_dl)
         self._end_epoch_requested, self._current_dl = pending, outer
-        self.model.train(was_training)
+        restore_modes(modes)
 
     def _run_evaluation(self, eval_dl: Iterable[Any]) -> None:
         self.evaluation_run_start()
@@ -916,7 +917,7 @@ class Trainer:
         self.eval_dataset, self.collate_fn = dataset, collate_fn or self._train_collate_fn
         self._place_model()
         dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
-        model, was_training = self._unwrapped_model, self._unwrapped_model.training
+        model, modes = self._unwrapped_model, module_modes(self._unwrapped_model)
         wrapped, self.model = self.model, model
         outputs: list[Any] = []
         try:
@@ -930,7 +931,7 @@ class Trainer:
                         outputs.append(output)
         finally:
             self.model = wrapped
-            model.train(was_training)
+            restore_modes(modes)
         return collect_predictions(outputs, n_samples)
 
     def _collective_forwards(self) -> bool:
