@@ -64,8 +64,12 @@ def test_mlflow_keeps_every_value_when_a_name_has_characters_mlflow_refuses(
         loggers=("csv", "mlflow"),
         hyperparams={"opt(lr)": 0.1, "width": 16},
     )
-    with pytest.warns(UserWarning, match=r"'acc@1'.*'acc_1'"):
+    with pytest.warns(UserWarning) as caught:
         make_trainer([exp, _OddNames()]).train(tiny_data(), 1, per_device_batch_size=32)
+    said = [str(w.message) for w in caught if "MLflow refuses" in str(w.message)]
+    assert len(said) == 2, "one warning per name, however often it is logged"
+    assert "'opt(lr)'" in said[0] and "'opt_lr_'" in said[0]
+    assert "'acc@1'" in said[1] and "'acc_1'" in said[1]
 
     info = json.loads((exp.run_dir / "run.json").read_text())
     assert "logger_errors" not in info, info.get("logger_errors")
@@ -181,9 +185,11 @@ def test_runs_table_shows_a_nan_metric_as_nan_not_as_missing(
 ) -> None:
     from scramjet.cli import main
 
+    folders = []
     for value in (float("nan"), 0.5):
         exp = Experiment("proj", "div", root=tmp_path, hyperparams={"alpha": value})
         make_trainer([exp, _Score(value)]).train(tiny_data(), 1, per_device_batch_size=32)
+        folders.append(exp.run_dir)
     exp = Experiment("proj", "old", root=tmp_path)  # a run without the metric
     make_trainer([exp]).train(tiny_data(), 1, per_device_batch_size=32)
 
@@ -193,7 +199,34 @@ def test_runs_table_shows_a_nan_metric_as_nan_not_as_missing(
     assert cells == [["nan", "nan"], ["0.5", "0.5"], ["-", "-"]], out
     assert "no run has" not in err
 
-    nan_run = str(next(tmp_path.glob("proj/div_*")))
-    assert main(["runs", nan_run, "--metrics", "score"]) == 0
+    assert main(["runs", str(folders[0]), "--metrics", "score"]) == 0
     out, err = capsys.readouterr()
     assert out.split()[-1] == "nan" and "no run has a metric named" not in err, (out, err)
+
+
+def test_compare_page_lists_only_settings_whose_values_differ(tmp_path: Path) -> None:
+    import html
+    import re
+
+    import torch
+    from tracking_helpers import tiny_model
+
+    from scramjet import Trainer
+    from scramjet.tracking.report import compare_runs
+
+    runs = []
+    for extra, declared in (({}, {"wd": 0, "width": 16}), ({"weight_decay": 0.0}, {"wd": 0.0})):
+        model = tiny_model()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, **extra)  # 0 and 0.0
+        exp = Experiment("proj", "wd", root=tmp_path, hyperparams=declared, checkpoint=None)
+        trainer = Trainer(model, torch.nn.CrossEntropyLoss(), optimizer, callbacks=[exp], seed=0)
+        trainer.train(tiny_data(), 1, per_device_batch_size=32)
+        runs.append(exp.run_dir)
+
+    page = compare_runs(runs, tmp_path / "compare.html").read_text()
+    section = page.split("<h2>Hyperparameters that differ</h2>", 1)[1].split("<h2>", 1)[0]
+    rows = [
+        [html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)]
+        for row in re.findall(r"<tr>(.*?)</tr>", section)
+    ]
+    assert [r for r in rows if r] == [["hyperparams.width", "16", ""]]

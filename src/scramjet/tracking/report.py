@@ -199,8 +199,24 @@ def _differences(names: list[str], values: list[dict[str, Any]]) -> list[list[An
     return [
         [k, *(v.get(k, "") for v in values)]
         for k in keys
-        if len({json.dumps(v.get(k), default=str) for v in values}) > 1
+        if len({_comparable(v.get(k)) for v in values}) > 1
     ]
+
+
+def _comparable(value: Any) -> str:
+    """A text equal for equal settings: numbers by value (``0`` is ``0.0``), the rest as JSON."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, int) and abs(value) < 2**53:
+        return repr(float(value))
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_comparable(v) for v in value) + "]"
+    if isinstance(value, dict):
+        items = sorted((str(k), _comparable(v)) for k, v in value.items())
+        return "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in items) + "}"
+    return json.dumps(value, default=str)
 
 
 def _run_rows(paths: list[Path]) -> list[list[Any]]:
