@@ -187,6 +187,25 @@ def test_step_based_evaluation() -> None:
     assert log[:first_eval].count("on_train_step_end") == 2
 
 
+@pytest.mark.parametrize("max_steps", [None, 4])
+def test_step_based_evaluation_leaves_the_epochs_last_update_to_the_epoch_end(
+    max_steps: int | None,
+) -> None:
+    callback = StepBasedEvaluationCallback(eval_every_n_steps=2)
+    trainer = make_trainer(TinyMLP(), callbacks=[callback])
+    trainer.train(blobs(n=24), num_epochs=2, per_device_batch_size=4, eval_dataset=blobs(n=8),
+                  max_num_train_steps=max_steps)  # fmt: skip
+    # 6 updates an epoch: after updates 2 and 4, and at each epoch's end (not again at 6).
+    # With max_num_train_steps=4: after update 2, and at the end (not again at 4).
+    evaluations = trainer.run_history.get_metric_values("eval_loss_epoch")
+    assert callback.evaluations == (4 if max_steps is None else 1)
+    assert (
+        len(evaluations)
+        == len(set(evaluations))
+        == callback.evaluations + (2 if max_steps is None else 1)
+    )
+
+
 def test_step_based_evaluation_needs_eval_data() -> None:
     trainer = make_trainer(TinyMLP(), callbacks=[StepBasedEvaluationCallback(1)])
     message = re.escape("run_evaluation() needs train(..., eval_dataset=...)")

@@ -288,7 +288,12 @@ class LimitEvalStepsCallback(TrainerCallback):
 
 
 class StepBasedEvaluationCallback(TrainerCallback):
-    """Evaluates every ``eval_every_n_steps`` optimizer updates (besides each epoch end)."""
+    """Evaluates every ``eval_every_n_steps`` optimizer updates (besides each epoch end).
+
+    An interval that ends with the epoch's last update (or the run's last, with
+    ``max_num_train_steps``) is left to the Trainer's end-of-epoch evaluation, so the same
+    weights are never evaluated twice.
+    """
 
     def __init__(self, eval_every_n_steps: int) -> None:
         if eval_every_n_steps < 1:
@@ -298,6 +303,16 @@ class StepBasedEvaluationCallback(TrainerCallback):
 
     def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Run an evaluation at the chosen interval."""
-        if trainer.state.global_step % self.eval_every_n_steps == 0:
-            trainer.run_evaluation()
-            self.evaluations += 1
+        if trainer.state.global_step % self.eval_every_n_steps or _last_update(trainer):
+            return
+        trainer.run_evaluation()
+        self.evaluations += 1
+
+
+def _last_update(trainer: Trainer) -> bool:
+    """The update that ends the epoch or the run: the Trainer evaluates right after it."""
+    state, total = trainer.state, trainer.batches_in_epoch
+    cap = trainer.run_config.max_num_train_steps
+    return bool(total and state.batches_seen_in_epoch >= total) or (
+        cap is not None and state.global_step >= cap
+    )
