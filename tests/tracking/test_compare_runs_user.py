@@ -152,11 +152,6 @@ def test_list_runs_given_a_url_says_it_reads_local_folders() -> None:
     assert "local" in message and "aws s3 sync" in message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Experiment._log_epoch_metrics writes only each history metric's last value per "
-    "epoch: evaluations run mid-epoch (StepBasedEvaluationCallback) never reach metrics.csv",
-)
 def test_mid_epoch_evaluations_reach_metrics_csv(tmp_path: Path) -> None:
     exp = Experiment("proj", "stepeval", root=tmp_path / "runs", checkpoint=None)
     trainer = make_trainer([exp, StepBasedEvaluationCallback(2)])

@@ -214,6 +214,7 @@ class Experiment(TrainerCallback):
         self._finished = False
         self._trained = False  # a train() used this Experiment already
         self._previous_run: Path | None = None
+        self._mid_epoch = False  # between a training epoch's start and end events
 
     # ----------------------------------------------------------------- folder
     @property
@@ -537,6 +538,18 @@ class Experiment(TrainerCallback):
                 metrics=new,
             )
             self._writer.put("metrics", [row])
+
+    def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        self._mid_epoch = True
+
+    def on_train_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        self._mid_epoch = False
+
+    def on_evaluation_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """An evaluation inside a training epoch (every N steps) is logged now, at its step;
+        the one after the epoch is logged with the epoch's row."""
+        if self._mid_epoch and self._writer is not None:
+            self._log_epoch_metrics(trainer)
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Log the epoch's metrics; checkpoint; queue uploads."""
