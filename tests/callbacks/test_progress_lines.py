@@ -173,3 +173,26 @@ def test_an_epoch_ended_early_says_so_instead_of_a_time_left() -> None:
     ]
     evals = [r for r in rows if r["stage"] == "eval"]
     assert [(r["done"], r["eta"], r["early"]) for r in evals] == [("2", "0s", None)] * 2
+
+
+class SlowEvaluation(Trainer):
+    """Training batches are quick; each evaluation batch takes 0.3 s."""
+
+    def calculate_eval_batch_loss(self, batch: Any) -> dict[str, Any]:
+        time.sleep(0.3)
+        return super().calculate_eval_batch_loss(batch)
+
+
+def test_a_mid_epoch_evaluation_does_not_count_in_the_training_rate() -> None:
+    from scramjet.callbacks import StepBasedEvaluationCallback
+
+    out = io.StringIO()
+    bar = ProgressBarCallback(file=out, interval=60.0)
+    callbacks = [bar, StepBasedEvaluationCallback(2)]
+    trainer = make_trainer(TinyMLP(), callbacks=callbacks, trainer_cls=SlowEvaluation)
+    trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=4, eval_dataset=blobs(n=8))
+    rows = _parse(out.getvalue())
+    final = _finals(rows, "train", "4")[-1]
+    # 16 samples; the evaluation after update 2 took 0.6 s. Counted in, the rate would be
+    # below 16 / 0.6 ≈ 27 samples/s; training alone runs far faster.
+    assert int(final["rate"].replace(",", "")) > 60, out.getvalue()

@@ -168,7 +168,7 @@ class _ProgressView:
 
     def __init__(self, trainer: Trainer, total: int, stage: str) -> None:
         self.trainer, self.total, self.stage = trainer, total, stage
-        self.start = time.perf_counter()
+        self.start = self._paused_at = time.perf_counter()
         state = trainer.state
         self.start_done = state.batches_seen_in_epoch if stage == "train" else 0
         self.start_samples = state.samples_seen if stage == "train" else 0
@@ -204,6 +204,13 @@ class _ProgressView:
         if self.ended and self.epoch_loss is not None:
             loss = self.epoch_loss
         return done, samples / elapsed, eta, loss
+
+    def pause(self) -> None:
+        """An evaluation runs inside this stage: its time is no part of this stage's rate."""
+        self._paused_at = time.perf_counter()
+
+    def resume(self) -> None:
+        self.start += time.perf_counter() - self._paused_at
 
     def _count_values(self) -> int:
         try:
@@ -315,6 +322,7 @@ class ProgressBarCallback(TrainerCallback):
 
         if self._view is not None and self._view.stage == "train":
             self._paused = self._view
+            self._paused.pause()
         self._close(final=False)
         label = trainer.eval_label
         self._show(_ProgressView(trainer, safe_len(trainer.current_dataloader), label))
@@ -324,6 +332,7 @@ class ProgressBarCallback(TrainerCallback):
         self._close(final=True)
         paused, self._paused = self._paused, None
         if paused is not None and trainer.is_main_process:
+            paused.resume()
             self._show(paused)
 
     def _show(self, view: _ProgressView) -> None:
