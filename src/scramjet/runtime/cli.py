@@ -16,8 +16,12 @@ number of nodes).
 ``--max-restarts N`` lets torch's elastic agent restart the whole group after a failure
 (each round with a fresh rendezvous store). The exit status is 0 on success, 1 when a
 process failed, 2 for bad options and 143 when the run was preempted (the workers saved and
-stopped on ``SIGTERM``, or the launcher itself received it): run the command again to resume.
-Ctrl-C stops the workers and exits with 130.
+stopped on ``SIGTERM``, or the launcher itself received ``SIGTERM`` or ``SIGUSR1``): run the
+command again to resume. Ctrl-C stops the workers and exits with 130.
+
+``SIGUSR1`` (the advance notice of Slurm's ``--signal=USR1@120``) is passed to the workers
+as ``SIGTERM``, so they save and stop; torch's agent alone would die of it and leave the
+workers training without it.
 
 torchrun's spellings are accepted as written: ``--nproc_per_node``, ``--node_rank``,
 ``--master_addr``, ``--rdzv_endpoint``... and ``-m``/``--module`` to run a module instead of
@@ -28,10 +32,13 @@ a script file, so a torchrun command line works after replacing ``torchrun`` by
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any, cast
 
 from scramjet.runtime.preemption import PREEMPTED_EXIT_CODE
@@ -227,6 +234,28 @@ def _checked_script(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
+class _NoticeAsSigterm:
+    """While the launcher runs, ``SIGUSR1`` is turned into ``SIGTERM`` to itself: torch's
+    agent forwards that to the workers (which save and stop) and raises ``SignalException``."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self._previous: Any = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received = True
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def __enter__(self) -> _NoticeAsSigterm:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGUSR1, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGUSR1, self._previous)
+
+
 def run(args: argparse.Namespace) -> int:
     """Start the processes and wait for them.
 
@@ -236,8 +265,8 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         0 when every process succeeded, 1 when one failed (its rank and error are printed),
         2 for bad options, 143 when the run was preempted (every failed worker saved and
-        stopped with status 143, or the launcher itself received ``SIGTERM``), 130 on
-        Ctrl-C.
+        stopped with status 143, or the launcher itself received ``SIGTERM`` or
+        ``SIGUSR1``), 130 on Ctrl-C.
     """
     try:
         argv = build_torchrun_argv(_checked_script(args))
@@ -255,8 +284,10 @@ def run(args: argparse.Namespace) -> int:
     from scramjet.runtime.launch import _fresh_store_per_round
 
     _fresh_store_per_round()
+    notice = _NoticeAsSigterm()
     try:
-        torchrun(parse_args(argv))
+        with notice:
+            torchrun(parse_args(argv))
     except ChildFailedError as error:
         from scramjet.runtime.launch import _launch_error
 
@@ -278,8 +309,11 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 130
+        name = error.sigval.name
+        if notice.received and error.sigval == signal.SIGTERM:
+            name = "SIGUSR1 (passed on as SIGTERM)"
         print(
-            f"scramjet launch: stopped by {error.sigval.name}: the workers were sent "
+            f"scramjet launch: stopped by {name}: the workers were sent "
             f"{error.sigval.name} (a Trainer with SaveTrainingStateCallback saves at its next "
             "step); run the same command again to resume (resume_from='auto')",
             file=sys.stderr,
