@@ -225,3 +225,19 @@ def test_compare_page_lists_only_settings_whose_values_differ(tmp_path: Path) ->
         for row in re.findall(r"<tr>(.*?)</tr>", section)
     ]
     assert [r for r in rows if r] == [["hyperparams.width", "16", ""]]
+
+
+def test_compare_page_says_how_many_epochs_each_run_reached(tmp_path: Path) -> None:
+    import re
+
+    from scramjet.tracking.report import compare_runs
+
+    runs = []
+    for epochs in (1, 3):
+        exp = Experiment("proj", "len", root=tmp_path, checkpoint=None)
+        make_trainer([exp]).train(tiny_data(), epochs, per_device_batch_size=32)
+        runs.append(exp.run_dir)
+    page = compare_runs(runs, tmp_path / "compare.html").read_text()
+    section = page.split("<h2>Runs</h2>", 1)[1].split("<h2>", 1)[0]
+    row = next(r for r in re.findall(r"<tr>(.*?)</tr>", section) if "<td>epochs</td>" in r)
+    assert re.findall(r"<td>(.*?)</td>", row) == ["epochs", "1", "3"]

@@ -219,11 +219,13 @@ def _comparable(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-def _run_rows(paths: list[Path]) -> list[list[Any]]:
+def _run_rows(paths: list[Path], epochs: list[int]) -> list[list[Any]]:
+    """Status, times, host, the last step and the epochs with metric rows, per run (a run
+    that ended early shows fewer epochs beside the others' final metrics)."""
     rows: list[list[Any]] = []
-    for key in ("status", "started", "duration", "host", "last step"):
+    for key in ("status", "started", "duration", "host", "last step", "epochs"):
         line: list[Any] = [key]
-        for path in paths:
+        for path, reached in zip(paths, epochs, strict=True):
             info = parts.as_dict(parts.read_json(path / "run.json"))
             seconds = parts.run_duration(info)
             line.append(
@@ -233,6 +235,7 @@ def _run_rows(paths: list[Path]) -> list[list[Any]]:
                     "duration": parts.format_duration(seconds) if seconds is not None else "",
                     "host": info.get("host", ""),
                     "last step": info.get("last_step", ""),
+                    "epochs": reached,
                 }[key]
             )
         rows.append(line)
@@ -292,7 +295,9 @@ def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
         raise FileNotFoundError(f"run folder(s) not found: {missing}; pass existing run folders.")
     names = [p.name for p in paths]
     all_rows = [read_metrics(p) for p in paths]
-    sections = ["<h2>Runs</h2>" + parts.table(_run_rows(paths), ["", *names])]
+    epoch_series = [metric_series(rows, "epoch") for rows in all_rows]
+    epochs = [max((max(xs) for xs, _ in s.values()), default=0) for s in epoch_series]
+    sections = ["<h2>Runs</h2>" + parts.table(_run_rows(paths, epochs), ["", *names])]
     results = _results_rows(paths)
     sections.append(
         "<h2>Results</h2>"
@@ -304,7 +309,6 @@ def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
         "<h2>Hyperparameters that differ</h2>"
         + (parts.table(diff, ["name", *names]) if diff else "<p>None: the runs share them.</p>")
     )
-    epoch_series = [metric_series(rows, "epoch") for rows in all_rows]
     final = []
     for metric in sorted(set().union(*epoch_series)):
         final.append([metric, *(s[metric][1][-1] if metric in s else "" for s in epoch_series)])
