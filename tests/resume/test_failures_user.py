@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 import torch
+from tests.tracking.s3_helpers import S3Server, s3_server  # noqa: F401  (fixture)
 
 from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
 from scramjet.checkpoint import CheckpointManager, CheckpointMismatchError
@@ -262,3 +264,85 @@ def test_usr1_to_scramjet_launch_saves_and_exits_143(tmp_path: Path) -> None:
     rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert rerun.returncode == 0, rerun.stderr[-4000:]
     assert torch.load(out / "end0.pt") == torch.load(out / "end1.pt") == 12
+
+
+# ------------------------------------------------------- checkpoints on a store
+
+
+def s3_options(endpoint: str) -> dict[str, Any]:
+    """Credentials and endpoint given to the callback only (none in the environment)."""
+    return {
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
+        "config_kwargs": {"retries": {"max_attempts": 1}},
+    }
+
+
+@pytest.fixture()
+def no_aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+
+
+class CrashAt(TrainerCallback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_optimizer_step_end(self, trainer: Any, **kwargs: Any) -> None:
+        if trainer.state.global_step == self.step:
+            raise RuntimeError("crashed on purpose")
+
+
+def test_auto_resume_reads_the_store_with_the_callbacks_storage_options(
+    tmp_path: Path,
+    s3_server: S3Server,  # noqa: F811  (the fixture)
+    no_aws_environment: None,
+) -> None:
+    url = f"s3://{s3_server.new_bucket()}/run/ckpt"
+
+    def callback() -> SaveTrainingStateCallback:
+        return SaveTrainingStateCallback(
+            url,
+            every_n_steps=3,
+            keep_last=2,
+            local_dir=tmp_path / "copies",
+            storage_options=s3_options(s3_server.endpoint),
+        )
+
+    reference, kwargs = job.build(None, num_workers=0)
+    reference.train(**kwargs)
+    # Before: the first run already failed, NoCredentialsError, since "auto" listed the
+    # store without the callback's credentials.
+    trainer, kwargs = job.build(None, num_workers=0, extra=(callback(), CrashAt(11)))
+    with pytest.raises(RuntimeError, match="crashed on purpose"):
+        trainer.train(**kwargs, resume_from="auto")
+    shutil.rmtree(tmp_path / "copies")  # another machine: only the store has them
+    resumed, kwargs = job.build(None, num_workers=0, extra=(callback(),))
+    resumed.train(**kwargs, resume_from="auto")
+    for key, value in reference.unwrapped_model.state_dict().items():
+        assert torch.equal(value, resumed.unwrapped_model.state_dict()[key]), key
+    assert resumed.run_history.state_dict() == reference.run_history.state_dict()
+
+
+def test_auto_resume_from_an_unreachable_store_says_what_failed_and_what_to_do(
+    tmp_path: Path, no_aws_environment: None
+) -> None:
+    from tests.tracking.s3_helpers import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    callback = SaveTrainingStateCallback(
+        "s3://bucket/run/ckpt", local_dir=tmp_path / "copies", storage_options=s3_options(dead)
+    )
+    trainer, kwargs = job.build(None, num_workers=0, extra=(callback,))
+    # Before: botocore's bare EndpointConnectionError, naming neither the resume nor a way out.
+    with pytest.raises(RuntimeError) as caught:
+        trainer.train(**kwargs, resume_from="auto")
+    message = str(caught.value)
+    assert "resume_from='auto'" in message and "s3://bucket/run/ckpt" in message
+    assert "Could not connect" in message  # the cause
+    assert "run the same command again" in message
+    assert trainer.state.global_step == 0  # never started fresh

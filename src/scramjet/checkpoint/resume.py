@@ -228,7 +228,11 @@ def restore(
     targets = _targets(trainer, include_optimizer)
     if remote.is_url(location):
         result = remote.load_remote(
-            str(location), targets, local_dir=local_dir, include_local=_one_machine()
+            str(location),
+            targets,
+            local_dir=local_dir,
+            storage_options=_storage_options(trainer, str(location)),
+            include_local=_one_machine(),
         )
     else:
         manager, which = _manager_for(Path(location))
@@ -281,7 +285,7 @@ def auto_location(trainer: Trainer) -> tuple[str | None, str | None]:
     holds no checkpoint yet. The main process decides and tells the others (collective),
     so every rank resumes, or starts fresh, alike.
     """
-    owners = [cb for cb in trainer.callbacks if getattr(cb, "checkpoint_location", None)]
+    owners = _owners(trainer)
     if not owners:
         raise ValueError(
             "resume_from='auto' resumes from the checkpoint folder of a "
@@ -294,13 +298,26 @@ def auto_location(trainer: Trainer) -> tuple[str | None, str | None]:
     location = str(getattr(owners[0], "checkpoint_location"))  # noqa: B009 (duck-typed)
     local = getattr(owners[0], "local_directory", None)
     found: bool | None = None
+    failure: Exception | None = None
     if dist.is_main_process():
-        found = remote.has_checkpoints(location)
-        if not found and remote.is_url(location) and _one_machine():
+        try:
+            found = remote.has_checkpoints(location, _storage_options(trainer, location))
+        except Exception as error:  # an unreachable store: never "no checkpoint, start fresh"
+            failure = error
+        if not found and failure is None and remote.is_url(location) and _one_machine():
             # copies saved here whose upload never succeeded (load_remote prefers them)
             folder = local or remote.default_local_dir(location)
             found = remote.has_checkpoints(folder)
-    found = dist.broadcast_object(found)
+    problem = None if failure is None else f"{type(failure).__name__}: {failure}"
+    found, problem = dist.broadcast_object((found, problem))  # every rank raises alike
+    if problem is not None:
+        raise RuntimeError(
+            f"resume_from='auto' could not look for checkpoints in {location} ({problem}). "
+            f"Starting fresh would train from step 0 and rotate the saved checkpoints away, "
+            f"so the run stops instead: check that the store is reachable (endpoint, "
+            f"credentials, network) and run the same command again, or pass resume_from=<a "
+            f"checkpoint file or folder you have>."
+        ) from failure
     if not found:
         trainer.print(f"resume_from='auto': no checkpoint in {location}; starting fresh")
         return None, None
@@ -308,6 +325,20 @@ def auto_location(trainer: Trainer) -> tuple[str | None, str | None]:
         _check_every_rank_sees(location)
     trainer.print(f"resume_from='auto': resuming from the newest good checkpoint in {location}")
     return location, None if local is None else str(local)
+
+
+def _owners(trainer: Trainer) -> list[Any]:
+    """The callbacks that own a checkpoint folder (``SaveTrainingStateCallback``), in order."""
+    return [cb for cb in trainer.callbacks if getattr(cb, "checkpoint_location", None)]
+
+
+def _storage_options(trainer: Trainer, url: str) -> dict[str, Any] | None:
+    """The fsspec options (credentials, endpoint) of the callback that saves to ``url``."""
+    for owner in _owners(trainer):
+        if str(owner.checkpoint_location).rstrip("/") == url.rstrip("/"):
+            options = getattr(owner, "storage_options", None)
+            return dict(options) if options else None
+    return None
 
 
 def _check_every_rank_sees(folder: str) -> None:
