@@ -131,12 +131,6 @@ def step_rows(run_dir: Path, name: str) -> list[int]:
 
 
 @pytest.mark.slow  # a training process that is killed, then the resume: about 4 s
-@pytest.mark.xfail(
-    strict=True,
-    reason="tracking/experiment.py: step rows queued for the tracker thread when a checkpoint "
-    "is taken are not written before it, so a SIGKILL loses the rows up to the checkpoint "
-    "and the resumed run (which drops only rows after it) never writes them again",
-)
 def test_a_killed_run_resumed_by_experiment_keeps_every_step_row_once(tmp_path: Path) -> None:
     from scramjet.tracking import Experiment
 

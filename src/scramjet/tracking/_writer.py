@@ -40,6 +40,12 @@ class TrackerWriter:
     def put(self, kind: str, payload: Any) -> None:
         self._queue.put((kind, payload))
 
+    def flush(self, timeout: float = 60.0) -> None:
+        """Wait until every row put so far has been handed to the trackers."""
+        done = threading.Event()
+        self._queue.put(("flush", done))
+        done.wait(timeout)
+
     def _call(self, kind: str, payload: Any) -> None:
         dispatch(self.trackers, kind, payload, self.errors)
 
@@ -65,6 +71,9 @@ class TrackerWriter:
                         self._write_rows()
                     continue
                 self._write_rows()  # everything before this message goes first
+                if kind == "flush":
+                    payload.set()
+                    continue
                 self._call(kind, payload)
                 if kind == "sync":
                     self.after_write()

@@ -730,8 +730,19 @@ class Experiment(TrainerCallback):
 
         Before the folder is opened, that is the one a restored state named (if any).
         """
+        self._write_pending()
         run = self._run_dir or self._restored_dir
         return {"run_dir": str(run.resolve()) if run else ""}
+
+    def _write_pending(self) -> None:
+        """Before a checkpoint: the step rows kept so far reach the metric files. A resume
+        drops only rows after the checkpoint's step, so rows still in memory when the
+        process is killed would never be written."""
+        if self._writer is None or self._history is None:
+            return
+        if self._steps:
+            self._writer.put("metrics", self._steps.rows(self._history.current_epoch, time.time()))
+        self._writer.flush()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue the restored checkpoint's run folder, found by name under this root.
