@@ -190,6 +190,22 @@ def set_gradient_sync(model: nn.Module, enabled: bool) -> None:
             module.set_requires_gradient_sync(enabled, recurse=False)
 
 
+def _reshard(model: nn.Module) -> None:
+    """Put every FSDP unit back in its sharded state.
+
+    With ``reshard_after_forward=False``, a forward without a backward (evaluation,
+    prediction) leaves the gathered full parameters registered on the module until the
+    next training backward; loading a state dict into them fails (plain tensors where
+    the loader expects ``DTensor`` shards) and ``named_parameters()`` no longer names the
+    optimizer's parameters.
+    """
+    from torch.distributed.fsdp import FSDPModule
+
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
+
+
 def _full_options() -> Any:
     from torch.distributed.checkpoint.state_dict import StateDictOptions
 
@@ -214,6 +230,7 @@ def full_state_dicts(
     """
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
+    _reshard(model)
     if optimizer is None:
         from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
@@ -236,6 +253,7 @@ def load_full_model_state(model: nn.Module, state: dict[str, Any]) -> None:
     """Load an unsharded model state dict into a sharded model (every rank passes it)."""
     from torch.distributed.checkpoint.state_dict import set_model_state_dict
 
+    _reshard(model)
     set_model_state_dict(model, state, options=_full_options())
 
 
@@ -245,6 +263,7 @@ def load_full_optimizer_state(
     """Load a plain (position-keyed) optimizer state dict into a sharded model's optimizer."""
     from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
 
+    _reshard(model)
     names = _param_names(model, optimizer)
     if len(state.get("param_groups", [])) != len(optimizer.param_groups):
         raise ValueError(
