@@ -92,6 +92,61 @@ def _chosen_units(model: nn.Module, modules: Iterable[ModuleSpec]) -> list[nn.Mo
     return [m for m in chosen if m is not model]
 
 
+def _owners(model: nn.Module, units: list[nn.Module]) -> dict[int, dict[str, str]]:
+    """For each parameter (by id): ``{owner: parameter name}``, where the owner is the
+    name of the innermost unit holding it, or ``""`` for the root. A parameter with two
+    owners is shared (tied) between FSDP groups."""
+    unit_names = {id(m): name for name, m in model.named_modules(remove_duplicate=False)}
+    unit_ids = {id(u) for u in units}
+    owners: dict[int, dict[str, str]] = {}
+
+    def visit(module: nn.Module, prefix: str, owner: str) -> None:
+        if id(module) in unit_ids and module is not model:
+            owner = unit_names.get(id(module), prefix)
+        for name, param in module.named_parameters(recurse=False, remove_duplicate=False):
+            owners.setdefault(id(param), {}).setdefault(owner, f"{prefix}{name}")
+        for name, child in module.named_children():
+            visit(child, f"{prefix}{name}.", owner)
+
+    visit(model, "", "")
+    return owners
+
+
+def _shared_between(model: nn.Module, units: list[nn.Module]) -> list[dict[str, str]]:
+    """The parameters held by more than one FSDP group (``{owner: name}`` each)."""
+    return [o for o in _owners(model, units).values() if len(o) > 1]
+
+
+def _units_without_shared_parameters(model: nn.Module, units: list[nn.Module]) -> list[nn.Module]:
+    """Default units minus those that share a parameter with another group: fully_shard
+    refuses a parameter managed by two groups, so such units join the root's group."""
+    names = {id(m): name for name, m in model.named_modules(remove_duplicate=False)}
+    kept = list(units)
+    while True:
+        tied = {owner for o in _shared_between(model, kept) for owner in o if owner}
+        if not tied:
+            return kept
+        kept = [u for u in kept if names.get(id(u)) not in tied]
+
+
+def _check_no_shared_parameters(model: nn.Module, units: list[nn.Module]) -> None:
+    """Explicit units that share a parameter with another group: one clear error."""
+    shared = _shared_between(model, units)
+    if not shared:
+        return
+    where = "; ".join(
+        " and ".join(f"{name!r} (in {owner or 'the root'!r})" for owner, name in o.items())
+        for o in shared[:3]
+    )
+    raise ValueError(
+        f"shard_model(modules=...) received units that share parameters with another "
+        f"group: {where} are the same tensor. FSDP shards each parameter in exactly one "
+        f"group, so tied parameters must stay together: leave the units that hold them out "
+        f"of modules= (they are then sharded with the root), or pass their common parent "
+        f"module as the unit."
+    )
+
+
 def shard_model(
     model: nn.Module,
     *,
@@ -116,7 +171,10 @@ def shard_model(
             it runs: submodules, their names (``"layers.0"``) or module classes (every
             instance). Default: the children of the outermost ``nn.ModuleList`` and
             ``nn.Sequential`` containers (the blocks of a transformer's layer list, the
-            layers of a Sequential). Whatever is left is sharded with the root.
+            layers of a Sequential), except those that share a parameter with another
+            group (tied embeddings and heads inside the container): they are sharded
+            with the root, as is whatever is left. Explicit units that share a
+            parameter with another group are an error.
         reshard_after_forward: Free the gathered parameters after each unit's forward
             (less memory; gathered again for backward). ``False`` keeps them until the
             backward (less communication).
@@ -142,7 +200,11 @@ def shard_model(
         return model
     from torch.distributed.fsdp import fully_shard
 
-    units = _default_units(model) if modules is None else _chosen_units(model, modules)
+    if modules is None:
+        units = _units_without_shared_parameters(model, _default_units(model))
+    else:
+        units = _chosen_units(model, modules)
+        _check_no_shared_parameters(model, units)
     options: dict[str, Any] = {"reshard_after_forward": reshard_after_forward}
     if mixed_precision is not None:
         options["mp_policy"] = mixed_precision
