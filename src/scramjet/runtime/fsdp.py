@@ -198,8 +198,14 @@ def shard_model(
     env = dist.init_distributed()
     if env.world_size == 1:
         return model
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import FSDPModule, fully_shard
 
+    if isinstance(model, FSDPModule):
+        raise ValueError(
+            f"shard_model received a model that is already sharded (its class is "
+            f"{type(model).__name__}); expected an unsharded model. Call shard_model (or "
+            f"fully_shard on the root) once per model, and create the optimizer after it."
+        )
     if modules is None:
         units = _units_without_shared_parameters(model, _default_units(model))
     else:
@@ -210,7 +216,7 @@ def shard_model(
         options["mp_policy"] = mixed_precision
     done: set[int] = set()
     for unit in units:
-        if id(unit) not in done:
+        if id(unit) not in done and not isinstance(unit, FSDPModule):  # sharded by the user
             fully_shard(unit, **options)
             done.add(id(unit))
     fully_shard(model, **options)
