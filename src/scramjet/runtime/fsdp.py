@@ -13,6 +13,7 @@ lock-step, full-state-dict checkpoints). The helpers below are what it uses.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -179,7 +180,8 @@ def shard_model(
             (less memory; gathered again for backward). ``False`` keeps them until the
             backward (less communication).
         mixed_precision: A ``torch.distributed.fsdp.MixedPrecisionPolicy`` (e.g.
-            ``param_dtype=torch.bfloat16``), or None for full precision.
+            ``param_dtype=torch.bfloat16``), or None for full precision. In a single
+            process nothing is sharded and the policy is not applied (with a warning).
 
     Returns:
         The sharded model (in a single process, ``model`` itself).
@@ -197,6 +199,14 @@ def shard_model(
         )
     env = dist.init_distributed()
     if env.world_size == 1:
+        if mixed_precision is not None:
+            warnings.warn(
+                f"shard_model received mixed_precision={mixed_precision!r}, but this is a "
+                f"single process, so the model is left unsharded and the policy is not "
+                f"applied: it trains in its own dtype. For the same computation dtype in one "
+                f"process, pass precision='bf16' (or 'fp16') to the Trainer.",
+                stacklevel=2,
+            )
         return model
     from torch.distributed.fsdp import FSDPModule, fully_shard
 
