@@ -431,14 +431,19 @@ class ShardCache:
             time.sleep(0.2)  # shards in use are released as readers move on
 
     # -- downloads -----------------------------------------------------------------------
-    def _fetch(self, remote: str, part: Path) -> tuple[str, int]:
+    def _fetch(self, remote: str, part: Path, expected: int) -> tuple[str, int]:
+        """Stream ``remote`` into ``part``: its SHA-256 and size, or size -1 when the
+        object holds more than the ``expected`` bytes reserved for it (reading stops
+        there, so a wrong object in the store never fills the disk past the limit)."""
         fs, path = _filesystem(remote, self.options)
         digest, size = hashlib.sha256(), 0
         with (
             fs.open(path, "rb", block_size=CHUNK, cache_type="none") as src,
             open(part, "r+b") as dst,
         ):
-            while chunk := src.read(CHUNK):
+            while chunk := src.read(min(CHUNK, expected + 1 - size)):
+                if size + len(chunk) > expected:
+                    return digest.hexdigest(), -1
                 digest.update(chunk)
                 dst.write(chunk)
                 size += len(chunk)
@@ -452,7 +457,7 @@ class ShardCache:
         for delay in self.retry.delays():
             time.sleep(delay)
             try:
-                digest, size = self._fetch(remote, part)
+                digest, size = self._fetch(remote, part, info.bytes)
             except Exception as exc:
                 if not _transient(exc):
                     raise ShardDownloadError(
@@ -466,10 +471,15 @@ class ShardCache:
                 return
             bad_digests += 1
             if bad_digests >= 2:  # the same wrong bytes twice: the stored file is damaged
+                got = (
+                    f"{size} bytes, the manifest says {info.bytes}"
+                    if size >= 0
+                    else f"longer than the manifest's {info.bytes} bytes"
+                )
                 raise PackFormatError(
                     f"shard {info.file} of pack {self.url!r} fails its SHA-256 check "
-                    f"({size} bytes, the manifest says {info.bytes}): the stored file is "
-                    "corrupted; re-create or re-upload the pack"
+                    f"({got}): the stored file is "
+                    "corrupted or was replaced; re-create or re-upload the pack"
                 )
         raise ShardDownloadError(
             f"cannot download shard {info.file} of pack {self.url!r} after "

@@ -1,0 +1,68 @@
+"""Streaming packs from object storage, as a user of ``pack(dst=URL)`` and
+``PackedDataset(URL, cache_dir=..., cache_limit=...)`` meets it: damaged objects in the
+store, re-packing over a URL, a cache smaller than the pack.
+
+The S3 tests run against moto's real HTTP server on 127.0.0.1; the others use ``file://``
+URLs, which go through the same fsspec download path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from packdata_helpers import watching_cache, write_csv, write_images
+from tests.tracking.s3_helpers import S3Server
+
+from scramjet.data import PackedDataset, PackFormatError, pack
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[S3Server]:
+    s3 = S3Server()
+    s3.start()
+    yield s3
+    s3.stop()
+
+
+@pytest.fixture()
+def s3(server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    return server
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """24 images 32x40 with labels 0..23 (label = row) in a folder with list.csv."""
+    root = tmp_path_factory.mktemp("stream_user") / "imgs"
+    names = write_images(root, 24)
+    write_csv(
+        root / "list.csv", ["image", "label"], [[n, str(i)] for i, (n, _) in enumerate(names)]
+    )
+    return root
+
+
+def _pack(images: Path, dst: str | Path, shards: int = 4, **kwargs: object) -> None:
+    pack(images, images / "list.csv", dst, dtype=["int64"], height=32, width=32,
+         encode="raw", shards=shards, workers=0, progress=False, **kwargs)  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_a_shard_replaced_by_a_huge_object_never_fills_the_cache_beyond_its_limit(
+    images: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "store" / "p.pack"
+    _pack(images, f"file://{store}")
+    ds = PackedDataset(f"file://{store}", cache_dir=tmp_path / "cache", cache_limit="200KB")
+    shard = ds.manifest.shards[1]
+    (store / shard.file).write_bytes(b"\0" * (48 << 20))  # 48 MB where ~18 kB belong
+    with watching_cache(tmp_path / "cache") as peak, pytest.raises(PackFormatError) as err:
+        ds[6]
+    assert peak[0] <= 200_000  # the download stopped at the manifest's size
+    assert f"shard {shard.file} of pack" in str(err.value)
+    assert f"longer than the manifest's {shard.bytes} bytes" in str(err.value)
+    assert not list((tmp_path / "cache").glob("*.part"))
