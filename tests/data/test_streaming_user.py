@@ -15,7 +15,7 @@ import pytest
 from packdata_helpers import watching_cache, write_csv, write_images
 from tests.tracking.s3_helpers import S3Server
 
-from scramjet.data import PackedDataset, PackFormatError, pack
+from scramjet.data import PackedDataset, PackError, PackFormatError, pack
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +66,21 @@ def test_a_shard_replaced_by_a_huge_object_never_fills_the_cache_beyond_its_limi
     assert f"shard {shard.file} of pack" in str(err.value)
     assert f"longer than the manifest's {shard.bytes} bytes" in str(err.value)
     assert not list((tmp_path / "cache").glob("*.part"))
+
+
+def test_a_failed_repack_with_overwrite_leaves_the_old_pack_readable(
+    s3: S3Server, images: Path, tmp_path: Path
+) -> None:
+    url = f"s3://{s3.new_bucket()}/p.pack"
+    _pack(images, url)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "list.csv").write_text("image,label\nmissing.png,1\n")
+    with pytest.raises(PackError, match=r"missing\.png"):  # fails before anything is uploaded
+        pack(bad, bad / "list.csv", url, dtype=["int64"], height=32, width=32, shards=1,
+             workers=0, progress=False, overwrite=True)  # fmt: skip
+    ds = PackedDataset(url, cache_dir=tmp_path / "cache")
+    assert [int(ds[i]["label"]) for i in range(24)] == list(range(24))
+    _pack(images, url, shards=2, overwrite=True)  # a re-pack that succeeds replaces it
+    new = PackedDataset(url, cache_dir=tmp_path / "cache")
+    assert len(new.manifest.shards) == 2 and int(new[23]["label"]) == 23

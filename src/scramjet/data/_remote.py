@@ -184,12 +184,17 @@ def read_manifest(url: str, options: Mapping[str, Any] | None, retry: Retry) -> 
 def upload_pack(local: Path, url: str, options: Mapping[str, Any] | None, retry: Retry) -> None:
     """Copy a finished local pack to ``url``: every shard first, the manifest last.
 
-    Each file is uploaded whole (``put_file``), retried with backoff. Readers accept a
-    pack only once its manifest exists, so they never see a partial upload.
+    A manifest already at ``url`` (a pack being replaced, which :func:`prepare_remote_dst`
+    allowed) is deleted before the first shard is uploaded: from then on readers refuse
+    the URL until the new manifest arrives, rather than read new shards under the old
+    manifest. Each file is uploaded whole (``put_file``), retried with backoff. Readers
+    accept a pack only once its manifest exists, so they never see a partial upload.
     """
     manifest = Manifest.load(local)
     files = [info.file for info in manifest.shards] + [MANIFEST_NAME]
-    fs, _ = _filesystem(url, options)
+    fs, old = _filesystem(f"{url.rstrip('/')}/{MANIFEST_NAME}", options)
+    if fs.exists(old):
+        fs.rm_file(old)
     for name in files:
         target = remote_file(url, name)
         _, path = _filesystem(target, options)
@@ -214,19 +219,17 @@ def upload_pack(local: Path, url: str, options: Mapping[str, Any] | None, retry:
 
 
 def prepare_remote_dst(url: str, options: Mapping[str, Any] | None, overwrite: bool) -> None:
-    """Refuse an existing pack at ``url`` unless ``overwrite``; then drop its manifest.
+    """Refuse an existing pack at ``url`` unless ``overwrite``, before anything is packed.
 
-    With ``overwrite``, the old manifest is deleted first: from then on readers refuse the
-    URL (no manifest) until the new pack's manifest is uploaded, instead of reading old
-    shards replaced under an old manifest.
+    The existing pack is left whole here: it is replaced only by :func:`upload_pack`, once
+    the new pack has been written locally, so a re-pack that fails or is interrupted
+    while packing (a bad row, Ctrl-C) leaves the old pack readable.
     """
     fs, path = _filesystem(f"{url.rstrip('/')}/{MANIFEST_NAME}", options)
-    if fs.exists(path):
-        if not overwrite:
-            raise FileExistsError(
-                f"a pack already exists at {url!r}; pass overwrite=True or choose another dst"
-            )
-        fs.rm_file(path)
+    if fs.exists(path) and not overwrite:
+        raise FileExistsError(
+            f"a pack already exists at {url!r}; pass overwrite=True or choose another dst"
+        )
 
 
 class _Locked:
