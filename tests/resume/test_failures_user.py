@@ -185,11 +185,6 @@ def test_usr1_forwarded_as_sigterm_saves_and_stops(tmp_path: Path, usr1_ignored:
     assert CheckpointManager(tmp_path / "ckpt").checkpoints()[-1].step == 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="callbacks/model.py: SaveTrainingStateCallback always builds PreemptionWatcher() "
-    "(SIGTERM only); save_on_preemption takes no signals, so Slurm's SIGUSR1 cannot be asked for",
-)
 def test_save_on_preemption_takes_the_signals_to_handle(tmp_path: Path, usr1_ignored: Any) -> None:
     callback = SaveTrainingStateCallback(
         tmp_path / "ckpt", save_on_preemption=(signal.SIGTERM, signal.SIGUSR1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -303,7 +304,9 @@ class SaveTrainingStateCallback(TrainerCallback):
             records (``eval_loss_epoch``, say); its latest value goes with each save.
         mode: ``"min"`` if a lower ``monitor`` is better, ``"max"`` if higher is.
         async_write: write checkpoints in a background thread (False: inside the save).
-        save_on_preemption: save and stop on ``SIGTERM`` (see above).
+        save_on_preemption: save and stop on ``SIGTERM`` (see above); or the signals to
+            save and stop on, e.g. ``(signal.SIGTERM, signal.SIGUSR1)`` for Slurm's
+            ``--signal=USR1@120``; False to turn it off.
         local_dir: for a URL ``directory``: the local folder of the copies (default: a
             folder under the system's temporary directory named after the URL).
         storage_options: for a URL ``directory``: passed to fsspec.
@@ -319,7 +322,7 @@ class SaveTrainingStateCallback(TrainerCallback):
         keep_last: int | None = 3,
         async_write: bool = True,
         *,
-        save_on_preemption: bool = True,
+        save_on_preemption: bool | Sequence[int] = True,
         local_dir: str | os.PathLike[str] | None = None,
         storage_options: dict[str, Any] | None = None,
         keep_best: int = 0,
@@ -356,7 +359,17 @@ class SaveTrainingStateCallback(TrainerCallback):
         self.async_write = async_write
         self.storage_options = storage_options
         self._manager: CheckpointManager | None = None
-        self._watcher = PreemptionWatcher() if save_on_preemption else None
+        if save_on_preemption is True:
+            self._watcher: PreemptionWatcher | None = PreemptionWatcher()
+        elif save_on_preemption is False:
+            self._watcher = None
+        else:  # the signals (one or several); PreemptionWatcher checks them
+            signals: Sequence[int] = (
+                (save_on_preemption,)
+                if isinstance(save_on_preemption, int)
+                else tuple(save_on_preemption)
+            )
+            self._watcher = PreemptionWatcher(signals)
         self._last_path: Path | None = None
 
     @property
