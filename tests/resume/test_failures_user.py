@@ -335,3 +335,18 @@ def test_auto_resume_from_an_unreachable_store_says_what_failed_and_what_to_do(
     assert "Could not connect" in message  # the cause
     assert "run the same command again" in message
     assert trainer.state.global_step == 0  # never started fresh
+
+
+def test_a_preempted_run_is_marked_interrupted_not_failed(tmp_path: Path) -> None:
+    import json
+
+    from scramjet.tracking import Experiment
+
+    experiment = Experiment("p", "e", root=tmp_path / "runs", checkpoint=None)
+    saver = SaveTrainingStateCallback(tmp_path / "ckpt")
+    extra = (experiment, saver, SignalAt(5, signal.SIGTERM))
+    trainer, kwargs = job.build(None, num_workers=0, extra=extra)
+    with pytest.raises(TrainingPreempted):
+        trainer.train(**kwargs)
+    info = json.loads((experiment.run_dir / "run.json").read_text())
+    assert info["status"] == "interrupted" and info["last_step"] == 5, info

@@ -44,6 +44,7 @@ from scramjet.callbacks.base import Event, TrainerCallback
 from scramjet.checkpoint import CheckpointInfo, CheckpointManager
 from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
+from scramjet.runtime.preemption import TrainingPreempted
 from scramjet.tracking import _files
 from scramjet.tracking._params import (
     check_options,
@@ -699,9 +700,11 @@ class Experiment(TrainerCallback):
 
     def close(self) -> None:
         """After a failed run: flush metrics, mark the run ``interrupted`` (a
-        ``KeyboardInterrupt``, e.g. Ctrl-C) or ``failed``, mirror what exists, stop threads."""
+        ``KeyboardInterrupt``, e.g. Ctrl-C, or a preemption that saved and stopped) or
+        ``failed``, mirror what exists, stop threads."""
         error = sys.exc_info()[1]  # the Trainer calls close() while handling the error
-        status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
+        stopped = isinstance(error, KeyboardInterrupt | TrainingPreempted)
+        status = "interrupted" if stopped else "failed"
         self._unsubscribe()
         if self._manager is not None:
             try:  # the checkpoint in flight, if any, is completed (or reported) first
