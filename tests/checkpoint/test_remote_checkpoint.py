@@ -207,3 +207,18 @@ def test_elastic_restart_resumes_from_s3(s3: S3Server, tmp_path: Path) -> None: 
     assert ckpt_keys(s3, bucket)  # the checkpoints went to the store
     for url in (reference, interrupted):
         shutil.rmtree(default_local_dir(url), ignore_errors=True)
+
+
+def test_has_checkpoints_closes_the_folder_listing(tmp_path: Path) -> None:
+    import gc
+    import warnings
+
+    from scramjet.checkpoint.remote import has_checkpoints
+
+    for name in ("ckpt-000001-step1.pt", "ckpt-000002-step2.pt"):
+        (tmp_path / name).write_bytes(b"")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert has_checkpoints(tmp_path)
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []

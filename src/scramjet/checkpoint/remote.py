@@ -141,7 +141,10 @@ def has_checkpoints(
     folder = Path(location)
     if folder.is_file():
         return True
-    return folder.is_dir() and any(NAME_RE.match(e.name) for e in os.scandir(folder))
+    if not folder.is_dir():
+        return False
+    with os.scandir(folder) as entries:  # any() stops early: the listing is closed here
+        return any(NAME_RE.match(e.name) for e in entries)
 
 
 def _fetch(fs: Any, remote: str, local: Path, *, reuse: bool = True) -> Path:
