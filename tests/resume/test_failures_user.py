@@ -350,3 +350,34 @@ def test_a_preempted_run_is_marked_interrupted_not_failed(tmp_path: Path) -> Non
         trainer.train(**kwargs)
     info = json.loads((experiment.run_dir / "run.json").read_text())
     assert info["status"] == "interrupted" and info["last_step"] == 5, info
+
+
+@pytest.mark.parametrize("epochs_again", [1, 3])
+def test_resuming_with_another_length_warns_that_the_scheduler_keeps_the_old_one(
+    tmp_path: Path, epochs_again: int
+) -> None:
+    import warnings
+
+    from tests.common.world import TinyMLP, blobs, make_trainer
+
+    def run(num_epochs: int, resume: bool) -> list[str]:
+        def cosine(opt: torch.optim.Optimizer) -> Any:
+            return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4 * num_epochs)
+
+        saver = SaveTrainingStateCallback(tmp_path / "ckpt", async_write=False)
+        trainer = make_trainer(TinyMLP(), callbacks=[saver], seed=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.train(blobs(n=16), num_epochs=num_epochs, per_device_batch_size=4,
+                          create_scheduler_fn=cosine,
+                          resume_from=tmp_path / "ckpt" if resume else None)  # fmt: skip
+        return [str(w.message) for w in caught if "keeps the length" in str(w.message)]
+
+    assert run(1, resume=False) == []  # 4 updates planned and made
+    told = run(epochs_again, resume=True)
+    if epochs_again == 1:
+        assert told == []
+    else:
+        assert len(told) == 1, told
+        assert "planned for 4 optimizer updates (1 epochs of 4)" in told[0]
+        assert "planned for 12 (3 of 4): the restored CosineAnnealingLR" in told[0]

@@ -65,6 +65,7 @@ _TRAINING_STATE_KEYS = (
     "sampler_seed",
     "data_order",
     "rng",
+    "run_plan",
 )
 
 
@@ -131,6 +132,8 @@ def training_state(trainer: Trainer, *, include_optimizer: bool = True) -> dict[
     state["callbacks"] = {
         _callback_key(i, cb): cb.state_dict() for i, cb in enumerate(trainer.callbacks)
     }
+    if trainer.has_run_config:  # a resume with another length is told about its scheduler
+        state["run_plan"] = _plan(trainer)
     state["sampler_seed"] = trainer.data_order.state_dict()["seed"]
     # how the epoch was consumed (processes, batch size): a resume on another number of
     # processes skips exactly the samples this run saw
@@ -211,8 +214,13 @@ def restore(
     *,
     include_optimizer: bool = True,
     include_training_state: bool = True,
+    check_plan: bool = False,
 ) -> dict[str, Any]:
     """Load a checkpoint into ``trainer``; returns its other plain values.
+
+    With ``check_plan`` (``train(resume_from=...)``), a warning says when the run being
+    resumed planned another number of updates than this one while its scheduler, built
+    for that number, is restored.
 
     ``path`` is a checkpoint file, a folder of checkpoints (its newest good one), a URL
     of either (``s3://...``), or ``"auto"``: the newest good checkpoint in the folder of
@@ -242,6 +250,9 @@ def restore(
         for key in _TRAINING_STATE_KEYS:
             values.pop(key, None)
         return values
+    plan = values.pop("run_plan", None)
+    if check_plan and include_optimizer and "scheduler" in targets:
+        _warn_if_replanned(trainer, plan)
     trainer.state.load_state_dict(values.pop("trainer_state", {}))
     if "run_history" in values:  # after the counters: its epoch follows trainer.state
         trainer.run_history.load_state_dict(values.pop("run_history"))
@@ -393,6 +404,33 @@ def _manager_for(path: Path) -> tuple[CheckpointManager, str | Path]:
         f"SaveTrainingStateCallback or CheckpointManager, or a URL of either (s3://...); "
         f"resume_from= also takes 'auto' (the newest checkpoint of the "
         f"SaveTrainingStateCallback folder, or a fresh start)."
+    )
+
+
+def _plan(trainer: Trainer) -> dict[str, int]:
+    """The run's length in optimizer updates (0 if unknown) and how it was worked out."""
+    config = trainer.run_config
+    per_epoch = config.num_update_steps_per_epoch
+    total = config.max_num_train_steps or config.num_epochs * per_epoch
+    return {"updates": total, "num_epochs": config.num_epochs, "updates_per_epoch": per_epoch}
+
+
+def _warn_if_replanned(trainer: Trainer, saved: Any) -> None:
+    now = _plan(trainer)
+    if not isinstance(saved, dict) or not saved.get("updates") or not now["updates"]:
+        return  # a checkpoint without a plan, or a length unknown to either run
+    if int(saved["updates"]) == now["updates"]:
+        return
+    warnings.warn(
+        f"Resuming a run planned for {int(saved['updates'])} optimizer updates "
+        f"({saved.get('num_epochs')} epochs of {saved.get('updates_per_epoch')}) in a run "
+        f"planned for {now['updates']} ({now['num_epochs']} of {now['updates_per_epoch']}): "
+        f"the restored {type(trainer.scheduler).__name__} keeps the length it was built "
+        f"with, so the learning rate follows the old plan (OneCycleLR raises past its end, "
+        f"a cosine schedule turns back up). To train on a new schedule, start a run from "
+        f"the checkpoint's weights: trainer.load_checkpoint(path, load_optimizer=False, "
+        f"load_training_state=False), then train().",
+        stacklevel=4,
     )
 
 

@@ -629,7 +629,7 @@ class Trainer:
         )  # fmt: skip
         self.scheduler = self.create_scheduler()
         if resume_from is not None:
-            resume.restore(self, resume_from)
+            resume.restore(self, resume_from, check_plan=True)
         self._run_training(train_dl)
 
     def _run_training(self, train_dl: Iterable[Any]) -> None:
