@@ -16,6 +16,7 @@ from packdata_helpers import watching_cache, write_csv, write_images
 from tests.tracking.s3_helpers import S3Server
 
 from scramjet.data import PackedDataset, PackError, PackFormatError, pack
+from scramjet.data._remote import ShardDownloadError
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +85,35 @@ def test_a_failed_repack_with_overwrite_leaves_the_old_pack_readable(
     _pack(images, url, shards=2, overwrite=True)  # a re-pack that succeeds replaces it
     new = PackedDataset(url, cache_dir=tmp_path / "cache")
     assert len(new.manifest.shards) == 2 and int(new[23]["label"]) == 23
+
+
+@pytest.fixture()
+def no_credentials(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """The S3 server, with no AWS credentials to be found anywhere."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    return s3
+
+
+def test_reading_without_credentials_names_the_pack_and_the_fix(
+    no_credentials: S3Server, tmp_path: Path
+) -> None:
+    url = f"s3://{no_credentials.new_bucket()}/p.pack"
+    with pytest.raises(ShardDownloadError) as err:
+        PackedDataset(url, cache_dir=tmp_path / "cache")
+    message = str(err.value)
+    assert f"{url}/manifest.json" in message and "credentials" in message
+    assert "storage_options" in message
+
+
+def test_packing_to_a_bucket_that_does_not_exist_names_it_and_the_fix(
+    s3: S3Server, images: Path
+) -> None:
+    url = "s3://no-such-bucket-here/p.pack"
+    with pytest.raises(ShardDownloadError) as err:
+        _pack(images, url)
+    message = str(err.value)
+    assert url in message and "bucket" in message and "create" in message

@@ -48,7 +48,22 @@ _UNITS.update({"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40})
 
 
 class ShardDownloadError(OSError):
-    """A shard could not be downloaded after every retry (the message names it)."""
+    """A file of a pack could not be transferred to or from its store: refused (no such
+    bucket, no credentials) or failing after every retry. The message names the file,
+    the URL and the error."""
+
+
+_ACCESS_HINT = (
+    "check the URL, that the bucket exists (pack writes into it and does not create it), "
+    "and the credentials: the usual configuration of the store (for S3 the AWS "
+    "environment variables, profiles or instance role; AWS_ENDPOINT_URL for MinIO, R2 or "
+    "Ceph), or storage_options={...} passed to pack and PackedDataset"
+)
+
+
+def _refused(what: str, exc: BaseException) -> ShardDownloadError:
+    """The error for a request the store refused: what was asked, its answer, the fix."""
+    return ShardDownloadError(f"cannot {what} ({type(exc).__name__}: {exc}); {_ACCESS_HINT}")
 
 
 def is_url(path: object) -> bool:
@@ -174,10 +189,11 @@ def read_manifest(url: str, options: Mapping[str, Any] | None, retry: Retry) -> 
             raise
         except Exception as exc:
             if not _transient(exc):
-                raise
+                raise _refused(f"read {where}", exc) from exc
             last = exc
     raise ShardDownloadError(
-        f"cannot read {where} after {retry.attempts} attempts ({type(last).__name__}: {last})"
+        f"cannot read {where} after {retry.attempts} attempts ({type(last).__name__}: {last});"
+        " check that the store is reachable"
     )
 
 
@@ -208,7 +224,7 @@ def upload_pack(local: Path, url: str, options: Mapping[str, Any] | None, retry:
                 break
             except Exception as exc:
                 if not _transient(exc):
-                    raise
+                    raise _refused(f"upload {name} to {target}", exc) from exc
                 last = exc
         else:
             raise ShardDownloadError(
@@ -225,8 +241,15 @@ def prepare_remote_dst(url: str, options: Mapping[str, Any] | None, overwrite: b
     the new pack has been written locally, so a re-pack that fails or is interrupted
     while packing (a bad row, Ctrl-C) leaves the old pack readable.
     """
-    fs, path = _filesystem(f"{url.rstrip('/')}/{MANIFEST_NAME}", options)
-    if fs.exists(path) and not overwrite:
+    where = f"{url.rstrip('/')}/{MANIFEST_NAME}"
+    fs, path = _filesystem(where, options)
+    try:
+        exists = fs.exists(path)
+    except Exception as exc:
+        if _transient(exc):
+            raise
+        raise _refused(f"look for an existing pack at {where}", exc) from exc
+    if exists and not overwrite:
         raise FileExistsError(
             f"a pack already exists at {url!r}; pass overwrite=True or choose another dst"
         )
