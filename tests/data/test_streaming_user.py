@@ -15,8 +15,7 @@ import pytest
 from packdata_helpers import watching_cache, write_csv, write_images
 from tests.tracking.s3_helpers import S3Server
 
-from scramjet.data import PackedDataset, PackError, PackFormatError, pack
-from scramjet.data._remote import ShardDownloadError
+from scramjet.data import PackedDataset, PackError, PackFormatError, ShardDownloadError, pack
 
 
 @pytest.fixture(scope="module")
