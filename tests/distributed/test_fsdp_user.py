@@ -176,13 +176,6 @@ def test_gpt2_resumed_mid_epoch_under_fsdp_is_bitwise_the_uninterrupted_run(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="checkpoint/resume.py restore() gives every rank _this_rank(epoch_losses), i.e. "
-    "rank 0's losses when the number of processes changed: resumed 2 -> 1 the other "
-    "rank's losses of the unfinished epoch are lost, 1 -> 2 rank 0's are counted twice. "
-    "Give rank 0 every saved rank's losses and counts, the other ranks none.",
-)
 def test_epoch_loss_resumed_in_one_process_from_two_counts_every_sample(
     sharded: tuple[Path, list[dict[str, Any]]], single: tuple[Path, dict[str, Any]]
 ) -> None:

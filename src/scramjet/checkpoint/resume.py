@@ -45,6 +45,21 @@ def _this_rank(per_rank: Any) -> Any:
     return per_rank[rank]
 
 
+def _epoch_losses(losses: Any, counts: Any) -> dict[str, Any]:
+    """This rank's part of the unfinished epoch's losses and batch sizes.
+
+    The epoch's loss is a sum over the ranks, so on another number of processes rank 0
+    takes every saved rank's part and the other ranks none: each sample counts once.
+    """
+    per_rank = isinstance(losses, list) and bool(losses) and isinstance(losses[0], torch.Tensor)
+    if not per_rank or len(losses) == dist.get_world_size():
+        return {"losses": _this_rank(losses), "counts": _this_rank(counts)}
+    if dist.get_rank() != 0:
+        return {"losses": torch.zeros(0), "counts": []}
+    joined = [part.reshape(-1) for part in losses]
+    return {"losses": torch.cat(joined), "counts": [int(c) for part in counts for c in part]}
+
+
 def _has_pending_gradients(trainer: Trainer) -> bool:
     """Whether gradients of an unfinished accumulation window are held (one device sync)."""
     grads = [p.grad for p in trainer.unwrapped_model.parameters() if p.grad is not None]
@@ -257,10 +272,7 @@ def restore(
     if "run_history" in values:  # after the counters: its epoch follows trainer.state
         trainer.run_history.load_state_dict(values.pop("run_history"))
     trainer.train_losses.load_state_dict(
-        {
-            "losses": _this_rank(values.pop("epoch_losses", [])),
-            "counts": _this_rank(values.pop("epoch_loss_counts", [])),
-        }
+        _epoch_losses(values.pop("epoch_losses", []), values.pop("epoch_loss_counts", []))
     )
     _restore_callbacks(trainer, values.pop("callbacks", {}))
     if "data_order" in values:
