@@ -143,13 +143,6 @@ def test_gpt2_with_tied_embeddings_schedule_and_clipping_matches_one_process(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="tracking/experiment.py on_training_run_end saves model/model.pt with "
-    "_files.save_weights(trainer.unwrapped_model) on the main process only: a sharded "
-    "model's state_dict() holds this rank's DTensor shards (safetensors fails on them). "
-    "Gather collectively first (scramjet.runtime.fsdp.full_state_dicts(model, None)).",
-)
 def test_experiment_saves_the_full_weights_of_a_sharded_model(
     sharded: tuple[Path, list[dict[str, Any]]],
 ) -> None:

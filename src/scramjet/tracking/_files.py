@@ -199,14 +199,18 @@ def copy_script(run_dir: Path, script: Path | None) -> Path | None:
     return target
 
 
-def save_weights(model: torch.nn.Module, folder: Path) -> list[Path]:
+def save_weights(
+    model: torch.nn.Module, folder: Path, full_state: dict[str, Any] | None = None
+) -> list[Path]:
     """``model.pt`` (a state dict for ``torch.load(weights_only=True)``) and, when the
-    safetensors extra is installed, ``model.safetensors``."""
+    safetensors extra is installed, ``model.safetensors``. ``full_state``: the weights of
+    a sharded model, gathered beforehand (its own state dict holds only this rank's)."""
     folder.mkdir(exist_ok=True)
     # The plain module's keys (no "_orig_mod." from torch.compile, no "module." from DDP),
     # so the files load into the model as the user built it, as checkpoints do.
     plain: torch.nn.Module = unwrap(model)
-    state = {k: v.detach().cpu().clone().contiguous() for k, v in plain.state_dict().items()}
+    source = plain.state_dict() if full_state is None else full_state
+    state = {k: v.detach().cpu().clone().contiguous() for k, v in source.items()}
     written = [folder / "model.pt"]
     atomic_write(written[0], lambda file: torch.save(state, file), fsync=False)
     try:

@@ -44,6 +44,7 @@ from scramjet.callbacks.base import Event, TrainerCallback
 from scramjet.checkpoint import CheckpointInfo, CheckpointManager
 from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
+from scramjet.runtime import fsdp
 from scramjet.runtime.preemption import TrainingPreempted
 from scramjet.tracking import _files
 from scramjet.tracking._params import (
@@ -579,11 +580,14 @@ class Experiment(TrainerCallback):
         # Every checkpoint durable and rotated files gone before the final sync (all ranks).
         flush_checkpoints(self._manager)
         self._unsubscribe()
+        model, full = trainer.unwrapped_model, None
+        if fsdp.is_sharded(model):  # collective: each rank holds only its shards
+            full = fsdp.full_state_dicts(model, None)[0]
         if not trainer.is_main_process or self._writer is None:
             return
         self._flush_steps(trainer)
         self._log_epoch_metrics(trainer)
-        _files.save_weights(trainer.unwrapped_model, self.run_dir / "model")
+        _files.save_weights(model, self.run_dir / "model", full)
         self.finish(trainer)  # trackers flushed and closed (a resuming train() reopens them)
         if self._storage is not None:
             self._storage.close()
