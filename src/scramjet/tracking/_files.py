@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
@@ -115,13 +116,33 @@ def run_status(info: Any) -> str:
     return "crashed" if status == "running" and gone else status
 
 
+def is_run_of(name: str, experiment: str) -> bool:
+    """Whether the folder ``name`` is a run of ``experiment``, named as
+    :func:`create_run_dir` names it. ``mlp_big_20250101-120000_3fa9c1`` is a run of
+    ``mlp_big``, not of ``mlp``: a plain prefix test would take it for both."""
+    if not name.startswith(experiment):
+        return False
+    return _RUN_SUFFIX.fullmatch(name[len(experiment) :]) is not None
+
+
+_RUN_SUFFIX = re.compile(r"_\d{8}-\d{6}_[0-9a-f]{6}")
+
+
+def _started(run: Path) -> float:
+    info = read_json(run / "run.json")
+    started = info.get("started") if isinstance(info, dict) else None
+    return float(started) if isinstance(started, int | float) else 0.0
+
+
 def latest_run(root: Path, project: str, experiment: str) -> Path | None:
-    """Newest run folder of ``experiment`` (by the time stamp in its name), or None."""
+    """Newest run folder of ``experiment`` (by the start time its ``run.json`` records,
+    then the time stamp in its name), or None. Runs of other experiments of the project
+    are never picked, whatever their names share."""
     parent = root / project
     if not parent.is_dir():
         return None
-    found = [p for p in parent.iterdir() if p.is_dir() and p.name.startswith(f"{experiment}_")]
-    found.sort(key=lambda p: (read_json(p / "run.json").get("started", 0.0), p.name))
+    found = [p for p in parent.iterdir() if p.is_dir() and is_run_of(p.name, experiment)]
+    found.sort(key=lambda p: (_started(p), p.name))
     return found[-1] if found else None
 
 
