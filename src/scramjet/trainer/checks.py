@@ -230,10 +230,12 @@ def check_trainer_args(loss_func: Any, callbacks: Any) -> None:
             f"the model returns its own loss."
         )
     if callbacks is not None and not isinstance(callbacks, Iterable):
+        # A class passed alone is named as itself (its type would be ``type``).
+        name = callbacks.__name__ if isinstance(callbacks, type) else type(callbacks).__name__
+        what = f"the class {name}" if isinstance(callbacks, type) else f"a single {name}"
         raise TypeError(
-            f"callbacks must be a list of callbacks; received a single "
-            f"{type(callbacks).__name__}. Pass callbacks=[{type(callbacks).__name__}(...)] "
-            f"(add DEFAULT_CALLBACKS to keep the defaults)."
+            f"callbacks must be a list of callbacks; received {what}. Pass "
+            f"callbacks=[{name}(...)] (add DEFAULT_CALLBACKS to keep the defaults)."
         )
 
 

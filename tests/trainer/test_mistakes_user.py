@@ -1,0 +1,75 @@
+"""The mistakes everyone makes: each fails early, says what was received and how to fix it,
+and none trains wrongly in silence."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from PIL import Image
+from tests.common.world import TinyMLP, blobs, make_trainer
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+from scramjet import Trainer
+from scramjet.callbacks import EarlyStoppingCallback, PrintProgressCallback, SaveBestModelCallback
+
+
+class _Stream(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
+    """``n`` samples of ``blobs``; with ``once=True`` its __iter__ hands out one iterator
+    made in __init__, so a second epoch finds it spent."""
+
+    def __init__(self, n: int, *, once: bool = False) -> None:
+        self.data = blobs(n=max(n, 1))
+        self.n = n
+        self._it = self._samples() if once else None
+
+    def _samples(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for i in range(self.n):
+            yield self.data[i]
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        return self._it if self._it is not None else self._samples()
+
+
+class _Sequences(Dataset[tuple[torch.Tensor, int]]):
+    """Token sequences of lengths 1, 2, 3, ... (no padding)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return torch.arange(i + 1) % 10, i % 3
+
+
+class _Images(Dataset[tuple[Any, int]]):
+    """PIL images, as read from disk without a transform."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> tuple[Any, int]:
+        return Image.new("RGB", (2, 2)), i % 3
+
+
+class _Bag(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bag = nn.EmbeddingBag(10, 3)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.bag(tokens)
+
+
+# ---------------------------------------------------------------- fixed here
+def test_a_callback_class_passed_alone_is_named_in_the_error() -> None:
+    # It said "received a single type. Pass callbacks=[type(...)]".
+    with pytest.raises(TypeError) as info:
+        make_trainer(callbacks=PrintProgressCallback)  # type: ignore[arg-type]
+    message = str(info.value)
+    assert "the class PrintProgressCallback" in message
+    assert "callbacks=[PrintProgressCallback(...)]" in message
+    assert "type(" not in message
