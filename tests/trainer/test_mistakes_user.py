@@ -73,3 +73,28 @@ def test_a_callback_class_passed_alone_is_named_in_the_error() -> None:
     assert "the class PrintProgressCallback" in message
     assert "callbacks=[PrintProgressCallback(...)]" in message
     assert "type(" not in message
+
+
+def test_a_layer_replaced_after_the_optimizer_was_created_warns_that_it_will_not_train() -> None:
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model[2] = nn.Linear(16, 3)  # a new head, never given to the optimizer
+    with pytest.warns(UserWarning, match=r"2 trainable parameter\(s\).*'2\.weight', '2\.bias'"):
+        Trainer(model, nn.CrossEntropyLoss(), optimizer, callbacks=[])
+
+
+def test_an_optimizer_over_the_frozen_part_only_warns_about_the_trainable_part() -> None:
+    model = nn.Sequential(nn.Linear(8, 16), nn.Linear(16, 3))
+    model[0].requires_grad_(False)
+    optimizer = torch.optim.SGD(model[0].parameters(), lr=0.1)  # the frozen layer's
+    with pytest.warns(UserWarning, match="'1.weight', '1.bias'.*Create the optimizer after"):
+        Trainer(model, nn.CrossEntropyLoss(), optimizer, callbacks=[])
+
+
+def test_frozen_parameters_left_out_of_the_optimizer_give_no_warning() -> None:
+    model = TinyMLP()
+    model.net[0].requires_grad_(False)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Trainer(model, nn.CrossEntropyLoss(), torch.optim.SGD(trainable, lr=0.1), callbacks=[])

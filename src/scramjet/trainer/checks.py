@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -67,6 +68,34 @@ def check_optimizer(optimizer: Any, model: nn.Module) -> None:
             f"Create the optimizer from this model's parameters (model.parameters()) after "
             f"building the model, not from a copy or another model."
         )
+    warn_untrained_parameters(optimizer, model)
+
+
+def warn_untrained_parameters(optimizer: torch.optim.Optimizer, model: nn.Module) -> None:
+    """Warn when parameters of the model that require grad are not in the optimizer.
+
+    They get gradients but are never updated: the usual cause is a layer replaced (a new
+    head) or added after the optimizer was created, which then silently keeps its initial
+    weights. Parameters frozen with ``requires_grad=False`` are left out on purpose.
+    """
+    held = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    missing = [
+        name for name, p in model.named_parameters() if p.requires_grad and id(p) not in held
+    ]
+    if not missing:
+        return
+    shown = ", ".join(map(repr, missing[:5])) + (
+        f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+    )
+    warnings.warn(
+        f"{len(missing)} trainable parameter(s) of the model are not in the optimizer, so "
+        f"they will never be updated: {shown}. This happens when a layer is replaced or "
+        f"added after the optimizer was created. Create the optimizer after the last change "
+        f"to the model (from model.parameters()), or set requires_grad=False on the "
+        f"parameters you mean to keep fixed.",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 def check_loss(batch_output: Any, hook: str = "calculate_train_batch_loss") -> None:
