@@ -98,3 +98,25 @@ def test_frozen_parameters_left_out_of_the_optimizer_give_no_warning() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Trainer(model, nn.CrossEntropyLoss(), torch.optim.SGD(trainable, lr=0.1), callbacks=[])
+
+
+@pytest.mark.parametrize("kind", ["iterable_dataset", "generator"])
+def test_an_empty_stream_is_an_error_not_a_nan_epoch(kind: str) -> None:
+    data: Any = _Stream(0) if kind == "iterable_dataset" else iter([])
+    trainer = make_trainer()
+    with pytest.raises(ValueError, match=r"yielded no batch in epoch 1.*NaN"):
+        trainer.train(data, num_epochs=1, per_device_batch_size=4)
+    assert trainer.run_history.get_metric_values("train_loss_epoch") == []
+
+
+def test_a_stream_that_does_not_start_over_fails_in_its_second_epoch() -> None:
+    trainer = make_trainer()
+    with pytest.raises(ValueError, match=r"epoch 2.*__iter__ must return a new iterator"):
+        trainer.train(_Stream(8, once=True), num_epochs=2, per_device_batch_size=4)
+    assert len(trainer.run_history.get_metric_values("train_loss_epoch")) == 1
+
+
+def test_a_stream_with_batches_trains_as_before() -> None:
+    trainer = make_trainer()
+    trainer.train(_Stream(8), num_epochs=2, per_device_batch_size=4)
+    assert trainer.state.global_step == 4

@@ -456,6 +456,22 @@ class DataOrder:
     ) -> tuple[Iterable[Any], int]:
         """This epoch's batches after the first ``skip`` ones, and the epoch's length.
 
+        See :meth:`_epoch_batches`. In one process, data of unknown length that yields no
+        batch at all in an epoch it starts from the beginning raises ``ValueError`` when
+        it ends: the epoch would have trained nothing and recorded a NaN loss.
+        """
+        batches, n_batches = self._epoch_batches(
+            loader, dataset, epoch=epoch, skip=skip, batch_size=batch_size
+        )
+        if not n_batches and not skip and dist.get_world_size() == 1:
+            batches = _not_empty(batches, dataset, epoch)
+        return batches, n_batches
+
+    def _epoch_batches(
+        self, loader: Iterable[Any], dataset: Any, *, epoch: int, skip: int, batch_size: int = 1
+    ) -> tuple[Iterable[Any], int]:
+        """This epoch's batches after the first ``skip`` ones, and the epoch's length.
+
         Selects the epoch's order on the sampler (``set_epoch``) and on the dataset when it
         has ``set_epoch`` (for a given DataLoader, on its ``dataset``: seeded augmentations
         draw anew every epoch), skips consumed indices where the sampler can
@@ -572,6 +588,28 @@ class DataOrder:
         if "world_size" in state:
             keys = ("world_size", "batch_size", "consumed_base", "skip_base")
             self._resumed = {k: int(state.get(k) or 0) for k in keys}
+
+
+def _not_empty(batches: Iterable[T], dataset: Any, epoch: int) -> Iterator[T]:
+    """``batches``, raising at their end if there was none (see ``epoch_batches``)."""
+    empty = True
+    for batch in batches:
+        empty = False
+        yield batch
+    if empty:
+        again = (
+            " It yielded batches in an earlier epoch, so it does not start over: its "
+            "__iter__ must return a new iterator every time it is called (e.g. be a "
+            "generator function), not one made once in __init__."
+            if epoch
+            else ""
+        )
+        raise ValueError(
+            f"train_dataset ({type(dataset).__name__}, of unknown length) yielded no batch in "
+            f"epoch {epoch + 1}, so the epoch trained nothing and its loss would be NaN.{again} "
+            f"Check the stream's source (path, filter, shard), and that it holds at least "
+            f"one full batch when drop_last=True."
+        )
 
 
 def warn_length_fell_short(length: int, accum: int) -> None:
