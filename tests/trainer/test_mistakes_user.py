@@ -120,3 +120,41 @@ def test_a_stream_with_batches_trains_as_before() -> None:
     trainer = make_trainer()
     trainer.train(_Stream(8), num_epochs=2, per_device_batch_size=4)
     assert trainer.state.global_step == 4
+
+
+def test_sequences_of_different_lengths_fail_with_a_hint_to_pad() -> None:
+    trainer = make_trainer(_Bag())
+    with pytest.raises(RuntimeError, match="stack expects each tensor") as info:
+        trainer.train(_Sequences(), num_epochs=1, per_device_batch_size=4)
+    message = str(info.value)
+    assert message.startswith("train_dataset: torch's default_collate could not make a batch")
+    assert "pad_sequence" in message and "collate_fn" in message
+    assert trainer.state.global_step == 0
+
+
+def test_evaluation_data_of_different_lengths_is_named_as_such() -> None:
+    trainer = make_trainer(_Bag())
+    with pytest.raises(RuntimeError, match=r"^the evaluation/prediction dataset: .*pad"):
+        trainer.predict(_Sequences(), per_device_batch_size=4)
+
+
+def test_pil_images_fail_with_a_hint_to_convert_them_to_tensors() -> None:
+    trainer = make_trainer(nn.Sequential(nn.Flatten(), nn.Linear(12, 3)))
+    with pytest.raises(TypeError, match="PIL images: convert them to tensors"):
+        trainer.train(_Images(), num_epochs=1, per_device_batch_size=4)
+
+
+def test_a_collate_fn_of_ones_own_is_used_as_given() -> None:
+    def pad(samples: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        tokens = nn.utils.rnn.pad_sequence([s[0] for s in samples], batch_first=True)
+        return tokens, torch.tensor([s[1] for s in samples])
+
+    trainer = make_trainer(_Bag())
+    trainer.train(_Sequences(), num_epochs=1, per_device_batch_size=4, collate_fn=pad)
+    assert trainer.state.global_step == 2
+
+
+def test_sequences_batched_one_by_one_need_no_collate_fn() -> None:
+    trainer = make_trainer(_Bag())
+    trainer.train(_Sequences(), num_epochs=1, per_device_batch_size=1)
+    assert trainer.state.global_step == 8

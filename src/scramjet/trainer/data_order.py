@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar, cast
 
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler, default_collate
 
 from scramjet.runtime import distributed as dist
 from scramjet.trainer.batch import PAD_VALUE, concat_outputs, map_leaves
@@ -55,7 +55,8 @@ def batch_sampler_loader(
     wrapped = (
         batch_sampler if isinstance(batch_sampler, SkipBatches) else SkipBatches(batch_sampler)
     )
-    return DataLoader(dataset, batch_sampler=wrapped, **rest, **extra)
+    data = "train_dataset" if name.startswith("train") else _EVAL_DATA
+    return DataLoader(dataset, batch_sampler=wrapped, **explain_collate(rest, data), **extra)
 
 
 #: DataLoader settings a batch sampler decides (the Trainer's defaults set them).
@@ -402,7 +403,9 @@ class DataOrder:
         generator = kwargs.pop("generator", None) or torch.Generator()
         generator.manual_seed(self.seed + dist.get_rank())
         if isinstance(dataset, IterableDataset):
-            return DataLoader(dataset, generator=generator, **kwargs)
+            return DataLoader(
+                dataset, generator=generator, **explain_collate(kwargs, "train_dataset")
+            )
         batched = batch_sampler_loader(
             dataset, kwargs, "train_dataloader_kwargs", generator=generator
         )
@@ -424,6 +427,7 @@ class DataOrder:
         threaded = pack_loader(dataset, sampler, kwargs)
         if threaded is not None:
             return threaded
+        kwargs = explain_collate(kwargs, "train_dataset")
         return DataLoader(dataset, sampler=sampler, generator=generator, **kwargs)
 
     @staticmethod
@@ -431,7 +435,7 @@ class DataOrder:
         """A loader over ``dataset`` for evaluation or prediction: each rank takes its
         :class:`ShardSampler` share (``r, r + W, ...``, no padding) in dataset order."""
         if isinstance(dataset, IterableDataset):
-            return DataLoader(dataset, **kwargs)
+            return DataLoader(dataset, **explain_collate(kwargs, _EVAL_DATA))
         if kwargs.get("batch_sampler") is not None and dist.get_world_size() > 1:
             raise ValueError(
                 f"the evaluation dataloader kwargs hold a batch_sampler "
@@ -449,7 +453,9 @@ class DataOrder:
             check_same_length(dataset, "the evaluation/prediction dataset")
             sampler = ShardSampler(dataset, dist.get_world_size(), dist.get_rank())
         threaded = pack_loader(dataset, sampler, kwargs)  # a pack: its threaded batch loader
-        return threaded if threaded is not None else DataLoader(dataset, sampler=sampler, **kwargs)
+        if threaded is not None:
+            return threaded
+        return DataLoader(dataset, sampler=sampler, **explain_collate(kwargs, _EVAL_DATA))
 
     def epoch_batches(
         self, loader: Iterable[Any], dataset: Any, *, epoch: int, skip: int, batch_size: int = 1
@@ -590,6 +596,10 @@ class DataOrder:
             self._resumed = {k: int(state.get(k) or 0) for k in keys}
 
 
+#: What evaluation and prediction loaders call their data in errors.
+_EVAL_DATA = "the evaluation/prediction dataset"
+
+
 def _not_empty(batches: Iterable[T], dataset: Any, epoch: int) -> Iterator[T]:
     """``batches``, raising at their end if there was none (see ``epoch_batches``)."""
     empty = True
@@ -610,6 +620,77 @@ def _not_empty(batches: Iterable[T], dataset: Any, epoch: int) -> Iterator[T]:
             f"Check the stream's source (path, filter, shard), and that it holds at least "
             f"one full batch when drop_last=True."
         )
+
+
+class ExplainedCollate:
+    """torch's ``default_collate``, whose errors also say how to batch such samples.
+
+    The Trainer batches with it when no ``collate_fn`` is given: samples that cannot be
+    stacked (tensors of different sizes, PIL images, None) then raise an error of the same
+    type naming the data and the fix, instead of torch's message alone.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, samples: list[Any]) -> Any:
+        try:
+            return default_collate(samples)
+        except (TypeError, RuntimeError) as error:
+            explained = _collate_error(error, samples, self.name)
+            raise explained from error
+
+
+def explain_collate(kwargs: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``kwargs`` for a DataLoader, batching with :class:`ExplainedCollate` when they give
+    no ``collate_fn`` and the loader batches samples (``batch_size`` not None)."""
+    out = dict(kwargs)
+    if out.get("collate_fn") is None and out.get("batch_size", 1) is not None:
+        out["collate_fn"] = ExplainedCollate(name)
+    return out
+
+
+def _collate_error(error: Exception, samples: list[Any], name: str) -> Exception:
+    leaves = _leaf_types(samples[0] if samples else None)
+    if any(t.__module__.startswith("PIL") for t in leaves):
+        fix = (
+            "Its samples hold PIL images: convert them to tensors in the dataset, e.g. with "
+            "torchvision.transforms.v2 (ToImage() and ToDtype(torch.float32, scale=True)) "
+            "or torch.as_tensor(numpy.asarray(image))."
+        )
+    elif type(None) in leaves:
+        fix = "A sample holds None (e.g. a missing label): return a value for every field."
+    elif isinstance(error, RuntimeError) and "size" in str(error):
+        fix = (
+            "Its samples differ in size (e.g. sequences of different lengths, images of "
+            "different sizes), so they cannot be stacked into one tensor: pad them in a "
+            "collate_fn (train(collate_fn=...); evaluate and predict take one too), e.g. "
+            "with torch.nn.utils.rnn.pad_sequence, or resize them to one size in the dataset."
+        )
+    else:
+        fix = (
+            "Return tensors, numbers or numpy arrays (or dicts, tuples and lists of them) "
+            "from the dataset, or pass train(collate_fn=...) to build the batch yourself."
+        )
+    message = (
+        f"{name}: torch's default_collate could not make a batch of {len(samples)} "
+        f"sample(s): {error}. {fix}"
+    )
+    try:
+        return type(error)(message)
+    except Exception:  # an error type that takes other arguments: keep torch's
+        return error
+
+
+def _leaf_types(value: Any, depth: int = 0) -> set[type]:
+    """The types found in a sample, through dicts, tuples and lists."""
+    if depth > 4:
+        return set()
+    if isinstance(value, Mapping):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        return set().union(*(_leaf_types(v, depth + 1) for v in value)) if value else set()
+    return {type(value)}
 
 
 def warn_length_fell_short(length: int, accum: int) -> None:
