@@ -158,3 +158,24 @@ def test_sequences_batched_one_by_one_need_no_collate_fn() -> None:
     trainer = make_trainer(_Bag())
     trainer.train(_Sequences(), num_epochs=1, per_device_batch_size=1)
     assert trainer.state.global_step == 8
+
+
+@pytest.mark.parametrize("container", [tuple, list])
+@pytest.mark.parametrize("kind", ["torch", "numpy"])
+def test_inputs_and_targets_arrays_passed_as_the_dataset_point_to_tensordataset(
+    container: type, kind: str
+) -> None:
+    x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
+    arrays = container((x, y) if kind == "torch" else (x.numpy(), y.numpy()))
+    trainer = make_trainer()
+    with pytest.raises(TypeError, match=r"2 arrays .*\[16, 8\].*\[16\].*TensorDataset"):
+        trainer.train(arrays, num_epochs=1)
+    with pytest.raises(TypeError, match=r"^dataset is a .*TensorDataset"):
+        trainer.evaluate(arrays)
+
+
+def test_a_list_of_samples_is_still_a_list_of_samples() -> None:
+    trainer = make_trainer()
+    pairs = [(torch.randn(8), torch.tensor(i % 3)) for i in range(4)]
+    trainer.train(pairs, num_epochs=1, per_device_batch_size=2)
+    assert trainer.predict([torch.randn(8), torch.randn(8)]).shape == (2, 3)

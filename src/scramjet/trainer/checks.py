@@ -31,6 +31,30 @@ def check_dataset(dataset: Any, name: str) -> None:
             f"{name} has no __len__; received {type(dataset).__name__}. Give it a __len__, or "
             f"make it a torch.utils.data.IterableDataset."
         )
+    _check_not_arrays(dataset, name)
+
+
+def _check_not_arrays(dataset: Any, name: str) -> None:
+    """``(inputs, targets)`` arrays passed as the dataset: a tuple or list is a sequence of
+    samples, so ``(X, y)`` would be a dataset of two samples, X and y."""
+    if not isinstance(dataset, tuple | list) or not 2 <= len(dataset) <= 4:
+        return
+    shapes = [tuple(getattr(item, "shape", ())) for item in dataset]
+    if not all(shapes) or not all(hasattr(item, "__array__") for item in dataset):
+        return  # not all arrays (numpy or torch) with at least one dimension
+    firsts = {shape[0] for shape in shapes}
+    if len(firsts) != 1 or len({len(shape) for shape in shapes}) == 1 or len(dataset) in firsts:
+        return  # samples alike in rank, of different lengths, or as many rows as items
+    kinds = ", ".join(
+        f"{type(item).__name__} {list(shape)}" for item, shape in zip(dataset, shapes)
+    )
+    raise TypeError(
+        f"{name} is a {type(dataset).__name__} of {len(dataset)} arrays ({kinds}); a "
+        f"{type(dataset).__name__} is read as a list of samples, so this would be "
+        f"{len(dataset)} samples, not {shapes[0][0]}. Pass "
+        f"torch.utils.data.TensorDataset(inputs, targets) to have one (input, target) "
+        f"sample per row (torch.as_tensor(...) first for numpy arrays)."
+    )
 
 
 def check_batch_size(value: Any, name: str) -> None:
