@@ -13,10 +13,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from tracking_helpers import make_trainer, tiny_data
 
-from scramjet import Trainer
+from scramjet import Trainer, seed_everything
 from scramjet.callbacks import CallbackError, TrainerCallback
 from scramjet.tracking import Experiment
 from scramjet.tracking.storage import StorageTimeouts
@@ -181,3 +182,28 @@ def test_ctrl_c_during_the_final_upload_does_not_leave_the_run_finished(
 
     # 'finished' means every file was uploaded and verified: none was here.
     assert json.loads((exp.run_dir / "run.json").read_text())["status"] != "finished"
+
+
+def test_a_sweep_over_numpy_seeds_trains_and_records_each_seed_as_a_number(
+    tmp_path: Path,
+) -> None:
+    seeds = np.arange(2)  # the seeds of a sweep, as NumPy integers
+    losses = []
+    for seed in seeds:
+        exp = Experiment("sweep", "seeds", root=tmp_path, save_script=False)
+        trainer = make_trainer([exp], seed=seed)
+        trainer.train(tiny_data(32), num_epochs=1, per_device_batch_size=16)
+        assert json.loads((exp.run_dir / "environment.json").read_text())["seed"] == int(seed)
+        losses.append(trainer.run_history.get_latest_metric("train_loss_epoch"))
+    again = make_trainer([], seed=1)  # a plain int gives the same run
+    again.train(tiny_data(32), num_epochs=1, per_device_batch_size=16)
+    assert again.run_history.get_latest_metric("train_loss_epoch") == losses[1]
+
+
+def test_a_seed_that_is_no_integer_or_out_of_range_is_refused_with_the_fix() -> None:
+    with pytest.raises(TypeError, match=r"received float 0\.5.*whole number"):
+        seed_everything(0.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="received bool"):
+        seed_everything(True)
+    with pytest.raises(ValueError, match=r"received 18446744073709551616.*seed % 2\*\*32"):
+        seed_everything(2**64)

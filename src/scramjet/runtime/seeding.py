@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import random
 from collections.abc import Callable
 from typing import Any, cast
@@ -14,13 +15,35 @@ def seed_everything(seed: int) -> None:
     """Seed Python's ``random``, NumPy and torch (CPU and every CUDA device).
 
     DataLoader workers are seeded from the loader's generator, which the Trainer derives
-    from the same seed, so worker-side randomness is reproducible too.
+    from the same seed, so worker-side randomness is reproducible too. ``seed`` may be any
+    integer in torch's range, NumPy integers included (see :func:`check_seed`).
     """
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int; received {type(seed).__name__} {seed!r}.")
+    seed = check_seed(seed)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def check_seed(seed: Any) -> int:
+    """``seed`` as a plain ``int``: any integer (``int``, NumPy integers such as the values
+    of ``np.arange``) that torch accepts, from ``-2**63`` to ``2**64 - 1``.
+
+    Raises:
+        TypeError: ``seed`` is not an integer (a bool, a float, a string).
+        ValueError: ``seed`` is out of torch's range.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(
+            f"seed must be an integer; received {type(seed).__name__} {seed!r}. Pass a "
+            f"whole number such as seed=0 (int(value) for a float or a string)."
+        )
+    value = int(seed)
+    if not -(2**63) <= value < 2**64:
+        raise ValueError(
+            f"seed must be between -2**63 and 2**64 - 1 (torch's range); received {value}. "
+            f"Pass a smaller number, e.g. seed % 2**32."
+        )
+    return value
 
 
 def get_rng_states() -> dict[str, Any]:

@@ -199,7 +199,7 @@ def environment(seed: int | None, device: torch.device, world_size: int) -> dict
         "git": {"commit": commit, "dirty": bool(_git(["status", "--porcelain"], where))}
         if commit
         else None,
-        "seed": seed,
+        "seed": None if seed is None else int(seed),  # a NumPy integer as a number
         "device": str(device),
         "world_size": world_size,
         "cuda_devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
