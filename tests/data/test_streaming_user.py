@@ -116,3 +116,40 @@ def test_packing_to_a_bucket_that_does_not_exist_names_it_and_the_fix(
         _pack(images, url)
     message = str(err.value)
     assert url in message and "bucket" in message and "create" in message
+
+
+def _read_in_a_child(ds: PackedDataset, index: int) -> None:
+    ds[index]
+
+
+def test_a_download_left_by_a_killed_reader_does_not_take_room_in_the_cache(
+    images: Path, tmp_path: Path
+) -> None:
+    import multiprocessing
+    import os
+
+    store = tmp_path / "store"
+    _pack(images, f"file://{store}/a.pack")
+    _pack(images, f"file://{store}/b.pack", shards=2)
+    cache = tmp_path / "cache"
+    first = PackedDataset(f"file://{store}/a.pack", cache_dir=cache)
+    blocked = store / "a.pack" / first.manifest.shards[0].file
+    blocked.unlink()
+    os.mkfifo(blocked)  # a download that never ends: its reader is killed in the middle
+    child = multiprocessing.get_context("fork").Process(target=_read_in_a_child, args=(first, 0))
+    child.start()
+    part = cache / f"{first.manifest.shards[0].sha256}.part"
+    for _ in range(500):
+        if part.exists():
+            break
+        child.join(0.01)
+    child.kill()
+    child.join()
+    assert part.exists()  # what a reader killed mid-download (OOM, SIGKILL) leaves
+    # room for one shard of another pack, not for that shard and the abandoned download
+    shard = PackedDataset(f"file://{store}/b.pack", cache_dir=tmp_path / "c2").manifest.shards[0]
+    limit = shard.bytes + part.stat().st_size // 2
+    second = PackedDataset(f"file://{store}/b.pack", cache_dir=cache, cache_limit=limit)
+    second._remote.wait_for_room = 1.0  # type: ignore[union-attr]  # fail fast if stuck
+    assert [int(second[i]["label"]) for i in range(shard.samples)] == list(range(shard.samples))
+    assert not part.exists()

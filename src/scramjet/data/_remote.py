@@ -405,10 +405,28 @@ class ShardCache:
                     total += entry.stat().st_size
         return total
 
+    def _drop_abandoned(self, keep: Path) -> None:
+        """Delete ``.part`` files no process is downloading into: left by a reader killed
+        in the middle of a download (OOM, SIGKILL), they would take room forever."""
+        for entry in os.scandir(self.root):
+            if not entry.name.endswith(".part") or entry.path == str(keep):
+                continue
+            lock = self.root / ".locks" / f"{entry.name[: -len('.part')]}.lock"
+            try:  # a download in progress holds this lock until its file is renamed
+                with _Locked(lock, exclusive=True, wait=False, create=True):
+                    Path(entry.path).unlink(missing_ok=True)
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+
     def _evict(self, need: int, keep: Path) -> int:
-        """Delete least-recently-used shards not in use until ``need`` bytes fit."""
+        """Delete abandoned downloads, then least-recently-used shards not in use, until
+        ``need`` bytes fit."""
         assert self.limit is not None
         used = self.usage()
+        if used + need > self.limit:
+            self._drop_abandoned(keep)
+            used = self.usage()
         shards = []
         for entry in os.scandir(self.root):
             if entry.name.endswith(".h5") and entry.path != str(keep):
