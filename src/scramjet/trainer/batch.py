@@ -255,8 +255,71 @@ def compute_loss(
             f"{', '.join(repr(k) for k in TARGET_KEYS)}) and the model returned no 'loss'. "
             f"Name the targets 'labels' in the batch, or override {hook}."
         )
-    loss: torch.Tensor = loss_func(logits_of(output, hook), targets)
+    return tensor_loss(loss_func, logits_of(output, hook), targets, hook)
+
+
+def tensor_loss(
+    loss_func: Callable[..., torch.Tensor], logits: Any, targets: Any, hook: str
+) -> torch.Tensor:
+    """``loss_func(logits, targets)``; an error names the shapes it was given."""
+    check_elementwise_shapes(loss_func, logits, targets, hook)
+    try:
+        loss: torch.Tensor = loss_func(logits, targets)
+    except (RuntimeError, ValueError, IndexError) as error:
+        described = _with_shapes(error, loss_func, logits, targets, hook)
+        if described is error:
+            raise
+        raise described from error
     return loss
+
+
+# Losses that compare outputs and targets element by element: shapes that differ broadcast
+# ([N, 1] against [N] gives [N, N]) and the loss is wrong without an error.
+_ELEMENTWISE = (
+    nn.MSELoss,
+    nn.L1Loss,
+    nn.SmoothL1Loss,
+    nn.HuberLoss,
+    nn.BCELoss,
+    nn.BCEWithLogitsLoss,
+)
+
+
+def _described(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+    return type(value).__name__
+
+
+def check_elementwise_shapes(loss_func: Any, logits: Any, targets: Any, hook: str) -> None:
+    """An element-wise loss refuses outputs and targets of different shapes."""
+    if not isinstance(loss_func, _ELEMENTWISE) or not isinstance(logits, torch.Tensor):
+        return
+    if isinstance(targets, torch.Tensor) and logits.shape != targets.shape:
+        raise ValueError(
+            f"{hook}: {type(loss_func).__name__} compares outputs and targets element by "
+            f"element, but the outputs are {_described(logits)} and the targets "
+            f"{_described(targets)}: they would broadcast and the loss would be wrong. Make "
+            f"them match, e.g. outputs.squeeze(-1) for one output per sample, or targets "
+            f"shaped like the outputs in the dataset."
+        )
+
+
+def _with_shapes(
+    error: Exception, loss_func: Any, logits: Any, targets: Any, hook: str
+) -> Exception:
+    """The loss function's error, of the same type, with what it was given and the usual
+    fixes."""
+    text = (
+        f"{error}\n{hook}: {type(loss_func).__name__} received outputs {_described(logits)} "
+        f"and targets {_described(targets)}. For classification losses the targets are class "
+        f"indices [N] of dtype int64 (targets.long(), targets.squeeze(1); not one-hot "
+        f"integers) or class probabilities shaped like the outputs (float)."
+    )
+    try:
+        return type(error)(text)
+    except Exception:  # an error type that takes other arguments: keep it as it is
+        return error
 
 
 def batch_size_of(inputs: Any, targets: Any) -> int:

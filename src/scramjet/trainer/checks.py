@@ -301,3 +301,50 @@ def check_read_once(data: Any, name: str, num_epochs: int) -> None:
             f"max_num_train_steps to bound a long stream), or something that starts over when "
             f"iterated again: a Dataset, an IterableDataset, a DataLoader, or a list."
         )
+
+
+def check_device(device: torch.device) -> torch.device:
+    """``device`` if this machine has it; else an error saying what to pass instead."""
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (device.index or 0) >= count:
+            have = f"{count} CUDA device(s)" if count else "no CUDA device (or no CUDA build)"
+            raise ValueError(
+                f"device={str(device)!r}, but this machine has {have}. Pass device='cpu', "
+                f"or device=None to use the best device available."
+            )
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(
+            "device='mps', but MPS is not available here (it needs Apple silicon and a torch "
+            "built with MPS). Pass device='cpu', or device=None to use the best available."
+        )
+    return device
+
+
+def check_scheduler_optimizer(scheduler: Any, optimizer: torch.optim.Optimizer) -> None:
+    """The scheduler from ``create_scheduler_fn`` must drive the Trainer's optimizer."""
+    held = getattr(scheduler, "optimizer", optimizer)
+    if held is not optimizer:
+        raise ValueError(
+            f"create_scheduler_fn returned a {type(scheduler).__name__} built on another "
+            f"optimizer ({type(held).__name__}), so the run's learning rate would never "
+            f"change. Build the scheduler from the optimizer the function receives, e.g. "
+            f"create_scheduler_fn=lambda optimizer: StepLR(optimizer, step_size=10)."
+        )
+
+
+def ready_loader_batch_size(loader: Any, batch_size: int) -> int:
+    """A loader given ready-made batches by its own batch size; ``batch_size`` otherwise."""
+    own = getattr(loader, "batch_size", None)
+    if own is None:
+        own = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+    return own if isinstance(own, int) and not isinstance(own, bool) and own > 0 else batch_size
+
+
+def empty_evaluation(data: Any) -> ValueError:
+    """The error for evaluation data of unknown length that gave no batch."""
+    return ValueError(
+        f"the evaluation data ({type(data).__name__}, of unknown length) yielded no batch, so "
+        f"eval_loss_epoch would be NaN. Check the stream's source (path, filter, shard), and "
+        f"that its __iter__ returns a new iterator every time it is called."
+    )

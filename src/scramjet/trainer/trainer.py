@@ -43,18 +43,23 @@ from scramjet.trainer.batch import (
     call_model,
     compute_loss,
     split_batch,
+    tensor_loss,
 )
 from scramjet.trainer.checks import (
     check_batch_size,
     check_dataset,
+    check_device,
     check_loss,
     check_not_empty,
     check_optimizer,
     check_scheduler_fn,
+    check_scheduler_optimizer,
     check_train_args,
     check_trainer_args,
     check_yields_batches,
+    empty_evaluation,
     loader_batch_size,
+    ready_loader_batch_size,
 )
 from scramjet.trainer.data_order import (
     DataOrder,
@@ -154,7 +159,7 @@ class Trainer:
         if seed is not None:
             seed_everything(seed)
         dist.init_distributed()
-        self.device = torch.device(device) if device is not None else default_device()
+        self.device = check_device(torch.device(device)) if device is not None else default_device()
         self.run_history = run_history if run_history is not None else RunHistory()
         # What a run sets and changes; public unless only the loop itself may touch it.
         self.state = TrainState()
@@ -387,6 +392,7 @@ class Trainer:
         scheduler: Scheduler = resolve_placeholders(self._create_scheduler_fn, values, unknown)(
             self.optimizer
         )
+        check_scheduler_optimizer(scheduler, self.optimizer)
         if type(self).scheduler_step is Trainer.scheduler_step:  # an override may pass values
             check_step_takes_no_arguments(scheduler)
         return scheduler
@@ -857,12 +863,15 @@ class Trainer:
             self.eval_losses.start_epoch()
             self.eval_epoch_start()
             handler.call_event(Event.EVAL_EPOCH_START, self)
-            steps = Lockstep(eval_dl, self._collective_forwards())
+            steps, seen = Lockstep(eval_dl, self._collective_forwards()), 0
             with torch.no_grad():
                 for batch, real in steps:
                     self._eval_step(batch, real)
+                    seen += 1
                     if self._end_epoch_requested:  # every rank stops before the next step
                         steps.stop()
+            if not seen and dist.get_world_size() == 1:
+                raise empty_evaluation(eval_dl)
             self._end_epoch_requested = False
             self.eval_epoch_end()
             handler.call_event(Event.EVAL_EPOCH_END, self)
@@ -1023,7 +1032,7 @@ class Trainer:
             inputs, targets = split_batch(batch, hook)
             outputs = call_model(self.model, inputs)
         if isinstance(outputs, torch.Tensor) and self.loss_func is not None and targets is not None:
-            loss = self.loss_func(outputs, targets)
+            loss = tensor_loss(self.loss_func, outputs, targets, hook)
         else:
             loss = compute_loss(outputs, targets, self.loss_func, hook)
         if isinstance(targets, torch.Tensor) and targets.ndim:
@@ -1059,6 +1068,9 @@ class Trainer:
         clip_norm: float | None,
     ) -> RunConfig:
         n_batches = safe_len(self._train_dl) if self.train_dataset is not None else 0
+        if self.train_dataset is not None:  # a ready DataLoader: its own batch size
+            train_bs = ready_loader_batch_size(self._train_dl, train_bs)
+        eval_bs = ready_loader_batch_size(self._eval_dl, eval_bs)
         updates_per_epoch = math.ceil(n_batches / accum) if n_batches else 0
         if max_steps and updates_per_epoch:
             # As in pytorch-accelerated, a step budget sets the run's length: enough epochs
