@@ -15,18 +15,16 @@ backend and then drops the failed one.
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 import torch
 from torch.utils._pytree import tree_flatten
 
 from scramjet.accel.backends import BuildContext, ForwardFn, get_builder
+from scramjet.runtime.stacklevel import user_stacklevel
 
 EAGER = "PYTORCH"
 AUTO = "AUTO"
@@ -37,25 +35,6 @@ class AccelerationWarning(UserWarning):
 
 
 #: Code a warning should not point at: scramjet's own and torch's (``Module.__call__``).
-_LIBRARY_DIRS = (
-    str(Path(__file__).resolve().parents[1]) + os.sep,
-    str(Path(torch.__file__).resolve().parent) + os.sep,
-)
-
-
-def user_stacklevel() -> int:
-    """The ``stacklevel`` for ``warnings.warn`` that points at the user's line: the first
-    caller outside scramjet and torch, counted from the function that warns. Users can
-    then filter the warning by their own module, and see which call of theirs it was."""
-    frame = sys._getframe(1)  # the function that warns: stacklevel 1
-    level = 1
-    while frame.f_back is not None and os.path.realpath(frame.f_code.co_filename).startswith(
-        _LIBRARY_DIRS
-    ):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
 @dataclass(frozen=True)
 class Tolerance:
     """Agreement required between a backend and eager on its first step.

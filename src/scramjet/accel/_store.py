@@ -48,8 +48,8 @@ import numpy as np
 import torch
 
 from scramjet.accel import _janitor
-from scramjet.accel._engine import user_stacklevel
 from scramjet.runtime.processes import pid_alive
+from scramjet.runtime.stacklevel import user_stacklevel
 
 EMPTY, CLAIMED, MEM, DISK, NONE = 0, 1, 2, 3, 4
 _MAGIC = 0x5343524A  # "SCRJ"

@@ -27,7 +27,6 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from scramjet.accel._engine import user_stacklevel
 from scramjet.accel._preload import start_preloaders
 from scramjet.accel._store import (
     DISK,
@@ -39,6 +38,7 @@ from scramjet.accel._store import (
     decode,
     encode,
 )
+from scramjet.runtime.stacklevel import user_stacklevel
 
 T = TypeVar("T")
 _CLAIM_WAIT_S = 30.0

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
 from scramjet.callbacks.base import StopTrainingError, TrainerCallback
 from scramjet.runtime import distributed as dist
+from scramjet.runtime.stacklevel import user_stacklevel
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
@@ -127,6 +129,19 @@ def metric_values_recorded(trainer: Any, name: str) -> int:
     return len(values(name)) if values is not None else 0
 
 
+def warn_if_not_evaluated(trainer: Any, name: str, who: str) -> None:
+    """At a run's start: a watched ``eval_`` metric in a run without evaluation data would
+    only be found missing after the first epoch (unless a callback evaluates itself)."""
+    if name.startswith("eval_") and getattr(trainer, "eval_dataloader", False) is None:
+        warnings.warn(
+            f"{who} watches {name!r}, but train() was given no eval_dataset, so that metric "
+            f"is recorded only if a callback of yours evaluates. Pass train(..., "
+            f"eval_dataset=...), or watch a training metric (watch_metric='train_loss_epoch').",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+
 def new_metric_value(trainer: Any, name: str, seen: int) -> tuple[float | None, int]:
     """The latest value of ``name`` if one was recorded since ``seen`` values, else None.
 
@@ -201,6 +216,7 @@ class EarlyStoppingCallback(TrainerCallback):
         if self.reset_on_train and not is_resumed_run(trainer):
             self.best, self.epochs_without_improvement = None, 0
         self._seen = metric_values_recorded(trainer, self.watch_metric)
+        warn_if_not_evaluated(trainer, self.watch_metric, type(self).__name__)
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Compare this epoch's metric with the best so far (an epoch without one: skipped)."""

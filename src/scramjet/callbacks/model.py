@@ -18,6 +18,7 @@ from scramjet.callbacks.control import (
     is_resumed_run,
     metric_values_recorded,
     new_metric_value,
+    warn_if_not_evaluated,
 )
 from scramjet.checkpoint import CheckpointManager, CheckpointWriteError, remote
 from scramjet.checkpoint.resume import flush_checkpoints
@@ -101,6 +102,7 @@ class SaveBestModelCallback(TrainerCallback):
         if self.reset_on_train and not is_resumed_run(trainer):
             self.best, self.saved = None, False
         self._seen = metric_values_recorded(trainer, self.watch_metric)
+        warn_if_not_evaluated(trainer, self.watch_metric, type(self).__name__)
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Save when the watched metric has a new value that improved."""
