@@ -8,6 +8,10 @@ URLs, which go through the same fsspec download path.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +20,7 @@ from packdata_helpers import watching_cache, write_csv, write_images
 from tests.tracking.s3_helpers import S3Server
 
 from scramjet.data import PackedDataset, PackError, PackFormatError, ShardDownloadError, pack
+from scramjet.trainer.data_order import EpochSampler
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +131,6 @@ def test_a_download_left_by_a_killed_reader_does_not_take_room_in_the_cache(
     images: Path, tmp_path: Path
 ) -> None:
     import multiprocessing
-    import os
 
     store = tmp_path / "store"
     _pack(images, f"file://{store}/a.pack")
@@ -153,3 +157,71 @@ def test_a_download_left_by_a_killed_reader_does_not_take_room_in_the_cache(
     second._remote.wait_for_room = 1.0  # type: ignore[union-attr]  # fail fast if stuck
     assert [int(second[i]["label"]) for i in range(shard.samples)] == list(range(shard.samples))
     assert not part.exists()
+
+
+@contextlib.contextmanager
+def _peak_of_cache(cache: Path) -> Iterator[list[int]]:
+    """The most bytes of distinct shards (finished or downloading) ``cache`` held, sampled
+    every 2 ms under the cache's own lock, so that no room is being made mid-count."""
+    peak, stop = [0], threading.Event()
+
+    def count() -> int:
+        sizes: dict[str, int] = {}
+        for entry in os.scandir(cache):
+            if entry.name.endswith((".h5", ".part")):
+                with contextlib.suppress(FileNotFoundError):
+                    stem = entry.name.rsplit(".", 1)[0]  # a shard seen as .part and .h5
+                    sizes[stem] = max(sizes.get(stem, 0), entry.stat().st_size)
+        return sum(sizes.values())
+
+    def watch() -> None:
+        while not stop.is_set():
+            fd = os.open(cache / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                peak[0] = max(peak[0], count())
+            finally:
+                os.close(fd)
+            stop.wait(0.002)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        yield peak
+    finally:
+        stop.set()
+        watcher.join()
+
+
+def test_readers_sharing_a_cache_never_exceed_its_limit_together(tmp_path: Path) -> None:
+    root = tmp_path / "imgs"
+    names = write_images(root, 96)
+    write_csv(
+        root / "list.csv", ["image", "label"], [[n, str(i)] for i, (n, _) in enumerate(names)]
+    )
+    url = f"file://{tmp_path / 'store' / 'p.pack'}"
+    _pack(root, url, shards=32)
+    shard = PackedDataset(url, cache_dir=tmp_path / "probe").manifest.shards[0].bytes
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    results: list[bool] = []
+
+    def read(seed: int) -> None:  # one reader of its own, as another process would have
+        ds = PackedDataset(url, cache_dir=cache, cache_limit=12 * shard, shuffle_window=2,
+                           prefetch=4)  # fmt: skip
+        sampler, seen = EpochSampler(ds, seed=seed), []
+        for epoch in range(3):
+            sampler.set_epoch(epoch)
+            seen += [
+                int(v) for b in ds.loader(3, sampler=sampler, num_workers=2) for v in b["label"]
+            ]
+        results.append(sorted(seen) == sorted(list(range(96)) * 3))
+
+    with _peak_of_cache(cache) as peak:
+        readers = [threading.Thread(target=read, args=(seed,)) for seed in range(3)]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join()
+    assert results == [True, True, True]
+    assert peak[0] <= 12 * shard

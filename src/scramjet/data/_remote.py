@@ -385,7 +385,10 @@ class ShardCache:
             self._reserve(k, part)
             try:
                 self._download(k, part)
-                os.replace(part, path)
+                # Under the cache's lock: a directory listed while an entry is renamed
+                # may show it under neither name, and the room counted would be short.
+                with _Locked(self.root / ".lock", exclusive=True, create=True):
+                    os.replace(part, path)
             except BaseException:
                 with contextlib.suppress(OSError):
                     part.unlink()
