@@ -94,7 +94,7 @@ _BAR_WIDTH = 30
 class _RunningLoss:
     """Per-sample mean of the losses recorded so far in an epoch, read from the display thread.
 
-    ``source`` returns the trainer's :class:`~scramjet.trainer.trainer.EpochLosses` (its
+    ``source`` returns the trainer's :class:`~scramjet.trainer.state.EpochLosses` (its
     ``losses`` and ``counts`` lists). Only the batches added since the previous read are
     turned into numbers, so a refresh costs the same at batch 10 and at batch 100,000,
     and the training loop never waits for it.

@@ -2,18 +2,23 @@
 
 ``RunConfig`` is fixed for one ``train()`` call. ``TrainState`` is what changes every step
 and what a checkpoint must carry to resume exactly. ``RunHistory`` records metric values,
-one per epoch for ``*_epoch`` metrics. Each stateful part saves and restores itself
+one per epoch for ``*_epoch`` metrics; ``EpochLosses`` the batch losses of the epoch in
+progress. Each stateful part saves and restores itself
 (``state_dict`` / ``load_state_dict``).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import torch
 from torch import nn
+
+from scramjet.runtime import distributed as dist
 
 
 @dataclass(frozen=True)
@@ -183,6 +188,59 @@ class RunHistory:
         """Restore what :meth:`state_dict` returned (after the followed TrainState's)."""
         self._metrics = defaultdict(list, {k: list(v) for k, v in state["metrics"].items()})
         self.current_epoch = int(state["epoch"])
+
+
+class EpochLosses:
+    """The batch losses of one epoch on this process, reduced to a per-sample mean at its end.
+
+    Losses are kept as detached tensors (no device sync per step). A checkpoint holds the
+    losses of an unfinished epoch (:meth:`state_dict`); after :meth:`load_state_dict` the
+    next :meth:`start_epoch` begins with them, so a resumed epoch's mean covers every batch.
+    """
+
+    def __init__(self) -> None:
+        self.losses: list[torch.Tensor] = []
+        self.counts: list[int] = []
+        self._resumed: tuple[list[torch.Tensor], list[int]] | None = None
+
+    def start_epoch(self) -> None:
+        """Empty, or the losses restored from a checkpoint of this unfinished epoch."""
+        self.losses, self.counts = self._resumed or ([], [])
+        self._resumed = None
+
+    def add(self, loss: torch.Tensor, batch_size: int) -> None:
+        """Record one batch's mean loss and its number of samples."""
+        self.losses.append(loss.detach())
+        self.counts.append(int(batch_size))
+
+    def replace_last(self, loss: torch.Tensor) -> None:
+        """Replace the last recorded loss (a micro-step that was redone)."""
+        self.losses[-1] = loss.detach()
+
+    def mean(self, device: torch.device) -> float:
+        """Per-sample mean over every process (collective); NaN when nothing was recorded."""
+        if self.losses:
+            # Losses restored from a checkpoint sit on the CPU; the epoch's own ones on device.
+            losses = torch.stack(
+                [t.float() if t.device == device else t.float().to(device) for t in self.losses]
+            )
+            counts = torch.tensor(self.counts, dtype=torch.float32, device=device)
+            totals = torch.stack([(losses * counts).sum(), counts.sum()])
+        else:
+            totals = torch.zeros(2, device=device)
+        totals = dist.reduce(totals, op="sum")
+        return float(totals[0] / totals[1]) if float(totals[1]) > 0 else math.nan
+
+    def state_dict(self) -> dict[str, Any]:
+        """This process's losses so far (a tensor on the CPU) and batch sizes."""
+        stacked = torch.stack([t.float().cpu() for t in self.losses]) if self.losses else None
+        return {"losses": stacked if stacked is not None else torch.zeros(0), "counts": self.counts}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Keep saved losses for the next :meth:`start_epoch`."""
+        losses = state.get("losses")
+        kept = list(losses.unbind(0)) if isinstance(losses, torch.Tensor) else []
+        self._resumed = (kept, [int(c) for c in state.get("counts") or []])
 
 
 def module_modes(model: nn.Module) -> list[tuple[nn.Module, bool]]:

@@ -73,7 +73,14 @@ from scramjet.trainer.data_order import (
     warn_length_fell_short,
     yields_batches,
 )
-from scramjet.trainer.state import RunConfig, RunHistory, TrainState, module_modes, restore_modes
+from scramjet.trainer.state import (
+    EpochLosses,
+    RunConfig,
+    RunHistory,
+    TrainState,
+    module_modes,
+    restore_modes,
+)
 
 #: What ``train``, ``evaluate`` and ``predict`` take: a map-style dataset or an iterable.
 DataSource = Dataset[Any] | Iterable[Any]
@@ -643,9 +650,9 @@ class Trainer:
         # in the documented order (optimizer_zero_grad only after an update).
         self.optimizer.zero_grad(set_to_none=True)
         self._in_training_run = True
-        self.training_run_start()
-        self.callback_handler.call_event(Event.TRAINING_RUN_START, self)
         try:
+            self.training_run_start()
+            self.callback_handler.call_event(Event.TRAINING_RUN_START, self)
             while self.state.epoch < self.run_config.num_epochs and not self._reached_max_steps():
                 self._run_train_epoch(train_dl)
                 if self._eval_dl is not None:
@@ -669,15 +676,24 @@ class Trainer:
         except StopTrainingError as err:
             self.stop_reason = err
             self.callback_handler.call_event(Event.STOP_TRAINING_ERROR, self, error=err)
-        except BaseException:  # a crash: let callbacks release threads and displays, re-raise
-            self._in_training_run = False
-            self.callback_handler.close_all(self)
+        except BaseException:
+            self._close_after_crash()
             raise
-        self.training_run_end()
-        self.callback_handler.call_event(Event.TRAINING_RUN_END, self)
+        try:
+            self.training_run_end()
+            self.callback_handler.call_event(Event.TRAINING_RUN_END, self)
+        except BaseException:
+            self._close_after_crash()
+            raise
         self._in_training_run = False
         if self.stop_reason is not None and self.stop_reason.reraise:
             raise self.stop_reason
+
+    def _close_after_crash(self) -> None:
+        """A crash (at the run's start, in an epoch or at its end): callbacks release
+        threads, displays and run folders before the error goes on."""
+        self._in_training_run = False
+        self.callback_handler.close_all(self)
 
     def _run_train_epoch(self, train_dl: Iterable[Any]) -> None:
         state, accum = self.state, self.run_config.gradient_accumulation_steps
@@ -1104,59 +1120,6 @@ class Trainer:
         if skip_sync and isinstance(self.model, nn.parallel.DistributedDataParallel):
             return self.model.no_sync()
         return _NO_CONTEXT
-
-
-class EpochLosses:
-    """The batch losses of one epoch on this process, reduced to a per-sample mean at its end.
-
-    Losses are kept as detached tensors (no device sync per step). A checkpoint holds the
-    losses of an unfinished epoch (:meth:`state_dict`); after :meth:`load_state_dict` the
-    next :meth:`start_epoch` begins with them, so a resumed epoch's mean covers every batch.
-    """
-
-    def __init__(self) -> None:
-        self.losses: list[torch.Tensor] = []
-        self.counts: list[int] = []
-        self._resumed: tuple[list[torch.Tensor], list[int]] | None = None
-
-    def start_epoch(self) -> None:
-        """Empty, or the losses restored from a checkpoint of this unfinished epoch."""
-        self.losses, self.counts = self._resumed or ([], [])
-        self._resumed = None
-
-    def add(self, loss: torch.Tensor, batch_size: int) -> None:
-        """Record one batch's mean loss and its number of samples."""
-        self.losses.append(loss.detach())
-        self.counts.append(int(batch_size))
-
-    def replace_last(self, loss: torch.Tensor) -> None:
-        """Replace the last recorded loss (a micro-step that was redone)."""
-        self.losses[-1] = loss.detach()
-
-    def mean(self, device: torch.device) -> float:
-        """Per-sample mean over every process (collective); NaN when nothing was recorded."""
-        if self.losses:
-            # Losses restored from a checkpoint sit on the CPU; the epoch's own ones on device.
-            losses = torch.stack(
-                [t.float() if t.device == device else t.float().to(device) for t in self.losses]
-            )
-            counts = torch.tensor(self.counts, dtype=torch.float32, device=device)
-            totals = torch.stack([(losses * counts).sum(), counts.sum()])
-        else:
-            totals = torch.zeros(2, device=device)
-        totals = dist.reduce(totals, op="sum")
-        return float(totals[0] / totals[1]) if float(totals[1]) > 0 else math.nan
-
-    def state_dict(self) -> dict[str, Any]:
-        """This process's losses so far (a tensor on the CPU) and batch sizes."""
-        stacked = torch.stack([t.float().cpu() for t in self.losses]) if self.losses else None
-        return {"losses": stacked if stacked is not None else torch.zeros(0), "counts": self.counts}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Keep saved losses for the next :meth:`start_epoch`."""
-        losses = state.get("losses")
-        kept = list(losses.unbind(0)) if isinstance(losses, torch.Tensor) else []
-        self._resumed = (kept, [int(c) for c in state.get("counts") or []])
 
 
 _NO_CONTEXT = contextlib.nullcontext()  # reusable: enters and exits without state
