@@ -62,11 +62,6 @@ def _tracking_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name == "scramjet-tracking"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Trainer._run_training calls the TRAINING_RUN_START event outside its try, so "
-    "callbacks are not closed when one raises there: the run stays 'running'",
-)
 def test_a_callback_failing_at_training_start_ends_the_run_as_failed(tmp_path: Path) -> None:
     before = _tracking_threads()
     exp = Experiment("sweep", "lin", root=tmp_path, save_script=False)
@@ -80,11 +75,6 @@ def test_a_callback_failing_at_training_start_ends_the_run_as_failed(tmp_path: P
     assert _tracking_threads() == before  # the Experiment's writer thread was stopped
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Trainer._run_training calls the TRAINING_RUN_END event outside its try, so "
-    "callbacks are not closed when one raises there: the run stays 'running'",
-)
 def test_ctrl_c_at_the_end_of_training_ends_the_run_as_interrupted(tmp_path: Path) -> None:
     before = _tracking_threads()
     exp = Experiment("sweep", "lin", root=tmp_path, save_script=False)
@@ -142,12 +132,6 @@ class _CtrlCSoon(TrainerCallback):
         self.timer.start()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Experiment.finish marks the run finished (and _finished) before the final sync, "
-    "so close() leaves 'finished' when that sync is interrupted; and Trainer._run_training "
-    "does not close callbacks when TRAINING_RUN_END raises",
-)
 def test_ctrl_c_during_the_final_upload_does_not_leave_the_run_finished(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

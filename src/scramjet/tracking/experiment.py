@@ -217,6 +217,7 @@ class Experiment(TrainerCallback):
         self._trained = False  # a train() used this Experiment already
         self._previous_run: Path | None = None
         self._mid_epoch = False  # between a training epoch's start and end events
+        self._syncing = False  # the storage is being synced and checked
 
     # ----------------------------------------------------------------- folder
     @property
@@ -700,7 +701,10 @@ class Experiment(TrainerCallback):
 
     def _sync(self, finished: dict[str, Any] | None = None) -> UploadReport:
         assert self._storage is not None
-        return _files.sync_run(self._storage, self.run_dir, finished)
+        self._syncing = True  # cut short (Ctrl-C), close() says the run is not mirrored
+        report = _files.sync_run(self._storage, self.run_dir, finished)
+        self._syncing = False
+        return report
 
     def close(self) -> None:
         """After a failed run: flush metrics, mark the run ``interrupted`` (a
@@ -727,6 +731,10 @@ class Experiment(TrainerCallback):
                 report_of_an_ended_run(self.run_dir)
                 if self._storage is not None:
                     self.upload_report = self._sync()
+        if self._syncing and self._run_dir is not None:  # the final sync of finish()
+            self._syncing = False
+            cut = "the final upload and its check were cut short; resume the run to mirror it"
+            _files.record_end(self.run_dir, status, error, upload_error=cut)
         if self._storage is not None:
             self._storage.close()
             self._storage = None
