@@ -190,3 +190,14 @@ def test_cuda_tensors_are_snapshotted_to_host(tmp_path: Path) -> None:
         manager.load({"model": fresh})
         assert all(torch.equal(fresh.state_dict()[k], v) for k, v in before.items())
         before = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+
+def test_a_closed_manager_leaves_no_entry_for_its_folder(tmp_path: Path) -> None:
+    from scramjet.checkpoint import manager as manager_module
+
+    for run in range(3):
+        manager = CheckpointManager(tmp_path / f"run{run}" / "ckpt")
+        manager.save({"w": torch.ones(4)}, step=1)
+        manager.close()
+    keys = [k for k in manager_module._WRITERS if k.startswith(str(tmp_path.resolve()))]
+    assert keys == []

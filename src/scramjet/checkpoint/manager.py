@@ -460,6 +460,11 @@ class CheckpointManager:
             self.wait()
         finally:
             self._snapshots.release()
+            writers = _WRITERS.get(self._key)
+            if writers is not None:  # nothing in flight: readers need not wait for it
+                writers.discard(self)
+                if not writers:  # a sweep of many runs leaves no entry per folder behind
+                    del _WRITERS[self._key]
 
     # ----------------------------------------------------------------- index
 
