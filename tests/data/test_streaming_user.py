@@ -225,3 +225,16 @@ def test_readers_sharing_a_cache_never_exceed_its_limit_together(tmp_path: Path)
             reader.join()
     assert results == [True, True, True]
     assert peak[0] <= 12 * shard
+
+
+def test_a_storage_option_the_store_does_not_know_fails_at_once_naming_it(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    import time
+
+    url = f"s3://{s3.new_bucket()}/p.pack"
+    start = time.monotonic()
+    with pytest.raises(ShardDownloadError) as err:
+        PackedDataset(url, cache_dir=tmp_path / "cache", storage_options={"retry_count": 1})
+    assert time.monotonic() - start < 5  # not retried for ~45 s like an unreachable store
+    assert "retry_count" in str(err.value) and "storage_options" in str(err.value)

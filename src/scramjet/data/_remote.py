@@ -128,10 +128,20 @@ def _filesystem(url: str, options: Mapping[str, Any] | None) -> tuple[Any, str]:
     return fs, str(fs._strip_protocol(url)).rstrip("/")
 
 
+# Errors in the request itself (an option the filesystem does not take, a wrong type):
+# no retry can mend them.
+_MISUSE = (TypeError, AttributeError, NotImplementedError, ImportError)
+
+
 def _transient(exc: BaseException) -> bool:
+    """Whether a retry may help: not a refusal, a missing file or a misused option."""
     from scramjet.tracking.storage import permanent_error
 
-    return permanent_error(exc) is None and not isinstance(exc, FileNotFoundError)
+    return (
+        permanent_error(exc) is None
+        and not isinstance(exc, FileNotFoundError)
+        and not isinstance(exc, _MISUSE)
+    )
 
 
 @dataclass
