@@ -227,6 +227,34 @@ def test_readers_sharing_a_cache_never_exceed_its_limit_together(tmp_path: Path)
     assert peak[0] <= 12 * shard
 
 
+def test_a_store_gone_for_good_is_retried_once_per_shard_not_again_by_the_reader(
+    server: S3Server, s3: S3Server, images: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from scramjet.data._remote import Retry
+
+    url = f"s3://{s3.new_bucket()}/p.pack"
+    _pack(images, url)
+    ds = PackedDataset(url, cache_dir=tmp_path / "cache", shuffle_window=1, prefetch=1)
+    assert ds._remote is not None
+    ds._remote.retry = Retry(attempts=1)  # 9 attempts take ~45 s
+    caplog.set_level(logging.INFO, logger="scramjet.data._remote")
+    try:
+        with pytest.raises(ShardDownloadError, match="after 1 attempts") as err:
+            for n, i in enumerate(EpochSampler(ds, seed=0)):
+                if n == 2:  # in the first shard: the read-ahead of the second one fails
+                    server.stop()
+                ds[i]
+    finally:
+        server.start()
+    shard = str(err.value).split("cannot download shard ")[1].split()[0]
+    attempts = [r for r in caplog.records if f"{shard} failed" in r.getMessage()]
+    # the reader waited for the read-ahead's attempts: it reports their failure, rather
+    # than making the user wait for as many attempts again
+    assert len(attempts) == 1
+
+
 def test_a_storage_option_the_store_does_not_know_fails_at_once_naming_it(
     s3: S3Server, tmp_path: Path
 ) -> None:

@@ -326,6 +326,7 @@ class ShardCache:
         self.options = dict(storage_options or {})
         self.retry = retry or Retry()
         self.wait_for_room = wait_for_room
+        self._failures: dict[int, tuple[float, Exception]] = {}  # shard: (when, error)
         (self.root / ".locks").mkdir(parents=True, exist_ok=True)
         if cache_limit is not None:
             biggest = max((s.bytes for s in manifest.shards), default=0)
@@ -387,10 +388,16 @@ class ShardCache:
         path = self.local_path(k)
         if path.exists() and claimed is None:
             return path
+        asked = time.monotonic()
         lock = claimed or _Locked(self._lock_path(k), exclusive=True, create=True)
         with lock:
             if path.exists():  # another process finished it while we waited
                 return path
+            failed = self._failures.get(k)
+            if failed is not None and failed[0] >= asked:
+                # A thread of this process (a read-ahead) made every attempt while we
+                # waited for it: report its failure instead of making as many again.
+                raise type(failed[1])(str(failed[1]))
             part = path.with_suffix(".part")
             self._reserve(k, part)
             try:
@@ -399,9 +406,11 @@ class ShardCache:
                 # may show it under neither name, and the room counted would be short.
                 with _Locked(self.root / ".lock", exclusive=True, create=True):
                     os.replace(part, path)
-            except BaseException:
+            except BaseException as exc:
                 with contextlib.suppress(OSError):
                     part.unlink()
+                if isinstance(exc, (ShardDownloadError, PackFormatError)):
+                    self._failures[k] = (time.monotonic(), exc)
                 raise
             info = self.manifest.shards[k]
             with open(self.root / LOG_NAME, "a", encoding="utf-8") as log:
