@@ -381,3 +381,17 @@ def test_resuming_with_another_length_warns_that_the_scheduler_keeps_the_old_one
         assert len(told) == 1, told
         assert "planned for 4 optimizer updates (1 epochs of 4)" in told[0]
         assert "planned for 12 (3 of 4): the restored CosineAnnealingLR" in told[0]
+
+
+def test_a_run_config_stand_in_without_numbers_still_saves(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from tests.common.world import TinyMLP, make_trainer
+
+    trainer = make_trainer(TinyMLP())
+    # pytorch-accelerated's own tests set a mock run configuration before saving
+    trainer.run_config = SimpleNamespace(  # type: ignore[assignment]
+        num_epochs=object(), num_update_steps_per_epoch=3, max_num_train_steps=None
+    )
+    trainer.save_checkpoint(tmp_path / "ckpt.pt")
+    assert (tmp_path / "ckpt.pt").is_file()

@@ -147,8 +147,9 @@ def training_state(trainer: Trainer, *, include_optimizer: bool = True) -> dict[
     state["callbacks"] = {
         _callback_key(i, cb): cb.state_dict() for i, cb in enumerate(trainer.callbacks)
     }
-    if trainer.has_run_config:  # a resume with another length is told about its scheduler
-        state["run_plan"] = _plan(trainer)
+    plan = _plan(trainer) if trainer.has_run_config else None
+    if plan is not None:  # a resume with another length is told about its scheduler
+        state["run_plan"] = plan
     state["sampler_seed"] = trainer.data_order.state_dict()["seed"]
     # how the epoch was consumed (processes, batch size): a resume on another number of
     # processes skips exactly the samples this run saw
@@ -419,19 +420,24 @@ def _manager_for(path: Path) -> tuple[CheckpointManager, str | Path]:
     )
 
 
-def _plan(trainer: Trainer) -> dict[str, int]:
-    """The run's length in optimizer updates (0 if unknown) and how it was worked out."""
+def _plan(trainer: Trainer) -> dict[str, int] | None:
+    """The run's length in optimizer updates (0 if unknown) and how it was worked out;
+    None for a run configuration that holds no numbers (a stand-in object)."""
     config = trainer.run_config
-    per_epoch = config.num_update_steps_per_epoch
-    total = config.max_num_train_steps or config.num_epochs * per_epoch
-    return {"updates": total, "num_epochs": config.num_epochs, "updates_per_epoch": per_epoch}
+    epochs, per_epoch = config.num_epochs, config.num_update_steps_per_epoch
+    cap = config.max_num_train_steps or 0
+    if not all(type(v) is int for v in (epochs, per_epoch, cap)):
+        return None
+    total = cap or epochs * per_epoch
+    return {"updates": total, "num_epochs": epochs, "updates_per_epoch": per_epoch}
 
 
 def _warn_if_replanned(trainer: Trainer, saved: Any) -> None:
-    now = _plan(trainer)
-    if not isinstance(saved, dict) or not saved.get("updates") or not now["updates"]:
-        return  # a checkpoint without a plan, or a length unknown to either run
-    if int(saved["updates"]) == now["updates"]:
+    now = _plan(trainer) if trainer.has_run_config else None
+    # A checkpoint without a plan, a length unknown to either run, or the same length
+    if now is None or not now["updates"] or not isinstance(saved, dict):
+        return
+    if not saved.get("updates") or int(saved["updates"]) == now["updates"]:
         return
     warnings.warn(
         f"Resuming a run planned for {int(saved['updates'])} optimizer updates "
