@@ -340,6 +340,11 @@ def _decorate_class(
     Engine(backends, options, tolerance)  # validate names now, at decoration time
     base_init = cls.__init__
     base_forward = cls.forward
+    # The class's own pickling methods (nn.Module's unless it defines them) still run: a
+    # model that leaves out a lock or a file handle in __getstate__ pickles as before.
+    module_cls: type[Any] = cls
+    base_getstate = cast("Callable[[nn.Module], Any]", module_cls.__getstate__)
+    base_setstate = cast("Callable[[nn.Module, Any], None]", module_cls.__setstate__)
 
     @functools.wraps(base_init)
     def __init__(self: nn.Module, *args: Any, **kwargs: Any) -> None:
@@ -360,17 +365,14 @@ def _decorate_class(
             self.__dict__["_scramjet_raw"] = raw
         return engine.run(self, raw, args, kwargs)
 
-    def __getstate__(self: nn.Module) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state.pop("_scramjet_raw", None)
+    def __getstate__(self: nn.Module) -> Any:
+        state = base_getstate(self)
+        if isinstance(state, dict) and "_scramjet_raw" in state:
+            state = {k: v for k, v in state.items() if k != "_scramjet_raw"}
         return state
 
-    def __setstate__(self: nn.Module, state: dict[str, Any]) -> None:
-        # Module.__setstate__ is unannotated in torch.
-        module_setstate = cast(
-            "Callable[[nn.Module, dict[str, Any]], None]", nn.Module.__setstate__
-        )
-        module_setstate(self, state)
+    def __setstate__(self: nn.Module, state: Any) -> None:
+        base_setstate(self, state)
         engine = self.__dict__.get(_ENGINE_ATTR)
         if engine is not None:
             engine.options["raw_module"] = _RawForward(self, base_forward)

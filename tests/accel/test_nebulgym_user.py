@@ -1,0 +1,41 @@
+"""A nebulgym user's view: decorate your own model and dataset classes, keep your loop."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import threading
+from typing import Any
+
+import torch
+from torch import nn
+
+from scramjet.accel import accelerate_model
+
+
+@accelerate_model(backends=["PYTORCH"])
+class ModelWithALock(nn.Linear):
+    """Leaves an unpicklable attribute out of its pickled state, as many models do."""
+
+    def __init__(self) -> None:
+        super().__init__(3, 2)
+        self.lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(super().__getstate__())
+        state.pop("lock", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self.lock = threading.Lock()
+
+
+def test_a_decorated_model_keeps_its_own_getstate_and_setstate() -> None:
+    model = ModelWithALock()
+    x = torch.ones(2, 3)
+    expected = model(x)
+    for clone in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        assert type(clone) is ModelWithALock
+        assert isinstance(clone.lock, type(threading.Lock()))
+        torch.testing.assert_close(clone(x), expected, rtol=0, atol=0)
