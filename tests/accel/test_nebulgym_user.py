@@ -9,8 +9,9 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, Dataset
 
-from scramjet.accel import accelerate_model
+from scramjet.accel import accelerate_dataset, accelerate_model
 
 
 @accelerate_model(backends=["PYTORCH"])
@@ -39,3 +40,27 @@ def test_a_decorated_model_keeps_its_own_getstate_and_setstate() -> None:
         assert type(clone) is ModelWithALock
         assert isinstance(clone.lock, type(threading.Lock()))
         torch.testing.assert_close(clone(x), expected, rtol=0, atol=0)
+
+
+@accelerate_dataset(max_memory_size=1 << 20, transform=lambda s: s * 2)
+class ReadsItsOwnShape(Dataset[torch.Tensor]):
+    """Reads a sample in ``__init__`` to learn its feature size."""
+
+    def __init__(self) -> None:
+        self.x = torch.arange(30, dtype=torch.float32).view(10, 3)
+        self.features = self[0].shape[-1]
+        self.first = self[0]
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.x[i]
+
+
+def test_a_decorated_dataset_may_index_itself_in_init() -> None:
+    ds = ReadsItsOwnShape()
+    assert ds.features == 3
+    torch.testing.assert_close(ds.first, ds[0])  # the transform applies in __init__ too
+    batches = list(DataLoader(ds, batch_size=4))
+    torch.testing.assert_close(torch.cat(batches), ds.x * 2)

@@ -321,7 +321,11 @@ class _CachingMixin:
         self._scramjet_cache = _Cache(n, **settings)
 
     def _cached_item(self, index: Any) -> Any:
-        cache = self._scramjet_cache
+        cache = self.__dict__.get("_scramjet_cache")
+        if cache is None:  # called from the class's own __init__ (e.g. to read a shape)
+            fn = self.__dict__.get("_scramjet_transform")
+            sample = self._raw_item(index)
+            return sample if fn is None else fn(sample)
         i = _normalise(index, cache.n)
         sample = self._raw_item(index) if i is None else cache.get(i, self._raw_item)
         fn = self._scramjet_transform
@@ -333,7 +337,9 @@ class _CachingMixin:
             # A subclass wrote its own __getitem__: the DataLoader's batched read must give
             # what indexing gives (its override may call super().__getitem__, still cached).
             return [getitem(self, i) for i in indices]
-        cache = self._scramjet_cache
+        cache = self.__dict__.get("_scramjet_cache")
+        if cache is None:
+            return [self._cached_item(i) for i in indices]
         norm = [_normalise(i, cache.n) for i in indices]
         if any(i is None for i in norm):
             return [self._cached_item(i) for i in indices]
@@ -435,6 +441,9 @@ def _decorate_dataset(cls: type[T], settings: dict[str, Any]) -> type[T]:
 
     @functools.wraps(base_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        # Until the cache exists, indexing (from the class's own __init__) decodes directly,
+        # with the transform applied as it will be afterwards.
+        self._scramjet_transform = settings.get("transform")
         base_init(self, *args, **kwargs)
         self._setup_cache(len(self), settings)
 
