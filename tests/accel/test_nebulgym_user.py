@@ -5,13 +5,16 @@ from __future__ import annotations
 import copy
 import pickle
 import threading
+import warnings
 from typing import Any
 
+import pytest
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from scramjet.accel import accelerate_dataset, accelerate_model
+from scramjet.accel import CachedDataset, CacheWarning, accelerate_dataset, accelerate_model
+from scramjet.accel._store import index_bytes
 
 
 @accelerate_model(backends=["PYTORCH"])
@@ -64,3 +67,29 @@ def test_a_decorated_dataset_may_index_itself_in_init() -> None:
     torch.testing.assert_close(ds.first, ds[0])  # the transform applies in __init__ too
     batches = list(DataLoader(ds, batch_size=4))
     torch.testing.assert_close(torch.cat(batches), ds.x * 2)
+
+
+class Rows(Dataset[torch.Tensor]):
+    def __init__(self, n: int = 200) -> None:
+        self.x = torch.arange(n * 4, dtype=torch.float32).view(n, 4)
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.x[i]
+
+
+def test_a_budget_below_the_index_size_says_how_many_bytes_the_index_needs() -> None:
+    needed = index_bytes(200)
+    with pytest.warns(CacheWarning) as record:
+        ds = CachedDataset(Rows(200), max_memory_size=7000)  # > 32 bytes x 200, < needed
+    message = str(record[0].message)
+    assert f"{needed} bytes" in message and "header" in message, message
+    ds.close_cache()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)  # the figure it gave is enough
+        ds = CachedDataset(Rows(200), max_memory_size=needed + 200 * 256)
+    ds[0]
+    assert ds.cache_stats()["in_memory"] == 1
+    ds.close_cache()

@@ -177,11 +177,14 @@ class SharedStore:
         if budget is None or size <= budget:
             places.append((ram, True))
         elif budget > 0:
+            header = index_bytes(0)
             _warn(
-                f"max_memory_size={budget} bytes cannot hold the cache index ({_mib(size)} for "
-                f"{n} samples, 32 bytes each); the index is kept on disk in {disk} and "
+                f"max_memory_size={budget} bytes cannot hold the cache index ({size} bytes: "
+                f"{_ENTRY * 8} bytes for each of {n} samples plus a {header}-byte header); the "
+                f"index is kept on disk in {disk} and "
                 + ("samples spill there." if spill else "samples are not cached.")
-                + " Raise max_memory_size above the index size to cache in RAM."
+                + f" To cache in RAM, pass max_memory_size of at least {size} bytes plus the "
+                "bytes of the samples to keep there."
             )
         if not places or os.path.realpath(disk) != os.path.realpath(ram):
             places.append((disk, False))
