@@ -93,3 +93,14 @@ def test_a_budget_below_the_index_size_says_how_many_bytes_the_index_needs() -> 
     ds[0]
     assert ds.cache_stats()["in_memory"] == 1
     ds.close_cache()
+
+
+def test_a_dataset_stays_readable_after_close_cache_and_reads_it_uncached() -> None:
+    rows = Rows(20)
+    ds = CachedDataset(rows, max_memory_size=1 << 20)
+    torch.testing.assert_close(ds[3], rows.x[3])
+    ds.close_cache()
+    rows.x += 100  # read from the dataset now, not from a cache
+    torch.testing.assert_close(ds[3], rows.x[3])
+    torch.testing.assert_close(torch.cat(list(DataLoader(ds, batch_size=8))), rows.x)
+    assert ds.cache_stats()["in_memory"] == 0

@@ -256,6 +256,9 @@ class _Cache:
         finalizer = self.__dict__.get("_finalizer")
         if finalizer is not None:
             finalizer()
+        # The files are gone (or, in a worker, no longer this process's to use): later reads
+        # decode from the dataset, uncached, instead of failing on a missing folder.
+        self.store = None
 
 
 _STAT_NAMES = ("samples", "in_memory", "on_disk", "memory_bytes", "disk_bytes")
@@ -353,7 +356,10 @@ class _CachingMixin:
         return self._scramjet_cache.stats()
 
     def close_cache(self) -> None:
-        """Stop background decoding and (in the creating process) delete the cache files."""
+        """Stop background decoding and (in the creating process) delete the cache files.
+
+        The dataset stays usable: from then on every read decodes from the dataset, uncached.
+        """
         self._scramjet_cache.close()
 
 
