@@ -104,3 +104,12 @@ def test_a_dataset_stays_readable_after_close_cache_and_reads_it_uncached() -> N
     torch.testing.assert_close(ds[3], rows.x[3])
     torch.testing.assert_close(torch.cat(list(DataLoader(ds, batch_size=8))), rows.x)
     assert ds.cache_stats()["in_memory"] == 0
+
+
+def test_a_wrapped_model_pickles_after_module_compile() -> None:
+    wrapped = accelerate_model(nn.Linear(3, 2), backends=["PYTORCH"])
+    wrapped.compile()  # lazy: nothing is compiled until a call
+    clone = pickle.loads(pickle.dumps(wrapped))
+    x = torch.ones(2, 3)
+    torch.testing.assert_close(clone.module(x), wrapped.module(x), rtol=0, atol=0)
+    assert sorted(clone.state_dict()) == ["bias", "weight"]

@@ -307,7 +307,9 @@ class AcceleratedModel(nn.Module):
             return getattr(inner, name)
 
     def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
+        # nn.Module's own state (it leaves out what Module.compile() attached).
+        module_getstate = cast("Callable[[nn.Module], dict[str, Any]]", nn.Module.__getstate__)
+        state = dict(module_getstate(self))
         state.pop("_scramjet_raw", None)
         state.pop("_scramjet_loading", None)
         return state
