@@ -267,3 +267,16 @@ def test_a_storage_option_the_store_does_not_know_fails_at_once_naming_it(
         PackedDataset(url, cache_dir=tmp_path / "cache", storage_options={"retry_count": 1})
     assert time.monotonic() - start < 5  # not retried for ~45 s like an unreachable store
     assert "retry_count" in str(err.value) and "storage_options" in str(err.value)
+
+
+def test_cache_limit_takes_whole_numbers_of_any_kind_and_refuses_fractions() -> None:
+    import numpy as np
+
+    from scramjet.data._remote import parse_size
+
+    assert parse_size(20e9) == 20_000_000_000
+    assert parse_size(np.int64(500)) == 500
+    assert parse_size("1.5KB") == 1500
+    for bad in (0.5, -1, True, "lots"):
+        with pytest.raises(ValueError, match="positive number of bytes"):
+            parse_size(bad)

@@ -27,6 +27,7 @@ import errno
 import fcntl
 import hashlib
 import logging
+import numbers
 import os
 import re
 import threading
@@ -71,16 +72,19 @@ def is_url(path: object) -> bool:
     return isinstance(path, str) and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) is not None
 
 
-def parse_size(value: int | str | None, what: str = "cache_limit") -> int | None:
-    """Bytes from an int or a string such as ``"500MB"`` or ``"20GiB"`` (None: no limit).
+def parse_size(value: float | str | None, what: str = "cache_limit") -> int | None:
+    """Bytes from a whole number (``500_000_000``, ``20e9``, a NumPy integer) or a string
+    such as ``"500MB"`` or ``"20GiB"`` (None: no limit).
 
     Raises:
         ValueError: naming what was received and the accepted forms.
     """
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
+    if isinstance(value, numbers.Real) and not isinstance(value, bool | str):
+        number = float(value)  # 20e9, numpy.int64(500_000_000): whole and positive
+        if number > 0 and number.is_integer():
+            return int(number)
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(value))
     unit = match.group(2).lower() if match else ""
     if isinstance(value, str) and match and unit in _UNITS and float(match.group(1)) > 0:
