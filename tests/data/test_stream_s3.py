@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,24 +19,6 @@ from scramjet.data import PackedDataset, PackFormatError, pack
 from scramjet.data._remote import LOG_NAME, ShardDownloadError
 from scramjet.data._threads import ThreadedLoader
 from scramjet.trainer.data_order import EpochSampler
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[S3Server]:
-    s3 = S3Server()
-    s3.start()
-    yield s3
-    s3.stop()
-
-
-@pytest.fixture()
-def s3(server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    return server
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +142,7 @@ def test_a_missing_shard_is_named(s3: S3Server, images: Path, tmp_path: Path) ->
 
 
 def test_the_server_stopped_mid_epoch_costs_time_only(
-    server: S3Server, s3: S3Server, images: Path, tmp_path: Path
+    s3: S3Server, images: Path, tmp_path: Path
 ) -> None:
     url = _remote_pack(s3, images)
     ds = PackedDataset(url, cache_dir=tmp_path / "cache", shuffle_window=1, prefetch=1)
@@ -170,9 +151,9 @@ def test_the_server_stopped_mid_epoch_costs_time_only(
     t0 = 0.0
     for n, i in enumerate(sampler):
         if n == 10:  # in the second shard: stop the store for 3 s; the third is not here yet
-            server.stop()
+            s3.stop()
             t0 = time.monotonic()
-            threading.Timer(3.0, server.start).start()
+            threading.Timer(3.0, s3.start).start()
         seen.append(int(ds[i]["label"]))
     waited = time.monotonic() - t0
     assert sorted(seen) == list(range(48))  # every sample, once, intact

@@ -24,24 +24,6 @@ from scramjet.trainer.data_order import EpochSampler
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[S3Server]:
-    s3 = S3Server()
-    s3.start()
-    yield s3
-    s3.stop()
-
-
-@pytest.fixture()
-def s3(server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    return server
-
-
-@pytest.fixture(scope="module")
 def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """24 images 32x40 with labels 0..23 (label = row) in a folder with list.csv."""
     root = tmp_path_factory.mktemp("stream_user") / "imgs"
@@ -229,7 +211,7 @@ def test_readers_sharing_a_cache_never_exceed_its_limit_together(tmp_path: Path)
 
 
 def test_a_store_gone_for_good_is_retried_once_per_shard_not_again_by_the_reader(
-    server: S3Server, s3: S3Server, images: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    s3: S3Server, images: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     import logging
 
@@ -245,10 +227,10 @@ def test_a_store_gone_for_good_is_retried_once_per_shard_not_again_by_the_reader
         with pytest.raises(ShardDownloadError, match="after 1 attempts") as err:
             for n, i in enumerate(EpochSampler(ds, seed=0)):
                 if n == 2:  # in the first shard: the read-ahead of the second one fails
-                    server.stop()
+                    s3.stop()
                 ds[i]
     finally:
-        server.start()
+        s3.start()
     shard = str(err.value).split("cannot download shard ")[1].split()[0]
     attempts = [r for r in caplog.records if f"{shard} failed" in r.getMessage()]
     # the reader waited for the read-ahead's attempts: it reports their failure, rather
