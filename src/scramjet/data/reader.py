@@ -14,7 +14,6 @@ sent to DataLoader workers (fork or spawn) opens its own maps in each worker.
 
 from __future__ import annotations
 
-import copy
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -27,21 +26,17 @@ import torch
 from torch.utils.data import (
     DataLoader,
     Dataset,
-    RandomSampler,
     Sampler,
-    SequentialSampler,
     default_collate,
     get_worker_info,
 )
 
 from scramjet.data._args import (
-    check_batch_size,
-    check_prefetch_factor,
-    check_shuffle_and_sampler,
     check_transform,
     scalar_index,
 )
 from scramjet.data._epoch import SharedEpoch
+from scramjet.data._loaders import make_loader
 from scramjet.data._remote import (
     Prefetcher,
     Retry,
@@ -53,8 +48,6 @@ from scramjet.data._remote import (
 )
 from scramjet.data._ring import (
     BatchRequest,
-    GenerationBatches,
-    RingLoader,
     SlotRef,
     SlotRing,
     share_memory,
@@ -71,7 +64,7 @@ from scramjet.data.format import (
 from scramjet.data.images import jpeg_decoder, png_decoder
 
 if TYPE_CHECKING:
-    from scramjet.data._threads import EpochBatches, ThreadedLoader
+    from scramjet.data._threads import ThreadedLoader
 
 Transform = Callable[[Any], Any] | Mapping[str, Callable[[Any], Any]]
 VERIFY_MODES = ("open", True, False)
@@ -710,76 +703,11 @@ class PackedDataset(Dataset[Any]):
             ValueError: ``batch_size`` or ``prefetch_factor`` below 1, an unknown backend,
                 ``shuffle=True`` with a ``sampler``, or a setting the backend does not take.
         """
-        from scramjet.data._threads import (
-            EpochBatches,
-            EpochOrder,
-            choose_backend,
-            order_seed,
-            seeded_generator,
-        )
-
-        batch_size = check_batch_size(batch_size)
-        check_shuffle_and_sampler(shuffle, sampler)
-        prefetch = check_prefetch_factor(kwargs)
-        chosen = choose_backend(backend, self.transform is not None, kwargs)
-        if (num_workers > 0 or chosen == "threads") and self.verify_mode == "open":
-            self.verify()  # once here, instead of in every worker (and every epoch)
-        given = generator is not None or isinstance(
-            getattr(sampler, "generator", None), torch.Generator
-        )
-        if sampler is None:
-            if shuffle and generator is None:
-                generator = seeded_generator()  # reseeded per epoch by set_epoch
-            sampler = (
-                RandomSampler(self, generator=generator) if shuffle else SequentialSampler(self)
-            )
-        if not (hasattr(sampler, "set_epoch") and hasattr(sampler, "set_start")):
-            sampler = EpochOrder(sampler, order_seed(sampler, generator), not given)
-        if chosen == "threads":
-            from scramjet.data._threads import ThreadedLoader
-
-            return ThreadedLoader(
-                self, batch_size, sampler=sampler, drop_last=drop_last,
-                threads=num_workers, prefetch=prefetch or 2,
-                pin_memory=kwargs.get("pin_memory"), decode_device=decode_device,
-            )  # fmt: skip
-        if decode_device is not None:
-            raise ValueError(
-                f"decode_device={decode_device!r} needs backend='threads' (got {backend!r}, "
-                "which chose worker processes); pass backend='threads'"
-            )
-        return self._process_loader(
-            EpochBatches(sampler, batch_size, drop_last), num_workers, kwargs
-        )
-
-    def _process_loader(
-        self, batches: EpochBatches, num_workers: int, kwargs: dict[str, Any]
-    ) -> DataLoader[Any]:
-        """A DataLoader whose worker processes read the whole batches of ``batches``."""
-        batch_size = batches.batch_size
-        images = [c for c in self.columns if c.kind == "image" and not c.sequence]
-        if not (
-            num_workers > 0
-            and kwargs.get("persistent_workers")
-            and images
-            and self.transform is None
-        ):
-            return DataLoader(
-                self, batch_size=None, sampler=batches, num_workers=num_workers, **kwargs
-            )
-        # Persistent workers: reuse shared batch slots instead of a new segment per batch.
-        col = images[0]
-        shape = (batch_size, col.height or 0, col.width or 0, col.channels or 3)
-        ring = SlotRing(num_workers, int(kwargs.get("prefetch_factor") or 2) + 1, shape)
-        dataset = copy.copy(self)
-        dataset._ring = ring
-        dataset._epoch_cell = self._epoch_cell  # ds.set_epoch(e) reaches the loader's copy
-        tagged = GenerationBatches(batches)
-        loader = DataLoader(
-            dataset, batch_size=None, sampler=tagged, num_workers=num_workers, **kwargs
-        )
-        # RingLoader stands in for the DataLoader (its other attributes are the loader's).
-        return RingLoader(loader, ring, tagged)  # type: ignore[return-value]
+        return make_loader(
+            self, batch_size, shuffle=shuffle, drop_last=drop_last, num_workers=num_workers,
+            sampler=sampler, generator=generator, backend=backend, decode_device=decode_device,
+            kwargs=kwargs,
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         return (
