@@ -74,6 +74,27 @@ class CallbackHandler(_CoreHandler):
         self.callbacks = []
         self._table = {}
 
+    def call_event(self, event: str, trainer: Trainer, **kwargs: Any) -> None:
+        """Call ``event`` as scramjet does, with what the peer's loop did at that point.
+
+        On the Trainer's own handler: before ``on_train_epoch_end`` / ``on_eval_epoch_end``
+        the epoch's loss is recorded (after the hook of the same name, which need not call
+        ``super()``), and ``on_train_step_end`` receives ``step``, the batch's index in the
+        epoch.
+        """
+        if getattr(trainer, "callback_handler", None) is self:
+            name = str(getattr(event, "value", event))
+            record = getattr(trainer, "_record_epoch_loss", None)
+            if record is not None and name in _LOSS_EVENTS:
+                record(_LOSS_EVENTS[name])
+            if name == "on_train_step_end":
+                kwargs.setdefault("step", trainer.state.batches_seen_in_epoch)
+        super().call_event(event, trainer, **kwargs)
+
+
+#: The events before which the peer's loop recorded an epoch's mean loss, and the metric.
+_LOSS_EVENTS = {"on_train_epoch_end": "train_loss_epoch", "on_eval_epoch_end": "eval_loss_epoch"}
+
 
 def get_default_callbacks(progress_bar: bool = True) -> list[type[TrainerCallback]]:
     """The default callback classes, with a progress bar or with printed progress lines."""

@@ -103,6 +103,27 @@ class Trainer(CoreTrainer):
             )
         return super().train(*args, **kwargs)
 
+    # ------------------------------------------------------------------ peer hooks
+    def train_epoch_end(self) -> None:
+        """End of a training epoch: a hook for subclasses (the default does nothing).
+
+        As in pytorch-accelerated, the loop records ``train_loss_epoch`` after this hook
+        and before ``on_train_epoch_end``, so an override need not call ``super()``.
+        """
+
+    def eval_epoch_end(self) -> None:
+        """End of an evaluation epoch: a hook for subclasses (the default does nothing).
+
+        As in pytorch-accelerated, the loop records ``eval_loss_epoch`` after this hook
+        and before ``on_eval_epoch_end``, so an override need not call ``super()``.
+        """
+
+    def _record_epoch_loss(self, metric: str) -> None:
+        # Called by the compat CallbackHandler just before the epoch-end event: the mean
+        # loss per sample of the epoch, over all processes (a collective: every rank calls).
+        losses = self.train_losses if metric == "train_loss_epoch" else self.eval_losses
+        self.run_history.update_metric(metric, losses.mean(self.device))
+
     # ------------------------------------------------------------------ peer names
     def get_model(self, keep_torch_compile: bool = True) -> nn.Module:
         """The model without its distributed wrapper (and without ``torch.compile``'s if asked)."""
@@ -248,8 +269,8 @@ class TrainerWithTimmScheduler(Trainer):
       resumed in the middle of an epoch adds the updates already made in that epoch.
     - After every optimizer update, :meth:`scheduler_step` adds 1 to ``num_updates`` and
       calls ``scheduler.step_update(num_updates=self.num_updates)``.
-    - :meth:`eval_epoch_end` records ``eval_loss_epoch`` and calls
-      ``scheduler.step(run_history.current_epoch + 1)``: the epoch-level step happens only
+    - :meth:`eval_epoch_end` calls ``scheduler.step(run_history.current_epoch + 1)``
+      (``eval_loss_epoch`` is recorded after it, as in the peer): the epoch-level step happens only
       when ``train()`` has an ``eval_dataset``. It runs once per training epoch, after the
       epoch: a standalone :meth:`evaluate` or a ``run_evaluation()`` in the middle of an
       epoch does not step the scheduler.
@@ -317,7 +338,7 @@ class TrainerWithTimmScheduler(Trainer):
         self._epoch_step_due = True
 
     def eval_epoch_end(self) -> None:
-        """Record ``eval_loss_epoch``, then ``scheduler.step(run_history.current_epoch + 1)``."""
+        """Call ``scheduler.step(run_history.current_epoch + 1)`` after a training epoch's evaluation."""
         super().eval_epoch_end()
         due, self._epoch_step_due = self._epoch_step_due and self.in_training_run, False
         scheduler: Any = self.scheduler
