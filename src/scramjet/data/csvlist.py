@@ -118,13 +118,31 @@ def check_header(header: list[str], dtype: list[str]) -> list[tuple[str, bool]]:
         raise ValueError(
             f"CSV header names must be unique, non-empty and not start with '_', got {header}"
         )
+    nested = [h for h in header if "/" in h or h == "."]
+    if nested:
+        raise ValueError(
+            f"CSV header names may not contain '/' or be '.', got {nested} in {header}: each "
+            "column is one dataset at the root of every shard, and HDF5 reads '/' as a "
+            "group ('a/b' would be 'b' inside 'a'); rename the column, e.g. 'a_b'"
+        )
     if len(dtype) != len(header) - 1:
         raise ValueError(
             f"dtype has {len(dtype)} entries (received {dtype}) but the CSV has "
             f"{len(header) - 1} value columns {header[1:]}; give one dtype per column after "
             "the first, as a list (['int64', 'str']) or a comma-separated string ('int64,str')"
+            + _separator_hint(header)
         )
     return [parse_dtype(d) for d in dtype]
+
+
+def _separator_hint(header: list[str]) -> str:
+    """For a header read as one column: how it was read, and what separates columns."""
+    if len(header) != 1 or not any(sep in header[0] for sep in ";| "):
+        return ""
+    return (
+        f". The header line was read as the one column {header[0]!r}: columns are split at "
+        "tabs (when the header line holds one) or at commas; save the list as CSV or TSV"
+    )
 
 
 def safe_path(root: Path, name: str, line: int, dirs: dict[str, str] | None = None) -> str:

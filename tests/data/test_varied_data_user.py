@@ -1,0 +1,57 @@
+"""Packing data that is not one RGB JPEG with one label: many dtypes, odd sources, the
+options and augmentations such data needs, and what a user gets back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from scramjet.data import PackedDataset, pack
+
+
+def _images(folder: Path, n: int = 3) -> list[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    for i in range(n):
+        Image.fromarray(np.full((6, 6, 3), 40 * i, np.uint8)).save(folder / f"{i}.png")
+        names.append(f"{i}.png")
+    return names
+
+
+def _pack(tmp_path: Path, csv: str, dtype: object, **kw: object) -> PackedDataset:
+    src = tmp_path / "src"
+    _images(src)
+    (src / "list.csv").write_text(csv, encoding="utf-8")
+    options: dict[str, object] = {"height": 6, "width": 6, "encode": "raw", "workers": 0}
+    options.update(kw)
+    pack(src, src / "list.csv", tmp_path / "out.pack", dtype=dtype, progress=False, **options)
+    return PackedDataset(tmp_path / "out.pack")
+
+
+# -- the CSV header ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("header", ["image,a/b,a", "image,.,x", "image,x,a/b"])
+def test_column_name_that_hdf5_would_nest_is_refused_before_encoding(tmp_path, header):
+    csv = f"{header}\n0.png,1,2\n1.png,3,4\n"
+    with pytest.raises(ValueError, match=r"'/'") as err:
+        _pack(tmp_path, csv, "int64,int64")
+    assert "rename" in str(err.value)
+    assert not (tmp_path / "out.pack").exists()
+
+
+def test_slash_in_column_name_is_refused_even_without_a_clash(tmp_path):
+    # "a/b" would be a dataset "b" in a group "a", not a column at the root of the shard
+    with pytest.raises(ValueError, match=r"'a/b'"):
+        _pack(tmp_path, "image,a/b\n0.png,1\n", "int64")
+
+
+def test_header_split_by_another_separator_says_how_it_was_read(tmp_path):
+    with pytest.raises(ValueError) as err:
+        _pack(tmp_path, "image;label;score\n0.png;1;0.5\n", "int64,float32")
+    text = str(err.value)
+    assert "image;label;score" in text  # what was read as the one column
+    assert "tab" in text and "comma" in text  # what separates columns
