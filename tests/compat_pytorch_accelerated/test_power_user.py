@@ -3,13 +3,16 @@ written against the peer's Trainer keep working."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
+import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from scramjet.compat.pytorch_accelerated import Trainer
+from scramjet.compat.pytorch_accelerated import Trainer, TrainerPlaceholderValues
 from scramjet.compat.pytorch_accelerated.callbacks import TrainerCallback
+from scramjet.compat.pytorch_accelerated.trainer import replace_trainer_placeholder_values
 
 
 def _data(n: int = 48) -> TensorDataset:
@@ -90,3 +93,70 @@ def test_train_step_end_callbacks_receive_the_peers_step_index() -> None:
     trainer = Trainer(model, loss, opt, callbacks=(EveryOther(),))
     trainer.train(_data(), num_epochs=2, per_device_batch_size=16)
     assert steps == [0, 1, 2, 0, 1, 2]
+
+
+def test_callbacks_reading_the_peers_accelerator_and_loaders_work() -> None:
+    seen: dict[str, Any] = {}
+
+    class PeerStyle(TrainerCallback):  # as the peer's own ProgressBar and EMA callbacks read
+        def on_train_epoch_start(self, trainer: Any, **kwargs: Any) -> None:
+            seen["batches"] = len(trainer._train_dataloader)
+            seen["eval_batches"] = len(trainer._eval_dataloader)
+            seen["local_main"] = trainer._accelerator.is_local_main_process
+            seen["main"] = trainer._accelerator.is_main_process
+            seen["processes"] = trainer._accelerator.num_processes
+            seen["model"] = trainer._accelerator.unwrap_model(trainer.model)
+            trainer._accelerator.wait_for_everyone()
+
+    model, loss, opt = _parts()
+    trainer = Trainer(model, loss, opt, callbacks=(PeerStyle(),))
+    trainer.train(_data(), num_epochs=1, eval_dataset=_data(16), per_device_batch_size=16)
+    assert seen == {
+        "batches": 3, "eval_batches": 1, "local_main": True, "main": True, "processes": 1,
+        "model": model,
+    }  # fmt: skip
+    assert trainer._accelerator.device == trainer.device
+
+
+def test_backward_step_override_through_the_accelerator_matches_the_default() -> None:
+    class PeerBackward(Trainer):
+        def backward_step(self, loss: torch.Tensor) -> None:
+            self._accelerator.backward(loss)
+
+        def clip_gradients(self) -> None:
+            self._accelerator.clip_grad_value_(self.model.parameters(), 0.05)
+
+    results = []
+    for cls in (Trainer, PeerBackward):
+        model, loss, opt = _parts()
+        cls(model, loss, opt, callbacks=()).train(
+            _data(), num_epochs=2, per_device_batch_size=8, gradient_accumulation_steps=2,
+            gradient_clip_value=0.05, train_dataloader_kwargs={"shuffle": False},
+        )  # fmt: skip
+        results.append(model.weight.detach().clone())
+    torch.testing.assert_close(results[0], results[1], rtol=0, atol=0)
+
+
+def test_an_accelerator_attribute_it_lacks_names_what_it_offers() -> None:
+    model, loss, opt = _parts()
+    trainer = Trainer(model, loss, opt, callbacks=())
+    with pytest.raises(AttributeError, match=r"'prepare'.*unwrap_model.*trainer\.get_model"):
+        trainer._accelerator.prepare(model)
+
+
+def test_a_create_scheduler_override_builds_from_create_scheduler_fn() -> None:
+    class MyScheduling(Trainer):  # the peer's documented way to customise the scheduler
+        def create_scheduler(self) -> Any:
+            made = replace_trainer_placeholder_values(self, self.create_scheduler_fn)
+            return made(self.optimizer)
+
+    model, loss, opt = _parts()
+    trainer = MyScheduling(model, loss, opt, callbacks=())
+    fn = partial(
+        torch.optim.lr_scheduler.OneCycleLR, max_lr=0.1,
+        epochs=TrainerPlaceholderValues.NUM_EPOCHS,
+        steps_per_epoch=TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH,
+    )  # fmt: skip
+    trainer.train(_data(), num_epochs=2, per_device_batch_size=16, create_scheduler_fn=fn)
+    assert trainer.create_scheduler_fn is fn
+    assert trainer.scheduler is not None and trainer.scheduler.last_epoch == 6

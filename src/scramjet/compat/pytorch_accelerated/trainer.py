@@ -24,6 +24,7 @@ from scramjet.callbacks.control import LimitBatchesCallback
 from scramjet.checkpoint import CheckpointManager
 from scramjet.checkpoint.payload import unwrap
 from scramjet.compat.pytorch_accelerated import _files
+from scramjet.compat.pytorch_accelerated._accelerator import AcceleratorView
 from scramjet.compat.pytorch_accelerated.callbacks import DEFAULT_CALLBACKS, CallbackHandler
 from scramjet.compat.pytorch_accelerated.run_config import TrainerRunConfig
 from scramjet.compat.pytorch_accelerated.tracking import RunHistory
@@ -102,6 +103,35 @@ class Trainer(CoreTrainer):
                 "optimizer=torch.optim.AdamW(model.parameters(), lr=1e-3)."
             )
         return super().train(*args, **kwargs)
+
+    # ------------------------------------------------------------------ peer attributes
+    @property
+    def _accelerator(self) -> AcceleratorView:
+        """What code written for the peer reads from its ``accelerate.Accelerator``."""
+        return AcceleratorView(self)
+
+    @property
+    def _train_dataloader(self) -> Iterable[Any] | None:
+        """The peer's name for :attr:`train_dataloader` (read-only)."""
+        return self.train_dataloader
+
+    @property
+    def _eval_dataloader(self) -> Iterable[Any] | None:
+        """The peer's name for :attr:`eval_dataloader` (read-only)."""
+        return self.eval_dataloader
+
+    @property
+    def create_scheduler_fn(self) -> Callable[..., Any] | None:
+        """The ``create_scheduler_fn`` given to the current (or last) ``train()``.
+
+        An override of :meth:`create_scheduler` may build from it, as in the peer:
+        ``replace_trainer_placeholder_values(self, self.create_scheduler_fn)(self.optimizer)``.
+        """
+        return self._create_scheduler_fn
+
+    @create_scheduler_fn.setter
+    def create_scheduler_fn(self, value: Callable[..., Any] | None) -> None:
+        self._create_scheduler_fn = value
 
     # ------------------------------------------------------------------ peer hooks
     def train_epoch_end(self) -> None:
