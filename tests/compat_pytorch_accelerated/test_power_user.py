@@ -160,3 +160,20 @@ def test_a_create_scheduler_override_builds_from_create_scheduler_fn() -> None:
     trainer.train(_data(), num_epochs=2, per_device_batch_size=16, create_scheduler_fn=fn)
     assert trainer.create_scheduler_fn is fn
     assert trainer.scheduler is not None and trainer.scheduler.last_epoch == 6
+
+
+def test_the_peers_per_process_placeholder_resolves_to_the_updates_per_epoch() -> None:
+    model, loss, opt = _parts()
+    trainer = Trainer(model, loss, opt, callbacks=())
+    per_process = TrainerPlaceholderValues.PER_PROCESS_NUM_UPDATE_STEPS_PER_EPOCH
+    fn = partial(
+        torch.optim.lr_scheduler.OneCycleLR, max_lr=0.1,
+        epochs=TrainerPlaceholderValues.NUM_EPOCHS, steps_per_epoch=per_process,
+    )  # fmt: skip
+    trainer.train(_data(), num_epochs=2, per_device_batch_size=8, gradient_accumulation_steps=2,
+                  create_scheduler_fn=fn)  # fmt: skip
+    assert trainer.scheduler is not None and trainer.scheduler.total_steps == 2 * 3
+    assert "PER_PROCESS_NUM_UPDATE_STEPS_PER_EPOCH" in repr(per_process * 2)
+    assert {"NUM_EPOCHS", "PER_PROCESS_NUM_UPDATE_STEPS_PER_EPOCH", "TRAIN_DATALOADER_LEN"} <= (
+        TrainerPlaceholderValues.placeholder_set()
+    )

@@ -30,10 +30,40 @@ from scramjet.compat.pytorch_accelerated.run_config import TrainerRunConfig
 from scramjet.compat.pytorch_accelerated.tracking import RunHistory
 from scramjet.compat.pytorch_accelerated.utils import active_batch_limit
 from scramjet.runtime import distributed as dist
-from scramjet.schedulers import TrainerPlaceholderValues, resolve_placeholders
+from scramjet.schedulers import TrainerPlaceholderValues as CorePlaceholderValues
+from scramjet.schedulers import _Placeholder, resolve_placeholders
 from scramjet.trainer import RunHistory as CoreRunHistory
 from scramjet.trainer import Trainer as CoreTrainer
 from scramjet.trainer.data_order import safe_len
+
+
+class _NamedPlaceholder(_Placeholder):
+    """A placeholder under a peer's name for a value scramjet knows under another key."""
+
+    def __init__(self, key: str, name: str) -> None:
+        super().__init__(key)
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"TrainerPlaceholderValues.{self.name}"
+
+
+class TrainerPlaceholderValues(CorePlaceholderValues):
+    """scramjet's placeholders, with the peer's ``PER_PROCESS_NUM_UPDATE_STEPS_PER_EPOCH``
+    and ``placeholder_set()``.
+
+    ``NUM_UPDATE_STEPS_PER_EPOCH`` already counts one process's updates here (see
+    docs/compat.md), so both names stand for the same number.
+    """
+
+    PER_PROCESS_NUM_UPDATE_STEPS_PER_EPOCH = _NamedPlaceholder(
+        "num_update_steps_per_epoch", "PER_PROCESS_NUM_UPDATE_STEPS_PER_EPOCH"
+    )
+
+    @classmethod
+    def placeholder_set(cls) -> set[str]:
+        """The names of every placeholder."""
+        return {name for name in dir(cls) if name.isupper()}
 
 
 class _AdvanceEpoch(TrainerCallback):
