@@ -3,6 +3,7 @@ options and augmentations such data needs, and what a user gets back."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -55,3 +56,34 @@ def test_header_split_by_another_separator_says_how_it_was_read(tmp_path):
     text = str(err.value)
     assert "image;label;score" in text  # what was read as the one column
     assert "tab" in text and "comma" in text  # what separates columns
+
+
+# -- pack() options ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("quality", ["high", 95.7, True, 0, 101])
+def test_quality_that_is_not_a_whole_number_in_1_to_100_is_refused(tmp_path, quality):
+    with pytest.raises(ValueError, match=r"quality must be an int from 1 to 100") as err:
+        _pack(tmp_path, "image,label\n0.png,1\n", "int64", encode="jpeg", quality=quality)
+    assert repr(quality) in str(err.value)
+
+
+def test_quality_given_as_a_numpy_integer_is_written_as_a_json_int(tmp_path):
+    ds = _pack(tmp_path, "image,label\n0.png,1\n", "int64", encode="jpeg", quality=np.int64(90))
+    manifest = json.loads((ds.path / "manifest.json").read_text())
+    assert manifest["columns"][0]["quality"] == 90
+
+
+@pytest.mark.parametrize("option", ["keep_exif", "exif_orientation", "is_seq", "overwrite"])
+def test_yes_no_option_given_a_string_is_refused(tmp_path, option):
+    # "false" is a true value in Python: is_seq="false" wrote "sequence": "false"
+    with pytest.raises(TypeError, match=rf"{option} must be True or False") as err:
+        _pack(tmp_path, "image,label\n0.png,1\n", "int64", **{option: "false"})
+    assert "'false'" in str(err.value)
+    assert not (tmp_path / "out.pack").exists()
+
+
+def test_yes_no_options_take_numpy_bools(tmp_path):
+    ds = _pack(tmp_path, "image,label\n0.png,1\n", "int64", is_seq=np.bool_(False))
+    manifest = json.loads((ds.path / "manifest.json").read_text())
+    assert manifest["columns"][0]["sequence"] is False

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from scramjet.data import _pool
+from scramjet.data._pack_args import check_args, check_flags, check_quality, check_workers
 from scramjet.data._remote import Retry, is_url, prepare_remote_dst, upload_pack
 from scramjet.data.csvlist import (
     Row,
@@ -48,7 +49,6 @@ from scramjet.data.csvlist import (
     read_table,
 )
 from scramjet.data.format import (
-    ENCODINGS,
     MANIFEST_NAME,
     OFFSETS_GROUP,
     ROWS_GROUP,
@@ -133,49 +133,6 @@ def _encode_task(task: tuple[Any, ...]) -> tuple[int, Any]:
             return index, f"cannot read image {name!r} ({type(exc).__name__}: {exc})"
         frames.append(out.tobytes() if isinstance(out, np.ndarray) else out)
     return index, frames
-
-
-def _check_args(
-    encode: str,
-    height: int,
-    width: int,
-    channel: int,
-    quality: int,
-    shards: int,
-    on_error: str,
-    pool: str,
-) -> str:
-    enc = str(encode).lower()
-    if enc not in ENCODINGS:
-        raise ValueError(f"encode must be one of {ENCODINGS}, got {encode!r}")
-    for name, val in (("height", height), ("width", width), ("shards", shards)):
-        if not isinstance(val, int) or isinstance(val, bool) or val < 1:
-            raise ValueError(f"{name} must be a positive int, got {val!r}")
-    if channel not in (1, 3):
-        raise ValueError(f"channel must be 3 (RGB) or 1 (grayscale), got {channel!r}")
-    if not 1 <= int(quality) <= 100:
-        raise ValueError(f"quality must be in 1..100, got {quality!r}")
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-    if pool not in _pool.POOLS:
-        raise ValueError(f"pool must be 'threads' or 'processes', got {pool!r}")
-    if pool == "processes" and os.name != "posix":
-        raise ValueError(
-            f"pool='processes' needs a POSIX system (Linux, macOS); this is {os.name!r}. "
-            "Use pool='threads' (the default)."
-        )
-    return enc
-
-
-def _check_workers(workers: Any) -> None:
-    """``workers``: None (one per CPU) or an int >= 0."""
-    if workers is None:
-        return
-    if not isinstance(workers, int | np.integer) or isinstance(workers, bool) or workers < 0:
-        raise ValueError(
-            f"workers must be None (one per CPU), 0 or 1 (encode in this thread) or a number "
-            f"of encoding workers > 1; received {workers!r}. Pass e.g. workers=4."
-        )
 
 
 def _worker_died_error(rows: list[Row], exc: _pool.WorkerDied, workers: int) -> PackError:
@@ -291,7 +248,7 @@ def pack(
         width: output image width in pixels.
         channel: 3 for RGB, 1 for grayscale.
         encode: ``"jpeg"``, ``"png"`` (lossless) or ``"raw"`` (uint8 pixels, no decode).
-        quality: JPEG quality.
+        quality: JPEG quality, an int from 1 to 100.
         shards: exact number of shard files; rows are split into balanced shards.
         keep_exif: keep EXIF data in encoded images (not possible for ``raw``).
         exif_orientation: turn each image as its EXIF Orientation tag says before it is
@@ -336,7 +293,15 @@ def pack(
         >>> report.num_samples, report.shard_sizes
         (4, [2, 2])
     """
-    _check_workers(workers)
+    check_workers(workers)
+    quality = check_quality(quality)
+    keep_exif, exif_orientation, is_seq, overwrite, progress = check_flags(
+        keep_exif=keep_exif,
+        exif_orientation=exif_orientation,
+        is_seq=is_seq,
+        overwrite=overwrite,
+        progress=progress,
+    )
     if is_url(dst):
         return _pack_to_url(
             str(dst),
@@ -351,7 +316,7 @@ def pack(
             ),
         )  # fmt: skip
     start = time.perf_counter()
-    enc = _check_args(encode, height, width, channel, quality, shards, on_error, pool)
+    enc = check_args(encode, height, width, channel, shards, on_error, pool)
     names = dtype_list(dtype)
     n_workers = _cpu_count() if workers is None else int(workers)
     _refuse_rerun()

@@ -1,0 +1,78 @@
+"""The checks of :func:`scramjet.data.pack`'s options, each error saying what was received,
+what is expected and how to fix it."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from scramjet.data import _pool
+from scramjet.data.format import ENCODINGS
+
+
+def check_args(
+    encode: str,
+    height: int,
+    width: int,
+    channel: int,
+    shards: int,
+    on_error: str,
+    pool: str,
+) -> str:
+    """Check the image and pool options; returns ``encode`` in lower case."""
+    enc = str(encode).lower()
+    if enc not in ENCODINGS:
+        raise ValueError(f"encode must be one of {ENCODINGS}, got {encode!r}")
+    for name, val in (("height", height), ("width", width), ("shards", shards)):
+        if not isinstance(val, int) or isinstance(val, bool) or val < 1:
+            raise ValueError(f"{name} must be a positive int, got {val!r}")
+    if channel not in (1, 3):
+        raise ValueError(f"channel must be 3 (RGB) or 1 (grayscale), got {channel!r}")
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if pool not in _pool.POOLS:
+        raise ValueError(f"pool must be 'threads' or 'processes', got {pool!r}")
+    if pool == "processes" and os.name != "posix":
+        raise ValueError(
+            f"pool='processes' needs a POSIX system (Linux, macOS); this is {os.name!r}. "
+            "Use pool='threads' (the default)."
+        )
+    return enc
+
+
+def check_quality(quality: Any) -> int:
+    """``quality`` as a plain int from 1 to 100 (a numpy integer is taken too)."""
+    whole = isinstance(quality, int | np.integer) and not isinstance(quality, bool | np.bool_)
+    if not whole or not 1 <= int(quality) <= 100:
+        raise ValueError(
+            f"quality must be an int from 1 to 100 (JPEG quality); received "
+            f"{type(quality).__name__} {quality!r}. Pass e.g. quality=95"
+        )
+    return int(quality)
+
+
+def check_flags(**flags: Any) -> list[bool]:
+    """Yes/no options as plain bools, in the order given; a string such as ``"false"``
+    (a true value in Python) or a number is refused rather than read as True."""
+    out = []
+    for name, value in flags.items():
+        if not isinstance(value, bool | np.bool_):
+            raise TypeError(
+                f"{name} must be True or False; received {type(value).__name__} {value!r}. "
+                f"Pass {name}=True or {name}=False"
+            )
+        out.append(bool(value))
+    return out
+
+
+def check_workers(workers: Any) -> None:
+    """``workers``: None (one per CPU) or an int >= 0."""
+    if workers is None:
+        return
+    if not isinstance(workers, int | np.integer) or isinstance(workers, bool) or workers < 0:
+        raise ValueError(
+            f"workers must be None (one per CPU), 0 or 1 (encode in this thread) or a number "
+            f"of encoding workers > 1; received {workers!r}. Pass e.g. workers=4."
+        )
