@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from scramjet.data import PackedDataset, pack
+from scramjet.data.writer import PackError
 
 
 def _images(folder: Path, n: int = 3) -> list[str]:
@@ -87,3 +88,49 @@ def test_yes_no_options_take_numpy_bools(tmp_path):
     ds = _pack(tmp_path, "image,label\n0.png,1\n", "int64", is_seq=np.bool_(False))
     manifest = json.loads((ds.path / "manifest.json").read_text())
     assert manifest["columns"][0]["sequence"] is False
+
+
+# -- 16-bit sources ----------------------------------------------------------------------
+
+
+def _pgm(path: Path, pixels: np.ndarray, maxval: int) -> None:
+    height, width = pixels.shape
+    header = f"P5\n{width} {height}\n{maxval}\n".encode()
+    path.write_bytes(header + pixels.astype(">u2").tobytes())
+
+
+@pytest.mark.parametrize("channel", [1, 3])
+def test_16_bit_pgm_keeps_its_high_byte_like_other_16_bit_sources(tmp_path, channel):
+    # Pillow opens a 16-bit PGM as mode "I" (not "I;16"): it was refused as out of range
+    src = tmp_path / "src"
+    src.mkdir()
+    wide = np.random.default_rng(0).integers(0, 65536, (5, 7)).astype(np.uint16)
+    _pgm(src / "depth.pgm", wide, 65535)
+    (src / "list.csv").write_text("image,label\ndepth.pgm,1\n")
+    pack(src, src / "list.csv", tmp_path / "p", dtype="int64", height=5, width=7,
+         channel=channel, encode="raw", workers=0, progress=False)  # fmt: skip
+    image = PackedDataset(tmp_path / "p")[0]["image"]
+    expected = (wide >> 8).astype(np.uint8)[:, :, None]
+    np.testing.assert_array_equal(image, np.repeat(expected, channel, axis=2))
+
+
+def test_pgm_of_fewer_than_16_bits_is_scaled_to_8_bits(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    twelve = np.array([[0, 4095, 2048, 16]], np.uint16)
+    _pgm(src / "d.pgm", twelve, 4095)
+    (src / "list.csv").write_text("image,label\nd.pgm,1\n")
+    pack(src, src / "list.csv", tmp_path / "p", dtype="int64", height=1, width=4,
+         channel=1, encode="raw", workers=0, progress=False)  # fmt: skip
+    got = PackedDataset(tmp_path / "p")[0]["image"][0, :, 0]
+    np.testing.assert_array_equal(got, np.round(twelve[0] / 4095 * 65535).astype(int) >> 8)
+
+
+def test_32_bit_float_image_with_values_above_255_is_still_a_bad_row(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    Image.fromarray(np.full((4, 4), 1000.0, np.float32)).save(src / "f.tif")
+    (src / "list.csv").write_text("image,label\nf.tif,1\n")
+    with pytest.raises(PackError, match="outside the 8-bit range"):
+        pack(src, src / "list.csv", tmp_path / "p", dtype="int64", height=4, width=4,
+             encode="raw", workers=0, progress=False)  # fmt: skip

@@ -64,9 +64,10 @@ def load_image(
         # (DCT scaling, still >= the target size): much faster for large photos. The
         # size asked for is the stored one: height and width swap for a quarter turn.
         src.draft(mode, (height, width) if turn in _QUARTER_TURNS else (width, height))
+        wide = _sixteen_bits_as_i(src)  # known from the tile, which load() clears
         src.load()  # decode fully now so truncated files fail here, not later
         exif = src.info.get("exif")
-        eight = _eight_bits(src)
+        eight = _eight_bits(src, wide)
         img = eight.convert(mode) if eight.mode != mode else eight.copy()
     if turn != 1:
         img = img.transpose(_TRANSPOSE[turn])
@@ -138,18 +139,38 @@ def upright_exif(exif: bytes) -> bytes:
 _SIXTEEN_BIT = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
 
 
-def _eight_bits(img: Image.Image) -> Image.Image:
+def _sixteen_bits_as_i(src: Image.Image) -> bool:
+    """Whether an unloaded image of mode ``I`` holds 16-bit samples (0..65535).
+
+    Pillow opens some 16-bit grayscale files as ``I`` rather than ``I;16``: every PGM with
+    a maxval above 255 (scaled to 0..65535 when the maxval is lower), and 16-bit PNGs in
+    Pillow before 11. Their tile's raw mode (or the PPM format) says so.
+    """
+    if src.mode != "I":
+        return False
+    if src.format == "PPM":
+        return True
+    for tile in getattr(src, "tile", None) or ():
+        args = tile[3] if isinstance(tile, tuple) and len(tile) > 3 else None
+        raw = args[0] if isinstance(args, tuple) and args else args
+        if isinstance(raw, str) and raw in _SIXTEEN_BIT:  # unsigned; "I;16S" is not
+            return True
+    return False
+
+
+def _eight_bits(img: Image.Image, sixteen: bool = False) -> Image.Image:
     """``img`` with 8-bit samples: 16-bit grayscale is scaled (its high byte), not clipped.
 
     Pillow's ``convert`` clips 16-bit grayscale to 255 (a white image), while it reads
-    16-bit RGB files by their high byte; both keep the high byte here. A 32-bit integer
-    (``I``) or float (``F``) image has no fixed range: values inside 0..255 are converted as
-    before, others would be clipped, so they are an error.
+    16-bit RGB files by their high byte; both keep the high byte here, also for an ``I``
+    image that ``sixteen`` says holds 16-bit samples (a 16-bit PGM). Any other 32-bit
+    integer (``I``) or float (``F``) image has no fixed range: values inside 0..255 are
+    converted as before, others would be clipped, so they are an error.
 
     Raises:
         ValueError: an ``I``/``F`` image with values outside 0..255 (or not finite).
     """
-    if img.mode in _SIXTEEN_BIT:
+    if img.mode in _SIXTEEN_BIT or (sixteen and img.mode == "I"):
         wide = np.asarray(img).astype(np.uint16, copy=False)
         return Image.fromarray((wide >> 8).astype(np.uint8))
     if img.mode in ("I", "F"):
