@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from scramjet.data import PackedDataset, pack
+from scramjet.data import augment as A
 from scramjet.data.writer import PackError
 
 
@@ -134,3 +135,46 @@ def test_32_bit_float_image_with_values_above_255_is_still_a_bad_row(tmp_path):
     with pytest.raises(PackError, match="outside the 8-bit range"):
         pack(src, src / "list.csv", tmp_path / "p", dtype="int64", height=4, width=4,
              encode="raw", workers=0, progress=False)  # fmt: skip
+
+
+# -- augmentations -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("p", [1.5, -0.1])
+def test_flip_probability_outside_0_to_1_is_refused(p):
+    with pytest.raises(ValueError, match=r"p must be a probability in \[0, 1\]"):
+        A.Flip(p=p)
+
+
+def test_blur_with_one_sigma_always_blurs():
+    # Blur(sigma=1.0) drew sigmas from (-1, 1): half the draws left the image as it was
+    img = np.random.default_rng(0).integers(0, 256, (16, 16, 3), np.uint8)
+    blur = A.Blur(sigma=1.0, p=1.0, seed=0)
+    assert blur.sigma == (1.0, 1.0)
+    assert not any(np.array_equal(blur(img, index=i), img) for i in range(20))
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: A.Blur(sigma=(-1.0, 1.0)), lambda: A.Blur(sigma=-0.5), lambda: A.Noise(-0.1)]
+)
+def test_negative_blur_sigma_or_noise_std_is_refused(make):
+    with pytest.raises(ValueError, match=r">= 0"):
+        make()
+
+
+@pytest.mark.parametrize("size", [0, (0, 5), (4,), (4, 4.5), 2.5, "8"])
+@pytest.mark.parametrize("op", [A.Resize, lambda size: A.Crop(size=size)], ids=["Resize", "Crop"])
+def test_output_size_is_checked_when_the_augmentation_is_made(op, size):
+    # these failed inside torch at the first sample (a DataLoader worker), or not at all
+    with pytest.raises(ValueError, match=r"size must be") as err:
+        op(size)
+    assert repr(size) in str(err.value)
+
+
+def test_same_seeded_geometry_moves_an_image_and_its_mask_alike():
+    mask = np.zeros((20, 24, 1), np.uint8)
+    mask[5:10, 3:9] = 200
+    image = np.repeat(mask, 3, axis=2)
+    geometry = A.Compose(A.Flip(), A.Crop(area=(0.3, 1.0)), A.Rotate(30), seed=1)
+    for i in range(4):
+        np.testing.assert_array_equal(geometry(image, index=i)[:, :, :1], geometry(mask, index=i))

@@ -147,6 +147,34 @@ def _pair(value: Any, name: str) -> Any:
     return tuple(value)
 
 
+def _size(size: Any) -> tuple[int, int]:
+    """An output size, ``n`` or ``(height, width)``, as a pair of positive ints."""
+    pair = (size, size) if isinstance(size, int | np.integer) else size
+    ok = (
+        isinstance(pair, Sequence)
+        and not isinstance(pair, (str, bytes))
+        and len(pair) == 2
+        and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in pair)
+        and all(v >= 1 for v in pair)
+    )
+    if not ok:
+        raise ValueError(
+            f"size must be a positive int or a (height, width) pair of positive ints; "
+            f"received {size!r}. Pass e.g. size=224 or size=(224, 160)"
+        )
+    return int(pair[0]), int(pair[1])
+
+
+def _nonnegative(low_high: tuple[float, float], value: Any, name: str) -> tuple[float, float]:
+    """A range of sigmas or standard deviations: both ends must be >= 0."""
+    if low_high[0] < 0:
+        raise ValueError(
+            f"{name} must be >= 0 (a number, or a (low, high) pair with 0 <= low <= high); "
+            f"received {value!r}"
+        )
+    return low_high
+
+
 def _range(value: float | Sequence[float], center: float, name: str) -> tuple[float, float]:
     if isinstance(value, (int, float)):
         if value < 0:
@@ -263,6 +291,8 @@ class Flip(Augmentation):
         seed: int | None = None,
     ) -> None:
         super().__init__(1.0, seed)
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"p must be a probability in [0, 1], got {p}")
         self.horizontal, self.vertical, self.prob = horizontal, vertical, p
 
     def params(self, rng: np.random.Generator, img: _Img) -> tuple[bool, bool]:
@@ -303,9 +333,8 @@ class Crop(Augmentation):
             raise ValueError(f"area must satisfy 0 < low <= high <= 1, got {area}")
         if not 0 < ratio[0] <= ratio[1]:
             raise ValueError(f"ratio must satisfy 0 < low <= high, got {ratio}")
-        if size is not None:
-            size = (size, size) if isinstance(size, int) else _pair(size, "size")
-        self.area, self.ratio, self.size = area, ratio, size
+        self.area, self.ratio = area, ratio
+        self.size = None if size is None else _size(size)
 
     def params(self, rng: np.random.Generator, img: _Img) -> tuple[int, int, int, int]:
         height, width = img.t.shape[-2:]
@@ -429,13 +458,19 @@ class Hue(Augmentation):
 
 
 class Blur(Augmentation):
-    """Gaussian blur with a sigma (pixels) drawn from ``sigma``."""
+    """Gaussian blur with a sigma (pixels) drawn from ``sigma``, a ``(low, high)`` range
+    or one number for a fixed sigma; sigmas are >= 0 (0 leaves the image as it is)."""
 
     def __init__(
-        self, sigma: tuple[float, float] = (0.1, 2.0), p: float = 0.5, seed: int | None = None
+        self,
+        sigma: float | tuple[float, float] = (0.1, 2.0),
+        p: float = 0.5,
+        seed: int | None = None,
     ) -> None:
         super().__init__(p, seed)
-        self.sigma = _range(sigma, 0.0, "sigma")
+        one = isinstance(sigma, int | float)  # one sigma, not (-sigma, sigma)
+        span = _range((sigma, sigma) if one else sigma, 0.0, "sigma")  # type: ignore[arg-type]
+        self.sigma = _nonnegative(span, sigma, "sigma")
 
     def params(self, rng: np.random.Generator, img: _Img) -> float:
         return float(rng.uniform(*self.sigma))
@@ -467,7 +502,8 @@ class Noise(Augmentation):
         seed: int | None = None,
     ) -> None:
         super().__init__(p, seed)
-        self.std = (0.0, float(std)) if isinstance(std, (int, float)) else _range(std, 0, "std")
+        span = (0.0, float(std)) if isinstance(std, (int, float)) else _range(std, 0, "std")
+        self.std = _nonnegative((min(span), span[1]), std, "std")  # Noise(-0.1) too
 
     def params(self, rng: np.random.Generator, img: _Img) -> tuple[float, int]:
         return float(rng.uniform(*self.std)), int(rng.integers(0, 2**62))
@@ -484,10 +520,10 @@ class Resize(Augmentation):
 
     def __init__(self, size: int | tuple[int, int]) -> None:
         super().__init__(1.0, None)
-        self.size = (size, size) if isinstance(size, int) else tuple(size)
+        self.size = _size(size)
 
     def apply(self, img: _Img, params: Any) -> torch.Tensor:
-        return _resize(img.t, self.size)  # type: ignore[arg-type]
+        return _resize(img.t, self.size)
 
 
 class Normalize(Augmentation):
