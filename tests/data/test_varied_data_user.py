@@ -178,3 +178,20 @@ def test_same_seeded_geometry_moves_an_image_and_its_mask_alike():
     geometry = A.Compose(A.Flip(), A.Crop(area=(0.3, 1.0)), A.Rotate(30), seed=1)
     for i in range(4):
         np.testing.assert_array_equal(geometry(image, index=i)[:, :, :1], geometry(mask, index=i))
+
+
+# -- reading back with a transform --------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="reader.PackedDataset.get_batch collates transformed samples with default_collate, "
+    "which cannot stack variable-length columns of unequal lengths",
+)
+def test_batch_with_a_transform_keeps_variable_length_columns_as_lists(tmp_path):
+    csv = 'image,tokens\n0.png,""\n1.png,"1 2"\n2.png,"3 4 5"\n'
+    ds = _pack(tmp_path, csv, "vint32")
+    plain = ds[[0, 1, 2]]
+    augmented = PackedDataset(ds.path, transform={"image": A.Flip(seed=0)})
+    batch = augmented[[0, 1, 2]]  # the loaders read batches the same way
+    assert [t.tolist() for t in batch["tokens"]] == [t.tolist() for t in plain["tokens"]]
