@@ -183,11 +183,6 @@ def test_same_seeded_geometry_moves_an_image_and_its_mask_alike():
 # -- reading back with a transform --------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reader.PackedDataset.get_batch collates transformed samples with default_collate, "
-    "which cannot stack variable-length columns of unequal lengths",
-)
 def test_batch_with_a_transform_keeps_variable_length_columns_as_lists(tmp_path):
     csv = 'image,tokens\n0.png,""\n1.png,"1 2"\n2.png,"3 4 5"\n'
     ds = _pack(tmp_path, csv, "vint32")

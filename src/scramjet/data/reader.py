@@ -85,6 +85,18 @@ def _batch_buffer(
     return torch.from_numpy(out), out
 
 
+def _collate_column(values: list[Any], col: ColumnSpec | None) -> Any:
+    """One column of transformed samples, batched as without a transform: a list for a
+    variable-length or ``str`` column and for values of unequal shapes, else stacked."""
+    if isinstance(values[0], str) or (col is not None and col.dtype == "str"):
+        return values
+    variable = col is not None and col.kind == "value" and col.variable
+    shapes = {tuple(v.shape) for v in values if isinstance(v, torch.Tensor | np.ndarray)}
+    if variable or len(shapes) > 1:
+        return [torch.as_tensor(v) for v in values]
+    return default_collate(values)
+
+
 class PackedDataset(Dataset[Any]):
     """Map-style dataset over a pack written by :func:`scramjet.data.pack`.
 
@@ -590,12 +602,15 @@ class PackedDataset(Dataset[Any]):
         """A collated batch: image columns ``BxHxWxC`` uint8 tensors, values tensors.
 
         Variable-length and ``str`` columns (and sequences of unequal length) come back
-        as lists. With a transform, samples are transformed one by one and collated with
-        ``default_collate``.
+        as lists. With a transform, samples are transformed one by one and each column is
+        collated with ``default_collate``, except those, which stay lists here too.
         """
         if self.transform is not None:
-            collated: dict[str, Any] = default_collate(self.__getitems__(indices))
-            return collated
+            samples, specs = self.__getitems__(indices), {c.name: c for c in self.columns}
+            return {
+                name: _collate_column([s[name] for s in samples], specs.get(name))
+                for name in samples[0]
+            }
         idx = np.asarray(indices, dtype=np.int64)
         plan = BatchPlan(*self._locate(idx))
         batch: dict[str, Any] = {}
