@@ -190,3 +190,11 @@ def test_batch_with_a_transform_keeps_variable_length_columns_as_lists(tmp_path)
     augmented = PackedDataset(ds.path, transform={"image": A.Flip(seed=0)})
     batch = augmented[[0, 1, 2]]  # the loaders read batches the same way
     assert [t.tolist() for t in batch["tokens"]] == [t.tolist() for t in plain["tokens"]]
+
+
+def test_numpy_integers_are_taken_for_the_image_size_and_shards(tmp_path: Path) -> None:
+    import numpy as np
+
+    ds = _pack(tmp_path, "image,label\n0.png,1\n1.png,0\n", ["int64"],
+               height=np.int64(6), width=np.int32(5), shards=np.int64(2))  # fmt: skip
+    assert tuple(ds[0]["image"].shape) == (6, 5, 3) and len(ds.manifest.shards) == 2

@@ -26,7 +26,8 @@ def check_args(
     if enc not in ENCODINGS:
         raise ValueError(f"encode must be one of {ENCODINGS}, got {encode!r}")
     for name, val in (("height", height), ("width", width), ("shards", shards)):
-        if not isinstance(val, int) or isinstance(val, bool) or val < 1:
+        whole = isinstance(val, int | np.integer) and not isinstance(val, bool | np.bool_)
+        if not whole or val < 1:
             raise ValueError(f"{name} must be a positive int, got {val!r}")
     if channel not in (1, 3):
         raise ValueError(f"channel must be 3 (RGB) or 1 (grayscale), got {channel!r}")

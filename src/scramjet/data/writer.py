@@ -317,6 +317,7 @@ def pack(
         )  # fmt: skip
     start = time.perf_counter()
     enc = check_args(encode, height, width, channel, shards, on_error, pool)
+    height, width, shards = int(height), int(width), int(shards)  # NumPy ints: plain ints
     names = dtype_list(dtype)
     n_workers = _cpu_count() if workers is None else int(workers)
     _refuse_rerun()
