@@ -229,3 +229,12 @@ def test_a_batch_larger_than_the_data_is_explained(tmp_path: Path) -> None:
     assert "batch_size=8" in message and "6 samples" in message and "in_same_size=False" in message
     loose = depot.Tank(str(dst), {"image": "uint8", "label": "int64"}, 8, in_same_size=False)
     assert len(loose.next()["label"]) == 6
+
+
+def test_a_yes_no_setting_given_as_text_is_refused_not_read_as_true(tmp_path: Path) -> None:
+    raw = make_raw(tmp_path)
+    fuel = FuelGenerator(str(raw), "list.csv", ["int64", "vint64", "vuint8"], "False")
+    with pytest.raises(TypeError, match="is_seq"):
+        fuel.generate(str(tmp_path / "out.pack"), 8, 6, encode="png", progress=False)
+    ok = FuelGenerator(str(raw), "list.csv", ["int64", "vint64", "vuint8"], 0)  # 0/1 read as bools
+    assert ok.generate(str(tmp_path / "ok.pack"), 8, 6, progress=False).num_samples == 6

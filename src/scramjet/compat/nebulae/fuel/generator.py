@@ -166,8 +166,8 @@ class FuelGenerator:
                 channel=int(p["channel"]),
                 encode=str(p["encode"]).lower(),
                 shards=int(p["shards"]),
-                keep_exif=bool(p["keep_exif"]),
-                is_seq=bool(p["is_seq"]),
+                keep_exif=_flag(p["keep_exif"]),
+                is_seq=_flag(p["is_seq"]),
                 **{**extra, **more},
             )
 
@@ -175,3 +175,9 @@ class FuelGenerator:
             return run(dst_path)
         dst = Path(dst_path).absolute()
         return write_file_pack(dst, int(p["shards"]), lambda d: run(d, overwrite=False))
+
+
+def _flag(value: Any) -> Any:
+    """A yes/no setting: 0 and 1 read as False and True; anything else but a bool goes to
+    ``pack``, which refuses it with the fix (``bool("False")`` would have been True)."""
+    return bool(value) if type(value) is int and value in (0, 1) else value
