@@ -69,8 +69,25 @@ class ClassificationResultPackage(MetricsResultPackage):
         return {"Accuracy": results["accuracy"], **results}
 
 
+def _with_aitoolbox_keys(results: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """``results`` led by AIToolbox's names (``names``: AIToolbox's key -> scramjet's key)."""
+    return {**{old: results[new] for old, new in names.items() if new in results}, **results}
+
+
+_BINARY_KEYS = {
+    "Accuracy": "accuracy",
+    "ROC_AUC": "roc_auc",
+    "PrecisionRecall_AUC": "pr_auc",
+    "F1_score": "f1",
+}
+_REGRESSION_KEYS = {"Mean_squared_error": "mse", "Mean_absolute_error": "mae"}
+
+
 class BinaryClassificationResultPackage(MetricsResultPackage):
     """Accuracy, ROC-AUC, PR-AUC and F1 from scores of the positive class.
+
+    The results hold AIToolbox's keys (``Accuracy``, ``ROC_AUC``, ``PrecisionRecall_AUC``,
+    ``F1_score``) beside scramjet's (``accuracy``, ``roc_auc``, ``pr_auc``, ``f1``).
 
     Args:
         positive_class_thresh: scores at or above it count as the positive class
@@ -87,12 +104,26 @@ class BinaryClassificationResultPackage(MetricsResultPackage):
         cut = positive_class_thresh if threshold is None else threshold
         super().__init__("BinaryClassificationResult", M.BinaryResults(cut), strict_content_check)
 
+    def prepare_results_dict(self) -> dict[str, Any]:
+        """AIToolbox's ``Accuracy``, ``ROC_AUC``, ``PrecisionRecall_AUC`` and ``F1_score``
+        first, then scramjet's binary results."""
+        return _with_aitoolbox_keys(super().prepare_results_dict(), _BINARY_KEYS)
+
 
 class RegressionResultPackage(MetricsResultPackage):
-    """MSE, MAE and R²."""
+    """MSE, MAE and R².
+
+    The results hold AIToolbox's keys (``Mean_squared_error``, ``Mean_absolute_error``)
+    beside scramjet's (``mse``, ``mae``, ``r2``).
+    """
 
     def __init__(self, strict_content_check: bool = False, **kwargs: Any) -> None:
         super().__init__("RegressionResult", M.RegressionResults(), strict_content_check)
+
+    def prepare_results_dict(self) -> dict[str, Any]:
+        """AIToolbox's ``Mean_squared_error`` and ``Mean_absolute_error`` first, then
+        scramjet's regression results."""
+        return _with_aitoolbox_keys(super().prepare_results_dict(), _REGRESSION_KEYS)
 
 
 class GeneralResultPackage(AbstractResultPackage):
