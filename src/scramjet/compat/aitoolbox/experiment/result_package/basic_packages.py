@@ -137,7 +137,7 @@ class GeneralResultPackage(AbstractResultPackage):
     def __init__(
         self, metrics_list: list[Any], strict_content_check: bool = False, **kwargs: Any
     ) -> None:
-        super().__init__("GeneralResult", strict_content_check, **kwargs)
+        super().__init__("GeneralResultPackage", strict_content_check, **kwargs)
         self.metrics_list = list(metrics_list)
 
     def prepare_results_dict(self) -> dict[str, Any]:
