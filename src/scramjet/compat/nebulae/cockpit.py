@@ -59,7 +59,8 @@ class Engine:
 
     Args:
         device: ``"CPU"`` or ``"GPU"``.
-        ngpus: Number of GPUs to take (``ngpu`` is accepted too, as in nebulae's examples).
+        ngpus: Number of GPUs to take (``ngpu`` is accepted too, as in nebulae's examples);
+            ignored with ``"CPU"``, as in nebulae.
         least_mem: Minimum free memory, in MiB, for a GPU to qualify.
         available_gpus: Restrict the choice to these GPU indices (default: all).
 
@@ -87,7 +88,9 @@ class Engine:
         if kind not in (CPU, GPU):
             raise ValueError(f"device must be 'CPU' or 'GPU'; received {device!r}.")
         wanted = ngpu if ngpu is not None else ngpus
-        if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1:
+        # As in nebulae, ngpus only counts with device='GPU': a CPU engine takes any value
+        # (scripts pass torch.cuda.device_count(), which is 0 without a GPU).
+        if kind == GPU and (isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1):
             raise ValueError(f"ngpus must be an int >= 1 (GPUs to take); received {wanted!r}.")
         self.ngpus = wanted
         self.least_mem = int(least_mem)
