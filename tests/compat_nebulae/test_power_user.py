@@ -62,3 +62,52 @@ def test_dashboard_interval_is_checked_with_its_value_named() -> None:
             db.gauge({"loss": 1.0}, 0, 0, 4, "train", interval=0)
     finally:
         db.close()
+
+
+def _labels_pack(tmp_path: Path, n: int = 6) -> Path:
+    import numpy as np
+    from PIL import Image
+
+    from scramjet.compat.nebulae.fuel import FuelGenerator
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for i in range(n):
+        Image.fromarray(np.full((4, 4, 3), i, np.uint8)).save(raw / f"{i}.png")
+    rows = "".join(f"{i}.png\t{i}\n" for i in range(n))
+    (raw / "list.csv").write_text("image\tlabel\n" + rows)
+    dst = tmp_path / "train.hdf5"
+    fg = FuelGenerator(str(raw), "list.csv", ["int64"], False)
+    fg.generate(str(dst), 4, 4, encode="PNG", progress=False, workers=0)
+    return dst
+
+
+def test_multiverse_sync_of_one_tank_leaves_its_batches_unread(tmp_path: Path) -> None:
+    from scramjet.compat.nebulae import Multiverse
+    from scramjet.compat.nebulae.fuel import depot
+
+    data = _labels_pack(tmp_path)
+    make = lambda: depot.Tank(str(data), {"label": "int64"}, batch_size=2, seed=5)  # noqa: E731
+    tank, twin = make(), make()
+    mv = Multiverse(lambda m: None, 1).init()
+    net = torch.nn.Linear(2, 2)
+    synced, same = mv.sync(net, tank)  # nebulae: sync(models, data) with one Tank
+    assert synced is net and same is tank
+    assert tank.epoch == 0  # the check read no batch: the first epoch is still to come
+    assert tank.next()["label"].tolist() == twin.next()["label"].tolist()
+
+
+def test_multiverse_sync_returns_models_then_tanks_as_one_tuple(tmp_path: Path) -> None:
+    from scramjet.compat.nebulae import Multiverse
+    from scramjet.compat.nebulae.fuel import depot
+
+    data = _labels_pack(tmp_path)
+    train = depot.Tank(str(data), {"label": "int64"}, batch_size=2)
+    dev = depot.Tank(str(data), {"label": "int64"}, batch_size=3, shuffle=False)
+    mv = Multiverse(lambda m: None, 1).init()
+    net, other = torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)
+    a, t1, t2 = mv.sync(net, (train, dev))  # as nebulae: tuple(models) + tuple(data)
+    assert (a, t1, t2) == (net, train, dev)
+    m1, m2, t = mv.sync([net, other], [dev])
+    assert (m1, m2, t) == (net, other, dev)
+    assert mv.sync(net) is net and mv.sync([net, other]) == [net, other]

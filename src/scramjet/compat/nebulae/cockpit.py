@@ -471,24 +471,29 @@ class Multiverse:
         """A parallel scope. PyTorch needs none, so this is an empty context."""
         return contextlib.nullcontext()
 
-    def sync(self, models: Any, data: Sequence[Any] | None = None) -> Any:
+    def sync(self, models: Any, data: Any = None) -> Any:
         """Wrap model(s) for data-parallel training and check the data is sharded.
 
         When more than one process runs, models with trainable parameters are wrapped as
         the Trainer wraps them (``runtime.wrap_data_parallel``: ``DistributedDataParallel``;
         nothing for an FSDP-sharded model), BatchNorm becoming SyncBatchNorm on CUDA. Each
-        ``Tank`` in ``data`` must read its own share of the samples (its sampler spans as
-        many processes as run), as a Tank created inside the Multiverse processes does.
+        ``Tank`` in ``data`` (one Tank, or a list or tuple of them) must read its own share
+        of the samples (its sampler spans as many processes as run), as a Tank created
+        inside the Multiverse processes does. The Tanks are only checked, never read.
 
         Returns:
-            The wrapped model (or list of them); ``(models, data)`` when ``data`` is given.
+            Without ``data``: the wrapped model (or list of them). With ``data``, as in
+            nebulae, one flat tuple of the models then the Tanks:
+            ``net, train_tank, dev_tank = mv.sync(net, (train_tank, dev_tank))``.
         """
         many = isinstance(models, list | tuple)
         wrapped = [self._wrap(m) for m in (models if many else [models])]
-        for tank in data or ():
+        if data is None:
+            return wrapped if many else wrapped[0]
+        tanks = tuple(data) if isinstance(data, list | tuple) else (data,)
+        for tank in tanks:
             self._check_data(tank)
-        out: Any = wrapped if many else wrapped[0]
-        return out if data is None else (out, data)
+        return (*wrapped, *tanks)
 
     @staticmethod
     def _wrap(model: nn.Module) -> nn.Module:
