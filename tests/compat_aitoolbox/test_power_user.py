@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -56,3 +58,70 @@ def test_regression_package_scores_a_single_sample() -> None:
     )
     assert results["Mean_squared_error"] == pytest.approx(4.0)
     assert results["Mean_absolute_error"] == pytest.approx(2.0)
+
+
+def _tiny_loop_parts(n: int = 24, batch: int = 8) -> tuple[Any, Any, Any]:
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from scramjet.compat.aitoolbox.torchtrain.model import TTModel
+
+    class Reg(TTModel):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(3, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(x)
+
+        def get_loss(self, batch: Any, criterion: Any, device: Any) -> torch.Tensor:
+            x, y = batch
+            return criterion(self(x.to(device)), y.to(device))
+
+        def get_predictions(self, batch: Any, device: Any) -> tuple[Any, Any, Any]:
+            x, y = batch
+            return self(x.to(device)).cpu(), y, {}
+
+    gen = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(n, 3, generator=gen), torch.randn(n, 1, generator=gen))
+    torch.manual_seed(0)
+    model = Reg()
+    return model, DataLoader(data, batch_size=batch), torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def test_loop_keeps_the_epochs_batch_losses_in_loss_batch_accum() -> None:
+    from torch import nn
+
+    from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import AbstractCallback
+    from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoop
+
+    seen: list[list[float]] = []
+
+    class Watch(AbstractCallback):
+        def __init__(self) -> None:
+            super().__init__("watch")
+
+        def on_batch_end(self) -> None:
+            seen.append(list(self.train_loop_obj.loss_batch_accum))
+
+    model, loader, opt = _tiny_loop_parts()
+    loop = TrainLoop(model, loader, None, None, opt, nn.MSELoss(), end_auto_eval=False)
+    loop.fit(num_epochs=2, callbacks=[Watch()])
+    # a callback reads the batch losses so far in the epoch; a new epoch starts a new list
+    assert [len(s) for s in seen] == [1, 2, 3, 1, 2, 3]
+    assert seen[2][:2] == seen[1] and seen[5][:2] == seen[4]
+    last = loop.train_history["accumulated_loss"][-1]
+    assert sum(loop.loss_batch_accum) / 3 == pytest.approx(last)  # equal batches: the mean
+
+
+def test_loss_batch_accum_holds_undivided_losses_with_grad_accumulation() -> None:
+    from torch import nn
+
+    from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoop
+
+    model, loader, opt = _tiny_loop_parts(n=32)
+    loop = TrainLoop(model, loader, None, None, opt, nn.MSELoss(), end_auto_eval=False)
+    loop.fit(num_epochs=1, grad_accumulation=2)
+    assert len(loop.loss_batch_accum) == 4
+    mean = sum(loop.loss_batch_accum) / 4
+    assert mean == pytest.approx(loop.train_history["accumulated_loss"][-1])

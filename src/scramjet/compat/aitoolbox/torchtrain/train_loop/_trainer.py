@@ -48,6 +48,16 @@ def batch_size_of(batch: Any) -> int:
     return 1
 
 
+def _batch_loss_value(raw: Any, divided: torch.Tensor, window: int) -> Any:
+    """A batch's loss as AIToolbox's ``loss_batch_accum`` holds it: a float (a dict of floats
+    per loss for a :class:`MultiLoss`), before the division by the accumulation window."""
+    if isinstance(raw, MultiLoss):
+        return {k: float(torch.as_tensor(v.detach())) for k, v in raw.loss_dict.items()}
+    if raw is not None and hasattr(raw, "detach"):
+        return float(torch.as_tensor(raw.detach()).float())
+    return float(divided.detach().float()) * window
+
+
 class OptimizerProxy(torch.optim.Optimizer):
     """A torch optimizer in front of a :class:`MultiOptimizer` or any object with ``step``/``zero_grad``.
 
@@ -196,6 +206,7 @@ class TTTrainer(Trainer):
         """Backward of the loss; a non-tensor loss is divided by its window and backpropagated itself."""
         raw, self._raw_loss = self._raw_loss, None
         window, is_update = self._window()
+        batch_loss = _batch_loss_value(raw, loss, window)
         if isinstance(raw, torch.Tensor) or raw is None:
             super().backward_step(loss)
         elif isinstance(raw, MultiLoss):
@@ -205,7 +216,7 @@ class TTTrainer(Trainer):
                 raw.backward(idx, self.loop.total_iteration_idx, scaler)
         else:
             (raw / window).backward()
-        self.loop._after_backward(self, is_update)
+        self.loop._after_backward(self, is_update, batch_loss)
 
     # ----------------------------------------------------------------- updates
     def clip_gradients(self) -> None:
@@ -343,6 +354,7 @@ class LoopEvents(TrainerCallback):
     def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """The loop's ``epoch``, then ``on_epoch_begin``."""
         self.loop.epoch = trainer.state.epoch
+        self.loop.loss_batch_accum = []
         self.loop.callbacks_handler.execute_epoch_begin()
 
     def on_train_step_start(self, trainer: Trainer, **kwargs: Any) -> None:

@@ -172,6 +172,7 @@ class TrainLoop:
         self.epoch, self.iteration, self.total_iteration_idx = 0, 0, -1
         self.num_epochs, self.num_iterations, self.grad_accumulation = 0, 0, 1
         self.early_stop = False
+        self.loss_batch_accum: list[Any] = []  # the current epoch's batch losses, in order
         self.ddp_training_mode = False
         self.train_history = TrainingHistory(has_validation=validation_loader is not None)
         self.prediction_store = ModelPredictionStore(auto_purge=True)
@@ -392,8 +393,11 @@ class TrainLoop:
         return self.trainer
 
     # ----------------------------------------------------------------- Trainer events
-    def _after_backward(self, trainer: Trainer, is_update: bool) -> None:
-        """After a batch's backward: the batch limit, and ``on_batch_end`` for a batch without update."""
+    def _after_backward(self, trainer: Trainer, is_update: bool, loss: Any = None) -> None:
+        """After a batch's backward: its loss into :attr:`loss_batch_accum`, the batch limit,
+        and ``on_batch_end`` for a batch without update."""
+        if loss is not None:
+            self.loss_batch_accum.append(loss)
         reached = bool(self.num_iterations) and self.total_iteration_idx + 1 >= self.num_iterations
         if reached:
             trainer.stop_training()
