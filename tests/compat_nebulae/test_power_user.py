@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -111,3 +112,49 @@ def test_multiverse_sync_returns_models_then_tanks_as_one_tuple(tmp_path: Path) 
     m1, m2, t = mv.sync([net, other], [dev])
     assert (m1, m2, t) == (net, other, dev)
     assert mv.sync(net) is net and mv.sync([net, other]) == [net, other]
+
+
+def craft_attributes_universe(mv: Any) -> dict[str, Any]:
+    """Run in each Multiverse process: the craft's attributes through the synced model."""
+    from scramjet.compat.nebulae.astro import dock
+
+    class Net(dock.Craft):
+        def __init__(self) -> None:
+            super().__init__("cnn")
+            self.fc = dock.Dense(3, 1)
+
+        def run(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x)
+
+        def describe(self) -> str:
+            return f"{self.scope} with {self.fc.out_features} output"
+
+    mv.init()
+    net = mv.sync(Net())
+    return {
+        "wrapper": type(net).__mro__[1].__name__,
+        "scope": net.scope,
+        "fc_is_inner": net.fc is net.module.fc,
+        "describe": net.describe(),
+        "out": tuple(net(torch.ones(2, 3)).shape),
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_synced_craft_keeps_its_attributes_across_two_processes() -> None:
+    import sys
+
+    from scramjet.compat.nebulae import Multiverse
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_power_user import craft_attributes_universe as universe
+
+    seen = Multiverse(universe, 2)()
+    assert seen == {
+        "wrapper": "DistributedDataParallel",
+        "scope": "cnn",
+        "fc_is_inner": True,
+        "describe": "cnn with 1 output",
+        "out": (2, 1),
+    }

@@ -409,6 +409,24 @@ def _load_file(model: nn.Module, path: Path, scope: str | None, strict: bool) ->
     return result
 
 
+class _CraftDDP(nn.parallel.DistributedDataParallel):
+    """``DistributedDataParallel`` that also answers with the craft's attributes.
+
+    As after nebulae's ``mv.sync(net)``, ``net.scope``, ``net.fc`` or ``net.my_method()``
+    reach the wrapped craft when the wrapper has no attribute of that name. Calling the
+    wrapper (``net(x)``) still goes through DDP, which synchronises the gradients.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            inner = self.__dict__.get("_modules", {}).get("module")
+            if inner is None:
+                raise
+            return getattr(inner, name)
+
+
 class _AllReduceSum(torch.autograd.Function):
     """All-reduce (sum) whose backward all-reduces the incoming gradients (also a sum)."""
 
@@ -504,7 +522,10 @@ class Multiverse:
         device = next(model.parameters()).device
         if device.type == "cuda":
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-        return dist.wrap_data_parallel(model, device)  # as the Trainer's wrap_model does
+        wrapped = dist.wrap_data_parallel(model, device)  # as the Trainer's wrap_model does
+        if type(wrapped) is nn.parallel.DistributedDataParallel:
+            wrapped.__class__ = _CraftDDP  # net.scope, net.fc, net.my_method() keep working
+        return wrapped
 
     @staticmethod
     def _check_data(tank: Any) -> None:
