@@ -125,3 +125,28 @@ def test_loss_batch_accum_holds_undivided_losses_with_grad_accumulation() -> Non
     assert len(loop.loss_batch_accum) == 4
     mean = sum(loop.loss_batch_accum) / 4
     assert mean == pytest.approx(loop.train_history["accumulated_loss"][-1])
+
+
+def test_tensorboard_full_tracking_writes_into_the_experiment_folder(tmp_path: Any) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from torch import nn
+
+    from scramjet.compat.aitoolbox.torchtrain.callbacks.tensorboard import (
+        TensorboardFullTracking,
+    )
+    from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoopCheckpoint
+
+    model, loader, opt = _tiny_loop_parts()
+    loop = TrainLoopCheckpoint(
+        model, loader, loader, None, opt, nn.MSELoss(), "proj", "exp", str(tmp_path),
+        hyperparams={}, cloud_save_mode=None,
+    )  # fmt: skip
+    loop.fit(num_epochs=2, callbacks=[TensorboardFullTracking(batch_log_frequency=2)])
+    log_dir = tmp_path / "proj" / f"exp_{loop.experiment_timestamp}" / "tensorboard"
+    events = EventAccumulator(str(log_dir))
+    events.Reload()
+    val = events.Scalars("loss/val_loss")
+    assert [e.step for e in val] == [0, 1]
+    assert [e.value for e in val] == pytest.approx(loop.train_history["val_loss"])
+    assert [e.step for e in events.Scalars("train_loss/last_batch_loss")] == [0, 2, 4]
