@@ -32,13 +32,6 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DashBoard.gauge passes interval on to Dashboard.gauge, which keeps a curve point "
-    "only every interval steps, so log() loses the other steps; the fix (pass 1 there) "
-    "conflicts with test_nebulae_dashboard.py::test_dashboard_used_like_nebulae, which "
-    "asserts the thinned CSV",
-)
 def test_dashboard_interval_only_thins_the_printed_lines_not_the_logged_values(
     tmp_path: Path,
 ) -> None:

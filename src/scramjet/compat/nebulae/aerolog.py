@@ -131,9 +131,11 @@ class DashBoard(Dashboard):
         *,
         samples: int | None = None,
     ) -> None:
-        """Record a step (see :meth:`Dashboard.gauge`); off a terminal, print every
-        ``interval`` calls."""
-        super().gauge(entry, mile, epoch, mpe, stage, interval, duration, samples=samples)
+        """Record every step (see :meth:`Dashboard.gauge`), as nebulae did; off a terminal,
+        print every ``interval`` calls (``interval`` thins the printed lines only)."""
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise ValueError(f"interval must be an int >= 1; received {interval!r}.")
+        super().gauge(entry, mile, epoch, mpe, stage, 1, duration, samples=samples)
         if not is_main_process():
             return
         for name, fn in self._inviz.items():
