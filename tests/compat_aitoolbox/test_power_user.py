@@ -150,3 +150,16 @@ def test_tensorboard_full_tracking_writes_into_the_experiment_folder(tmp_path: A
     assert [e.step for e in val] == [0, 1]
     assert [e.value for e in val] == pytest.approx(loop.train_history["val_loss"])
     assert [e.step for e in events.Scalars("train_loss/last_batch_loss")] == [0, 2, 4]
+
+
+def test_predicting_on_a_missing_test_loader_names_the_loader() -> None:
+    from torch import nn
+
+    from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoop
+
+    model, loader, opt = _tiny_loop_parts()
+    loop = TrainLoop(model, loader, loader, None, opt, nn.MSELoss())
+    with pytest.raises(ValueError, match=r"test_loader is None.*pass a test_loader"):
+        loop.predict_on_test_set()
+    with pytest.raises(ValueError, match="test_loader is None"):
+        loop.evaluate_loss_on_test_set()

@@ -456,12 +456,7 @@ class TrainLoop:
         key, idx, store = _STORE[which], self.total_iteration_idx, self.prediction_store
         if not force_prediction and getattr(store, f"has_{key}_loss")(idx):
             return getattr(store, f"get_{key}_loss")(idx)
-        loader = getattr(self, _SETS[which])
-        if loader is None:
-            raise ValueError(
-                f"the {_SETS[which]} is None, so there is no {which} loss; pass a {_SETS[which]} "
-                f"to the TrainLoop."
-            )
+        loader = _loader_of(self, which, "loss")
         loss = self._trainer().loss_on(loader, f"{which}-set loss")
         getattr(store, f"insert_{key}_loss")(loss, idx, force=True)
         return loss
@@ -496,7 +491,7 @@ class TrainLoop:
         if not force_prediction and getattr(store, f"has_{key}_predictions")(idx):
             return getattr(store, f"get_{key}_predictions")(idx)
         predictions = self.predict_with_model(
-            getattr(self, _SETS[which]), execute_callbacks, dataset_info={"type": which}
+            _loader_of(self, which, "predictions"), execute_callbacks, dataset_info={"type": which}
         )
         getattr(store, f"insert_{key}_predictions")(predictions, idx, force=True)
         return predictions
@@ -571,6 +566,17 @@ class TrainLoop:
         for part in parts:
             collected = (self.collate_batch_pred_fn or _append)(part, collected)
         return (self.pred_transform_fn or _concat)(collected)
+
+
+def _loader_of(loop: TrainLoop, which: str, what: str) -> Any:
+    """The loop's loader of data set ``which``; a clear error when it was not given."""
+    loader = getattr(loop, _SETS[which])
+    if loader is None:
+        raise ValueError(
+            f"the {_SETS[which]} is None, so there are no {which}-set {what}; pass a "
+            f"{_SETS[which]} to the TrainLoop."
+        )
+    return loader
 
 
 def _append(part: Any, collected: list[Any]) -> list[Any]:
