@@ -163,3 +163,28 @@ def test_predicting_on_a_missing_test_loader_names_the_loader() -> None:
         loop.predict_on_test_set()
     with pytest.raises(ValueError, match="test_loader is None"):
         loop.evaluate_loss_on_test_set()
+
+
+def test_question_answer_package_takes_paragraphs_and_predicted_spans() -> None:
+    from scramjet.compat.aitoolbox.nlp.experiment_evaluation.NLP_result_package import (
+        QuestionAnswerResultPackage,
+    )
+
+    paragraphs = [
+        ["the", "cat", "sat", "on", "the", "mat"],
+        ["a", "dog", "ran", "home", "fast"],
+    ]
+    true_spans = torch.tensor([[1, 2], [1, 3]])  # "cat sat", "dog ran home" (inclusive ends)
+    pred_spans = torch.tensor([[1, 2], [1, 1]])  # "cat sat", "dog"
+    package = QuestionAnswerResultPackage(paragraphs)
+    results = package.prepare_result_package(true_spans, pred_spans)
+    assert results["EM"] == pytest.approx(50.0)
+    assert results["F1"] == pytest.approx(100 * (1 + 0.5) / 2)
+    assert set(results["ROGUE"]) == {"rouge-1", "rouge-2", "rouge-l"}
+
+    actual = QuestionAnswerResultPackage(paragraphs, target_actual_text=["cat sat", "dog"])
+    assert actual.prepare_result_package(true_spans, pred_spans)["EM"] == pytest.approx(100.0)
+    flat = QuestionAnswerResultPackage(paragraphs, flatten_result_dict=True)
+    assert "ROGUE_rouge-1_f" in flat.prepare_result_package(true_spans, pred_spans)
+    with pytest.raises(ValueError, match="paragraph_text_tokens"):
+        QuestionAnswerResultPackage(paragraphs, target_actual_text=["one"])

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import torch
+
 from scramjet import metrics as M
 from scramjet.compat.aitoolbox.experiment.result_package.basic_packages import (
     MetricsResultPackage,
@@ -18,11 +21,95 @@ __all__ = [
 
 
 class QuestionAnswerResultPackage(MetricsResultPackage):
-    """SQuAD exact match and F1, plus ROUGE-1/2/L of the answers."""
+    """Question answering: SQuAD exact match and F1, and ROUGE-1/2/L of the answers.
 
-    def __init__(self, strict_content_check: bool = False, **kwargs: Any) -> None:
+    Given ``paragraph_text_tokens`` (AIToolbox's form), ``y_true`` and ``y_predicted`` are
+    answer spans ``[N, 2]`` (start and inclusive end token of each example's paragraph) and
+    the results are AIToolbox's: ``ROGUE`` (ROUGE scores), ``EM`` and ``F1`` (percent).
+    Without it, ``y_true`` and ``y_predicted`` are the answer texts and the results are
+    scramjet's (``exact_match``, ``f1``, ``rouge*``).
+
+    Args:
+        paragraph_text_tokens: one token list per example, the text the spans index.
+        target_actual_text: the true answers as text (then ``y_true`` is not read).
+        output_text_dir: accepted for compatibility (no text files are written).
+        use_perl_rouge: the Perl ROUGE-1.5.5 is not provided; True is refused.
+        flatten_result_dict: flatten the nested ROUGE results (``ROGUE_rouge-1_f``, ...).
+        strict_content_check: see :class:`AbstractResultPackage`.
+    """
+
+    def __init__(
+        self,
+        paragraph_text_tokens: list[list[Any]] | None = None,
+        target_actual_text: list[str] | None = None,
+        output_text_dir: str | None = None,
+        use_perl_rouge: bool = False,
+        flatten_result_dict: bool = False,
+        strict_content_check: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if use_perl_rouge:
+            raise ValueError(
+                "use_perl_rouge=True asks for the Perl ROUGE-1.5.5, which is not provided; "
+                "leave use_perl_rouge=False for the ROUGE scores computed here."
+            )
+        if target_actual_text is not None and (
+            paragraph_text_tokens is None or len(target_actual_text) != len(paragraph_text_tokens)
+        ):
+            count = None if paragraph_text_tokens is None else len(paragraph_text_tokens)
+            raise ValueError(
+                f"target_actual_text needs one answer per paragraph of paragraph_text_tokens; "
+                f"received {len(target_actual_text)} answers and {count} paragraphs."
+            )
         package = M.QAResults() + M.RougeResults()
         super().__init__("QuestionAnswerResult", package, strict_content_check)
+        self.paragraph_text_tokens = (
+            None
+            if paragraph_text_tokens is None
+            else [[str(w) for w in paragraph] for paragraph in paragraph_text_tokens]
+        )
+        self.target_actual_text = target_actual_text
+        self.output_text_dir = output_text_dir
+        self.flatten_result_dict = flatten_result_dict
+
+    def prepare_results_dict(self) -> dict[str, Any]:
+        """Answer texts from the spans, then AIToolbox's ROUGE, EM and F1 (see the class)."""
+        if self.paragraph_text_tokens is None:
+            return super().prepare_results_dict()
+        from scramjet.compat.aitoolbox.nlp.experiment_evaluation.NLP_metrics import (
+            ExactMatchTextMetric,
+            F1TextMetric,
+            ROUGEMetric,
+        )
+        from scramjet.compat.aitoolbox.utils.dict_util import flatten_dict
+
+        predicted = self._span_texts(self.y_predicted, "y_predicted")
+        actual = self.target_actual_text is not None
+        truth: list[Any] = (
+            list(self.target_actual_text or [])
+            if actual
+            else self._span_texts(self.y_true, "y_true")
+        )
+        results: dict[str, Any] = {}
+        for metric in (
+            ROUGEMetric(truth, predicted, target_actual_text=actual),
+            ExactMatchTextMetric(truth, predicted),
+            F1TextMetric(truth, predicted),
+        ):
+            results.update(metric.get_metric_dict())
+        return flatten_dict(results) if self.flatten_result_dict else results
+
+    def _span_texts(self, spans: Any, name: str) -> list[list[str]]:
+        """Each example's ``[start, end]`` span cut from its paragraph's tokens."""
+        rows = torch.as_tensor(np.asarray(spans)).long()
+        paragraphs = self.paragraph_text_tokens or []
+        if rows.dim() != 2 or rows.shape[1] != 2 or rows.shape[0] != len(paragraphs):
+            raise ValueError(
+                f"{name} must hold one [start, end] token span per paragraph, shape "
+                f"[{len(paragraphs)}, 2]; received shape {list(rows.shape)}. Return the "
+                f"predicted start and end token indices from get_predictions."
+            )
+        return [p[int(a) : int(b) + 1] for (a, b), p in zip(rows.tolist(), paragraphs, strict=True)]
 
 
 class TextSummarizationResultPackage(MetricsResultPackage):
