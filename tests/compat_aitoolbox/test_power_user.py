@@ -188,3 +188,27 @@ def test_question_answer_package_takes_paragraphs_and_predicted_spans() -> None:
     assert "ROGUE_rouge-1_f" in flat.prepare_result_package(true_spans, pred_spans)
     with pytest.raises(ValueError, match="paragraph_text_tokens"):
         QuestionAnswerResultPackage(paragraphs, target_actual_text=["one"])
+
+
+def test_machine_translation_package_takes_a_target_vocabulary_and_index_sentences() -> None:
+    import math
+
+    from scramjet.compat.aitoolbox.nlp.core.vocabulary import Vocabulary
+    from scramjet.compat.aitoolbox.nlp.experiment_evaluation.NLP_result_package import (
+        MachineTranslationResultPackage,
+    )
+
+    vocab = Vocabulary("target")
+    for sentence in ["the cat sat on the mat", "a dog ran home today"]:
+        vocab.add_sentence(sentence.split())
+    ids = [[vocab.word2index[w] for w in s.split()] for s in ["the cat sat on the mat", "a dog ran home today"]]  # fmt: skip
+    eos = vocab.EOS_token
+    package = MachineTranslationResultPackage(vocab)
+    results = package.prepare_result_package(
+        [row + [eos] for row in ids], [row + [eos] for row in ids],
+        additional_results={"loss": [math.log(2.0), math.log(2.0)]},
+    )  # fmt: skip
+    assert results["BLEU_corpus_score"] == pytest.approx(1.0)
+    assert results["BLEU_sentence_score"] == pytest.approx(1.0)
+    assert results["Perplexity"] == pytest.approx(2.0)
+    assert package.y_predicted_text[0] == "the cat sat on the mat".split()  # EOS removed

@@ -120,17 +120,81 @@ class TextSummarizationResultPackage(MetricsResultPackage):
 
 
 class MachineTranslationResultPackage(MetricsResultPackage):
-    """Corpus BLEU."""
+    """Machine translation: BLEU.
+
+    Given ``target_vocab`` (AIToolbox's form), ``y_true`` and ``y_predicted`` are sentences
+    of target-vocabulary indices; they are turned into words (PAD/SOS/EOS dropped, kept in
+    ``y_true_text``/``y_predicted_text``) and the results are AIToolbox's:
+    ``BLEU_corpus_score``, ``BLEU_sentence_score`` and, when ``prepare_result_package`` gets
+    ``additional_results={"loss": [batch losses]}``, ``Perplexity``. Without it,
+    ``y_true``/``y_predicted`` are texts and the result is scramjet's corpus ``bleu``.
+
+    Args:
+        target_vocab: the target language's ``Vocabulary``.
+        source_vocab, source_sents, output_text_dir, output_attn_heatmap_dir: accepted for
+            compatibility (no text or heatmap files are written here; the attention
+            heatmaps come from ``AttentionHeatmapCallback``).
+        strict_content_check: see :class:`AbstractResultPackage`.
+        n_gram, smooth: BLEU's largest n-gram and smoothing for the text form.
+    """
 
     def __init__(
         self,
+        target_vocab: Any = None,
+        source_vocab: Any = None,
+        source_sents: list[Any] | None = None,
+        output_text_dir: str | None = None,
+        output_attn_heatmap_dir: str | None = None,
+        strict_content_check: bool = False,
         n_gram: int = 4,
         smooth: bool = False,
-        strict_content_check: bool = False,
         **kwargs: Any,
     ) -> None:
+        if target_vocab is not None and not hasattr(target_vocab, "convert_idx_sent2sent"):
+            raise TypeError(
+                f"target_vocab must be a Vocabulary (with convert_idx_sent2sent); received "
+                f"{type(target_vocab).__name__}. For texts leave it out; BLEU's n-gram order "
+                f"is n_gram=..."
+            )
         package = M.BleuResults(n_gram, smooth)
         super().__init__("MachineTranslationResult", package, strict_content_check)
+        self.target_vocab, self.source_vocab = target_vocab, source_vocab
+        self.source_sents, self.output_text_dir = source_sents, output_text_dir
+        self.output_attn_heatmap_dir = output_attn_heatmap_dir
+        self.y_true_text: list[list[str]] | None = None
+        self.y_predicted_text: list[list[str]] | None = None
+
+    def prepare_results_dict(self) -> dict[str, Any]:
+        """Index sentences to words, then AIToolbox's BLEU scores (see the class)."""
+        if self.target_vocab is None:
+            return super().prepare_results_dict()
+        from scramjet.compat.aitoolbox.nlp.experiment_evaluation.NLP_metrics import (
+            BLEUCorpusScoreMetric,
+            BLEUSentenceScoreMetric,
+            PerplexityMetric,
+        )
+
+        def words(sentences: Any) -> list[list[str]]:
+            rows = sentences.tolist() if hasattr(sentences, "tolist") else sentences
+            return [
+                self.target_vocab.convert_idx_sent2sent(
+                    [int(i) for i in row], rm_default_tokens=True
+                )
+                for row in rows
+            ]
+
+        self.y_true_text, self.y_predicted_text = words(self.y_true), words(self.y_predicted)
+        results: dict[str, Any] = {}
+        results.update(
+            BLEUCorpusScoreMetric(self.y_true_text, self.y_predicted_text).get_metric_dict()
+        )
+        results.update(
+            BLEUSentenceScoreMetric(self.y_true_text, self.y_predicted_text).get_metric_dict()
+        )
+        extra = (self.additional_results or {}).get("additional_results") or {}
+        if "loss" in extra:
+            results.update(PerplexityMetric(list(extra["loss"])).get_metric_dict())
+        return results
 
 
 class PerplexityResultPackage(MetricsResultPackage):
