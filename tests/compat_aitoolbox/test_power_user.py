@@ -205,10 +205,11 @@ def test_machine_translation_package_takes_a_target_vocabulary_and_index_sentenc
     eos = vocab.EOS_token
     package = MachineTranslationResultPackage(vocab)
     results = package.prepare_result_package(
-        [row + [eos] for row in ids], [row + [eos] for row in ids],
+        [[*row, eos] for row in ids], [[*row, eos] for row in ids],
         additional_results={"loss": [math.log(2.0), math.log(2.0)]},
     )  # fmt: skip
     assert results["BLEU_corpus_score"] == pytest.approx(1.0)
     assert results["BLEU_sentence_score"] == pytest.approx(1.0)
     assert results["Perplexity"] == pytest.approx(2.0)
-    assert package.y_predicted_text[0] == "the cat sat on the mat".split()  # EOS removed
+    words = ["the", "cat", "sat", "on", "the", "mat"]
+    assert package.y_predicted_text[0] == words  # EOS removed
