@@ -47,11 +47,6 @@ def test_general_package_keeps_aitoolbox_package_name() -> None:
     assert set((general + reg).get_results()) == {"GeneralResultPackage", "RegressionResult"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scramjet.metrics.RegressionResults computes R² with torchmetrics, which refuses "
-    "fewer than two samples, so MSE/MAE of a one-sample set are lost too",
-)
 def test_regression_package_scores_a_single_sample() -> None:
     results = RegressionResultPackage().prepare_result_package(
         torch.tensor([1.0]), torch.tensor([3.0])

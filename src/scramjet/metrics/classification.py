@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -135,7 +136,7 @@ class BinaryResults(ResultPackage):
 
 
 class RegressionResults(ResultPackage):
-    """Regression: MSE, MAE and R²."""
+    """Regression: MSE, MAE and R² (NaN for fewer than two samples: it is undefined)."""
 
     name = "regression"
 
@@ -149,5 +150,5 @@ class RegressionResults(ResultPackage):
         return {
             "mse": float(R.mean_squared_error(pred, target)),
             "mae": float(R.mean_absolute_error(pred, target)),
-            "r2": float(R.r2_score(pred, target)),
+            "r2": float(R.r2_score(pred, target)) if target.numel() >= 2 else math.nan,
         }
