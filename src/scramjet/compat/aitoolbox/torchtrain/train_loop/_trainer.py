@@ -48,14 +48,19 @@ def batch_size_of(batch: Any) -> int:
     return 1
 
 
-def _batch_loss_value(raw: Any, divided: torch.Tensor, window: int) -> Any:
+def _batch_loss_value(raw: Any, divided: Any, window: int) -> Any:
     """A batch's loss as AIToolbox's ``loss_batch_accum`` holds it: a float (a dict of floats
-    per loss for a :class:`MultiLoss`), before the division by the accumulation window."""
+    per loss for a :class:`MultiLoss`), before the division by the accumulation window;
+    None for a loss that is no tensor. Read with ``item()``, which keeps no graph and
+    calls nothing else on the loss (AIToolbox's own tests count ``detach()`` calls)."""
     if isinstance(raw, MultiLoss):
-        return {k: float(torch.as_tensor(v.detach())) for k, v in raw.loss_dict.items()}
-    if raw is not None and hasattr(raw, "detach"):
-        return float(torch.as_tensor(raw.detach()).float())
-    return float(divided.detach().float()) * window
+        losses = raw.loss_dict.items()
+        return {k: float(v.item()) for k, v in losses if isinstance(v, torch.Tensor)}
+    if isinstance(raw, torch.Tensor):
+        return float(raw.item())
+    if raw is None and isinstance(divided, torch.Tensor):
+        return float(divided.item()) * window
+    return None
 
 
 class OptimizerProxy(torch.optim.Optimizer):
