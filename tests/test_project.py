@@ -34,6 +34,15 @@ def test_no_source_file_over_the_size_budget() -> None:
     assert not too_big, f"split these files by concept (> {MAX_FILE_LINES} lines): {too_big}"
 
 
+def test_test_files_have_unique_names() -> None:
+    # Test folders are no packages: pytest imports two test files of one name as one
+    # module, and the second fails to collect.
+    names: dict[str, list[str]] = {}
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {n: p for n, p in names.items() if len(p) > 1} == {}
+
+
 def test_the_trainer_is_one_class_without_mixins() -> None:
     path = SRC / "trainer" / "trainer.py"
     tree = ast.parse(path.read_text())

@@ -296,17 +296,12 @@ def pack(
     check_workers(workers)
     quality = check_quality(quality)
     keep_exif, exif_orientation, is_seq, overwrite, progress = check_flags(
-        keep_exif=keep_exif,
-        exif_orientation=exif_orientation,
-        is_seq=is_seq,
-        overwrite=overwrite,
-        progress=progress,
-    )
+        keep_exif=keep_exif, exif_orientation=exif_orientation, is_seq=is_seq,
+        overwrite=overwrite, progress=progress,
+    )  # fmt: skip
     if is_url(dst):
         return _pack_to_url(
-            str(dst),
-            storage_options,
-            overwrite,
+            str(dst), storage_options, overwrite,
             lambda local: pack(
                 file_dir, file_list, local, dtype=dtype, height=height, width=width,
                 channel=channel, encode=encode, quality=quality, shards=shards,

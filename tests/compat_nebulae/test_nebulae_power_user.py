@@ -141,7 +141,7 @@ def test_synced_craft_keeps_its_attributes_across_two_processes() -> None:
     from scramjet.compat.nebulae import Multiverse
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from test_power_user import craft_attributes_universe as universe
+    from test_nebulae_power_user import craft_attributes_universe as universe
 
     seen = Multiverse(universe, 2)()
     assert seen == {
