@@ -105,6 +105,10 @@ class AbstractCallback:
         """
 
 
+S3_MODES = ("s3", "aws_s3", "aws")
+GCS_MODES = ("gcs", "google_storage", "google storage")
+
+
 class AbstractExperimentCallback(AbstractCallback):
     """A callback that writes into the experiment folder (and maybe a cloud bucket).
 
@@ -185,3 +189,22 @@ class AbstractExperimentCallback(AbstractCallback):
                     f"no cloud details to infer (cloud_save_mode, bucket_name, "
                     f"cloud_dir_prefix). Pass them to the callback."
                 ) from None
+
+    def open_cloud_results_saver(self) -> Any:
+        """The results saver of ``cloud_save_mode`` (S3 or GCS); None for local files only."""
+        cloud: dict[str, Any] = {
+            "bucket_name": self.bucket_name,
+            "cloud_dir_prefix": self.cloud_dir_prefix,
+            "local_model_result_folder_path": os.fspath(self.local_model_result_folder_path or "."),
+        }
+        if self.cloud_save_mode in S3_MODES:
+            from scramjet.compat.aitoolbox.cloud.AWS.results_save import S3ResultsSaver
+
+            return S3ResultsSaver(**cloud)
+        if self.cloud_save_mode in GCS_MODES:
+            from scramjet.compat.aitoolbox.cloud.GoogleCloud.results_save import (
+                GoogleStorageResultsSaver,
+            )
+
+            return GoogleStorageResultsSaver(**cloud)
+        return None

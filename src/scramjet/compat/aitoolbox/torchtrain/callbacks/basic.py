@@ -17,6 +17,8 @@ from typing import Any, cast
 from scramjet.callbacks.base import StopTrainingError, TrainerCallback
 from scramjet.callbacks.control import EarlyStoppingCallback, TerminateOnNaNCallback
 from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import (
+    GCS_MODES,
+    S3_MODES,
     AbstractCallback,
     AbstractExperimentCallback,
 )
@@ -32,9 +34,6 @@ __all__ = [
     "TerminateOnNaN",
     "ThresholdEarlyStopping",
 ]
-
-S3_MODES = ("s3", "aws_s3", "aws")
-GCS_MODES = ("gcs", "google_storage", "google storage")
 
 
 def lower_is_better(metric_name: str) -> bool:
@@ -365,22 +364,8 @@ class LogUpload(AbstractExperimentCallback):
     def on_train_loop_registration(self) -> None:
         """Infer the destination and open the cloud saver."""
         self.try_infer_experiment_details(infer_cloud_details=True)
-        cloud: dict[str, Any] = {
-            "bucket_name": self.bucket_name,
-            "cloud_dir_prefix": self.cloud_dir_prefix,
-            "local_model_result_folder_path": os.fspath(self.local_model_result_folder_path or "."),
-        }
-        if self.cloud_save_mode in S3_MODES:
-            from scramjet.compat.aitoolbox.cloud.AWS.results_save import S3ResultsSaver
-
-            self.cloud_saver = S3ResultsSaver(**cloud)
-        elif self.cloud_save_mode in GCS_MODES:
-            from scramjet.compat.aitoolbox.cloud.GoogleCloud.results_save import (
-                GoogleStorageResultsSaver,
-            )
-
-            self.cloud_saver = GoogleStorageResultsSaver(**cloud)
-        elif self.fail_if_cloud_missing:
+        self.cloud_saver = self.open_cloud_results_saver()
+        if self.cloud_saver is None and self.fail_if_cloud_missing:
             raise ValueError(
                 f"LogUpload has no cloud destination: cloud_save_mode is {self.cloud_save_mode!r}; "
                 f"expected one of {S3_MODES + GCS_MODES}. Set it on the callback or the TrainLoop, "

@@ -15,8 +15,11 @@ import os
 import sys
 from typing import Any
 
-from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import AbstractCallback
-from scramjet.compat.aitoolbox.torchtrain.callbacks.basic import GCS_MODES, S3_MODES
+from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import (
+    GCS_MODES,
+    S3_MODES,
+    AbstractCallback,
+)
 
 __all__ = ["ModelCheckpoint", "ModelIterationCheckpoint", "ModelTrainEndSave"]
 

@@ -19,7 +19,6 @@ from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import (
     AbstractCallback,
     AbstractExperimentCallback,
 )
-from scramjet.compat.aitoolbox.torchtrain.callbacks.basic import GCS_MODES, S3_MODES
 
 __all__ = [
     "MetricHistoryRename",
@@ -390,23 +389,7 @@ class ModelTrainHistoryBaseCB(AbstractExperimentCallback):
 
     def prepare_results_saver(self) -> None:
         """Open the cloud results saver for S3/GCS modes (None for local only)."""
-        cloud: dict[str, Any] = {
-            "bucket_name": self.bucket_name,
-            "cloud_dir_prefix": self.cloud_dir_prefix,
-            "local_model_result_folder_path": os.fspath(self.local_model_result_folder_path or "."),
-        }
-        if self.cloud_save_mode in S3_MODES:
-            from scramjet.compat.aitoolbox.cloud.AWS.results_save import S3ResultsSaver
-
-            self.cloud_results_saver = S3ResultsSaver(**cloud)
-        elif self.cloud_save_mode in GCS_MODES:
-            from scramjet.compat.aitoolbox.cloud.GoogleCloud.results_save import (
-                GoogleStorageResultsSaver,
-            )
-
-            self.cloud_results_saver = GoogleStorageResultsSaver(**cloud)
-        else:
-            self.cloud_results_saver = None
+        self.cloud_results_saver = self.open_cloud_results_saver()
 
     def results_dir(self) -> str:
         """``<root>/<project>/<experiment>_<timestamp>/results`` (created)."""

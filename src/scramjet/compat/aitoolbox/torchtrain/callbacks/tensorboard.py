@@ -17,8 +17,9 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import AbstractExperimentCallback
-from scramjet.compat.aitoolbox.torchtrain.callbacks.basic import GCS_MODES, S3_MODES
+from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import (
+    AbstractExperimentCallback,
+)
 
 __all__ = [
     "TensorboardFullTracking",
@@ -100,23 +101,7 @@ class TensorboardReporterBaseCB(AbstractExperimentCallback):
 
     def prepare_results_saver(self) -> None:
         """A cloud results saver for S3/GCS modes, else None (local files only)."""
-        cloud: dict[str, Any] = {
-            "bucket_name": self.bucket_name,
-            "cloud_dir_prefix": self.cloud_dir_prefix,
-            "local_model_result_folder_path": os.fspath(self.local_model_result_folder_path or "."),
-        }
-        if self.cloud_save_mode in S3_MODES:
-            from scramjet.compat.aitoolbox.cloud.AWS.results_save import S3ResultsSaver
-
-            self.cloud_results_saver = S3ResultsSaver(**cloud)
-        elif self.cloud_save_mode in GCS_MODES:
-            from scramjet.compat.aitoolbox.cloud.GoogleCloud.results_save import (
-                GoogleStorageResultsSaver,
-            )
-
-            self.cloud_results_saver = GoogleStorageResultsSaver(**cloud)
-        else:
-            self.cloud_results_saver = None
+        self.cloud_results_saver = self.open_cloud_results_saver()
 
     def log_mid_train_loss(self) -> None:
         """The last batch's loss and the epoch's mean batch loss so far."""
