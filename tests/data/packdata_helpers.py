@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,14 +95,17 @@ def cache_bytes(cache: Path) -> int:
 
 
 @contextlib.contextmanager
-def watching_cache(cache: Path) -> Iterator[list[int]]:
+def watching_cache(
+    cache: Path, measure: Callable[[Path], int] | None = None
+) -> Iterator[list[int]]:
     """Yields a one-item list holding the most bytes ``cache`` held so far (sampled every
-    2 ms while the block runs)."""
+    2 ms while the block runs); ``measure`` counts them (default :func:`cache_bytes`)."""
     peak, stop = [0], threading.Event()
+    count = measure or cache_bytes
 
     def watch() -> None:
         while not stop.is_set():
-            peak[0] = max(peak[0], cache_bytes(cache))
+            peak[0] = max(peak[0], count(cache))
             stop.wait(0.002)
 
     watcher = threading.Thread(target=watch)

@@ -12,7 +12,6 @@ import contextlib
 import fcntl
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -141,13 +140,12 @@ def test_a_download_left_by_a_killed_reader_does_not_take_room_in_the_cache(
     assert not part.exists()
 
 
-@contextlib.contextmanager
-def _peak_of_cache(cache: Path) -> Iterator[list[int]]:
-    """The most bytes of distinct shards (finished or downloading) ``cache`` held, sampled
-    every 2 ms under the cache's own lock, so that no room is being made mid-count."""
-    peak, stop = [0], threading.Event()
-
-    def count() -> int:
+def _locked_shard_bytes(cache: Path) -> int:
+    """Bytes of distinct shards (finished or downloading) in ``cache``, counted under the
+    cache's own lock, so that no room is being made mid-count."""
+    fd = os.open(cache / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         sizes: dict[str, int] = {}
         for entry in os.scandir(cache):
             if entry.name.endswith((".h5", ".part")):
@@ -155,24 +153,8 @@ def _peak_of_cache(cache: Path) -> Iterator[list[int]]:
                     stem = entry.name.rsplit(".", 1)[0]  # a shard seen as .part and .h5
                     sizes[stem] = max(sizes.get(stem, 0), entry.stat().st_size)
         return sum(sizes.values())
-
-    def watch() -> None:
-        while not stop.is_set():
-            fd = os.open(cache / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                peak[0] = max(peak[0], count())
-            finally:
-                os.close(fd)
-            stop.wait(0.002)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        yield peak
     finally:
-        stop.set()
-        watcher.join()
+        os.close(fd)
 
 
 def test_readers_sharing_a_cache_never_exceed_its_limit_together(tmp_path: Path) -> None:
@@ -200,7 +182,7 @@ def test_readers_sharing_a_cache_never_exceed_its_limit_together(tmp_path: Path)
             ]
         results.append(sorted(seen) == sorted(list(range(96)) * 3))
 
-    with _peak_of_cache(cache) as peak:
+    with watching_cache(cache, _locked_shard_bytes) as peak:
         readers = [threading.Thread(target=read, args=(seed,)) for seed in range(3)]
         for reader in readers:
             reader.start()
