@@ -49,17 +49,17 @@ def batch_size_of(batch: Any) -> int:
 
 
 def _batch_loss_value(raw: Any, divided: Any, window: int) -> Any:
-    """A batch's loss as AIToolbox's ``loss_batch_accum`` holds it: a float (a dict of floats
-    per loss for a :class:`MultiLoss`), before the division by the accumulation window;
-    None for a loss that is no tensor. Read with ``item()``, which keeps no graph and
-    calls nothing else on the loss (AIToolbox's own tests count ``detach()`` calls)."""
+    """A batch's loss as ``loss_batch_accum`` keeps it until read (then a float; a dict per
+    loss for a :class:`MultiLoss`), before the division by the accumulation window; None
+    for a loss that is no tensor. Kept detached on its device: no sync per step, and
+    nothing is called on the loss object itself (AIToolbox's tests count ``detach()``)."""
     if isinstance(raw, MultiLoss):
         losses = raw.loss_dict.items()
-        return {k: float(v.item()) for k, v in losses if isinstance(v, torch.Tensor)}
+        return {k: v.detach() for k, v in losses if isinstance(v, torch.Tensor)}
     if isinstance(raw, torch.Tensor):
-        return float(raw.item())
+        return raw.detach()
     if raw is None and isinstance(divided, torch.Tensor):
-        return float(divided.item()) * window
+        return divided.detach() * window
     return None
 
 

@@ -172,7 +172,7 @@ class TrainLoop:
         self.epoch, self.iteration, self.total_iteration_idx = 0, 0, -1
         self.num_epochs, self.num_iterations, self.grad_accumulation = 0, 0, 1
         self.early_stop = False
-        self.loss_batch_accum: list[Any] = []  # the current epoch's batch losses, in order
+        self._loss_batch_accum: list[Any] = []  # the current epoch's batch losses, in order
         self.ddp_training_mode = False
         self.train_history = TrainingHistory(has_validation=validation_loader is not None)
         self.prediction_store = ModelPredictionStore(auto_purge=True)
@@ -392,12 +392,23 @@ class TrainLoop:
             self.trainer = self._new_trainer([LoopEvents(self)], predict_only=True)
         return self.trainer
 
+    @property
+    def loss_batch_accum(self) -> list[Any]:
+        """The current epoch's batch losses as floats (a dict of floats per loss for a
+        ``MultiLoss``), read from the device when asked for, not at every step."""
+        self._loss_batch_accum[:] = [_plain_loss(v) for v in self._loss_batch_accum]
+        return self._loss_batch_accum
+
+    @loss_batch_accum.setter
+    def loss_batch_accum(self, values: list[Any]) -> None:
+        self._loss_batch_accum = list(values)
+
     # ----------------------------------------------------------------- Trainer events
     def _after_backward(self, trainer: Trainer, is_update: bool, loss: Any = None) -> None:
         """After a batch's backward: its loss into :attr:`loss_batch_accum`, the batch limit,
         and ``on_batch_end`` for a batch without update."""
         if loss is not None:
-            self.loss_batch_accum.append(loss)
+            self._loss_batch_accum.append(loss)
         reached = bool(self.num_iterations) and self.total_iteration_idx + 1 >= self.num_iterations
         if reached:
             trainer.stop_training()
@@ -659,3 +670,11 @@ def _holds_model_params(optimizer: torch.optim.Optimizer, model: nn.Module) -> b
     model_params = {id(p) for p in model.parameters()}
     held = (id(p) for g in optimizer.param_groups for p in g["params"])
     return not model_params or any(i in model_params for i in held)
+
+
+def _plain_loss(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return float(value.item())
+    if isinstance(value, dict):
+        return {k: _plain_loss(v) for k, v in value.items()}
+    return value
