@@ -190,3 +190,38 @@ def test_a_batch_that_needs_more_shards_than_the_cache_holds_fails_at_once(
     with pytest.raises(ValueError, match=r"reads 8 shards .*sampler=EpochSampler\(ds\)"):
         next(iter(shuffled))
     assert ds._pins == {}
+
+
+def test_a_cache_too_small_for_the_shuffle_window_is_refused_when_the_epoch_starts(
+    store: Path, tmp_path: Path
+) -> None:
+    """Reading in windows of 2 shards keeps 3 in use (the window and the shard being
+    left): with room for 2 the epoch is refused at once, with the size that would do,
+    instead of waiting two minutes for room that never comes. Worker processes each keep
+    their own: 2 of them need room for 6, refused when the loader is made."""
+    shard = PackedDataset(store).manifest.shards[0].bytes
+    ds = streamed(store, tmp_path / "cache", cache_limit=2 * shard + shard // 2, shuffle_window=2)
+    loader = ds.loader(4, sampler=EpochSampler(ds, seed=0), num_workers=1)
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=rf"shuffle_window=2 .*at least {3 * shard} bytes"):
+        next(iter(loader))
+    assert time.monotonic() - started < 10
+    ds = streamed(store, tmp_path / "cache", cache_limit=4 * shard, shuffle_window=2)
+    with pytest.raises(ValueError, match=rf"2 reading processes .*at least {6 * shard} bytes"):
+        ds.loader(4, sampler=EpochSampler(ds, seed=0), num_workers=2, backend="processes")
+
+
+def test_a_read_ahead_the_cache_cannot_hold_is_lowered_with_a_warning(
+    store: Path, tmp_path: Path
+) -> None:
+    """prefetch=4 with room for the window and one shard ahead: the epoch reads every
+    sample, one shard ahead, and says that prefetch was lowered and how to keep it."""
+    shard = PackedDataset(store).manifest.shards[0].bytes
+    limit = 5 * shard + shard // 2  # (window 2 + 2) shards and one ahead
+    ds = streamed(store, tmp_path / "cache", cache_limit=limit, shuffle_window=2, prefetch=4)
+    assert ds._remote is not None
+    ds._remote.wait_for_room = 10  # a stall fails in 10 s instead of two minutes
+    loader = ds.loader(4, sampler=EpochSampler(ds, seed=0), num_workers=1)
+    with pytest.warns(UserWarning, match=r"prefetch=4 .* 1 shard.*cache_limit"):
+        seen = [int(v) for batch in loader for v in batch["label"]]
+    assert sorted(seen) == list(range(SHARDS * PER_SHARD))

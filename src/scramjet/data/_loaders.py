@@ -73,6 +73,8 @@ def make_loader(
             f"decode_device={decode_device!r} needs backend='threads' (got {backend!r}, "
             "which chose worker processes); pass backend='threads'"
         )
+    if num_workers > 1:  # each worker process keeps its own shards in the cache
+        ds.read_ahead_room(readers=num_workers)
     return _process_loader(ds, EpochBatches(sampler, batch_size, drop_last), num_workers, kwargs)
 
 

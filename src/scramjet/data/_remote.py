@@ -341,6 +341,13 @@ class ShardCache:
                     f"(the shuffle window plus the shards read ahead)"
                 )
 
+    def room(self, shards: int) -> tuple[bool, int]:
+        """Whether the limit holds ``shards`` of the pack's largest shards at once, and
+        the bytes they take."""
+        sizes = sorted((s.bytes for s in self.manifest.shards), reverse=True)
+        need = sum(sizes[:shards])
+        return self.limit is None or need <= self.limit, need
+
     def local_path(self, k: int) -> Path:
         """Where shard ``k`` lives once downloaded."""
         return self.root / f"{self.manifest.shards[k].sha256}.h5"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -199,6 +200,7 @@ class PackedDataset(Dataset[Any]):
         self.shuffle_window = None if shuffle_window is None else int(shuffle_window)
         self.prefetch = int(prefetch) if prefetch is not None else (self.shuffle_window or 4)
         self._prefetcher: Prefetcher | None = None
+        self._warned_room = False
         by_name = {c.name: c for c in self.manifest.columns}
         if isinstance(columns, str):  # one column, not the letters of its name
             columns = [columns]
@@ -260,9 +262,15 @@ class PackedDataset(Dataset[Any]):
         first = np.unique(shards, return_index=True)[1]
         plan = [int(shards[i]) for i in np.sort(first)]
         step = {int(shards[i]): p for p, i in enumerate(np.sort(first))}
-        if self._prefetcher is None or self._pid != os.getpid():
+        ahead = self.read_ahead_room()
+        if ahead == 0:  # no room to read ahead: each shard downloads when it is reached
+            yield from indices
+            return
+        if self._prefetcher is None or self._pid != os.getpid() or self._prefetcher.ahead != ahead:
+            if self._prefetcher is not None and self._pid == os.getpid():
+                self._prefetcher.close()
             self._shard_reset()
-            self._prefetcher = Prefetcher(self._remote, self.prefetch)
+            self._prefetcher = Prefetcher(self._remote, ahead)
         prefetcher = self._prefetcher
         generation = prefetcher.start(plan)
         try:
@@ -271,6 +279,39 @@ class PackedDataset(Dataset[Any]):
                 yield index
         finally:  # the epoch ended, or its reading was closed or dropped (a break, a crash)
             prefetcher.stop(generation)  # its shards' room in the cache is free again
+
+    def read_ahead_room(self, readers: int = 1) -> int:
+        """The shards this process reads ahead: ``prefetch``, lowered (with a warning) to
+        what ``cache_limit`` leaves once ``readers`` readers hold their shuffle window, the
+        shard they leave and one download. A limit that cannot hold the windows at all is
+        refused here, when the epoch starts, instead of stalling on a full cache."""
+        if self._remote is None or self._remote.limit is None:
+            return self.prefetch
+        window = self.shuffle_window or 1
+        fits, need = self._remote.room(readers * (window + 1))
+        if not fits:
+            who = f"{readers} reading processes" if readers > 1 else "one reader"
+            raise ValueError(
+                f"cache_limit={self._remote.limit} bytes cannot hold the shards {who} of "
+                f"{self.path!r} keeps in use with shuffle_window={self.shuffle_window} "
+                f"(the window and the shard it leaves): at least {need} bytes are needed. "
+                f"Raise cache_limit (to (shuffle_window + prefetch + 2) shards per reader "
+                "for full speed) or lower shuffle_window"
+            )
+        ahead = self.prefetch
+        while ahead and not self._remote.room(readers * (window + 1) + 1 + ahead)[0]:
+            ahead -= 1
+        if ahead < self.prefetch and not self._warned_room:
+            self._warned_room = True
+            full = self._remote.room(readers * (window + 1) + 1 + self.prefetch)[1]
+            warnings.warn(
+                f"prefetch={self.prefetch} shards do not fit in cache_limit="
+                f"{self._remote.limit} bytes next to the shuffle window of {self.path!r}: "
+                f"reading {ahead} shard(s) ahead instead. Raise cache_limit to {full} bytes "
+                "to read the full prefetch ahead",
+                stacklevel=2,
+            )
+        return ahead
 
     def _check_files(self) -> list[Path]:
         files = []
