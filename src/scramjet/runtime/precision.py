@@ -11,6 +11,7 @@ import torch
 PRECISIONS = ("no", "bf16", "fp16")
 _ALIASES = {
     "fp32": "no",
+    "float32": "no",
     "32": "no",
     "none": "no",
     "bfloat16": "bf16",
@@ -28,19 +29,31 @@ def resolve_precision(value: str | None) -> str:
     Raises:
         ValueError: an unknown precision string; the message lists the valid ones.
     """
+    source = None
     if value is None:
-        value = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
+        source = _ENV
+        value = os.environ.get(_ENV, "no")
     if not isinstance(value, str):
         raise TypeError(
             f"precision must be a string such as 'bf16'; received {type(value).__name__} {value!r}."
         )
     key = _ALIASES.get(value.strip().lower(), value.strip().lower())
     if key not in PRECISIONS:
+        where = (
+            f" (read from the environment variable {_ENV}, which `accelerate launch "
+            f"--mixed_precision` sets, since no precision was passed)"
+            if source
+            else ""
+        )
         raise ValueError(
-            f"Unknown precision {value!r}. Expected one of {', '.join(map(repr, PRECISIONS))} "
-            f"(e.g. Trainer(..., precision='bf16'))."
+            f"Unknown precision {value!r}{where}. Expected one of "
+            f"{', '.join(map(repr, PRECISIONS))}: pass one, e.g. Trainer(..., precision='bf16')"
+            f"{f', or set {_ENV} to one of them' if source else ''}."
         )
     return key
+
+
+_ENV = "ACCELERATE_MIXED_PRECISION"
 
 
 def autocast_dtype(precision: str) -> torch.dtype | None:
