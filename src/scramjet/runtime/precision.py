@@ -69,8 +69,32 @@ def autocast_context(precision: str, device_type: str) -> contextlib.AbstractCon
     return torch.autocast(device_type=device_type, dtype=dtype)
 
 
+class _GradScaler(torch.amp.GradScaler):
+    """torch's GradScaler, whose refusal of float16 gradients says what to change."""
+
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
+        try:
+            super().unscale_(optimizer)
+        except ValueError as error:
+            if "FP16 gradients" not in str(error):
+                raise
+            held = sum(
+                p.grad is not None and p.grad.dtype == torch.float16
+                for g in optimizer.param_groups
+                for p in g["params"]
+            )
+            raise ValueError(
+                f"precision='fp16' scales the loss with a GradScaler, which needs float32 "
+                f"weights; the optimizer holds {held or 'some'} parameter(s) whose gradients are "
+                f"torch.float16 (a model converted with .half() or "
+                f".to(torch.float16)). Keep the weights in float32: autocast runs the forward "
+                f"in float16 by itself. Call model.float() before creating the optimizer, or "
+                f"train a half-precision model with precision='no' (no loss scaling)."
+            ) from error
+
+
 def make_grad_scaler(precision: str, device_type: str) -> torch.amp.GradScaler | None:
     """A GradScaler for fp16 (its small range needs loss scaling); None otherwise."""
     if precision != "fp16":
         return None
-    return torch.amp.GradScaler(device_type)
+    return _GradScaler(device_type)
