@@ -48,6 +48,7 @@ from scramjet.checkpoint.payload import (
     ChecksumMismatch,
     CorruptCheckpointError,
     build_payload,
+    check_count,
     check_layout,
     describe_skipped,
     disk_full,
@@ -324,8 +325,9 @@ class CheckpointManager:
             CheckpointWriteError: The previous background write failed (this checkpoint
                 is then not saved).
         """
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise ValueError(f"step must be a non-negative int, got {step!r}")
+        step = check_count(step, "step")
+        if epoch is not None:  # checked here: a file holding another type would not load
+            epoch = check_count(epoch, "epoch", negative=True)
         self.wait()  # the previous write first: one in flight at most
         existing, highest = self._scan()
         self._remove_stale_temporaries()

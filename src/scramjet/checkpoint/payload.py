@@ -30,6 +30,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import mmap
+import operator
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
@@ -61,6 +62,7 @@ __all__ = [
     "ChecksumMismatch",
     "ChecksumWriter",
     "build_payload",
+    "check_count",
     "check_layout",
     "clean_metrics",
     "from_storable",
@@ -144,13 +146,34 @@ def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
         if isinstance(value, torch.Tensor) and value.numel() == 1:
             value = value.item()
         try:
+            if isinstance(value, str | bytes):  # float("0.5") would parse it
+                raise TypeError
             out[str(name)] = float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise TypeError(
                 f"metric {name!r} must be a number (or a one-element tensor), got "
-                f"{type(value).__qualname__}: {value!r}"
+                f"{type(value).__qualname__}: {_short(value)}; pass e.g. float(value)"
             ) from None
     return out
+
+
+def check_count(value: Any, what: str, *, negative: bool = False) -> int:
+    """``value`` as a plain int (``step``; ``epoch`` with ``negative``): numpy integers and
+    one-element integer tensors are accepted; anything else is refused at save time,
+    because a file holding it would not read back."""
+    number: int | None = None
+    if not isinstance(value, bool | np.bool_ | float | str | bytes):
+        try:
+            number = operator.index(value)
+        except TypeError:
+            number = None
+    if number is None or (number < 0 and not negative):
+        expected = "an int or None" if negative else "a non-negative int"
+        raise ValueError(
+            f"{what} must be {expected}, got {type(value).__qualname__}: {_short(value)}; "
+            f"pass e.g. {what}=int(...)"
+        )
+    return number
 
 
 def build_payload(
@@ -164,6 +187,9 @@ def build_payload(
     """The dict stored in a checkpoint file (objects with ``state_dict`` saved through it)."""
     if not isinstance(state, Mapping):
         raise TypeError(f"state must be a dict of entries, got {type(state).__qualname__}")
+    step = check_count(step, "step")
+    if epoch is not None:
+        epoch = check_count(epoch, "epoch", negative=True)
     payload_state: dict[str, Any] = {}
     stateful: list[str] = []
     for key, value in state.items():

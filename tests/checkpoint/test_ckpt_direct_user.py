@@ -1,0 +1,58 @@
+"""The checkpoint API used directly, as a practitioner would: what is saved comes back
+exactly, what cannot be saved is refused at save() with a clear error, and what cannot be
+loaded says why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from scramjet.checkpoint import (
+    CheckpointManager,
+    read_checkpoint,
+    write_checkpoint,
+)
+
+# ----------------------------------------------------------------- step and epoch
+
+
+@pytest.mark.parametrize("epoch", [1.0, "1", True, 2.5])
+def test_an_epoch_that_is_not_an_int_is_refused_at_save(tmp_path: Path, epoch: object) -> None:
+    manager = CheckpointManager(tmp_path)
+    with pytest.raises(ValueError, match=r"epoch must be an int or None, got") as refused:
+        manager.save({"w": torch.zeros(2)}, step=1, epoch=epoch)  # type: ignore[arg-type]
+    assert repr(epoch) in str(refused.value)
+    manager.close()
+    assert list(tmp_path.glob("ckpt-*")) == []  # nothing written that would not load
+
+
+@pytest.mark.parametrize("async_write", [True, False])
+def test_numpy_and_tensor_integers_are_accepted_as_step_and_epoch(
+    tmp_path: Path, async_write: bool
+) -> None:
+    manager = CheckpointManager(tmp_path, async_write=async_write)
+    for i, epoch in enumerate([np.int64(1), torch.tensor(2), np.int32(3)]):
+        manager.save({"w": torch.zeros(2)}, step=np.int64(10 + i), epoch=epoch)  # type: ignore[arg-type]
+    result = manager.load()
+    assert (result.step, result.epoch) == (12, 3)
+    assert type(result.step) is int and type(result.epoch) is int
+    assert [(c.step, c.epoch) for c in manager.checkpoints()] == [(10, 1), (11, 2), (12, 3)]
+    manager.close()
+
+
+def test_write_checkpoint_refuses_an_epoch_it_could_not_read_back(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="epoch must be an int"):
+        write_checkpoint(tmp_path / "one.pt", {"w": torch.zeros(2)}, epoch=1.5)  # type: ignore[arg-type]
+    path = write_checkpoint(tmp_path / "two.pt", {"w": torch.zeros(2)}, step=np.int64(4))  # type: ignore[arg-type]
+    assert read_checkpoint(path)["step"] == 4
+
+
+@pytest.mark.parametrize("value", ["0.5", b"1", 10**400])
+def test_a_metric_that_is_not_a_number_is_refused(tmp_path: Path, value: object) -> None:
+    manager = CheckpointManager(tmp_path, keep_best=1, monitor="loss")
+    with pytest.raises(TypeError, match=r"metric 'loss' must be a number"):
+        manager.save({"w": torch.zeros(2)}, step=1, metrics={"loss": value})
+    manager.close()
