@@ -554,15 +554,21 @@ class DataOrder:
             loader.generator = torch.Generator()
         loader.generator.manual_seed(seed)
         # The user's random sampler (RandomSampler, WeightedRandomSampler...), also inside
-        # our SkipSampler / SkipBatches or a BatchSampler: its draws follow the run's seed.
-        for depth in range(4):
-            if sampler is None or sampler is self._sampler:
-                break
-            if hasattr(sampler, "generator"):
-                if sampler.generator is None:
-                    sampler.generator = torch.Generator()
-                sampler.generator.manual_seed(seed + 1 + depth)
-            sampler = getattr(sampler, "sampler", None) or getattr(sampler, "batch_sampler", None)
+        # our SkipSampler / SkipBatches or a BatchSampler, and inside the batch sampler of
+        # a ready DataLoader (whose own ``sampler`` is then a placeholder): its draws
+        # follow the run's seed, not torch's global RNG, which a checkpoint restores
+        # mid-epoch.
+        seen: set[int] = set()
+        for chain in (sampler, getattr(loader, "batch_sampler", None)):
+            for depth in range(4):
+                if chain is None or chain is self._sampler or id(chain) in seen:
+                    break
+                seen.add(id(chain))
+                if hasattr(chain, "generator"):
+                    if chain.generator is None:
+                        chain.generator = torch.Generator()
+                    chain.generator.manual_seed(seed + 1 + depth)
+                chain = getattr(chain, "sampler", None) or getattr(chain, "batch_sampler", None)
 
     def state_dict(self) -> dict[str, Any]:
         """The seed, for a checkpoint (0 when the run's loaders never needed one)."""
