@@ -15,13 +15,15 @@ backend and then drops the failed one.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 
 from scramjet.accel.backends import BuildContext, ForwardFn, get_builder
 from scramjet.runtime.stacklevel import user_stacklevel
@@ -139,9 +141,45 @@ def _version(t: torch.Tensor) -> int | None:
     return None if t.is_inference() else int(t._version)
 
 
-def _float_leaves(out: Any) -> list[torch.Tensor]:
+def _is_dataclass_instance(x: Any) -> bool:
+    return dataclasses.is_dataclass(x) and not isinstance(x, type)
+
+
+def output_leaves(out: Any) -> list[Any]:
+    """The leaves of ``out``, with dataclass instances opened field by field.
+
+    ``tree_flatten`` opens tuples, lists, dicts, named tuples and registered classes (Hugging
+    Face ``ModelOutput``), but takes a plain ``@dataclass`` for one opaque leaf: its tensors
+    would escape the first-step check.
+    """
     leaves, _ = tree_flatten(out)
-    return [t for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    found: list[Any] = []
+    for leaf in leaves:
+        if _is_dataclass_instance(leaf):
+            fields = [getattr(leaf, f.name) for f in dataclasses.fields(leaf)]
+            found += output_leaves(fields)
+        else:
+            found.append(leaf)
+    return found
+
+
+def map_output_tensors(fn: Callable[[Any], Any], out: Any) -> Any:
+    """``tree_map(fn, out)`` that also maps the fields of dataclass instances (on a copy)."""
+
+    def leaf(x: Any) -> Any:
+        if not _is_dataclass_instance(x):
+            return fn(x)
+        new = copy.copy(x)
+        for f in dataclasses.fields(x):
+            # object.__setattr__: frozen dataclasses too.
+            object.__setattr__(new, f.name, map_output_tensors(fn, getattr(x, f.name)))
+        return new
+
+    return tree_map(leaf, out)
+
+
+def _float_leaves(out: Any) -> list[torch.Tensor]:
+    return [t for t in output_leaves(out) if isinstance(t, torch.Tensor) and t.is_floating_point()]
 
 
 def _mismatch(

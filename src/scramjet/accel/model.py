@@ -23,9 +23,8 @@ from typing import Any, TypeVar, cast
 
 import torch
 from torch import nn
-from torch.utils._pytree import tree_map
 
-from scramjet.accel._engine import Engine, Tolerance
+from scramjet.accel._engine import Engine, Tolerance, map_output_tensors
 from scramjet.accel.extras import inputs_to_channels_last, resolve_autocast, to_channels_last
 from scramjet.accel.sparse_backprop import SparseBackpropConfig, apply_sparse_backprop
 from scramjet.trainer.trainer import BACKWARD_RECOVERY
@@ -55,8 +54,8 @@ def _make_raw(
         device_type = next(module.parameters()).device.type
         with torch.autocast(device_type, dtype=autocast):
             out = call(*args, **kwargs)
-        # Hand fp32 back so the user's loss is computed in full precision.
-        return tree_map(
+        # Hand fp32 back so the user's loss is computed in full precision (dataclasses too).
+        return map_output_tensors(
             lambda t: t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t,
             out,
         )
