@@ -228,7 +228,11 @@ def _checks_its_own_steps(fn: Callable[..., Any]) -> bool:
 
 
 class _StepScheduler(LRScheduler):
-    """Base: a multiplier of the base learning rate, as a pure function of the step."""
+    """Base: a multiplier of the base learning rate, as a pure function of the step.
+
+    Every parameter group follows it, also one added to the optimizer after the scheduler
+    was built (layers unfrozen mid-run): its base is the learning rate it was added with.
+    """
 
     total_steps: int
 
@@ -266,6 +270,10 @@ class _StepScheduler(LRScheduler):
         return self.warmup_start_factor + (1.0 - self.warmup_start_factor) * frac
 
     def get_lr(self) -> list[float]:  # type: ignore[override]
+        # A group added since (layers unfrozen mid-run, ModelFreezer.unfreeze's use) follows
+        # the schedule from the learning rate it was added with.
+        for group in self.optimizer.param_groups[len(self.base_lrs) :]:
+            self.base_lrs.append(float(group.setdefault("initial_lr", group["lr"])))
         f = self.factor(min(self.last_epoch, self.total_steps))
         return [float(base) * f for base in self.base_lrs]
 

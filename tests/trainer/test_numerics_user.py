@@ -5,8 +5,16 @@ PyTorch loop or the docs say.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+import torch
 from tests.common.world import TinyMLP, blobs, make_trainer
+from torch import nn
+
+from scramjet import Trainer
+from scramjet.callbacks import TrainerCallback
+from scramjet.schedulers import CosineWarmupScheduler, WSDScheduler
 
 
 def test_an_unknown_precision_from_accelerate_launch_names_the_variable(
@@ -37,3 +45,49 @@ def test_fp16_with_a_half_precision_model_says_to_keep_the_weights_in_float32() 
     with pytest.raises(ValueError, match=r"float16.*model\.float\(\)") as info:
         trainer.train(data, num_epochs=1, per_device_batch_size=4)
     assert "precision='fp16'" in str(info.value)
+
+
+class UnfreezeHeadAt(TrainerCallback):
+    """Gradual unfreezing: after update ``step``, the head joins the optimizer as a new
+    parameter group (``ModelFreezer.unfreeze`` documents that use); records every update's
+    learning rates."""
+
+    def __init__(self, step: int, lr: float) -> None:
+        self.step, self.lr = step, lr
+        self.lrs: list[list[float]] = []
+
+    def on_train_step_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        self.lrs.append([g["lr"] for g in trainer.optimizer.param_groups])
+
+    def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        if trainer.state.global_step == self.step:
+            head = trainer.unwrapped_model.net[2]
+            head.requires_grad_(True)
+            trainer.optimizer.add_param_group({"params": list(head.parameters()), "lr": self.lr})
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        CosineWarmupScheduler.create_scheduler_fn(num_warmup_epochs=1),
+        WSDScheduler.create_scheduler_fn(num_warmup_epochs=1, decay_fraction=0.5),
+    ],
+    ids=["cosine", "wsd"],
+)
+def test_a_parameter_group_added_mid_run_follows_the_schedule(schedule: Any) -> None:
+    """Unfreezing layers adds a parameter group while the scheduler runs. The shipped
+    schedulers crashed at the next step (torch's ``zip() argument 2 is shorter than
+    argument 1``); the new group now follows the schedule from the learning rate it was
+    added with, as the first group follows its own."""
+    model = TinyMLP()
+    model.net[2].requires_grad_(False)
+    optimizer = torch.optim.SGD(model.net[0].parameters(), lr=0.1)
+    unfreeze = UnfreezeHeadAt(step=3, lr=0.02)
+    trainer = Trainer(model, nn.CrossEntropyLoss(), optimizer, callbacks=[unfreeze])
+    trainer.train(blobs(n=32), num_epochs=2, per_device_batch_size=4, create_scheduler_fn=schedule)
+    assert trainer.state.global_step == 16
+    assert all(len(lrs) == 1 for lrs in unfreeze.lrs[:3])
+    for lrs in unfreeze.lrs[4:]:  # update 4 on: scheduled, with the first group's factor
+        assert lrs[1] == pytest.approx(lrs[0] * 0.02 / 0.1, rel=1e-9)
+    assert trainer.scheduler is not None
+    assert trainer.scheduler.state_dict()["base_lrs"] == [0.1, 0.02]
