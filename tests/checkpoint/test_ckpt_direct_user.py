@@ -4,6 +4,7 @@ loaded says why."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -55,4 +56,52 @@ def test_a_metric_that_is_not_a_number_is_refused(tmp_path: Path, value: object)
     manager = CheckpointManager(tmp_path, keep_best=1, monitor="loss")
     with pytest.raises(TypeError, match=r"metric 'loss' must be a number"):
         manager.save({"w": torch.zeros(2)}, step=1, metrics={"loss": value})
+    manager.close()
+
+
+# ----------------------------------------------------------------- numpy values
+
+
+@pytest.mark.parametrize("async_write", [True, False])
+def test_numpy_arrays_come_back_with_their_shape_dtype_and_values(
+    tmp_path: Path, async_write: bool
+) -> None:
+    arrays = {
+        "scalar": np.array(3.5),  # 0-d: came back as shape (1,)
+        "big_endian": np.arange(4, dtype=">f4"),
+        "fortran": np.asfortranarray(np.arange(6).reshape(2, 3)),
+        "strided": np.arange(10)[::3],
+        "read_only": np.frombuffer(b"\0" * 16, dtype=np.float32),
+    }
+    manager = CheckpointManager(tmp_path, async_write=async_write)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's "not writable" warning must not leak
+        manager.save({"arrays": arrays}, step=1)
+    values = manager.load().values["arrays"]
+    for name, array in arrays.items():
+        got = values[name]
+        assert isinstance(got, np.ndarray), name
+        assert got.shape == array.shape, name
+        assert got.dtype == array.dtype.newbyteorder("="), name
+        assert np.array_equal(got, array), name
+    manager.close()
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.array(["a", "bc"]),
+        np.array(["2020-01-01"], dtype="datetime64[D]"),
+        np.zeros(2, dtype=[("a", "i4"), ("b", "f4")]),
+    ],
+)
+def test_a_numpy_array_of_an_unsupported_dtype_is_refused_naming_its_key(
+    tmp_path: Path, array: np.ndarray
+) -> None:
+    manager = CheckpointManager(tmp_path)
+    with pytest.raises(TypeError) as refused:
+        manager.save({"data": {"labels": array}}, step=1)
+    message = str(refused.value)
+    assert "state['data']['labels']" in message
+    assert str(array.dtype) in message and "tolist()" in message
     manager.close()

@@ -86,12 +86,7 @@ def to_storable(value: Any, where: str) -> Any:
     if isinstance(value, torch.Tensor | torch.dtype | torch.device):
         return value
     if isinstance(value, np.ndarray):
-        if value.dtype == object:
-            raise TypeError(
-                f"{where}: numpy arrays of dtype=object cannot be stored safely; "
-                "convert it to a numeric array or a list first"
-            )
-        return {_NDARRAY_TAG: torch.from_numpy(np.ascontiguousarray(value))}
+        return {_NDARRAY_TAG: _array_tensor(value, where)}
     if isinstance(value, Mapping):
         return {k: to_storable(v, f"{where}[{k!r}]") for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
@@ -106,6 +101,28 @@ def to_storable(value: Any, where: str) -> Any:
         "with state_dict()/load_state_dict(), a tensor, a numpy array, a number, a string, "
         "or lists/tuples/dicts of these. Convert it (e.g. to a dict) before saving."
     )
+
+
+def _array_tensor(value: np.ndarray[Any, Any], where: str) -> torch.Tensor:
+    """A tensor holding ``value`` with its shape (0-d included) and values; a byte order
+    other than the machine's is converted (the values stay the same)."""
+    if value.dtype == object:
+        raise TypeError(
+            f"{where}: numpy arrays of dtype=object cannot be stored safely; "
+            "convert it to a numeric array or a list first"
+        )
+    # C order, native byte order, writable (torch warns about read-only memory); np.require
+    # copies only when needed and, unlike np.ascontiguousarray, keeps a 0-d array 0-d.
+    array = np.require(value, value.dtype.newbyteorder("="), requirements=["C", "W"])
+    try:
+        return torch.from_numpy(array)
+    except TypeError:
+        raise TypeError(
+            f"{where}: a numpy array of dtype {value.dtype} cannot be stored as a tensor "
+            "(torch has bool, integer, float and complex dtypes only); convert it to a "
+            "numeric array (e.g. .astype('int64') for datetimes) or to a list with "
+            ".tolist() first"
+        ) from None
 
 
 def from_storable(value: Any, copy: bool = False) -> Any:
