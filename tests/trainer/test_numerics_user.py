@@ -5,6 +5,7 @@ PyTorch loop or the docs say.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from torch import nn
 
 from scramjet import Trainer
 from scramjet.callbacks import TrainerCallback
+from scramjet.checkpoint import CheckpointMismatchError
 from scramjet.schedulers import CosineWarmupScheduler, WSDScheduler
 
 
@@ -91,3 +93,27 @@ def test_a_parameter_group_added_mid_run_follows_the_schedule(schedule: Any) -> 
         assert lrs[1] == pytest.approx(lrs[0] * 0.02 / 0.1, rel=1e-9)
     assert trainer.scheduler is not None
     assert trainer.scheduler.state_dict()["base_lrs"] == [0.1, 0.02]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=CheckpointMismatchError,
+    reason="checkpoint/resume.py _targets asks for a 'scaler' entry whenever the Trainer has "
+    "a GradScaler; a checkpoint of a full-precision run has none, and the error says 'Pass "
+    "strict=False', which train(resume_from=...) does not take",
+)
+def test_a_full_precision_checkpoint_resumes_under_fp16_with_a_fresh_loss_scale(
+    tmp_path: Path,
+) -> None:
+    """Switching a run to fp16 when resuming it (to go faster) is refused with advice that
+    cannot be followed. The other way (fp16 checkpoint resumed in full precision) works:
+    the saved loss scale is ignored. A fresh GradScaler is what a run without a saved scale
+    needs."""
+    path = tmp_path / "fp32.pt"
+    first = make_trainer(TinyMLP())
+    first.train(blobs(n=16), num_epochs=1, per_device_batch_size=4)
+    first.save_checkpoint(path)
+    resumed = make_trainer(TinyMLP(), precision="fp16")
+    resumed.train(blobs(n=16), num_epochs=2, per_device_batch_size=4, resume_from=path)
+    assert resumed.state.global_step == 8
+    assert resumed.scaler is not None and resumed.scaler.get_scale() == 2.0**16
