@@ -105,3 +105,31 @@ def test_a_numpy_array_of_an_unsupported_dtype_is_refused_naming_its_key(
     assert "state['data']['labels']" in message
     assert str(array.dtype) in message and "tolist()" in message
     manager.close()
+
+
+# ----------------------------------------------------------------- background snapshot
+
+
+def test_a_background_save_writes_conjugate_and_negative_views_as_they_read(
+    tmp_path: Path,
+) -> None:
+    base = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    values = {
+        "conj": base.conj(),  # a view with the conjugate bit: its storage holds `base`
+        "neg": torch._neg_view(torch.tensor([1.0, -2.0])),
+        "grad": torch.ones(3, requires_grad=True),
+    }
+    saved = {}
+    for async_write in (False, True):
+        manager = CheckpointManager(tmp_path / str(async_write), async_write=async_write)
+        path = manager.save(values, step=1)
+        manager.close()
+        saved[async_write] = read_checkpoint(path)["state"]
+    for name, tensor in values.items():
+        for async_write, state in saved.items():
+            got = state[name]
+            assert torch.equal(got.resolve_conj().resolve_neg(), tensor.detach()), (
+                name,
+                async_write,
+            )
+            assert got.requires_grad == tensor.requires_grad, (name, async_write)

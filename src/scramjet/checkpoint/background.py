@@ -149,6 +149,13 @@ def _copy_tensor(
     # Same offset, shape and strides over the copied storage: views stay views.
     out = torch.empty(0, dtype=tensor.dtype)
     out.set_(target, tensor.storage_offset(), tensor.size(), tensor.stride())
+    # The storage holds what a conjugate or negative view reads before its flag applies.
+    if tensor.is_conj():
+        out = out.conj()
+    if tensor.is_neg():
+        out = torch._neg_view(out)
+    if tensor.requires_grad:  # torch.save keeps the flag: so does the background write
+        out.requires_grad_(True)
     return out
 
 
