@@ -436,6 +436,10 @@ def check_step_takes_no_arguments(scheduler: object) -> None:
             f"{', '.join(repr(r) for r in required)}; the Trainer calls scheduler.step() with no "
             f"argument after every optimizer update. Step it yourself once per epoch instead: "
             f"create it over trainer.optimizer in a callback and, in on_training_run_epoch_end, "
-            f"call scheduler.step(trainer.run_history.get_latest_metric('eval_loss_epoch')); "
-            f"or override Trainer.scheduler_step to pass the value it needs."
+            f"call scheduler.step(trainer.run_history.get_latest_metric('eval_loss_epoch')) "
+            f"(return its state from the callback's state_dict for an exact resume). "
+            f"Overriding Trainer.scheduler_step to pass a value suits only a value known "
+            f"after every optimizer update (the last batch's loss): an epoch metric is not "
+            f"recorded before the first epoch ends, and patience would count updates, not "
+            f"epochs."
         )

@@ -5,6 +5,7 @@ PyTorch loop or the docs say.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +118,49 @@ def test_a_full_precision_checkpoint_resumes_under_fp16_with_a_fresh_loss_scale(
     resumed.train(blobs(n=16), num_epochs=2, per_device_batch_size=4, resume_from=path)
     assert resumed.state.global_step == 8
     assert resumed.scaler is not None and resumed.scaler.get_scale() == 2.0**16
+
+
+class PlateauOnEvalLoss(TrainerCallback):
+    """What the refusal of ``ReduceLROnPlateau`` tells the user to write, word for word."""
+
+    def __init__(self) -> None:
+        self.scheduler: torch.optim.lr_scheduler.ReduceLROnPlateau | None = None
+
+    def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        self.scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            trainer.optimizer, patience=0, factor=0.5
+        )
+
+    def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        assert self.scheduler is not None
+        self.scheduler.step(trainer.run_history.get_latest_metric("eval_loss_epoch"))
+
+
+def test_the_plateau_refusal_points_only_to_ways_that_step_once_per_epoch() -> None:
+    """The refusal offered two fixes; the second, "override Trainer.scheduler_step to pass
+    the value it needs", runs after every update: passing ``eval_loss_epoch`` there fails
+    at the first update (no evaluation yet) and later counts patience in updates. The
+    message must say so, and its first fix must work as written."""
+    plateau = partial(torch.optim.lr_scheduler.ReduceLROnPlateau, patience=2)
+    with pytest.raises(TypeError) as info:
+        make_trainer(TinyMLP()).train(
+            blobs(n=16), num_epochs=2, per_device_batch_size=4, create_scheduler_fn=plateau
+        )
+    message = " ".join(str(info.value).split())
+    assert "on_training_run_epoch_end" in message
+    assert "after every optimizer update" in message and "not epochs" in message
+    assert "state_dict" in message  # the callback's scheduler is not saved otherwise
+
+    callback = PlateauOnEvalLoss()
+    trainer = make_trainer(TinyMLP(), callbacks=[callback])
+    trainer.train(
+        blobs(n=32), num_epochs=4, per_device_batch_size=4, eval_dataset=blobs(n=16, seed=1)
+    )
+    losses = trainer.run_history.get_metric_values("eval_loss_epoch")
+    best, reductions = float("inf"), 0
+    for loss in losses:  # mode "min", relative threshold 1e-4, patience 0
+        if loss < best * (1 - 1e-4):
+            best = loss
+        else:
+            reductions += 1
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**reductions)
