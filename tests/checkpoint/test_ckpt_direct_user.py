@@ -10,12 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from scramjet.checkpoint import (
     CheckpointManager,
+    CorruptCheckpointError,
     read_checkpoint,
     write_checkpoint,
 )
+from scramjet.checkpoint.payload import MARKER
 
 # ----------------------------------------------------------------- step and epoch
 
@@ -133,3 +136,48 @@ def test_a_background_save_writes_conjugate_and_negative_views_as_they_read(
                 async_write,
             )
             assert got.requires_grad == tensor.requires_grad, (name, async_write)
+
+
+# ----------------------------------------------------------------- reading errors
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_loading_onto_a_device_this_machine_lacks_is_not_called_corruption(
+    tmp_path: Path,
+) -> None:
+    manager = CheckpointManager(tmp_path)
+    for step in (1, 2):
+        manager.save({"model": nn.Linear(2, 2)}, step=step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "trying the previous checkpoint" warnings
+        with pytest.raises(ValueError, match=r"map_location='cuda'.*map_location='cpu'") as e:
+            manager.load({"model": nn.Linear(2, 2)}, map_location="cuda")
+    assert not isinstance(e.value, CorruptCheckpointError)
+    with pytest.raises(ValueError, match="map_location"):
+        read_checkpoint(manager.latest_path, map_location=torch.device("cuda", 0))  # type: ignore[arg-type]
+    manager.close()
+
+
+class _Settings:
+    lr = 0.1
+
+
+def test_a_file_holding_a_custom_object_names_its_class(tmp_path: Path) -> None:
+    path = tmp_path / "ckpt-000001-step1.pt"
+    torch.save({MARKER: 1, "step": 1, "state": {"settings": _Settings()}}, path)
+    with pytest.raises(CorruptCheckpointError) as refused:
+        read_checkpoint(path)
+    message = str(refused.value)
+    assert f"{__name__}._Settings" in message  # which object torch refused
+    assert "weights_only" in message and "\x1b[" not in message  # no terminal escapes
+
+
+def test_a_truncated_checkpoint_is_called_truncated(tmp_path: Path) -> None:
+    manager = CheckpointManager(tmp_path)
+    path = manager.save({"w": torch.arange(3000.0)}, step=1)
+    manager.close()
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorruptCheckpointError, match=r"cannot be read: .*truncated") as failed:
+        read_checkpoint(path)
+    assert "not a torch.save archive" not in str(failed.value)

@@ -27,6 +27,7 @@ distributed run); every rank may read.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import warnings
 import weakref
@@ -673,6 +674,7 @@ def read_checkpoint(
             are not allowed with ``weights_only=True``, or is not a scramjet checkpoint.
     """
     path = Path(path)
+    _check_map_location(map_location)  # else torch's refusal would read as a damaged file
     for manager in list(_WRITERS.get(os.path.realpath(path.parent), ())):
         manager._writer.join()  # a file being written by this process: read it once complete
     try:
@@ -692,19 +694,56 @@ def read_checkpoint(
     return checked_payload
 
 
+def _check_map_location(map_location: Any) -> None:
+    """Refuse a ``map_location`` device this process cannot use (no CUDA, no such index)."""
+    if not isinstance(map_location, str | torch.device):
+        return  # a dict or a function: torch.load applies it
+    try:
+        device = torch.device(map_location)
+        if device.type not in ("cpu", "meta"):
+            torch.empty(0, device=device)
+    except Exception as error:  # RuntimeError, or AssertionError without CUDA support
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(
+            f"map_location={map_location!r} names a device this process cannot use "
+            f"({reason}). Pass map_location='cpu' (the default): load_state_dict then copies "
+            "the values onto each parameter's device, wherever the model is."
+        ) from None
+
+
+_REFUSED_GLOBAL = re.compile(r"Unsupported global: GLOBAL (\S+)")
+
+
 def _unreadable_reason(path: Path, error: Exception) -> str:
     """Why ``torch.load`` could not read ``path``, in terms of the file (torch's message
     for a file that is no zip archive is about ``mmap`` and ``torch.save`` options)."""
     try:
         size = path.stat().st_size
         is_zip = zipfile.is_zipfile(path)
+        with open(path, "rb") as file:
+            starts_like_zip = file.read(4) == b"PK\x03\x04"
     except OSError:
-        size, is_zip = -1, True
+        size, is_zip, starts_like_zip = -1, True, False
     if size == 0:
         return "the file is empty (0 bytes): a copy or a write that did not complete"
+    if not is_zip and starts_like_zip:  # the zip directory sits at the end: cut off
+        return (
+            f"the file ({size} bytes) is truncated: it starts as a torch.save archive but "
+            "its end is missing (a copy or a write that did not complete)"
+        )
     if not is_zip:
         return (
             f"the file ({size} bytes) is not a torch.save archive, so not a checkpoint "
             "(written by CheckpointManager.save, trainer.save_checkpoint or write_checkpoint)"
         )
-    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    refused = _REFUSED_GLOBAL.search(str(error))
+    if refused is not None:
+        return (
+            f"it holds an object of type {refused[1]}, which torch.load(weights_only=True) "
+            "refuses to build (that could run code from the file). Checkpoints written by "
+            "scramjet hold tensors and plain values only; if you trust this file, read it "
+            "with torch.load(path, weights_only=False) and save its values as tensors, "
+            "numbers, strings, lists or dicts"
+        )
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))  # terminal colour codes
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
