@@ -170,3 +170,19 @@ def test_a_ready_dataloader_with_a_random_batch_sampler_resumes_exactly(
     assert sorted(i for step in whole[:6] for i in step) == list(range(N))  # epoch 1: all once
     assert joined == whole
     assert same_weights
+
+
+@pytest.mark.parametrize("kind", ["ready DataLoader", "IterableDataset"])
+def test_reading_past_consumed_batches_leaves_the_random_generators_as_saved(
+    kind: str, tmp_path: Path
+) -> None:
+    # A resume reads past the consumed batches of a loader it cannot skip by index; an
+    # augmentation in the dataset must not draw for them, or every later sample differs.
+    def data() -> Any:
+        if kind == "IterableDataset":
+            return Stream(noisy=True)
+        return DataLoader(Indexed(noisy=True), batch_size=4, shuffle=True)
+
+    whole, joined, same_weights = _crash_and_resume(data, tmp_path, crash=9)
+    assert joined == whole
+    assert same_weights

@@ -23,6 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler, default_collate
 
 from scramjet.runtime import distributed as dist
+from scramjet.runtime.seeding import get_rng_states, set_rng_states
 from scramjet.trainer.batch import PAD_VALUE, concat_outputs, map_leaves
 from scramjet.trainer.samplers import EpochSampler as EpochSampler
 from scramjet.trainer.samplers import ShardSampler as ShardSampler
@@ -533,7 +534,7 @@ class DataOrder:
         if hasattr(sampler, "set_start"):  # the loader holds only the batches still to come
             return loader, (skip + n_batches if n_batches else 0)
         if skip:  # nothing to skip indices with (e.g. an IterableDataset): read past them
-            return itertools.islice(loader, skip, None), n_batches
+            return _read_past(loader, skip), n_batches
         return loader, n_batches
 
     def _adopt_drawn_seed(self, loader: Any) -> None:
@@ -604,6 +605,22 @@ class DataOrder:
 
 #: What evaluation and prediction loaders call their data in errors.
 _EVAL_DATA = "the evaluation/prediction dataset"
+
+
+def _read_past(loader: Iterable[T], skip: int) -> Iterator[T]:
+    """``loader``'s batches after its first ``skip``, which are read and dropped.
+
+    The random generators (Python, NumPy, torch) are put back as they were once the
+    skipped batches are read: what the dataset or sampler drew for them (random
+    augmentations in ``__getitem__``, a shuffle) was drawn before the checkpoint that a
+    resume restores, so the next batch draws exactly what the uninterrupted run drew.
+    """
+    states = get_rng_states()
+    iterator = iter(loader)
+    for _ in itertools.islice(iterator, skip):
+        pass
+    set_rng_states(states)
+    yield from iterator
 
 
 def _not_empty(batches: Iterable[T], dataset: Any, epoch: int) -> Iterator[T]:
