@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from scramjet.runtime import distributed as dist
 from scramjet.trainer.batch import LOGITS_KEY, TARGET_KEYS, concat_outputs, output_field
 
 if TYPE_CHECKING:
@@ -59,9 +60,13 @@ class ResultPackage:
                 (Hugging Face style) whose target is under ``labels`` (or ``label``,
                 ``targets``, ``target``, ``y``).
             per_device_batch_size: prediction batch size.
-            targets: the targets; default each sample's target, stacked into one tensor
-                (targets of different lengths are padded at the end with -100, as
-                ``predict`` pads outputs).
+            targets: the targets; by default those of the batches ``predict`` runs: with a
+                ``collate_fn`` (this one, else the last ``train()``'s), each sample's row of
+                its collated batch, so a target padded on the left, or made by the collate
+                function (``labels`` of a ``DataCollatorForLanguageModeling``), lines up
+                with its prediction; otherwise each sample's own target. Targets of
+                different lengths are padded at the end with -100, as ``predict`` pads
+                outputs.
             collate_fn: passed to ``trainer.predict`` (e.g. a ``DataCollatorWithPadding``
                 for samples of different lengths).
 
@@ -80,6 +85,10 @@ class ResultPackage:
         y_pred = trainer.predict(
             dataset, per_device_batch_size=per_device_batch_size, collate_fn=collate_fn
         )
+        if targets is None:
+            collate = collate_fn or getattr(trainer, "_train_collate_fn", None)
+            if collate is not None:
+                targets = _collated_targets(dataset, collate, per_device_batch_size)
         if targets is None:
             targets = [_target_of(dataset[i], i) for i in range(len(dataset))]
             if targets and all(isinstance(t, torch.Tensor) for t in targets):
@@ -112,6 +121,49 @@ class CombinedResults(ResultPackage):
         for package in self.packages:
             out.update(package.compute(y_pred, y_true, metadata))
         return out
+
+
+def _collated_targets(
+    dataset: Any, collate_fn: Callable[..., Any], batch_size: int
+) -> torch.Tensor | None:
+    """The targets of ``dataset`` as ``predict`` batches it: each process's share (``r, r +
+    W, ...``) in batches of ``batch_size`` through ``collate_fn``, each row taken from its
+    collated batch, so it is padded (left or right) and aligned like that sample's
+    predicted row, and rows of different lengths are padded at the end with -100 as
+    ``predict`` pads its outputs. None when a collated batch holds no target tensor (the
+    samples' own targets are used then)."""
+    with torch.random.fork_rng(devices=[]):  # a random collate_fn leaves the run's draws alone
+        return _collate_targets(dataset, collate_fn, batch_size)
+
+
+def _collate_targets(
+    dataset: Any, collate_fn: Callable[..., Any], batch_size: int
+) -> torch.Tensor | None:
+    n, world = len(dataset), dist.get_world_size()
+    rows: list[torch.Tensor | None] = [None] * n
+    for rank in range(min(world, n)):
+        share = range(rank, n, world)
+        for start in range(0, len(share), batch_size):
+            indices = share[start : start + batch_size]
+            batch = collate_fn([dataset[i] for i in indices])
+            if isinstance(batch, Mapping):
+                key = next((k for k in TARGET_KEYS if k in batch), None)
+                target = batch[key] if key is not None else None
+            elif isinstance(batch, Sequence) and len(batch) >= 2:
+                target = batch[1]
+            else:
+                target = None
+            if not isinstance(target, torch.Tensor) or target.ndim == 0:
+                return None
+            if target.shape[0] != len(indices):
+                return None
+            for i, row in zip(indices, target):
+                rows[i] = row.detach().cpu()
+    present = [row for row in rows if row is not None]
+    if len(present) != n:
+        return None
+    joined: torch.Tensor = concat_outputs([row.unsqueeze(0) for row in present])
+    return joined
 
 
 def _target_of(sample: Any, index: int) -> Any:

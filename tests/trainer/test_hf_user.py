@@ -1,0 +1,151 @@
+"""A Hugging Face user's checks: does a ``transformers`` model train and score correctly?
+
+Models come from tiny configs and a word-level tokenizer is trained on in-memory text, so
+nothing is downloaded. What is checked:
+
+- Result packages score each prediction against its own target when the collate function
+  pads on the left (decoder-only models, ``padding_side="left"``) or makes the targets
+  itself (``DataCollatorForLanguageModeling``'s ``labels``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from transformers import (
+    BertConfig,
+    BertForTokenClassification,
+    DataCollatorForLanguageModeling,
+    DataCollatorForTokenClassification,
+    GPT2Config,
+    GPT2LMHeadModel,
+    PreTrainedTokenizerFast,
+)
+from transformers.utils import logging as hf_logging
+
+from scramjet import Trainer
+from scramjet.metrics import ClassificationResults, PerplexityResults
+
+WORDS = ("the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away", "and", "then")
+
+
+@pytest.fixture(autouse=True)
+def _quiet_transformers() -> Any:
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    yield
+    hf_logging.set_verbosity(level)
+
+
+def word_tokenizer(padding_side: str = "right") -> PreTrainedTokenizerFast:
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()  # type: ignore[assignment]
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok.train_from_iterator([" ".join(WORDS)], trainers.WordLevelTrainer(special_tokens=specials))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        mask_token="[MASK]",
+        padding_side=padding_side,
+    )
+
+
+def sentences(n: int, seed: int = 0) -> list[str]:
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        length = int(torch.randint(3, 12, (1,), generator=g))
+        words = torch.randint(0, len(WORDS), (length,), generator=g)
+        out.append(" ".join(WORDS[int(i)] for i in words))
+    return out
+
+
+def tagged(tok: PreTrainedTokenizerFast, n: int) -> list[dict[str, Any]]:
+    """Token classification samples: tag 1 on 'cat' and 'dog', lists of different lengths."""
+    animals = {tok.convert_tokens_to_ids(w) for w in ("cat", "dog")}
+    data = []
+    for text in sentences(n):
+        enc = tok(text)
+        ids = enc["input_ids"]
+        data.append(
+            {
+                "input_ids": ids,
+                "attention_mask": enc["attention_mask"],
+                "labels": [int(i in animals) for i in ids],
+            }
+        )
+    return data
+
+
+def tiny_bert_tagger(vocab: int, seed: int = 0) -> BertForTokenClassification:
+    config = BertConfig(
+        vocab_size=vocab, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=32, num_labels=2,
+    )  # fmt: skip
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return BertForTokenClassification(config)
+
+
+def tiny_gpt2(vocab: int, seed: int = 0) -> GPT2LMHeadModel:
+    config = GPT2Config(
+        vocab_size=vocab, n_positions=32, n_embd=16, n_layer=1, n_head=2,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )  # fmt: skip
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return GPT2LMHeadModel(config)
+
+
+def plain_trainer(model: torch.nn.Module, loss_func: Any = None) -> Trainer:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return Trainer(model, loss_func, optimizer, callbacks=[])
+
+
+# ------------------------------------------------------------------ result packages
+def test_result_package_scores_left_padded_predictions_against_their_own_targets() -> None:
+    tok = word_tokenizer(padding_side="left")
+    data = tagged(tok, 20)
+    collate = DataCollatorForTokenClassification(tok)
+    model = tiny_bert_tagger(len(tok))
+    trainer = plain_trainer(model)
+
+    scored = ClassificationResults().evaluate(
+        trainer, data, per_device_batch_size=8, collate_fn=collate
+    )
+
+    correct = total = 0
+    model.eval()
+    for start in range(0, len(data), 8):
+        batch = collate(data[start : start + 8])
+        labels = batch.pop("labels")
+        with torch.no_grad():
+            predicted = model(**batch).logits.argmax(-1)
+        scored_positions = labels != -100
+        correct += int((predicted[scored_positions] == labels[scored_positions]).sum())
+        total += int(scored_positions.sum())
+    assert scored["accuracy"] == pytest.approx(correct / total)
+    assert sum(map(sum, scored["confusion_matrix"])) == total
+
+
+def test_result_package_reads_targets_the_collate_function_makes() -> None:
+    tok = word_tokenizer()
+    data = [{"input_ids": tok(text)["input_ids"]} for text in sentences(12)]  # no labels
+    collate = DataCollatorForLanguageModeling(tok, mlm=False)
+    model = tiny_gpt2(len(tok))
+    trainer = plain_trainer(model)
+    trainer.train(data, num_epochs=1, per_device_batch_size=4, collate_fn=collate)
+
+    scored = PerplexityResults().evaluate(trainer, data, per_device_batch_size=4)  # train's collate
+
+    output = trainer.predict(data, per_device_batch_size=4)
+    labels = torch.full(output.logits.shape[:2], -100)
+    for start in range(0, len(data), 4):
+        batch_labels = collate(data[start : start + 4])["labels"]
+        labels[start : start + 4, : batch_labels.shape[1]] = batch_labels
+    expected = PerplexityResults().compute(output.logits, labels)
+    assert scored["perplexity"] == pytest.approx(expected["perplexity"], rel=1e-5)
