@@ -9,6 +9,7 @@ end with its weights.
 from __future__ import annotations
 
 import random
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -186,3 +187,14 @@ def test_reading_past_consumed_batches_leaves_the_random_generators_as_saved(
     whole, joined, same_weights = _crash_and_resume(data, tmp_path, crash=9)
     assert joined == whole
     assert same_weights
+
+
+def test_a_loader_that_yields_fewer_batches_than_its_length_warns(tmp_path: Path) -> None:
+    # len() says 12 batches, the stream holds 6: max_num_train_steps=12 would end after 6
+    # updates without a word.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer, _ = _run(lambda: Stream(claimed=48), epochs=1, max_num_train_steps=12)
+    assert trainer.state.global_step == 6
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert any("fewer batches than its length" in m and "12" in m for m in messages), messages

@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler, defa
 
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.seeding import get_rng_states, set_rng_states
+from scramjet.runtime.stacklevel import user_stacklevel
 from scramjet.trainer.batch import PAD_VALUE, concat_outputs, map_leaves
 from scramjet.trainer.samplers import EpochSampler as EpochSampler
 from scramjet.trainer.samplers import ShardSampler as ShardSampler
@@ -374,6 +375,7 @@ class DataOrder:
         self._batch_size = 0  # the loader's batch size per process, for state_dict
         self._resumed: dict[str, int] | None = None  # how a checkpoint's epoch was consumed
         self._base = (0, 0)  # (global positions, batches of ours) skipped when the epoch began
+        self._short_warned = False  # the loader ended before its length once this run
 
     @property
     def seed(self) -> int:
@@ -388,7 +390,7 @@ class DataOrder:
 
     def new_run(self) -> None:
         """Forget the seed of the previous run (a new one is taken at the next use)."""
-        self._seed, self._sampler = None, None
+        self._seed, self._sampler, self._short_warned = None, None, False
 
     def train_loader(self, dataset: Any, kwargs: dict[str, Any], *, shuffle: bool) -> Iterable[Any]:
         """A DataLoader over ``dataset`` whose order follows this seed.
@@ -472,7 +474,31 @@ class DataOrder:
         )
         if not n_batches and not skip and dist.get_world_size() == 1:
             batches = _not_empty(batches, dataset, epoch)
+        elif n_batches and not self._short_warned:
+            batches = self._warn_if_short(batches, n_batches, skip)
         return batches, n_batches
+
+    def _warn_if_short(self, batches: Iterable[T], n_batches: int, skip: int) -> Iterator[T]:
+        """``batches``, warning once per run when they end before the ``n_batches`` that
+        the loader's length promised (a stopped epoch never reaches the end: no warning)."""
+        count = skip
+        for batch in batches:
+            count += 1
+            yield batch
+        if count < n_batches and not self._short_warned:
+            self._short_warned = True
+            warnings.warn(
+                f"the training data yielded fewer batches than its length says: {count} "
+                f"in this epoch, where len() promised {n_batches}. Everything computed from "
+                f"the length is too long: the number of epochs that max_num_train_steps "
+                f"makes (the run ends with fewer updates than asked for), "
+                f"TOTAL_UPDATE_STEPS and other scheduler placeholders (the schedule never "
+                f"reaches its end), the progress bar's total. Make __len__ of the dataset "
+                f"(or of the sampler) return what it yields, or remove it so that the "
+                f"length is treated as unknown.",
+                RuntimeWarning,
+                stacklevel=user_stacklevel(),
+            )
 
     def _epoch_batches(
         self, loader: Iterable[Any], dataset: Any, *, epoch: int, skip: int, batch_size: int = 1
