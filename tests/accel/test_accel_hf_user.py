@@ -79,3 +79,99 @@ def test_autocast_hands_dataclass_outputs_back_in_fp32() -> None:
     assert isinstance(out, Prediction)
     assert out.logits.dtype == torch.float32
     assert out.hidden.dtype == torch.float32
+
+
+def _tiny_llama(accelerated: bool = False) -> nn.Module:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=32,
+    )
+    cls = accelerate_model(backends=["SAME"])(LlamaForCausalLM) if accelerated else LlamaForCausalLM
+    return cls(config).eval()
+
+
+def test_generate_with_a_kv_cache_gives_the_plain_models_tokens(checked_backends):
+    # generate() passes a cache object that each forward extends: the check's trial runs
+    # must not extend the caller's cache too. (The decorated class: generate() reached
+    # through an AcceleratedModel runs on the wrapped module, unaccelerated.)
+    plain = _tiny_llama()
+    model = _tiny_llama(accelerated=True)
+    prompt = torch.randint(0, 64, (2, 5), generator=torch.Generator().manual_seed(1))
+    kwargs = {"max_new_tokens": 6, "do_sample": False, "pad_token_id": 0}
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        got = model.generate(prompt, **kwargs)
+    assert _accel_messages(record) == []
+    assert active_backend(model) == "SAME"
+    assert torch.equal(got, plain.generate(prompt, **kwargs))
+
+
+class Appender:
+    """A mutable, non-tensor input the forward changes (a key/value cache in miniature)."""
+
+    def __init__(self) -> None:
+        self.seen: list[torch.Tensor] = []
+
+
+class UsesAppender(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor, memory: Appender) -> torch.Tensor:
+        memory.seen.append(x)
+        return self.lin(torch.stack(memory.seen).sum(0))
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_an_input_object_the_forward_changes_is_changed_once_by_the_checked_call(
+    checked_backends, grad
+):
+    torch.manual_seed(0)
+    plain = UsesAppender()
+    model = accelerate_model(UsesAppender(), backends=["SAME"])
+    model.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 3)
+    memory, plain_memory = Appender(), Appender()
+    with torch.set_grad_enabled(grad), warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        out = model(x, memory)
+        expected = plain(x, plain_memory)
+    assert _accel_messages(record) == []
+    assert len(memory.seen) == 1
+    assert torch.equal(out, expected)
+    assert active_backend(model) == "SAME"
+
+
+class LockedAppender(Appender):
+    """An input that cannot be deep-copied (it holds a lock)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        self.lock = threading.Lock()
+
+
+def test_an_input_that_cannot_be_copied_runs_eagerly_and_keeps_the_backend(checked_backends):
+    torch.manual_seed(0)
+    plain = UsesAppender()
+    model = accelerate_model(UsesAppender(), backends=["SAME"])
+    model.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 3)
+    memory = LockedAppender()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        out = model(x, memory)
+    assert _accel_messages(record) == []
+    assert len(memory.seen) == 1
+    assert torch.equal(out, plain(x, Appender()))
+    assert active_backend(model) == "SAME"

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import enum
+import types
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -124,6 +126,36 @@ class _Inputs:
                 seen.add(id(t))
                 self.saved.append((t, t.detach().clone()))
                 self.versions.append(_version(t))
+        # Objects a forward may change (a Hugging Face key/value cache that each call
+        # extends, a list it appends to): the trial runs get deep copies of them, and only
+        # the call whose output is returned sees the caller's own objects.
+        self.mutable = any(_may_change(a) for a in args) or any(
+            _may_change(v) for v in kwargs.values()
+        )
+        self.copy: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+        self.copyable = True
+        if self.mutable:
+            try:
+                self.copy = self._copied(args, kwargs)
+            except Exception:  # a lock, a file, a tensor inside an autograd graph ...
+                self.copyable = False
+
+    def _copied(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        # Tensors passed directly are shared (restore() puts them back); those held inside
+        # an object are copied with it.
+        memo: dict[int, Any] = {id(live): live for live, _ in self.saved}
+        return copy.deepcopy((args, kwargs), memo)
+
+    def for_trial(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The inputs of a trial run: fresh copies of the objects a forward may change."""
+        if not self.mutable:
+            return args, kwargs
+        fresh, self.copy = self.copy, None
+        return fresh if fresh is not None else self._copied(args, kwargs)
 
     def restore(self) -> None:
         with torch.no_grad():
@@ -134,6 +166,35 @@ class _Inputs:
                 if version is None or _version(live) != version:
                     live.copy_(saved)
                     self.versions[k] = _version(live)
+
+
+_IMMUTABLE = (
+    int,
+    float,
+    complex,
+    str,
+    bytes,
+    type(None),
+    range,
+    slice,
+    type,
+    enum.Enum,
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+)
+
+
+def _may_change(value: Any) -> bool:
+    """Whether a forward could change ``value`` in a way ``_Inputs.restore`` cannot undo."""
+    if isinstance(value, (torch.Tensor, *_IMMUTABLE)):
+        return False
+    if isinstance(value, tuple):  # named tuples too
+        return any(_may_change(v) for v in value)
+    return True
 
 
 def _version(t: torch.Tensor) -> int | None:
@@ -360,8 +421,9 @@ class Engine:
                 phase = "run"
                 return fn(*args, **kwargs)
             phase = "check"
-            out = self._checked(name, fn, module, raw, args, kwargs)
-            self.verified[name].add(mode)
+            out, checked = self._checked(name, fn, module, raw, args, kwargs)
+            if checked:
+                self.verified[name].add(mode)
             return out
         except Exception as exc:
             raise _Failed(phase, exc) from exc
@@ -411,10 +473,15 @@ class Engine:
         raw: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-    ) -> Any:
+    ) -> tuple[Any, bool]:
+        """The call's output, and whether the check ran (and passed) on it."""
         inputs = _Inputs(args, kwargs)
+        if not inputs.copyable:
+            # The trial runs would change the caller's objects and they cannot be copied:
+            # eager runs this call, and the check waits for a call it can make.
+            return raw(*args, **kwargs), False
         try:
-            return self._trials(name, fn, module, raw, args, kwargs, inputs)
+            return self._trials(name, fn, module, raw, args, kwargs, inputs), True
         except BaseException:
             inputs.restore()  # the next backend redoes the call on the caller's inputs
             raise
@@ -433,11 +500,13 @@ class Engine:
         params: list[torch.nn.Parameter] = [p for p in module.parameters() if p.requires_grad]
         want_grads = torch.is_grad_enabled()
         snap = _Snapshot(module)
-        ref = raw(*args, **kwargs)
+        trial_args, trial_kwargs = inputs.for_trial(args, kwargs)
+        ref = raw(*trial_args, **trial_kwargs)
         ref_grads = _projected_grads(ref, params, keep_graph=False) if want_grads else []
         snap.restore()
         inputs.restore()
-        out = fn(*args, **kwargs)
+        trial_args, trial_kwargs = inputs.for_trial(args, kwargs)
+        out = fn(*trial_args, **trial_kwargs)
         # Compiled backwards may donate buffers, so a graph cannot be walked twice: the
         # gradient trial runs on its own forward and the state is restored once more before
         # the forward whose output the caller gets.
@@ -450,13 +519,14 @@ class Engine:
                 raise
             snap.restore()
             inputs.restore()
-            exact = exact_fn(*args, **kwargs)
+            trial_args, trial_kwargs = inputs.for_trial(args, kwargs)
+            exact = exact_fn(*trial_args, **trial_kwargs)
             exact_grads = _projected_grads(exact, params, keep_graph=False) if want_grads else []
             self._compare_rounding(
                 failed, (ref, ref_grads), (out, got_grads), (exact, exact_grads), params, module
             )
             want_grads = True  # the state moved again: rerun the caller's forward below
-        if not want_grads:
+        if not want_grads and not inputs.mutable:
             return out
         snap.restore()
         inputs.restore()
