@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tests.tracking.s3_helpers import S3Server, s3, s3_server  # noqa: F401  (fixtures)
 from torch import nn
 
 from scramjet.checkpoint import (
@@ -19,6 +20,7 @@ from scramjet.checkpoint import (
     write_checkpoint,
 )
 from scramjet.checkpoint.payload import MARKER
+from scramjet.checkpoint.remote import RemoteCheckpointManager
 
 # ----------------------------------------------------------------- step and epoch
 
@@ -181,3 +183,33 @@ def test_a_truncated_checkpoint_is_called_truncated(tmp_path: Path) -> None:
     with pytest.raises(CorruptCheckpointError, match=r"cannot be read: .*truncated") as failed:
         read_checkpoint(path)
     assert "not a torch.save archive" not in str(failed.value)
+
+
+# ----------------------------------------------------------------- remote checkpoints
+
+
+def test_a_remote_manager_on_a_fresh_machine_resumes_from_the_store(
+    s3: S3Server,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/run/checkpoints"
+    trained = nn.Linear(3, 2)
+    with RemoteCheckpointManager(url, tmp_path / "first", keep_last=2) as manager:
+        for step in (1, 2, 3):
+            with torch.no_grad():
+                trained.weight.add_(1.0)
+            manager.save({"model": trained}, step=step)
+    # Another machine: an empty local folder, the quickstart's resume pattern.
+    manager = RemoteCheckpointManager(url, tmp_path / "fresh", keep_last=2)
+    assert manager.latest_path is not None
+    model = nn.Linear(3, 2)
+    result = manager.load({"model": model})
+    assert result.step == 3 and torch.equal(model.weight, trained.weight)
+    # Saving goes on after step 3, and rotation keeps the store's newest files.
+    assert manager.save({"model": model}, step=4).name == "ckpt-000004-step4.pt"
+    manager.close()
+    assert sorted(s3.list_keys(bucket)) == [
+        "run/checkpoints/ckpt-000003-step3.pt",
+        "run/checkpoints/ckpt-000004-step4.pt",
+    ]

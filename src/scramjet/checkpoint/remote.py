@@ -47,6 +47,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from scramjet.checkpoint.manager import (
     CheckpointManager,
     CheckpointWriteError,
@@ -170,6 +172,10 @@ def load_remote(
     local_dir: str | os.PathLike[str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     include_local: bool = True,
+    strict: bool = True,
+    scope: str | None = None,
+    fallback: bool = True,
+    map_location: str | torch.device | None = "cpu",
 ) -> LoadResult:
     """Restore ``state`` from the newest good checkpoint under ``url`` (or from one file).
 
@@ -185,6 +191,8 @@ def load_remote(
         include_local: Consider the local copies that are newer than the remote folder
             (False: the remote folder only, e.g. when processes on other machines must
             load the same file).
+        strict, scope, map_location: As for :meth:`CheckpointManager.load`.
+        fallback: Try the previous checkpoint when the newest cannot be read.
 
     Raises:
         FileNotFoundError: Nothing to load at ``url``.
@@ -193,16 +201,17 @@ def load_remote(
     fs, root = _open(url, storage_options)
     folder = Path(local_dir) if local_dir is not None else default_local_dir(url)
     manager = CheckpointManager(folder, keep_last=None)
+    options: dict[str, Any] = {"strict": strict, "scope": scope, "map_location": map_location}
     if fs.isfile(root):
         name = root.rsplit("/", 1)[-1]
-        return manager.load(state, which=_fetch(fs, root, folder / name, reuse=False))
+        return manager.load(state, which=_fetch(fs, root, folder / name, reuse=False), **options)
     remote = _remote_names(fs, root)
     highest = remote[-1][0] if remote else 0
     # Complete local copies newer than the store: saved, then not uploaded (the store was
     # down, or the process died first). They hold the latest progress.
     pending = [n for q, n in _local_names(folder) if q > highest] if include_local else []
     names = [name for _, name in reversed(remote)]
-    candidates = [*reversed(pending), *names]
+    candidates = [*reversed(pending), *names][: None if fallback else 1]
     if not candidates:
         raise FileNotFoundError(
             f"no checkpoint at {url!r}: neither a checkpoint file (as trainer.save_checkpoint "
@@ -222,7 +231,7 @@ def load_remote(
             )
         local = folder / name if only_local else _fetch(fs, f"{root}/{name}", folder / name)
         try:
-            return manager.load(state, which=local)
+            return manager.load(state, which=local, **options)
         except CorruptCheckpointError as error:
             errors.append(str(error))
             if not only_local:
@@ -361,6 +370,7 @@ class RemoteCheckpointManager(CheckpointManager):
         if kwargs.get("on_saved") is not None:
             raise ValueError("RemoteCheckpointManager uploads in on_saved; it takes no on_saved.")
         self.url = url.rstrip("/")
+        self._storage_options = storage_options
         folder = Path(local_dir) if local_dir is not None else default_local_dir(self.url)
         super().__init__(folder, on_saved=self._upload, **kwargs)
         self.storage = RunStorage(
@@ -405,6 +415,65 @@ class RemoteCheckpointManager(CheckpointManager):
     def _scan(self) -> tuple[list[CheckpointInfo], int]:
         found, highest = super()._scan()
         return found, max(highest, self._remote_highest)
+
+    # ----------------------------------------------------------------- reading
+
+    def _newer_on_store(self) -> list[tuple[int, str]]:
+        """The remote checkpoints newer than every local file, listed now (a fresh machine
+        has none locally; another machine may have saved since)."""
+        try:
+            remote = _remote_names(self.storage.fs, self.storage.remote_root)
+        except Exception as error:  # the store is down: the local copies are what there is
+            warnings.warn(
+                f"could not list {self.url} ({type(error).__name__}: {error}); reading the "
+                f"local copies in {str(self.directory)!r} only",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            return []
+        if remote:
+            self._remote_highest = max(self._remote_highest, remote[-1][0])
+        local = _local_names(self.directory)
+        newest_local = local[-1][0] if local else 0
+        return [(seq, name) for seq, name in remote if seq > newest_local]
+
+    @property
+    def latest_path(self) -> Path | None:
+        """The newest checkpoint, here or on the store (downloaded into the local folder
+        when the store has a newer one), or None if there is none anywhere."""
+        self.wait()
+        newer = self._newer_on_store()
+        if not newer:
+            return super().latest_path
+        name = newer[-1][1]
+        return _fetch(self.storage.fs, f"{self.storage.remote_root}/{name}", self.directory / name)
+
+    def load(
+        self,
+        state: Mapping[str, Any] | None = None,
+        which: str | os.PathLike[str] = "latest",
+        *,
+        strict: bool = True,
+        scope: str | None = None,
+        fallback: bool = True,
+        map_location: str | torch.device | None = "cpu",
+    ) -> LoadResult:
+        """:meth:`CheckpointManager.load`; ``"latest"`` is the newest checkpoint here or on
+        the store: one that only the store has (a fresh machine, another machine's save)
+        is downloaded into the local folder first. ``"best"`` ranks the local copies."""
+        options: dict[str, Any] = {"strict": strict, "scope": scope, "map_location": map_location}
+        if which == "latest":
+            self.wait()
+            if self._newer_on_store():
+                return load_remote(
+                    self.url,
+                    state or {},
+                    local_dir=self.directory,
+                    storage_options=self._storage_options,
+                    fallback=fallback,
+                    **options,
+                )
+        return super().load(state, which, fallback=fallback, **options)
 
     def _rotate(self, found: list[CheckpointInfo], *, background: bool = False) -> OSError | None:
         # A file that is not uploaded yet is never rotated away locally.
