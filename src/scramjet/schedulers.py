@@ -227,6 +227,16 @@ def _checks_its_own_steps(fn: Callable[..., Any]) -> bool:
     return isinstance(fn, type) and issubclass(fn, _StepScheduler)
 
 
+def _check_factor(name: str, value: float) -> None:
+    """A multiplier of the base learning rate must be a finite number ≥ 0."""
+    if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+        raise ValueError(
+            f"{name} must be a finite number ≥ 0 (a multiple of the base learning rate); "
+            f"received {value!r}, which would make learning rates negative or NaN (SGD then "
+            f"climbs the loss). Pass e.g. {name}=0.0."
+        )
+
+
 class _StepScheduler(LRScheduler):
     """Base: a multiplier of the base learning rate, as a pure function of the step.
 
@@ -257,6 +267,8 @@ class _StepScheduler(LRScheduler):
                 f"...), the warmup is that many epochs of updates: lower num_warmup_epochs, or "
                 f"make the run longer (num_epochs, max_num_train_steps)."
             )
+        _check_factor("warmup_start_factor", warmup_start_factor)
+        _check_factor("min_lr_ratio", getattr(self, "min_lr_ratio", 0.0))
         self.total_steps = int(total_steps)
         self.warmup_steps = int(warmup_steps)
         self.warmup_start_factor = float(warmup_start_factor)

@@ -5,6 +5,7 @@ PyTorch loop or the docs say.
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -164,3 +165,16 @@ def test_the_plateau_refusal_points_only_to_ways_that_step_once_per_epoch() -> N
         else:
             reductions += 1
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**reductions)
+
+
+@pytest.mark.parametrize("cls", [CosineWarmupScheduler, WSDScheduler])
+@pytest.mark.parametrize(
+    "bad", [{"min_lr_ratio": -0.1}, {"warmup_start_factor": -1.0}, {"min_lr_ratio": math.nan}]
+)
+def test_a_negative_or_nan_learning_rate_factor_is_refused(cls: Any, bad: dict[str, float]) -> None:
+    """``min_lr_ratio=-0.1`` made the last updates use a negative learning rate (SGD then
+    climbs the loss) and NaN made every rate NaN, without a word."""
+    ((name, value),) = bad.items()
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+    with pytest.raises(ValueError, match=rf"{name}.*received {value}"):
+        cls(optimizer, total_steps=4, warmup_steps=1, **bad)
