@@ -15,6 +15,7 @@ from torch import nn
 
 from scramjet.checkpoint import (
     CheckpointManager,
+    CheckpointMismatchError,
     CorruptCheckpointError,
     read_checkpoint,
     write_checkpoint,
@@ -213,3 +214,31 @@ def test_a_remote_manager_on_a_fresh_machine_resumes_from_the_store(
         "run/checkpoints/ckpt-000003-step3.pt",
         "run/checkpoints/ckpt-000004-step4.pt",
     ]
+
+
+# ----------------------------------------------------------------- wrapped models
+
+
+@pytest.mark.parametrize("prefix", ["module.", "_orig_mod.", "module._orig_mod."])
+def test_a_state_dict_taken_from_a_wrapped_model_loads_into_the_plain_model(
+    tmp_path: Path, prefix: str
+) -> None:
+    trained = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    # What model.state_dict() of a DDP / torch.compile wrapper holds: prefixed keys.
+    taken = {prefix + key: value for key, value in trained.state_dict().items()}
+    manager = CheckpointManager(tmp_path)
+    manager.save({"model": taken}, step=1)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    result = manager.load({"model": model})
+    assert result.clean
+    for key, value in trained.state_dict().items():
+        assert torch.equal(model.state_dict()[key], value), key
+    manager.close()
+
+
+def test_a_state_dict_of_another_model_is_still_refused(tmp_path: Path) -> None:
+    manager = CheckpointManager(tmp_path)
+    manager.save({"model": {"module.head.weight": torch.zeros(2, 3)}}, step=1)
+    with pytest.raises(CheckpointMismatchError, match=r"missing keys.*\n.*unexpected keys"):
+        manager.load({"model": nn.Linear(3, 2)})
+    manager.close()

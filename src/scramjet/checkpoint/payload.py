@@ -568,11 +568,31 @@ def format_keys(keys: list[str]) -> str:
     return shown + (f", ... ({more} more)" if more > 0 else "")
 
 
+_WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # DDP/DataParallel, torch.compile
+
+
+def _without_wrapper_prefix(saved: Mapping[str, Any], own: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``saved`` keyed for the plain module when it is the state dict of a wrapped one
+    (every key starts with ``module.`` or ``_orig_mod.``, none fits as it is)."""
+    if not saved or any(key in own for key in saved):
+        return saved
+    stripped = dict(saved)
+    while True:
+        prefix = next(
+            (p for p in _WRAPPER_PREFIXES if all(k.startswith(p) for k in stripped)), None
+        )
+        if prefix is None:
+            break
+        stripped = {key[len(prefix) :]: value for key, value in stripped.items()}
+    return stripped if any(key in own for key in stripped) else saved
+
+
 def match_module_state(
     module: nn.Module, saved: Mapping[str, Any], scope: str | None
 ) -> tuple[dict[str, Any], list[str], list[str], list[str]]:
     """Pick the saved entries that fit ``module``; report missing/unexpected/mismatched keys."""
     own = module.state_dict()
+    saved = _without_wrapper_prefix(saved, own)
     if scope:
         prefix = scope.rstrip(".") + "."
         own = {k: v for k, v in own.items() if k.startswith(prefix)}
