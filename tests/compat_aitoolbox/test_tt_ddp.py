@@ -29,6 +29,7 @@ def _fit(model: MyNeuralModel, batch_size: int, gpu_mode: str) -> TrainLoop:
     return loop
 
 
+@pytest.mark.slow  # AIToolbox DDP under torchrun stays in the default run (test_ddp.py)
 def test_ddp_spawns_two_cpu_processes_and_matches_one_process_with_the_same_global_batch() -> None:
     torch.manual_seed(0)
     single = MyNeuralModel()

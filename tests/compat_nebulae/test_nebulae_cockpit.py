@@ -325,6 +325,7 @@ def test_multiverse_in_one_process() -> None:
         Multiverse(main, 0)
 
 
+@pytest.mark.slow  # multiverse reduction across processes: the backward test below
 @pytest.mark.distributed
 def test_multiverse_reduce_sums_with_aggregate() -> None:
     sys.path.insert(0, str(HERE))

@@ -37,7 +37,12 @@ def packed(request, folder, tmp_path):
 
 
 # spawn workers start slowly (a fresh interpreter each): plain DataLoader cases only
-WORKER_CASES = [("raw", "fork"), ("jpeg", "fork"), ("raw", "spawn"), ("jpeg", "spawn")]
+WORKER_CASES = [
+    ("raw", "fork"),
+    ("jpeg", "fork"),
+    pytest.param("raw", "spawn", marks=pytest.mark.slow),
+    ("jpeg", "spawn"),
+]
 SLOT_CASES = [("raw", "fork"), ("jpeg", "fork"), ("jpeg", "spawn")]
 
 

@@ -63,7 +63,7 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
     server.stop()
 
 
-@pytest.mark.parametrize("how", ["threads", "processes"])
+@pytest.mark.parametrize("how", ["threads", pytest.param("processes", marks=pytest.mark.slow)])
 def test_two_ranks_two_workers_download_each_shard_once(
     s3: S3Server, tmp_path: Path, how: str
 ) -> None:

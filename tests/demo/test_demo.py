@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def test_demo_runs_end_to_end_and_leaves_a_tracked_run(tmp_path: Path) -> None:
     out = tmp_path / "demo"
@@ -45,6 +47,7 @@ def test_demo_rejects_bad_options(tmp_path: Path) -> None:
     assert "--epochs" in proc.stderr + proc.stdout
 
 
+@pytest.mark.slow  # the progress display in a real terminal: tests/callbacks/test_progress_tmux.py
 def test_demo_in_a_real_terminal_shows_progress_and_curves(tmp_path: Path) -> None:
     from tests.dashboard.tmux_helpers import run_in_tmux
 

@@ -287,6 +287,7 @@ def agree_on_a_signal(signal_at: int) -> dict[str, int]:
     return {"stops": [s for s, _, _ in both], "issued": both[0][1], "seen": [n for *_, n in both]}
 
 
+@pytest.mark.slow  # the SIGTERM stop itself stays in the default run
 @pytest.mark.distributed
 def test_ranks_agree_on_one_stop_step_with_few_all_reduces() -> None:
     from scramjet.runtime import launch

@@ -61,6 +61,7 @@ def test_one_process(tmp_path: Path) -> None:
     assert done.stdout.count("epoch 1 |") == 1
 
 
+@pytest.mark.slow  # two-process training and resume: tests/distributed/test_dist_trainer.py
 def test_torchrun_two_processes_then_resume(tmp_path: Path) -> None:
     out = ["--out", str(tmp_path)]
     two = ["--nproc-per-node", "2"]
