@@ -175,3 +175,13 @@ def test_an_input_that_cannot_be_copied_runs_eagerly_and_keeps_the_backend(check
     assert len(memory.seen) == 1
     assert torch.equal(out, plain(x, Appender()))
     assert active_backend(model) == "SAME"
+
+
+def test_autocast_on_a_model_without_parameters_runs() -> None:
+    # A parameter-free module (a softmax head, a preprocessing step) has no parameter to
+    # read the device from; it raised a bare StopIteration.
+    model = accelerate_model(nn.Softmax(dim=-1), backends=["PYTORCH"], autocast="bf16")
+    x = torch.randn(2, 3)
+    out = model(x)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, torch.softmax(x, -1), atol=1e-2, rtol=1e-2)

@@ -24,7 +24,7 @@ from typing import Any, TypeVar, cast
 import torch
 from torch import nn
 
-from scramjet.accel._engine import Engine, Tolerance, map_output_tensors
+from scramjet.accel._engine import Engine, Tolerance, _device_of, map_output_tensors
 from scramjet.accel.extras import inputs_to_channels_last, resolve_autocast, to_channels_last
 from scramjet.accel.sparse_backprop import SparseBackpropConfig, apply_sparse_backprop
 from scramjet.trainer.trainer import BACKWARD_RECOVERY
@@ -51,7 +51,7 @@ def _make_raw(
     def raw(*args: Any, **kwargs: Any) -> Any:
         if channels_last:
             args, kwargs = inputs_to_channels_last((args, kwargs))
-        device_type = next(module.parameters()).device.type
+        device_type = _device_of(module).type  # no parameters: buffers, else cpu
         with torch.autocast(device_type, dtype=autocast):
             out = call(*args, **kwargs)
         # Hand fp32 back so the user's loss is computed in full precision (dataclasses too).
