@@ -6,6 +6,9 @@ nothing is downloaded. What is checked:
 - Result packages score each prediction against its own target when the collate function
   pads on the left (decoder-only models, ``padding_side="left"``) or makes the targets
   itself (``DataCollatorForLanguageModeling``'s ``labels``).
+- ``PerplexityResults(shift_labels=True)`` scores a causal language model's logits at ``t``
+  against the token at ``t + 1``, as the model's own loss does (also through ``evaluate``);
+  without it, such a model's output is scored unshifted with a warning that says so.
 """
 
 from __future__ import annotations
@@ -140,12 +143,37 @@ def test_result_package_reads_targets_the_collate_function_makes() -> None:
     trainer = plain_trainer(model)
     trainer.train(data, num_epochs=1, per_device_batch_size=4, collate_fn=collate)
 
-    scored = PerplexityResults().evaluate(trainer, data, per_device_batch_size=4)  # train's collate
+    scored = PerplexityResults(shift_labels=True).evaluate(trainer, data, per_device_batch_size=4)
 
     output = trainer.predict(data, per_device_batch_size=4)
     labels = torch.full(output.logits.shape[:2], -100)
     for start in range(0, len(data), 4):
         batch_labels = collate(data[start : start + 4])["labels"]
         labels[start : start + 4, : batch_labels.shape[1]] = batch_labels
-    expected = PerplexityResults().compute(output.logits, labels)
+    expected = PerplexityResults(shift_labels=True).compute(output.logits, labels)
     assert scored["perplexity"] == pytest.approx(expected["perplexity"], rel=1e-5)
+
+
+def test_perplexity_of_a_causal_lm_scores_each_position_against_the_next_token() -> None:
+    tok = word_tokenizer()
+    data = [{"input_ids": tok(text)["input_ids"]} for text in sentences(12)]
+    collate = DataCollatorForLanguageModeling(tok, mlm=False)
+    model = tiny_gpt2(len(tok))
+    trainer = plain_trainer(model)
+    trainer.train(data, num_epochs=1, per_device_batch_size=12, collate_fn=collate)
+
+    package = PerplexityResults(shift_labels=True)
+    scored = package.evaluate(trainer, data, per_device_batch_size=12)
+
+    model.eval()
+    with torch.no_grad():  # one batch: the model's own loss is the mean over every token
+        own_loss = model(**collate(data)).loss
+    assert scored["perplexity"] == pytest.approx(float(own_loss.exp()), rel=1e-4)
+    output = trainer.predict(data, per_device_batch_size=12)
+    labels = collate(data)["labels"]
+    assert package.compute(output.logits, labels)["perplexity"] == (
+        pytest.approx(scored["perplexity"], rel=1e-6)
+    )
+    with pytest.warns(UserWarning, match=r"shift_labels=True"):
+        unshifted = PerplexityResults().compute(output, labels)  # a CausalLMOutput...
+    assert unshifted["perplexity"] != pytest.approx(scored["perplexity"], rel=1e-2)

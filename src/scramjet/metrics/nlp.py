@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,9 +19,13 @@ from typing import Any
 import torch
 
 from scramjet.metrics.base import ResultPackage, as_tensor
+from scramjet.runtime.stacklevel import user_stacklevel
 from scramjet.trainer.batch import PAD_VALUE
 
 _TOKEN = re.compile(r"[a-z0-9]+")
+#: What the class names of Hugging Face causal language models' outputs hold
+#: (``CausalLMOutput``, ``CausalLMOutputWithPast``, ``MoeCausalLMOutputWithPast``, ...).
+_CAUSAL_OUTPUT = "CausalLMOutput"
 
 
 def tokenize(text: str) -> list[str]:
@@ -130,19 +135,28 @@ class PerplexityResults(ResultPackage):
     """Perplexity from token logits ``[N, T, V]`` and targets ``[N, T]`` (torchmetrics).
 
     The logits at position ``t`` are scored against the target at ``t``. A causal language
-    model whose loss shifts the labels itself (Hugging Face ``...ForCausalLM``) predicts
-    token ``t + 1`` at ``t``: pass ``logits[:, :-1]`` and ``labels[:, 1:]``.
+    model whose loss shifts the labels itself (Hugging Face ``...ForCausalLM``, whose
+    ``labels`` are the ``input_ids``) predicts token ``t + 1`` at ``t``: pass
+    ``shift_labels=True`` to score its logits at ``t`` against the target at ``t + 1``, as
+    its own loss does (also through :meth:`evaluate`, where the logits cannot be sliced).
+    Without ``shift_labels``, predictions that are such a model's output (a
+    ``CausalLMOutput...``) are scored unshifted with a warning that says so.
 
     Args:
         ignore_index: target value to skip: by default -100, the padding ``predict`` and
             :meth:`evaluate` add and the ignore index of Hugging Face labels and
             ``torch.nn.CrossEntropyLoss``; None to score every target.
+        shift_labels: score the logits at ``t`` against the target at ``t + 1`` (True) or
+            at ``t`` (False, the default).
     """
 
     name = "perplexity"
 
-    def __init__(self, ignore_index: int | None = PAD_VALUE) -> None:
+    def __init__(
+        self, ignore_index: int | None = PAD_VALUE, shift_labels: bool | None = None
+    ) -> None:
         self.ignore_index = ignore_index
+        self.shift_labels = shift_labels
 
     def compute(
         self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
@@ -150,6 +164,17 @@ class PerplexityResults(ResultPackage):
         """``{"perplexity": exp(mean token cross-entropy)}``."""
         from torchmetrics.functional.text import perplexity
 
+        shift = self.shift_labels
+        if shift is None and _CAUSAL_OUTPUT in type(y_pred).__name__:
+            warnings.warn(
+                f"PerplexityResults received a {type(y_pred).__name__}: a causal language "
+                f"model's logits at position t predict the token at t + 1, but they are "
+                f"scored against the target at t. Pass PerplexityResults(shift_labels=True) "
+                f"to score them as the model's own loss does (or shift_labels=False to keep "
+                f"this scoring without the warning).",
+                UserWarning,
+                stacklevel=user_stacklevel(),
+            )
         logits = as_tensor(y_pred, "y_pred").float()
         target = as_tensor(y_true, "y_true").long()
         if logits.dim() != 3 or target.shape != logits.shape[:2]:
@@ -157,6 +182,8 @@ class PerplexityResults(ResultPackage):
                 f"perplexity needs logits [N, T, V] and targets [N, T]; received "
                 f"{tuple(logits.shape)} and {tuple(target.shape)}."
             )
+        if shift:  # the logits at t predict the token at t + 1
+            logits, target = logits[:, :-1], target[:, 1:]
         scored = target[target != self.ignore_index] if self.ignore_index is not None else target
         outside = scored[(scored < 0) | (scored >= logits.shape[-1])]
         if outside.numel():
