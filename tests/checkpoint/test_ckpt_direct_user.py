@@ -242,3 +242,21 @@ def test_a_state_dict_of_another_model_is_still_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckpointMismatchError, match=r"missing keys.*\n.*unexpected keys"):
         manager.load({"model": nn.Linear(3, 2)})
     manager.close()
+
+
+# ----------------------------------------------------------------- training objects
+
+
+def test_a_grad_scaler_saved_disabled_does_not_load_into_an_enabled_one(tmp_path: Path) -> None:
+    manager = CheckpointManager(tmp_path)
+    manager.save({"scaler": torch.amp.GradScaler("cpu", enabled=False)}, step=1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=256.0)
+    with pytest.raises(CheckpointMismatchError, match=r"'scaler'.*disabled.*strict=False"):
+        manager.load({"scaler": scaler})
+    with pytest.warns(UserWarning, match="scaler missing"):
+        result = manager.load({"scaler": scaler}, strict=False)
+    assert result.missing_keys == {
+        "scaler": ["scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"]
+    }
+    assert scaler.get_scale() == 256.0  # left as it was
+    manager.close()

@@ -104,6 +104,15 @@ def load_training_object(name: str, obj: Any, saved: Any, strict: bool, path: Pa
     """
     if isinstance(obj, torch.optim.Optimizer) and isinstance(saved, Mapping):
         return _load_optimizer(name, obj, saved, strict, path)
+    if isinstance(obj, torch.amp.GradScaler) and isinstance(saved, Mapping) and not saved:
+        keys = list(obj.state_dict())
+        if keys:  # an enabled scaler; torch raises a RuntimeError even for strict=False
+            problem = (
+                f"holds the empty state of a disabled GradScaler; the GradScaler it is loaded "
+                f"into is enabled. Pass strict=False to keep its current state (scale "
+                f"{obj.get_scale()}), or load into GradScaler(enabled=False)"
+            )
+            return _refuse(name, problem, keys, strict, path, advice="")
     if isinstance(obj, torch.optim.lr_scheduler.LRScheduler) and isinstance(saved, Mapping):
         own = {k for k in obj.state_dict() if not k.startswith("_")}
         held = {str(k) for k in saved if not str(k).startswith("_")}
@@ -149,10 +158,17 @@ def _groups(sizes: list[int]) -> str:
     return f"{len(sizes)} parameter group{'' if len(sizes) == 1 else 's'}"
 
 
-def _refuse(name: str, problem: str, keys: list[str], strict: bool, path: Path) -> list[str]:
+def _refuse(
+    name: str,
+    problem: str,
+    keys: list[str],
+    strict: bool,
+    path: Path,
+    advice: str = " " + _NEW_OPTIMIZER,
+) -> list[str]:
     if strict:
         raise CheckpointMismatchError(
-            f"entry {name!r} of checkpoint {str(path)!r} {problem}. {_NEW_OPTIMIZER}"
+            f"entry {name!r} of checkpoint {str(path)!r} {problem}.{advice}"
         )
     return keys
 
