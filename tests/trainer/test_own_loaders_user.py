@@ -198,3 +198,19 @@ def test_a_loader_that_yields_fewer_batches_than_its_length_warns(tmp_path: Path
     assert trainer.state.global_step == 6
     messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert any("fewer batches than its length" in m and "12" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("where", ["sampler", "batch_sampler"])
+def test_a_sampler_that_shuffles_with_the_global_generators_resumes_exactly(
+    where: str, tmp_path: Path
+) -> None:
+    # train_dataloader_kwargs={"sampler": ...} or {"batch_sampler": ...} of a user that
+    # shuffles with torch.randperm or random.shuffle, as most hand-written samplers do
+    sampler: Any = GlobalRandomSampler(N) if where == "sampler" else PythonRandomBuckets()
+    kwargs = {"train_dataloader_kwargs": {where: sampler}}
+    whole, joined, same_weights = _crash_and_resume(Indexed, tmp_path, crash=9, **kwargs)
+    epochs = [sorted(i for step in whole[k : k + 6] for i in step) for k in (0, 6)]
+    assert epochs == [list(range(N))] * 2
+    assert whole[:6] != whole[6:]  # reshuffled every epoch
+    assert joined == whole
+    assert same_weights

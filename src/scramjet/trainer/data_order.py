@@ -525,6 +525,7 @@ class DataOrder:
             _set_dataset_epoch(loader, dataset, epoch)
             self._batch_size, self._base = batch_sampler.batch_size or batch_size, (0, skip)
             batch_sampler.set_start(skip)
+            batch_sampler.set_draw_seed(self._draw_seed(epoch))
             self._resumed = None
             if isinstance(loader, DataLoader):
                 self._reseed(loader, batch_sampler, epoch)
@@ -553,6 +554,8 @@ class DataOrder:
         elif hasattr(sampler, "set_start"):  # in samples: the loader's own batch size counts
             # (train_dataloader_kwargs or a ready DataLoader may set another than batch_size)
             sampler.set_start(skip * per_batch)
+        if isinstance(sampler, SkipSampler):
+            sampler.set_draw_seed(self._draw_seed(epoch))
         self._resumed = None  # later epochs start from their beginning
         if isinstance(loader, DataLoader):
             self._reseed(loader, sampler, epoch)
@@ -574,6 +577,11 @@ class DataOrder:
             order = getattr(order, "sampler", None)
         if order is not None and getattr(order, "seed_drawn", False):
             order.seed = self.seed
+
+    def _draw_seed(self, epoch: int) -> int:
+        """The seed a user's sampler draws its epoch's order with when it shuffles with
+        the global generators (see :class:`SkipSampler`)."""
+        return self.seed + 1_000_003 * epoch + dist.get_rank() + 7_919
 
     def _reseed(self, loader: DataLoader[Any], sampler: Any, epoch: int) -> None:
         seed = self.seed + 1_000_003 * epoch + dist.get_rank()

@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from collections.abc import Iterable, Iterator, Sized
-from typing import cast
+from typing import TypeVar, cast
 
+import numpy as np
 import torch
 from torch.utils.data import Sampler
+
+from scramjet.runtime.seeding import get_rng_states, set_rng_states
+
+T = TypeVar("T")
 
 
 class EpochSampler(Sampler[int]):
@@ -158,11 +164,19 @@ class ShardSampler(Sampler[int]):
 
 
 class SkipSampler(Sampler[int]):
-    """Wraps any sampler and skips its first ``start`` indices (for user-given samplers)."""
+    """Wraps any sampler and skips its first ``start`` indices (for user-given samplers).
+
+    With :meth:`set_draw_seed`, the wrapped sampler starts each iteration (``iter`` and the
+    first index, where a shuffle is drawn) with Python's, NumPy's and torch's global
+    generators seeded from that seed, and those generators are then put back: a sampler
+    that shuffles with ``torch.randperm`` or ``random.shuffle`` gives the same order when a
+    resumed run rebuilds the epoch, and the skipped indices draw nothing.
+    """
 
     def __init__(self, sampler: Sampler[int]) -> None:
         self.sampler = sampler
         self.start = 0
+        self.draw_seed: int | None = None
 
     def set_epoch(self, epoch: int) -> None:
         """Forward ``set_epoch`` to the wrapped sampler when it has one."""
@@ -173,11 +187,12 @@ class SkipSampler(Sampler[int]):
         """Skip the first ``start`` indices of the next iteration."""
         self.start = max(0, int(start))
 
+    def set_draw_seed(self, seed: int | None) -> None:
+        """Seed the global generators while the next iteration draws its order."""
+        self.draw_seed = seed
+
     def __iter__(self) -> Iterator[int]:
-        it = iter(self.sampler)
-        for _ in range(self.start):
-            next(it, None)
-        return it
+        return _skip_first(self.sampler, self.start, self.draw_seed)
 
     def __len__(self) -> int:
         return max(0, safe_len(self.sampler) - self.start)
@@ -190,6 +205,7 @@ class SkipBatches(Sampler[list[int]]):
     def __init__(self, batch_sampler: Iterable[list[int]]) -> None:
         self.batch_sampler = batch_sampler
         self.start = 0
+        self.draw_seed: int | None = None
 
     @property
     def batch_size(self) -> int | None:
@@ -206,13 +222,50 @@ class SkipBatches(Sampler[list[int]]):
         """Skip the first ``start`` batches of the next iteration."""
         self.start = max(0, int(start))
 
+    def set_draw_seed(self, seed: int | None) -> None:
+        """Seed the global generators while the next iteration draws its batches (see
+        :class:`SkipSampler`)."""
+        self.draw_seed = seed
+
     def __iter__(self) -> Iterator[list[int]]:
-        return itertools.islice(iter(self.batch_sampler), self.start, None)
+        return _skip_first(self.batch_sampler, self.start, self.draw_seed)
 
     def __len__(self) -> int:
         if not isinstance(self.batch_sampler, Sized):
             raise TypeError(f"{type(self.batch_sampler).__name__} has no length")
         return max(0, len(self.batch_sampler) - self.start)
+
+
+def _skip_first(source: Iterable[T], start: int, seed: int | None) -> Iterator[T]:
+    """``source``'s items after the first ``start``.
+
+    With a ``seed``, ``iter(source)`` and its first item (where a sampler draws its
+    shuffle) run with the global generators seeded from it; those generators are then
+    restored, and the skipped items are drawn without moving them.
+    """
+    if seed is None:
+        yield from itertools.islice(iter(source), start, None)
+        return
+    states = get_rng_states()
+    try:
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.default_generator.manual_seed(seed)
+        iterator = iter(source)
+        first = next(iterator, _END)
+    finally:
+        set_rng_states(states)
+    if first is _END:
+        return
+    items = itertools.chain([cast(T, first)], iterator)
+    if start:
+        for _ in itertools.islice(items, start):
+            pass
+        set_rng_states(states)  # what the skipped items drew was drawn before the resume
+    yield from items
+
+
+_END = object()
 
 
 def safe_len(obj: object) -> int:
