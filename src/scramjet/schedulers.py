@@ -237,6 +237,19 @@ def _check_factor(name: str, value: float) -> None:
         )
 
 
+def _check_called(cls: type, received: object) -> None:
+    """``create_scheduler_fn=X.create_scheduler_fn`` without parentheses: the Trainer
+    called the factory with its optimizer."""
+    if received is not None:
+        name = cls.__name__
+        raise TypeError(
+            f"{name}.create_scheduler_fn received {type(received).__name__} as an argument: "
+            f"it was given to the Trainer uncalled, so the Trainer called it with the "
+            f"optimizer. Call it to get the function: create_scheduler_fn={name}."
+            f"create_scheduler_fn(num_warmup_epochs=1) (its arguments are keywords)."
+        )
+
+
 class _StepScheduler(LRScheduler):
     """Base: a multiplier of the base learning rate, as a pure function of the step.
 
@@ -249,11 +262,20 @@ class _StepScheduler(LRScheduler):
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
-        total_steps: int,
+        total_steps: int | None,
         warmup_steps: int,
         warmup_start_factor: float,
         last_epoch: int = -1,
     ) -> None:
+        if total_steps is None:
+            name = type(self).__name__
+            raise TypeError(
+                f"{name} needs total_steps (the run's optimizer updates) and received none, "
+                f"e.g. because create_scheduler_fn={name} was passed as is. Pass "
+                f"create_scheduler_fn={name}.create_scheduler_fn(num_warmup_epochs=...), or "
+                f"functools.partial({name}, total_steps=TrainerPlaceholderValues."
+                f"TOTAL_UPDATE_STEPS), and the Trainer fills in the length."
+            )
         if total_steps < 1:
             raise ValueError(
                 f"total_steps must be ≥ 1; received {total_steps}. With a training dataset "
@@ -299,7 +321,7 @@ class CosineWarmupScheduler(_StepScheduler):
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
-        total_steps: int,
+        total_steps: int | None = None,
         warmup_steps: int = 0,
         *,
         warmup_start_factor: float = 0.0,
@@ -321,12 +343,15 @@ class CosineWarmupScheduler(_StepScheduler):
     @classmethod
     def create_scheduler_fn(
         cls,
+        _uncalled: object = None,
+        /,
         *,
         num_warmup_epochs: float = 0,
         warmup_start_factor: float = 0.0,
         min_lr_ratio: float = 0.0,
     ) -> functools.partial[Any]:
         """A ``create_scheduler_fn`` for ``Trainer.train`` with epochs counted by the Trainer."""
+        _check_called(cls, _uncalled)
         steps = TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH
         kwargs: dict[str, Any] = dict(  # placeholders stand in for ints until resolved
             total_steps=TrainerPlaceholderValues.TOTAL_UPDATE_STEPS,
@@ -349,7 +374,7 @@ class WSDScheduler(_StepScheduler):
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
-        total_steps: int,
+        total_steps: int | None = None,
         warmup_steps: int = 0,
         *,
         decay_fraction: float = 0.2,
@@ -362,7 +387,8 @@ class WSDScheduler(_StepScheduler):
             raise ValueError(f"decay_shape must be one of {self.SHAPES}; received {decay_shape!r}.")
         if not 0.0 <= decay_fraction <= 1.0:
             raise ValueError(f"decay_fraction must be in [0, 1]; received {decay_fraction}.")
-        self.decay_steps = round(total_steps * decay_fraction)
+        # total_steps None: the base class says what to pass
+        self.decay_steps = round((total_steps or 0) * decay_fraction)
         self.decay_shape = decay_shape
         self.min_lr_ratio = float(min_lr_ratio)
         super().__init__(optimizer, total_steps, warmup_steps, warmup_start_factor, last_epoch)
@@ -391,6 +417,8 @@ class WSDScheduler(_StepScheduler):
     @classmethod
     def create_scheduler_fn(
         cls,
+        _uncalled: object = None,
+        /,
         *,
         num_warmup_epochs: float = 0,
         decay_fraction: float = 0.2,
@@ -399,6 +427,7 @@ class WSDScheduler(_StepScheduler):
         min_lr_ratio: float = 0.0,
     ) -> functools.partial[Any]:
         """A ``create_scheduler_fn`` for ``Trainer.train``."""
+        _check_called(cls, _uncalled)
         steps = TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH
         kwargs: dict[str, Any] = dict(  # placeholders stand in for ints until resolved
             total_steps=TrainerPlaceholderValues.TOTAL_UPDATE_STEPS,

@@ -178,3 +178,27 @@ def test_a_negative_or_nan_learning_rate_factor_is_refused(cls: Any, bad: dict[s
     optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
     with pytest.raises(ValueError, match=rf"{name}.*received {value}"):
         cls(optimizer, total_steps=4, warmup_steps=1, **bad)
+
+
+@pytest.mark.parametrize("cls", [CosineWarmupScheduler, WSDScheduler])
+def test_the_scheduler_factory_passed_uncalled_says_to_call_it(cls: Any) -> None:
+    """``create_scheduler_fn=CosineWarmupScheduler.create_scheduler_fn`` (no parentheses)
+    failed with "takes 1 positional argument but 2 were given"."""
+    with pytest.raises(TypeError, match=rf"{cls.__name__}\.create_scheduler_fn\(num_warmup"):
+        make_trainer(TinyMLP()).train(
+            blobs(n=16), num_epochs=1, per_device_batch_size=4,
+            create_scheduler_fn=cls.create_scheduler_fn,
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("cls", [CosineWarmupScheduler, WSDScheduler])
+def test_the_scheduler_class_as_create_scheduler_fn_says_how_to_give_its_length(
+    cls: Any,
+) -> None:
+    """``create_scheduler_fn=CosineWarmupScheduler`` failed with "missing 1 required
+    positional argument: 'total_steps'", which names neither the Trainer's placeholder
+    nor the factory."""
+    trainer = make_trainer(TinyMLP())
+    with pytest.raises(TypeError, match=r"total_steps.*create_scheduler_fn\(.*TOTAL_UPDATE_STEPS"):
+        trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=4, create_scheduler_fn=cls)
+    assert trainer.state.global_step == 0
