@@ -57,7 +57,8 @@ def test_a_shard_replaced_by_a_huge_object_never_fills_the_cache_beyond_its_limi
 def test_a_failed_repack_with_overwrite_leaves_the_old_pack_readable(
     s3: S3Server, images: Path, tmp_path: Path
 ) -> None:
-    url = f"s3://{s3.new_bucket()}/p.pack"
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/p.pack"
     _pack(images, url)
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -70,6 +71,9 @@ def test_a_failed_repack_with_overwrite_leaves_the_old_pack_readable(
     _pack(images, url, shards=2, overwrite=True)  # a re-pack that succeeds replaces it
     new = PackedDataset(url, cache_dir=tmp_path / "cache")
     assert len(new.manifest.shards) == 2 and int(new[23]["label"]) == 23
+    # the old pack's other shards are removed from the bucket, not left to be paid for
+    names = {key.split("/")[-1] for key in s3.list_keys(bucket)}
+    assert names == {info.file for info in new.manifest.shards} | {"manifest.json"}
 
 
 @pytest.fixture()

@@ -32,6 +32,7 @@ import os
 import re
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -223,7 +224,10 @@ def upload_pack(local: Path, url: str, options: Mapping[str, Any] | None, retry:
     manifest = Manifest.load(local)
     files = [info.file for info in manifest.shards] + [MANIFEST_NAME]
     fs, old = _filesystem(f"{url.rstrip('/')}/{MANIFEST_NAME}", options)
+    stale: list[str] = []
     if fs.exists(old):
+        with contextlib.suppress(Exception):  # an unreadable old manifest: nothing to tidy
+            stale = [info.file for info in read_manifest(url, options, retry).shards]
         fs.rm_file(old)
     for name in files:
         target = remote_file(url, name)
@@ -245,6 +249,25 @@ def upload_pack(local: Path, url: str, options: Mapping[str, Any] | None, retry:
                 f"cannot upload {name} to {target} after {retry.attempts} attempts "
                 f"({type(last).__name__}: {last}); the pack at {url!r} is incomplete "
                 "(no manifest) until pack() is run again"
+            )
+    _remove_stale_shards(url, options, set(stale) - set(files))
+
+
+def _remove_stale_shards(url: str, options: Mapping[str, Any] | None, names: set[str]) -> None:
+    """After a re-pack into fewer shards: delete the replaced pack's other shards (which no
+    manifest names any longer). A failure leaves them, with a warning: the pack is whole."""
+    for name in sorted(names):
+        fs, path = _filesystem(remote_file(url, name), options)
+        try:
+            fs.rm_file(path)
+        except FileNotFoundError:
+            continue
+        except Exception as exc:
+            warnings.warn(
+                f"the new pack at {url!r} is complete, but the replaced pack's shard {name} "
+                f"could not be deleted ({type(exc).__name__}: {exc}); delete it by hand",
+                RuntimeWarning,
+                stacklevel=3,
             )
 
 
