@@ -185,3 +185,36 @@ def test_autocast_on_a_model_without_parameters_runs() -> None:
     out = model(x)
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, torch.softmax(x, -1), atol=1e-2, rtol=1e-2)
+
+
+def test_the_onnxruntime_fallback_warning_keeps_its_whole_install_hint() -> None:
+    try:
+        import onnxruntime.training.ortmodule  # noqa: F401
+    except Exception:
+        pass
+    else:
+        pytest.skip("ONNX Runtime training imports here: the backend does not fall back")
+    model = accelerate_model(nn.Linear(3, 2), backends=["ONNXRUNTIME"])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        model(torch.randn(2, 3))
+    (message,) = _accel_messages(record)
+    assert "see docs/acceleration.md" in message
+    assert message.endswith("continuing with 'PYTORCH'")
+
+
+def test_a_very_long_backend_error_is_cut_and_says_where_the_rest_is() -> None:
+    def build_verbose(fn, ctx):
+        raise RuntimeError("x" * 5000)
+
+    register_backend("VERBOSE", build_verbose)
+    try:
+        model = accelerate_model(nn.Linear(3, 2), backends=["VERBOSE"])
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            model(torch.randn(2, 3))
+    finally:
+        unregister_backend("VERBOSE")
+    (message,) = _accel_messages(record)
+    assert len(message) < 1300
+    assert "engine_of(model).dropped" in message

@@ -32,6 +32,8 @@ from scramjet.runtime.stacklevel import user_stacklevel
 
 EAGER = "PYTORCH"
 AUTO = "AUTO"
+#: How much of a dropped backend's error its warning quotes (room for an install hint).
+_WARNING_CHARS = 1000
 
 
 class AccelerationWarning(UserWarning):
@@ -610,9 +612,12 @@ class Engine:
         self.fns.pop(name, None)
         self.verified.pop(name, None)
         self.dropped[name] = f"{phase}: {type(exc).__name__}: {exc}"
+        text = str(exc)
+        if len(text) > _WARNING_CHARS:  # a compiler's error can run to pages
+            text = text[:_WARNING_CHARS] + " [...; the whole error is in engine_of(model).dropped]"
         warnings.warn(
             f"scramjet.accel: backend {name!r} dropped (failed at {phase}: "
-            f"{type(exc).__name__}: {str(exc)[:500]}); continuing with {nxt!r}",
+            f"{type(exc).__name__}: {text}); continuing with {nxt!r}",
             AccelerationWarning,
             stacklevel=user_stacklevel(),
         )
