@@ -151,3 +151,22 @@ def test_synced_craft_keeps_its_attributes_across_two_processes() -> None:
         "describe": "cnn with 1 output",
         "out": (2, 1),
     }
+
+
+def test_tank_refuses_a_yes_no_value_as_its_batch_size(tmp_path: Path) -> None:
+    from scramjet.compat.nebulae.fuel import depot
+
+    data = _labels_pack(tmp_path)
+    with pytest.raises(ValueError, match=r"batch_size must be a positive int, got bool True"):
+        depot.Tank(str(data), {"label": "int64"}, batch_size=True)  # type: ignore[arg-type]
+
+
+def test_generate_refuses_a_fractional_size_instead_of_rounding_it(tmp_path: Path) -> None:
+    from scramjet.compat.nebulae.fuel import FuelGenerator
+
+    data = _labels_pack(tmp_path)
+    raw = data.parent / "raw"
+    fg = FuelGenerator(str(raw), "list.csv", ["int64"], False)
+    with pytest.raises(ValueError, match=r"height must be a positive int, got 4\.5"):
+        fg.generate(str(tmp_path / "other.hdf5"), 4.5, 4, progress=False, workers=0)  # type: ignore[arg-type]
+    assert not (tmp_path / "other.hdf5").exists()

@@ -184,8 +184,11 @@ class Tank:
         num_workers: int = 0,
         seed: int | None = None,
     ) -> None:
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(
+                f"batch_size must be a positive int, got {type(batch_size).__name__} "
+                f"{batch_size!r}; pass the number of samples per batch, e.g. batch_size=32"
+            )
         specf = _parse_specf(data_specf)
         packed = open_data(data_path, list(specf) or None)
         if num_workers > 0:  # check the shards once here: each epoch's workers start anew
