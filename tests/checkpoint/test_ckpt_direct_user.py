@@ -14,6 +14,7 @@ from tests.tracking.s3_helpers import S3Server, s3, s3_server  # noqa: F401  (fi
 from torch import nn
 
 from scramjet.checkpoint import (
+    CheckpointError,
     CheckpointManager,
     CheckpointMismatchError,
     CorruptCheckpointError,
@@ -21,7 +22,7 @@ from scramjet.checkpoint import (
     write_checkpoint,
 )
 from scramjet.checkpoint.payload import MARKER
-from scramjet.checkpoint.remote import RemoteCheckpointManager
+from scramjet.checkpoint.remote import RemoteCheckpointManager, load_remote
 
 # ----------------------------------------------------------------- step and epoch
 
@@ -260,3 +261,37 @@ def test_a_grad_scaler_saved_disabled_does_not_load_into_an_enabled_one(tmp_path
     }
     assert scaler.get_scale() == 256.0  # left as it was
     manager.close()
+
+
+# No retries inside botocore or s3fs: a request to a stopped server fails at once.
+FAST = {"config_kwargs": {"retries": {"max_attempts": 1}}}
+
+
+def test_reading_a_store_that_is_down_says_so_and_names_the_local_copies(
+    s3: S3Server,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import s3fs
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "retries", 1)
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/run/checkpoints"
+    with RemoteCheckpointManager(url, tmp_path, storage_options=FAST) as manager:
+        manager.save({"w": torch.ones(2)}, step=1)
+    s3.stop()
+    try:
+        with pytest.raises(CheckpointError) as failed:
+            load_remote(url, {}, local_dir=tmp_path, storage_options=FAST)
+        message = str(failed.value)
+        assert url in message and "EndpointConnectionError" in message
+        assert str(tmp_path) in message and "ckpt-000001-step1.pt" in message
+        # A manager made while the store is down cannot tell what was uploaded: it keeps
+        # the local files without claiming that an earlier process failed to upload them.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            RemoteCheckpointManager(url, tmp_path, storage_options=FAST)
+        said = " ".join(str(w.message) for w in caught)
+        assert "could not list" in said and "were not uploaded" not in said
+    finally:
+        s3.start()

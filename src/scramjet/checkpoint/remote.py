@@ -50,6 +50,7 @@ from typing import Any
 import torch
 
 from scramjet.checkpoint.manager import (
+    CheckpointError,
     CheckpointManager,
     CheckpointWriteError,
     CorruptCheckpointError,
@@ -202,10 +203,14 @@ def load_remote(
     folder = Path(local_dir) if local_dir is not None else default_local_dir(url)
     manager = CheckpointManager(folder, keep_last=None)
     options: dict[str, Any] = {"strict": strict, "scope": scope, "map_location": map_location}
-    if fs.isfile(root):
+    try:
+        one_file = fs.isfile(root)
+        remote = [] if one_file else _remote_names(fs, root)
+    except Exception as error:  # unreachable store, refused credentials...
+        raise _unreadable_store(url, folder, error) from error
+    if one_file:
         name = root.rsplit("/", 1)[-1]
         return manager.load(state, which=_fetch(fs, root, folder / name, reuse=False), **options)
-    remote = _remote_names(fs, root)
     highest = remote[-1][0] if remote else 0
     # Complete local copies newer than the store: saved, then not uploaded (the store was
     # down, or the process died first). They hold the latest progress.
@@ -246,6 +251,22 @@ def load_remote(
                     stacklevel=3,
                 )
     raise CorruptCheckpointError(folder / names[0], "no readable checkpoint: " + "; ".join(errors))
+
+
+def _unreadable_store(url: str, folder: Path, error: Exception) -> CheckpointError:
+    """The error for a store that could not be listed, naming the local copies."""
+    local = [name for _, name in _local_names(folder)]
+    there = (
+        f"The local copies in {str(folder)!r} ({', '.join(local[-3:])}"
+        f"{', ...' if len(local) > 3 else ''}) can be loaded with CheckpointManager("
+        f"{str(folder)!r}).load(state) or resume_from={str(folder)!r}."
+        if local
+        else f"There are no local copies in {str(folder)!r}."
+    )
+    return CheckpointError(
+        f"could not read the checkpoints at {url}: {type(error).__name__}: {error}. Check "
+        f"that the store is reachable and the credentials are valid, then try again. {there}"
+    )
 
 
 def write_remote_checkpoint(
@@ -379,35 +400,53 @@ class RemoteCheckpointManager(CheckpointManager):
         self.not_uploaded: dict[str, str] = {}  # file name -> last upload error
         # Names local rotation deleted: with keep_best, only these are deleted remotely.
         self._rotated_away: set[str] = set()
+        listed: str | None = None  # why the listing failed
         try:
             remote = _remote_names(self.storage.fs, self.storage.remote_root)
         except Exception as error:  # listing failed: numbering follows the local folder
-            warnings.warn(f"could not list {self.url}: {error}", RuntimeWarning, stacklevel=2)
+            listed = f"{type(error).__name__}: {error}"
             remote = []
         self._remote_highest = remote[-1][0] if remote else 0
-        self._adopt_pending(remote)
+        self._adopt_pending(remote, listed)
 
-    def _adopt_pending(self, remote: list[tuple[int, str]]) -> None:
+    def _adopt_pending(self, remote: list[tuple[int, str]], failure: str | None) -> None:
         """Local copies newer than the remote folder were saved by an earlier process whose
         upload failed or was cut short: keep them (rotation skips them) and upload them
-        with the next save."""
+        with the next save. When the store could not be listed (``failure``), which ones
+        are there is unknown: every local copy is kept and uploaded again."""
         on_remote = {name for _, name in remote}
         pending = [
             name
             for seq, name in _local_names(self.directory)
             if seq > self._remote_highest and name not in on_remote
         ]
-        if not pending:
-            return
+        if failure is not None:
+            warnings.warn(
+                f"could not list {self.url} ({failure}): numbering follows the local folder"
+                + (
+                    f", and its {len(pending)} checkpoint(s) are kept and uploaded again with "
+                    "the next save, in case they are not on the store"
+                    if pending
+                    else ""
+                ),
+                RuntimeWarning,
+                stacklevel=3,
+            )
         for name in pending:
-            self.not_uploaded[name] = "saved by an earlier process and not uploaded"
-        warnings.warn(
-            f"{len(pending)} checkpoint(s) in {str(self.directory)!r} are newer than "
-            f"everything at {self.url}: an earlier process saved them but they were not "
-            f"uploaded ({', '.join(pending)}). They are kept and uploaded with the next save.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+            self.not_uploaded[name] = (
+                "not known to be on the store"
+                if failure
+                else "saved by an earlier process and not uploaded"
+            )
+        if pending and failure is None:
+            warnings.warn(
+                f"{len(pending)} checkpoint(s) in {str(self.directory)!r} are newer than "
+                f"everything at {self.url}: an earlier process saved them but they were not "
+                f"uploaded ({', '.join(pending)}). They are kept and uploaded with the next "
+                "save.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def __repr__(self) -> str:
         return f"RemoteCheckpointManager({self.url!r}, local_dir={str(self.directory)!r})"
