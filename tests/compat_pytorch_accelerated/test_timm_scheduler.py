@@ -120,8 +120,9 @@ def test_a_resumed_run_continues_num_updates(tmp_path: Path) -> None:
               create_scheduler_fn=FakeTimm)  # fmt: skip
     cut.save_checkpoint(tmp_path / "cut.pt")
     resumed = _trainer()
-    resumed.train(_data(), num_epochs=2, per_device_batch_size=16,
-                  resume_from=tmp_path / "cut.pt", create_scheduler_fn=FakeTimm)  # fmt: skip
+    with pytest.warns(UserWarning, match=r"planned for 3 optimizer updates .* planned for 4"):
+        resumed.train(_data(), num_epochs=2, per_device_batch_size=16,
+                      resume_from=tmp_path / "cut.pt", create_scheduler_fn=FakeTimm)  # fmt: skip
     assert _calls(resumed) == _calls(full) == [
         ("update", 3), ("update", 4), ("update", 5), ("update", 6),
     ]  # fmt: skip
