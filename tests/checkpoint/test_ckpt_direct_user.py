@@ -295,3 +295,21 @@ def test_reading_a_store_that_is_down_says_so_and_names_the_local_copies(
         assert "could not list" in said and "were not uploaded" not in said
     finally:
         s3.start()
+
+
+# ----------------------------------------------------------------- rotation settings
+
+
+@pytest.mark.parametrize("option", ["keep_last", "keep_best"])
+def test_a_bool_is_not_taken_as_a_count_of_checkpoints(tmp_path: Path, option: str) -> None:
+    with pytest.raises(ValueError, match=rf"{option} must be .* got True"):
+        CheckpointManager(tmp_path, monitor="loss", **{option: True})  # type: ignore[arg-type]
+
+
+def test_best_with_only_nan_values_says_the_values_are_nan(tmp_path: Path) -> None:
+    manager = CheckpointManager(tmp_path, keep_best=1, monitor="loss")
+    manager.save({"w": torch.zeros(1)}, step=1, metrics={"loss": float("nan")})
+    manager.save({"w": torch.zeros(1)}, step=2, metrics={"acc": 1.0})
+    with pytest.raises(FileNotFoundError, match=r"'loss'.*1 checkpoint.* NaN.*acc"):
+        manager.load(which="best")
+    manager.close()

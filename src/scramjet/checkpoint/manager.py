@@ -92,6 +92,10 @@ __all__ = [
 _WRITERS: dict[str, weakref.WeakSet[CheckpointManager]] = {}
 
 
+def _not_count(value: object) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int)
+
+
 def _unlink_all(paths: list[Path]) -> None:
     for path in paths:
         path.unlink(missing_ok=True)
@@ -156,12 +160,12 @@ class CheckpointManager:
         async_write: bool = True,
         on_saved: Callable[[CheckpointInfo], object] | None = None,
     ) -> None:
-        if keep_last is not None and (not isinstance(keep_last, int) or keep_last < 1):
+        if keep_last is not None and (_not_count(keep_last) or keep_last < 1):
             raise ValueError(
                 f"keep_last must be a positive int or None (keep all), got {keep_last!r}; "
                 "the latest checkpoint is always kept so that training can resume"
             )
-        if not isinstance(keep_best, int) or keep_best < 0:
+        if _not_count(keep_best) or keep_best < 0:
             raise ValueError(f"keep_best must be an int >= 0, got {keep_best!r}")
         if keep_best and not monitor:
             raise ValueError(
@@ -565,12 +569,18 @@ class CheckpointManager:
                     f"the index of {str(self.directory)!r} names one: pass "
                     f"CheckpointManager(directory, monitor='<metric name>', mode='min')"
                 )
-            found = self._ranked_best(found, rule)
-            if not found:
+            ranked = self._ranked_best(found, rule)
+            if not ranked:
+                nan = sum(rule[0] in c.metrics for c in found)
+                others = sorted({k for c in found for k in c.metrics} - {rule[0]})
                 raise FileNotFoundError(
-                    f"no checkpoint in {str(self.directory)!r} has metric {rule[0]!r}"
+                    f"no checkpoint in {str(self.directory)!r} has a value of metric "
+                    f"{rule[0]!r} to rank by"
+                    + (f" ({nan} checkpoint(s) recorded it as NaN)" if nan else "")
+                    + (f"; the checkpoints record {others}" if others else "")
+                    + ". Pass metrics={...} with that name to save(), or load which='latest'."
                 )
-            return [c.path for c in found]
+            return [c.path for c in ranked]
         if not found:
             raise FileNotFoundError(
                 f"no checkpoint in {str(self.directory)!r}; check `manager.latest_path is not "
