@@ -13,6 +13,7 @@ nothing is downloaded. What is checked:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import (
     BertConfig,
+    BertForSequenceClassification,
     BertForTokenClassification,
     DataCollatorForLanguageModeling,
     DataCollatorForTokenClassification,
@@ -177,3 +179,38 @@ def test_perplexity_of_a_causal_lm_scores_each_position_against_the_next_token()
     with pytest.warns(UserWarning, match=r"shift_labels=True"):
         unshifted = PerplexityResults().compute(output, labels)  # a CausalLMOutput...
     assert unshifted["perplexity"] != pytest.approx(scored["perplexity"], rel=1e-2)
+
+
+# ------------------------------------------------------------------ the loss that is trained on
+def test_a_loss_func_left_unused_by_the_models_own_loss_is_named_in_one_warning() -> None:
+    config = BertConfig(
+        vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=16, num_labels=3,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config)
+    ids = torch.randint(4, 32, (16, 8))
+    weighted = torch.nn.CrossEntropyLoss(weight=torch.tensor([10.0, 1.0, 1.0]))
+    with_labels = [{"input_ids": i, "labels": int(i[0] % 3)} for i in ids]
+    trainer = plain_trainer(model, weighted)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train(with_labels, num_epochs=2, per_device_batch_size=4)
+    unused = [w for w in caught if "loss_func CrossEntropyLoss is not used" in str(w.message)]
+    assert len(unused) == 1, [str(w.message) for w in caught]
+    assert "'targets'" in str(unused[0].message) and "loss_func=None" in str(unused[0].message)
+    assert unused[0].filename == __file__
+
+    # the way out it names: targets under 'targets' are scored by loss_func, unweighted no more
+    with_targets = [{"input_ids": i, "targets": int(i[0] % 3)} for i in ids]
+    trainer = plain_trainer(model, weighted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trainer.evaluate(with_targets, per_device_batch_size=16)
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    expected = weighted(logits, torch.tensor([int(i[0] % 3) for i in ids]))
+    assert trainer.run_history.get_latest_metric("eval_loss_epoch") == pytest.approx(
+        float(expected), rel=1e-5
+    )

@@ -9,7 +9,8 @@ Face batch ``{"input_ids": ..., "attention_mask": ..., "labels": ...}``:
   model inside a DDP, DataParallel or ``torch.compile`` wrapper decides). If the output
   carries a ``loss`` (an attribute or a key, as Hugging Face models return when given
   ``labels``; or a tuple's first element when that is a 0-dim floating tensor, as they
-  return ``(loss, logits, ...)`` with ``return_dict=False``), that is the loss; otherwise
+  return ``(loss, logits, ...)`` with ``return_dict=False``), that is the loss (a
+  ``loss_func`` given as well is not used, with one warning per loss function); otherwise
   the targets are the batch's first key among :data:`TARGET_KEYS` and the loss is
   ``loss_func(logits, targets)``.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -36,6 +38,7 @@ from torch import nn
 
 from scramjet.checkpoint.payload import unwrap
 from scramjet.runtime.distributed import pad_end
+from scramjet.runtime.stacklevel import user_stacklevel
 
 #: Keys of a mapping batch that hold the targets, in the order they are looked for.
 TARGET_KEYS = ("labels", "label", "targets", "target", "y")
@@ -235,6 +238,8 @@ def compute_loss(
     if own is None:
         own = _leading_loss(output)
     if isinstance(own, torch.Tensor):
+        if loss_func is not None:
+            _warn_unused_loss_func(loss_func, output, hook)
         return own
     if loss_func is None:
         hint = (
@@ -256,6 +261,31 @@ def compute_loss(
             f"Name the targets 'labels' in the batch, or override {hook}."
         )
     return tensor_loss(loss_func, logits_of(output, hook), targets, hook)
+
+
+#: Loss functions already warned about by :func:`_warn_unused_loss_func` (once each).
+_UNUSED_LOSS_FUNCS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _warn_unused_loss_func(loss_func: Callable[..., torch.Tensor], output: Any, hook: str) -> None:
+    """One warning per loss function that a model's own loss leaves unused."""
+    try:
+        if loss_func in _UNUSED_LOSS_FUNCS:
+            return
+        _UNUSED_LOSS_FUNCS.add(loss_func)
+    except TypeError:  # not weakly referenceable (a bound method): warned once per place
+        pass
+    name = getattr(loss_func, "__name__", type(loss_func).__name__)
+    warnings.warn(
+        f"{hook}: the model returned its own 'loss' (in its {type(output).__name__}; a "
+        f"Hugging Face model computes one when the batch holds 'labels'), which is trained "
+        f"on, so loss_func {name} is not used. To train on loss_func, put the targets under "
+        f"a key the model computes no loss from, such as 'targets' (a "
+        f"DataCollatorWithPadding renames 'label' to 'labels'), or override {hook}; to "
+        f"train on the model's loss, pass Trainer(loss_func=None).",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
 
 
 def tensor_loss(
