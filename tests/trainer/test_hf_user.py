@@ -214,3 +214,39 @@ def test_a_loss_func_left_unused_by_the_models_own_loss_is_named_in_one_warning(
     assert trainer.run_history.get_latest_metric("eval_loss_epoch") == pytest.approx(
         float(expected), rel=1e-5
     )
+
+
+# ------------------------------------------------------------------ datasets
+class ColumnRows:
+    """A column store read by row, as dataset libraries offer: ``__getitem__`` and
+    ``__len__``, no ``torch.utils.data.Dataset`` base and no ``__iter__``."""
+
+    def __init__(self, columns: dict[str, Any]) -> None:
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values())))
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return {name: values[index] for name, values in self.columns.items()}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="trainer/checks.py check_dataset accepts only Dataset subclasses and iterables; an "
+    "object with __getitem__ and __len__ (which DataLoader takes) is refused by an error that "
+    "asks for __getitem__ and __len__",
+)
+def test_a_dataset_with_getitem_and_len_but_no_dataset_base_trains() -> None:
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=16, num_labels=2,
+    )  # fmt: skip
+    model = BertForSequenceClassification(config)
+    ids = torch.randint(4, 32, (16, 8))
+    rows = ColumnRows({"input_ids": list(ids), "labels": [int((i == 7).any()) for i in ids]})
+    trainer = plain_trainer(model)
+    trainer.train(rows, num_epochs=1, per_device_batch_size=8, eval_dataset=rows)
+    assert len(trainer.run_history.get_metric_values("eval_loss_epoch")) == 1
+    assert trainer.predict(rows).logits.shape == (16, 2)
