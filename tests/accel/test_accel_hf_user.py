@@ -218,3 +218,27 @@ def test_a_very_long_backend_error_is_cut_and_says_where_the_rest_is() -> None:
     (message,) = _accel_messages(record)
     assert len(message) < 1300
     assert "engine_of(model).dropped" in message
+
+
+class LeNet(nn.Module):
+    """The classic tutorial CNN, which flattens with .view()."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 5)
+        self.fc = nn.Linear(6 * 4 * 4, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.max_pool2d(torch.relu(self.conv(x)), 3)
+        return self.fc(x.view(-1, 6 * 4 * 4))
+
+
+def test_a_view_broken_by_channels_last_says_which_option_did_it() -> None:
+    model = accelerate_model(LeNet(), backends=["PYTORCH"], channels_last=True)
+    with pytest.raises(RuntimeError, match=r"channels_last=True(.|\n)*\.reshape"):
+        model(torch.randn(2, 3, 16, 16))
+    # The same model without the option runs: the layout is what breaks .view().
+    assert accelerate_model(LeNet(), backends=["PYTORCH"])(torch.randn(2, 3, 16, 16)).shape == (
+        2,
+        10,
+    )

@@ -33,27 +33,41 @@ M = TypeVar("M", bound=nn.Module)
 _ENGINE_ATTR = "_scramjet_engine"
 
 
+_VIEW_HINT = (
+    "scramjet.accel: with channels_last=True, convolution outputs are channels-last, and "
+    ".view() cannot flatten them; use .reshape(...) or torch.flatten(...) in the model's "
+    "forward, or pass channels_last=False"
+)
+
+
+def _channels_last_call(call: Callable[..., Any]) -> Callable[..., Any]:
+    """``call`` on channels-last inputs; a ``.view()`` that the layout breaks says why."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        args, kwargs = inputs_to_channels_last((args, kwargs))
+        try:
+            return call(*args, **kwargs)
+        except RuntimeError as exc:
+            if "view size is not compatible" not in str(exc):
+                raise
+            raise RuntimeError(f"{exc}\n{_VIEW_HINT}") from exc
+
+    return run
+
+
 def _make_raw(
     module: nn.Module, call: Callable[..., Any], options: dict[str, Any]
 ) -> Callable[..., Any]:
     """The eager forward every backend must match, with channels_last/autocast applied."""
-    channels_last = bool(options.get("channels_last"))
     autocast = options.get("autocast")
-
-    def full_precision(*args: Any, **kwargs: Any) -> Any:
-        if channels_last:
-            args, kwargs = inputs_to_channels_last((args, kwargs))
-        return call(*args, **kwargs)
-
+    full_precision = _channels_last_call(call) if options.get("channels_last") else call
     if autocast is None:
         return full_precision
 
     def raw(*args: Any, **kwargs: Any) -> Any:
-        if channels_last:
-            args, kwargs = inputs_to_channels_last((args, kwargs))
         device_type = _device_of(module).type  # no parameters: buffers, else cpu
         with torch.autocast(device_type, dtype=autocast):
-            out = call(*args, **kwargs)
+            out = full_precision(*args, **kwargs)
         # Hand fp32 back so the user's loss is computed in full precision (dataclasses too).
         return map_output_tensors(
             lambda t: t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t,
