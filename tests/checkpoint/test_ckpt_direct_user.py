@@ -313,3 +313,21 @@ def test_best_with_only_nan_values_says_the_values_are_nan(tmp_path: Path) -> No
     with pytest.raises(FileNotFoundError, match=r"'loss'.*1 checkpoint.* NaN.*acc"):
         manager.load(which="best")
     manager.close()
+
+
+def test_a_damaged_local_copy_is_downloaded_again_not_skipped(
+    s3: S3Server,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/run/checkpoints"
+    with RemoteCheckpointManager(url, tmp_path, keep_last=None) as manager:
+        for step in (1, 2):
+            newest = manager.save({"w": torch.full((1000,), float(step))}, step=step)
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # the local copy rots; the store's object is fine
+    newest.write_bytes(bytes(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the store's newest is good: nothing is skipped
+        result = load_remote(url, {}, local_dir=tmp_path)
+    assert result.step == 2 and torch.equal(result.values["w"], torch.full((1000,), 2.0))

@@ -234,9 +234,20 @@ def load_remote(
                 "RemoteCheckpointManager of this folder uploads it with its next save)",
                 stacklevel=3,
             )
-        local = folder / name if only_local else _fetch(fs, f"{root}/{name}", folder / name)
+        local = folder / name
+        cached = not only_local and local.is_file()  # reused by _fetch if of the same size
+        if not only_local:
+            _fetch(fs, f"{root}/{name}", local)
         try:
-            return manager.load(state, which=local, **options)
+            try:
+                return manager.load(state, which=local, **options)
+            except CorruptCheckpointError:
+                if not cached:
+                    raise
+                # The damage may be in the local copy only: download the object itself.
+                return manager.load(
+                    state, which=_fetch(fs, f"{root}/{name}", local, reuse=False), **options
+                )
         except CorruptCheckpointError as error:
             errors.append(str(error))
             if not only_local:
