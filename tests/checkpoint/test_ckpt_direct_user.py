@@ -331,3 +331,45 @@ def test_a_damaged_local_copy_is_downloaded_again_not_skipped(
         warnings.simplefilter("error")  # the store's newest is good: nothing is skipped
         result = load_remote(url, {}, local_dir=tmp_path)
     assert result.step == 2 and torch.equal(result.values["w"], torch.full((1000,), 2.0))
+
+
+def _other_optimizer(model: nn.Module) -> dict[str, object]:
+    return {"model": model, "opt": torch.optim.AdamW(model.parameters())}
+
+
+def _missing_entry(model: nn.Module) -> dict[str, object]:
+    sgd = torch.optim.SGD(model.parameters(), lr=1.0)
+    return {"model": model, "sched": torch.optim.lr_scheduler.StepLR(sgd, 2)}
+
+
+def _other_model_after(model: nn.Module) -> dict[str, object]:
+    opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+    return {"opt": opt, "model": model, "head": nn.Linear(5, 5)}
+
+
+@pytest.mark.parametrize("build", [_other_optimizer, _missing_entry, _other_model_after])
+def test_a_strict_load_that_fails_changes_nothing(tmp_path: Path, build: object) -> None:
+    trained = nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(trained.parameters(), lr=0.1, momentum=0.9)
+    trained(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    manager = CheckpointManager(tmp_path)
+    manager.save({"model": trained, "opt": optimizer, "head": nn.Linear(4, 4)}, step=1)
+    model = nn.Linear(2, 2)
+    state = build(model)  # type: ignore[operator]
+    before = {k: v.state_dict() for k, v in state.items()}
+    before = {
+        k: {n: (t.clone() if torch.is_tensor(t) else t) for n, t in v.items()}
+        for k, v in before.items()
+    }
+    with pytest.raises(CheckpointMismatchError):
+        manager.load(state)
+    for name, obj in state.items():
+        now = obj.state_dict()
+        assert now.keys() == before[name].keys(), name
+        for key, value in now.items():
+            if torch.is_tensor(value):
+                assert torch.equal(value, before[name][key]), (name, key)
+            else:
+                assert value == before[name][key], (name, key)
+    manager.close()

@@ -628,23 +628,33 @@ class CheckpointManager:
             metrics=dict(payload.get("metrics") or {}),
         )
         restored: set[str] = set()
-        for name, target in state.items():
-            obj = unwrap(target)
-            if not is_stateful(obj) or (scope is not None and not isinstance(obj, nn.Module)):
-                continue  # plain values are returned; a scope restores modules only
-            if name not in saved:
-                self._missing_entry(name, saved, path, strict, result)
-            elif isinstance(obj, nn.Module):
-                result.record_skipped(
-                    name, load_module_state(name, obj, saved[name], scope, strict, path)
-                )
-                restored.add(name)
-            else:
-                state = from_storable(saved[name], copy=True)
-                lacking = load_training_object(name, obj, state, strict, path)
-                if lacking:  # strict=False: left as it was
-                    result.missing_keys[name] = lacking
-                restored.add(name)
+        targets = {
+            name: obj
+            for name, obj in ((name, unwrap(target)) for name, target in state.items())
+            # plain values are returned; a scope restores modules only
+            if is_stateful(obj) and (scope is None or isinstance(obj, nn.Module))
+        }
+        # A strict load checks every entry before it changes any: a refusal leaves the
+        # model, optimizer and scheduler as they were, not half restored.
+        for check_only in (True, False) if strict else (False,):
+            for name, obj in targets.items():
+                if name not in saved:
+                    self._missing_entry(name, saved, path, strict, result)
+                elif isinstance(obj, nn.Module):
+                    skipped = load_module_state(
+                        name, obj, saved[name], scope, strict, path, check_only=check_only
+                    )
+                    if not check_only:
+                        result.record_skipped(name, skipped)
+                        restored.add(name)
+                elif check_only:
+                    load_training_object(name, obj, saved[name], strict, path, check_only=True)
+                else:
+                    values = from_storable(saved[name], copy=True)
+                    lacking = load_training_object(name, obj, values, strict, path)
+                    if lacking:  # strict=False: left as it was
+                        result.missing_keys[name] = lacking
+                    restored.add(name)
         result.values = {k: from_storable(v, True) for k, v in saved.items() if k not in restored}
         if not result.clean:
             warnings.warn(describe_skipped(result), stacklevel=3)

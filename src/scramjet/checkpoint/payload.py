@@ -629,12 +629,14 @@ def load_module_state(
     *,
     target: str | None = None,
     advice: str = _FIT_ADVICE,
+    check_only: bool = False,
 ) -> tuple[list[str], list[str], list[str]]:
     """Load checkpoint entry ``name`` (of the file ``path``) into ``module``.
 
     Returns the keys skipped (missing, unexpected, shape-mismatched); with ``strict`` any
     of them is a :class:`CheckpointMismatchError` that lists them and ``advice`` (the ways
     out, in the caller's words); ``target`` names what did not fit (default: the entry).
+    ``check_only`` raises or returns the same without loading anything.
     """
     if not isinstance(saved, Mapping):
         raise CheckpointMismatchError(
@@ -659,7 +661,8 @@ def load_module_state(
                 lines.append(f"  {label} ({len(keys)}): {format_keys(keys)}")
         lines.append(f"  {advice}")
         raise CheckpointMismatchError("\n".join(lines))
-    module.load_state_dict(usable, strict=False)
+    if not check_only:
+        module.load_state_dict(usable, strict=False)
     return missing, unexpected, mismatched
 
 

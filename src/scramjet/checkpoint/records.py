@@ -93,7 +93,9 @@ _NEW_OPTIMIZER = (
 )
 
 
-def load_training_object(name: str, obj: Any, saved: Any, strict: bool, path: Path) -> list[str]:
+def load_training_object(
+    name: str, obj: Any, saved: Any, strict: bool, path: Path, *, check_only: bool = False
+) -> list[str]:
     """Load entry ``name`` of ``path`` into ``obj``; returns the keys it could not use.
 
     An optimizer or a learning-rate scheduler saved from another kind than ``obj`` (SGD's
@@ -101,10 +103,22 @@ def load_training_object(name: str, obj: Any, saved: Any, strict: bool, path: Pa
     the saved hyperparameters into ``obj`` and fail at its next step, or silently follow
     the other schedule. With ``strict`` that is a :class:`CheckpointMismatchError`;
     otherwise ``obj`` is left as it was and the keys it lacks are returned.
+    ``check_only`` raises or returns the same without loading anything.
     """
-    if isinstance(obj, torch.optim.Optimizer) and isinstance(saved, Mapping):
-        return _load_optimizer(name, obj, saved, strict, path)
-    if isinstance(obj, torch.amp.GradScaler) and isinstance(saved, Mapping) and not saved:
+    refused = _training_problem(obj, saved) if isinstance(saved, Mapping) else None
+    if refused is not None:
+        problem, keys, advice = refused
+        return _refuse(name, problem, keys, strict, path, advice=advice)
+    if not check_only:
+        obj.load_state_dict(dict(saved) if isinstance(obj, torch.optim.Optimizer) else saved)
+    return []
+
+
+def _training_problem(obj: Any, saved: Mapping[str, Any]) -> tuple[str, list[str], str] | None:
+    """Why ``saved`` does not fit ``obj`` (the problem, the keys concerned, advice), if so."""
+    if isinstance(obj, torch.optim.Optimizer):
+        return _optimizer_problem(obj, saved)
+    if isinstance(obj, torch.amp.GradScaler) and not saved:
         keys = list(obj.state_dict())
         if keys:  # an enabled scaler; torch raises a RuntimeError even for strict=False
             problem = (
@@ -112,8 +126,8 @@ def load_training_object(name: str, obj: Any, saved: Any, strict: bool, path: Pa
                 f"into is enabled. Pass strict=False to keep its current state (scale "
                 f"{obj.get_scale()}), or load into GradScaler(enabled=False)"
             )
-            return _refuse(name, problem, keys, strict, path, advice="")
-    if isinstance(obj, torch.optim.lr_scheduler.LRScheduler) and isinstance(saved, Mapping):
+            return problem, keys, ""
+    if isinstance(obj, torch.optim.lr_scheduler.LRScheduler):
         own = {k for k in obj.state_dict() if not k.startswith("_")}
         held = {str(k) for k in saved if not str(k).startswith("_")}
         # A checkpoint of an older version of the same class only lacks keys; another
@@ -123,35 +137,33 @@ def load_training_object(name: str, obj: Any, saved: Any, strict: bool, path: Pa
                 f"was saved from another kind of scheduler than the {type(obj).__name__} it "
                 f"is loaded into: it holds {sorted(held - own)} and lacks {sorted(own - held)}"
             )
-            return _refuse(name, problem, sorted(own - held), strict, path)
-    obj.load_state_dict(saved)
-    return []
+            return problem, sorted(own - held), " " + _NEW_OPTIMIZER
+    return None
 
 
-def _load_optimizer(
-    name: str, opt: torch.optim.Optimizer, saved: Mapping[str, Any], strict: bool, path: Path
-) -> list[str]:
+def _optimizer_problem(
+    opt: torch.optim.Optimizer, saved: Mapping[str, Any]
+) -> tuple[str, list[str], str] | None:
     groups = saved.get("param_groups")
-    if isinstance(groups, list) and all(isinstance(g, Mapping) for g in groups):
-        held = [len(g.get("params", ())) for g in groups]
-        own = [len(g["params"]) for g in opt.param_groups]
-        if held != own:
-            problem = (
-                f"holds {_groups(held)} of sizes {held}; the {type(opt).__name__} it is "
-                f"loaded into has {_groups(own)} of sizes {own}"
-            )
-            return _refuse(name, problem, ["param_groups"], strict, path)
-    before = opt.state_dict()  # references, no copies: loading builds new tensors
-    opt.load_state_dict(dict(saved))
-    lacking = sorted({k for g in opt.param_groups for k in opt.defaults if k not in g})
+    if not (isinstance(groups, list) and all(isinstance(g, Mapping) for g in groups)):
+        return None  # malformed: torch's load_state_dict says what is wrong
+    held = [len(g.get("params", ())) for g in groups]
+    own = [len(g["params"]) for g in opt.param_groups]
+    if held != own:
+        problem = (
+            f"holds {_groups(held)} of sizes {held}; the {type(opt).__name__} it is "
+            f"loaded into has {_groups(own)} of sizes {own}"
+        )
+        return problem, ["param_groups"], " " + _NEW_OPTIMIZER
+    # Loading replaces the groups by the saved ones: each must have every hyperparameter.
+    lacking = sorted({k for g in groups for k in opt.defaults if k not in g})
     if not lacking:
-        return []
-    opt.load_state_dict(before)  # put back what the optimizer held
+        return None
     problem = (
         f"was saved from another kind of optimizer than the {type(opt).__name__} it is "
         f"loaded into: its parameter groups lack {lacking}"
     )
-    return _refuse(name, problem, lacking, strict, path)
+    return problem, lacking, " " + _NEW_OPTIMIZER
 
 
 def _groups(sizes: list[int]) -> str:
@@ -159,12 +171,7 @@ def _groups(sizes: list[int]) -> str:
 
 
 def _refuse(
-    name: str,
-    problem: str,
-    keys: list[str],
-    strict: bool,
-    path: Path,
-    advice: str = " " + _NEW_OPTIMIZER,
+    name: str, problem: str, keys: list[str], strict: bool, path: Path, advice: str
 ) -> list[str]:
     if strict:
         raise CheckpointMismatchError(
