@@ -373,3 +373,17 @@ def test_a_strict_load_that_fails_changes_nothing(tmp_path: Path, build: object)
             else:
                 assert value == before[name][key], (name, key)
     manager.close()
+
+
+def test_a_folder_or_a_bare_file_name_as_which_gets_a_pointed_error(tmp_path: Path) -> None:
+    manager = CheckpointManager(tmp_path / "ckpts")
+    path = manager.save({"w": torch.zeros(1)}, step=1)
+    manager.close()
+    with pytest.raises(FileNotFoundError, match=r"is a folder.*which='latest'"):
+        manager.load(which=tmp_path / "ckpts")
+    with pytest.raises(
+        FileNotFoundError, match=r"does not exist.*did you mean .*ckpts/" + path.name
+    ):
+        manager.load(which=path.name)
+    with pytest.raises(IsADirectoryError, match=r"reads one checkpoint file.*CheckpointManager"):
+        read_checkpoint(tmp_path / "ckpts")

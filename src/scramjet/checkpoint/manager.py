@@ -554,10 +554,18 @@ class CheckpointManager:
     def _candidates(self, which: str | os.PathLike[str]) -> list[Path]:
         if self._is_path(which):
             path = Path(which)
+            if path.is_dir():
+                raise FileNotFoundError(
+                    f"which={str(path)!r} is a folder; which= takes 'latest', 'best' or the "
+                    "path of one checkpoint file. For the newest checkpoint of that folder use "
+                    f"CheckpointManager({str(path)!r}).load(state, which='latest')"
+                )
             if not path.is_file():
+                here = self.directory / path
+                hint = f"; did you mean {str(here)!r}?" if here.is_file() else ""
                 raise FileNotFoundError(
                     f"checkpoint file {str(path)!r} does not exist (which= takes 'latest', "
-                    "'best' or the path of a checkpoint file)"
+                    f"'best' or the path of a checkpoint file){hint}"
                 )
             return [path]
         found = self.checkpoints()
@@ -694,6 +702,11 @@ def read_checkpoint(
             are not allowed with ``weights_only=True``, or is not a scramjet checkpoint.
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"read_checkpoint reads one checkpoint file; {str(path)!r} is a folder. For the "
+            f"newest checkpoint in it use CheckpointManager({str(path)!r}).load(state)"
+        )
     _check_map_location(map_location)  # else torch's refusal would read as a damaged file
     for manager in list(_WRITERS.get(os.path.realpath(path.parent), ())):
         manager._writer.join()  # a file being written by this process: read it once complete
