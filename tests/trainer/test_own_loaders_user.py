@@ -214,3 +214,34 @@ def test_a_sampler_that_shuffles_with_the_global_generators_resumes_exactly(
     assert whole[:6] != whole[6:]  # reshuffled every epoch
     assert joined == whole
     assert same_weights
+
+
+class ShuffledStream(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
+    """A stream that shuffles its samples with ``random.shuffle`` when it starts."""
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        order = list(range(N))
+        random.shuffle(order)
+        return (Indexed()[i] for i in order)
+
+    def __len__(self) -> int:
+        return N
+
+
+@pytest.mark.parametrize("kind", ["sampler", "batch_sampler", "shuffled stream"])
+def test_a_ready_loader_that_shuffles_with_the_global_generators_resumes_exactly(
+    kind: str, tmp_path: Path
+) -> None:
+    def data() -> Any:
+        if kind == "sampler":
+            return DataLoader(Indexed(noisy=True), batch_size=4, sampler=GlobalRandomSampler(N))
+        if kind == "batch_sampler":
+            return DataLoader(Indexed(noisy=True), batch_sampler=PythonRandomBuckets())
+        return ShuffledStream()
+
+    whole, joined, same_weights = _crash_and_resume(data, tmp_path, crash=9)
+    epochs = [sorted(i for step in whole[k : k + 6] for i in step) for k in (0, 6)]
+    assert epochs == [list(range(N))] * 2
+    assert whole[:6] != whole[6:]  # reshuffled every epoch
+    assert joined == whole
+    assert same_weights

@@ -31,6 +31,7 @@ from scramjet.trainer.samplers import ShardSampler as ShardSampler
 from scramjet.trainer.samplers import SkipBatches as SkipBatches
 from scramjet.trainer.samplers import SkipSampler as SkipSampler
 from scramjet.trainer.samplers import safe_len as safe_len
+from scramjet.trainer.samplers import seed_global_generators
 from scramjet.trainer.samplers import shard_window_order as shard_window_order
 
 T = TypeVar("T")
@@ -562,7 +563,9 @@ class DataOrder:
         n_batches = safe_len(loader)
         if hasattr(sampler, "set_start"):  # the loader holds only the batches still to come
             return loader, (skip + n_batches if n_batches else 0)
-        if skip:  # nothing to skip indices with (e.g. an IterableDataset): read past them
+        if isinstance(loader, DataLoader):  # a stream, or a ready loader's own order
+            return _read_past(loader, skip, self._draw_seed(epoch)), n_batches
+        if skip:  # nothing to skip indices with (e.g. a generator): read past them
             return _read_past(loader, skip), n_batches
         return loader, n_batches
 
@@ -641,19 +644,37 @@ class DataOrder:
 _EVAL_DATA = "the evaluation/prediction dataset"
 
 
-def _read_past(loader: Iterable[T], skip: int) -> Iterator[T]:
+_END = object()  # an iterator's end, for next(iterator, _END)
+
+
+def _read_past(loader: Iterable[T], skip: int, seed: int | None = None) -> Iterator[T]:
     """``loader``'s batches after its first ``skip``, which are read and dropped.
 
     The random generators (Python, NumPy, torch) are put back as they were once the
     skipped batches are read: what the dataset or sampler drew for them (random
     augmentations in ``__getitem__``, a shuffle) was drawn before the checkpoint that a
     resume restores, so the next batch draws exactly what the uninterrupted run drew.
+    With a ``seed``, the epoch starts (``iter`` and the first batch, where a sampler or a
+    stream draws its shuffle) with those generators seeded from it and then put back, so
+    a shuffle drawn from them is the same when a resumed run rebuilds the epoch.
     """
     states = get_rng_states()
-    iterator = iter(loader)
-    for _ in itertools.islice(iterator, skip):
-        pass
-    set_rng_states(states)
+    if seed is None:
+        iterator = iter(loader)
+    else:
+        try:
+            seed_global_generators(seed)
+            iterator = iter(loader)
+            first = next(iterator, _END)
+        finally:
+            set_rng_states(states)
+        if first is _END:
+            return
+        iterator = itertools.chain([cast(T, first)], iterator)
+    if skip:
+        for _ in itertools.islice(iterator, skip):
+            pass
+        set_rng_states(states)
     yield from iterator
 
 

@@ -248,9 +248,7 @@ def _skip_first(source: Iterable[T], start: int, seed: int | None) -> Iterator[T
         return
     states = get_rng_states()
     try:
-        random.seed(seed)
-        np.random.seed(seed % 2**32)
-        torch.default_generator.manual_seed(seed)
+        seed_global_generators(seed)
         iterator = iter(source)
         first = next(iterator, _END)
     finally:
@@ -266,6 +264,13 @@ def _skip_first(source: Iterable[T], start: int, seed: int | None) -> Iterator[T
 
 
 _END = object()
+
+
+def seed_global_generators(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's CPU global generators (not CUDA's)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.default_generator.manual_seed(seed)
 
 
 def safe_len(obj: object) -> int:
