@@ -245,3 +245,63 @@ def test_a_ready_loader_that_shuffles_with_the_global_generators_resumes_exactly
     assert whole[:6] != whole[6:]  # reshuffled every epoch
     assert joined == whole
     assert same_weights
+
+
+def _plain_trainer(model: nn.Module | None = None) -> Trainer:
+    seed_everything(0)
+    model = model or nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 1))
+    return Trainer(model, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=1e-3), [], seed=0)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="checks.check_not_empty measures len() of the DataLoader given as train_dataset, "
+    "and calls a loader that drop_last emptied an empty dataset",
+)
+def test_a_ready_loader_whose_drop_last_leaves_no_batch_is_named_as_such() -> None:
+    loader = DataLoader(Indexed(3), batch_size=4, drop_last=True)
+    with pytest.raises(ValueError, match="drop_last") as caught:
+        _plain_trainer().train(loader, num_epochs=1)
+    assert "3 sample" in str(caught.value)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a last training batch of one sample reaches BatchNorm, whose torch error names "
+    "neither the batch nor the fix (drop_last=True); the Trainer does not explain it",
+)
+def test_a_last_batch_of_one_sample_with_batchnorm_names_drop_last() -> None:
+    model = nn.Sequential(nn.Linear(2, 4), nn.BatchNorm1d(4), nn.Linear(4, 1))
+    with pytest.raises(ValueError, match="drop_last"):
+        _plain_trainer(model).train(Indexed(9), num_epochs=1, per_device_batch_size=4)
+
+
+class FixedBuckets:
+    """A batch sampler that groups indices out of dataset order (bucketing by length)."""
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter([[9, 1, 5], [0, 2], [3, 4, 6, 7, 8]])
+
+    def __len__(self) -> int:
+        return 3
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Trainer.predict joins outputs in the loader's order: a batch sampler in "
+    "dataloader_kwargs or a shuffling ready DataLoader returns them permuted, silently",
+)
+@pytest.mark.parametrize("kind", ["batch_sampler", "shuffled DataLoader"])
+def test_predict_returns_dataset_order_or_says_it_cannot(kind: str) -> None:
+    trainer = _plain_trainer()
+    data = Indexed(10)
+    with torch.no_grad():
+        expected = trainer.model(torch.stack([data[i][0] for i in range(10)]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if kind == "batch_sampler":
+            out = trainer.predict(data, dataloader_kwargs={"batch_sampler": FixedBuckets()})
+        else:
+            out = trainer.predict(DataLoader(data, batch_size=3, shuffle=True))
+    warned = any("order" in str(w.message) for w in caught)
+    assert torch.allclose(out, expected) or warned
