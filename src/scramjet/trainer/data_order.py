@@ -514,13 +514,10 @@ class DataOrder:
         generator: workers' seeds; a random sampler's generator: the shuffled order) for
         (seed, epoch, rank). A DataLoader the user built is reseeded too: starting an epoch
         then draws nothing from torch's global RNG, whose state a checkpoint restores
-        mid-epoch, so a resumed run sees the same order. A sampler, batch sampler or stream
-        that shuffles with the global generators (``torch.randperm``, ``random.shuffle``)
-        starts the epoch with them seeded for (seed, epoch, rank) and then put back
-        (:class:`SkipSampler`, :func:`_read_past`); batches read past on a resume draw
-        nothing from them. Skipped batches become skipped
-        indices at the loader's own batch size (its batch sampler's for a DataLoader fed
-        whole batches, ``batch_size`` when it has none).
+        mid-epoch, so a resumed run sees the same order; one that shuffles with the global
+        generators starts the epoch with them seeded (:class:`SkipSampler`, :func:`_read_past`).
+        Skipped batches become skipped indices at the loader's own batch size (its batch
+        sampler's for a DataLoader fed whole batches, ``batch_size`` when it has none).
         The length counts the skipped batches; 0 means unknown.
         """
         sampler: Any = getattr(loader, "sampler", None)
