@@ -24,15 +24,24 @@ from transformers import (
     BertForSequenceClassification,
     BertForTokenClassification,
     DataCollatorForLanguageModeling,
+    DataCollatorForSeq2Seq,
     DataCollatorForTokenClassification,
     GPT2Config,
     GPT2LMHeadModel,
     PreTrainedTokenizerFast,
+    T5Config,
+    T5ForConditionalGeneration,
 )
 from transformers.utils import logging as hf_logging
 
 from scramjet import Trainer
-from scramjet.metrics import ClassificationResults, PerplexityResults
+from scramjet.metrics import (
+    BleuResults,
+    ClassificationResults,
+    PerplexityResults,
+    QAResults,
+    RougeResults,
+)
 
 WORDS = ("the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away", "and", "then")
 
@@ -250,3 +259,24 @@ def test_a_dataset_with_getitem_and_len_but_no_dataset_base_trains() -> None:
     trainer.train(rows, num_epochs=1, per_device_batch_size=8, eval_dataset=rows)
     assert len(trainer.run_history.get_metric_values("eval_loss_epoch")) == 1
     assert trainer.predict(rows).logits.shape == (16, 2)
+
+
+# ------------------------------------------------------------------ text metrics
+def test_text_metrics_given_a_models_output_say_what_they_received_and_to_decode() -> None:
+    tok = word_tokenizer()
+    data = [{**tok(text), "labels": tok(text)["input_ids"]} for text in sentences(6)]
+    collate = DataCollatorForSeq2Seq(tok)
+    config = T5Config(
+        vocab_size=len(tok), d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
+        pad_token_id=0, decoder_start_token_id=0,
+    )  # fmt: skip
+    trainer = plain_trainer(T5ForConditionalGeneration(config))
+    texts = sentences(6)
+    for package in (BleuResults(), RougeResults(), QAResults()):
+        with pytest.raises(TypeError, match=r"received Seq2SeqLMOutput.*batch_decode"):
+            package.evaluate(trainer, data, per_device_batch_size=3, collate_fn=collate)
+        with pytest.raises(TypeError, match=r"y_true.*received Tensor of shape \(6, 4\)"):
+            package.compute(texts, torch.zeros(6, 4, dtype=torch.long))
+        with pytest.raises(TypeError, match=r"received one str"):
+            package.compute(texts[0], [texts[0]])
+    assert RougeResults().compute(texts, [[t] for t in texts])["rouge1_f1"] == 1.0

@@ -13,7 +13,7 @@ import math
 import re
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -68,8 +68,39 @@ def rouge_l(prediction: str, reference: str) -> tuple[float, float, float]:
     return _prf(lcs_length(p, r), len(p), len(r))
 
 
+_DECODE_HINT = (
+    "Text metrics compare texts: decode token ids first (e.g. tokenizer.batch_decode(ids, "
+    "skip_special_tokens=True)) and call package.compute(texts, references); evaluate(trainer, "
+    "dataset) gives the model's raw output (logits), not texts."
+)
+
+
+def _described(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return f"{type(value).__name__} of shape {tuple(shape)}"
+    return type(value).__name__
+
+
 def _as_refs(y_true: Any, n: int) -> list[list[str]]:
-    refs = [[t] if isinstance(t, str) else list(t) for t in y_true]
+    if isinstance(y_true, str | torch.Tensor | Mapping) or not isinstance(y_true, Iterable):
+        raise TypeError(
+            f"y_true must be a list with one reference text (or a list of texts) per "
+            f"prediction; received {_described(y_true)}. {_DECODE_HINT}"
+        )
+    refs: list[list[str]] = []
+    for i, item in enumerate(y_true):
+        ref = [item] if isinstance(item, str) else item
+        if not isinstance(ref, Iterable) or isinstance(ref, torch.Tensor):
+            ref = None
+        else:
+            ref = list(ref)
+        if ref is None or not all(isinstance(r, str) for r in ref):
+            raise TypeError(
+                f"y_true[{i}] must be a reference text or a list of texts; received "
+                f"{_described(item)}. {_DECODE_HINT}"
+            )
+        refs.append(ref)
     if len(refs) != n:
         raise ValueError(
             f"{n} predictions but {len(refs)} references; pass one (list of) reference(s) each."
@@ -78,9 +109,24 @@ def _as_refs(y_true: Any, n: int) -> list[list[str]]:
 
 
 def _texts(y_pred: Any) -> list[str]:
-    if isinstance(y_pred, str) or not all(isinstance(t, str) for t in y_pred):
-        raise TypeError("y_pred must be a list of strings (one text per sample).")
-    return list(y_pred)
+    if isinstance(y_pred, str):
+        raise TypeError(
+            "y_pred must be a list of strings (one text per sample); received one str. Pass "
+            "[text] for a single prediction."
+        )
+    if isinstance(y_pred, torch.Tensor | Mapping) or not isinstance(y_pred, Iterable):
+        raise TypeError(
+            f"y_pred must be a list of strings (one text per sample); received "
+            f"{_described(y_pred)}. {_DECODE_HINT}"
+        )
+    texts = list(y_pred)
+    wrong = next((t for t in texts if not isinstance(t, str)), None)
+    if wrong is not None:
+        raise TypeError(
+            f"y_pred must be a list of strings (one text per sample); it holds a "
+            f"{_described(wrong)}. {_DECODE_HINT}"
+        )
+    return texts
 
 
 class RougeResults(ResultPackage):
