@@ -190,6 +190,29 @@ def test_perplexity_of_a_causal_lm_scores_each_position_against_the_next_token()
     assert unshifted["perplexity"] != pytest.approx(scored["perplexity"], rel=1e-2)
 
 
+def test_result_package_scores_the_logits_of_a_return_dict_false_model() -> None:
+    config = BertConfig(
+        vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=16, num_labels=2, return_dict=False,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config)
+    ids = torch.randint(4, 32, (20, 8))
+    labels = (ids == 7).any(dim=1).long()
+    data = [{"input_ids": i, "labels": y} for i, y in zip(ids, labels)]
+    trainer = plain_trainer(model)
+
+    scored = ClassificationResults().evaluate(trainer, data, per_device_batch_size=8)
+
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=ids)[0]  # (logits,): a tuple
+    assert scored == ClassificationResults()(logits, labels)
+    with torch.no_grad():  # (loss, logits): the logits are scored, not the loss
+        with_loss = model(input_ids=ids, labels=labels)
+    assert ClassificationResults()(with_loss, labels) == scored
+
+
 # ------------------------------------------------------------------ the loss that is trained on
 def test_a_loss_func_left_unused_by_the_models_own_loss_is_named_in_one_warning() -> None:
     config = BertConfig(

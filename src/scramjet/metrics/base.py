@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from scramjet.runtime import distributed as dist
-from scramjet.trainer.batch import LOGITS_KEY, TARGET_KEYS, concat_outputs, output_field
+from scramjet.trainer.batch import (
+    LOGITS_KEY,
+    TARGET_KEYS,
+    concat_outputs,
+    logits_of,
+    output_field,
+)
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
@@ -185,9 +191,15 @@ def _target_of(sample: Any, index: int) -> Any:
 
 def as_tensor(value: Any, what: str) -> torch.Tensor:
     """Predictions or targets as a CPU tensor (lists and numpy arrays accepted; a model
-    output with ``logits``, such as a Hugging Face ``ModelOutput`` or a dict, gives them)."""
+    output with ``logits``, such as a Hugging Face ``ModelOutput`` or a dict, gives them, and
+    so does a tuple of tensors such as ``(logits, ...)`` or ``(loss, logits, ...)``, as a
+    Hugging Face model built with ``return_dict=False`` returns)."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu()
+    if isinstance(value, tuple) and any(
+        isinstance(item, torch.Tensor) and item.ndim for item in value
+    ):
+        return cast(torch.Tensor, logits_of(value, what)).detach().cpu()
     if isinstance(value, Mapping) or (
         dataclasses.is_dataclass(value) and not isinstance(value, type)
     ):
