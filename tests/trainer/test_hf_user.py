@@ -5,7 +5,12 @@ nothing is downloaded. What is checked:
 
 - Result packages score each prediction against its own target when the collate function
   pads on the left (decoder-only models, ``padding_side="left"``) or makes the targets
-  itself (``DataCollatorForLanguageModeling``'s ``labels``).
+  itself (``DataCollatorForLanguageModeling``'s ``labels``), also on two processes, where
+  each rank batches its own share (slow); a ``return_dict=False`` model's tuple is scored by
+  its logits.
+- A ``loss_func`` that the model's own loss leaves unused is named in one warning.
+- Text metrics given a model's output or token ids say what they received and to decode.
+- (strict xfail) a dataset with ``__getitem__`` and ``__len__`` but no ``Dataset`` base.
 - ``PerplexityResults(shift_labels=True)`` scores a causal language model's logits at ``t``
   against the token at ``t + 1``, as the model's own loss does (also through ``evaluate``);
   without it, such a model's output is scored unshifted with a warning that says so.
@@ -303,3 +308,58 @@ def test_text_metrics_given_a_models_output_say_what_they_received_and_to_decode
         with pytest.raises(TypeError, match=r"received one str"):
             package.compute(texts[0], [texts[0]])
     assert RougeResults().compute(texts, [[t] for t in texts])["rouge1_f1"] == 1.0
+
+
+# ------------------------------------------------------------------ two processes
+LEFT_PADDED_JOB = """
+import json, sys
+import torch
+from scramjet import Trainer
+from scramjet.metrics import ClassificationResults
+from scramjet.runtime import distributed as dist
+
+class Echo(torch.nn.Module):  # token logits [-x, x]: class 1 where the token id is odd
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(()))
+    def forward(self, input_ids):
+        x = (input_ids % 2).float() * 2 - 1
+        return {"logits": torch.stack([-x, x], dim=-1) * self.w}
+
+def collate(samples):  # pads on the LEFT to the batch's longest, labels with -100
+    width = max(len(s["input_ids"]) for s in samples)
+    pad = [width - len(s["input_ids"]) for s in samples]
+    return {
+        "input_ids": torch.tensor([[2] * p + s["input_ids"] for p, s in zip(pad, samples)]),
+        "labels": torch.tensor([[-100] * p + s["labels"] for p, s in zip(pad, samples)]),
+    }
+
+# lengths differ within every rank's batches; every label is right for its own token
+data = []
+for i in range(7):
+    ids = [2 * i + 1 + k for k in range(1 + i % 4)]
+    data.append({"input_ids": ids, "labels": [t % 2 for t in ids]})
+model = Echo()
+trainer = Trainer(model, None, torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[])
+scored = ClassificationResults().evaluate(trainer, data, per_device_batch_size=2, collate_fn=collate)
+if dist.get_rank() == 0:
+    with open(sys.argv[1], "w") as f:
+        json.dump(scored, f)
+"""
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_result_package_on_two_processes_aligns_left_padded_targets(tmp_path: Any) -> None:
+    import json
+
+    from tests.common.torchrun import run_torchrun
+
+    job, out = tmp_path / "job.py", tmp_path / "out.json"
+    job.write_text(LEFT_PADDED_JOB)
+    done = run_torchrun(job, str(out), timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    scored = json.loads(out.read_text())
+    tokens = sum(1 + i % 4 for i in range(7))
+    assert scored["accuracy"] == 1.0
+    assert sum(map(sum, scored["confusion_matrix"])) == tokens
