@@ -123,7 +123,8 @@ def _started(info: dict[str, Any]) -> float:
 
 
 def summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
-    """Status, start time, last step and the last value of each requested metric.
+    """Status, start time, last step and the last value of each requested metric (under
+    the key ``"metric:" + name``).
 
     A run whose files cannot be read is listed with status ``unreadable (<reason>)``
     instead of stopping the listing of every other run.
@@ -137,7 +138,7 @@ def summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
             "started": "",
             "epochs": 0,
         }
-        row.update({name: None for name in metrics})
+        row.update({_METRIC + name: None for name in metrics})
         return row
 
 
@@ -145,18 +146,23 @@ def _summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
     info = _info(run)
     epochs, last = metric_summary(run)
     started = _started(info)
+    damaged = not info and (run / "run.json").is_file()  # said as list_runs says it
     row: dict[str, Any] = {
         "run": f"{run.parent.name}/{run.name}",
-        "status": run_status(info),
+        "status": "unreadable (run.json is not a JSON object)" if damaged else run_status(info),
         "started": _dt.datetime.fromtimestamp(started).strftime("%Y-%m-%d %H:%M")
         if started
         else "",
         "epochs": epochs,
     }
     results = _results(run)
-    for name in metrics:
-        row[name] = last[name] if name in last else _result_value(results, name)
+    for name in metrics:  # under their own keys: a metric may be named like a fixed column
+        row[_METRIC + name] = last[name] if name in last else _result_value(results, name)
     return row
+
+
+#: The prefix of a metric's key in a :func:`summarize` row: ``"metric:" + name``.
+_METRIC = "metric:"
 
 
 def metric_summary(run: Path) -> tuple[int, dict[str, float]]:
@@ -321,17 +327,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"No runs of project {args.project!r} under {root}{there}." if args.project
               else f"No runs under {root}.")  # fmt: skip
         return 0
-    missing_everywhere = [m for m in metrics if all(row[m] is None for row in rows)]
+    missing_everywhere = [m for m in metrics if all(row[_METRIC + m] is None for row in rows)]
     if missing_everywhere and asked:  # a typo, or a name kept elsewhere: say which exist
         _warn_unknown(missing_everywhere, runs)
     declared = [hyperparams(r) for r in runs]
     shown = _param_columns(args.params, declared)
     fixed = ["run", "status", "started", "epochs"]
-    header = fixed + [p if p not in metrics else f"hp.{p}" for p in shown] + metrics
+    taken = set(fixed) | set(metrics)  # a hyperparameter named `epochs` is not the column
+    header = fixed + [p if p not in taken else f"hp.{p}" for p in shown]
+    header += [m if m not in fixed else f"metric.{m}" for m in metrics]
     table = [header]
     for row, params in zip(rows, declared):
         cells = [_fmt(row[h]) for h in fixed] + [_cell(params.get(p)) for p in shown]
-        table.append(cells + [_fmt(row[m]) for m in metrics])
+        table.append(cells + [_fmt(row[_METRIC + m]) for m in metrics])
     _print_table(table)
     return 0
 
