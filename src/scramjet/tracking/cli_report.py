@@ -39,7 +39,7 @@ def _error(message: str) -> int:
 def _output(arg: str | None, first_run: Path) -> tuple[Path, str | None]:
     """The comparison page to write and, when it cannot be written, why."""
     out = Path(arg) if arg else first_run.parent / COMPARE_PAGE
-    if out.is_dir():
+    if out.is_dir() or (arg and arg.endswith(("/", os.sep))):  # `-o new_folder/`: a folder
         out = out / COMPARE_PAGE
     if out.is_dir():
         return out, f"{str(out)!r} is a folder; name the HTML file to write"
