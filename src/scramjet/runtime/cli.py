@@ -179,6 +179,11 @@ def build_torchrun_argv(args: argparse.Namespace) -> list[str]:
     if not 0 <= args.node_rank < high:
         raise ValueError(f"--node-rank must be in 0..{high - 1}, got {args.node_rank}")
     _check_nproc(str(args.nproc_per_node))
+    if args.master_port is not None and not 0 < args.master_port < 65536:
+        raise ValueError(
+            f"--master-port must be a TCP port from 1 to 65535, got {args.master_port}; "
+            "leave it out on one node (a free port is picked)"
+        )
     if args.max_restarts < 0:
         raise ValueError(f"--max-restarts must be >= 0, got {args.max_restarts}")
     _check_rendezvous(args, high)
@@ -228,6 +233,11 @@ def _checked_script(args: argparse.Namespace) -> argparse.Namespace:
         raise ValueError(
             "no script to run; usage: scramjet launch [options] train.py [script arguments] "
             "(see scramjet launch --help)"
+        )
+    if not args.module and Path(args.script).is_dir():
+        raise ValueError(
+            f"script {args.script!r} is a folder; pass the Python file to run in it "
+            "(e.g. train.py), or -m and a module name"
         )
     if not args.module and not Path(args.script).is_file():
         raise ValueError(f"script {args.script!r} does not exist (to run a module, pass -m)")
