@@ -12,10 +12,12 @@ stops early (``scramjet runs | head``) ends them quietly.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 #: Exit status after Ctrl-C (128 + SIGINT, what a shell reports for a process it stopped).
 INTERRUPTED_EXIT_CODE = 130
@@ -32,10 +34,44 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _top_parser() -> argparse.ArgumentParser:
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors also name the closest valid spelling of each
+    mistyped command or option among ``typed`` (``--projcet``: did you mean ``--project``?)."""
+
+    typed: Sequence[str] = ()
+
+    def error(self, message: str) -> NoReturn:
+        hints = _did_you_mean(self, self.typed)
+        super().error(message + "".join(f"\n  {hint}" for hint in hints))
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, typed: Sequence[str]) -> list[str]:
+    """``"--projcet: did you mean --project?"`` for each option in ``typed`` that ``parser``
+    does not know (an unambiguous prefix of a known option counts as known), and for a
+    command name that is not one of :data:`SUBCOMMANDS` on the top-level parser."""
+    known = [s for action in parser._actions for s in action.option_strings]
+    hints = []
+    for token in typed:
+        if token == "--":
+            break
+        if token.startswith("-") and len(token) > 1:
+            name = token.split("=", 1)[0]
+            if any(k.startswith(name) for k in known):
+                continue
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        elif parser.prog == "scramjet" and token not in SUBCOMMANDS:
+            name, close = token, difflib.get_close_matches(token, list(SUBCOMMANDS), n=1)
+        else:
+            continue
+        if close:
+            hints.append(f"{name}: did you mean {close[0]}?")
+    return hints
+
+
+def _top_parser() -> _Parser:
     from scramjet import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="scramjet",
         description="PyTorch training that is short to write, fast to run and easy to track.",
     )
@@ -54,14 +90,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args:
             parser.print_help()
             return 0
+        parser.typed = args[:1]
         parser.parse_args(args)  # prints --help/--version, or an error naming the choices
         return 2
     name, rest = args[0], args[1:]
     try:
         module = importlib.import_module(SUBCOMMANDS[name][0])
-        sub_parser = argparse.ArgumentParser(
-            prog=f"scramjet {name}", description=SUBCOMMANDS[name][1]
-        )
+        sub_parser = _Parser(prog=f"scramjet {name}", description=SUBCOMMANDS[name][1])
+        # launch passes what follows the script to the script: those are not its options
+        sub_parser.typed = rest if name != "launch" else []
         module.configure_parser(sub_parser)
         parsed = sub_parser.parse_args(rest)
         return int(module.run(parsed) or 0)
