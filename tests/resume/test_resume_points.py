@@ -220,7 +220,11 @@ def test_a_run_stopped_mid_epoch_resumes_inside_that_epoch(
     assert stopped.state.batches_seen_in_epoch == 2 * (10 - job.STEPS_PER_EPOCH)
     assert len(stopped.run_history.get_metric_values("eval_loss_epoch")) == 2  # epoch 2 ended
     resumed, kwargs = job.build(ckpt, num_workers=0, extra=(StopAt(),))
-    resumed.train(**kwargs, resume_from=ckpt)
+    if how == "max_num_train_steps":  # resumed without the limit: a longer plan, said so
+        with pytest.warns(UserWarning, match=r"planned for 10 optimizer updates"):
+            resumed.train(**kwargs, resume_from=ckpt)
+    else:
+        resumed.train(**kwargs, resume_from=ckpt)
     assert resumed.state.global_step == job.TOTAL_STEPS
     fetched = resumed.train_dataset.fetched
     assert len(fetched) == job.EPOCHS * job.NUM_SAMPLES - (job.NUM_SAMPLES + 6 * job.BATCH)

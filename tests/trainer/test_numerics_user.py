@@ -17,7 +17,6 @@ from torch import nn
 
 from scramjet import Trainer
 from scramjet.callbacks import TrainerCallback
-from scramjet.checkpoint import CheckpointMismatchError
 from scramjet.schedulers import CosineWarmupScheduler, WSDScheduler
 
 
@@ -97,13 +96,6 @@ def test_a_parameter_group_added_mid_run_follows_the_schedule(schedule: Any) -> 
     assert trainer.scheduler.state_dict()["base_lrs"] == [0.1, 0.02]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=CheckpointMismatchError,
-    reason="checkpoint/resume.py _targets asks for a 'scaler' entry whenever the Trainer has "
-    "a GradScaler; a checkpoint of a full-precision run has none, and the error says 'Pass "
-    "strict=False', which train(resume_from=...) does not take",
-)
 def test_a_full_precision_checkpoint_resumes_under_fp16_with_a_fresh_loss_scale(
     tmp_path: Path,
 ) -> None:

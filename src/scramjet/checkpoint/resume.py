@@ -23,6 +23,7 @@ import torch
 
 from scramjet.checkpoint import remote
 from scramjet.checkpoint.manager import CheckpointManager, write_checkpoint
+from scramjet.checkpoint.records import load_training_object
 from scramjet.runtime import distributed as dist
 from scramjet.runtime import fsdp
 from scramjet.runtime.seeding import get_rng_states, set_rng_states
@@ -250,6 +251,7 @@ def restore(
             return {}
         location = found
     targets = _targets(trainer, include_optimizer)
+    scaler = targets.pop("scaler", None)  # optional: a full-precision run saved none
     if remote.is_url(location):
         result = remote.load_remote(
             str(location),
@@ -262,6 +264,9 @@ def restore(
         manager, which = _manager_for(Path(location))
         result = manager.load(targets, which=which)
     values = dict(result.values)
+    saved_scale = values.pop("scaler", None)
+    if scaler is not None:
+        _restore_scaler(trainer, scaler, saved_scale, str(location))
     if not include_training_state:
         for key in _TRAINING_STATE_KEYS:
             values.pop(key, None)
@@ -283,6 +288,18 @@ def restore(
         trainer.data_order.load_state_dict({"seed": values.pop("sampler_seed")})
     _restore_rng(values.pop("rng", None))
     return values
+
+
+def _restore_scaler(trainer: Trainer, scaler: Any, saved: Any, location: str) -> None:
+    """The loss scale of an fp16 checkpoint, or a fresh one for a checkpoint saved in full
+    precision or bf16 (switching a run to fp16 when resuming it)."""
+    if not saved:  # none, or a disabled GradScaler's empty state
+        trainer.print(
+            f"{location}: the checkpoint holds no loss scale (saved without fp16); the "
+            f"GradScaler starts fresh at {scaler.get_scale():g}"
+        )
+        return
+    load_training_object("scaler", scaler, saved, True, Path(location))
 
 
 def _targets(trainer: Trainer, include_optimizer: bool) -> dict[str, Any]:
