@@ -235,19 +235,10 @@ def load_remote(
                 stacklevel=3,
             )
         local = folder / name
-        cached = not only_local and local.is_file()  # reused by _fetch if of the same size
-        if not only_local:
-            _fetch(fs, f"{root}/{name}", local)
         try:
-            try:
+            if only_local:
                 return manager.load(state, which=local, **options)
-            except CorruptCheckpointError:
-                if not cached:
-                    raise
-                # The damage may be in the local copy only: download the object itself.
-                return manager.load(
-                    state, which=_fetch(fs, f"{root}/{name}", local, reuse=False), **options
-                )
+            return _load_downloaded(manager, state, fs, f"{root}/{name}", local, options)
         except CorruptCheckpointError as error:
             errors.append(str(error))
             if not only_local:
@@ -262,6 +253,27 @@ def load_remote(
                     stacklevel=3,
                 )
     raise CorruptCheckpointError(folder / names[0], "no readable checkpoint: " + "; ".join(errors))
+
+
+def _load_downloaded(
+    manager: CheckpointManager,
+    state: Mapping[str, Any],
+    fs: Any,
+    remote_path: str,
+    local: Path,
+    options: dict[str, Any],
+) -> LoadResult:
+    """Download ``remote_path`` to ``local`` (an earlier copy of the same size is reused)
+    and load it; a reused copy that fails its checksum is downloaded again first, as the
+    damage may be in that copy only."""
+    cached = local.is_file()
+    _fetch(fs, remote_path, local)
+    try:
+        return manager.load(state, which=local, **options)
+    except CorruptCheckpointError:
+        if not cached:
+            raise
+        return manager.load(state, which=_fetch(fs, remote_path, local, reuse=False), **options)
 
 
 def _unreadable_store(url: str, folder: Path, error: Exception) -> CheckpointError:
