@@ -10,7 +10,8 @@ nothing is downloaded. What is checked:
   its logits.
 - A ``loss_func`` that the model's own loss leaves unused is named in one warning.
 - Text metrics given a model's output or token ids say what they received and to decode.
-- (strict xfail) a dataset with ``__getitem__`` and ``__len__`` but no ``Dataset`` base.
+- A dataset with ``__getitem__`` and ``__len__`` but no ``Dataset`` base trains, as a
+  DataLoader would read it.
 - ``PerplexityResults(shift_labels=True)`` scores a causal language model's logits at ``t``
   against the token at ``t + 1``, as the model's own loss does (also through ``evaluate``);
   without it, such a model's output is scored unshifted with a warning that says so.
@@ -268,12 +269,6 @@ class ColumnRows:
         return {name: values[index] for name, values in self.columns.items()}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trainer/checks.py check_dataset accepts only Dataset subclasses and iterables; an "
-    "object with __getitem__ and __len__ (which DataLoader takes) is refused by an error that "
-    "asks for __getitem__ and __len__",
-)
 def test_a_dataset_with_getitem_and_len_but_no_dataset_base_trains() -> None:
     torch.manual_seed(0)
     config = BertConfig(

@@ -8,11 +8,17 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.data import SequentialSampler
+
+from scramjet.runtime.stacklevel import user_stacklevel
+from scramjet.trainer.samplers import ShardSampler, safe_len
 
 
 def check_dataset(dataset: Any, name: str) -> None:
     """A map-style dataset (``__getitem__`` + ``__len__``) or an iterable of samples."""
-    is_data = isinstance(dataset, torch.utils.data.Dataset | Iterable)
+    kind = type(dataset)
+    map_style = hasattr(kind, "__getitem__") and hasattr(kind, "__len__")  # as DataLoader reads
+    is_data = isinstance(dataset, torch.utils.data.Dataset | Iterable) or map_style
     if isinstance(dataset, Mapping):
         raise TypeError(
             f"{name} must be a torch.utils.data.Dataset or an iterable of samples; received "
@@ -226,6 +232,16 @@ def check_not_empty(data: Any, name: str) -> None:
         size = len(data)
     except TypeError:  # no length: an iterable; its end is seen when it is read
         return
+    inner = getattr(data, "dataset", None)
+    if size == 0 and isinstance(data, torch.utils.data.DataLoader):
+        held = safe_len(inner)
+        if held:  # the samples are there; drop_last (or a batch sampler) gave no batch
+            raise ValueError(
+                f"{name} is a DataLoader that gives no batch: its dataset has {held} "
+                f"sample(s), its batch size is {data.batch_size} and drop_last="
+                f"{data.drop_last} drops a batch smaller than that. Build it with a batch "
+                f"size of at most {held}, or drop_last=False."
+            )
     if size == 0:
         raise ValueError(
             f"{name} is empty (len() == 0): a run over it would make no step and record a "
@@ -347,4 +363,45 @@ def empty_evaluation(data: Any) -> ValueError:
         f"the evaluation data ({type(data).__name__}, of unknown length) yielded no batch, so "
         f"eval_loss_epoch would be NaN. Check the stream's source (path, filter, shard), and "
         f"that its __iter__ returns a new iterator every time it is called."
+    )
+
+
+def explain_one_sample_batch(error: ValueError, batches_before: int) -> None:
+    """Raise a clearer error for a normalisation layer given a training batch of one
+    sample (usually an epoch's last batch: the remainder of the dataset's length divided
+    by the batch size); return for any other error."""
+    if "Expected more than 1 value per channel" not in str(error):
+        return
+    raise ValueError(
+        f"a training batch of one sample (batch {batches_before + 1} of the epoch) reached a "
+        f"normalisation layer that needs more than one value per channel in training mode "
+        f"(BatchNorm: {error}). An epoch's last batch holds the remainder of len(dataset) / "
+        f"batch size; drop it with train_dataloader_kwargs={{'drop_last': True}}, or choose "
+        f"a batch size that leaves a remainder other than 1."
+    ) from error
+
+
+def warn_unordered_loader(loader: Any) -> None:
+    """``predict()`` given a ready DataLoader that reads in another order than the
+    dataset's (``shuffle=True``, a random sampler, a batch sampler of its own): the outputs
+    come in that order, which cannot be undone from outside the loader, so say so."""
+    if not isinstance(loader, torch.utils.data.DataLoader) or isinstance(
+        loader.dataset, torch.utils.data.IterableDataset
+    ):
+        return
+    batches = loader.batch_sampler
+    ordered = (SequentialSampler, ShardSampler)
+    if batches is None or type(batches) is torch.utils.data.BatchSampler:
+        sampler = loader.sampler if batches is None else batches.sampler
+        if isinstance(sampler, ordered):
+            return
+        what = f"its sampler ({type(sampler).__name__})"
+    else:
+        what = f"its batch sampler ({type(batches).__name__})"
+    warnings.warn(
+        f"predict() got a DataLoader whose order is set by {what}, not the dataset's: the "
+        f"outputs come in the loader's order. For outputs in dataset order, pass the "
+        f"dataset (with the sampler or batch_sampler in dataloader_kwargs, whose order "
+        f"predict() undoes), or a DataLoader with shuffle=False",
+        stacklevel=user_stacklevel(),
     )
