@@ -175,7 +175,8 @@ def test_tuple_output_loss_is_not_passed_to_loss_func_as_logits() -> None:
         return torch.nn.functional.cross_entropy(logits, targets)
 
     trainer = trainer_for(model, loss_func)
-    trainer.train(data, num_epochs=1, per_device_batch_size=8)
+    with pytest.warns(UserWarning, match="returned its own 'loss'"):
+        trainer.train(data, num_epochs=1, per_device_batch_size=8)
     assert seen == [], "the model's own loss (first element) is the loss, as with ModelOutput"
 
 
@@ -253,7 +254,7 @@ def test_perplexity_package_pads_targets_of_different_lengths(
     data = [{**d, "labels": d["input_ids"]} for d in data]
     collate = DataCollatorForSeq2Seq(tokenizer)  # labels padded with -100
     trainer = trainer_for(gpt2(len(tokenizer)))
-    got = PerplexityResults(ignore_index=-100).evaluate(
+    got = PerplexityResults(ignore_index=-100, shift_labels=False).evaluate(
         trainer, data, per_device_batch_size=4, collate_fn=collate
     )["perplexity"]
     predicted = trainer.predict(data, per_device_batch_size=4, collate_fn=collate).logits

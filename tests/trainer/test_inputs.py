@@ -301,7 +301,8 @@ def test_forward_with_kwargs_receives_the_targets_too() -> None:
     x, y = task()
     model = OwnLoss()
     trainer = make_trainer(model, loss_func=never)
-    trainer.train(MapData(samples(x, y, "dict")), num_epochs=1, per_device_batch_size=BS)
+    with pytest.warns(UserWarning, match="returned its own 'loss'"):
+        trainer.train(MapData(samples(x, y, "dict")), num_epochs=1, per_device_batch_size=BS)
     assert seen and all(keys == {"labels"} for keys in seen)
     seen.clear()
     predicted = trainer.predict(MapData(samples(x, y, "dict")), per_device_batch_size=BS)

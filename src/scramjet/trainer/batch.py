@@ -483,3 +483,53 @@ __all__ = [
     "output_field",
     "split_batch",
 ]
+
+
+class OrderRecorder:
+    """A sampler or batch sampler passed through unchanged, remembering the sample
+    indices it gives, in order: ``predict`` puts the outputs of a bucketing batch sampler
+    (or a shuffling sampler) back in dataset order with them."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.indices: list[int] = []
+
+    def __iter__(self) -> Any:
+        self.indices = []
+        for item in self.inner:
+            if isinstance(item, Sequence | torch.Tensor):
+                self.indices.extend(int(i) for i in item)
+            else:
+                self.indices.append(int(item))
+            yield item
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getattr__(self, name: str) -> Any:  # set_epoch, generator, ... of the inner one
+        return getattr(self.__dict__["inner"], name)
+
+
+def in_dataset_order(joined: Any, indices: list[int]) -> Any:
+    """``joined`` (outputs in the order ``indices`` were read) with every tensor and list
+    of one row per sample put in dataset order; unchanged when already in order."""
+    n = len(indices)
+    if indices == sorted(indices):
+        return joined
+    if len(set(indices)) != n:
+        warnings.warn(
+            f"predict(): the sampler gave {n} indices with repeats, so the outputs cannot be "
+            f"put in dataset order; they come in the sampler's order",
+            stacklevel=user_stacklevel(),
+        )
+        return joined
+    perm = sorted(range(n), key=indices.__getitem__)
+
+    def reorder(leaf: Any) -> Any:
+        if isinstance(leaf, torch.Tensor) and leaf.ndim and leaf.shape[0] == n:
+            return leaf[torch.tensor(perm, device=leaf.device)]
+        if isinstance(leaf, list) and len(leaf) == n:
+            return [leaf[i] for i in perm]
+        return leaf
+
+    return map_leaves(joined, reorder)

@@ -39,9 +39,11 @@ from scramjet.runtime.seeding import get_rng_states, seed_everything, set_rng_st
 from scramjet.schedulers import check_step_takes_no_arguments, resolve_placeholders
 from scramjet.tracking.metric_log import MetricLog
 from scramjet.trainer.batch import (
+    OrderRecorder,
     batch_size_of,
     call_model,
     compute_loss,
+    in_dataset_order,
     split_batch,
     tensor_loss,
 )
@@ -58,8 +60,10 @@ from scramjet.trainer.checks import (
     check_trainer_args,
     check_yields_batches,
     empty_evaluation,
+    explain_one_sample_batch,
     loader_batch_size,
     ready_loader_batch_size,
+    warn_unordered_loader,
 )
 from scramjet.trainer.data_order import (
     DataOrder,
@@ -757,7 +761,11 @@ class Trainer:
             handler.call_event(Event.TRAIN_STEP_START, self)
         with self._no_sync(not is_update):
             with self._autocast():
-                batch_output = self.calculate_train_batch_loss(batch)
+                try:
+                    batch_output = self.calculate_train_batch_loss(batch)
+                except ValueError as error:  # torch's BatchNorm on a batch of one sample
+                    explain_one_sample_batch(error, self.state.batches_seen_in_epoch)
+                    raise
             if self.state.batches_seen_in_epoch == 0 or self.state.global_step == 0:
                 check_loss(batch_output)
             self.train_losses.add(batch_output["loss"], batch_output["batch_size"])
@@ -941,7 +949,8 @@ class Trainer:
             )
         self.eval_dataset, self.collate_fn = dataset, collate_fn or self._train_collate_fn
         self._place_model()
-        dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
+        kwargs, recorder = _recording_order(dataset, dataloader_kwargs, world)
+        dl = self.create_eval_dataloader(per_device_batch_size, kwargs)
         model, modes = self._unwrapped_model, module_modes(self._unwrapped_model)
         wrapped, self.model = self.model, model
         outputs: list[Any] = []
@@ -957,7 +966,8 @@ class Trainer:
         finally:
             self.model = wrapped
             restore_modes(modes)
-        return collect_predictions(outputs, n_samples)
+        joined = collect_predictions(outputs, n_samples)
+        return joined if recorder is None else in_dataset_order(joined, recorder.indices)
 
     def _collective_forwards(self) -> bool:
         """Whether every forward is a collective (FSDP across processes)."""
@@ -1123,6 +1133,23 @@ class Trainer:
 
 
 _NO_CONTEXT = contextlib.nullcontext()  # reusable: enters and exits without state
+
+
+def _recording_order(
+    dataset: Any, kwargs: Mapping[str, Any] | None, world: int
+) -> tuple[dict[str, Any], OrderRecorder | None]:
+    """``predict()``'s loader kwargs, with a sampler or batch sampler of the user's wrapped
+    to record its order (one process: the outputs are put back in dataset order); a ready
+    DataLoader that reads out of order is only warned about."""
+    given = dict(kwargs or {})
+    if yields_batches(dataset):
+        warn_unordered_loader(dataset)
+        return given, None
+    for key in ("batch_sampler", "sampler"):
+        if world == 1 and given.get(key) is not None:
+            recorder = given[key] = OrderRecorder(given[key])
+            return given, recorder
+    return given, None
 
 
 def _scale_gradients(optimizer: torch.optim.Optimizer, factor: float) -> None:
