@@ -388,7 +388,24 @@ class Rotate(Augmentation):
 def _gray(t: torch.Tensor) -> torch.Tensor:
     if t.shape[-3] == 1:
         return t
-    return (t * _LUMA.view(3, 1, 1)).sum(dim=-3, keepdim=True)
+    return (t * _LUMA.to(t.device).view(3, 1, 1)).sum(dim=-3, keepdim=True)
+
+
+def _colours(t: torch.Tensor, fn: Any, name: str, any_channels: bool = False) -> torch.Tensor:
+    """``fn`` on the colour channels of ``t``; the alpha channel of a gray + alpha (2) or
+    RGBA (4) image is kept as it is. Other counts than 1 to 4 are an error unless
+    ``any_channels`` (``fn`` then sees every channel)."""
+    channels = t.shape[-3]
+    if channels in (2, 4):
+        return torch.cat([fn(t[:, :-1]), t[:, -1:]], dim=-3)
+    if channels in (1, 3) or any_channels:
+        out: torch.Tensor = fn(t)
+        return out
+    raise ValueError(
+        f"{name} works on images with 1 (gray), 2 (gray + alpha), 3 (RGB) or 4 (RGBA) "
+        f"channels; received {channels} channels (shape {tuple(t.shape[1:])} as CxHxW). "
+        "Pass the colour channels only, e.g. x[..., :3] for an HWC array"
+    )
 
 
 class Brighten(Augmentation):
@@ -411,27 +428,34 @@ class Brighten(Augmentation):
         return float(rng.uniform(*self.factor))
 
     def apply(self, img: _Img, params: float) -> torch.Tensor:
-        return img.t * params
+        return _colours(img.t, lambda t: t * params, type(self).__name__, any_channels=True)
 
 
 class Contrast(Brighten):
     """Scale the distance of every pixel from the frame's mean gray level."""
 
     def apply(self, img: _Img, params: float) -> torch.Tensor:
-        mean = _gray(img.t).mean(dim=(-3, -2, -1), keepdim=True)
-        return (img.t - mean) * params + mean
+        def contrast(t: torch.Tensor) -> torch.Tensor:
+            mean = _gray(t).mean(dim=(-3, -2, -1), keepdim=True)
+            return (t - mean) * params + mean
+
+        return _colours(img.t, contrast, "Contrast")
 
 
 class Saturate(Brighten):
-    """Scale the distance of every pixel from its own gray level (RGB only)."""
+    """Scale the distance of every pixel from its own gray level (gray images: unchanged)."""
 
     def apply(self, img: _Img, params: float) -> torch.Tensor:
-        gray = _gray(img.t)
-        return (img.t - gray) * params + gray
+        def saturate(t: torch.Tensor) -> torch.Tensor:
+            gray = _gray(t)
+            return (t - gray) * params + gray
+
+        return _colours(img.t, saturate, "Saturate")
 
 
 class Hue(Augmentation):
-    """Rotate hue by a fraction of a full turn drawn from ``shift`` (``d``: ``(-d, d)``)."""
+    """Rotate hue by a fraction of a full turn drawn from ``shift`` (``d``: ``(-d, d)``);
+    gray images are left as they are."""
 
     def __init__(
         self, shift: float | tuple[float, float] = 0.05, p: float = 1.0, seed: int | None = None
@@ -443,8 +467,6 @@ class Hue(Augmentation):
         return float(rng.uniform(*self.shift))
 
     def apply(self, img: _Img, params: float) -> torch.Tensor:
-        if img.t.shape[-3] != 3:
-            return img.t
         # rotate the chroma plane of YIQ: a 3x3 linear map, so one matmul per pixel
         to_yiq = torch.tensor(
             [[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523, 0.312]]
@@ -453,8 +475,12 @@ class Hue(Augmentation):
         rot = torch.tensor(
             [[1, 0, 0], [0, math.cos(a), -math.sin(a)], [0, math.sin(a), math.cos(a)]]
         )
-        m = torch.linalg.inv(to_yiq) @ rot @ to_yiq
-        return torch.einsum("ij,tjhw->tihw", m, img.t)
+        m = (torch.linalg.inv(to_yiq) @ rot @ to_yiq).to(img.t.device)
+
+        def hue(t: torch.Tensor) -> torch.Tensor:  # a gray image has no hue to turn
+            return t if t.shape[-3] == 1 else torch.einsum("ij,tjhw->tihw", m, t)
+
+        return _colours(img.t, hue, "Hue")
 
 
 class Blur(Augmentation):
