@@ -194,3 +194,34 @@ def test_the_scheduler_class_as_create_scheduler_fn_says_how_to_give_its_length(
     with pytest.raises(TypeError, match=r"total_steps.*create_scheduler_fn\(.*TOTAL_UPDATE_STEPS"):
         trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=4, create_scheduler_fn=cls)
     assert trainer.state.global_step == 0
+
+
+class FirstLr(TrainerCallback):
+    def __init__(self) -> None:
+        self.lrs: list[float] = []
+
+    def on_train_step_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        self.lrs.append(trainer.optimizer.param_groups[0]["lr"])
+
+
+@pytest.mark.parametrize("change", [True, False])
+def test_a_second_train_call_schedules_from_the_learning_rate_set_in_between(
+    change: bool,
+) -> None:
+    """Two-stage fine-tuning: stage 2 lowers the learning rate by hand and trains with a
+    new schedule, which starts from that rate, not from stage 1's peak (the 'initial_lr'
+    stage 1's scheduler left on the group). Left unchanged, stage 2 restarts at stage
+    1's peak, as each train() call builds its scheduler anew."""
+    seen = FirstLr()
+    trainer = make_trainer(TinyMLP(), lr=0.1, callbacks=[seen])
+    schedule = CosineWarmupScheduler.create_scheduler_fn()
+    trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=4,
+                  create_scheduler_fn=schedule)  # fmt: skip
+    if change:
+        for group in trainer.optimizer.param_groups:
+            group["lr"] = 0.001
+    seen.lrs.clear()
+    trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=4,
+                  create_scheduler_fn=schedule)  # fmt: skip
+    assert seen.lrs[0] == pytest.approx(0.001 if change else 0.1)
+    assert max(seen.lrs) == pytest.approx(0.001 if change else 0.1)

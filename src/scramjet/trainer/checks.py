@@ -11,6 +11,8 @@ from torch import nn
 from torch.utils.data import SequentialSampler
 
 from scramjet.runtime.stacklevel import user_stacklevel
+from scramjet.trainer.batch import OrderRecorder
+from scramjet.trainer.data_order import yields_batches
 from scramjet.trainer.samplers import ShardSampler, safe_len
 
 
@@ -405,3 +407,20 @@ def warn_unordered_loader(loader: Any) -> None:
         f"predict() undoes), or a DataLoader with shuffle=False",
         stacklevel=user_stacklevel(),
     )
+
+
+def recording_order(
+    dataset: Any, kwargs: Mapping[str, Any] | None, world: int
+) -> tuple[dict[str, Any], OrderRecorder | None]:
+    """``predict()``'s loader kwargs, with a sampler or batch sampler of the user's wrapped
+    to record its order (one process: the outputs are put back in dataset order); a ready
+    DataLoader that reads out of order is only warned about."""
+    given = dict(kwargs or {})
+    if yields_batches(dataset):
+        warn_unordered_loader(dataset)
+        return given, None
+    for key in ("batch_sampler", "sampler"):
+        if world == 1 and given.get(key) is not None:
+            recorder = given[key] = OrderRecorder(given[key])
+            return given, recorder
+    return given, None

@@ -39,7 +39,6 @@ from scramjet.runtime.seeding import get_rng_states, seed_everything, set_rng_st
 from scramjet.schedulers import check_step_takes_no_arguments, resolve_placeholders
 from scramjet.tracking.metric_log import MetricLog
 from scramjet.trainer.batch import (
-    OrderRecorder,
     batch_size_of,
     call_model,
     compute_loss,
@@ -63,7 +62,7 @@ from scramjet.trainer.checks import (
     explain_one_sample_batch,
     loader_batch_size,
     ready_loader_batch_size,
-    warn_unordered_loader,
+    recording_order,
 )
 from scramjet.trainer.data_order import (
     DataOrder,
@@ -644,6 +643,7 @@ class Trainer:
             num_epochs, per_device_batch_size, eval_bs, max_num_train_steps,
             gradient_accumulation_steps, gradient_clip_value, gradient_clip_norm,
         )  # fmt: skip
+        _adopt_new_learning_rates(self.optimizer, self.scheduler)
         self.scheduler = self.create_scheduler()
         if resume_from is not None:
             resume.restore(self, resume_from, check_plan=True)
@@ -949,7 +949,7 @@ class Trainer:
             )
         self.eval_dataset, self.collate_fn = dataset, collate_fn or self._train_collate_fn
         self._place_model()
-        kwargs, recorder = _recording_order(dataset, dataloader_kwargs, world)
+        kwargs, recorder = recording_order(dataset, dataloader_kwargs, world)
         dl = self.create_eval_dataloader(per_device_batch_size, kwargs)
         model, modes = self._unwrapped_model, module_modes(self._unwrapped_model)
         wrapped, self.model = self.model, model
@@ -1135,21 +1135,17 @@ class Trainer:
 _NO_CONTEXT = contextlib.nullcontext()  # reusable: enters and exits without state
 
 
-def _recording_order(
-    dataset: Any, kwargs: Mapping[str, Any] | None, world: int
-) -> tuple[dict[str, Any], OrderRecorder | None]:
-    """``predict()``'s loader kwargs, with a sampler or batch sampler of the user's wrapped
-    to record its order (one process: the outputs are put back in dataset order); a ready
-    DataLoader that reads out of order is only warned about."""
-    given = dict(kwargs or {})
-    if yields_batches(dataset):
-        warn_unordered_loader(dataset)
-        return given, None
-    for key in ("batch_sampler", "sampler"):
-        if world == 1 and given.get(key) is not None:
-            recorder = given[key] = OrderRecorder(given[key])
-            return given, recorder
-    return given, None
+def _adopt_new_learning_rates(optimizer: torch.optim.Optimizer, previous: Any) -> None:
+    """A learning rate set by hand between two ``train()`` calls is where the next
+    schedule starts: torch's schedulers start from a group's ``initial_lr``, which the
+    previous run's scheduler left at that run's peak. A rate the previous scheduler set
+    itself is left to restart from that peak, as before."""
+    last = getattr(previous, "get_last_lr", None)
+    if not callable(last):
+        return
+    for group, scheduled in zip(optimizer.param_groups, last(), strict=False):
+        if "initial_lr" in group and group["lr"] != scheduled:
+            group["initial_lr"] = group["lr"]
 
 
 def _scale_gradients(optimizer: torch.optim.Optimizer, factor: float) -> None:
