@@ -97,3 +97,38 @@ def test_launch_master_port_out_of_range_is_an_option_error(
     assert main(["launch", "--master-port", "99999", str(script)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--master-port" in err and "99999" in err
+
+
+def _images(root: Path) -> Path:
+    import numpy as np
+    from PIL import Image
+
+    root.mkdir()
+    Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(root / "a.png")
+    (root / "list.csv").write_text("image,label\na.png,1\n")
+    return root
+
+
+def test_pack_under_a_file_names_the_file_not_an_internal_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    imgs = _images(tmp_path / "imgs")
+    dst = imgs / "list.csv" / "out.pack"
+    code = main(["pack", str(imgs), str(imgs / "list.csv"), str(dst), "--dtype", "int64",
+                 "--height", "4", "--width", "4", "--no-progress"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"cannot create {str(dst)!r}" in err and "is a file, not a folder" in err
+    assert ".partial" not in err
+
+
+def test_pack_errors_give_fixes_as_command_line_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    imgs = _images(tmp_path / "imgs")
+    code = main(["pack", str(imgs), str(imgs / "list.csv"), str(tmp_path / "o.pack"),
+                 "--dtype", "int64", "--height", "4", "--width", "4", "--quality", "0",
+                 "--no-progress"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "--quality 95" in err and "quality=95" not in err

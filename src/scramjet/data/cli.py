@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
+from pathlib import Path
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
     from scramjet.data.writer import pack
 
     dtype = dtype_list(args.dtype)
+    problem = _destination_problem(args.dst)
+    if problem:
+        print(f"scramjet pack: error: {problem}", file=sys.stderr)
+        return 1
     try:
         report = pack(
             args.file_dir,
@@ -81,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     except (ValueError, TypeError, OSError) as exc:
-        print(f"scramjet pack: error: {exc}", file=sys.stderr)
+        print(f"scramjet pack: error: {_as_options(str(exc))}", file=sys.stderr)
         return 1
     for row in report.skipped:
         print(f"skipped CSV line {row.line} ({row.file}): {row.reason}", file=sys.stderr)
@@ -91,3 +98,29 @@ def run(args: argparse.Namespace) -> int:
         f"{len(report.skipped)} rows skipped)"
     )
     return 0
+
+
+#: pack() arguments whose fixes name them as ``name=value``; here they are options.
+_OPTIONS = ("quality", "workers", "shards", "height", "width", "channel", "encode", "pool")
+
+
+def _as_options(message: str) -> str:
+    """pack()'s advice said as the options are typed here: ``quality=95`` -> ``--quality 95``."""
+    message = message.replace("on_error=", "--on-error ").replace("overwrite=True", "--overwrite")
+    return re.sub(rf"\b({'|'.join(_OPTIONS)})=", r"--\1 ", message)
+
+
+def _destination_problem(dst: str) -> str | None:
+    """Why a local ``dst`` cannot be created (a file on its path, a folder that cannot be
+    written), named by the user's path rather than the temporary folder pack() writes."""
+    if "://" in dst:
+        return None
+    path = Path(dst).absolute()
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                return f"cannot create {dst!r}: {str(parent)!r} is a file, not a folder"
+            if not os.access(parent, os.W_OK | os.X_OK):
+                return f"cannot create {dst!r}: the folder {str(parent)!r} is not writable"
+            return None
+    return None
