@@ -180,16 +180,41 @@ class _Cache:
             self._complete = True
         return self._complete
 
+    def _removed(self) -> bool:
+        """Whether the creating process deleted the files (``close_cache()``) under this
+        process (a DataLoader worker, a copy); if so, reads go uncached from now on."""
+        store = self.store
+        if store is None:
+            return True
+        if store.exists():
+            return False
+        self.store = None
+        return True
+
     def get(self, i: int, load: Callable[[int], Any]) -> Any:
-        if self.store is None:
+        store = self.store
+        if store is None:
             return load(i)
-        if self._complete or self.is_complete():
-            blob = self.store.get(i)
-            return decode(blob) if blob is not None else load(i)
-        self._ensure_preload(load)
-        return self._get_or_wait(i, load)
+        try:
+            if self._complete or self.is_complete():
+                blob = store.get(i)
+                return decode(blob) if blob is not None else load(i)
+            self._ensure_preload(load)
+            return self._get_or_wait(i, load)
+        except OSError:
+            if not self._removed():
+                raise
+        return load(i)
 
     def get_many(self, indices: list[int], load: Callable[[int], Any]) -> list[Any]:
+        try:
+            return self._get_many(indices, load)
+        except OSError:
+            if not self._removed():
+                raise
+        return [load(i) for i in indices]
+
+    def _get_many(self, indices: list[int], load: Callable[[int], Any]) -> list[Any]:
         store = self.store
         if store is None or self._complete or self.is_complete():
             return [self.get(i, load) for i in indices]
@@ -231,6 +256,8 @@ class _Cache:
                 return self.store_one(i, load)[0]
             if time.monotonic() > deadline:
                 return load(i)  # a stuck claimer: load without storing
+            if tries % 64 == 63 and self._removed():
+                return load(i)  # closed by its creator: nobody will store it
             tries += 1
             time.sleep(0.0005)
 
@@ -242,9 +269,18 @@ class _Cache:
         try:
             sample = load(i)
         except BaseException:
-            store.release(i)
+            try:
+                store.release(i)
+            except OSError:
+                if not self._removed():
+                    raise
             raise
-        return sample, store.put(i, encode(sample))
+        try:
+            return sample, store.put(i, encode(sample))
+        except OSError:
+            if not self._removed():
+                raise
+        return sample, NONE
 
     def _ensure_preload(self, load: Callable[[int], Any]) -> None:
         if self._started_pid == os.getpid() or self.preloaded_data <= 0 or self.store is None:
