@@ -6,7 +6,8 @@ Every augmentation works on
 - torch tensors in CHW layout (``TxCxHxW`` for sequences), ``uint8`` or float.
 
 The output has the input's type, layout and dtype (except :class:`Normalize`, which
-returns float). Random parameters are drawn once per call from a numpy ``Generator`` and
+returns float). Integer images are clipped to their dtype's range (no wrap-around); float
+images with values in ``[0, 1]`` stay in ``[0, 1]``, other float images are not clipped. Random parameters are drawn once per call from a numpy ``Generator`` and
 applied to every frame of a sequence, so the frames of one clip stay consistent.
 
 Reproducibility: give an augmentation (or a :class:`Compose`) a ``seed``, then call it
@@ -104,34 +105,66 @@ def sample_context(index: int, epoch: int = 0) -> Iterator[None]:
 
 
 class _Img:
-    """Internal form: float32 tensor ``TxCxHxW`` plus what is needed to convert back."""
+    """Internal form: float32 tensor ``TxCxHxW`` plus what is needed to convert back.
+
+    ``scale`` is the value range (255 for uint8, 65535 for uint16, 1 otherwise) and
+    ``limits`` the range the result is clipped to: an integer dtype's own range (no
+    wrap-around), ``[0, 1]`` for a float image whose values lie there, none otherwise.
+    """
 
     def __init__(self, x: Any) -> None:
         self.numpy = isinstance(x, np.ndarray)
         if not self.numpy and not isinstance(x, torch.Tensor):
+            hint = (
+                "; a sample dict? Augment one column: PackedDataset(..., transform="
+                "{'image': aug}), or item['image'] = aug(item['image'])"
+                if isinstance(x, dict)
+                else "; convert it first, e.g. np.asarray(pil_image)"
+            )
             raise TypeError(
-                f"augmentations take a numpy HWC array or a torch CHW tensor, got {type(x).__name__}"
+                f"augmentations take a numpy HWC array or a torch CHW tensor, got "
+                f"{type(x).__name__}{hint}"
             )
         if x.ndim not in (3, 4):
             raise ValueError(
                 f"expected an image (HWC array / CHW tensor) or a sequence (THWC / TCHW), "
                 f"got shape {tuple(x.shape)}"
+                + (
+                    "; for a grayscale HxW image add a channel axis: x[..., None] (array) "
+                    "or x[None] (tensor)"
+                    if x.ndim == 2
+                    else ""
+                )
             )
         self.seq = x.ndim == 4
         t = torch.from_numpy(np.ascontiguousarray(x)) if self.numpy else x
         if self.numpy:
             t = t.movedim(-1, -3)
-        self.uint8 = t.dtype == torch.uint8
+        if t.dtype == torch.bool or t.dtype.is_complex:
+            raise TypeError(
+                f"augmentations take uint8, other integer or float images, got {t.dtype}; "
+                "convert it first, e.g. x.astype(np.uint8) * 255 for a boolean mask"
+            )
         self.dtype = t.dtype
-        self.scale = 255.0 if self.uint8 else 1.0
+        self.limits: tuple[float, float] | None
+        if t.dtype.is_floating_point:
+            self.scale = 1.0
+            unit = t.numel() > 0 and float(t.min()) >= 0 and float(t.max()) <= 1
+            self.limits = (0.0, 1.0) if unit else None
+        else:
+            info = torch.iinfo(t.dtype)
+            self.scale = {torch.uint8: 255.0, torch.uint16: 65535.0}.get(t.dtype, 1.0)
+            self.limits = (float(info.min), float(info.max))
         self.t = (t if self.seq else t.unsqueeze(0)).to(torch.float32)
 
     def result(self) -> Any:
         t = self.t if self.seq else self.t[0]
-        if self.uint8:
-            t = t.round_().clamp_(0, 255).to(torch.uint8)
-        elif self.dtype != torch.float32:
-            t = (t if self.dtype.is_floating_point else t.round()).to(self.dtype)
+        if not self.dtype.is_floating_point:
+            t = t.round()
+        if self.limits is not None:
+            t = t.clamp(*self.limits)
+        if self.dtype != torch.float32:
+            t = t.to(self.dtype)
         if self.numpy:
             return np.ascontiguousarray(t.movedim(-3, -1).numpy())
         return t.contiguous()
@@ -516,7 +549,8 @@ class Blur(Augmentation):
 
 
 class Noise(Augmentation):
-    """Add Gaussian noise; ``std`` is a fraction of the value range (255 for uint8).
+    """Add Gaussian noise; ``std`` is a fraction of the value range (255 for uint8,
+    65535 for uint16, 1 for floats).
 
     The same noise field is added to every frame of a sequence.
     """
@@ -553,7 +587,8 @@ class Resize(Augmentation):
 
 
 class Normalize(Augmentation):
-    """``(x / range - mean) / std`` per channel; returns float (range 255 for uint8)."""
+    """``(x / range - mean) / std`` per channel; returns float (range 255 for uint8,
+    65535 for uint16, 1 for floats)."""
 
     def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
         super().__init__(1.0, None)
@@ -572,7 +607,7 @@ class Normalize(Augmentation):
         mean = torch.tensor(self.mean).view(-1, 1, 1)
         std = torch.tensor(self.std).view(-1, 1, 1)
         out = (img.t / img.scale - mean) / std
-        img.uint8, img.dtype, img.scale = False, torch.float32, 1.0
+        img.dtype, img.scale, img.limits = torch.float32, 1.0, None
         return out
 
 
