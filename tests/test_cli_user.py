@@ -132,3 +132,13 @@ def test_pack_errors_give_fixes_as_command_line_options(
     err = capsys.readouterr().err
     assert code == 1
     assert "--quality 95" in err and "quality=95" not in err
+
+
+def test_python_dash_m_scramjet_is_the_scramjet_command() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "scramjet", "runs", "--help"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "usage: scramjet runs" in done.stdout
