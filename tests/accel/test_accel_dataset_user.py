@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from scramjet.accel import CachedDataset
+from scramjet.accel import CachedDataset, accelerate_dataset
 
 
 class Ramp(Dataset):
@@ -36,3 +36,37 @@ def test_close_cache_keeps_persistent_workers_serving_an_incomplete_cache():
     assert torch.equal(torch.cat(list(loader)), _expected(48))
     assert torch.equal(torch.cat(list(loader)), _expected(48))
 
+
+def test_a_subclass_of_a_decorated_dataset_can_be_decorated_again():
+    @accelerate_dataset(transform=lambda x: x + 100)
+    class Inner(Ramp):
+        pass
+
+    @accelerate_dataset(transform=lambda x: x * 2)
+    class Outer(Inner):
+        pass
+
+    ds = Outer(12)
+    want = (_expected(12) + 100) * 2  # the inner class's transform, then the outer one's
+    assert torch.equal(torch.stack([ds[i] for i in range(12)]), want)
+    assert torch.equal(torch.cat(list(DataLoader(ds, batch_size=5))), want)
+    assert torch.equal(torch.stack([ds[i] for i in range(12)]), want)  # now from the cache
+    assert ds.cache_stats()["in_memory"] == 12
+    assert isinstance(ds, Inner) and Inner(3)[2].tolist() == [102.0] * 4
+
+
+def test_a_decorated_dataset_under_an_overriding_subclass_can_be_decorated_again():
+    @accelerate_dataset(transform=lambda x: x + 100)
+    class Inner(Ramp):
+        pass
+
+    class Scaled(Inner):
+        def __getitem__(self, i):
+            return super().__getitem__(i) * 3
+
+    Outer = accelerate_dataset()(Scaled)
+    ds = Outer(10)
+    want = (_expected(10) + 100) * 3
+    assert torch.equal(torch.cat(list(DataLoader(ds, batch_size=4))), want)
+    assert torch.equal(torch.stack([ds[i] for i in range(10)]), want)
+    assert ds.cache_stats()["in_memory"] == 10

@@ -471,6 +471,24 @@ class CachedDataset(Dataset[Any], _CachingMixin):
         return self._cached_items(indices)
 
 
+class _Chain:
+    """Two transforms, one after the other (picklable, for spawned DataLoader workers)."""
+
+    def __init__(self, first: Callable[[Any], Any], then: Callable[[Any], Any]) -> None:
+        self.first, self.then = first, then
+
+    def __call__(self, sample: Any) -> Any:
+        return self.then(self.first(sample))
+
+
+def _chain(
+    first: Callable[[Any], Any] | None, then: Callable[[Any], Any] | None
+) -> Callable[[Any], Any] | None:
+    if first is None or then is None:
+        return then if first is None else first
+    return _Chain(first, then)
+
+
 def _decorate_dataset(cls: type[T], settings: dict[str, Any]) -> type[T]:
     if not isinstance(cls, type) or not hasattr(cls, "__getitem__"):
         raise TypeError(
@@ -480,29 +498,52 @@ def _decorate_dataset(cls: type[T], settings: dict[str, Any]) -> type[T]:
     base_init = cls.__init__
     dataset_cls: type[Any] = cls  # any class with __getitem__ (checked above)
     base_getitem = dataset_cls.__getitem__
+    below: dict[str, Any] | None = getattr(dataset_cls, "_scramjet_settings", None)
+    if below is not None and base_getitem is dataset_cls._scramjet_getitem:
+        # Decorated again, right over a decorated class: one cache of the undecorated
+        # samples; the class below's transform, then this one's, both after the cache.
+        settings = dict(settings, transform=_chain(below["transform"], settings["transform"]))
+        base_getitem = dataset_cls._raw_item
+    made: list[type[Any]] = []  # the class built below (known once type() returns)
 
     @functools.wraps(base_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        # Until the cache exists, indexing (from the class's own __init__) decodes directly,
-        # with the transform applied as it will be afterwards.
-        self._scramjet_transform = settings.get("transform")
+        # Only the most derived decorated class builds a cache; a decorated class below it
+        # then serves as its plain dataset.
+        outer = self.__dict__.setdefault("_scramjet_class", made[0]) is made[0]
+        if outer:
+            # Until the cache exists, indexing (from the class's own __init__) decodes
+            # directly, with the transform applied as it will be afterwards.
+            self._scramjet_transform = settings.get("transform")
         base_init(self, *args, **kwargs)
-        self._setup_cache(len(self), settings)
+        if outer:
+            self._setup_cache(len(self), settings)
 
     def _raw_item(self: Any, index: int) -> Any:
         return base_getitem(self, index)
 
+    def __getitem__(self: Any, index: Any) -> Any:
+        if self.__dict__.get("_scramjet_class", made[0]) is made[0]:
+            return _CachingMixin._cached_item(self, index)
+        # Reached through super() from a class decorated again further down, which caches
+        # what this returns: decode, and apply this class's transform, uncached.
+        fn = settings.get("transform")
+        sample = base_getitem(self, index)
+        return sample if fn is None else fn(sample)
+
     namespace = {
         "__init__": __init__,
         "_raw_item": _raw_item,
-        "__getitem__": _CachingMixin._cached_item,
-        "_scramjet_getitem": _CachingMixin._cached_item,
+        "__getitem__": __getitem__,
+        "_scramjet_getitem": __getitem__,
+        "_scramjet_settings": settings,
         "__getitems__": _CachingMixin._cached_items,
         "__module__": cls.__module__,
         "__qualname__": cls.__qualname__,
         "__doc__": cls.__doc__,
     }
-    return type(cls.__name__, (cls, _CachingMixin), namespace)
+    made.append(type(cls.__name__, (cls, _CachingMixin), namespace))
+    return made[0]
 
 
 def accelerate_dataset(
@@ -518,7 +559,9 @@ def accelerate_dataset(
 
     Returns a subclass with the same ``__name__``, ``__qualname__`` and ``__module__``, so
     ``isinstance`` and pickling (spawned DataLoader workers) work; the class itself is not
-    modified. Arguments are those of :class:`CachedDataset`.
+    modified. Arguments are those of :class:`CachedDataset`. A subclass of a decorated class
+    may be decorated again: its instances have one cache, with this decorator's settings,
+    and the transform of the class below runs before this one's, both after the cache.
 
     Example:
         >>> from torch.utils.data import Dataset
