@@ -96,3 +96,71 @@ def test_augmentations_after_normalize_are_not_clipped_to_unit_range():
     img = image()
     out = A.Compose(A.Normalize([0.5], [0.1]), A.Brighten((2.0, 2.0)))(img)
     np.testing.assert_allclose(out, (img / 255 - 0.5) / 0.1 * 2, atol=1e-4)
+
+
+# -- parameters: refused when the augmentation is made, with what to pass ------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: A.Rotate("15"), r"degrees.*received '15'"),  # was read as (1.0, 5.0)
+        (lambda: A.Rotate((10,)), r"degrees.*\(low, high\) pair.*received \(10,\)"),
+        (lambda: A.Rotate((1, 2, 3)), r"degrees.*\(low, high\) pair.*received \(1, 2, 3\)"),
+        (lambda: A.Rotate(float("nan")), r"degrees.*finite.*received nan"),
+        (lambda: A.Rotate(float("inf")), r"degrees.*finite.*received inf"),
+        (lambda: A.Rotate(-15), r"degrees.*received -15.*\(-d, d\)"),
+        (lambda: A.Brighten(None), r"factor.*received None"),
+        (lambda: A.Hue((0.1, None)), r"shift.*received \(0.1, None\)"),
+        (lambda: A.Blur(float("nan")), r"sigma.*finite.*received nan"),
+        (lambda: A.Noise(float("nan")), r"std.*finite.*received nan"),
+        (lambda: A.Flip(p=None), r"p must be a probability.*received None"),
+        (lambda: A.Crop(p="0.5"), r"p must be a probability.*received '0.5'"),
+        (lambda: A.Blur(p=float("nan")), r"p must be a probability.*received nan"),
+        (lambda: A.Flip(seed=-1), r"seed must be an int >= 0 or None.*received -1"),
+        (lambda: A.Compose(A.Flip(), seed="a"), r"seed must be an int >= 0.*received 'a'"),
+        (lambda: A.Compose(A.Flip(), seed=1.5), r"seed must be an int >= 0.*received 1.5"),
+        (lambda: A.Normalize(0.5, 0.2), r"mean must be.*numbers.*received 0.5"),
+        (lambda: A.Normalize([0.5, 0.5], [0.2, 0.2, 0.2]), r"2 mean values and 3 std"),
+        (lambda: A.Normalize([0.5], [float("nan")]), r"std values must be finite and > 0"),
+        (lambda: A.Sample(True), r"theta must be a positive int.*received True"),
+    ],
+)
+def test_bad_parameters_are_refused_when_made_saying_what_was_received(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_numpy_scalars_are_accepted_as_parameters():
+    assert A.Rotate(np.float32(10)).degrees == (-10.0, 10.0)
+    assert A.Blur(np.float32(1.5), p=np.float64(1.0)).sigma == (1.5, 1.5)
+    assert A.Noise(np.float32(0.25)).std == (0.0, 0.25)
+    assert A.Brighten(np.array([0.5, 1.5])).factor == (0.5, 1.5)
+    assert A.Sample(np.int64(2)).theta == 2
+    assert A.Flip(seed=np.int64(3)).seed == 3
+
+
+@pytest.mark.parametrize(("index", "epoch"), [(-1, 0), (0, -1), (1.5, 0)])
+def test_a_negative_or_fractional_index_or_epoch_is_a_clear_error(index, epoch):
+    aug = A.Compose(A.Flip(), seed=0)
+    with pytest.raises((ValueError, TypeError), match=r"(index|epoch) must be an int >= 0"):
+        aug(image(), index=index, epoch=epoch)
+    with (
+        pytest.raises((ValueError, TypeError), match=r"(index|epoch) must be an int >= 0"),
+        A.sample_context(index, epoch),
+    ):
+        pass
+
+
+def test_index_given_as_numpy_int_or_tensor_draws_as_the_int():
+    aug = A.Compose(A.Crop(), A.Brighten(0.3), seed=0)
+    ref = aug(image(), index=5, epoch=1)
+    np.testing.assert_array_equal(aug(image(), index=np.int64(5), epoch=np.int32(1)), ref)
+    np.testing.assert_array_equal(aug(image(), index=torch.tensor(5), epoch=1), ref)
+
+
+def test_a_sample_dict_or_a_2d_array_gets_an_error_that_says_how_to_fix_it():
+    with pytest.raises(TypeError, match=r"sample dict.*transform=\{'image': aug\}"):
+        A.Flip()({"image": image()})
+    with pytest.raises(ValueError, match=r"shape \(12, 16\).*x\[..., None\]"):
+        A.Flip()(image()[:, :, 0])

@@ -31,6 +31,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import numbers
+import operator
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -97,7 +99,7 @@ def sample_context(index: int, epoch: int = 0) -> Iterator[None]:
         >>> np.array_equal(inside, aug(img, index=7, epoch=1))
         True
     """
-    token = _SAMPLE.set(_Sample(int(index), int(epoch)))
+    token = _SAMPLE.set(_Sample(_count(index, "index"), _count(epoch, "epoch")))
     try:
         yield
     finally:
@@ -170,14 +172,72 @@ class _Img:
         return t.contiguous()
 
 
-def _pair(value: Any, name: str) -> Any:
-    """``value`` as a ``(low, high)`` tuple; anything else is an error saying what to pass."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _pair(value: Any, name: str) -> tuple[float, float]:
+    """``value`` as a ``(low, high)`` pair of finite numbers; anything else is an error
+    saying what to pass."""
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        value = tuple(value.tolist())
+    ok = (
+        isinstance(value, Sequence)
+        and not isinstance(value, (str, bytes))
+        and len(value) == 2
+        and all(_is_number(v) for v in value)
+    )
+    if not ok:
         raise ValueError(
-            f"{name} must be a (low, high) pair such as (0.5, 1.0), got {value!r}; "
-            f"for a fixed value pass it twice, ({value!r}, {value!r})"
+            f"{name} must be a (low, high) pair of numbers such as (0.5, 1.0); received "
+            f"{value!r}. For a fixed value pass it twice, as (v, v)"
         )
-    return tuple(value)
+    low, high = float(value[0]), float(value[1])
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"{name} must be finite numbers; received {value!r}")
+    return low, high
+
+
+def _finite(value: Any, name: str) -> Any:
+    """``value`` itself; a single number that is nan or infinite is an error."""
+    if _is_number(value) and not math.isfinite(value):
+        raise ValueError(f"{name} must be finite numbers; received {value!r}")
+    return value
+
+
+def _probability(p: Any) -> float:
+    if not _is_number(p) or not 0.0 <= p <= 1.0:  # nan fails the comparison
+        raise ValueError(
+            f"p must be a probability, a number in [0, 1]; received {p!r}. "
+            "Pass e.g. p=0.5 (half the calls), or p=1.0 (every call)"
+        )
+    return float(p)
+
+
+def _seed(seed: Any) -> int | None:
+    if seed is None:
+        return None
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(
+            f"seed must be an int >= 0 or None (fresh randomness every call); received "
+            f"{seed!r}. Pass e.g. seed=0"
+        )
+    return int(seed)
+
+
+def _count(value: Any, name: str) -> int:
+    """A sample index or an epoch: an int >= 0 (numpy ints and 0-d integer tensors too)."""
+    try:
+        number = operator.index(value)
+    except TypeError:
+        number = -1
+    if isinstance(value, bool) or number < 0:
+        raise ValueError(
+            f"{name} must be an int >= 0 (the sample's position in its dataset, and the "
+            f"epoch counted from 0); received {value!r}. A negative position counts from "
+            "the end of the dataset: pass index % len(dataset)"
+        )
+    return number
 
 
 def _size(size: Any) -> tuple[int, int]:
@@ -208,14 +268,23 @@ def _nonnegative(low_high: tuple[float, float], value: Any, name: str) -> tuple[
     return low_high
 
 
-def _range(value: float | Sequence[float], center: float, name: str) -> tuple[float, float]:
-    if isinstance(value, (int, float)):
-        if value < 0:
-            raise ValueError(f"{name} must be >= 0 or a (low, high) pair, got {value}")
-        return center - value, center + value
-    low, high = (float(v) for v in value)
+def _range(value: Any, center: float, name: str) -> tuple[float, float]:
+    """One number ``d`` as ``(center - d, center + d)``, or a ``(low, high)`` pair."""
+    if _is_number(value):
+        d = float(value)
+        if not math.isfinite(d):
+            raise ValueError(f"{name} must be finite numbers; received {value!r}")
+        if d < 0:
+            means = "(-d, d)" if center == 0 else f"({center:g} - d, {center:g} + d)"
+            raise ValueError(
+                f"{name} must be a number >= 0 or a (low, high) pair; received {value!r}. "
+                f"One number d means {means}: pass {-d:g}, or a pair such as "
+                f"({center - abs(d):g}, {center:g})"
+            )
+        return center - d, center + d
+    low, high = _pair(value, name)
     if low > high:
-        raise ValueError(f"{name} range must be (low, high) with low <= high, got {value}")
+        raise ValueError(f"{name} range must be (low, high) with low <= high; received {value!r}")
     return low, high
 
 
@@ -228,10 +297,8 @@ class Augmentation:
     """
 
     def __init__(self, p: float = 1.0, seed: int | None = None) -> None:
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"p must be a probability in [0, 1], got {p}")
-        self.p = p
-        self.seed = seed
+        self.p = _probability(p)
+        self.seed = _seed(seed)
         self._gen: np.random.Generator | None = None
 
     def _rng(self, rng: np.random.Generator | None, index: int | None, epoch: int) -> Any:
@@ -240,12 +307,14 @@ class Augmentation:
         if self.seed is None:
             return np.random.default_rng()  # fresh OS entropy: never shared by forked workers
         if index is not None:
-            return np.random.default_rng([int(self.seed), int(epoch), int(index)])
+            return np.random.default_rng(
+                [self.seed, _count(epoch, "epoch"), _count(index, "index")]
+            )
         sample = _SAMPLE.get()
         if sample is not None:  # inside sample_context: per sample, like an explicit index
             calls = sample.calls.get(id(self), 0)
             sample.calls[id(self)] = calls + 1
-            key = [int(self.seed), sample.epoch, sample.index] + ([calls] if calls else [])
+            key = [self.seed, sample.epoch, sample.index] + ([calls] if calls else [])
             return np.random.default_rng(key)
         if self._gen is None:
             self._gen = np.random.default_rng(self.seed)
@@ -324,9 +393,7 @@ class Flip(Augmentation):
         seed: int | None = None,
     ) -> None:
         super().__init__(1.0, seed)
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"p must be a probability in [0, 1], got {p}")
-        self.horizontal, self.vertical, self.prob = horizontal, vertical, p
+        self.horizontal, self.vertical, self.prob = horizontal, vertical, _probability(p)
 
     def params(self, rng: np.random.Generator, img: _Img) -> tuple[bool, bool]:
         h, v = rng.random() < self.prob, rng.random() < self.prob
@@ -527,8 +594,8 @@ class Blur(Augmentation):
         seed: int | None = None,
     ) -> None:
         super().__init__(p, seed)
-        one = isinstance(sigma, int | float)  # one sigma, not (-sigma, sigma)
-        span = _range((sigma, sigma) if one else sigma, 0.0, "sigma")  # type: ignore[arg-type]
+        one = _is_number(_finite(sigma, "sigma"))  # one sigma, not (-sigma, sigma)
+        span = _range((sigma, sigma) if one else sigma, 0.0, "sigma")
         self.sigma = _nonnegative(span, sigma, "sigma")
 
     def params(self, rng: np.random.Generator, img: _Img) -> float:
@@ -562,7 +629,8 @@ class Noise(Augmentation):
         seed: int | None = None,
     ) -> None:
         super().__init__(p, seed)
-        span = (0.0, float(std)) if isinstance(std, (int, float)) else _range(std, 0, "std")
+        one = _is_number(_finite(std, "std"))  # (0, std)
+        span = _range((0.0, std) if one else std, 0.0, "std")
         self.std = _nonnegative((min(span), span[1]), std, "std")  # Noise(-0.1) too
 
     def params(self, rng: np.random.Generator, img: _Img) -> tuple[float, int]:
@@ -592,9 +660,21 @@ class Normalize(Augmentation):
 
     def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
         super().__init__(1.0, None)
-        if any(s <= 0 for s in std):
-            raise ValueError(f"std values must be > 0, got {list(std)}")
-        self.mean, self.std = list(mean), list(std)
+        for name, values in (("mean", mean), ("std", std)):
+            ok = isinstance(values, Sequence | np.ndarray) and not isinstance(values, str)
+            if not ok or len(values) == 0 or not all(_is_number(v) for v in values):
+                raise ValueError(
+                    f"Normalize: {name} must be a list of numbers, one per channel (or one "
+                    f"for all); received {values!r}. Pass e.g. {name}=[{values!r}]"
+                )
+        if len(mean) > 1 and len(std) > 1 and len(mean) != len(std):
+            raise ValueError(
+                f"Normalize got {len(mean)} mean values and {len(std)} std values; pass one "
+                "value per channel for both (or one value for all channels)"
+            )
+        if not all(math.isfinite(v) and v > 0 for v in std):
+            raise ValueError(f"Normalize: std values must be finite and > 0; received {std!r}")
+        self.mean, self.std = [float(v) for v in mean], [float(v) for v in std]
 
     def apply(self, img: _Img, params: Any) -> torch.Tensor:
         channels = img.t.shape[-3]
@@ -620,9 +700,12 @@ class Sample(Augmentation):
 
     def __init__(self, theta: int, jitter: bool = True, seed: int | None = None) -> None:
         super().__init__(1.0, seed)
-        if not isinstance(theta, int) or theta < 1:
-            raise ValueError(f"theta must be a positive int, got {theta!r}")
-        self.theta, self.jitter = theta, jitter
+        if not isinstance(theta, numbers.Integral) or isinstance(theta, bool) or theta < 1:
+            raise ValueError(
+                f"theta must be a positive int (keep one frame in every theta); received {theta!r}"
+            )
+        self.theta: int = int(theta)
+        self.jitter: bool = jitter
 
     def params(self, rng: np.random.Generator, img: _Img) -> list[int]:
         if not img.seq:
