@@ -586,12 +586,13 @@ def wrap_data_parallel(model: torch.nn.Module, device: torch.device) -> torch.nn
         return model  # wrapped by the user already: a second wrapper would reduce twice
     _check_sync_batchnorm(model, device)
     device_ids = [device.index] if device.type == "cuda" else None
-    has_buffers = any(True for _ in model.buffers())
-    ddp = torch.nn.parallel.DistributedDataParallel(
-        model, device_ids=device_ids, broadcast_buffers=not has_buffers
-    )
-    if has_buffers:
-        _broadcast_buffers(ddp)  # as DDP does at construction when it syncs buffers itself
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+    if any(True for _ in model.buffers()):  # rank 0's buffers were copied at construction
+        # DDP's own sync (before a forward that follows a synced one) is replaced by the
+        # hook's (right after the synced forward). The attribute, not the constructor's
+        # argument: torch 2.13 deprecates broadcast_buffers=, older versions lack its
+        # replacement, and both read this attribute.
+        ddp.broadcast_buffers = False
         ddp.register_forward_hook(_sync_buffers_after_forward)
     return ddp
 
