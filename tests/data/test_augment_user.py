@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -164,3 +166,22 @@ def test_a_sample_dict_or_a_2d_array_gets_an_error_that_says_how_to_fix_it():
         A.Flip()({"image": image()})
     with pytest.raises(ValueError, match=r"shape \(12, 16\).*x\[..., None\]"):
         A.Flip()(image()[:, :, 0])
+
+
+# -- seeds ----------------------------------------------------------------------------------
+
+
+def test_compose_without_a_seed_warns_that_the_seeds_of_its_ops_are_not_used():
+    with pytest.warns(UserWarning, match=r"Flip\(seed=1\).*not used.*Compose\(\.\.\., seed=1\)"):
+        aug = A.Compose(A.Flip(seed=1), A.Crop())
+    # what the warning says: the draws are fresh every call, whatever the index
+    outs = {aug(image(), index=0).tobytes() for _ in range(20)}
+    assert len(outs) > 1
+
+
+def test_compose_with_a_seed_or_ops_without_seeds_does_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        A.Compose(A.Flip(), A.Crop())
+        A.Compose(A.Flip(), A.Crop(), seed=3)
+        A.Compose(A.Flip(seed=2), seed=3)  # the Compose's seed is used, as documented

@@ -33,6 +33,7 @@ import contextvars
 import math
 import numbers
 import operator
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -365,7 +366,8 @@ class Compose(Augmentation):
 
     Args:
         *ops: augmentations (a single list is accepted too).
-        seed: seed for reproducible draws; the ops' own seeds are not used inside.
+        seed: seed for reproducible draws; the ops' own seeds are not used inside (without
+            a seed here, seeded ops make it warn: its draws are fresh every call).
     """
 
     def __init__(self, *ops: Augmentation, seed: int | None = None) -> None:
@@ -376,6 +378,21 @@ class Compose(Augmentation):
             if not isinstance(op, Augmentation):
                 raise TypeError(f"Compose takes scramjet.data.augment objects, got {op!r}")
         self.ops = list(ops)
+        seeds = [op.seed for op in ops if op.seed is not None]
+        if seed is None and seeds:
+            from scramjet.runtime.stacklevel import user_stacklevel
+
+            name = type(self).__name__
+            seeded = ", ".join(
+                f"{type(op).__name__}(seed={op.seed})" for op in ops if op.seed is not None
+            )
+            warnings.warn(
+                f"{name}(seed=None) draws fresh parameters every call: the seeds of "
+                f"{seeded} are not used inside it. For reproducible draws give it the "
+                f"seed: {name}(..., seed={seeds[0]})",
+                UserWarning,
+                stacklevel=user_stacklevel(),
+            )
 
     def forward(self, img: _Img, rng: np.random.Generator) -> None:
         for op in self.ops:
