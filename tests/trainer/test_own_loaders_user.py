@@ -293,3 +293,11 @@ def test_predict_returns_dataset_order_or_says_it_cannot(kind: str) -> None:
         assert torch.allclose(out, expected) and not warned
     else:  # a ready loader's shuffle cannot be undone from outside: said so
         assert warned and not torch.allclose(out, expected)
+
+
+def test_predict_and_evaluate_on_an_empty_dataset_say_so_without_speaking_of_training() -> None:
+    trainer = _plain_trainer()
+    for run in (trainer.predict, trainer.evaluate):
+        with pytest.raises(ValueError, match=r"is empty \(len\(\) == 0\)") as caught:
+            run([])
+        assert "before training" not in str(caught.value)

@@ -246,8 +246,9 @@ def check_not_empty(data: Any, name: str) -> None:
             )
     if size == 0:
         raise ValueError(
-            f"{name} is empty (len() == 0): a run over it would make no step and record a "
-            f"NaN loss. Check the dataset's source (path, filter, split) before training."
+            f"{name} is empty (len() == 0): there is nothing to train on, evaluate or "
+            f"predict (a run would make no step and record a NaN loss). Check the dataset's "
+            f"source (path, filter, split)."
         )
 
 

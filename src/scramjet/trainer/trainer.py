@@ -935,6 +935,7 @@ class Trainer:
         ``collate_fn``, the one the last ``train()`` was given batches the data.
         """
         check_dataset(dataset, "dataset")
+        check_not_empty(dataset, "predict()'s dataset")
         check_batch_size(per_device_batch_size, "per_device_batch_size")
         world = dist.get_world_size()
         if world > 1:  # outputs are put in dataset order from ShardSampler shares only
