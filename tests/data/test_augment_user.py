@@ -185,3 +185,38 @@ def test_compose_with_a_seed_or_ops_without_seeds_does_not_warn():
         A.Compose(A.Flip(), A.Crop())
         A.Compose(A.Flip(), A.Crop(), seed=3)
         A.Compose(A.Flip(seed=2), seed=3)  # the Compose's seed is used, as documented
+
+
+# -- tensors on another device --------------------------------------------------------------
+
+ALL_OPS = [
+    A.Flip(p=1.0),
+    A.Crop(),
+    A.Rotate(),
+    A.Brighten(),
+    A.Contrast(),
+    A.Saturate(),
+    A.Hue(),
+    A.Blur(p=1.0),
+    A.Noise(),
+    A.Resize(5),
+    A.Normalize([0.5], [0.2]),
+]
+
+
+@pytest.mark.parametrize("op", ALL_OPS, ids=lambda op: type(op).__name__)
+def test_tensors_on_another_device_are_augmented_there(op):
+    # the meta device stands in for a GPU: mixing it with CPU tensors fails as CUDA does
+    x = torch.zeros(3, 8, 8, dtype=torch.uint8, device="meta")
+    out = op(x, index=0)
+    assert out.device.type == "meta"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("op", ALL_OPS, ids=lambda op: type(op).__name__)
+def test_cuda_tensors_give_the_cpu_result(op):
+    x = torch.from_numpy(image()).permute(2, 0, 1).contiguous()
+    cpu = op(x, rng=np.random.default_rng(0))
+    gpu = op(x.cuda(), rng=np.random.default_rng(0))
+    assert gpu.is_cuda
+    torch.testing.assert_close(gpu.cpu().float(), cpu.float(), atol=1.0, rtol=0)

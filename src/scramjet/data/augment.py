@@ -497,7 +497,9 @@ class Rotate(Augmentation):
         h, w = t.shape[-2:]
         c, s = math.cos(math.radians(params)), math.sin(math.radians(params))
         # rotation in pixel space, written in the normalised coordinates of affine_grid
-        theta = torch.tensor([[c, -s * h / w, 0.0], [s * w / h, c, 0.0]], dtype=t.dtype)
+        theta = torch.tensor(
+            [[c, -s * h / w, 0.0], [s * w / h, c, 0.0]], dtype=t.dtype, device=t.device
+        )
         grid = F.affine_grid(theta.expand(t.shape[0], 2, 3), list(t.shape), align_corners=False)
         return F.grid_sample(t, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
@@ -623,7 +625,7 @@ class Blur(Augmentation):
         radius = min(max(1, math.ceil(3 * params)), min(t.shape[-2:]) - 1)
         if radius < 1 or params <= 0:
             return t
-        x = torch.arange(-radius, radius + 1, dtype=t.dtype)
+        x = torch.arange(-radius, radius + 1, dtype=t.dtype, device=t.device)
         k = torch.exp(-(x**2) / (2 * params**2))
         k = k / k.sum()
         c = t.shape[-3]
@@ -656,7 +658,8 @@ class Noise(Augmentation):
     def apply(self, img: _Img, params: tuple[float, int]) -> torch.Tensor:
         std, seed = params
         gen = torch.Generator().manual_seed(seed)
-        noise = torch.randn(img.t.shape[1:], generator=gen) * (std * img.scale)
+        noise = torch.randn(img.t.shape[1:], generator=gen) * (std * img.scale)  # CPU draws:
+        noise = noise.to(img.t.device)  # the same field on every device
         return img.t + noise
 
 
@@ -701,8 +704,8 @@ class Normalize(Augmentation):
                     f"Normalize got {len(values)} {name} values for an image with {channels} "
                     f"channel(s); pass one value per channel (or one value for all)"
                 )
-        mean = torch.tensor(self.mean).view(-1, 1, 1)
-        std = torch.tensor(self.std).view(-1, 1, 1)
+        mean = torch.tensor(self.mean, device=img.t.device).view(-1, 1, 1)
+        std = torch.tensor(self.std, device=img.t.device).view(-1, 1, 1)
         out = (img.t / img.scale - mean) / std
         img.dtype, img.scale, img.limits = torch.float32, 1.0, None
         return out
