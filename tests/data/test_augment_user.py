@@ -220,3 +220,14 @@ def test_cuda_tensors_give_the_cpu_result(op):
     gpu = op(x.cuda(), rng=np.random.default_rng(0))
     assert gpu.is_cuda
     torch.testing.assert_close(gpu.cpu().float(), cpu.float(), atol=1.0, rtol=0)
+
+
+def test_a_read_only_array_from_pillow_is_augmented_without_a_torch_warning():
+    from PIL import Image
+
+    arr = np.asarray(Image.fromarray(image()))
+    assert not arr.flags.writeable
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = A.Flip(p=1.0)(arr)
+    np.testing.assert_array_equal(out, arr[:, ::-1])

@@ -140,7 +140,10 @@ class _Img:
                 )
             )
         self.seq = x.ndim == 4
-        t = torch.from_numpy(np.ascontiguousarray(x)) if self.numpy else x
+        if self.numpy:
+            x = np.ascontiguousarray(x)
+            x = x if x.flags.writeable else x.copy()  # torch warns on read-only arrays (PIL's)
+        t = torch.from_numpy(x) if self.numpy else x
         if self.numpy:
             t = t.movedim(-1, -3)
         if t.dtype == torch.bool or t.dtype.is_complex:
