@@ -242,3 +242,26 @@ def test_a_view_broken_by_channels_last_says_which_option_did_it() -> None:
         2,
         10,
     )
+
+
+def test_auto_chooses_its_backends_again_when_the_model_moves_to_another_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """AUTO picks backends per device (COMPILE on CUDA, eager on the CPU): a model called
+    once on the CPU and then moved (``.cuda()``) gets the new device's choice, not the
+    CPU's. Here the move is to the ``meta`` device, which needs no GPU."""
+    from scramjet.accel import _engine, accelerate_model
+
+    resolved: list[str] = []
+
+    def per_device(device: torch.device) -> list[str]:
+        resolved.append(device.type)
+        return [_engine.EAGER]
+
+    monkeypatch.setattr(_engine, "default_backends", per_device)
+    model = accelerate_model(torch.nn.Linear(2, 2))
+    model(torch.randn(1, 2))
+    model(torch.randn(1, 2))
+    model.to("meta")
+    model(torch.randn(1, 2, device="meta"))
+    assert resolved == ["cpu", "meta"]

@@ -324,6 +324,7 @@ class Engine:
 
     def _clear(self) -> None:
         self.queue: list[str] | None = None
+        self._auto_on: str | None = None  # the device type AUTO was resolved for
         self.fns: dict[str, ForwardFn] = {}
         self.verified: dict[str, set[tuple[bool, bool]]] = {}
         self._last_train: tuple[str, _Snapshot] | None = None
@@ -350,6 +351,8 @@ class Engine:
     def _resolve(self, module: torch.nn.Module) -> list[str]:
         names: list[str] = []
         for name in self.requested or [AUTO]:
+            if name == AUTO:
+                self._auto_on = _device_of(module).type
             expanded = default_backends(_device_of(module)) if name == AUTO else [name]
             names += [n for n in expanded if n not in names and n not in self.dropped]
         if EAGER not in names:
@@ -367,7 +370,11 @@ class Engine:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        """Run one forward call through the first working backend."""
+        """Run one forward call through the first working backend. With ``AUTO``, a model
+        moved to another kind of device (``.cuda()`` after a first call on the CPU) has its
+        backends chosen again for that device."""
+        if self._auto_on is not None and _device_of(module).type != self._auto_on:
+            self._clear()
         if self.queue is None:
             self.queue = self._resolve(module)
         return self._run_from(list(self.queue), module, raw, args, kwargs)
