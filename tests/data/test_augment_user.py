@@ -231,3 +231,19 @@ def test_a_read_only_array_from_pillow_is_augmented_without_a_torch_warning():
         warnings.simplefilter("error")
         out = A.Flip(p=1.0)(arr)
     np.testing.assert_array_equal(out, arr[:, ::-1])
+
+
+# -- Hue turns the way the colour wheel does --------------------------------------------------
+
+
+@pytest.mark.parametrize("rgb", [(255, 0, 0), (0, 200, 0), (0, 0, 255), (200, 120, 40)])
+@pytest.mark.parametrize("shift", [0.05, 0.15])
+def test_a_positive_hue_shift_turns_red_towards_yellow_as_hsv_hue_does(rgb, shift):
+    import colorsys
+
+    x = np.array(rgb, np.uint8).reshape(1, 1, 3)
+    out = A.Hue((shift, shift))(x)[0, 0]
+    before = colorsys.rgb_to_hsv(*(v / 255 for v in rgb))[0]
+    after = colorsys.rgb_to_hsv(*(float(v) / 255 for v in out))[0]
+    moved = (after - before + 0.5) % 1 - 0.5  # signed, in turns
+    assert 0.3 * shift < moved < 2.5 * shift  # the direction; YIQ is not HSV, so roughly

@@ -576,8 +576,9 @@ class Saturate(Brighten):
 
 
 class Hue(Augmentation):
-    """Rotate hue by a fraction of a full turn drawn from ``shift`` (``d``: ``(-d, d)``);
-    gray images are left as they are."""
+    """Rotate hue by a fraction of a full turn drawn from ``shift`` (``d``: ``(-d, d)``),
+    in the direction of the hue wheel (a positive shift turns red towards yellow, as HSV
+    hue does); gray images are left as they are."""
 
     def __init__(
         self, shift: float | tuple[float, float] = 0.05, p: float = 1.0, seed: int | None = None
@@ -593,7 +594,7 @@ class Hue(Augmentation):
         to_yiq = torch.tensor(
             [[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523, 0.312]]
         )
-        a = 2 * math.pi * params
+        a = -2 * math.pi * params  # I towards Q is against the hue wheel (red -> yellow)
         rot = torch.tensor(
             [[1, 0, 0], [0, math.cos(a), -math.sin(a)], [0, math.sin(a), math.cos(a)]]
         )
