@@ -3,10 +3,13 @@ workers and class decoration, as the acceleration docs describe them."""
 
 from __future__ import annotations
 
+import warnings
+
+import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from scramjet.accel import CachedDataset, accelerate_dataset
+from scramjet.accel import CachedDataset, CacheWarning, accelerate_dataset
 
 
 class Ramp(Dataset):
@@ -70,3 +73,46 @@ def test_a_decorated_dataset_under_an_overriding_subclass_can_be_decorated_again
     assert torch.equal(torch.cat(list(DataLoader(ds, batch_size=4))), want)
     assert torch.equal(torch.stack([ds[i] for i in range(10)]), want)
     assert ds.cache_stats()["in_memory"] == 10
+
+
+class Unusual(Dataset):
+    """Samples torch can hold but NumPy cannot: sparse, conjugated, float8, quantized."""
+
+    def __len__(self) -> int:
+        return 3
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        dense = torch.eye(3) * (i + 1)
+        return {
+            "coo": dense.to_sparse(),
+            "csr": dense.to_sparse_csr(),
+            "conj": torch.tensor([1 + 2j, 3 - 1j]).mul(i + 1).conj(),
+            "f8": torch.arange(4.0).add(i).to(torch.float8_e4m3fnuz),
+            "q": torch.quantize_per_tensor(torch.arange(3.0) + i, 0.5, 0, torch.qint8),
+        }
+
+
+def _same_sample(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(
+        a[k].layout == b[k].layout
+        and a[k].dtype == b[k].dtype
+        and torch.equal(
+            a[k].to_dense().dequantize().resolve_conj().float(),
+            b[k].to_dense().dequantize().resolve_conj().float(),
+        )
+        if not a[k].is_complex()
+        else torch.equal(a[k].resolve_conj(), b[k].resolve_conj())
+        for k in a
+    )
+
+
+@pytest.mark.filterwarnings("ignore:.*(Sparse CSR|quantize|TypedStorage).*:UserWarning")
+def test_sparse_conjugate_float8_and_quantized_tensors_are_cached_exactly():
+    plain = Unusual()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)  # not mistaken for a random dataset
+        ds = CachedDataset(plain)
+    for _ in range(2):  # decoded and stored, then read back from the cache
+        for i in range(3):
+            assert _same_sample(ds[i], plain[i])
+    assert ds.cache_stats()["in_memory"] == 3

@@ -117,17 +117,27 @@ def _rebuild_tensor(array: np.ndarray, dtype: str) -> torch.Tensor:
     return t if t.dtype == target else t.view(target)
 
 
+_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
 class _Pickler(pickle.Pickler):
-    """Stores tensors as NumPy arrays (fast, compact) and everything else as pickle does."""
+    """Stores dense tensors as NumPy arrays (fast, compact) and everything else as pickle does."""
 
     def reducer_override(self, obj: Any) -> Any:
-        if type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter:
-            t = obj.detach().cpu().contiguous()
-            name = str(t.dtype).split(".")[1]
-            if t.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
-                t = t.view(torch.int16 if t.element_size() == 2 else torch.uint8)
-            return _rebuild_tensor, (t.numpy(), name)
-        return NotImplemented
+        if type(obj) is not torch.Tensor and type(obj) is not torch.nn.Parameter:
+            return NotImplemented
+        if obj.layout != torch.strided or obj.is_nested or obj.is_quantized:
+            return NotImplemented  # sparse, nested, quantized: torch's own pickling
+        t = obj.detach().cpu().resolve_conj().resolve_neg().contiguous()
+        name = str(t.dtype).split(".")[1]
+        try:
+            array = t.numpy()
+        except (TypeError, RuntimeError):  # no NumPy dtype (bf16, float8, ...): its bits
+            as_int = _SAME_SIZE_INT.get(t.element_size())
+            if as_int is None:
+                return NotImplemented
+            array = t.view(as_int).numpy()
+        return _rebuild_tensor, (array, name)
 
 
 def encode(sample: Any) -> bytes:

@@ -49,6 +49,14 @@ def _same(a: Any, b: Any) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, torch.Tensor):
+        if a.layout != b.layout or a.is_nested != b.is_nested or a.is_quantized != b.is_quantized:
+            return False
+        if a.is_nested:
+            return _same(list(a.unbind()), list(b.unbind()))
+        if a.layout != torch.strided:  # sparse COO / CSR / ...: compare their dense values
+            return _same(a.to_dense(), b.to_dense())
+        if a.is_quantized:
+            return _same(a.int_repr(), b.int_repr()) and _same(a.dequantize(), b.dequantize())
         if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
             return False
         if torch.equal(a, b):
