@@ -116,3 +116,25 @@ def test_sparse_conjugate_float8_and_quantized_tensors_are_cached_exactly():
         for i in range(3):
             assert _same_sample(ds[i], plain[i])
     assert ds.cache_stats()["in_memory"] == 3
+
+
+class Handle:
+    """An object without ``__eq__`` (compared by identity), as many user classes are."""
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+
+
+class WithObjects(Dataset):
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> tuple[int, Handle]:
+        return i, Handle(i)
+
+
+def test_objects_compared_by_identity_are_not_called_random():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        ds = CachedDataset(WithObjects())
+    assert ds[2][1].i == 2 and ds[2][1].i == 2

@@ -73,15 +73,20 @@ def _same(a: Any, b: Any) -> bool:
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    try:
-        if bool(a == b):
-            return True
-    except Exception:
-        return False
     # Python and NumPy float/complex scalars: NaN == NaN is False, but the value is the same.
     if isinstance(a, (float, complex, np.inexact)):
-        return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))
-    return False
+        return bool(a == b) or bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))
+    if getattr(type(a), "__eq__", None) is not object.__eq__:
+        try:
+            return bool(a == b)
+        except Exception:  # an == that gives no single truth value (a pandas Series)
+            pass
+    # == says nothing (identity, or no truth value): the same pickled bytes are the same value;
+    # a value that cannot be pickled cannot be cached either, and is not called random.
+    try:
+        return encode(a) == encode(b)
+    except Exception:
+        return True
 
 
 def _global_rng_states() -> tuple[Any, ...]:
