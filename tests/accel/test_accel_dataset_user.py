@@ -3,7 +3,10 @@ workers and class decoration, as the acceleration docs describe them."""
 
 from __future__ import annotations
 
+import threading
+import time
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -138,3 +141,23 @@ def test_objects_compared_by_identity_are_not_called_random():
         warnings.simplefilter("error", CacheWarning)
         ds = CachedDataset(WithObjects())
     assert ds[2][1].i == 2 and ds[2][1].i == 2
+
+
+class WithLock(Dataset):
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"i": i, "lock": threading.Lock()}
+
+
+def test_a_sample_that_cannot_be_pickled_is_served_uncached_with_one_warning():
+    ds = CachedDataset(WithLock(), probe=False)
+    with pytest.warns(CacheWarning, match=r"sample 1 \(a dict\) cannot be cached.*pickl"):
+        assert ds[1]["i"] == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)  # one warning, not one per sample
+        start = time.monotonic()
+        assert [ds[i]["i"] for i in (1, 2, 1, 3)] == [1, 2, 1, 3]
+        assert time.monotonic() - start < 5  # no wait on a claim left behind
+    assert ds.cache_stats()["in_memory"] == 0

@@ -309,6 +309,14 @@ class SharedStore:
             if e[0] == CLAIMED and e[1] == os.getpid():
                 e[0] = EMPTY
 
+    def skip(self, i: int) -> None:
+        """Mark claimed entry ``i`` as not cached (its sample cannot be stored)."""
+        with self._locked():
+            e = self.entry(i)
+            if e[0] == CLAIMED and e[1] == os.getpid():
+                e[0] = NONE
+                self.index[_DONE] += 1
+
     def put(self, i: int, blob: bytes) -> int:
         """Store a claimed entry; returns the tier used (MEM, DISK or NONE).
 

@@ -153,6 +153,7 @@ class _Cache:
     def _init_process_state(self) -> None:
         self._started_pid = -1
         self._complete = False
+        self._warned = False
         self._threads: list[threading.Thread] = []
 
     def __getstate__(self) -> dict[str, Any]:
@@ -289,11 +290,33 @@ class _Cache:
                     raise
             raise
         try:
-            return sample, store.put(i, encode(sample))
+            blob = encode(sample)
+        except Exception as exc:  # not picklable: served uncached, decoded on every read
+            self._not_stored(store, i, sample, exc)
+            return sample, NONE
+        try:
+            return sample, store.put(i, blob)
         except OSError:
             if not self._removed():
                 raise
         return sample, NONE
+
+    def _not_stored(self, store: SharedStore, i: int, sample: Any, exc: Exception) -> None:
+        try:
+            store.skip(i)
+        except OSError:
+            if not self._removed():
+                raise
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"sample {i} (a {type(sample).__name__}) cannot be cached: pickling it failed "
+                f"with {type(exc).__name__}: {exc}. Samples that cannot be pickled are not "
+                "cached and are decoded on every read. To cache them, return picklable values "
+                "from __getitem__ (tensors, NumPy arrays, numbers, strings, containers of them).",
+                CacheWarning,
+                stacklevel=user_stacklevel(),
+            )
 
     def _ensure_preload(self, load: Callable[[int], Any]) -> None:
         if self._started_pid == os.getpid() or self.preloaded_data <= 0 or self.store is None:
