@@ -247,3 +247,49 @@ def test_a_positive_hue_shift_turns_red_towards_yellow_as_hsv_hue_does(rgb, shif
     after = colorsys.rgb_to_hsv(*(float(v) / 255 for v in out))[0]
     moved = (after - before + 0.5) % 1 - 0.5  # signed, in turns
     assert 0.3 * shift < moved < 2.5 * shift  # the direction; YIQ is not HSV, so roughly
+
+
+# -- images: a damaged frame read back ------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="reader.py (not owned here): PackedDataset._decode lets the decoder's bare error "
+    "through ('broken data stream when reading image file'), without the sample, column "
+    "or shard; it should wrap it in a PackFormatError naming them",
+)
+def test_a_damaged_frame_read_with_verify_false_names_the_sample_and_the_shard(tmp_path):
+    import json
+
+    import h5py
+    from PIL import Image
+
+    from scramjet.data import PackedDataset, pack
+
+    for i in range(4):
+        Image.fromarray(image(i)).save(tmp_path / f"{i}.png")
+    (tmp_path / "list.tsv").write_text(
+        "image\tlabel\n" + "".join(f"{i}.png\t{i}\n" for i in range(4))
+    )
+    dst = tmp_path / "p.pack"
+    pack(
+        tmp_path,
+        tmp_path / "list.tsv",
+        dst,
+        dtype=["int64"],
+        height=12,
+        width=16,
+        encode="png",
+        progress=False,
+        workers=0,
+    )
+    shard = dst / json.loads((dst / "manifest.json").read_text())["shards"][0]["file"]
+    with h5py.File(shard, "r+") as f:
+        offsets = f["_offsets"]["image"][...] if isinstance(f["_offsets"], h5py.Group) else None
+        data = f["image"][...]
+        start = int(offsets[0]) if offsets is not None else 0
+        data[start + 60 : start + 120] ^= 0xFF  # inside the first frame's pixel data
+        f["image"][...] = data
+    ds = PackedDataset(dst, verify=False)
+    with pytest.raises(Exception, match=r"(?s)sample 0.*shard"):
+        ds[0]
