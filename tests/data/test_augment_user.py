@@ -293,3 +293,23 @@ def test_a_damaged_frame_read_with_verify_false_names_the_sample_and_the_shard(t
     ds = PackedDataset(dst, verify=False)
     with pytest.raises(Exception, match=r"(?s)sample 0.*shard"):
         ds[0]
+
+
+# -- Crop keeps its aspect-ratio range on wide and tall images -------------------------------
+
+
+@pytest.mark.parametrize("shape", [(64, 256), (256, 64), (10, 100)])
+def test_crop_on_a_wide_or_tall_image_keeps_the_ratio_range_when_no_area_fits(shape):
+    h, w = shape
+    cols = np.broadcast_to(np.arange(w, dtype=np.uint8)[None, :, None], (h, w, 3)).copy()
+    rows = np.broadcast_to(np.arange(h, dtype=np.uint8)[:, None, None], (h, w, 3)).copy()
+    crop = A.Crop(area=(0.5, 1.0), ratio=(3 / 4, 4 / 3), seed=0)
+    lefts = set()
+    for i in range(40):
+        x = crop(cols, index=i)  # the same size as the input: resized back
+        y = crop(rows, index=i)
+        width = int(x.max()) - int(x.min()) + 1  # columns of the source inside the crop
+        height = int(y.max()) - int(y.min()) + 1
+        assert 3 / 4 - 0.1 <= width / height <= 4 / 3 + 0.1, (width, height)
+        lefts.add((int(x.min()), int(y.min())))
+    assert len(lefts) > 5  # placed at random, not always the same window

@@ -433,6 +433,9 @@ def _resize(t: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
 class Crop(Augmentation):
     """Random crop with an area fraction and an aspect ratio drawn from ranges, resized.
 
+    Where no crop inside both ranges is drawn in 10 tries (a wide or tall image with a
+    large ``area``), the crop is the largest one whose ratio is in ``ratio``.
+
     Args:
         area: range of the crop's area as a fraction of the image.
         ratio: range of the crop's width/height ratio (drawn log-uniformly).
@@ -470,7 +473,12 @@ class Crop(Augmentation):
                     h,
                     w,
                 )
-        return 0, 0, int(height), int(width)  # no fit in 10 draws: keep the whole image
+        # No fit in 10 draws (a wide or tall image, a large area range): the largest crop
+        # whose ratio is in range, at a random place; the whole image if its own ratio is.
+        aspect = min(max(width / height, self.ratio[0]), self.ratio[1])
+        w = max(1, min(int(width), round(height * aspect)))
+        h = max(1, min(int(height), round(w / aspect)))
+        return int(rng.integers(0, height - h + 1)), int(rng.integers(0, width - w + 1)), h, w
 
     def forward(self, img: _Img, rng: np.random.Generator) -> None:
         super().forward(img, rng)
