@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Subset
 
 from scramjet.accel import CachedDataset, CacheWarning, accelerate_dataset
 
@@ -161,3 +161,42 @@ def test_a_sample_that_cannot_be_pickled_is_served_uncached_with_one_warning():
         assert [ds[i]["i"] for i in (1, 2, 1, 3)] == [1, 2, 1, 3]
         assert time.monotonic() - start < 5  # no wait on a claim left behind
     assert ds.cache_stats()["in_memory"] == 0
+
+
+class Counting(Dataset):
+    """A list-backed dataset that counts its decodes and may grow."""
+
+    def __init__(self, n: int) -> None:
+        self.items = [float(i) for i in range(n)]
+        self.decodes = 0
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        self.decodes += 1
+        return torch.tensor(self.items[i])
+
+
+def test_tensor_indices_from_subset_and_sampler_are_read_from_the_cache():
+    plain = Counting(20)
+    ds = CachedDataset(plain, probe=False)
+    chosen = torch.randperm(20, generator=torch.Generator().manual_seed(0))[:10]
+    subset = Subset(ds, chosen)  # its indices are 0-d tensors
+    for _ in range(3):
+        assert torch.equal(torch.cat(list(DataLoader(subset, batch_size=4))), chosen.float())
+    assert plain.decodes == 10 and ds.cache_stats()["in_memory"] == 10
+    order = torch.randperm(20)  # a tensor as the sampler: it yields 0-d tensors
+    for _ in range(2):
+        got = torch.cat(list(DataLoader(ds, batch_size=8, sampler=order)))
+        assert torch.equal(got, order.float())
+    assert plain.decodes == 20
+
+
+def test_a_negative_index_counts_from_the_end_of_a_dataset_that_grew():
+    plain = Counting(5)
+    ds = CachedDataset(plain, probe=False)
+    assert ds[-1].item() == 4.0
+    plain.items.append(42.0)  # new samples are read uncached
+    assert ds[-1].item() == 42.0 and ds[5].item() == 42.0
+    assert ds[-2].item() == 4.0

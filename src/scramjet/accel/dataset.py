@@ -356,12 +356,22 @@ def _validate(preloaded_data: int, max_memory_size: int | None) -> None:
         )
 
 
-def _normalise(index: Any, n: int) -> int | None:
-    if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+def _normalise(index: Any, n: int, length: Callable[[], int]) -> int | None:
+    """The cached position of ``index`` (an int, NumPy integer or 0-d integer tensor, as
+    samplers and ``Subset`` indices give), or None when it is not one of the ``n`` cached
+    ones. A negative index counts from the dataset's current end (``length()``)."""
+    if isinstance(index, torch.Tensor):
+        if index.ndim != 0 or index.dtype.is_floating_point or index.dtype.is_complex:
+            return None
+        if index.dtype == torch.bool:
+            return None
         i = int(index)
-        i = i + n if i < 0 else i
-        return i if 0 <= i < n else None
-    return None
+    elif isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+        i = int(index)
+    else:
+        return None
+    i = i + length() if i < 0 else i
+    return i if 0 <= i < n else None
 
 
 class _CachingMixin:
@@ -373,6 +383,9 @@ class _CachingMixin:
 
     def _raw_item(self, index: int) -> Any:
         raise NotImplementedError
+
+    def _length(self) -> int:
+        return len(self)  # type: ignore[arg-type]  # both users define __len__
 
     def _source_name(self) -> str:
         """The class whose ``__getitem__`` decodes (named in the probe's warning)."""
@@ -401,7 +414,7 @@ class _CachingMixin:
             fn = self.__dict__.get("_scramjet_transform")
             sample = self._raw_item(index)
             return sample if fn is None else fn(sample)
-        i = _normalise(index, cache.n)
+        i = _normalise(index, cache.n, self._length)
         sample = self._raw_item(index) if i is None else cache.get(i, self._raw_item)
         fn = self._scramjet_transform
         return sample if fn is None else fn(sample)
@@ -415,7 +428,7 @@ class _CachingMixin:
         cache = self.__dict__.get("_scramjet_cache")
         if cache is None:
             return [self._cached_item(i) for i in indices]
-        norm = [_normalise(i, cache.n) for i in indices]
+        norm = [_normalise(i, cache.n, self._length) for i in indices]
         if any(i is None for i in norm):
             return [self._cached_item(i) for i in indices]
         samples = cache.get_many([int(i) for i in norm if i is not None], self._raw_item)
