@@ -106,6 +106,17 @@ def early_stop_job(out: Path) -> None:
     torch.save({"ranks": ranks}, out / f"stop{dist.get_rank()}.pt")
 
 
+def slow_rank_job() -> None:
+    """Rank 1 arrives at the first all-reduce a minute late (a stuck or much slower rank)."""
+    import time
+
+    from scramjet.runtime import distributed as dist
+
+    if dist.get_rank() == 1:
+        time.sleep(60)
+    dist.reduce(torch.ones(1), "sum")
+
+
 def job(out: Path) -> None:
     from scramjet.callbacks import ConvertSyncBatchNormCallback
     from scramjet.runtime import distributed as dist
@@ -202,8 +213,63 @@ if __name__ == "__main__":
     from scramjet.runtime import distributed as dist
 
     dist.init_distributed()
-    (early_stop_job if sys.argv[2:] == ["early-stop"] else job)(Path(sys.argv[1]))
+    if sys.argv[2:] == ["slow-rank"]:
+        slow_rank_job()
+    else:
+        (early_stop_job if sys.argv[2:] == ["early-stop"] else job)(Path(sys.argv[1]))
     dist.destroy_distributed()
+
+
+GLOO_TIMEOUT = (
+    "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] "
+    "Timed out waiting 5000ms for recv operation to complete"
+)
+
+
+def test_a_collective_timeout_says_the_reporting_rank_waited_and_names_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The launcher names the first rank that failed: with a stuck rank 1, that is rank 0,
+    # whose only message was gloo's "Timed out waiting 5000ms".
+    from scramjet.runtime import LaunchError
+
+    monkeypatch.setenv("SCRAMJET_DIST_TIMEOUT", "5")
+    failures = {0: GLOO_TIMEOUT, 1: "killed by SIGTERM"}
+    text = str(LaunchError(0, GLOO_TIMEOUT, "", failures))
+    first, hint = text.splitlines()[:2]
+    assert first == f"rank 0 failed: {GLOO_TIMEOUT}"
+    assert hint.startswith("rank 0 gave up waiting for the other ranks in a collective")
+    assert "rank 1: still running, stopped by the launcher (SIGTERM)" in hint
+    assert "SCRAMJET_DIST_TIMEOUT (5 s here): raise it" in hint
+    monkeypatch.delenv("SCRAMJET_DIST_TIMEOUT")
+    assert "SCRAMJET_DIST_TIMEOUT (300 s by default)" in str(LaunchError(0, GLOO_TIMEOUT, "", {}))
+    lost = "RuntimeError: [...pair.cc:553] Connection closed by peer [127.0.0.1]:1439"
+    assert "lost its connection to another rank" in str(LaunchError(1, lost, "", {1: lost}))
+    plain = str(LaunchError(1, "ValueError: bad shard", "", {1: "ValueError: bad shard"}))
+    assert plain == "rank 1 failed: ValueError: bad shard"  # an ordinary error: no hint
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_scramjet_launch_with_a_stuck_rank_explains_the_timeout(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    cmd = [sys.executable, "-m", "scramjet.cli", "launch", "--nproc-per-node", "2"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "SCRAMJET_DIST_TIMEOUT": "3"}
+    done = subprocess.run(
+        [*cmd, str(HERE), str(tmp_path), "slow-rank"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if line.startswith("scramjet launch: rank 0")]
+    assert "Timed out waiting 3000ms" in lines[at], lines[at]
+    assert "rank 1: still running, stopped by the launcher" in lines[at + 1], lines[at + 1]
+    assert "SCRAMJET_DIST_TIMEOUT (3 s here)" in lines[at + 1]
 
 
 @pytest.mark.slow

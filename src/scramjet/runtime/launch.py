@@ -34,9 +34,53 @@ class LaunchError(RuntimeError):
         self.traceback = traceback
         self.failures = failures
         text = f"rank {rank} failed: {message}"
+        hint = _collective_hint(rank, message, failures)
+        if hint:
+            text += f"\n{hint}"
         if traceback:
             text += f"\n--- traceback of rank {rank} ---\n{traceback.rstrip()}"
         super().__init__(text)
+
+
+# What torch's backends say when a collective gave up waiting, or lost a peer.
+_TIMEOUT_SIGNS = ("timed out waiting", "collective operation timeout", "before timing out")
+_LOST_PEER_SIGNS = ("connection closed by peer", "connection reset by peer", "broken pipe")
+
+
+def _collective_hint(rank: int, message: str, failures: dict[int, str]) -> str:
+    """A line that says what a collective's failure means: the rank that reports it is
+    usually the one that waited, not the one at fault."""
+    lowered = message.lower()
+    others = sorted(r for r in failures if r != rank)
+    also = "".join(f"; rank {r}: {_as_other(failures[r])}" for r in others)
+    also = f" ({also[2:]})" if also else ""
+    if any(sign in lowered for sign in _TIMEOUT_SIGNS):
+        from scramjet.runtime.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
+
+        setting = os.environ.get(TIMEOUT_ENV)
+        now = f"{setting} s here" if setting else f"{DEFAULT_TIMEOUT_S:g} s by default"
+        return (
+            f"rank {rank} gave up waiting for the other ranks in a collective{also}: another "
+            f"rank was stuck or much slower, or did not call the same collective (a rank that "
+            f"stopped training early, or work done on rank 0 alone). The wait is the process "
+            f"group's timeout, {TIMEOUT_ENV} ({now}): raise it if a rank needs longer on "
+            f"purpose, otherwise look for the rank that did not arrive."
+        )
+    if any(sign in lowered for sign in _LOST_PEER_SIGNS):
+        return (
+            f"rank {rank} lost its connection to another rank{also}: that rank ended first, "
+            f"either by an error of its own or by leaving training before the others (a "
+            f"stop decided on one rank only); its output above shows which."
+        )
+    return ""
+
+
+def _as_other(message: str) -> str:
+    """Another rank's failure as the hint shows it: SIGTERM is what the launcher sends the
+    ranks still running once one failed (often the stuck one)."""
+    if message == "killed by SIGTERM":
+        return "still running, stopped by the launcher (SIGTERM)"
+    return message
 
 
 def _fresh_store_per_round() -> None:
