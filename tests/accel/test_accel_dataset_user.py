@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset
 
 from scramjet.accel import CachedDataset, CacheWarning, accelerate_dataset
 
@@ -200,3 +200,32 @@ def test_a_negative_index_counts_from_the_end_of_a_dataset_that_grew():
     plain.items.append(42.0)  # new samples are read uncached
     assert ds[-1].item() == 42.0 and ds[5].item() == 42.0
     assert ds[-2].item() == 4.0
+
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        return iter(range(5))
+
+    def __len__(self) -> int:
+        return 5
+
+
+class NoLength(Dataset):
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+def test_an_iterable_dataset_or_one_without_len_is_refused_with_the_fix():
+    with pytest.raises(TypeError, match=r"got Stream \(an IterableDataset\).*map-style"):
+        CachedDataset(Stream())
+    with pytest.raises(TypeError, match=r"Stream is an IterableDataset: make it a map-style"):
+        accelerate_dataset()(Stream)
+    with pytest.raises(TypeError, match=r"NoLength has no __len__: define __len__"):
+        accelerate_dataset()(NoLength)
+
+
+def test_max_memory_size_written_as_a_whole_float_is_taken_in_bytes():
+    ds = CachedDataset(Ramp(8), max_memory_size=4e6)
+    assert ds[3].tolist() == [3.0] * 4 and ds.cache_stats()["in_memory"] == 1
+    with pytest.raises(ValueError, match=r"whole number of bytes.*got 1.5"):
+        CachedDataset(Ramp(8), max_memory_size=1.5)

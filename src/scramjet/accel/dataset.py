@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, IterableDataset
 
 from scramjet.accel._preload import start_preloaders
 from scramjet.accel._store import (
@@ -134,14 +134,14 @@ class _Cache:
         self,
         n: int,
         preloaded_data: int,
-        max_memory_size: int | None,
+        max_memory_size: float | None,
         spill: bool,
         cache_dir: str | None,
     ) -> None:
-        _validate(preloaded_data, max_memory_size)
-        self.n, self.preloaded_data, self.budget = n, preloaded_data, max_memory_size
+        budget = _validate(preloaded_data, max_memory_size)
+        self.n, self.preloaded_data, self.budget = n, preloaded_data, budget
         self.spill, self.cache_dir = spill, cache_dir
-        self._attach(SharedStore.create(n, spill, cache_dir, max_memory_size))
+        self._attach(SharedStore.create(n, spill, cache_dir, budget))
         atexit.register(self._finalizer)
         self._init_process_state()
 
@@ -342,18 +342,23 @@ def _destroy_if_owner(store: SharedStore | None, pid: int) -> None:
         store.destroy()
 
 
-def _validate(preloaded_data: int, max_memory_size: int | None) -> None:
+def _validate(preloaded_data: int, max_memory_size: float | None) -> int | None:
+    """Check the settings; returns ``max_memory_size`` as an int (``4e9`` is 4000000000)."""
     if not isinstance(preloaded_data, int) or preloaded_data < 0:
         raise ValueError(
             f"preloaded_data must be an int >= 0 (background preloaders), got {preloaded_data!r}"
         )
-    if max_memory_size is not None and (
-        not isinstance(max_memory_size, int) or max_memory_size < 0
-    ):
+    if max_memory_size is None:
+        return None
+    whole = isinstance(max_memory_size, (int, np.integer)) or (
+        isinstance(max_memory_size, (float, np.floating)) and float(max_memory_size).is_integer()
+    )
+    if isinstance(max_memory_size, bool) or not whole or max_memory_size < 0:
         raise ValueError(
-            f"max_memory_size must be a number of bytes >= 0 or None (no limit), got "
+            f"max_memory_size must be a whole number of bytes >= 0 or None (no limit), got "
             f"{max_memory_size!r}; e.g. max_memory_size=2 * 1024**3"
         )
+    return int(max_memory_size)
 
 
 def _normalise(index: Any, n: int, length: Callable[[], int]) -> int | None:
@@ -457,7 +462,8 @@ class CachedDataset(Dataset[Any], _CachingMixin):
             the first epoch on (0 = decode only on demand). Forked processes on Linux,
             threads elsewhere; one set per cache, at most ``max(1, usable cores - readers)``;
             they end once every sample is cached. No index is decoded twice.
-        max_memory_size: bytes the in-memory tier may hold (``None`` = no limit).
+        max_memory_size: bytes the in-memory tier may hold (``None`` = no limit); a whole
+            float such as ``4e9`` is taken as that int.
         transform: applied to every sample after the cache (random augmentations go here).
         spill: beyond ``max_memory_size``, store samples in a temporary directory on disk
             (True) or leave them uncached (False).
@@ -479,17 +485,24 @@ class CachedDataset(Dataset[Any], _CachingMixin):
         self,
         dataset: Any,
         preloaded_data: int = 0,
-        max_memory_size: int | None = None,
+        max_memory_size: float | None = None,
         transform: Callable[[Any], Any] | None = None,
         *,
         spill: bool = True,
         cache_dir: str | None = None,
         probe: bool = True,
     ) -> None:
-        if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
+        if (
+            not hasattr(dataset, "__getitem__")
+            or not hasattr(dataset, "__len__")
+            or isinstance(dataset, IterableDataset)
+        ):
             raise TypeError(
                 f"CachedDataset needs a map-style dataset with __getitem__ and __len__, got "
-                f"{type(dataset).__name__}; iterable datasets cannot be cached by index"
+                f"{type(dataset).__name__}"
+                + (" (an IterableDataset)" if isinstance(dataset, IterableDataset) else "")
+                + "; iterable datasets cannot be cached by index. Wrap the map-style dataset "
+                "it reads from instead, or give it __getitem__(index) and __len__."
             )
         self.dataset = dataset
         settings = {
@@ -544,6 +557,18 @@ def _decorate_dataset(cls: type[T], settings: dict[str, Any]) -> type[T]:
             f"@accelerate_dataset decorates map-style Dataset classes, got {cls!r}; "
             "to wrap an instance use CachedDataset(dataset, ...)"
         )
+    if issubclass(cls, IterableDataset) or not hasattr(cls, "__len__"):
+        raise TypeError(
+            f"@accelerate_dataset caches samples by index, so it needs a map-style class with "
+            f"__getitem__ and __len__; {cls.__qualname__} "
+            + ("is an IterableDataset" if issubclass(cls, IterableDataset) else "has no __len__")
+            + (
+                ": make it a map-style Dataset (__getitem__(index) and __len__), or decorate "
+                "the map-style dataset it reads from."
+                if issubclass(cls, IterableDataset)
+                else ": define __len__, the number of samples."
+            )
+        )
     base_init = cls.__init__
     dataset_cls: type[Any] = cls  # any class with __getitem__ (checked above)
     base_getitem = dataset_cls.__getitem__
@@ -597,7 +622,7 @@ def _decorate_dataset(cls: type[T], settings: dict[str, Any]) -> type[T]:
 
 def accelerate_dataset(
     preloaded_data: int = 0,
-    max_memory_size: int | None = None,
+    max_memory_size: float | None = None,
     transform: Callable[[Any], Any] | None = None,
     *,
     spill: bool = True,
@@ -613,7 +638,7 @@ def accelerate_dataset(
     and the transform of the class below runs before this one's, both after the cache.
 
     Example:
-        >>> from torch.utils.data import Dataset
+        >>> from torch.utils.data import Dataset, IterableDataset
         >>> from scramjet.accel import accelerate_dataset
         >>> @accelerate_dataset(max_memory_size=1 << 20)
         ... class Squares(Dataset):
