@@ -313,3 +313,35 @@ def test_crop_on_a_wide_or_tall_image_keeps_the_ratio_range_when_no_area_fits(sh
         assert 3 / 4 - 0.1 <= width / height <= 4 / 3 + 0.1, (width, height)
         lefts.add((int(x.min()), int(y.min())))
     assert len(lefts) > 5  # placed at random, not always the same window
+
+
+# -- Blur on thin images ------------------------------------------------------------------
+
+
+def _gauss_reference(img: np.ndarray, sigma: float) -> np.ndarray:
+    """Separable Gaussian with reflect padding, each axis's radius capped by its size."""
+    out = img.astype(float)
+    for axis in (1, 0):
+        r = min(int(np.ceil(3 * sigma)), out.shape[axis] - 1)
+        if r < 1:
+            continue
+        x = np.arange(-r, r + 1)
+        k = np.exp(-(x**2) / (2 * sigma**2))
+        k /= k.sum()
+        pad = [(0, 0)] * 3
+        pad[axis] = (r, r)
+        padded = np.pad(out, pad, mode="reflect")
+        acc = np.zeros_like(out)
+        for j, kv in enumerate(k):
+            sl = [slice(None)] * 3
+            sl[axis] = slice(j, j + out.shape[axis])
+            acc += kv * padded[tuple(sl)]
+        out = acc
+    return np.round(out)
+
+
+@pytest.mark.parametrize("shape", [(1, 40), (3, 40), (40, 2), (20, 30)])
+def test_blur_blurs_each_axis_as_far_as_that_axis_allows(shape):
+    img = image(h=shape[0], w=shape[1])
+    out = A.Blur((2.0, 2.0), p=1.0)(img)
+    np.testing.assert_array_equal(out.astype(float), _gauss_reference(img, 2.0))

@@ -616,7 +616,10 @@ class Hue(Augmentation):
 
 class Blur(Augmentation):
     """Gaussian blur with a sigma (pixels) drawn from ``sigma``, a ``(low, high)`` range
-    or one number for a fixed sigma; sigmas are >= 0 (0 leaves the image as it is)."""
+    or one number for a fixed sigma; sigmas are >= 0 (0 leaves the image as it is).
+
+    The kernel reaches ``ceil(3 * sigma)`` pixels, edges reflected; along an axis shorter
+    than that it is cut to the axis (a 1-pixel-high image is blurred along its width)."""
 
     def __init__(
         self,
@@ -634,16 +637,19 @@ class Blur(Augmentation):
 
     def apply(self, img: _Img, params: float) -> torch.Tensor:
         t = img.t
-        radius = min(max(1, math.ceil(3 * params)), min(t.shape[-2:]) - 1)
-        if radius < 1 or params <= 0:
+        if params <= 0:
             return t
-        x = torch.arange(-radius, radius + 1, dtype=t.dtype, device=t.device)
-        k = torch.exp(-(x**2) / (2 * params**2))
-        k = k / k.sum()
         c = t.shape[-3]
-        t = F.pad(t, (radius, radius, radius, radius), mode="reflect")
-        t = F.conv2d(t, k.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
-        return F.conv2d(t, k.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
+        for dim in (-1, -2):  # width, then height: each as far as its size allows
+            radius = min(max(1, math.ceil(3 * params)), t.shape[dim] - 1)  # reflect: < size
+            if radius < 1:
+                continue
+            x = torch.arange(-radius, radius + 1, dtype=t.dtype, device=t.device)
+            k = torch.exp(-(x**2) / (2 * params**2))
+            k = (k / k.sum()).view((1, 1, 1, -1) if dim == -1 else (1, 1, -1, 1))
+            pad = (radius, radius, 0, 0) if dim == -1 else (0, 0, radius, radius)
+            t = F.conv2d(F.pad(t, pad, mode="reflect"), k.expand(c, -1, -1, -1), groups=c)
+        return t
 
 
 class Noise(Augmentation):
