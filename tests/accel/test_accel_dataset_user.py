@@ -3,6 +3,8 @@ workers and class decoration, as the acceleration docs describe them."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 import warnings
@@ -229,3 +231,29 @@ def test_max_memory_size_written_as_a_whole_float_is_taken_in_bytes():
     assert ds[3].tolist() == [3.0] * 4 and ds.cache_stats()["in_memory"] == 1
     with pytest.raises(ValueError, match=r"whole number of bytes.*got 1.5"):
         CachedDataset(Ramp(8), max_memory_size=1.5)
+
+
+def _open_segment_bytes(pid: int, root: str) -> int:
+    """Bytes of the cache's sample files under ``root`` that process ``pid`` holds open."""
+    total = 0
+    fd_dir = f"/proc/{pid}/fd"
+    for fd in os.listdir(fd_dir):
+        with contextlib.suppress(OSError):
+            target = os.readlink(os.path.join(fd_dir, fd))
+            if target.startswith(root) and "/seg-" in target:
+                total += os.stat(os.path.join(fd_dir, fd)).st_size
+    return total
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc")
+def test_close_cache_frees_the_memory_that_persistent_workers_hold(tmp_path):
+    ds = CachedDataset(Ramp(64), cache_dir=str(tmp_path))
+    root = ds._scramjet_cache.store.root
+    loader = DataLoader(ds, batch_size=8, num_workers=2, persistent_workers=True)
+    assert torch.equal(torch.cat(list(loader)), _expected(64))
+    workers = [w.pid for w in loader._iterator._workers]
+    assert sum(_open_segment_bytes(pid, root) for pid in workers) > 0  # the workers' readers
+    ds.close_cache()
+    assert sum(_open_segment_bytes(pid, root) for pid in workers) == 0
+    assert torch.equal(torch.cat(list(loader)), _expected(64))  # read uncached
+    assert sum(_open_segment_bytes(pid, root) for pid in workers) == 0

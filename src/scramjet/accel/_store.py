@@ -57,6 +57,7 @@ _ENTRY = 4
 _HEADER = 10  # magic, n, mem_used, disk_used, done, hints_written, owner, capacity, flags, 0
 _MEM_USED, _DISK_USED, _DONE, _HINTS_WRITTEN, _OWNER, _CAPACITY, _FLAGS = 2, 3, 4, 5, 6, 7, 8
 _MEM_CLOSED, _DISK_CLOSED = 1, 2  # flags: a tier ran out of room
+_REMOVED = 4  # flag: the creator deleted the store; other processes let go of their files
 _SLOTS = 8  # pids of running preloaders
 _HINTS = 256  # ring of hinted indices
 _SLOT0 = _HEADER
@@ -482,17 +483,41 @@ class SharedStore:
                 e[0] = NONE
         return None
 
-    def destroy(self) -> None:
-        """Remove the directories (owner only)."""
+    def removed(self) -> bool:
+        """Whether the creating process deleted this store (see :meth:`destroy`)."""
+        if self._index is None and not self.exists():
+            return True
+        return bool(self.index[_FLAGS] & _REMOVED)
+
+    def detach(self) -> None:
+        """Close this process's files of a removed store (their memory is then freed)."""
         for fd in [*self._readers.values(), *(w[1] for w in self._writers.values())]:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._readers.clear()
         self._writers.clear()
+
+    def destroy(self) -> None:
+        """Remove the directories (owner only).
+
+        Other processes (persistent DataLoader workers) may still hold the segment files
+        open, which would keep their memory until they exit: the segments are emptied first,
+        which frees it at once, and a flag in the index tells those processes to read the
+        dataset uncached from then on.
+        """
+        with contextlib.suppress(OSError, ValueError):
+            self.index[_FLAGS] |= _REMOVED
+        self.detach()
         for folder in (self.root, self.spill_dir):
-            if folder:
-                shutil.rmtree(folder, ignore_errors=True)
-                _janitor.forget(folder)
+            if not folder:
+                continue
+            with contextlib.suppress(OSError):
+                for name in os.listdir(folder):
+                    if name.startswith("seg-"):
+                        with contextlib.suppress(OSError):
+                            os.truncate(os.path.join(folder, name), 0)
+            shutil.rmtree(folder, ignore_errors=True)
+            _janitor.forget(folder)
 
 
 def _new_index(folder: str, n: int, size: int, in_ram: bool) -> str:

@@ -200,9 +200,10 @@ class _Cache:
         store = self.store
         if store is None:
             return True
-        if store.exists():
+        if not store.removed() and store.exists():
             return False
         self.store = None
+        store.detach()
         return True
 
     def get(self, i: int, load: Callable[[int], Any]) -> Any:
@@ -211,8 +212,11 @@ class _Cache:
             return load(i)
         try:
             if self._complete or self.is_complete():
-                blob = store.get(i)
-                return decode(blob) if blob is not None else load(i)
+                blob = None if store.removed() else store.get(i)
+                if blob is not None:
+                    return decode(blob)
+                self._removed()  # closed by its creator: let go of the files
+                return load(i)
             self._ensure_preload(load)
             return self._get_or_wait(i, load)
         except OSError:
