@@ -16,6 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import torch
+
 from scramjet.callbacks._display import LiveOrPlain
 from scramjet.callbacks.base import TrainerCallback
 from scramjet.dashboard import _files
@@ -27,6 +29,10 @@ if TYPE_CHECKING:
     from scramjet.trainer import Trainer
 
 _FORMAT_KINDS = ("raw", "percent", "tailor", "inviz")
+
+#: A recorded step waiting to be turned into numbers: ``(stage, {name: value}, point)``,
+#: ``point`` being ``(x, step, epoch, mile)`` when the values are also curve points.
+_Queued = tuple[str, dict[str, Any], tuple[float, int, int, int] | None]
 
 
 @dataclass
@@ -86,6 +92,28 @@ def _as_float(value: Any) -> float:
         return math.nan
 
 
+def _numbers(values: Sequence[Any]) -> list[float]:
+    """``values`` as floats (NaN for what is not one number); the one-element tensors
+    among them are copied to the host together, one copy per device, not one each."""
+    out = [math.nan] * len(values)
+    by_device: dict[torch.device, list[int]] = {}
+    for i, value in enumerate(values):
+        if isinstance(value, torch.Tensor):
+            if value.numel() == 1 and not value.is_complex():
+                by_device.setdefault(value.device, []).append(i)
+        else:
+            out[i] = _as_float(value)
+    for indices in by_device.values():
+        try:
+            stacked = torch.stack([values[i].detach().reshape(()).float() for i in indices])
+            numbers: list[float] = stacked.tolist()
+        except (RuntimeError, TypeError, ValueError):  # the display never stops the loop
+            numbers = [_as_float(values[i]) for i in indices]
+        for i, number in zip(indices, numbers):
+            out[i] = float(number)
+    return out
+
+
 class Dashboard(TrainerCallback):
     """A live terminal dashboard: progress per stage, metrics, memory and line curves.
 
@@ -98,7 +126,7 @@ class Dashboard(TrainerCallback):
     ends. Only rank 0 of a distributed run displays or writes anything.
 
     As a Trainer callback it reads the trainer's counters from the display thread, keeps
-    each step's loss as a detached tensor (turned into a number by the display thread)
+    each step's loss as a detached tensor (read by the display thread, one copy per redraw)
     and reads epoch metrics from ``trainer.run_history``. It changes nothing in training.
 
     Args:
@@ -159,12 +187,16 @@ class Dashboard(TrainerCallback):
         self.show_memory = show_memory
         self.title = "scramjet dashboard"
         self._lock = threading.RLock()
+        # Held while queued values are turned into numbers, so they are recorded in the
+        # order they came; always taken before ``_lock``, never while holding it.
+        self._convert_lock = threading.Lock()
         self._stages: dict[str, _Stage] = {}
         self._entries: dict[str, dict[str, Any]] = {}
         # {metric: {stage: [[x, step, epoch, mile, value], ...]}}, x = epoch progress
-        # (epoch + (mile + 1) / mpe); values may be tensors
-        # until the display thread (or log()) turns them into floats.
+        # (epoch + (mile + 1) / mpe); values are floats: tensors wait in ``_incoming``
+        # (gauge) or ``_pending`` (the Trainer's losses) until ``_drain`` reads them.
         self._series: dict[str, dict[str, list[list[Any]]]] = {}
+        self._incoming: list[_Queued] = []
         self._pending: collections.deque[Any] = collections.deque()
         self._loss_steps = 0
         self._epoch_losses = 0
@@ -194,8 +226,9 @@ class Dashboard(TrainerCallback):
         """Record one step (or epoch) of ``stage`` and its metric values.
 
         Args:
-            entry: ``{name: value}``; numbers or one-element tensors (kept as they are
-                and turned into numbers by the display thread, so no device sync here).
+            entry: ``{name: value}``; numbers or one-element tensors (kept as they are,
+                so no device sync here; the display thread reads each tensor once, with
+                one copy per device for all the values queued since its last redraw).
             mile: 0-based step within the epoch.
             epoch: 0-based epoch (shown 1-based).
             mpe: Steps per epoch (miles per epoch).
@@ -236,13 +269,11 @@ class Dashboard(TrainerCallback):
                 st.has_samples = True
             if opened:
                 st.untimed = (st.done, st.samples)
-            self._entries.setdefault(stage, {}).update(entry)
+            point = None
             if mile % interval == 0 or st.finished:
-                step, x = epoch * mpe + mile + 1, epoch + (mile + 1) / mpe
-                for name, value in entry.items():
-                    if isinstance(value, str):  # text (a model name) is shown, not plotted
-                        continue
-                    self._add_point(str(name), stage, [x, step, epoch, mile, _detach(value)])
+                point = (epoch + (mile + 1) / mpe, epoch * mpe + mile + 1, epoch, mile)
+            values = {str(name): _detach(value) for name, value in entry.items()}
+            self._incoming.append((stage, values, point))
         self._start()
         if st.finished and self._prints_plain:
             self._print_plain([stage])
@@ -258,8 +289,8 @@ class Dashboard(TrainerCallback):
         """
         if not _is_main_process():
             return
+        self._drain()
         with self._lock:
-            self._drain()
             series = {
                 m: {
                     s: [
@@ -290,8 +321,8 @@ class Dashboard(TrainerCallback):
     # ------------------------------------------------------------------ display
     def snapshot(self) -> Snapshot:
         """What the dashboard would draw now (also used by the display thread)."""
+        self._drain()
         with self._lock:
-            self._drain()
             return self._snapshot_locked()
 
     def _snapshot_locked(self) -> Snapshot:
@@ -411,8 +442,8 @@ class Dashboard(TrainerCallback):
         A periodic print skips a stage that has done all its steps but is not finished yet
         (its epoch is ending): the stage's final line follows.
         """
+        self._drain()
         with self._lock:  # the display thread and the loop may both print
-            self._drain()
             snap = self._snapshot_locked()
             wanted = []
             for st in snap.stages:
@@ -451,10 +482,25 @@ class Dashboard(TrainerCallback):
         self._series.setdefault(metric, {}).setdefault(stage, []).append(row)
 
     def _drain(self) -> None:
-        """Turn the per-step losses queued by the loop into curve points (caller holds the lock)."""
+        """Record what was queued (gauge() values, the loop's per-step losses) as numbers.
+
+        Tensors are read once, all together (one copy per device), and outside ``_lock``:
+        on a GPU the copy waits for the device, and gauge() must not wait with it. Call it
+        without holding ``_lock``.
+        """
+        with self._convert_lock:
+            with self._lock:
+                queued = self._take()
+            if not queued:
+                return
+            numbers = _numbers([value for _, values, _ in queued for value in values.values()])
+            with self._lock:
+                self._record(queued, numbers)
+
+    def _take(self) -> list[_Queued]:
+        """Empty the queues; the loop's losses get their place on the x axis now."""
+        queued, self._incoming = self._incoming, []
         pending = self._pending
-        if not pending:
-            return
         train = self._stages.get("train")
         epoch = train.epoch if train is not None else 0
         per_epoch = (train.total if train is not None else None) or 0
@@ -466,9 +512,20 @@ class Dashboard(TrainerCallback):
                 x = self._x_offset + epoch + self._epoch_losses / per_epoch
             else:
                 x = float(self._loss_steps)
-            row = [x, self._loss_steps, epoch, self._epoch_losses - 1, _as_float(loss)]
-            self._add_point("loss", "train", row)
-            self._entries.setdefault("train", {})["loss"] = loss
+            point = (x, self._loss_steps, epoch, self._epoch_losses - 1)
+            queued.append(("train", {"loss": loss}, point))
+        return queued
+
+    def _record(self, queued: list[_Queued], numbers: list[float]) -> None:
+        """Show and plot the taken values (``numbers``: their values as floats, in order)."""
+        at = iter(numbers)
+        for stage, values, point in queued:
+            shown = self._entries.setdefault(stage, {})
+            for name, value in values.items():
+                number = next(at)
+                shown[name] = number if isinstance(value, torch.Tensor) else value
+                if point is not None and not isinstance(value, str):  # text is not plotted
+                    self._add_point(name, stage, [*point, number])
 
     # ------------------------------------------------------------------ Trainer events
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
@@ -477,8 +534,8 @@ class Dashboard(TrainerCallback):
             return
         self._trainer = trainer
         self._active = True
+        self._drain()
         with self._lock:
-            self._drain()
             last = max(
                 (
                     row[0]
@@ -507,8 +564,8 @@ class Dashboard(TrainerCallback):
         state = trainer.state
         total = trainer.batches_in_epoch  # resumed batches included; 0 when unknown
         rc = trainer.run_config
+        self._drain()
         with self._lock:
-            self._drain()
             # A resumed run starts inside the epoch: its losses are placed from that batch on,
             # and a board that saw none of the run counts its steps from there too.
             self._epoch_losses = state.batches_seen_in_epoch
@@ -533,8 +590,8 @@ class Dashboard(TrainerCallback):
         """Close the train stage and pick up the epoch metrics."""
         if not trainer.is_main_process:
             return
+        self._drain()
         with self._lock:
-            self._drain()
             st = self._stages.get("train")
             if st is not None and st.probe is not None:
                 d, s = st.probe()
@@ -592,8 +649,7 @@ class Dashboard(TrainerCallback):
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Draw a last time and stop."""
         if trainer.is_main_process:
-            with self._lock:
-                self._drain()
+            self._drain()
             self._active = False
             self.close()
             self._trainer = None
