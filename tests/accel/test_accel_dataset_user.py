@@ -8,6 +8,7 @@ import os
 import threading
 import time
 import warnings
+from collections import UserDict
 from typing import Any
 
 import pytest
@@ -257,3 +258,21 @@ def test_close_cache_frees_the_memory_that_persistent_workers_hold(tmp_path):
     assert sum(_open_segment_bytes(pid, root) for pid in workers) == 0
     assert torch.equal(torch.cat(list(loader)), _expected(64))  # read uncached
     assert sum(_open_segment_bytes(pid, root) for pid in workers) == 0
+
+
+class Encoded(Dataset):
+    """Tokenizer-style samples: a ``UserDict`` of tensors (as Hugging Face's BatchEncoding)."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> UserDict[str, torch.Tensor]:
+        return UserDict({"input_ids": torch.arange(6) + i, "attention_mask": torch.ones(6)})
+
+
+def test_tokenizer_style_samples_are_not_called_random():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)  # == of its tensors has no truth value
+        ds = CachedDataset(Encoded())
+    assert ds[2]["input_ids"].tolist() == [2, 3, 4, 5, 6, 7]
+    assert ds[2]["input_ids"].tolist() == [2, 3, 4, 5, 6, 7]
