@@ -276,3 +276,12 @@ def test_tokenizer_style_samples_are_not_called_random():
         ds = CachedDataset(Encoded())
     assert ds[2]["input_ids"].tolist() == [2, 3, 4, 5, 6, 7]
     assert ds[2]["input_ids"].tolist() == [2, 3, 4, 5, 6, 7]
+
+
+def test_a_cache_dir_that_is_not_a_folder_is_an_error_that_says_so(tmp_path):
+    with pytest.raises(ValueError, match=r"cache_dir=.*missing.*does not exist.*create it"):
+        CachedDataset(Ramp(4), cache_dir=str(tmp_path / "missing"))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match=r"is not an existing folder \(it is a file\)"):
+        CachedDataset(Ramp(4), cache_dir=str(tmp_path / "file"))
+    assert CachedDataset(Ramp(4), cache_dir=str(tmp_path))[2].tolist() == [2.0] * 4

@@ -139,6 +139,12 @@ class _Cache:
         cache_dir: str | None,
     ) -> None:
         budget = _validate(preloaded_data, max_memory_size)
+        if cache_dir is not None and not os.path.isdir(cache_dir):
+            raise ValueError(
+                f"cache_dir={cache_dir!r} is not an existing folder ("
+                + ("it is a file" if os.path.exists(cache_dir) else "it does not exist")
+                + "); create it, or pass cache_dir=None for the default RAM folder (/dev/shm)"
+            )
         self.n, self.preloaded_data, self.budget = n, preloaded_data, budget
         self.spill, self.cache_dir = spill, cache_dir
         self._attach(SharedStore.create(n, spill, cache_dir, budget))
