@@ -285,3 +285,24 @@ def test_a_cache_dir_that_is_not_a_folder_is_an_error_that_says_so(tmp_path):
     with pytest.raises(ValueError, match=r"is not an existing folder \(it is a file\)"):
         CachedDataset(Ramp(4), cache_dir=str(tmp_path / "file"))
     assert CachedDataset(Ramp(4), cache_dir=str(tmp_path))[2].tolist() == [2.0] * 4
+
+
+class OnDevice(Dataset):
+    """A small dataset kept on the GPU: samples are CUDA tensors."""
+
+    def __init__(self) -> None:
+        self.data = torch.arange(12.0, device="cuda").view(6, 2)
+
+    def __len__(self) -> int:
+        return 6
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.data[i]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cached_tensor_comes_back_on_the_device_the_dataset_returned_it_on():
+    ds = CachedDataset(OnDevice())
+    first, again = ds[3], ds[3]  # decoded, then read from the cache
+    assert first.device == again.device == OnDevice()[3].device
+    assert torch.equal(first, again)

@@ -112,10 +112,11 @@ def _write_all(fd: int, data: bytes | memoryview, offset: int) -> None:
         view, offset = view[written:], offset + written
 
 
-def _rebuild_tensor(array: np.ndarray, dtype: str) -> torch.Tensor:
+def _rebuild_tensor(array: np.ndarray, dtype: str, device: str = "cpu") -> torch.Tensor:
     t = torch.from_numpy(array)
     target = getattr(torch, dtype)
-    return t if t.dtype == target else t.view(target)
+    t = t if t.dtype == target else t.view(target)
+    return t if device == "cpu" else t.to(device)  # on the device the dataset returned it
 
 
 _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -138,7 +139,9 @@ class _Pickler(pickle.Pickler):
             if as_int is None:
                 return NotImplemented
             array = t.view(as_int).numpy()
-        return _rebuild_tensor, (array, name)
+        if obj.device.type == "cpu":
+            return _rebuild_tensor, (array, name)
+        return _rebuild_tensor, (array, name, str(obj.device))
 
 
 def encode(sample: Any) -> bytes:
