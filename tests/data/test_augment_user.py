@@ -212,7 +212,7 @@ def test_tensors_on_another_device_are_augmented_there(op):
     assert out.device.type == "meta"
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.gpu
 @pytest.mark.parametrize("op", ALL_OPS, ids=lambda op: type(op).__name__)
 def test_cuda_tensors_give_the_cpu_result(op):
     x = torch.from_numpy(image()).permute(2, 0, 1).contiguous()
@@ -252,19 +252,13 @@ def test_a_positive_hue_shift_turns_red_towards_yellow_as_hsv_hue_does(rgb, shif
 # -- images: a damaged frame read back ------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reader.py (not owned here): PackedDataset._decode lets the decoder's bare error "
-    "through ('broken data stream when reading image file'), without the sample, column "
-    "or shard; it should wrap it in a PackFormatError naming them",
-)
 def test_a_damaged_frame_read_with_verify_false_names_the_sample_and_the_shard(tmp_path):
     import json
 
     import h5py
     from PIL import Image
 
-    from scramjet.data import PackedDataset, pack
+    from scramjet.data import PackedDataset, PackFormatError, pack
 
     for i in range(4):
         Image.fromarray(image(i)).save(tmp_path / f"{i}.png")
@@ -291,8 +285,10 @@ def test_a_damaged_frame_read_with_verify_false_names_the_sample_and_the_shard(t
         data[start + 60 : start + 120] ^= 0xFF  # inside the first frame's pixel data
         f["image"][...] = data
     ds = PackedDataset(dst, verify=False)
-    with pytest.raises(Exception, match=r"(?s)sample 0.*shard"):
+    with pytest.raises(PackFormatError, match=r"(?s)sample 0 .*shard"):
         ds[0]
+    with pytest.raises(PackFormatError, match=r"(?s)sample 0 .*shard"):  # in a batch too
+        ds.get_batch([2, 0])
 
 
 # -- Crop keeps its aspect-ratio range on wide and tall images -------------------------------

@@ -142,7 +142,9 @@ def test_32_bit_float_image_with_values_above_255_is_still_a_bad_row(tmp_path):
 
 @pytest.mark.parametrize("p", [1.5, -0.1])
 def test_flip_probability_outside_0_to_1_is_refused(p):
-    with pytest.raises(ValueError, match=r"p must be a probability in \[0, 1\]"):
+    with pytest.raises(
+        ValueError, match=r"p must be a probability, a number in \[0, 1\]; received"
+    ):
         A.Flip(p=p)
 
 

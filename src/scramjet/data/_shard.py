@@ -109,6 +109,7 @@ class Shard:
     def __init__(self, path: str, info: ShardInfo, columns: list[ColumnSpec]) -> None:
         import h5py
 
+        self.info = info
         self.data: dict[str, np.ndarray] = {}
         self.offsets: dict[str, np.ndarray] = {}
         self.rows: dict[str, np.ndarray] = {}

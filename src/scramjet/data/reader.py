@@ -537,7 +537,26 @@ class PackedDataset(Dataset[Any]):
             return jpeg_decoder(self.decoder)[1](data, col.channels or 3, out)
         return png_decoder()(data, col.channels or 3, out)
 
+    def _damaged(self, col: ColumnSpec, shard: Shard, local: int, exc: Exception) -> Exception:
+        """A frame the decoder refused, named by sample, column and shard (with
+        ``verify=False`` no checksum caught the damage before)."""
+        k = next(i for i, s in enumerate(self.manifest.shards) if s.file == shard.info.file)
+        return PackFormatError(
+            f"sample {int(self._starts[k]) + local} of {str(self.path)!r}: its {col.encoding} "
+            f"frame in column {col.name!r} (shard {shard.info.file}) cannot be decoded "
+            f"({type(exc).__name__}: {exc}). The shard is damaged: check it with "
+            f"PackedDataset(path, verify=True) (or ds.verify()), and re-create the pack"
+        )
+
     def _read_image(self, col: ColumnSpec, shard: Shard, local: int) -> np.ndarray:
+        try:
+            return self._read_frames(col, shard, local)
+        except PackFormatError:
+            raise
+        except Exception as exc:
+            raise self._damaged(col, shard, local, exc) from exc
+
+    def _read_frames(self, col: ColumnSpec, shard: Shard, local: int) -> np.ndarray:
         data = shard.data[col.name]
         if col.sequence:
             f0, f1 = (int(v) for v in shard.rows[col.name][local : local + 2])
@@ -695,7 +714,10 @@ class PackedDataset(Dataset[Any]):
                     data, offs = shard.data[col.name], shard.offsets[col.name]
                     for p in pos.tolist():
                         i = plan.row_at[p]
-                        self._decode(col, data[offs[i] : offs[i + 1]], out[p])
+                        try:
+                            self._decode(col, data[offs[i] : offs[i + 1]], out[p])
+                        except Exception as exc:
+                            raise self._damaged(col, shard, int(local[p]), exc) from exc
                 else:
                     out[pos] = shard.data[col.name][local[pos]]
             return tensor
