@@ -300,6 +300,7 @@ class OnDevice(Dataset):
         return self.data[i]
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_a_cached_tensor_comes_back_on_the_device_the_dataset_returned_it_on():
     ds = CachedDataset(OnDevice())
