@@ -2,4 +2,5 @@
 
 from scramjet.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # importing this module (walking the package) runs nothing
+    raise SystemExit(main())

@@ -66,7 +66,7 @@ def test_a_refused_optimizer_is_left_as_it_was(tmp_path: Path) -> None:
     sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     with pytest.warns(UserWarning, match="optimizer"):
         result = CheckpointManager(folder).load({"model": model, "optimizer": sgd}, strict=False)
-    assert result.missing_keys["optimizer"] == ["dampening", "momentum"]
+    assert result.missing_keys["optimizer"] == ["dampening", "momentum", "nesterov"]
     assert sgd.param_groups[0]["momentum"] == 0.9 and sgd.param_groups[0]["lr"] == 0.1
     assert "betas" not in sgd.param_groups[0]
     before = [p.detach().clone() for p in model.parameters()]

@@ -667,8 +667,9 @@ class Noise(Augmentation):
     ) -> None:
         super().__init__(p, seed)
         one = _is_number(_finite(std, "std"))  # (0, std)
-        if one and float(std) < 0:
-            _nonnegative((float(std), 0.0), std, "std")
+        given: Any = std
+        if one and float(given) < 0:
+            _nonnegative((float(given), 0.0), std, "std")
         span = _range((0.0, std) if one else std, 0.0, "std")
         self.std = _nonnegative((min(span), span[1]), std, "std")  # Noise(-0.1) too
 
