@@ -252,12 +252,6 @@ def test_dashboard_turns_a_runs_queued_losses_into_numbers_with_one_copy() -> No
     assert all(isinstance(y, float) and y == y for _, y in curve)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trainer/state.py EpochLosses.state_dict copies each recorded batch loss to the "
-    "CPU on its own (`[t.float().cpu() for t in self.losses]`): a checkpoint at batch n of "
-    "an epoch pays n device syncs; stack on the device first, then one .cpu()",
-)
 def test_a_mid_epoch_checkpoint_copies_the_epoch_losses_in_one_transfer(tmp_path: Path) -> None:
     with counting_syncs() as count:
         windows = StepWindows(count, marks=(38, 39, 41))
@@ -294,13 +288,6 @@ def test_a_log_every_n_steps_experiment_reads_its_step_values_once_per_flush(
     assert counts == [2, 4]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compat/aitoolbox/torchtrain/callbacks/gradient.py GradNormClip."
-    "on_after_gradient_update stores last_total_norm = float(norm) at every update (a device "
-    "sync per step for an attribute AIToolbox never had); keep norm.detach() and turn it "
-    "into a float only when last_total_norm is read (a property)",
-)
 def test_aitoolbox_grad_norm_clipping_adds_no_sync_per_update() -> None:
     from torch.utils.data import DataLoader
 

@@ -228,13 +228,18 @@ class EpochLosses:
             totals = torch.stack([(losses * counts).sum(), counts.sum()])
         else:
             totals = torch.zeros(2, device=device)
-        totals = dist.reduce(totals, op="sum")
-        return float(totals[0] / totals[1]) if float(totals[1]) > 0 else math.nan
+        total, count = dist.reduce(totals, op="sum").tolist()  # one copy to the host
+        return total / count if count > 0 else math.nan
 
     def state_dict(self) -> dict[str, Any]:
         """This process's losses so far (a tensor on the CPU) and batch sizes."""
-        stacked = torch.stack([t.float().cpu() for t in self.losses]) if self.losses else None
-        return {"losses": stacked if stacked is not None else torch.zeros(0), "counts": self.counts}
+        if not self.losses:
+            return {"losses": torch.zeros(0), "counts": self.counts}
+        # Stacked on the newest loss's device, then copied to the host once (restored
+        # losses sit on the CPU; the epoch's own ones on the device).
+        device = self.losses[-1].device
+        stacked = torch.stack([t.float().to(device) for t in self.losses]).cpu()
+        return {"losses": stacked, "counts": self.counts}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Keep saved losses for the next :meth:`start_epoch`."""

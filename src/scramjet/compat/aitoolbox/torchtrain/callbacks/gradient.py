@@ -62,14 +62,19 @@ class GradNormClip(GradientCallbackBase):
     def __init__(self, max_grad_norm: float, **kwargs: Any) -> None:
         super().__init__("Gradient norm clipping")
         self.max_grad_norm, self.kwargs = max_grad_norm, kwargs
-        self.last_total_norm: float | None = None
+        self._last_norm: torch.Tensor | None = None  # read as a float only when asked for
 
     def on_after_gradient_update(self, optimizer_idx: int = 0) -> None:
         """Clip and remember the norm before clipping."""
         norm = torch.nn.utils.clip_grad_norm_(
             self.train_loop_obj.model.parameters(), self.max_grad_norm, **self.kwargs
         )
-        self.last_total_norm = float(norm)
+        self._last_norm = norm.detach()
+
+    @property
+    def last_total_norm(self) -> float | None:
+        """The total gradient norm before the latest clipping (None before the first)."""
+        return None if self._last_norm is None else float(self._last_norm)
 
 
 def _layer_weight_grads(
