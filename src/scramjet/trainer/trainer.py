@@ -669,7 +669,7 @@ class Trainer:
                 # (and a checkpoint saved now) stays inside it, so a resume continues it.
                 self.state.epoch_finished = not self._epoch_cut
                 self.training_run_epoch_end()
-                self.callback_handler.call_event(Event.TRAINING_RUN_EPOCH_END, self)
+                self._epoch_end_event()
                 self.state.epoch_finished = False
                 if self._epoch_cut:
                     break
@@ -692,6 +692,27 @@ class Trainer:
         self._in_training_run = False
         if self.stop_reason is not None and self.stop_reason.reraise:
             raise self.stop_reason
+
+    def _epoch_end_event(self) -> None:
+        """``TRAINING_RUN_EPOCH_END``. Across processes, the ranks agree on a stop raised by
+        its callbacks (early stopping on a value each rank holds for itself): a rank that
+        stops alone would leave the others training into a closed process group."""
+        stop: StopTrainingError | None = None
+        try:
+            self.callback_handler.call_event(Event.TRAINING_RUN_EPOCH_END, self)
+        except StopTrainingError as err:
+            stop = err
+        if dist.is_distributed():
+            votes = torch.zeros(dist.get_world_size(), device=self.device)
+            votes[dist.get_rank()] = float(stop is not None)
+            deciders = [r for r, v in enumerate(dist.reduce(votes, op="sum").tolist()) if v]
+            if deciders and stop is None:
+                stop = StopTrainingError(
+                    f"rank {deciders[0]} stopped the run after epoch {self.state.epoch + 1}; "
+                    "every rank stops with it"
+                )
+        if stop is not None:
+            raise stop
 
     def _close_after_crash(self) -> None:
         """A crash (at the run's start, in an epoch or at its end): callbacks release
