@@ -23,15 +23,14 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler, default_collate
 
 from scramjet.runtime import distributed as dist
-from scramjet.runtime.seeding import get_rng_states, set_rng_states
 from scramjet.runtime.stacklevel import user_stacklevel
 from scramjet.trainer.batch import PAD_VALUE, concat_outputs, map_leaves
 from scramjet.trainer.samplers import EpochSampler as EpochSampler
 from scramjet.trainer.samplers import ShardSampler as ShardSampler
 from scramjet.trainer.samplers import SkipBatches as SkipBatches
 from scramjet.trainer.samplers import SkipSampler as SkipSampler
+from scramjet.trainer.samplers import read_past
 from scramjet.trainer.samplers import safe_len as safe_len
-from scramjet.trainer.samplers import seed_global_generators
 from scramjet.trainer.samplers import shard_window_order as shard_window_order
 
 T = TypeVar("T")
@@ -515,7 +514,7 @@ class DataOrder:
         (seed, epoch, rank). A DataLoader the user built is reseeded too: starting an epoch
         then draws nothing from torch's global RNG, whose state a checkpoint restores
         mid-epoch, so a resumed run sees the same order; one that shuffles with the global
-        generators starts the epoch with them seeded (:class:`SkipSampler`, :func:`_read_past`).
+        generators starts the epoch with them seeded (:class:`SkipSampler`, :func:`read_past`).
         Skipped batches become skipped indices at the loader's own batch size (its batch
         sampler's for a DataLoader fed whole batches, ``batch_size`` when it has none).
         The length counts the skipped batches; 0 means unknown.
@@ -565,9 +564,9 @@ class DataOrder:
         if hasattr(sampler, "set_start"):  # the loader holds only the batches still to come
             return loader, (skip + n_batches if n_batches else 0)
         if isinstance(loader, DataLoader):  # a stream, or a ready loader's own order
-            return _read_past(loader, skip, self._draw_seed(epoch)), n_batches
+            return read_past(loader, skip, self._draw_seed(epoch)), n_batches
         if skip:  # nothing to skip indices with (e.g. a generator): read past them
-            return _read_past(loader, skip), n_batches
+            return read_past(loader, skip), n_batches
         return loader, n_batches
 
     def _adopt_drawn_seed(self, loader: Any) -> None:
@@ -643,40 +642,6 @@ class DataOrder:
 
 #: What evaluation and prediction loaders call their data in errors.
 _EVAL_DATA = "the evaluation/prediction dataset"
-
-
-_END = object()  # an iterator's end, for next(iterator, _END)
-
-
-def _read_past(loader: Iterable[T], skip: int, seed: int | None = None) -> Iterator[T]:
-    """``loader``'s batches after its first ``skip``, which are read and dropped.
-
-    The random generators (Python, NumPy, torch) are put back as they were once the
-    skipped batches are read: what the dataset or sampler drew for them (random
-    augmentations in ``__getitem__``, a shuffle) was drawn before the checkpoint that a
-    resume restores, so the next batch draws exactly what the uninterrupted run drew.
-    With a ``seed``, the epoch starts (``iter`` and the first batch, where a sampler or a
-    stream draws its shuffle) with those generators seeded from it and then put back, so
-    a shuffle drawn from them is the same when a resumed run rebuilds the epoch.
-    """
-    states = get_rng_states()
-    if seed is None:
-        iterator = iter(loader)
-    else:
-        try:
-            seed_global_generators(seed)
-            iterator = iter(loader)
-            first = next(iterator, _END)
-        finally:
-            set_rng_states(states)
-        if first is _END:
-            return
-        iterator = itertools.chain([cast(T, first)], iterator)
-    if skip:
-        for _ in itertools.islice(iterator, skip):
-            pass
-        set_rng_states(states)
-    yield from iterator
 
 
 def _not_empty(batches: Iterable[T], dataset: Any, epoch: int) -> Iterator[T]:

@@ -192,7 +192,7 @@ class SkipSampler(Sampler[int]):
         self.draw_seed = seed
 
     def __iter__(self) -> Iterator[int]:
-        return _skip_first(self.sampler, self.start, self.draw_seed)
+        return read_past(self.sampler, self.start, self.draw_seed)
 
     def __len__(self) -> int:
         return max(0, safe_len(self.sampler) - self.start)
@@ -228,7 +228,7 @@ class SkipBatches(Sampler[list[int]]):
         self.draw_seed = seed
 
     def __iter__(self) -> Iterator[list[int]]:
-        return _skip_first(self.batch_sampler, self.start, self.draw_seed)
+        return read_past(self.batch_sampler, self.start, self.draw_seed)
 
     def __len__(self) -> int:
         if not isinstance(self.batch_sampler, Sized):
@@ -236,31 +236,36 @@ class SkipBatches(Sampler[list[int]]):
         return max(0, len(self.batch_sampler) - self.start)
 
 
-def _skip_first(source: Iterable[T], start: int, seed: int | None) -> Iterator[T]:
-    """``source``'s items after the first ``start``.
+def read_past(source: Iterable[T], skip: int, seed: int | None = None) -> Iterator[T]:
+    """``source``'s items (indices, batches) after its first ``skip``, which are read and
+    dropped.
 
-    With a ``seed``, ``iter(source)`` and its first item (where a sampler draws its
-    shuffle) run with the global generators seeded from it; those generators are then
-    restored, and the skipped items are drawn without moving them.
+    The random generators (Python, NumPy, torch) are put back as they were once the
+    skipped items are read: what was drawn for them (random augmentations in
+    ``__getitem__``, a shuffle) was drawn before the checkpoint that a resume restores, so
+    the next item draws exactly what the uninterrupted run drew. With a ``seed``, the
+    epoch starts (``iter`` and the first item, where a sampler or a stream draws its
+    shuffle) with those generators seeded from it and then put back, so a shuffle drawn
+    from them is the same when a resumed run rebuilds the epoch.
     """
-    if seed is None:
-        yield from itertools.islice(iter(source), start, None)
-        return
     states = get_rng_states()
-    try:
-        seed_global_generators(seed)
+    if seed is None:
         iterator = iter(source)
-        first = next(iterator, _END)
-    finally:
-        set_rng_states(states)
-    if first is _END:
-        return
-    items = itertools.chain([cast(T, first)], iterator)
-    if start:
-        for _ in itertools.islice(items, start):
+    else:
+        try:
+            seed_global_generators(seed)
+            iterator = iter(source)
+            first = next(iterator, _END)
+        finally:
+            set_rng_states(states)
+        if first is _END:
+            return
+        iterator = itertools.chain([cast(T, first)], iterator)
+    if skip:
+        for _ in itertools.islice(iterator, skip):
             pass
-        set_rng_states(states)  # what the skipped items drew was drawn before the resume
-    yield from items
+        set_rng_states(states)
+    yield from iterator
 
 
 _END = object()
