@@ -42,7 +42,7 @@ def test_crop_with_an_output_size_gives_that_size_also_when_p_skips_it() -> None
 
 def test_crop_area_given_as_one_number_is_an_error_that_says_to_pass_a_pair() -> None:
     # It was "TypeError: 'float' object is not subscriptable".
-    with pytest.raises(ValueError, match=r"area must be a \(low, high\) pair.*got 0.5"):
+    with pytest.raises(ValueError, match=r"area must be a \(low, high\) pair.*received 0.5"):
         A.Crop(area=0.5)  # type: ignore[arg-type]
 
 

@@ -128,8 +128,9 @@ def test_a_download_left_by_a_killed_reader_does_not_take_room_in_the_cache(
     child = multiprocessing.get_context("fork").Process(target=_read_in_a_child, args=(first, 0))
     child.start()
     part = cache / f"{first.manifest.shards[0].sha256}.part"
-    for _ in range(500):
-        if part.exists():
+    full = first.manifest.shards[0].bytes
+    for _ in range(500):  # allocated at its full size: the download itself has started
+        if part.exists() and part.stat().st_size == full:
             break
         child.join(0.01)
     child.kill()

@@ -561,7 +561,8 @@ def _chain(
     return _Chain(first, then)
 
 
-def _decorate_dataset(cls: type[T], settings: dict[str, Any]) -> type[T]:
+def _check_decorated_class(cls: Any) -> None:
+    """``@accelerate_dataset`` takes a map-style class: ``__getitem__`` and ``__len__``."""
     if not isinstance(cls, type) or not hasattr(cls, "__getitem__"):
         raise TypeError(
             f"@accelerate_dataset decorates map-style Dataset classes, got {cls!r}; "
@@ -579,6 +580,10 @@ def _decorate_dataset(cls: type[T], settings: dict[str, Any]) -> type[T]:
                 else ": define __len__, the number of samples."
             )
         )
+
+
+def _decorate_dataset(cls: type[T], settings: dict[str, Any]) -> type[T]:
+    _check_decorated_class(cls)
     base_init = cls.__init__
     dataset_cls: type[Any] = cls  # any class with __getitem__ (checked above)
     base_getitem = dataset_cls.__getitem__
