@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
-from pathlib import Path
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -52,9 +50,10 @@ def run(args: argparse.Namespace) -> int:
     """Run ``scramjet pack``; returns the process exit status."""
     from scramjet.data.csvlist import dtype_list
     from scramjet.data.writer import pack
+    from scramjet.runtime.files import why_not_creatable
 
     dtype = dtype_list(args.dtype)
-    problem = _destination_problem(args.dst)
+    problem = None if "://" in args.dst else why_not_creatable(args.dst)
     if problem:
         print(f"scramjet pack: error: {problem}", file=sys.stderr)
         return 1
@@ -108,19 +107,3 @@ def _as_options(message: str) -> str:
     """pack()'s advice said as the options are typed here: ``quality=95`` -> ``--quality 95``."""
     message = message.replace("on_error=", "--on-error ").replace("overwrite=True", "--overwrite")
     return re.sub(rf"\b({'|'.join(_OPTIONS)})=", r"--\1 ", message)
-
-
-def _destination_problem(dst: str) -> str | None:
-    """Why a local ``dst`` cannot be created (a file on its path, a folder that cannot be
-    written), named by the user's path rather than the temporary folder pack() writes."""
-    if "://" in dst:
-        return None
-    path = Path(dst).absolute()
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                return f"cannot create {dst!r}: {str(parent)!r} is a file, not a folder"
-            if not os.access(parent, os.W_OK | os.X_OK):
-                return f"cannot create {dst!r}: the folder {str(parent)!r} is not writable"
-            return None
-    return None

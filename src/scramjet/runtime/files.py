@@ -156,3 +156,17 @@ def atomic_write_text(
         'héllo\\n'
     """
     atomic_write_bytes(path, text.encode(encoding), fsync=fsync)
+
+
+def why_not_creatable(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` (a file or folder to create, with any missing parent folders) cannot
+    be made: its first existing ancestor is a file, or a folder this process cannot write.
+    None when nothing stands in the way that can be seen beforehand."""
+    parent = Path(path).absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent  # the first existing folder: the rest would be created
+    if not parent.is_dir():
+        return f"cannot create {str(path)!r}: {str(parent)!r} is a file, not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot create {str(path)!r}: the folder {str(parent)!r} is not writable"
+    return None

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from scramjet.runtime.files import why_not_creatable
 from scramjet.tracking._files import is_run_folder
 from scramjet.tracking.report import build_report, compare_runs
 
@@ -43,14 +44,7 @@ def _output(arg: str | None, first_run: Path) -> tuple[Path, str | None]:
         out = out / COMPARE_PAGE
     if out.is_dir():
         return out, f"{str(out)!r} is a folder; name the HTML file to write"
-    parent = out.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent  # the first existing folder: the rest is created
-    if not parent.is_dir():
-        return out, f"cannot create {str(out)!r}: {str(parent)!r} is a file, not a folder"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return out, f"cannot write {str(out)!r}: the folder {str(parent)!r} is not writable"
-    return out, None
+    return out, why_not_creatable(out)
 
 
 def run(args: argparse.Namespace) -> int:
