@@ -351,9 +351,10 @@ class Engine:
     def _resolve(self, module: torch.nn.Module) -> list[str]:
         names: list[str] = []
         for name in self.requested or [AUTO]:
+            expanded = [name]
             if name == AUTO:
-                self._auto_on = _device_of(module).type
-            expanded = default_backends(_device_of(module)) if name == AUTO else [name]
+                device = _device_of(module)
+                self._auto_on, expanded = device.type, default_backends(device)
             names += [n for n in expanded if n not in names and n not in self.dropped]
         if EAGER not in names:
             names.append(EAGER)
