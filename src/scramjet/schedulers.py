@@ -484,3 +484,16 @@ def check_step_takes_no_arguments(scheduler: object) -> None:
             f"recorded before the first epoch ends, and patience would count updates, not "
             f"epochs."
         )
+
+
+def adopt_new_learning_rates(optimizer: torch.optim.Optimizer, previous: Any) -> None:
+    """A learning rate set by hand between two ``train()`` calls is where the next
+    schedule starts: torch's schedulers start from a group's ``initial_lr``, which the
+    previous run's scheduler left at that run's peak. A rate the previous scheduler set
+    itself is left to restart from that peak, as before."""
+    last = getattr(previous, "get_last_lr", None)
+    if not callable(last):
+        return
+    for group, scheduled in zip(optimizer.param_groups, last(), strict=False):
+        if "initial_lr" in group and group["lr"] != scheduled:
+            group["initial_lr"] = group["lr"]

@@ -234,9 +234,8 @@ def check_not_empty(data: Any, name: str) -> None:
         size = len(data)
     except TypeError:  # no length: an iterable; its end is seen when it is read
         return
-    inner = getattr(data, "dataset", None)
     if size == 0 and isinstance(data, torch.utils.data.DataLoader):
-        held = safe_len(inner)
+        held = safe_len(data.dataset)
         if held:  # the samples are there; drop_last (or a batch sampler) gave no batch
             raise ValueError(
                 f"{name} is a DataLoader that gives no batch: its dataset has {held} "

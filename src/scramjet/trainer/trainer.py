@@ -36,7 +36,11 @@ from scramjet.runtime import fsdp
 from scramjet.runtime.devices import default_device, move_to_device
 from scramjet.runtime.precision import autocast_context, make_grad_scaler, resolve_precision
 from scramjet.runtime.seeding import get_rng_states, seed_everything, set_rng_states
-from scramjet.schedulers import check_step_takes_no_arguments, resolve_placeholders
+from scramjet.schedulers import (
+    adopt_new_learning_rates,
+    check_step_takes_no_arguments,
+    resolve_placeholders,
+)
 from scramjet.tracking.metric_log import MetricLog
 from scramjet.trainer.batch import (
     batch_size_of,
@@ -643,7 +647,7 @@ class Trainer:
             num_epochs, per_device_batch_size, eval_bs, max_num_train_steps,
             gradient_accumulation_steps, gradient_clip_value, gradient_clip_norm,
         )  # fmt: skip
-        _adopt_new_learning_rates(self.optimizer, self.scheduler)
+        adopt_new_learning_rates(self.optimizer, self.scheduler)
         self.scheduler = self.create_scheduler()
         if resume_from is not None:
             resume.restore(self, resume_from, check_plan=True)
@@ -1155,19 +1159,6 @@ class Trainer:
 
 
 _NO_CONTEXT = contextlib.nullcontext()  # reusable: enters and exits without state
-
-
-def _adopt_new_learning_rates(optimizer: torch.optim.Optimizer, previous: Any) -> None:
-    """A learning rate set by hand between two ``train()`` calls is where the next
-    schedule starts: torch's schedulers start from a group's ``initial_lr``, which the
-    previous run's scheduler left at that run's peak. A rate the previous scheduler set
-    itself is left to restart from that peak, as before."""
-    last = getattr(previous, "get_last_lr", None)
-    if not callable(last):
-        return
-    for group, scheduled in zip(optimizer.param_groups, last(), strict=False):
-        if "initial_lr" in group and group["lr"] != scheduled:
-            group["initial_lr"] = group["lr"]
 
 
 def _scale_gradients(optimizer: torch.optim.Optimizer, factor: float) -> None:
