@@ -182,6 +182,15 @@ def _eight_bits(img: Image.Image, sixteen: bool = False) -> Image.Image:
                 "8-bit range 0..255 that packs store (they would be clipped); scale the "
                 "image to 0..255 (8 bits) before packing"
             )
+        if img.mode == "F":
+            if high <= 1 and not np.array_equal(values, np.round(values)):
+                raise ValueError(
+                    f"float image (mode 'F') holds fractions from {low:g} to {high:g}: a "
+                    "0..1 image, which stored as 8 bits would be black (0 or 1 of 255); "
+                    "multiply it by 255 (or save it as 8-bit) before packing"
+                )
+            # Pillow's convert truncates (254.9 -> 254); a pack stores the nearest level
+            return Image.fromarray(np.round(values).astype(np.uint8))
     return img
 
 

@@ -1,0 +1,50 @@
+"""A practitioner's own, varied data packed and read back: float and odd images, lists
+with unusual cells, and what comes back from the pack, the loaders and nebulae's API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from scramjet.data import PackedDataset, PackError, pack
+
+
+def _one_image(tmp_path: Path, img: Image.Image, name: str = "x.tif") -> tuple[Path, Path]:
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    img.save(src / name)
+    (src / "list.csv").write_text(f"image,label\n{name},1\n")
+    return src, src / "list.csv"
+
+
+def _pack(src: Path, csv: Path, dst: Path, **kw: object) -> PackedDataset:
+    opts: dict[str, object] = {"dtype": ["int64"], "height": 4, "width": 6, "channel": 1,
+                               "encode": "raw", "workers": 0, "progress": False}  # fmt: skip
+    opts.update(kw)
+    pack(src, csv, dst, **opts)  # type: ignore[arg-type]
+    return PackedDataset(dst)
+
+
+# ----- float images -----------------------------------------------------------------------
+def test_float_image_scaled_to_0_1_is_a_bad_row_not_a_black_image(tmp_path):
+    values = np.random.default_rng(0).random((4, 6)).astype(np.float32)  # 0..1, fractions
+    src, csv = _one_image(tmp_path, Image.fromarray(values, "F"))
+    with pytest.raises(PackError, match=r"0\.\.1 image.*multiply it by 255"):
+        _pack(src, csv, tmp_path / "p")
+
+
+def test_float_image_in_0_255_is_rounded_to_the_nearest_level(tmp_path):
+    values = np.array([[0.4, 0.6, 45.7, 128.5, 254.9, 255.0]] * 4, np.float32)
+    src, csv = _one_image(tmp_path, Image.fromarray(values, "F"))
+    got = _pack(src, csv, tmp_path / "p")[0]["image"][..., 0]
+    np.testing.assert_array_equal(got, np.round(values).astype(np.uint8))
+
+
+def test_float_image_of_whole_numbers_0_and_1_is_kept(tmp_path):
+    values = np.tile(np.array([0.0, 1.0], np.float32), (4, 3))  # a 0/1 mask saved as float
+    src, csv = _one_image(tmp_path, Image.fromarray(values, "F"))
+    got = _pack(src, csv, tmp_path / "p")[0]["image"][..., 0]
+    np.testing.assert_array_equal(got, values.astype(np.uint8))
