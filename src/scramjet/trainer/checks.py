@@ -409,6 +409,21 @@ def warn_unordered_loader(loader: Any) -> None:
     )
 
 
+def _check_predicts_every_sample(loader: Any) -> None:
+    """A ready DataLoader given to ``predict()`` must not drop its short last batch."""
+    if not isinstance(loader, torch.utils.data.DataLoader) or not loader.drop_last:
+        return
+    size, batch = safe_len(loader.dataset), loader.batch_size
+    if not size or not batch or size % batch == 0:
+        return
+    raise ValueError(
+        f"predict() returns one output per sample, but the DataLoader it was given has "
+        f"drop_last=True, which leaves out the last {size % batch} sample(s) of {size} "
+        f"(batch size {batch}). Leave drop_last out of the DataLoader used for prediction, "
+        f"or pass the dataset itself."
+    )
+
+
 def recording_order(
     dataset: Any, kwargs: Mapping[str, Any] | None, world: int
 ) -> tuple[dict[str, Any], OrderRecorder | None]:
@@ -417,8 +432,16 @@ def recording_order(
     DataLoader that reads out of order is only warned about."""
     given = dict(kwargs or {})
     if yields_batches(dataset):
+        _check_predicts_every_sample(dataset)
         warn_unordered_loader(dataset)
         return given, None
+    if given.get("drop_last"):
+        raise ValueError(
+            "predict() returns one output per sample of its dataset, but its "
+            "dataloader_kwargs hold drop_last=True, which leaves out a last batch smaller "
+            "than the batch size. Leave drop_last out of predict()'s dataloader_kwargs "
+            "(keep it for training only)."
+        )
     for key in ("batch_sampler", "sampler"):
         if world == 1 and given.get(key) is not None:
             recorder = given[key] = OrderRecorder(given[key])
