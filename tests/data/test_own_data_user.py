@@ -48,3 +48,37 @@ def test_float_image_of_whole_numbers_0_and_1_is_kept(tmp_path):
     src, csv = _one_image(tmp_path, Image.fromarray(values, "F"))
     got = _pack(src, csv, tmp_path / "p")[0]["image"][..., 0]
     np.testing.assert_array_equal(got, values.astype(np.uint8))
+
+
+# ----- indices that are not whole numbers -------------------------------------------------
+def _small_pack(tmp_path: Path, n: int = 4) -> PackedDataset:
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(n):
+        Image.fromarray(np.full((4, 6), 10 * i, np.uint8)).save(src / f"{i}.png")
+    (src / "list.csv").write_text("image,label\n" + "".join(f"{i}.png,{i}\n" for i in range(n)))
+    return _pack(src, src / "list.csv", tmp_path / "p")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="reader.PackedDataset.read_column/read pass the index through "
+    "np.asarray(..., dtype=int64): 2.7 reads sample 2 and '3' sample 3 silently",
+)
+@pytest.mark.parametrize("index", [2.7, "3"])
+def test_read_column_refuses_an_index_that_is_not_an_integer(tmp_path, index):
+    ds = _small_pack(tmp_path)
+    with pytest.raises(TypeError, match="index"):
+        ds.read_column("label", index)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="reader.PackedDataset.get_batch reads np.asarray(indices, dtype=int64): floats "
+    "are truncated, strings parsed, and [True, False] (a mask) read as samples 1 and 0",
+)
+@pytest.mark.parametrize("indices", [[2.7, 1.0], ["3"], [True, False, True, False]])
+def test_a_batch_of_indices_that_are_not_integers_is_refused(tmp_path, indices):
+    ds = _small_pack(tmp_path)
+    with pytest.raises(TypeError, match="ind"):
+        ds[indices]
