@@ -458,7 +458,19 @@ class DataOrder:
         threaded = pack_loader(dataset, sampler, kwargs)  # a pack: its threaded batch loader
         if threaded is not None:
             return threaded
-        return DataLoader(dataset, sampler=sampler, **explain_collate(kwargs, _EVAL_DATA))
+        loader = DataLoader(dataset, sampler=sampler, **explain_collate(kwargs, _EVAL_DATA))
+        # The largest share (every rank's decision alike): below one batch, none gives one.
+        most = safe_len(sampler)
+        if isinstance(sampler, ShardSampler):
+            most = -(-safe_len(dataset) // dist.get_world_size())
+        if loader.drop_last and 0 < most < (loader.batch_size or 0):
+            raise ValueError(
+                f"{_EVAL_DATA} gives no batch: it has {most} sample(s) per process, the "
+                f"batch size is {loader.batch_size} and drop_last=True drops a batch smaller "
+                f"than that, so eval_loss_epoch would be NaN. Leave drop_last out of the "
+                f"evaluation dataloader kwargs, or lower the batch size."
+            )
+        return loader
 
     def epoch_batches(
         self, loader: Iterable[Any], dataset: Any, *, epoch: int, skip: int, batch_size: int = 1
