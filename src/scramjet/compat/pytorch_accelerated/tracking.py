@@ -52,20 +52,44 @@ class RunHistory(ABC):
     def reset(self) -> None:
         """Forget everything; back to epoch 1."""
 
-    def follow(self, state: TrainState) -> None:  # noqa: B027 - optional, empty by default
-        """Called when a run starts; epochs are advanced with ``_increment_epoch`` instead."""
+    def follow(self, state: TrainState) -> None:
+        """Called when a run starts; epochs are advanced with ``_increment_epoch`` instead.
+
+        The run's counters and the epoch it starts at are noted, so that a run resumed
+        from a checkpoint of it counts its epochs as the uninterrupted run does.
+        """
+        self._run_state = state
+        self._run_first_epoch = self.current_epoch - state.epoch
 
     def state_dict(self) -> dict[str, Any]:
-        """The recorded values, for checkpoints."""
+        """The recorded values and the epoch count, for checkpoints."""
         names = sorted(self.get_metric_names())
-        return {"metrics": {n: self.get_metric_values(n) for n in names}}
+        saved: dict[str, Any] = {
+            "metrics": {n: self.get_metric_values(n) for n in names},
+            "epoch": self.current_epoch,
+        }
+        if getattr(self, "_run_state", None) is not None:
+            saved["first_epoch"] = self._run_first_epoch
+        return saved
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Replay saved values into a reset history."""
+        """Replay saved values into a reset history, then advance it to the saved epoch.
+
+        In a resumed run, that is the epoch the run continues with (the epoch its saving
+        run started at, plus the epochs the restored counters have done).
+        """
         self.reset()
         for name, values in state.get("metrics", {}).items():
             for value in values:
                 self.update_metric(name, value)
+        run = getattr(self, "_run_state", None)
+        if run is not None and "first_epoch" in state:
+            self._run_first_epoch = int(state["first_epoch"])
+            target = self._run_first_epoch + run.epoch
+        else:
+            target = int(state.get("epoch", self.current_epoch))
+        while self.current_epoch < target:
+            self._increment_epoch()
 
 
 class InMemoryRunHistory(_CoreRunHistory):
