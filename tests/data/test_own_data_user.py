@@ -82,3 +82,15 @@ def test_a_batch_of_indices_that_are_not_integers_is_refused(tmp_path, indices):
     ds = _small_pack(tmp_path)
     with pytest.raises(TypeError, match="ind"):
         ds[indices]
+
+
+# ----- multi-label columns ----------------------------------------------------------------
+def test_vstr_dtype_is_refused_rather_than_read_as_one_text(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    Image.fromarray(np.zeros((4, 6), np.uint8)).save(src / "a.png")
+    (src / "list.csv").write_text('image,tags\na.png,"cat,dog"\n')
+    with pytest.raises(ValueError, match=r"'vstr'.*one text per row.*'vint64'"):
+        pack(src, src / "list.csv", tmp_path / "p", dtype="vstr", height=4, width=6,
+             workers=0, progress=False)  # fmt: skip
+    assert not (tmp_path / "p").exists()

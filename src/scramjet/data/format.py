@@ -69,6 +69,13 @@ def parse_dtype(spec: str) -> tuple[str, bool]:
     if not isinstance(spec, str):
         raise TypeError(f"dtype entries must be strings such as 'int64', got {spec!r}")
     name = spec.strip().lower()
+    if name == "vstr":
+        raise ValueError(
+            f"dtype {spec!r} is not supported: a 'str' column holds one text per row, not a "
+            "list of texts (a cell 'cat,dog' would be kept as the one text 'cat,dog'). For "
+            "several labels per row, number them and use 'vint64' (or 'vint32'), or use "
+            "'str' and split the text yourself"
+        )
     variable = False
     if name not in VALUE_DTYPES and name.startswith("v") and name[1:] in VALUE_DTYPES:
         name, variable = name[1:], True
