@@ -192,12 +192,6 @@ def test_sync_batchnorm_on_cpu_processes_is_refused_with_the_layers_and_the_fix(
 
 @pytest.mark.slow
 @pytest.mark.distributed
-@pytest.mark.xfail(
-    strict=True,
-    reason="tracking/experiment.py records rank 0's own micro-batch losses as the step's "
-    "train_loss; the global batch's loss needs one all-reduce of the buffered values at "
-    "each flush, on every rank",
-)
 def test_experiment_step_train_loss_is_the_global_batch_loss(
     two_ranks: tuple[Path, list[dict[str, Any]]], tmp_path: Path
 ) -> None:

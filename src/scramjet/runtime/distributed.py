@@ -47,7 +47,9 @@ __all__ = [
     "is_distributed",
     "is_main_process",
     "read_env",
+    "PendingReduce",
     "reduce",
+    "reduce_async",
     "register_wrapper_owner",
     "unpad_gathered",
     "wrap_data_parallel",
@@ -357,6 +359,41 @@ def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
     if op == "mean":
         work /= dist.get_world_size()
     return work.to(device)
+
+
+class PendingReduce:
+    """A :func:`reduce_async` on its way: :meth:`result` waits for it (once)."""
+
+    def __init__(self, work: Any, tensor: torch.Tensor, device: torch.device, div: int) -> None:
+        self._work, self._tensor, self._device, self._div = work, tensor, device, div
+
+    def done(self) -> bool:
+        """Whether the result is there (waiting would not block)."""
+        return self._work is None or bool(self._work.is_completed())
+
+    def result(self) -> torch.Tensor:
+        """The combined value, on the input's device (on CUDA, without a host sync)."""
+        if self._work is not None:
+            self._work.wait()
+            self._work = None
+            if self._div != 1:
+                self._tensor /= self._div
+        return self._tensor.to(self._device)
+
+
+def reduce_async(tensor: torch.Tensor, op: Literal["mean", "sum"] = "mean") -> PendingReduce:
+    """Start combining a floating tensor over all ranks and return without waiting.
+
+    Collective, like :func:`reduce`: every rank calls it, in the same order as its other
+    collectives. In a single process the result is a copy of the input.
+    """
+    value = tensor.detach()
+    if not is_distributed():
+        return PendingReduce(None, value.clone(), value.device, 1)
+    work_tensor = value.to(_comm_device(), copy=True)
+    work = dist.all_reduce(work_tensor, op=dist.ReduceOp.SUM, async_op=True)
+    div = dist.get_world_size() if op == "mean" else 1
+    return PendingReduce(work, work_tensor, value.device, div)
 
 
 def pad_end(tensor: torch.Tensor, shape: Sequence[int], value: float) -> torch.Tensor:

@@ -6,7 +6,11 @@ from collections import defaultdict
 
 import torch
 
+from scramjet.runtime import distributed as dist
+from scramjet.runtime.distributed import PendingReduce
 from scramjet.tracking.loggers.base import MetricRow
+
+Value = torch.Tensor | float | PendingReduce
 
 
 class StepBuffer:
@@ -19,14 +23,14 @@ class StepBuffer:
     """
 
     def __init__(self) -> None:
-        self._entries: list[tuple[int, str, torch.Tensor | float]] = []
+        self._entries: list[tuple[int, str, Value]] = []
         self._times: dict[int, float] = {}
 
     def __bool__(self) -> bool:
         return bool(self._entries)
 
-    def add(self, step: int, name: str, value: torch.Tensor | float) -> None:
-        """Keep one value (a detached tensor or a float) for ``step``."""
+    def add(self, step: int, name: str, value: Value) -> None:
+        """Keep one value (a detached tensor, a float, or a reduce on its way) for ``step``."""
         self._entries.append((step, name, value))
 
     def note_time(self, step: int, wall_time: float) -> None:
@@ -37,6 +41,13 @@ class StepBuffer:
     def clear(self) -> None:
         """Forget every value and time."""
         self._entries, self._times = [], {}
+
+    def drop_unfinished(self) -> None:
+        """Forget the reduces still on their way (after a failure, another rank may never
+        take part in them: waiting could block until the collective timeout)."""
+        self._entries = [
+            e for e in self._entries if not isinstance(e[2], PendingReduce) or e[2].done()
+        ]
 
     def rows(self, epoch: int, default_time: float, before: int | None = None) -> list[MetricRow]:
         """One row per step (in step order), for the steps before ``before`` (every step
@@ -66,8 +77,53 @@ class StepBuffer:
         return rows
 
 
-def _to_floats(values: list[torch.Tensor | float]) -> list[float]:
+class StepLosses:
+    """The training loss of each optimizer step in a multi-process run: the loss of the
+    global batch, as one process training on it would log.
+
+    Every rank keeps the losses of its micro-batches; at the step's end their mean is
+    combined over the ranks by one asynchronous all-reduce (no wait and no device sync
+    there). The writing rank keeps the result for its row; the others wait for theirs
+    at the next flush (:meth:`settle`). Losses normalised by every process's items
+    (``num_items_in_batch``) are parts of the global loss: they are summed.
+    """
+
+    def __init__(self) -> None:
+        self._losses: list[torch.Tensor] = []
+        self._summed = False
+        self._in_flight: list[PendingReduce] = []
+
+    def add(self, loss: torch.Tensor, summed: bool) -> None:
+        """Keep one micro-batch's loss (detached)."""
+        self._losses.append(loss.detach())
+        self._summed = summed
+
+    def step_value(self, keep: bool) -> PendingReduce | None:
+        """Start combining the step's loss over the ranks (collective: every rank calls
+        it after each update); ``keep``: the caller writes the result."""
+        if not self._losses:
+            return None
+        local = torch.stack([loss.float() for loss in self._losses]).mean()
+        self._losses = []
+        pending = dist.reduce_async(local, "sum" if self._summed else "mean")
+        if not keep:
+            self._in_flight.append(pending)
+        return pending
+
+    def settle(self) -> None:
+        """Wait for the reduces this rank does not write (at each flush)."""
+        for pending in self._in_flight:
+            pending.result()
+        self._in_flight = []
+
+    def clear(self) -> None:
+        """Forget losses not combined yet (a new run)."""
+        self._losses, self._in_flight = [], []
+
+
+def _to_floats(values: list[Value]) -> list[float]:
     """Python floats, with one copy per device for the tensors among ``values``."""
+    values = [v.result() if isinstance(v, PendingReduce) else v for v in values]
     out: list[float] = [v if isinstance(v, float) else 0.0 for v in values]
     by_device: dict[torch.device, list[int]] = defaultdict(list)
     for i, value in enumerate(values):

@@ -56,7 +56,7 @@ from scramjet.tracking._params import (
     source_tags,
     tracker_params,
 )
-from scramjet.tracking._steps import StepBuffer
+from scramjet.tracking._steps import StepBuffer, StepLosses
 from scramjet.tracking._writer import TrackerWriter, dispatch
 from scramjet.tracking.loggers import open_tracker
 from scramjet.tracking.loggers.base import MetricRow, Tracker
@@ -205,6 +205,7 @@ class Experiment(TrainerCallback):
         self._writer: TrackerWriter | None = None
         self._manager: CheckpointManager | None = None
         self._steps = StepBuffer()
+        self._losses = StepLosses()  # every rank: a step's loss is the global batch's
         self._trackers: list[Tracker] = []  # kept after the run: results logged later
         self._tracker_errors: list[str] = []
         self._metric_log: MetricLog | None = None
@@ -415,6 +416,7 @@ class Experiment(TrainerCallback):
             for n in trainer.run_history.get_metric_names()
         }
         self._steps.clear()
+        self._losses.clear()
         self._history = trainer.run_history  # its epoch labels the rows close() flushes
         self._state = trainer.state
         self._metric_log = trainer.metric_log  # every rank: a reduce= log is collective
@@ -501,16 +503,26 @@ class Experiment(TrainerCallback):
 
     def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Keep the batch loss as a tensor (no device sync here) and the learning rate the
-        update applies (read before the scheduler moves it)."""
+        update applies (read before the scheduler moves it). With several processes every
+        rank keeps its loss: the step's row holds the mean over the ranks."""
+        output = kwargs["batch_output"]
+        if dist.is_distributed():
+            self._losses.add(output["loss"], summed="num_items_in_batch" in output)
         if self._writer is not None:
             step, lr = trainer.state.global_step + 1, trainer.optimizer.param_groups[0]["lr"]
-            self._steps.add(step, "train_loss", kwargs["batch_output"]["loss"].detach())
+            if not dist.is_distributed():
+                self._steps.add(step, "train_loss", output["loss"].detach())
             self._steps.add(step, "lr", lr.detach().clone() if torch.is_tensor(lr) else float(lr))
 
     def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Note the step's time; flush every N steps; checkpoints."""
         step = trainer.state.global_step
+        loss = self._losses.step_value(keep=self._writer is not None)  # every rank
+        if step % self.log_every_n_steps == 0:
+            self._losses.settle()
         if self._writer is not None:
+            if loss is not None:
+                self._steps.add(step, "train_loss", loss)
             self._steps.note_time(step, time.time())
             if step % self.log_every_n_steps == 0:  # this step's row waits for later callbacks
                 self._flush_steps(trainer, before=step)
@@ -556,6 +568,7 @@ class Experiment(TrainerCallback):
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Log the epoch's metrics; checkpoint; queue uploads."""
+        self._losses.settle()
         if self._writer is not None:
             self._flush_steps(trainer)
             self._log_epoch_metrics(trainer)
@@ -687,6 +700,7 @@ class Experiment(TrainerCallback):
         copy: they are lost then, with a warning)."""
         if not self._steps or self._writer is None or self._history is None:
             return
+        self._steps.drop_unfinished()
         try:
             rows = self._steps.rows(self._history.current_epoch, time.time())
         except Exception as exc:
