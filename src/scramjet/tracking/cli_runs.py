@@ -195,10 +195,10 @@ def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def differing(params: list[dict[str, Any]]) -> list[str]:
-    """Names whose shown value is not the same in every run (a missing name reads ``-``, as
+    """Names whose value is not the same in every run (a missing name reads ``-``, as
     ``None`` does), those most runs have first, then by name."""
     names = {name for p in params for name in p}
-    found = [n for n in names if len({_cell(p.get(n)) for p in params}) > 1]
+    found = [n for n in names if len({_param_text(p.get(n)) for p in params}) > 1]
     return sorted(found, key=lambda n: (-sum(n in p for p in params), n))
 
 
@@ -206,8 +206,15 @@ def differing(params: list[dict[str, Any]]) -> list[str]:
 _AUTO_PARAMS, _CELL = 6, 24
 
 
+def _param_text(value: Any) -> str:
+    """A hyperparameter as written: every digit of a float (``0.99995``, not ``1``)."""
+    if isinstance(value, float):
+        return repr(value)
+    return _fmt(value)
+
+
 def _cell(value: Any) -> str:
-    text = _fmt(value)
+    text = _param_text(value)
     return text if len(text) <= _CELL else text[: _CELL - 1] + "…"
 
 

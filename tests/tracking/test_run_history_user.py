@@ -1,0 +1,50 @@
+"""Finding and comparing many runs, as a practitioner with a history of them does: the runs
+table, the listing API, the report and comparison pages, and the loggers read back with
+their own tools, after resumes, failures and changed settings."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tracking_helpers import make_trainer, tiny_data
+
+from scramjet.cli import main
+from scramjet.tracking import Experiment
+
+
+def _run(root: Path, hyperparams: Any, project: str = "proj", epochs: int = 1) -> Path:
+    exp = Experiment(project, "run", root=root, hyperparams=hyperparams, checkpoint=None)
+    make_trainer([exp]).train(tiny_data(32), epochs, per_device_batch_size=16)
+    return exp.run_dir
+
+
+def _table(out: str) -> list[list[str]]:
+    """The runs table's cells (columns are two or more spaces apart)."""
+    return [re.split(r"\s{2,}", line.strip()) for line in out.strip().splitlines()]
+
+
+def test_runs_table_shows_hyperparameters_exactly_not_rounded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """EMA decays 0.99995 and 0.99999 are different runs; rounded to four digits both read
+    ``1`` and the column that tells them apart was not even shown."""
+    for decay, lr in ((0.99995, 3e-4), (0.99999, 3e-4), (0.9999, 12345.6)):
+        _run(tmp_path, {"ema_decay": decay, "lr": lr})
+    capsys.readouterr()
+    assert main(["runs", str(tmp_path)]) == 0
+    table = _table(capsys.readouterr().out)
+    header = table[0]
+    decays = [line[header.index("ema_decay")] for line in table[1:]]
+    lrs = [line[header.index("lr")] for line in table[1:]]
+    assert decays == ["0.99995", "0.99999", "0.9999"]
+    assert lrs == ["0.0003", "0.0003", "12345.6"]
+
+    _run(tmp_path / "two", {"ema_decay": 0.99995})
+    _run(tmp_path / "two", {"ema_decay": 0.99999})
+    capsys.readouterr()
+    assert main(["runs", str(tmp_path / "two")]) == 0
+    header = _table(capsys.readouterr().out)[0]
+    assert "ema_decay" in header, "the runs differ only in their decay: its column is shown"
