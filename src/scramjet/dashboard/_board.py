@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 _FORMAT_KINDS = ("raw", "percent", "tailor", "inviz")
 
+#: Batches the first epoch of training data without a length is assumed to hold, until it
+#: holds more (the guess then doubles); the next epochs start from the last one's length.
+_FIRST_GUESS = 64
+
 #: A recorded step waiting to be turned into numbers: ``(stage, {name: value}, point)``,
 #: ``point`` being ``(x, step, epoch, mile)`` when the values are also curve points.
 _Queued = tuple[str, dict[str, Any], tuple[float, int, int, int] | None]
@@ -200,6 +204,8 @@ class Dashboard(TrainerCallback):
         self._pending: collections.deque[Any] = collections.deque()
         self._loss_steps = 0
         self._epoch_losses = 0
+        # Batches expected in an epoch of training data without a length (see _take).
+        self._unsized_len = _FIRST_GUESS
         self._trainer: Trainer | None = None
         self._display: LiveOrPlain | None = None
         self._started = False
@@ -504,17 +510,31 @@ class Dashboard(TrainerCallback):
         train = self._stages.get("train")
         epoch = train.epoch if train is not None else 0
         per_epoch = (train.total if train is not None else None) or 0
+        if not per_epoch and self._epoch_losses + len(pending) > self._unsized_len:
+            # Data without a length: its epoch is longer than thought. Its points are
+            # spread again over more of the epoch, as they are once it ends (exactly).
+            wanted = max(self._epoch_losses + len(pending), 2 * self._unsized_len)
+            self._place_unsized_epoch(epoch, wanted)
         while pending:
             loss = pending.popleft()
             self._loss_steps += 1
             self._epoch_losses += 1
-            if per_epoch:
-                x = self._x_offset + epoch + self._epoch_losses / per_epoch
-            else:
-                x = float(self._loss_steps)
+            length = per_epoch or self._unsized_len
+            x = self._x_offset + epoch + self._epoch_losses / length
             point = (x, self._loss_steps, epoch, self._epoch_losses - 1)
             queued.append(("train", {"loss": loss}, point))
         return queued
+
+    def _place_unsized_epoch(self, epoch: int, length: int) -> None:
+        """Place the losses of ``epoch`` (training data without a length) as if it held
+        ``length`` batches, so that its points stay inside the epoch on the x axis, where
+        the evaluation after it is drawn. Call it holding ``_lock``."""
+        start = self._x_offset + epoch
+        for row in reversed(self._series.get("loss", {}).get("train", [])):
+            if row[2] != epoch or row[0] <= start:  # an earlier epoch's (or run's) points
+                break
+            row[0] = start + (row[3] + 1) / length
+        self._unsized_len = length
 
     def _record(self, queued: list[_Queued], numbers: list[float]) -> None:
         """Show and plot the taken values (``numbers``: their values as floats, in order)."""
@@ -597,6 +617,9 @@ class Dashboard(TrainerCallback):
                 d, s = st.probe()
                 st.done, st.samples = d, s - st.base[1]
                 st.probe, st.finished, st.ended = None, True, time.perf_counter()
+                if not st.total and st.done:  # data without a length: now it is known
+                    st.total = st.done
+                    self._place_unsized_epoch(st.epoch, st.done)
         self._read_history(trainer, "train")
         if self._prints_plain:
             self._print_plain(["train"])
