@@ -163,12 +163,29 @@ def new_metric_value(trainer: Any, name: str, seen: int) -> tuple[float | None, 
     return float(history.get_latest_metric(name)), count
 
 
+def epochs_in_history(trainer: Any) -> int | None:
+    """The run's last epoch as the run history numbers it, or None when unknown.
+
+    A ``train(reset_run_history=False)`` after another run numbers its epochs after that
+    run's (``current_epoch`` 3 and 4 for a second run of 2 epochs): its total counts those
+    earlier epochs too, so ``epoch 3/4`` is shown, never ``epoch 3/2``.
+    """
+    if not getattr(trainer, "has_run_config", False):
+        return None
+    total = trainer.run_config.num_epochs
+    if not total:
+        return None
+    state = getattr(trainer, "state", None)
+    before = trainer.run_history.current_epoch - 1 - getattr(state, "epoch", 0)
+    return int(total) + max(int(before), 0)
+
+
 def _at_epoch(trainer: Any) -> str:
     """`` at epoch 3/10`` for a message (as much of it as ``trainer`` can tell)."""
     epoch = getattr(trainer.run_history, "current_epoch", None)
     if epoch is None:
         return ""
-    total = trainer.run_config.num_epochs if getattr(trainer, "has_run_config", False) else None
+    total = epochs_in_history(trainer)
     return f" at epoch {epoch}" + (f"/{total}" if total else "")
 
 

@@ -10,6 +10,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from scramjet.callbacks._display import LiveOrPlain
 from scramjet.callbacks.base import TrainerCallback
+from scramjet.callbacks.control import epochs_in_history
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
@@ -174,7 +175,7 @@ class _ProgressView:
         self.start_samples = state.samples_seen if stage == "train" else 0
         if trainer.in_training_run and trainer.has_run_config:
             epoch = trainer.run_history.current_epoch
-            self.head = f"epoch {epoch}/{trainer.run_config.num_epochs} {stage}"
+            self.head = f"epoch {epoch}/{epochs_in_history(trainer)} {stage}"
         else:  # a standalone evaluate(): no epoch to count
             self.head = stage
         record = "train_losses" if stage == "train" else "eval_losses"
