@@ -54,3 +54,29 @@ def test_evaluate_of_data_that_drop_last_empties_names_the_cause() -> None:
     with pytest.raises(ValueError, match=r"3 sample\(s\).*batch size is 4.*drop_last") as info:
         make_trainer().evaluate(blobs(n=3), 4, dataloader_kwargs={"drop_last": True})
     assert "unknown length" not in str(info.value)
+
+
+# ----------------------------------------------------------------------------- loss hints
+def test_targets_beyond_the_models_classes_are_named_with_the_class_count() -> None:
+    data = TensorDataset(torch.randn(8, 8), torch.tensor([0, 1, 2, 4, 0, 1, 2, 3]))
+    with pytest.raises(IndexError) as info:
+        make_trainer(TinyMLP(out=3)).train(data, 1, per_device_batch_size=8)
+    text = str(info.value)
+    assert "3 classes" in text and "largest target in this batch is 4" in text and "5" in text
+
+
+def test_sequence_logits_with_classes_last_point_to_moving_the_class_dimension() -> None:
+    data = TensorDataset(torch.randn(4, 6, 8), torch.randint(0, 3, (4, 6)))
+    with pytest.raises(RuntimeError) as info:
+        make_trainer(TinyMLP(out=3)).train(data, 1, per_device_batch_size=4)
+    text = str(info.value)
+    assert "dimension 1" in text and "transpose(1, 2)" in text
+
+
+def test_binary_loss_with_integer_targets_asks_for_float_targets_not_class_indices() -> None:
+    data = TensorDataset(torch.randn(8, 8), torch.randint(0, 2, (8, 1)))
+    with pytest.raises(RuntimeError) as info:
+        make_trainer(TinyMLP(out=1), loss=nn.BCEWithLogitsLoss()).train(data, 1)
+    text = str(info.value)
+    assert "targets.float()" in text
+    assert "class indices" not in text  # the cross-entropy advice would mislead here

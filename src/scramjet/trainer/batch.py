@@ -342,14 +342,45 @@ def _with_shapes(
     fixes."""
     text = (
         f"{error}\n{hook}: {type(loss_func).__name__} received outputs {_described(logits)} "
-        f"and targets {_described(targets)}. For classification losses the targets are class "
-        f"indices [N] of dtype int64 (targets.long(), targets.squeeze(1); not one-hot "
-        f"integers) or class probabilities shaped like the outputs (float)."
+        f"and targets {_described(targets)}. {_loss_hint(error, loss_func, logits, targets)}"
     )
     try:
         return type(error)(text)
     except Exception:  # an error type that takes other arguments: keep it as it is
         return error
+
+
+def _loss_hint(error: Exception, loss_func: Any, logits: Any, targets: Any) -> str:
+    """The usual fix for a loss function's refusal of these outputs and targets."""
+    tensors = isinstance(logits, torch.Tensor) and isinstance(targets, torch.Tensor)
+    if isinstance(loss_func, _ELEMENTWISE):
+        return (
+            "This loss compares each output with a float target of the same shape: make "
+            "the targets float and shaped like the outputs (targets.float(), in the dataset "
+            "or a collate_fn)."
+        )
+    if tensors and "out of bounds" in str(error) and logits.ndim >= 2 and targets.numel():
+        low, high, classes = int(targets.min()), int(targets.max()), logits.shape[1]
+        return (
+            f"The model outputs {classes} classes (dimension 1 of the outputs), so the "
+            f"targets must lie in 0..{classes - 1}, but the largest target in this batch is {high} and "
+            f"the smallest {low}: give the model's last layer as many outputs as the data "
+            f"has classes ({high + 1} for labels 0..{high}), map the labels to "
+            f"0..{classes - 1}, or mark targets to skip with the loss's ignore_index "
+            f"(-100 by default)."
+        )
+    if tensors and logits.ndim >= 3 and tuple(targets.shape) == tuple(logits.shape[:-1]):
+        return (
+            f"The outputs hold the classes in their last dimension, but this loss reads "
+            f"them in dimension 1 ([N, C, ...] against targets [N, ...]): pass "
+            f"outputs.transpose(1, 2) (for [N, T, C] outputs), or flatten both: "
+            f"outputs.reshape(-1, {logits.shape[-1]}) and targets.reshape(-1)."
+        )
+    return (
+        "For classification losses the targets are class indices [N] of dtype int64 "
+        "(targets.long(), targets.squeeze(1); not one-hot integers) or class probabilities "
+        "shaped like the outputs (float)."
+    )
 
 
 def batch_size_of(inputs: Any, targets: Any) -> int:
