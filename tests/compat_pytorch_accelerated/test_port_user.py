@@ -137,3 +137,29 @@ def test_a_resumed_run_history_of_ones_own_counts_epochs_as_an_uninterrupted_one
     assert seen["resumed"] == [3]
     assert resumed.run_history.current_epoch == 4
     assert len(resumed.run_history.get_metric_values("train_loss_epoch")) == 3
+
+
+def test_a_log_metrics_override_receives_the_peers_metrics_at_the_peers_events() -> None:
+    from scramjet.compat.pytorch_accelerated.callbacks import LogMetricsCallback
+
+    logged: list[tuple[int, dict[str, Any]]] = []
+
+    class PlatformLogger(LogMetricsCallback):  # the peer's documented way to add a logger
+        def log_metrics(self, trainer: Any, metrics: dict[str, Any]) -> None:
+            logged.append((trainer.run_history.current_epoch, dict(metrics)))
+
+    class WithAccuracy(Trainer):
+        def eval_epoch_end(self) -> None:
+            self.run_history.update_metric("accuracy", 0.5)
+
+    trainer = WithAccuracy(*_parts(), callbacks=(PlatformLogger,))
+    trainer.train(_data(), num_epochs=2, eval_dataset=_data(32), per_device_batch_size=16)
+    assert [(epoch, sorted(metrics)) for epoch, metrics in logged] == [
+        (1, ["train_loss_epoch"]), (1, ["accuracy", "eval_loss_epoch"]),
+        (2, ["train_loss_epoch"]), (2, ["accuracy", "eval_loss_epoch"]),
+    ]  # fmt: skip
+    assert logged[-1][1]["eval_loss_epoch"] == trainer.run_history.get_latest_metric(
+        "eval_loss_epoch"
+    )
+    trainer.evaluate(_data(32), per_device_batch_size=16)
+    assert sorted(logged[-1][1]) == ["accuracy", "eval_loss_epoch"]

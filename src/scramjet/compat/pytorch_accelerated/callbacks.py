@@ -33,11 +33,8 @@ from scramjet.callbacks.control import (
     improved,
 )
 from scramjet.callbacks.model import ConvertSyncBatchNormCallback, MoveModulesToDeviceCallback
-from scramjet.callbacks.progress import (
-    LogMetricsCallback,
-    PrintProgressCallback,
-    ProgressBarCallback,
-)
+from scramjet.callbacks.progress import LogMetricsCallback as _CoreLogMetrics
+from scramjet.callbacks.progress import PrintProgressCallback, ProgressBarCallback
 from scramjet.compat.pytorch_accelerated import _files
 from scramjet.compat.pytorch_accelerated.utils import ModelEma
 
@@ -94,6 +91,51 @@ class CallbackHandler(_CoreHandler):
 
 #: The events before which the peer's loop recorded an epoch's mean loss, and the metric.
 _LOSS_EVENTS = {"on_train_epoch_end": "train_loss_epoch", "on_eval_epoch_end": "eval_loss_epoch"}
+
+
+class LogMetricsCallback(_CoreLogMetrics):
+    """scramjet's metric line per epoch, or the peer's ``log_metrics`` for a subclass.
+
+    A subclass that overrides ``log_metrics(trainer, metrics)`` (a logger for another
+    platform, as pytorch-accelerated documents) receives, as in the peer, the latest
+    value of every metric whose name contains ``"train"`` at the end of each training
+    epoch, and of every other metric at the end of each evaluation epoch, on every
+    process. Without the override, the line of :class:`scramjet.callbacks.LogMetricsCallback`
+    is printed.
+    """
+
+    def _peer_logging(self) -> bool:
+        return type(self).log_metrics is not LogMetricsCallback.log_metrics
+
+    def log_metrics(self, trainer: Trainer, metrics: dict[str, Any]) -> None:
+        """Print each metric (override to send them elsewhere)."""
+        for name, value in metrics.items():
+            trainer.print(f"{name}: {value}")
+
+    def _send(self, trainer: Trainer, train: bool) -> None:
+        history = trainer.run_history
+        names = [n for n in sorted(history.get_metric_names()) if ("train" in n) == train]
+        self.log_metrics(trainer, {n: history.get_latest_metric(n) for n in names})
+
+    def on_train_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """The peer's logging point for the training metrics."""
+        if self._peer_logging():
+            self._send(trainer, train=True)
+
+    def on_eval_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """The peer's logging point for the other metrics."""
+        if self._peer_logging():
+            self._send(trainer, train=False)
+
+    def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """scramjet's line, unless ``log_metrics`` is overridden."""
+        if not self._peer_logging():
+            super().on_training_run_epoch_end(trainer, **kwargs)
+
+    def on_evaluation_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """scramjet's line for a standalone ``evaluate()``, unless ``log_metrics`` is overridden."""
+        if not self._peer_logging():
+            super().on_evaluation_run_end(trainer, **kwargs)
 
 
 def get_default_callbacks(progress_bar: bool = True) -> list[type[TrainerCallback]]:
