@@ -148,6 +148,13 @@ def _as_floats(tensors: list[Any]) -> list[float] | None:
         return None
 
 
+def _positive_number(value: Any) -> bool:
+    """A real number > 0 (a bool, a string or NaN is not): a display period."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value) and value > 0
+
+
 def _duration(seconds: float) -> str:
     """``42s``, ``3:07`` or ``1:02:05``; ``--`` when unknown."""
     if not math.isfinite(seconds) or seconds < 0:
@@ -295,6 +302,13 @@ class ProgressBarCallback(TrainerCallback):
     def __init__(
         self, file: IO[str] | None = None, interval: float = 10.0, refresh_per_second: float = 4.0
     ) -> None:
+        for name, value in (("interval", interval), ("refresh_per_second", refresh_per_second)):
+            if not _positive_number(value):
+                raise ValueError(
+                    f"ProgressBarCallback's {name} must be a number > 0; received {value!r}. "
+                    f"Pass seconds between plain lines as interval (10 by default) and "
+                    f"redraws per second as refresh_per_second (4 by default)."
+                )
         self.file = file
         self.interval = interval
         self.refresh_per_second = refresh_per_second

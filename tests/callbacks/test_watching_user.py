@@ -1,0 +1,129 @@
+"""Watching a run: what the progress lines, the dashboard and the messages say, in less
+common but realistic settings (a second phase, streams, odd arguments)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from tests.common.world import TinyMLP, blobs, make_trainer
+from torch.utils.data import IterableDataset
+
+from scramjet import Trainer
+from scramjet.callbacks import EarlyStoppingCallback, ProgressBarCallback, TrainerCallback
+from scramjet.dashboard import Dashboard
+
+
+class Stream(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
+    """``n`` samples of the blobs, as a stream without a length."""
+
+    def __init__(self, n: int = 24) -> None:
+        self.data = blobs(n=n)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for i in range(len(self.data)):
+            yield self.data[i]
+
+
+class ScriptedScore(Trainer):
+    """Records a scripted ``score`` at each epoch end, so a test controls the metric."""
+
+    scores: list[float] = []
+
+    def train_epoch_end(self) -> None:
+        super().train_epoch_end()
+        self.run_history.update_metric("score", self.scores[self.state.epoch])
+
+
+# ----------------------------------------------------------------------------- a second phase
+
+
+def test_a_second_phase_counts_its_epochs_against_the_epochs_it_shows() -> None:
+    out = io.StringIO()
+    trainer = make_trainer(TinyMLP(), callbacks=[ProgressBarCallback(file=out, interval=60)])
+    trainer.train(blobs(n=8), num_epochs=2, per_device_batch_size=4)
+    before = len(out.getvalue().splitlines())
+    trainer.train(blobs(n=8), num_epochs=2, per_device_batch_size=4, reset_run_history=False)
+    heads = [line.split(" train")[0] for line in out.getvalue().splitlines()[before:]]
+    # The history numbers the phase's epochs 3 and 4 (as the metric lines do): of 4 in all.
+    assert heads == ["epoch 3/4", "epoch 4/4"], heads
+
+
+def test_early_stopping_in_a_second_phase_names_an_epoch_within_the_total() -> None:
+    stopper = EarlyStoppingCallback(1, early_stopping_threshold=0.0, watch_metric="score")
+    cls = type("Scripted", (ScriptedScore,), {"scores": [1.0, 2.0, 3.0]})  # by run epoch
+    trainer = make_trainer(TinyMLP(), callbacks=[stopper], trainer_cls=cls)
+    trainer.train(blobs(n=8), num_epochs=1, per_device_batch_size=4)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        trainer.train(
+            blobs(n=8), num_epochs=3, per_device_batch_size=4,
+            reset_run_history=False,
+        )  # fmt: skip
+    # The phase's 2nd epoch is the history's 3rd (of 1 + 3): the message says so.
+    assert "Early stopping at epoch 3/4:" in printed.getvalue(), printed.getvalue()
+
+
+# ----------------------------------------------------------------------------- arguments
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"interval": 0}, {"interval": -1.0}, {"interval": "5"}, {"refresh_per_second": 0}]
+)
+def test_the_progress_bar_refuses_a_period_that_is_not_a_positive_number(
+    kwargs: dict[str, object],
+) -> None:
+    with pytest.raises(ValueError, match=r"must be a number > 0; received "):
+        ProgressBarCallback(**kwargs)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- dashboard
+
+
+def test_the_dashboard_places_the_epochs_of_a_stream_on_the_epoch_axis() -> None:
+    board = Dashboard(file=io.StringIO(), show_memory=False, window=3, print_every=60)
+    trainer = make_trainer(TinyMLP(), callbacks=[board])
+    trainer.train(Stream(24), num_epochs=2, per_device_batch_size=4, eval_dataset=Stream(8))
+    curves = board.snapshot().curves["loss"]
+    train_x = [x for x, _ in curves["train"]]
+    # 6 batches per epoch, found out as each epoch ended: placed as for a sized dataset,
+    assert train_x == pytest.approx([e + (m + 1) / 6 for e in range(2) for m in range(6)])
+    # so each evaluation sits at the end of its epoch, not next to the first steps.
+    assert [x for x, _ in curves["eval"]] == [1.0, 2.0]
+    train = {s.name: s for s in board.snapshot().stages}["train"]
+    assert (train.done, train.total, train.finished) == (6, 6, True)
+
+
+def test_the_dashboard_smooths_the_losses_of_a_stream() -> None:
+    board = Dashboard(file=io.StringIO(), show_memory=False, window=3, print_every=60)
+    trainer = make_trainer(TinyMLP(), callbacks=[board])
+    trainer.train(Stream(24), num_epochs=1, per_device_batch_size=4)
+    from scramjet.dashboard._plot import smooths
+
+    assert smooths(board.snapshot().curves["loss"]["train"]), "window=3 must apply"
+
+
+class SnapshotAt(TrainerCallback):
+    """Takes the board's curve points after training batch ``at`` of the first epoch."""
+
+    def __init__(self, board: Dashboard, at: int) -> None:
+        self.board, self.at, self.xs = board, at, [0.0]
+
+    def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        if trainer.state.epoch == 0 and trainer.state.batches_seen_in_epoch + 1 == self.at:
+            self.xs = [x for x, _ in self.board.snapshot().curves["loss"]["train"]]
+
+
+def test_a_long_first_epoch_of_a_stream_stays_inside_that_epoch_while_it_runs() -> None:
+    board = Dashboard(file=io.StringIO(), show_memory=False, span=200, print_every=60)
+    probe = SnapshotAt(board, 100)  # more batches than the dashboard first assumes
+    trainer = make_trainer(TinyMLP(), callbacks=[board, probe])
+    trainer.train(Stream(4 * 120), num_epochs=1, per_device_batch_size=4)
+    assert len(probe.xs) == 100
+    assert all(0 < a < b <= 1 for a, b in zip(probe.xs, probe.xs[1:])), probe.xs
+    steps = {round(b - a, 9) for a, b in zip(probe.xs, probe.xs[1:])}
+    assert len(steps) == 1, "evenly spaced, one column each"
