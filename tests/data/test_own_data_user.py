@@ -94,3 +94,14 @@ def test_vstr_dtype_is_refused_rather_than_read_as_one_text(tmp_path):
         pack(src, src / "list.csv", tmp_path / "p", dtype="vstr", height=4, width=6,
              workers=0, progress=False)  # fmt: skip
     assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("cell", ['"[1, 2, 3]"', '"[1 2 3]"', '"(1, 2)"'])
+def test_a_list_cell_written_with_brackets_says_to_drop_them(tmp_path, cell):
+    src = tmp_path / "src"
+    src.mkdir()
+    Image.fromarray(np.zeros((4, 6), np.uint8)).save(src / "a.png")
+    (src / "list.csv").write_text(f"image,tokens\na.png,{cell}\n")
+    with pytest.raises(PackError, match=r"brackets.*without them.*'1,2,3'.*line 2"):
+        pack(src, src / "list.csv", tmp_path / "p", dtype="vint64", height=4, width=6,
+             workers=0, progress=False)  # fmt: skip

@@ -233,7 +233,17 @@ def parse_value(cell: str, base: str, variable: bool) -> Any:
     if base == "str":
         return cell
     if variable:
-        return [parse_scalar(tok, base) for tok in split_list(cell)]
+        try:
+            return [parse_scalar(tok, base) for tok in split_list(cell)]
+        except ValueError as exc:
+            if not cell.strip().startswith(("[", "(")):
+                raise
+            raise ValueError(
+                f"{exc}; the list cell {cell!r} has brackets: write its values without them, "
+                "separated by commas or spaces ('1,2,3'). pandas writes a list as "
+                "'[1, 2, 3]': join each list first, e.g. df[col].map(lambda v: "
+                "','.join(map(str, v)))"
+            ) from None
     tokens = split_list(cell)
     if not tokens:
         missing = " (nan for a missing value)" if base.startswith("float") else ""
