@@ -10,6 +10,7 @@ progress. Each stateful part saves and restores itself
 from __future__ import annotations
 
 import math
+import os
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -19,6 +20,8 @@ import torch
 from torch import nn
 
 from scramjet.runtime import distributed as dist
+from scramjet.trainer.checks import ready_loader_batch_size
+from scramjet.trainer.samplers import safe_len
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,46 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict view, for logging and hyperparameter files."""
         return asdict(self)
+
+
+def plan_run(
+    train_dl: Any,
+    eval_dl: Any,
+    num_epochs: int,
+    train_bs: int,
+    eval_bs: int,
+    max_steps: int | None,
+    accum: int,
+    clips: tuple[float | None, float | None],
+    precision: str,
+    device: torch.device,
+) -> RunConfig:
+    """The settings of a run over ``train_dl`` (None: an evaluation only). Ready
+    DataLoaders keep their own batch sizes; ``clips`` is (clip value, clip norm)."""
+    n_batches = safe_len(train_dl) if train_dl is not None else 0
+    if train_dl is not None:
+        train_bs = ready_loader_batch_size(train_dl, train_bs)
+    updates_per_epoch = math.ceil(n_batches / accum) if n_batches else 0
+    if max_steps and updates_per_epoch:
+        # As in pytorch-accelerated, a step budget sets the run's length: enough epochs
+        # to make max_steps updates (the last one stops early). Without a length, the
+        # dataset's end still ends an epoch and num_epochs still bounds the run.
+        num_epochs = math.ceil(max_steps / updates_per_epoch)
+    return RunConfig(
+        num_epochs=num_epochs,
+        train_per_device_batch_size=train_bs,
+        eval_per_device_batch_size=ready_loader_batch_size(eval_dl, eval_bs),
+        num_update_steps_per_epoch=updates_per_epoch,
+        max_num_train_steps=max_steps,
+        gradient_accumulation_steps=accum,
+        gradient_clip_value=clips[0],
+        gradient_clip_norm=clips[1],
+        precision=precision,
+        num_processes=dist.get_world_size(),
+        is_local_process_zero=int(os.environ.get("LOCAL_RANK", "0")) == 0,
+        is_world_process_zero=dist.is_main_process(),
+        device=str(device),
+    )
 
 
 @dataclass

@@ -16,7 +16,6 @@ devices, precision and collectives to :mod:`scramjet.runtime`.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -65,7 +64,6 @@ from scramjet.trainer.checks import (
     empty_evaluation,
     explain_one_sample_batch,
     loader_batch_size,
-    ready_loader_batch_size,
     recording_order,
 )
 from scramjet.trainer.data_order import (
@@ -86,6 +84,7 @@ from scramjet.trainer.state import (
     RunHistory,
     TrainState,
     module_modes,
+    plan_run,
     restore_modes,
 )
 
@@ -645,7 +644,7 @@ class Trainer:
             self._eval_dl = self.create_eval_dataloader(eval_bs, eval_dataloader_kwargs)
         self._run_config = self._create_run_config(
             num_epochs, per_device_batch_size, eval_bs, max_num_train_steps,
-            gradient_accumulation_steps, gradient_clip_value, gradient_clip_norm,
+            gradient_accumulation_steps, (gradient_clip_value, gradient_clip_norm),
         )  # fmt: skip
         adopt_new_learning_rates(self.optimizer, self.scheduler)
         self.scheduler = self.create_scheduler()
@@ -873,7 +872,7 @@ class Trainer:
         self._place_model()
         if self._run_config is None:
             self._run_config = self._create_run_config(
-                1, per_device_batch_size, per_device_batch_size, None, 1, None, None
+                1, per_device_batch_size, per_device_batch_size, None, 1, (None, None)
             )
         eval_dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
         self._run_evaluation(eval_dl)
@@ -1110,40 +1109,15 @@ class Trainer:
                         st[k] = v.to(self.device)
 
     def _create_run_config(
-        self,
-        num_epochs: int,
-        train_bs: int,
-        eval_bs: int,
-        max_steps: int | None,
-        accum: int,
-        clip_value: float | None,
-        clip_norm: float | None,
-    ) -> RunConfig:
-        n_batches = safe_len(self._train_dl) if self.train_dataset is not None else 0
-        if self.train_dataset is not None:  # a ready DataLoader: its own batch size
-            train_bs = ready_loader_batch_size(self._train_dl, train_bs)
-        eval_bs = ready_loader_batch_size(self._eval_dl, eval_bs)
-        updates_per_epoch = math.ceil(n_batches / accum) if n_batches else 0
-        if max_steps and updates_per_epoch:
-            # As in pytorch-accelerated, a step budget sets the run's length: enough epochs
-            # to make max_steps updates (the last one stops early). Without a length, the
-            # dataset's end still ends an epoch and num_epochs still bounds the run.
-            num_epochs = math.ceil(max_steps / updates_per_epoch)
-        return RunConfig(
-            num_epochs=num_epochs,
-            train_per_device_batch_size=train_bs,
-            eval_per_device_batch_size=eval_bs,
-            num_update_steps_per_epoch=updates_per_epoch,
-            max_num_train_steps=max_steps,
-            gradient_accumulation_steps=accum,
-            gradient_clip_value=clip_value,
-            gradient_clip_norm=clip_norm,
-            precision=self.precision,
-            num_processes=dist.get_world_size(),
-            is_local_process_zero=int(os.environ.get("LOCAL_RANK", "0")) == 0,
-            is_world_process_zero=dist.is_main_process(),
-            device=str(self.device),
-        )
+        self, epochs: int, train_bs: int, eval_bs: int, max_steps: int | None, accum: int,
+        clips: tuple[float | None, float | None],
+    ) -> RunConfig:  # fmt: skip
+        # The one builder of run settings (a compat Trainer adds its fields here).
+        train_dl = self._train_dl if self.train_dataset is not None else None
+        return plan_run(
+            train_dl, self._eval_dl, epochs, train_bs, eval_bs, max_steps, accum, clips,
+            self.precision, self.device,
+        )  # fmt: skip
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         # The one autocast path; full precision skips even the call into runtime.precision.
