@@ -162,4 +162,17 @@ def test_a_log_metrics_override_receives_the_peers_metrics_at_the_peers_events()
         "eval_loss_epoch"
     )
     trainer.evaluate(_data(32), per_device_batch_size=16)
-    assert sorted(logged[-1][1]) == ["accuracy", "eval_loss_epoch"]
+    assert sorted(logged[-1][1]) == ["accuracy", "eval_loss_epoch", "evaluation_loss"]
+
+
+def test_a_standalone_evaluation_is_recorded_under_the_peers_evaluation_loss() -> None:
+    model, loss, opt = _parts()
+    trainer = Trainer(model, loss, opt, callbacks=())
+    trainer.train(_data(), num_epochs=1, eval_dataset=_data(32), per_device_batch_size=16)
+    assert "evaluation_loss" not in trainer.run_history.get_metric_names()
+    test = _data(40)
+    trainer.evaluate(test, per_device_batch_size=16)
+    with torch.no_grad():
+        expected = float(loss(model(test.tensors[0]), test.tensors[1]))
+    assert trainer.run_history.get_latest_metric("evaluation_loss") == pytest.approx(expected)
+    assert trainer.run_history.get_latest_metric("eval_loss_epoch") == pytest.approx(expected)

@@ -181,8 +181,12 @@ class Trainer(CoreTrainer):
     def _record_epoch_loss(self, metric: str) -> None:
         # Called by the compat CallbackHandler just before the epoch-end event: the mean
         # loss per sample of the epoch, over all processes (a collective: every rank calls).
+        # A standalone evaluate() also records it under the peer's name, evaluation_loss.
         losses = self.train_losses if metric == "train_loss_epoch" else self.eval_losses
-        self.run_history.update_metric(metric, losses.mean(self.device))
+        value = losses.mean(self.device)
+        self.run_history.update_metric(metric, value)
+        if metric == "eval_loss_epoch" and not self.in_training_run:
+            self.run_history.update_metric("evaluation_loss", value)
 
     def training_state(self, *, include_optimizer: bool = True) -> dict[str, Any]:
         """Everything needed to resume (collective), as :meth:`scramjet.Trainer.training_state`.
