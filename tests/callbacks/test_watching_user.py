@@ -127,3 +127,18 @@ def test_a_long_first_epoch_of_a_stream_stays_inside_that_epoch_while_it_runs() 
     assert all(0 < a < b <= 1 for a, b in zip(probe.xs, probe.xs[1:])), probe.xs
     steps = {round(b - a, 9) for a, b in zip(probe.xs, probe.xs[1:])}
     assert len(steps) == 1, "evenly spaced, one column each"
+
+
+def test_a_chosen_curve_without_values_says_so_and_names_the_curves_that_have_them() -> None:
+    from rich.console import Console
+
+    from scramjet.dashboard._view import LiveView
+
+    # The history's name (eval_loss_epoch) is not a curve's name: its points are on 'loss'.
+    board = Dashboard(file=io.StringIO(), show_memory=False, curves=["eval_loss_epoch"])
+    trainer = make_trainer(TinyMLP(), callbacks=[board])
+    trainer.train(blobs(n=8), num_epochs=1, per_device_batch_size=4, eval_dataset=blobs(n=4))
+    screen = Console(width=100, file=io.StringIO(), force_terminal=False)
+    screen.print(LiveView(board.snapshot))
+    text = screen.file.getvalue()  # type: ignore[attr-defined]
+    assert "eval_loss_epoch: no values recorded yet (curves with values: 'loss')" in text, text

@@ -345,13 +345,14 @@ class Dashboard(TrainerCallback):
             names = self.curves
         else:
             names = [m for m in self._series if self.format.get(m, ("raw",))[0] != "inviz"]
+        # A chosen curve without values yet is kept (empty): the screen says so, naming
+        # the curves that have values, so a misspelt name is not just a missing plot.
         curves = {
             m: {
                 s: [(float(r[0]), _as_float(r[4])) for r in rows[-tail:]]
-                for s, rows in by_stage.items()
+                for s, rows in self._series.get(m, {}).items()
             }
             for m in names
-            if (by_stage := self._series.get(m))
         }
         return Snapshot(
             title=self.title,
@@ -362,6 +363,7 @@ class Dashboard(TrainerCallback):
             span=self.span,
             divisor=self.divisor,
             window=self.window,
+            recorded=tuple(self._series),
         )
 
     def _stage_view(self, st: _Stage, now: float) -> StageView:

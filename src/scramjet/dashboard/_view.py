@@ -59,6 +59,8 @@ class Snapshot:
         span: Width of the x axis of the curves (points of the densest stage).
         divisor: Rows of the y axis of the curves.
         window: Moving-average window of the curves.
+        recorded: Names of every metric with curve points, to name them where a chosen
+            curve has none.
     """
 
     title: str
@@ -69,6 +71,7 @@ class Snapshot:
     span: int = 30
     divisor: int = 10
     window: int = 1
+    recorded: tuple[str, ...] = ()
 
 
 def format_duration(seconds: float) -> str:
@@ -194,6 +197,10 @@ def render(snapshot: Snapshot, width: int) -> Any:
     if snapshot.memory:
         parts.append(Text(snapshot.memory, style="dim"))
     for metric, series in snapshot.curves.items():
+        if not any(series.values()):  # a chosen curve nothing was recorded under
+            known = ", ".join(repr(n) for n in snapshot.recorded) or "none yet"
+            parts.append(Text(f"{metric}: no values recorded yet (curves with values: {known})"))
+            continue
         span, curve = fitted_curve(series, snapshot, width)
         caption = f"{metric}  (moving average {snapshot.window}, last {span} points, x: epochs)"
         parts.append(Text(caption, style="bold"))
