@@ -5,14 +5,15 @@ their own tools, after resumes, failures and changed settings."""
 from __future__ import annotations
 
 import re
+import types
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from tracking_helpers import make_trainer, tiny_data
 
 from scramjet.cli import main
-from scramjet.tracking import Experiment
+from scramjet.tracking import Experiment, list_runs
 
 
 def _run(root: Path, hyperparams: Any, project: str = "proj", epochs: int = 1) -> Path:
@@ -48,3 +49,50 @@ def test_runs_table_shows_hyperparameters_exactly_not_rounded(
     assert main(["runs", str(tmp_path / "two")]) == 0
     header = _table(capsys.readouterr().out)[0]
     assert "ema_decay" in header, "the runs differ only in their decay: its column is shown"
+
+
+class _Optim(NamedTuple):
+    lr: float
+    weight_decay: float
+
+
+def test_settings_objects_of_every_common_kind_keep_their_field_names(tmp_path: Path) -> None:
+    """A NamedTuple was recorded as a bare list (its names lost), a SimpleNamespace, a
+    pydantic model or an attrs class as one string, and each of them refused as the whole
+    hyperparams: none of their values could be compared by name."""
+    import attrs
+    import pydantic
+
+    class Model(pydantic.BaseModel):
+        width: int = 16
+        dropout: float = 0.1
+
+    @attrs.define
+    class Data:
+        batch: int = 32
+        augment: bool = True
+
+    given = {
+        "optim": _Optim(lr=0.1, weight_decay=0.01),
+        "model": Model(),
+        "data": Data(),
+        "sched": types.SimpleNamespace(warmup=100),
+    }
+    _run(tmp_path, given)
+    found = list_runs(tmp_path)[0]["hyperparams"]
+    assert found == {
+        "optim.lr": 0.1,
+        "optim.weight_decay": 0.01,
+        "model.width": 16,
+        "model.dropout": 0.1,
+        "data.batch": 32,
+        "data.augment": True,
+        "sched.warmup": 100,
+    }
+    for whole, expected in (
+        (types.SimpleNamespace(lr=0.3, seed=2), {"lr": 0.3, "seed": 2}),
+        (Model(width=8), {"width": 8, "dropout": 0.1}),
+        (Data(batch=8), {"batch": 8, "augment": True}),
+        (_Optim(0.2, 0.0), {"lr": 0.2, "weight_decay": 0.0}),
+    ):
+        assert Experiment("p", "e", root=tmp_path, hyperparams=whole).hyperparams == expected

@@ -8,6 +8,7 @@ import enum
 import getpass
 import math
 import sys
+import types
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,8 @@ def plain_hyperparams(params: Any) -> dict[str, Any]:
 
     ``params`` is a mapping, or a settings object with named fields: a dataclass (such as
     Hugging Face ``TrainingArguments``), an object with a ``to_dict()`` (a Hugging Face
-    ``PretrainedConfig``) or an ``argparse.Namespace``. Keys become strings (``{3: ...}``
+    ``PretrainedConfig``), an ``argparse.Namespace`` or ``types.SimpleNamespace``, a
+    ``NamedTuple``, a pydantic model or an attrs class. Keys become strings (``{3: ...}``
     beside string keys could not be written sorted); nested settings objects become dicts
     of their fields (so ``cfg.lr`` reaches the loggers as its own name); one-element tensors
     and NumPy scalars their number; small tensors and arrays lists; paths, dtypes and
@@ -44,7 +46,8 @@ def plain_hyperparams(params: Any) -> dict[str, Any]:
     if fields is None:
         raise TypeError(
             f"hyperparams must be a mapping of names to values, or a settings object with "
-            f"named fields (a dataclass, an argparse.Namespace, an object with to_dict()); "
+            f"named fields (a dataclass, an argparse.Namespace or SimpleNamespace, a "
+            f"NamedTuple, a pydantic model, an attrs class, an object with to_dict()); "
             f"received {type(params).__name__}. Pass a dict, e.g. hyperparams={{'lr': 1e-3}}."
         )
     return {str(k): _plain_value(v) for k, v in fields.items()}
@@ -63,8 +66,19 @@ def _fields_of(value: Any) -> Mapping[Any, Any] | None:
             return as_dict
     if dataclasses.is_dataclass(value):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    if isinstance(value, argparse.Namespace):
+    if isinstance(value, argparse.Namespace | types.SimpleNamespace):
         return vars(value)
+    as_fields = getattr(value, "_asdict", None)
+    if isinstance(value, tuple) and callable(as_fields):
+        return dict(as_fields())  # a NamedTuple: its field names, not a bare list
+    model_dump = getattr(value, "model_dump", None)  # a pydantic model
+    if callable(model_dump):
+        as_dict = model_dump()
+        if isinstance(as_dict, Mapping):
+            return as_dict
+    attributes = getattr(type(value), "__attrs_attrs__", None)  # an attrs class
+    if attributes is not None:
+        return {a.name: getattr(value, a.name) for a in attributes}
     return None
 
 
