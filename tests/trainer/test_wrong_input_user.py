@@ -7,7 +7,7 @@ import pytest
 import torch
 from tests.common.world import TinyMLP, blobs, make_trainer
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from scramjet.callbacks import TrainerCallback
 
@@ -80,3 +80,52 @@ def test_binary_loss_with_integer_targets_asks_for_float_targets_not_class_indic
     text = str(info.value)
     assert "targets.float()" in text
     assert "class indices" not in text  # the cross-entropy advice would mislead here
+
+
+# ----------------------------------------------------------------------------- __len__ vs __getitem__
+class _LongerThanItServes(Dataset[tuple[torch.Tensor, int]]):
+    """``__len__`` says 10, but only 8 samples exist (a stale count, a filtered list)."""
+
+    def __init__(self) -> None:
+        self.samples = [(torch.randn(8), i % 3) for i in range(8)]
+
+    def __len__(self) -> int:
+        return 10
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return self.samples[i]
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_len_longer_than_getitem_serves_names_the_index_and_len_in_training(
+    workers: int,
+) -> None:
+    with pytest.raises(IndexError) as info:
+        make_trainer(seed=0).train(
+            _LongerThanItServes(), 1, per_device_batch_size=5,
+            train_dataloader_kwargs={"num_workers": workers},
+        )  # fmt: skip
+    text = str(info.value)
+    assert "train_dataset" in text and "len() == 10" in text and "[8]" in text
+    assert "0..7" in text and "__len__" in text
+
+
+def test_a_len_longer_than_getitem_serves_is_explained_in_evaluation_and_prediction() -> None:
+    trainer = make_trainer()
+    for call in (trainer.evaluate, trainer.predict):
+        with pytest.raises(IndexError, match=r"len\(\) == 10.*\[8\].*0\.\.7"):
+            call(_LongerThanItServes(), 4)
+
+
+def test_an_index_error_of_the_datasets_own_making_is_left_as_it_is() -> None:
+    class Faulty(_LongerThanItServes):
+        def __len__(self) -> int:
+            return 8
+
+        def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+            if i == 3:
+                raise IndexError("label table has no row 3")
+            return self.samples[i]
+
+    with pytest.raises(IndexError, match=r"^label table has no row 3$"):
+        make_trainer().train(Faulty(), 1, per_device_batch_size=4)

@@ -29,7 +29,7 @@ from scramjet.trainer.samplers import EpochSampler as EpochSampler
 from scramjet.trainer.samplers import ShardSampler as ShardSampler
 from scramjet.trainer.samplers import SkipBatches as SkipBatches
 from scramjet.trainer.samplers import SkipSampler as SkipSampler
-from scramjet.trainer.samplers import read_past
+from scramjet.trainer.samplers import explain_index_errors, read_past
 from scramjet.trainer.samplers import safe_len as safe_len
 from scramjet.trainer.samplers import shard_window_order as shard_window_order
 
@@ -258,13 +258,16 @@ class Lockstep(Generic[T]):
         self._stop = True
 
     def __iter__(self) -> Iterator[tuple[T, bool]]:
+        batches = self.batches
+        if safe_len(getattr(batches, "dataset", None)):  # map-style: a short __getitem__
+            batches = explain_index_errors(batches, batches, _EVAL_DATA)
         if not self.enabled:
-            for item in self.batches:
+            for item in batches:
                 yield item, True
                 if self._stop:
                     return
             return
-        iterator = iter(self.batches)
+        iterator = iter(batches)
         last: T | None = None
         have_last = False
         while True:
@@ -484,6 +487,8 @@ class DataOrder:
         batches, n_batches = self._epoch_batches(
             loader, dataset, epoch=epoch, skip=skip, batch_size=batch_size
         )
+        if safe_len(getattr(dataset, "dataset", dataset)):  # map-style: a short __getitem__
+            batches = explain_index_errors(batches, dataset, "train_dataset")
         if not n_batches and not skip and dist.get_world_size() == 1:
             batches = _not_empty(batches, dataset, epoch)
         elif n_batches and not self._short_warned:

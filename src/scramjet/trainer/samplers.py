@@ -4,7 +4,8 @@ rank), and wrappers that let a resume skip what an epoch already consumed.
 :class:`EpochSampler` (training: this rank's share of a seeded order, resumable on another
 number of processes), :class:`ShardSampler` (evaluation and prediction: ``r, r + W, ...``
 without padding), :class:`SkipSampler` and :class:`SkipBatches` (a user's sampler or batch
-sampler, with its first indices or batches skipped on resume).
+sampler, with its first indices or batches skipped on resume). :func:`explain_index_errors`
+names the first index a dataset's ``__len__`` promises but its ``__getitem__`` cannot serve.
 """
 
 from __future__ import annotations
@@ -286,3 +287,57 @@ def safe_len(obj: object) -> int:
         return len(obj)
     except TypeError:
         return 0
+
+
+def explain_index_errors(batches: Iterable[T], dataset: object, name: str) -> Iterator[T]:
+    """``batches``, where an ``IndexError`` or ``KeyError`` raised while reading them is
+    explained when ``dataset``'s ``__len__`` promises indices its ``__getitem__`` cannot
+    serve (see :func:`index_error`)."""
+    try:
+        yield from batches
+    except (IndexError, KeyError) as error:
+        explained = index_error(error, dataset, name)
+        if explained is error:
+            raise
+        raise explained from error
+
+
+def index_error(error: Exception, dataset: object, name: str) -> Exception:
+    """``error``, or a clearer one of its type when ``dataset[len(dataset) - 1]`` raises it
+    too: the first index it cannot serve is then found by bisection (indices below it are
+    taken to work) and named with ``len()``."""
+    data = getattr(dataset, "dataset", dataset)  # a DataLoader's dataset
+    size = safe_len(data)
+    kind = type(error)
+    if not size or not hasattr(data, "__getitem__"):
+        return error
+
+    def failure(index: int) -> Exception | None:
+        try:
+            data[index]
+        except kind as raised:
+            return raised
+        except Exception:  # another error: this index exists
+            return None
+        return None
+
+    with torch.random.fork_rng(devices=[]):
+        own = failure(size - 1)
+        if own is None:
+            return error  # the last index works: the error is the dataset's own
+        low, high = 0, size - 1  # the first failing index lies in [low, high]
+        while low < high:
+            middle = (low + high) // 2
+            found = failure(middle)
+            low, high, own = (low, middle, found) if found else (middle + 1, high, own)
+    served = f"indices 0..{low - 1} only" if low else "no index"
+    message = (
+        f"{name} ({type(data).__name__}) has len() == {size}, but {type(data).__name__}"
+        f"[{low}] raises {kind.__name__} ({own!s:.200}): its __getitem__ serves {served}. "
+        f"Make __len__ return the number of samples __getitem__ can serve ({low}), e.g. "
+        f"len() of the list or table the samples come from."
+    )
+    try:
+        return kind(message)
+    except Exception:  # an error type that takes other arguments: keep the original
+        return error
