@@ -105,3 +105,43 @@ def test_a_list_cell_written_with_brackets_says_to_drop_them(tmp_path, cell):
     with pytest.raises(PackError, match=r"brackets.*without them.*'1,2,3'.*line 2"):
         pack(src, src / "list.csv", tmp_path / "p", dtype="vint64", height=4, width=6,
              workers=0, progress=False)  # fmt: skip
+
+
+# ----- how the list is read ---------------------------------------------------------------
+def _list(tmp_path: Path, text: bytes, n: int = 3) -> tuple[Path, Path]:
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(n):
+        Image.fromarray(np.full((4, 6), 10 * i, np.uint8)).save(src / f"{i}.png")
+    (src / "list.csv").write_bytes(text)
+    return src, src / "list.csv"
+
+
+def test_list_with_carriage_return_line_ends_is_read(tmp_path):
+    src, csv = _list(tmp_path, b'image,label,caption\r0.png,0,a\r1.png,1,"b\rc"\r2.png,2,d\r')
+    ds = _pack(src, csv, tmp_path / "p", dtype=["int64", "str"])
+    assert [ds[i]["label"] for i in range(3)] == [0, 1, 2]
+    assert [ds[i]["caption"] for i in range(3)] == ["a", "b\rc", "d"]
+
+
+def test_a_quote_that_is_never_closed_is_an_error_not_lost_rows(tmp_path):
+    src, csv = _list(tmp_path, b'image,caption\n0.png,ok\n1.png,"oops\n2.png,fine\n')
+    with pytest.raises(ValueError, match=r"opened on line 3 is never closed.*two quotes"):
+        _pack(src, csv, tmp_path / "p", dtype=["str"])
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_cell_that_goes_on_after_its_closing_quote_is_an_error(tmp_path):
+    src, csv = _list(tmp_path, b'image\tcaption\n0.png\t"Hello," she said\n')
+    with pytest.raises(ValueError, match=r"on line 2 goes on after its closing quote"):
+        _pack(src, csv, tmp_path / "p", dtype=["str"])
+
+
+def test_cli_says_why_a_list_with_an_open_quote_cannot_be_read(tmp_path, capsys):
+    from scramjet.cli import main
+
+    src, csv = _list(tmp_path, b'image,caption\n0.png,"oops\n1.png,fine\n')
+    argv = ["pack", str(src), str(csv), str(tmp_path / "p"), "--dtype", "str",
+            "--height", "4", "--width", "6", "--workers", "0", "--no-progress"]  # fmt: skip
+    assert main(argv) == 1
+    assert "never closed" in capsys.readouterr().err

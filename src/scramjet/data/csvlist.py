@@ -71,10 +71,45 @@ def read_table(file_list: str | os.PathLike[str]) -> tuple[list[str], list[tuple
             f"({printable(lines[0])!r}); save the CSV list as UTF-8"
         )
     delimiter = "\t" if "\t" in lines[0] else ","
-    reader = csv.reader(io.StringIO(text), delimiter=delimiter, quotechar='"')
-    header = [h.strip() for h in next(reader)]
-    rows = [(reader.line_num, cells) for cells in reader if any(c.strip() for c in cells)]
+    # newline="": lines may end in \n, \r\n or \r alone (old Mac / Excel for Mac lists),
+    # and line breaks inside quoted cells are kept as written. strict: a quote that is
+    # never closed would otherwise swallow every later row into one cell, silently.
+    reader = csv.reader(
+        io.StringIO(text, newline=""), delimiter=delimiter, quotechar='"', strict=True
+    )
+    records: list[tuple[int, list[str]]] = []
+    while True:
+        start = reader.line_num + 1
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            raise ValueError(_quoting_error(path, start, delimiter, exc)) from None
+        records.append((reader.line_num, cells))
+    header = [h.strip() for h in records[0][1]]
+    rows = [(line, cells) for line, cells in records[1:] if any(c.strip() for c in cells)]
     return header, rows
+
+
+def _quoting_error(path: Path, line: int, delimiter: str, exc: csv.Error) -> str:
+    """The message for a list whose quotes cannot be read: where, what, and how to fix."""
+    sep = "a tab" if delimiter == "\t" else "a comma"
+    if "end of data" in str(exc):
+        what = (
+            f"a quoted cell opened on line {line} is never closed, so every line after it "
+            "would be read as one cell"
+        )
+    else:
+        what = (
+            f"a quoted cell on line {line} goes on after its closing quote ({exc}); a cell "
+            "that starts with a quote is read as a quoted cell up to the next quote"
+        )
+    return (
+        f"file_list {str(path)!r} cannot be read: {what}. Close each quoted cell before "
+        f"{sep} or the line end, and write a quote inside a quoted cell as two quotes: "
+        '"""Hello,"" she said" is the text "Hello," she said'
+    )
 
 
 def dtype_list(dtype: Any) -> list[str]:
