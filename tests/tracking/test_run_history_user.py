@@ -4,6 +4,7 @@ their own tools, after resumes, failures and changed settings."""
 
 from __future__ import annotations
 
+import html
 import re
 import types
 from pathlib import Path
@@ -96,3 +97,24 @@ def test_settings_objects_of_every_common_kind_keep_their_field_names(tmp_path: 
         (_Optim(0.2, 0.0), {"lr": 0.2, "weight_decay": 0.0}),
     ):
         assert Experiment("p", "e", root=tmp_path, hyperparams=whole).hyperparams == expected
+
+
+def _cells(page: str, section: str) -> list[list[str]]:
+    """The rows of the table that follows ``<h2>section</h2>``, as text cells."""
+    body = page.split(f"<h2>{section}</h2>", 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr>(.*?)</tr>", body)
+    return [[html.unescape(c) for c in re.findall(r"<t[dh]>(.*?)</t[dh]>", r)] for r in rows]
+
+
+def test_a_run_without_hyperparams_adds_no_empty_hyperparams_setting(tmp_path: Path) -> None:
+    """A run declared without hyperparams listed ``hyperparams = {}`` among its other
+    settings, and the comparison page called it a difference from the runs that have some."""
+    plain = _run(tmp_path, None)
+    tuned = _run(tmp_path, {"lr": 0.2})
+    assert main(["report", str(plain), str(tuned), "-o", str(tmp_path / "cmp.html")]) == 0
+    names = [
+        row[0] for row in _cells((tmp_path / "cmp.html").read_text(), "Hyperparameters that differ")
+    ]
+    assert names[1:] == ["hyperparams.lr"], names
+    page = (plain / "report.html").read_text()
+    assert "<td>hyperparams</td>" not in page

@@ -288,7 +288,8 @@ def other_rows(hyper: Mapping[str, Any]) -> list[tuple[str, Any]]:
             "gradient_clip_value",
         )
     }
-    shown |= {"project", "experiment", "run", "scheduler"}  # in the title or the setup
+    # in the title, the setup or the declared table (``hyperparams`` itself: none declared)
+    shown |= {"project", "experiment", "run", "scheduler", "hyperparams"}
     shown_prefixes = ("hyperparams.", "scheduler.")
     items = flat(hyper).items()
     return sorted((k, v) for k, v in items if k not in shown and not k.startswith(shown_prefixes))
