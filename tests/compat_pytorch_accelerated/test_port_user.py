@@ -176,3 +176,22 @@ def test_a_standalone_evaluation_is_recorded_under_the_peers_evaluation_loss() -
         expected = float(loss(model(test.tensors[0]), test.tensors[1]))
     assert trainer.run_history.get_latest_metric("evaluation_loss") == pytest.approx(expected)
     assert trainer.run_history.get_latest_metric("eval_loss_epoch") == pytest.approx(expected)
+
+
+def test_early_stopping_and_best_model_answer_the_peers_attribute_names(tmp_path: Path) -> None:
+    from scramjet.compat.pytorch_accelerated.callbacks import (
+        EarlyStoppingCallback,
+        SaveBestModelCallback,
+    )
+
+    stop = EarlyStoppingCallback(early_stopping_patience=2, early_stopping_threshold=10.0)
+    best = SaveBestModelCallback(save_path=tmp_path / "best.pt", load_saved_checkpoint=False)
+    trainer = Trainer(*_parts(), callbacks=(best, stop))
+    trainer.train(_data(), num_epochs=5, eval_dataset=_data(32), per_device_batch_size=16)
+    first_eval = trainer.run_history.get_metric_values("eval_loss_epoch")[0]
+    assert len(trainer.run_history.get_metric_values("eval_loss_epoch")) == 3
+    assert stop.best_metric == first_eval  # no later change beats the threshold
+    assert stop.early_stopping_patience_counter == 2
+    assert (stop.early_stopping_patience, stop.early_stopping_threshold) == (2, 10.0)
+    assert best.best_metric == min(trainer.run_history.get_metric_values("eval_loss_epoch"))
+    assert best.best_metric_epoch == 3

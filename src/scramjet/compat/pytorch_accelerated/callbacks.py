@@ -25,8 +25,8 @@ from scramjet.callbacks import LimitEvalStepsCallback as _CoreLimitEval
 from scramjet.callbacks import ModelEmaCallback as _CoreEma
 from scramjet.callbacks import SaveBestModelCallback as _CoreSaveBest
 from scramjet.callbacks.base import StopTrainingError, TrainerCallback
+from scramjet.callbacks.control import EarlyStoppingCallback as _CoreEarlyStopping
 from scramjet.callbacks.control import (
-    EarlyStoppingCallback,
     LimitBatchesCallback,
     StepBasedEvaluationCallback,
     TerminateOnNaNCallback,
@@ -144,6 +144,52 @@ def get_default_callbacks(progress_bar: bool = True) -> list[type[TrainerCallbac
     return [MoveModulesToDeviceCallback, TerminateOnNaNCallback, shown, LogMetricsCallback]
 
 
+class EarlyStoppingCallback(_CoreEarlyStopping):
+    """scramjet's early stopping, also under the peer's attribute names.
+
+    ``best_metric`` is ``best``, ``early_stopping_patience_counter`` is
+    ``epochs_without_improvement``, ``early_stopping_patience`` and
+    ``early_stopping_threshold`` are ``patience`` and ``threshold`` (each readable and
+    settable under either name).
+    """
+
+    @property
+    def best_metric(self) -> float | None:
+        """The best value of ``watch_metric`` so far."""
+        return self.best
+
+    @best_metric.setter
+    def best_metric(self, value: float | None) -> None:
+        self.best = value
+
+    @property
+    def early_stopping_patience_counter(self) -> int:
+        """Epochs in a row without improvement."""
+        return self.epochs_without_improvement
+
+    @early_stopping_patience_counter.setter
+    def early_stopping_patience_counter(self, value: int) -> None:
+        self.epochs_without_improvement = value
+
+    @property
+    def early_stopping_patience(self) -> int:
+        """Epochs without improvement before stopping."""
+        return self.patience
+
+    @early_stopping_patience.setter
+    def early_stopping_patience(self, value: int) -> None:
+        self.patience = value
+
+    @property
+    def early_stopping_threshold(self) -> float:
+        """Minimum change that counts as an improvement."""
+        return self.threshold
+
+    @early_stopping_threshold.setter
+    def early_stopping_threshold(self, value: float) -> None:
+        self.threshold = value
+
+
 class SaveBestModelCallback(_CoreSaveBest):
     """scramjet's best-model checkpoint, with the peer's ``save_scheduler``.
 
@@ -166,12 +212,22 @@ class SaveBestModelCallback(_CoreSaveBest):
             load_saved_checkpoint,
         )  # fmt: skip
         self.save_scheduler = save_scheduler
+        self.best_metric_epoch: int | None = None
+
+    @property
+    def best_metric(self) -> float | None:
+        """The peer's name for the best value of ``watch_metric`` so far (``best``)."""
+        return self.best
+
+    @best_metric.setter
+    def best_metric(self, value: float | None) -> None:
+        self.best = value
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Save when the watched metric improved."""
         value = float(trainer.run_history.get_latest_metric(self.watch_metric))
         if improved(value, self.best, greater_is_better=self.greater_is_better):
-            self.best = value
+            self.best, self.best_metric_epoch = value, trainer.run_history.current_epoch
             _peer(trainer).save_checkpoint(
                 self.save_path,
                 checkpoint_kwargs={self.watch_metric: value},
