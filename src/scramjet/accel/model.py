@@ -361,9 +361,13 @@ def _decorate_class(
     base_getstate = cast("Callable[[nn.Module], Any]", module_cls.__getstate__)
     base_setstate = cast("Callable[[nn.Module, Any], None]", module_cls.__setstate__)
 
+    made: list[type[Any]] = []  # the class built below (known once type() returns)
+
     @functools.wraps(base_init)
     def __init__(self: nn.Module, *args: Any, **kwargs: Any) -> None:
         base_init(self, *args, **kwargs)
+        if _outermost(type(self)) is not made[0]:
+            return  # a decorated subclass accelerates this instance, with its own settings
         _prepare(self, options)
         opts = dict(options, raw_module=_RawForward(self, base_forward))
         self.__dict__[_ENGINE_ATTR] = Engine(backends, opts, tolerance)
@@ -371,7 +375,9 @@ def _decorate_class(
     @functools.wraps(base_forward)
     def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
         engine: Engine | None = self.__dict__.get(_ENGINE_ATTR)
-        if engine is None:  # called from the class's own __init__ (e.g. shape inference)
+        if engine is None or _outermost(type(self)) is not made[0]:
+            # Called from the class's own __init__ (e.g. shape inference), or reached from
+            # a decorated subclass's forward, whose engine is already running this call.
             return base_forward(self, *args, **kwargs)
         raw = self.__dict__.get("_scramjet_raw")
         if raw is None:
@@ -403,7 +409,13 @@ def _decorate_class(
         "__scramjet_accelerated__": True,
         BACKWARD_RECOVERY: staticmethod(recover_backward),
     }
-    return type(cls.__name__, (cls,), namespace)
+    made.append(type(cls.__name__, (cls,), namespace))
+    return made[0]
+
+
+def _outermost(cls: type[Any]) -> type[Any] | None:
+    """The most derived class in ``cls``'s MRO that ``@accelerate_model`` made."""
+    return next((c for c in cls.__mro__ if c.__dict__.get("__scramjet_accelerated__")), None)
 
 
 def accelerate_model(
