@@ -145,3 +145,16 @@ def test_cli_says_why_a_list_with_an_open_quote_cannot_be_read(tmp_path, capsys)
             "--height", "4", "--width", "6", "--workers", "0", "--no-progress"]  # fmt: skip
     assert main(argv) == 1
     assert "never closed" in capsys.readouterr().err
+
+
+def test_file_list_that_is_a_directory_says_so(tmp_path):
+    src, _ = _list(tmp_path, b"image,label\n0.png,0\n")
+    with pytest.raises(IsADirectoryError, match=r"is a directory, not a CSV list.*list\.csv"):
+        _pack(src, src, tmp_path / "p")
+
+
+def test_sample_given_one_image_names_its_shape():
+    from scramjet.data.augment import Sample
+
+    with pytest.raises(ValueError, match=r"received one image of shape \(4, 5, 3\) \(HWC\)"):
+        Sample(2, seed=0)(np.zeros((4, 5, 3), np.uint8), index=0)

@@ -750,7 +750,12 @@ class Sample(Augmentation):
 
     def params(self, rng: np.random.Generator, img: _Img) -> list[int]:
         if not img.seq:
-            raise ValueError("Sample works on sequences (THWC arrays / TCHW tensors)")
+            c, h, w = img.t.shape[1:]
+            shape = f"{(h, w, c)} (HWC)" if img.numpy else f"{(c, h, w)} (CHW)"
+            raise ValueError(
+                f"Sample works on sequences (THWC arrays / TCHW tensors); received one image "
+                f"of shape {shape}. Give it a sequence, or add a frame axis: x[None]"
+            )
         total = img.t.shape[0]
         starts = range(0, total, self.theta)
         if not self.jitter:

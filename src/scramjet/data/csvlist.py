@@ -59,6 +59,11 @@ def read_table(file_list: str | os.PathLike[str]) -> tuple[list[str], list[tuple
         The header names and ``(line number, cells)`` for every non-empty row.
     """
     path = Path(file_list)
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"file_list {str(path)!r} is a directory, not a CSV list; pass the list file "
+            f"itself (e.g. {str(path / 'list.csv')!r}), and the folder as file_dir"
+        )
     if not path.is_file():
         raise FileNotFoundError(f"file_list {str(path)!r} does not exist; pass the CSV list path")
     text = path.read_bytes().decode("utf-8-sig", "surrogateescape")
