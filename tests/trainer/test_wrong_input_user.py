@@ -129,3 +129,43 @@ def test_an_index_error_of_the_datasets_own_making_is_left_as_it_is() -> None:
 
     with pytest.raises(IndexError, match=r"^label table has no row 3$"):
         make_trainer().train(Faulty(), 1, per_device_batch_size=4)
+
+
+class _NamedLabels(Dataset[tuple[torch.Tensor, str]]):
+    """Labels as read from a CSV: class names, not indices."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, str]:
+        return torch.randn(8), ["cat", "dog", "bird"][i % 3]
+
+
+def test_text_labels_reaching_the_loss_point_to_class_indices() -> None:
+    with pytest.raises(TypeError) as info:
+        make_trainer().train(_NamedLabels(), 1, per_device_batch_size=4)
+    text = str(info.value)
+    assert "'cat'" in text or "'dog'" in text or "'bird'" in text
+    assert "class indices" in text and "classes.index(label)" in text
+
+
+def test_a_loss_function_of_the_wrong_signature_keeps_its_own_type_error() -> None:
+    def loss(outputs: torch.Tensor) -> torch.Tensor:
+        return outputs.mean()
+
+    with pytest.raises(TypeError) as info:
+        make_trainer(loss=loss).train(blobs(n=8), 1, per_device_batch_size=4)
+    assert "received outputs" not in str(info.value)
+
+
+def test_a_type_error_of_a_loss_over_records_is_left_as_it_is() -> None:
+    def loss(outputs: torch.Tensor, targets: list[dict[str, torch.Tensor]]) -> torch.Tensor:
+        raise TypeError("boxes must be float")
+
+    data = [(torch.randn(8), {"boxes": torch.zeros(1, 4)}) for _ in range(4)]
+    with pytest.raises(TypeError, match=r"^boxes must be float$"):
+        make_trainer(loss=loss).train(data, 1, per_device_batch_size=4, collate_fn=_records)
+
+
+def _records(samples: list[tuple[torch.Tensor, dict[str, torch.Tensor]]]) -> tuple[object, ...]:
+    return torch.stack([s[0] for s in samples]), [s[1] for s in samples]

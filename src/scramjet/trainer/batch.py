@@ -295,7 +295,9 @@ def tensor_loss(
     check_elementwise_shapes(loss_func, logits, targets, hook)
     try:
         loss: torch.Tensor = loss_func(logits, targets)
-    except (RuntimeError, ValueError, IndexError) as error:
+    except (RuntimeError, ValueError, IndexError, TypeError) as error:
+        if isinstance(error, TypeError) and not _collated_sequence(targets):
+            raise  # e.g. a loss function of another signature: its own error says it
         described = _with_shapes(error, loss_func, logits, targets, hook)
         if described is error:
             raise
@@ -350,9 +352,26 @@ def _with_shapes(
         return error
 
 
+def _collated_sequence(targets: Any) -> bool:
+    """Targets that default_collate left as a sequence (of strings, or of tensors from a
+    ``[label]`` per sample), not records such as detection targets' dicts."""
+    kinds = str | int | float | torch.Tensor
+    return isinstance(targets, list | tuple) and all(isinstance(t, kinds) for t in targets)
+
+
 def _loss_hint(error: Exception, loss_func: Any, logits: Any, targets: Any) -> str:
     """The usual fix for a loss function's refusal of these outputs and targets."""
     tensors = isinstance(logits, torch.Tensor) and isinstance(targets, torch.Tensor)
+    if _collated_sequence(targets):
+        shown = ", ".join("tensor" if isinstance(t, torch.Tensor) else repr(t) for t in targets[:3])
+        return (
+            f"The targets reached the loss as a {type(targets).__name__} ({shown}"
+            f"{', ...' if len(targets) > 3 else ''}), not a tensor: torch's default_collate "
+            f"makes one tensor of numbers and tensors only; strings stay a sequence of "
+            f"strings, and a target returned as a list ([label]) becomes a list of tensors. "
+            f"Return each sample's target as a number or tensor, mapping text labels to "
+            f"class indices in the dataset (e.g. classes.index(label))."
+        )
     if isinstance(loss_func, _ELEMENTWISE):
         return (
             "This loss compares each output with a float target of the same shape: make "
