@@ -195,3 +195,26 @@ def test_early_stopping_and_best_model_answer_the_peers_attribute_names(tmp_path
     assert (stop.early_stopping_patience, stop.early_stopping_threshold) == (2, 10.0)
     assert best.best_metric == min(trainer.run_history.get_metric_values("eval_loss_epoch"))
     assert best.best_metric_epoch == 3
+
+
+def test_an_override_of_the_peers_clip_gradients_is_the_clipping_that_runs() -> None:
+    class ClipByNorm(Trainer):  # the peer's way to clip by norm instead of by value
+        def _clip_gradients(self) -> None:
+            self._accelerator.clip_grad_norm_(
+                self.model.parameters(), max_norm=self.run_config.gradient_clip_value
+            )
+
+    model, loss, opt = _parts()
+    ClipByNorm(model, loss, opt, callbacks=()).train(
+        _data(), num_epochs=2, per_device_batch_size=16, gradient_clip_value=0.05,
+        train_dataloader_kwargs={"shuffle": False},
+    )  # fmt: skip
+    plain, plain_loss, plain_opt = _parts()
+    for _ in range(2):
+        for x, y in torch.utils.data.DataLoader(_data(), batch_size=16):
+            plain_loss(plain(x), y).backward()
+            torch.nn.utils.clip_grad_norm_(plain.parameters(), 0.05)
+            plain_opt.step()
+            plain_opt.zero_grad()
+    for a, b in zip(model.parameters(), plain.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

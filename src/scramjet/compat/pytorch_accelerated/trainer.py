@@ -178,6 +178,25 @@ class Trainer(CoreTrainer):
         and before ``on_eval_epoch_end``, so an override need not call ``super()``.
         """
 
+    def clip_gradients(self) -> None:
+        """Clip once per optimizer update (see :meth:`scramjet.Trainer.clip_gradients`).
+
+        A subclass that overrides the peer's ``_clip_gradients`` (to clip by norm, say)
+        has its override called instead whenever ``gradient_clip_value`` is set, as the
+        peer calls it.
+        """
+        if (
+            type(self)._clip_gradients is not Trainer._clip_gradients
+            and self.run_config.gradient_clip_value is not None
+        ):
+            self._clip_gradients()
+        else:
+            super().clip_gradients()
+
+    def _clip_gradients(self) -> None:
+        """The peer's clipping hook: clip to ``[-gradient_clip_value, gradient_clip_value]``."""
+        super().clip_gradients()
+
     def _record_epoch_loss(self, metric: str) -> None:
         # Called by the compat CallbackHandler just before the epoch-end event: the mean
         # loss per sample of the epoch, over all processes (a collective: every rank calls).
