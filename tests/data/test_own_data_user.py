@@ -158,3 +158,14 @@ def test_sample_given_one_image_names_its_shape():
 
     with pytest.raises(ValueError, match=r"received one image of shape \(4, 5, 3\) \(HWC\)"):
         Sample(2, seed=0)(np.zeros((4, 5, 3), np.uint8), index=0)
+
+
+def test_missing_file_names_the_same_name_in_another_unicode_form(tmp_path):
+    import unicodedata
+
+    src = tmp_path / "src"
+    src.mkdir()
+    Image.fromarray(np.zeros((4, 6), np.uint8)).save(src / unicodedata.normalize("NFD", "café.png"))
+    (src / "list.csv").write_text("image,label\ncafé.png,1\n", encoding="utf-8")  # NFC
+    with pytest.raises(PackError, match=r"file not found.*written as NFD exists.*normalize"):
+        _pack(src, src / "list.csv", tmp_path / "p")

@@ -7,6 +7,7 @@ import errno
 import io
 import os
 import stat
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -252,8 +253,24 @@ def _mode_inside(full: str, base: str, prefix: str, line: int, name: str, follow
 def _raise_missing(exc: OSError, line: int, name: str, base: str) -> NoReturn:
     """The RowError for a name whose file cannot be looked up."""
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-        raise RowError(line, name, f"file not found under file_dir {base!r}") from None
+        raise RowError(
+            line, name, f"file not found under file_dir {base!r}{_other_form(base, name)}"
+        ) from None
     raise RowError(line, name, _os_reason(exc, name)) from None
+
+
+def _other_form(base: str, name: str) -> str:
+    """For a missing name: a hint when the file exists under the other Unicode form of
+    the name (macOS writes accents decomposed, NFD; most lists hold them composed, NFC)."""
+    for form in ("NFC", "NFD"):
+        other = unicodedata.normalize(form, name)
+        if other != name and os.path.isfile(os.path.join(base, other)):
+            return (
+                f"; a file of the same name with its accents written as {form} exists "
+                f"({other!a}, the list has {name!a}): write the names of the list "
+                f"in the same form, unicodedata.normalize({form!r}, name)"
+            )
+    return ""
 
 
 def _os_reason(exc: OSError, name: str) -> str:
