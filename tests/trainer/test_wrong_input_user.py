@@ -169,3 +169,11 @@ def test_a_type_error_of_a_loss_over_records_is_left_as_it_is() -> None:
 
 def _records(samples: list[tuple[torch.Tensor, dict[str, torch.Tensor]]]) -> tuple[object, ...]:
     return torch.stack([s[0] for s in samples]), [s[1] for s in samples]
+
+
+# ----------------------------------------------------------------------------- arguments
+def test_evaluation_data_passed_where_num_epochs_goes_says_to_pass_it_by_keyword() -> None:
+    with pytest.raises(TypeError) as info:
+        make_trainer().train(blobs(n=8), blobs(n=4))  # type: ignore[arg-type]
+    text = str(info.value)
+    assert "num_epochs" in text and "TensorDataset" in text and "eval_dataset=" in text

@@ -192,6 +192,14 @@ def _check_int(value: Any, name: str, *, allow_none: bool = False) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         extra = " or None" if allow_none else ""
+        data = isinstance(value, torch.utils.data.Dataset | Iterable)
+        if name == "num_epochs" and data and not isinstance(value, str | bytes):  # misplaced data
+            raise TypeError(
+                f"{name} must be an int ≥ 1{extra}; received the data "
+                f"{type(value).__name__}. train()'s second positional argument is "
+                f"num_epochs: pass the evaluation data by keyword, e.g. "
+                f"trainer.train(train_ds, num_epochs=3, eval_dataset=val_ds)."
+            )
         raise ValueError(
             f"{name} must be an int ≥ 1{extra}; received {value!r}. Pass e.g. {name}=1"
             f"{' (or None for no limit)' if allow_none else ''}."
