@@ -169,3 +169,9 @@ def test_missing_file_names_the_same_name_in_another_unicode_form(tmp_path):
     (src / "list.csv").write_text("image,label\ncafé.png,1\n", encoding="utf-8")  # NFC
     with pytest.raises(PackError, match=r"file not found.*written as NFD exists.*normalize"):
         _pack(src, src / "list.csv", tmp_path / "p")
+
+
+def test_a_float_written_with_a_decimal_comma_says_so(tmp_path):
+    src, csv = _list(tmp_path, b'image,score\n0.png,"1,5"\n')
+    with pytest.raises(PackError, match=r"decimal comma\? write 1\.5"):
+        _pack(src, csv, tmp_path / "p", dtype=["float32"])

@@ -6,6 +6,7 @@ import csv
 import errno
 import io
 import os
+import re
 import stat
 import unicodedata
 from dataclasses import dataclass
@@ -309,8 +310,14 @@ def parse_value(cell: str, base: str, variable: bool) -> Any:
             f"or use the dtype 'v{base}', whose rows may be empty lists"
         )
     if len(tokens) != 1:
+        comma = re.fullmatch(r"\s*([-+]?\d+),(\d+)\s*", cell)
+        decimal = (
+            f" (a decimal comma? write {comma[1]}.{comma[2]}: '.' is the decimal mark here)"
+            if comma and base.startswith("float")
+            else ""
+        )
         raise ValueError(
-            f"expected one {base} value, got {cell!r}; use the dtype 'v{base}' for lists"
+            f"expected one {base} value, got {cell!r}; use the dtype 'v{base}' for lists" + decimal
         )
     return parse_scalar(tokens[0], base)
 
