@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import pytest
 from tracking_helpers import make_trainer, tiny_data
 
+from scramjet.callbacks import StepBasedEvaluationCallback
 from scramjet.cli import main
 from scramjet.tracking import Experiment, list_runs
 
@@ -33,23 +34,15 @@ def test_runs_table_shows_hyperparameters_exactly_not_rounded(
 ) -> None:
     """EMA decays 0.99995 and 0.99999 are different runs; rounded to four digits both read
     ``1`` and the column that tells them apart was not even shown."""
-    for decay, lr in ((0.99995, 3e-4), (0.99999, 3e-4), (0.9999, 12345.6)):
+    for decay, lr in ((0.99995, 3e-4), (0.99999, 12345.6)):
         _run(tmp_path, {"ema_decay": decay, "lr": lr})
     capsys.readouterr()
     assert main(["runs", str(tmp_path)]) == 0
     table = _table(capsys.readouterr().out)
     header = table[0]
-    decays = [line[header.index("ema_decay")] for line in table[1:]]
-    lrs = [line[header.index("lr")] for line in table[1:]]
-    assert decays == ["0.99995", "0.99999", "0.9999"]
-    assert lrs == ["0.0003", "0.0003", "12345.6"]
-
-    _run(tmp_path / "two", {"ema_decay": 0.99995})
-    _run(tmp_path / "two", {"ema_decay": 0.99999})
-    capsys.readouterr()
-    assert main(["runs", str(tmp_path / "two")]) == 0
-    header = _table(capsys.readouterr().out)[0]
-    assert "ema_decay" in header, "the runs differ only in their decay: its column is shown"
+    assert "ema_decay" in header, "the decays differ: their column is shown"
+    assert [line[header.index("ema_decay")] for line in table[1:]] == ["0.99995", "0.99999"]
+    assert [line[header.index("lr")] for line in table[1:]] == ["0.0003", "12345.6"]
 
 
 class _Optim(NamedTuple):
@@ -118,3 +111,34 @@ def test_a_run_without_hyperparams_adds_no_empty_hyperparams_setting(tmp_path: P
     assert names[1:] == ["hyperparams.lr"], names
     page = (plain / "report.html").read_text()
     assert "<td>hyperparams</td>" not in page
+
+
+def test_mid_epoch_evaluations_are_plotted_at_their_steps_not_stacked_on_the_epoch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an evaluation every 4 steps of 6-step epochs, the loss plot drew both
+    evaluations of an epoch at the same x: a vertical jump instead of a curve. The curves
+    now run against the step the values were recorded at."""
+    from scramjet.tracking import report
+
+    drawn: list[tuple[str, list[tuple[str, list[int], list[float]]], str]] = []
+    real = report._plot_lines
+
+    def spy(title: str, lines: Any, xlabel: str) -> bytes:
+        drawn.append((title, [(n, list(xs), list(ys)) for n, xs, ys in lines], xlabel))
+        return real(title, lines, xlabel)
+
+    monkeypatch.setattr(report, "_plot_lines", spy)
+    runs = []
+    for seed in (0, 1):
+        exp = Experiment("proj", "mid", root=tmp_path, checkpoint=None)
+        trainer = make_trainer([exp, StepBasedEvaluationCallback(4)], seed=seed)
+        trainer.train(tiny_data(), 2, eval_dataset=tiny_data(32, 1), per_device_batch_size=16)
+        runs.append(exp.run_dir)
+    assert main(["report", *map(str, runs), "-o", str(tmp_path / "cmp.html")]) == 0
+    loss_plots = [d for d in drawn if any(n == "eval_loss_epoch" for n, _, _ in d[1])]
+    assert loss_plots, "the eval loss is plotted"
+    for title, lines, xlabel in loss_plots:
+        for name, xs, _ in lines:
+            assert len(set(xs)) == len(xs), f"{title}: {name} has two points at one x: {xs}"
+            assert xlabel == "step" and xs == sorted(xs), (title, xlabel, xs)

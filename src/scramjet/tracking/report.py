@@ -69,6 +69,32 @@ def _plot_lines(
     return _png_bytes(_line_figure(title, lines, xlabel)[0])
 
 
+def _epoch_curves(
+    rows: Sequence[Any], by_step: bool | None = None
+) -> tuple[dict[str, tuple[list[int], list[float]]], str]:
+    """The epoch metrics as curves and their x axis: against the epoch, or against the step
+    when an epoch has more than one row (evaluations in the middle of an epoch, which would
+    otherwise stack on one x). ``by_step`` forces one or the other."""
+    series = metric_series(rows, "epoch")
+    if by_step is None:
+        by_step = _has_mid_epoch_rows(series)
+    if not by_step:
+        return series, "epoch"
+    steps: dict[str, tuple[list[int], list[float]]] = {}
+    for row in rows:
+        if row["scope"] == "epoch":
+            for name, value in row["metrics"].items():
+                xs, ys = steps.setdefault(name, ([], []))
+                xs.append(row["step"])
+                ys.append(value)
+    return steps, "step"
+
+
+def _has_mid_epoch_rows(series: dict[str, tuple[list[int], list[float]]]) -> bool:
+    """Whether some metric has two rows in one epoch."""
+    return any(len(set(xs)) < len(xs) for xs, _ in series.values())
+
+
 def build_plots(run_dir: str | os.PathLike[str]) -> dict[str, Path]:
     """Write ``plots/loss.png`` (and ``plots/train_loss_step.png``) and one PNG per metric.
 
@@ -79,11 +105,12 @@ def build_plots(run_dir: str | os.PathLike[str]) -> dict[str, Path]:
     plots = run / "plots"
     plots.mkdir(exist_ok=True)
     rows = read_metrics(run)
-    epoch, step = metric_series(rows, "epoch"), metric_series(rows, "step")
+    (epoch, axis), step = _epoch_curves(rows), metric_series(rows, "step")
     out: dict[str, Path] = {}
     loss_lines = [(n, *epoch[n]) for n in _LOSS_NAMES if n in epoch]
     if loss_lines:
-        out["loss"] = _write(plots / "loss.png", _plot_lines("loss per epoch", loss_lines, "epoch"))
+        title = "loss per epoch" if axis == "epoch" else "loss per step (evaluations within epochs)"
+        out["loss"] = _write(plots / "loss.png", _plot_lines(title, loss_lines, axis))
     for name, (xs, ys) in sorted(step.items()):
         out[f"{name}_step"] = _write(
             plots / f"{_safe(name)}_step.png",
@@ -92,9 +119,7 @@ def build_plots(run_dir: str | os.PathLike[str]) -> dict[str, Path]:
     for name, (xs, ys) in sorted(epoch.items()):
         if name in _LOSS_NAMES:
             continue
-        out[name] = _write(
-            plots / f"{_safe(name)}.png", _plot_lines(name, [(name, xs, ys)], "epoch")
-        )
+        out[name] = _write(plots / f"{_safe(name)}.png", _plot_lines(name, [(name, xs, ys)], axis))
     return out
 
 
@@ -314,9 +339,12 @@ def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
         final.append([metric, *(s[metric][1][-1] if metric in s else "" for s in epoch_series)])
     sections.append("<h2>Final epoch metrics</h2>" + parts.table(final, ["metric", *names]))
     imgs = []
+    by_step = any(_has_mid_epoch_rows(s) for s in epoch_series)  # one x axis for all runs
+    curves = [_epoch_curves(rows, by_step) for rows in all_rows]
+    axis = curves[0][1] if curves else "epoch"
     for metric in sorted(set().union(*epoch_series)):
-        lines = [(n, *s[metric]) for n, s in zip(names, epoch_series) if metric in s]
-        imgs.append(_img(_plot_lines(metric, lines, "epoch"), metric))
+        lines = [(n, *c[metric]) for n, (c, _) in zip(names, curves) if metric in c]
+        imgs.append(_img(_plot_lines(metric, lines, axis), metric))
     step_series = [metric_series(rows, "step") for rows in all_rows]
     for metric in sorted(set().union(*step_series)):
         lines = [(n, *s[metric]) for n, s in zip(names, step_series) if metric in s]
