@@ -177,3 +177,22 @@ def test_evaluation_data_passed_where_num_epochs_goes_says_to_pass_it_by_keyword
         make_trainer().train(blobs(n=8), blobs(n=4))  # type: ignore[arg-type]
     text = str(info.value)
     assert "num_epochs" in text and "TensorDataset" in text and "eval_dataset=" in text
+
+
+# ----------------------------------------------------------------------------- NLLLoss
+@pytest.mark.parametrize("head", ["logits", "softmax"])
+def test_nll_loss_on_logits_or_probabilities_is_refused_at_the_first_batch(head: str) -> None:
+    model = TinyMLP() if head == "logits" else nn.Sequential(TinyMLP(), nn.Softmax(dim=1))
+    counter = _CountSteps()
+    trainer = make_trainer(model, loss=nn.NLLLoss(), callbacks=[counter])
+    with pytest.raises(ValueError, match=r"NLLLoss takes log-probabilities.*log_softmax"):
+        trainer.train(blobs(n=16), 1, per_device_batch_size=8)
+    assert counter.steps == 0
+
+
+def test_nll_loss_on_log_softmax_outputs_trains() -> None:
+    model = nn.Sequential(TinyMLP(), nn.LogSoftmax(dim=1))
+    trainer = make_trainer(model, loss=nn.NLLLoss())
+    trainer.train(blobs(n=32), 2, per_device_batch_size=8)
+    losses = trainer.run_history.get_metric_values("train_loss_epoch")
+    assert all(loss > 0 for loss in losses) and losses[-1] < losses[0]

@@ -293,6 +293,8 @@ def tensor_loss(
 ) -> torch.Tensor:
     """``loss_func(logits, targets)``; an error names the shapes it was given."""
     check_elementwise_shapes(loss_func, logits, targets, hook)
+    if isinstance(loss_func, nn.NLLLoss) and loss_func not in _LOG_PROBABILITIES_SEEN:
+        check_log_probabilities(loss_func, logits, hook)
     try:
         loss: torch.Tensor = loss_func(logits, targets)
     except (RuntimeError, ValueError, IndexError, TypeError) as error:
@@ -315,6 +317,28 @@ _ELEMENTWISE = (
     nn.BCELoss,
     nn.BCEWithLogitsLoss,
 )
+
+
+#: NLLLoss instances whose first outputs were log-probabilities (checked once each).
+_LOG_PROBABILITIES_SEEN: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def check_log_probabilities(loss_func: nn.NLLLoss, logits: Any, hook: str) -> None:
+    """NLLLoss takes log-probabilities, which are never positive: raw logits or
+    probabilities would train the loss down without bound (to minus infinity) in silence.
+    Checked on the first batch of each loss function only (one read of the outputs)."""
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or not logits.numel():
+        return
+    top = float(logits.detach().max())
+    if top > 1e-3:
+        raise ValueError(
+            f"{hook}: NLLLoss takes log-probabilities (values <= 0), but the outputs "
+            f"{_described(logits)} reach {top:.4g}: they are raw logits or probabilities, and "
+            f"the loss would fall without bound while nothing is learned. Apply "
+            f"torch.log_softmax(outputs, dim=1) at the end of the model (not softmax), or "
+            f"use torch.nn.CrossEntropyLoss() on the raw logits."
+        )
+    _LOG_PROBABILITIES_SEEN.add(loss_func)
 
 
 def _described(value: Any) -> str:
