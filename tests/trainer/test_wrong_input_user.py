@@ -3,6 +3,8 @@ names what was received and how to fix it, and no sample is lost in silence."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from tests.common.world import TinyMLP, blobs, make_trainer
@@ -196,3 +198,20 @@ def test_nll_loss_on_log_softmax_outputs_trains() -> None:
     trainer.train(blobs(n=32), 2, per_device_batch_size=8)
     losses = trainer.run_history.get_metric_values("train_loss_epoch")
     assert all(loss > 0 for loss in losses) and losses[-1] < losses[0]
+
+
+# ----------------------------------------------------------------------------- resume
+@pytest.mark.xfail(
+    strict=True,
+    reason="trainer.train / checkpoint.resume.restore do not compare the checkpoint's epoch "
+    "with num_epochs: a resume past the run's end trains nothing in silence",
+)
+def test_resuming_with_fewer_epochs_than_the_checkpoint_holds_says_nothing_is_left(
+    tmp_path: Path,
+) -> None:
+    first = make_trainer(seed=0)
+    first.train(blobs(n=16), 3, per_device_batch_size=4)
+    first.save_checkpoint(tmp_path / "run.pt")
+    resumed = make_trainer(seed=0)
+    with pytest.warns(UserWarning, match=r"num_epochs=1.*3 epoch"):
+        resumed.train(blobs(n=16), 1, per_device_batch_size=4, resume_from=tmp_path / "run.pt")
