@@ -218,3 +218,22 @@ def test_an_override_of_the_peers_clip_gradients_is_the_clipping_that_runs() -> 
             plain_opt.zero_grad()
     for a, b in zip(model.parameters(), plain.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_the_best_model_is_reloaded_with_its_optimizer_state_as_the_peer_does(
+    tmp_path: Path,
+) -> None:
+    from scramjet.compat.pytorch_accelerated.callbacks import SaveBestModelCallback
+
+    # greater_is_better on a falling loss: the first epoch stays the best one
+    best = SaveBestModelCallback(save_path=tmp_path / "best.pt", greater_is_better=True)
+    model, loss, opt = _parts()
+    trainer = Trainer(model, loss, opt, callbacks=(best,))
+    trainer.train(_data(), num_epochs=3, eval_dataset=_data(32), per_device_batch_size=16)
+    assert best.best_metric_epoch == 1
+    saved = torch.load(tmp_path / "best.pt", map_location="cpu", weights_only=True)
+    for name, value in saved["model_state_dict"].items():
+        torch.testing.assert_close(model.state_dict()[name], value, rtol=0, atol=0)
+    momentum = opt.state_dict()["state"][0]["momentum_buffer"]
+    saved_momentum = saved["optimizer_state_dict"]["state"][0]["momentum_buffer"]
+    torch.testing.assert_close(momentum, saved_momentum, rtol=0, atol=0)

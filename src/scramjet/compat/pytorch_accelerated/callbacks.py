@@ -237,11 +237,12 @@ class SaveBestModelCallback(_CoreSaveBest):
             self.saved = True
 
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Reload the best weights (only the weights) if asked."""
+        """Reload the best checkpoint if asked: the weights, and the optimizer and scheduler
+        states saved with them (as the peer does), so a later ``train()`` continues from the
+        best epoch as a whole. The run history and counters stay as trained."""
         if self.load_saved_checkpoint and self.saved:
-            _peer(trainer).load_checkpoint(
-                self.save_path, load_optimizer=False, load_scheduler=False
-            )
+            peer = _peer(trainer)
+            peer.load_checkpoint(self.save_path, load_optimizer=peer.has_optimizer)
 
 
 class ModelEmaCallback(_CoreEma):
