@@ -5,6 +5,7 @@ their own tools, after resumes, failures and changed settings."""
 from __future__ import annotations
 
 import html
+import json
 import re
 import types
 from pathlib import Path
@@ -142,3 +143,30 @@ def test_mid_epoch_evaluations_are_plotted_at_their_steps_not_stacked_on_the_epo
         for name, xs, _ in lines:
             assert len(set(xs)) == len(xs), f"{title}: {name} has two points at one x: {xs}"
             assert xlabel == "step" and xs == sorted(xs), (title, xlabel, xs)
+
+
+def test_a_resume_that_changes_a_setting_says_mlflow_keeps_the_first_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resuming to train longer (2 epochs, then 3) left MLflow's param at 2 without a word,
+    while hyperparams.json and W&B said 3. MLflow cannot change a param: the new value is
+    now a tag and a warning says which params differ."""
+    from mlflow.tracking import MlflowClient
+
+    store = tmp_path / "mlruns"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.as_uri())
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    first = Experiment("proj", "longer", root=tmp_path / "runs", loggers=("csv", "mlflow"))
+    make_trainer([first]).train(tiny_data(32), 2, per_device_batch_size=16)
+    again = Experiment(
+        "proj", "longer", root=tmp_path / "runs", loggers=("csv", "mlflow"), resume="latest"
+    )
+    with pytest.warns(UserWarning, match=r"num_epochs 2 -> 3") as caught:
+        make_trainer([again]).train(tiny_data(32), 3, per_device_batch_size=16)
+    assert again.run_dir == first.run_dir
+    assert "resumed.<name>" in str(caught[0].message)
+    info = json.loads((again.run_dir / "run.json").read_text())
+    run = MlflowClient(tracking_uri=store.as_uri()).get_run(info["mlflow_run_id"])
+    assert run.data.params["num_epochs"] == "2"
+    assert run.data.tags["resumed.num_epochs"] == "3"
+    assert "logger_errors" not in info

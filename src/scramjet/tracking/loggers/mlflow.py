@@ -186,18 +186,35 @@ class MLflowTracker(Tracker):
             return str(found.experiment_id)
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
-        """Log the params not logged yet (MLflow params cannot change)."""
-        from mlflow.entities import Param
+        """Log the params not logged yet. MLflow params cannot change: a resumed run whose
+        setting changed (more epochs, say) keeps the first value as the param, gets the
+        new one as the tag ``resumed.<name>``, and says so in one warning."""
+        from mlflow.entities import Param, RunTag
 
-        existing = set(self.client.get_run(self.run_id).data.params)
-        items = []
+        existing = dict(self.client.get_run(self.run_id).data.params)
+        items, changed, seen = [], [], set()
         for key, value in params.items():
-            name = self._name(key)
-            if name not in existing:  # two names that become one: the first is kept
-                existing.add(name)
-                items.append(Param(name, str(value)[:6000]))
+            name, text = self._name(key), str(value)[:6000]
+            if name in seen:  # two names that become one: the first is kept
+                continue
+            seen.add(name)
+            if name not in existing:
+                items.append(Param(name, text))
+            elif existing[name] != text:
+                changed.append((name, existing[name], text))
         for i in range(0, len(items), 100):
             self.client.log_batch(self.run_id, params=items[i : i + 100])
+        if changed:
+            tags = [RunTag(f"resumed.{name}", new) for name, _, new in changed]
+            self.client.log_batch(self.run_id, tags=tags)
+            said = ", ".join(f"{name} {old} -> {new}" for name, old, new in changed)
+            warnings.warn(
+                f"MLflow params cannot change, and this resumed run changed {said}: MLflow "
+                f"keeps the first values as params and records the new ones as the tags "
+                f"'resumed.<name>'; hyperparams.json and the report hold the values in use.",
+                UserWarning,
+                stacklevel=2,
+            )
 
     def log_metrics(self, rows: Sequence[MetricRow]) -> None:
         """Log every value at the row's step and wall time (epoch rows add ``epoch``)."""
