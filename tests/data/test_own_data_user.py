@@ -60,11 +60,6 @@ def _small_pack(tmp_path: Path, n: int = 4) -> PackedDataset:
     return _pack(src, src / "list.csv", tmp_path / "p")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reader.PackedDataset.read_column/read pass the index through "
-    "np.asarray(..., dtype=int64): 2.7 reads sample 2 and '3' sample 3 silently",
-)
 @pytest.mark.parametrize("index", [2.7, "3"])
 def test_read_column_refuses_an_index_that_is_not_an_integer(tmp_path, index):
     ds = _small_pack(tmp_path)
@@ -72,11 +67,6 @@ def test_read_column_refuses_an_index_that_is_not_an_integer(tmp_path, index):
         ds.read_column("label", index)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reader.PackedDataset.get_batch reads np.asarray(indices, dtype=int64): floats "
-    "are truncated, strings parsed, and [True, False] (a mask) read as samples 1 and 0",
-)
 @pytest.mark.parametrize("indices", [[2.7, 1.0], ["3"], [True, False, True, False]])
 def test_a_batch_of_indices_that_are_not_integers_is_refused(tmp_path, indices):
     ds = _small_pack(tmp_path)

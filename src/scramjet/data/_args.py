@@ -12,6 +12,43 @@ import numpy as np
 import torch
 
 
+def one_index(index: Any) -> int:
+    """One sample's index as an ``int`` (see :func:`scalar_index`); anything else is refused.
+
+    Raises:
+        TypeError: ``index`` is not an integer (a float, a string, a bool...).
+    """
+    value = scalar_index(index)
+    if not isinstance(value, int) or isinstance(index, bool | np.bool_):
+        raise TypeError(
+            f"a sample index must be an integer; received {type(index).__name__} {index!r}. "
+            f"Convert it first, e.g. int(i)."
+        )
+    return value
+
+
+def index_array(indices: Any) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """Sample indices as an int64 array; values that are not integers are refused (numpy
+    would truncate 2.7 to 2, parse "3", and read a boolean mask as samples 0 and 1).
+
+    Raises:
+        TypeError: a value is not an integer.
+    """
+    array = np.asarray(indices)
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        first = array.reshape(-1)[0]
+        fix = (
+            "for a boolean mask, pass np.flatnonzero(mask)"
+            if array.dtype == np.bool_
+            else "convert them with int()"
+        )
+        raise TypeError(
+            f"sample indices must be integers; received {type(indices).__name__} of "
+            f"{array.dtype} values (first: {first!r}): {fix}."
+        )
+    return array.astype(np.int64, copy=False)
+
+
 def scalar_index(index: Any) -> Any:
     """``index`` as an ``int`` when it is one sample's index, else unchanged.
 

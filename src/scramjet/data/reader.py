@@ -32,10 +32,7 @@ from torch.utils.data import (
     get_worker_info,
 )
 
-from scramjet.data._args import (
-    check_transform,
-    scalar_index,
-)
+from scramjet.data._args import check_transform, index_array, one_index, scalar_index
 from scramjet.data._epoch import SharedEpoch
 from scramjet.data._loaders import make_loader
 from scramjet.data._remote import (
@@ -578,7 +575,7 @@ class PackedDataset(Dataset[Any]):
         col = next((c for c in self.columns if c.name == name), None)
         if col is None:
             raise KeyError(f"column {name!r} is not read by this dataset; has {self.column_names}")
-        k, local = (int(v[0]) for v in self._locate(np.asarray([index], dtype=np.int64)))
+        k, local = (int(v[0]) for v in self._locate(np.asarray([one_index(index)], np.int64)))
         return self._read_one(col, self._shard(k), local)
 
     def _read_one(self, col: ColumnSpec, shard: Shard, local: int) -> Any:
@@ -599,7 +596,7 @@ class PackedDataset(Dataset[Any]):
 
     def read(self, index: int) -> dict[str, Any]:
         """Read one sample as a dict, without the transform."""
-        k, local = (int(v[0]) for v in self._locate(np.asarray([index], dtype=np.int64)))
+        k, local = (int(v[0]) for v in self._locate(np.asarray([one_index(index)], np.int64)))
         shard = self._shard(k)
         return {c.name: self._read_one(c, shard, local) for c in self.columns}
 
@@ -645,7 +642,7 @@ class PackedDataset(Dataset[Any]):
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """Samples for a list of indices (used by DataLoader), read shard by shard."""
-        idx = np.asarray(indices, dtype=np.int64)
+        idx = index_array(indices)
         shards, local = self._locate(idx)
         idx = np.where(idx < 0, idx + len(self), idx)
         out: list[Any] = [None] * len(idx)
@@ -671,7 +668,7 @@ class PackedDataset(Dataset[Any]):
                 name: _collate_column([s[name] for s in samples], specs.get(name))
                 for name in samples[0]
             }
-        idx = np.asarray(indices, dtype=np.int64)
+        idx = index_array(indices)
         plan = BatchPlan(*self._locate(idx))
         batch: dict[str, Any] = {}
         for col in self.columns:
