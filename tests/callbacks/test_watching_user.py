@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,12 @@ from tests.common.world import TinyMLP, blobs, make_trainer
 from torch.utils.data import IterableDataset
 
 from scramjet import Trainer
-from scramjet.callbacks import EarlyStoppingCallback, ProgressBarCallback, TrainerCallback
+from scramjet.callbacks import (
+    EarlyStoppingCallback,
+    ProgressBarCallback,
+    StepBasedEvaluationCallback,
+    TrainerCallback,
+)
 from scramjet.dashboard import Dashboard
 
 
@@ -142,3 +148,25 @@ def test_a_chosen_curve_without_values_says_so_and_names_the_curves_that_have_th
     screen.print(LiveView(board.snapshot))
     text = screen.file.getvalue()  # type: ignore[attr-defined]
     assert "eval_loss_epoch: no values recorded yet (curves with values: 'loss')" in text, text
+
+
+def test_evaluations_every_n_steps_are_drawn_where_and_as_they_happened(tmp_path: Path) -> None:
+    from scramjet.dashboard._plot import render_curve, smooth_series
+    from scramjet.dashboard._view import fitted_curve
+
+    board = Dashboard(log_path=str(tmp_path), file=io.StringIO(), show_memory=False, window=3)
+    trainer = make_trainer(TinyMLP(), callbacks=[board, StepBasedEvaluationCallback(2)])
+    trainer.train(blobs(n=24), num_epochs=2, per_device_batch_size=4, eval_dataset=blobs(n=8))
+    evals = trainer.run_history.get_metric_values("eval_loss_epoch")
+    snap = board.snapshot()
+    curve = snap.curves["loss"]
+    # 6 batches per epoch, an evaluation after every 2nd: at 1/3, 2/3 and the end of each.
+    assert [x for x, _ in curve["eval"]] == pytest.approx([k / 3 for k in range(1, 7)])
+    assert [v for _, v in curve["eval"]] == pytest.approx(evals)
+    # Each evaluation is drawn as it is; only the per-step training losses are averaged.
+    _, drawn = fitted_curve(curve, snap, 200, "loss")
+    want = {"train": smooth_series(curve["train"], 3), "eval": curve["eval"]}
+    assert drawn == render_curve(want, span=snap.span, divisor=snap.divisor, window=1)
+    board.log(gauge=False)
+    rows = [r.split(",") for r in (tmp_path / "loss.csv").read_text().splitlines()]
+    assert [int(r[3]) for r in rows if r[0] == "eval"] == [2, 4, 6, 8, 10, 12], "after its step"

@@ -206,6 +206,8 @@ class Dashboard(TrainerCallback):
         self._epoch_losses = 0
         # Batches expected in an epoch of training data without a length (see _take).
         self._unsized_len = _FIRST_GUESS
+        # (metric, stage) pairs read from the run history: results, drawn as they are.
+        self._as_is: set[tuple[str, str]] = set()
         self._trainer: Trainer | None = None
         self._display: LiveOrPlain | None = None
         self._started = False
@@ -308,6 +310,7 @@ class Dashboard(TrainerCallback):
                 for m, by_stage in self._series.items()
             }
             snap = self._snapshot_locked()
+            as_is = set(self._as_is)
         if series and (gauge or tachograph):
             self.log_path.mkdir(parents=True, exist_ok=True)
         for metric, by_stage in series.items():
@@ -315,9 +318,9 @@ class Dashboard(TrainerCallback):
             if tachograph:
                 atomic_write_bytes(base.with_suffix(".csv"), _files.csv_bytes(by_stage))
             if gauge:
-                atomic_write_bytes(
-                    base.with_suffix(".png"), _files.png_bytes(metric, by_stage, self.window)
-                )
+                raw = {stage for name, stage in as_is if name == metric}
+                png = _files.png_bytes(metric, by_stage, self.window, raw)
+                atomic_write_bytes(base.with_suffix(".png"), png)
         if record:
             stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
             lines = [f"{stamp} {line}" for line in plain_lines(snap)]
@@ -364,6 +367,7 @@ class Dashboard(TrainerCallback):
             divisor=self.divisor,
             window=self.window,
             recorded=tuple(self._series),
+            as_is=frozenset(self._as_is),
         )
 
     def _stage_view(self, st: _Stage, now: float) -> StageView:
@@ -527,6 +531,11 @@ class Dashboard(TrainerCallback):
             queued.append(("train", {"loss": loss}, point))
         return queued
 
+    def _train_length(self) -> int:
+        """Batches in the training epoch: its length, or the one assumed for a stream."""
+        train = self._stages.get("train")
+        return (train.total if train is not None else None) or self._unsized_len
+
     def _place_unsized_epoch(self, epoch: int, length: int) -> None:
         """Place the losses of ``epoch`` (training data without a length) as if it held
         ``length`` batches, so that its points stay inside the epoch on the x axis, where
@@ -680,11 +689,21 @@ class Dashboard(TrainerCallback):
             self._trainer = None
 
     def _read_history(self, trainer: Trainer, stage: str) -> None:
-        """Copy the latest epoch metrics of ``stage`` from the run history."""
+        """Copy the latest epoch metrics of ``stage`` from the run history.
+
+        An evaluation inside a training epoch (every N steps) is placed after the training
+        steps it followed, at the step it followed; one at the end of an epoch, or a
+        standalone ``evaluate()``, at the end of the epoch.
+        """
         history = trainer.run_history
-        step = self._loss_steps
+        self._drain()  # the losses of the steps before it are counted
         epoch = _epoch_of(trainer)
         with self._lock:
+            step = self._loss_steps
+            x = self._x_offset + epoch + 1.0
+            train = self._stages.get("train")
+            if trainer.in_training_run and train is not None and not train.finished:
+                x = self._x_offset + epoch + min(self._epoch_losses / self._train_length(), 1.0)
             for full in sorted(history.get_metric_names()):
                 if not full.startswith(stage + "_"):
                     continue
@@ -696,7 +715,7 @@ class Dashboard(TrainerCallback):
                 name = short.removesuffix("_epoch")
                 if stage == "train" and name == "loss":
                     continue  # the per-step loss curve already covers it
-                x = self._x_offset + epoch + 1.0
+                self._as_is.add((name, stage))
                 self._add_point(name, stage, [x, step, epoch, 0, _as_float(values[-1])])
 
 

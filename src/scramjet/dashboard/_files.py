@@ -10,7 +10,7 @@ import csv
 import io
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 #: One recorded value: (x = epoch progress, step, epoch, mile, value).
@@ -44,11 +44,14 @@ def csv_bytes(series: Mapping[str, Sequence[Row]]) -> bytes:
     return out.getvalue().encode("utf-8")
 
 
-def png_bytes(metric: str, series: Mapping[str, Sequence[Row]], window: int) -> bytes:
+def png_bytes(
+    metric: str, series: Mapping[str, Sequence[Row]], window: int, as_is: Collection[str] = ()
+) -> bytes:
     """A PNG line plot of one metric, one line per stage (raw and moving average).
 
     Only stages with several points per epoch are averaged; per-epoch values (evaluation)
-    are drawn as they are.
+    and the stages in ``as_is`` (evaluation results, also several per epoch) are drawn as
+    they are.
 
     Uses a private matplotlib ``Figure`` with the Agg canvas: no pyplot, no global style.
     """
@@ -64,7 +67,7 @@ def png_bytes(metric: str, series: Mapping[str, Sequence[Row]], window: int) -> 
         xs = [r[0] for r in rows]
         ys = [float(r[4]) for r in rows]
         marker = "o" if len(rows) < 50 else None
-        if window > 1 and smooths(list(zip(xs, ys))):
+        if window > 1 and stage not in as_is and smooths(list(zip(xs, ys))):
             ax.plot(xs, ys, alpha=0.3, marker=marker)
             # NaN where the value is NaN: no averaged point the run never had
             average = [y for _, y in smooth_series(list(zip(xs, ys)), window)]

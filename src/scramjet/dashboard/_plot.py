@@ -9,7 +9,7 @@ curve and per-epoch eval points line up in time.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 #: Marker of each stage, in the order stages first appear (cycled if there are more).
 MARKERS: tuple[str, ...] = ("•", "o", "x", "+", "*", "#")
@@ -138,6 +138,7 @@ def render_curve(
     span: int = 30,
     divisor: int = 10,
     window: int = 1,
+    as_is: Collection[str] = (),
 ) -> list[str]:
     """Draw one metric as text lines: y labels, a framed grid, and a legend line.
 
@@ -150,6 +151,8 @@ def render_curve(
         window: Moving-average window of the stages with several points per epoch
             (per-step values); a stage with one point per epoch (evaluation) is drawn as
             it is (see :func:`smooths`).
+        as_is: Stages drawn as they are whatever their number of points per epoch
+            (evaluation results, also several per epoch: each is a different model's).
 
     Returns:
         The lines of the plot (no trailing newlines). A single line saying
@@ -166,7 +169,9 @@ def render_curve(
         raise ValueError(f"divisor must be an int >= 2 (rows of the y axis); received {divisor!r}.")
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise ValueError(f"window must be an int >= 1; received {window!r}.")
-    smoothed = {stage: smooth_series(pts, window) for stage, pts in series.items()}
+    smoothed = {
+        stage: smooth_series(pts, 1 if stage in as_is else window) for stage, pts in series.items()
+    }
     bounds = _visible(smoothed, span)
     if bounds is None:
         given = sum(len(pts) for pts in series.values())

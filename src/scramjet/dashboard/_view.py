@@ -61,6 +61,8 @@ class Snapshot:
         window: Moving-average window of the curves.
         recorded: Names of every metric with curve points, to name them where a chosen
             curve has none.
+        as_is: ``(metric, stage)`` pairs drawn as they are, never averaged (results of
+            evaluations, of which a run may have several per epoch).
     """
 
     title: str
@@ -72,6 +74,7 @@ class Snapshot:
     divisor: int = 10
     window: int = 1
     recorded: tuple[str, ...] = ()
+    as_is: frozenset[tuple[str, str]] = frozenset()
 
 
 def format_duration(seconds: float) -> str:
@@ -201,7 +204,7 @@ def render(snapshot: Snapshot, width: int) -> Any:
             known = ", ".join(repr(n) for n in snapshot.recorded) or "none yet"
             parts.append(Text(f"{metric}: no values recorded yet (curves with values: {known})"))
             continue
-        span, curve = fitted_curve(series, snapshot, width)
+        span, curve = fitted_curve(series, snapshot, width, metric)
         caption = f"{metric}  (moving average {snapshot.window}, last {span} points, x: epochs)"
         parts.append(Text(caption, style="bold"))
         parts.append(Text("\n".join(curve), no_wrap=True, overflow="crop"))
@@ -209,14 +212,17 @@ def render(snapshot: Snapshot, width: int) -> Any:
 
 
 def fitted_curve(
-    series: dict[str, list[tuple[float, float]]], snapshot: Snapshot, width: int
+    series: dict[str, list[tuple[float, float]]], snapshot: Snapshot, width: int, metric: str = ""
 ) -> tuple[int, list[str]]:
     """``(span, lines)``: the curve with as many of the last ``snapshot.span`` points as
     fit in ``width`` columns, so a narrow terminal shows the newest points (cropping the
     right edge would hide them)."""
     span = snapshot.span
+    as_is = {stage for name, stage in snapshot.as_is if name == metric}
     for _ in range(3):  # fewer points may change the y labels' width: fit again
-        lines = render_curve(series, span=span, divisor=snapshot.divisor, window=snapshot.window)
+        lines = render_curve(
+            series, span=span, divisor=snapshot.divisor, window=snapshot.window, as_is=as_is
+        )
         widest = max(len(line) for line in lines[: snapshot.divisor])
         if widest <= width or span <= 2:
             break
