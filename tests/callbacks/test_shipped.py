@@ -106,6 +106,12 @@ FACTORIES: dict[type[TrainerCallback], Callable[[Path], TrainerCallback]] = {
     pa_callbacks.WSDCheckpointCallback: lambda tmp: pa_callbacks.WSDCheckpointCallback(
         tmp / "pa_wsd"
     ),
+    pa_callbacks.LogMetricsCallback: lambda tmp: pa_callbacks.LogMetricsCallback(
+        file=io.StringIO()
+    ),
+    pa_callbacks.EarlyStoppingCallback: lambda tmp: pa_callbacks.EarlyStoppingCallback(
+        early_stopping_patience=1
+    ),
     # TinyMLP's class probabilities stand in for a one-step attention over three "tokens".
     AttentionHeatmapCallback: lambda tmp: AttentionHeatmapCallback(
         lambda model, batch: (
