@@ -23,6 +23,7 @@ import torch
 
 from scramjet.checkpoint import remote
 from scramjet.checkpoint.manager import CheckpointManager, write_checkpoint
+from scramjet.checkpoint.payload import _FIT_ADVICE, CheckpointMismatchError
 from scramjet.checkpoint.records import load_training_object
 from scramjet.runtime import distributed as dist
 from scramjet.runtime import fsdp
@@ -252,17 +253,20 @@ def restore(
         location = found
     targets = _targets(trainer, include_optimizer)
     scaler = targets.pop("scaler", None)  # optional: a full-precision run saved none
-    if remote.is_url(location):
-        result = remote.load_remote(
-            str(location),
-            targets,
-            local_dir=local_dir,
-            storage_options=_storage_options(trainer, str(location)),
-            include_local=_one_machine(),
-        )
-    else:
-        manager, which = _manager_for(Path(location))
-        result = manager.load(targets, which=which)
+    try:
+        if remote.is_url(location):
+            result = remote.load_remote(
+                str(location),
+                targets,
+                local_dir=local_dir,
+                storage_options=_storage_options(trainer, str(location)),
+                include_local=_one_machine(),
+            )
+        else:
+            manager, which = _manager_for(Path(location))
+            result = manager.load(targets, which=which)
+    except CheckpointMismatchError as error:  # advice the Trainer's caller can follow
+        raise _with_trainer_advice(error) from error
     values = dict(result.values)
     saved_scale = values.pop("scaler", None)
     if scaler is not None:
@@ -288,6 +292,35 @@ def restore(
         trainer.data_order.load_state_dict({"seed": values.pop("sampler_seed")})
     _restore_rng(values.pop("rng", None))
     return values
+
+
+_MISSING_ENTRY_ADVICE = "Pass strict=False to skip it."
+
+
+def _with_trainer_advice(error: CheckpointMismatchError) -> CheckpointMismatchError:
+    """``error`` with its advice rewritten for ``train(resume_from=...)`` and
+    ``load_checkpoint()``, which take no ``strict``: the manager's advice to pass
+    ``strict=False`` cannot be followed there."""
+    text = str(error)
+    if _FIT_ADVICE in text:  # the model changed since the checkpoint was written
+        text = text.replace(
+            _FIT_ADVICE,
+            "The model differs from the one this checkpoint was saved from. To resume, "
+            "build the model as it was then. To start a new run from the weights that "
+            "still fit, load them with scramjet.checkpoint.CheckpointManager(<folder>)"
+            ".load({'model': trainer.unwrapped_model}, which=<file>, strict=False) and "
+            "call train() without resume_from.",
+        )
+    elif text.endswith(_MISSING_ENTRY_ADVICE):  # saved without a scheduler, say
+        text = text[: -len(_MISSING_ENTRY_ADVICE)] + (
+            "The run was saved without it: resume with the same setup, or start a new run "
+            "from the saved weights with trainer.load_checkpoint(path, "
+            "load_optimizer=False, load_training_state=False), then train() without "
+            "resume_from."
+        )
+    else:
+        return error
+    return CheckpointMismatchError(text)
 
 
 def _restore_scaler(trainer: Trainer, scaler: Any, saved: Any, location: str) -> None:
