@@ -23,6 +23,8 @@ at the start of training) and the previous ones are put back by
 
 from __future__ import annotations
 
+import functools
+import os
 import signal
 import threading
 import time
@@ -34,12 +36,22 @@ import torch
 
 from scramjet.runtime import distributed as dist
 
-__all__ = ["PREEMPTED_EXIT_CODE", "PreemptionWatcher", "TrainingPreempted"]
+__all__ = [
+    "PREEMPTED_EXIT_CODE",
+    "PreemptionWatcher",
+    "TrainingPreempted",
+    "shield_loader_worker",
+    "shielded_worker_init",
+]
 
 PREEMPTED_EXIT_CODE = 143
 """Exit status of a process that stopped on a preemption signal after saving (128 + 15)."""
 
 _Handler = Callable[[int, FrameType | None], Any] | int | None
+
+# The signals a watcher of this process handles now; a DataLoader worker forked while
+# training runs inherits this set and keeps them away (see shield_loader_worker).
+_WATCHED: set[int] = set()
 
 
 class TrainingPreempted(SystemExit):
@@ -143,6 +155,7 @@ class PreemptionWatcher:
         self._seen = None
         for sig in self.signals:
             self._previous[sig] = signal.signal(sig, self._handle)
+        _WATCHED.update(int(sig) for sig in self.signals)
         return True
 
     def restore(self) -> None:
@@ -150,6 +163,7 @@ class PreemptionWatcher:
         previous, self._previous = self._previous, {}
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+            _WATCHED.discard(int(sig))
 
     def agreed(self, step: int) -> bool:
         """Whether any rank received a signal: True on every rank or on none.
@@ -194,3 +208,69 @@ class PreemptionWatcher:
         self._next_check, self._last = 0, None
         if pending is not None:
             pending[0].wait()
+
+
+def shield_loader_worker(worker_id: int | None = None) -> None:
+    """A DataLoader ``worker_init_fn``: the worker lives through a preemption signal.
+
+    ``torchrun`` and ``scramjet launch`` send ``SIGTERM`` to each worker's whole process
+    group, and Slurm to every process of the job step, so the DataLoader's worker
+    processes get the signal too. torch ends a worker on it, and the training process
+    then fails with ``DataLoader worker ... is killed by signal: Terminated`` before it
+    can save. In a worker set up by this function the preemption signals (``SIGTERM`` and
+    those a :class:`PreemptionWatcher` handled when the worker was forked) do nothing,
+    except ``SIGTERM`` from the training process itself: that is how the DataLoader ends a
+    worker that did not stop in time, and the worker then exits at once. The worker still
+    ends when the training process ends, as usual.
+
+    Args:
+        worker_id: Given by the DataLoader; not used.
+
+    Example:
+        >>> from torch.utils.data import DataLoader
+        >>> loader = DataLoader(range(8), num_workers=2, worker_init_fn=shield_loader_worker)
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal dispositions can only be set from the main thread (not a worker)
+    signals = {signal.SIGTERM, *(signal.Signals(sig) for sig in _WATCHED)}
+    parent = os.getppid()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if os.getppid() != parent:  # the training process is gone: nothing left to feed
+            os._exit(0)
+
+    for sig in signals:
+        signal.signal(sig, on_signal)
+    # Held back in this thread (and in the threads it starts); one thread takes them with
+    # their sender, which the handler above cannot see.
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    threading.Thread(
+        target=_take_signals, args=(signals, parent), name="scramjet-worker-signals", daemon=True
+    ).start()
+
+
+def _take_signals(signals: set[signal.Signals], parent: int) -> None:
+    while True:
+        info = signal.sigwaitinfo(signals)
+        if info.si_signo == signal.SIGTERM and info.si_pid == parent:
+            os._exit(0)  # the DataLoader ends this worker (as torch's own handler does)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
+def _shield_then(init: Callable[[int], Any] | None, worker_id: int) -> None:
+    shield_loader_worker(worker_id)
+    if init is not None:
+        init(worker_id)
+
+
+def shielded_worker_init(init: Callable[[int], Any] | None = None) -> Callable[[int], None]:
+    """``init`` (a ``worker_init_fn``, or None) preceded by :func:`shield_loader_worker`.
+
+    The result can be pickled when ``init`` can (for the ``spawn`` start method).
+
+    Example:
+        >>> def seed_numpy(worker_id: int) -> None: ...
+        >>> kwargs = {"num_workers": 2, "worker_init_fn": shielded_worker_init(seed_numpy)}
+    """
+    return functools.partial(_shield_then, init)
