@@ -215,3 +215,15 @@ def test_resuming_with_fewer_epochs_than_the_checkpoint_holds_says_nothing_is_le
     resumed = make_trainer(seed=0)
     with pytest.warns(UserWarning, match=r"num_epochs=1.*3 epoch"):
         resumed.train(blobs(n=16), 1, per_device_batch_size=4, resume_from=tmp_path / "run.pt")
+
+
+def test_a_device_name_torch_does_not_know_says_which_names_work() -> None:
+    # torch.device("gpu") ran before the check: its own message listed every device type
+    # torch was built with and no way out.
+    from scramjet import Trainer
+
+    model = TinyMLP()
+    with pytest.raises(ValueError, match=r"device='gpu' is not a device.*'cpu', 'cuda'"):
+        Trainer(
+            model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), 0.1), device="gpu"
+        )

@@ -329,8 +329,16 @@ def check_read_once(data: Any, name: str, num_epochs: int) -> None:
         )
 
 
-def check_device(device: torch.device) -> torch.device:
+def check_device(device: str | torch.device) -> torch.device:
     """``device`` if this machine has it; else an error saying what to pass instead."""
+    if not isinstance(device, torch.device):
+        try:
+            device = torch.device(device)
+        except (RuntimeError, TypeError) as error:
+            raise ValueError(
+                f"device={device!r} is not a device torch knows. Expected 'cpu', 'cuda', "
+                f"'cuda:1', 'mps' or a torch.device; or device=None for the best one here."
+            ) from error
     if device.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0 or (device.index or 0) >= count:

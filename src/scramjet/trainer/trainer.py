@@ -172,7 +172,7 @@ class Trainer:
         if seed is not None:
             seed_everything(seed)
         dist.init_distributed()
-        self.device = check_device(torch.device(device)) if device is not None else default_device()
+        self.device = check_device(device) if device is not None else default_device()
         self.run_history = run_history if run_history is not None else RunHistory()
         # What a run sets and changes; public unless only the loop itself may touch it.
         self.state = TrainState()
