@@ -170,3 +170,22 @@ def test_a_resume_that_changes_a_setting_says_mlflow_keeps_the_first_value(
     assert run.data.params["num_epochs"] == "2"
     assert run.data.tags["resumed.num_epochs"] == "3"
     assert "logger_errors" not in info
+
+
+def test_nested_result_numbers_are_listed_under_the_names_the_loggers_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``log_results("test", {"per_class": {"cat": 0.5}})`` reaches TensorBoard and MLflow
+    as ``test/per_class/cat``; list_runs and ``scramjet runs --metrics`` did not know it."""
+    exp = Experiment("proj", "res", root=tmp_path, checkpoint=None)
+    make_trainer([exp]).train(tiny_data(32), 1, per_device_batch_size=16)
+    exp.log_results("test", {"accuracy": 0.75, "per_class": {"cat": 0.5, "dog": 1.0}})
+    metrics = list_runs(tmp_path)[0]["metrics"]
+    assert metrics["test/accuracy"] == 0.75
+    assert metrics["test/per_class/cat"] == 0.5 and metrics["test/per_class/dog"] == 1.0
+    capsys.readouterr()
+    assert main(["runs", str(tmp_path), "--metrics", "test/per_class/cat,per_class/dog"]) == 0
+    captured = capsys.readouterr()
+    table = _table(captured.out)
+    assert table[1][-2:] == ["0.5", "1"], captured.out
+    assert "no run has" not in captured.err, captured.err

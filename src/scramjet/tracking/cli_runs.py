@@ -70,7 +70,7 @@ def list_runs(root: str | Path = "runs", project: str | None = None) -> list[dic
     ``unreadable (...)`` for a damaged one), ``started`` (a ``datetime`` or None),
     ``duration_s``, ``last_step``, ``epochs``, ``metrics`` (each epoch metric's last value,
     a metric logged only per step its last step's, and every number of ``results/*.json``
-    as ``RESULTS/NAME``) and ``hyperparams`` (the
+    as ``RESULTS/NAME``, nested ones ``RESULTS/GROUP/NAME``) and ``hyperparams`` (the
     declared ones, nested names joined with ``.``). ``pandas.DataFrame(rows)`` makes a
     table of them.
 
@@ -219,24 +219,36 @@ def _cell(value: Any) -> str:
 
 
 def _results(run: Path) -> dict[str, dict[str, Any]]:
-    """``{results name: {metric: value}}`` from ``results/*.json`` (predictions left out)."""
+    """``{results name: {metric: value}}`` from ``results/*.json`` (predictions left out),
+    nested metrics named as the loggers name them (``per_class/cat``)."""
     found = {}
     for path in sorted((run / "results").glob("*.json")):
         if path.stem.endswith("_predictions"):
             continue
         data = read_json(path)
         if isinstance(data, dict):
-            found[path.stem] = data
+            found[path.stem] = _slashed(data)
     return found
+
+
+def _slashed(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts flattened, their names joined with ``/``."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            out.update(_slashed(value, f"{prefix}{key}/"))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def _result_value(results: dict[str, dict[str, Any]], name: str) -> float | None:
     """``name`` (or ``RESULTS/NAME``) as a number from the results; None when absent."""
-    if "/" in name:
-        source, metric = name.split("/", 1)
-        order = [source] if source in results else []
+    source, metric = name.split("/", 1) if "/" in name else ("", name)
+    if source in results:
+        order = [source]
     else:
-        metric = name
+        metric = name  # a nested metric (``per_class/cat``) of any results file
         order = sorted(results, key=lambda k: (k != "test", k != "val", k))
     for source in order:
         value = results[source].get(metric)
