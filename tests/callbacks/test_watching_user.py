@@ -170,3 +170,32 @@ def test_evaluations_every_n_steps_are_drawn_where_and_as_they_happened(tmp_path
     board.log(gauge=False)
     rows = [r.split(",") for r in (tmp_path / "loss.csv").read_text().splitlines()]
     assert [int(r[3]) for r in rows if r[0] == "eval"] == [2, 4, 6, 8, 10, 12], "after its step"
+
+
+class CrashAtStep(TrainerCallback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        if trainer.state.global_step == self.step:
+            raise RuntimeError("killed")
+
+
+def test_a_batch_limit_resumed_mid_epoch_counts_the_batches_the_epoch_already_ran(
+    tmp_path: Path,
+) -> None:
+    from scramjet.callbacks import CallbackError, LimitBatchesCallback, SaveTrainingStateCallback
+
+    def run(*extra: TrainerCallback, resume: bool = False) -> Trainer:
+        saver = SaveTrainingStateCallback(tmp_path, every_n_steps=1, async_write=False)
+        trainer = make_trainer(TinyMLP(), callbacks=[LimitBatchesCallback(3), saver, *extra])
+        trainer.train(
+            blobs(n=32), num_epochs=3, per_device_batch_size=4,
+            resume_from=tmp_path if resume else None,
+        )  # fmt: skip
+        return trainer
+
+    with pytest.raises(CallbackError, match="killed"):
+        run(CrashAtStep(5))  # killed after the 2nd of the 3 batches of epoch 2
+    resumed = run(resume=True)
+    assert resumed.state.global_step == 9, "3 epochs of 3 batches, as without the crash"

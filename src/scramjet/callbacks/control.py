@@ -279,8 +279,8 @@ class LimitBatchesCallback(TrainerCallback):
         self._count = {"train": 0, "eval": 0}
 
     def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Reset the training counter."""
-        self._count["train"] = 0
+        """Reset the training counter (a resumed epoch counts the batches it already ran)."""
+        self._count["train"] = trainer.state.batches_seen_in_epoch
 
     def on_eval_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """Reset the evaluation counter."""
