@@ -81,3 +81,39 @@ def test_a_subclass_of_a_decorated_model_class_can_be_decorated_again() -> None:
     for copied in (loaded, copy.deepcopy(model)):
         copied.eval()
         assert torch.equal(copied(x), model(x))
+
+
+class _LazyNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.LazyLinear(32)
+        self.bn = nn.LazyBatchNorm1d()
+        self.head = nn.LazyLinear(3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.bn(self.fc(x))))
+
+
+@accelerate_model(backends=["SAME_AS_EAGER"])
+class LazyNet(_LazyNet):
+    """Lazy layers under a non-eager backend (COMPILE is the default on CUDA)."""
+
+
+def test_a_model_with_lazy_layers_runs_its_first_call_eagerly_then_the_backend() -> None:
+    x = torch.randn(6, 8)
+    for make in (LazyNet, lambda: accelerate_model(_LazyNet(), backends=["SAME_AS_EAGER"])):
+        torch.manual_seed(0)
+        plain = _LazyNet()
+        torch.manual_seed(0)
+        model = make()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no backend dropped
+            for _ in range(2):  # the first call used to fail snapshotting lazy buffers
+                _CALLS.clear()
+                torch.manual_seed(1)  # lazy layers draw their weights at the first call
+                out = model(x)
+                torch.manual_seed(1)
+                assert torch.equal(out, plain(x))
+                out.sum().backward()
+        assert _CALLS and engine_of(model).active == "SAME_AS_EAGER"
+        assert torch.equal(model.state_dict()["bn.running_mean"], plain.bn.running_mean)

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
 import torch
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 from scramjet.accel._engine import Engine, Tolerance, _device_of, map_output_tensors
 from scramjet.accel.extras import inputs_to_channels_last, resolve_autocast, to_channels_last
@@ -76,6 +78,18 @@ def _make_raw(
 
     raw.full_precision = full_precision  # type: ignore[attr-defined]  # the engine's 2nd check
     return raw
+
+
+def _still_lazy(module: nn.Module) -> bool:
+    """Whether ``module`` holds lazy parameters or buffers (``nn.LazyLinear`` before its
+    first call). Their first call runs eagerly: it gives them their shapes, and no backend
+    can be built or checked against eager before that. Remembered once they are all set."""
+    if module.__dict__.get("_scramjet_materialized"):
+        return False
+    lazy = any(is_lazy(t) for t in itertools.chain(module.parameters(), module.buffers()))
+    if not lazy:
+        module.__dict__["_scramjet_materialized"] = True
+    return lazy
 
 
 class _RawForward(nn.Module):
@@ -308,6 +322,8 @@ class AcceleratedModel(nn.Module):
         if raw is None:
             raw = _make_raw(self.module, self.module, engine.options)
             self.__dict__["_scramjet_raw"] = raw
+        if _still_lazy(self.module):
+            return raw(*args, **kwargs)
         return engine.run(self.module, raw, args, kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -384,6 +400,8 @@ def _decorate_class(
             call = functools.partial(base_forward, self)
             raw = _make_raw(self, call, engine.options)
             self.__dict__["_scramjet_raw"] = raw
+        if _still_lazy(self):
+            return raw(*args, **kwargs)
         return engine.run(self, raw, args, kwargs)
 
     def __getstate__(self: nn.Module) -> Any:
