@@ -3,6 +3,7 @@ names what was received and how to fix it, and no sample is lost in silence."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -201,11 +202,6 @@ def test_nll_loss_on_log_softmax_outputs_trains() -> None:
 
 
 # ----------------------------------------------------------------------------- resume
-@pytest.mark.xfail(
-    strict=True,
-    reason="trainer.train / checkpoint.resume.restore do not compare the checkpoint's epoch "
-    "with num_epochs: a resume past the run's end trains nothing in silence",
-)
 def test_resuming_with_fewer_epochs_than_the_checkpoint_holds_says_nothing_is_left(
     tmp_path: Path,
 ) -> None:
@@ -215,6 +211,17 @@ def test_resuming_with_fewer_epochs_than_the_checkpoint_holds_says_nothing_is_le
     resumed = make_trainer(seed=0)
     with pytest.warns(UserWarning, match=r"num_epochs=1.*3 epoch"):
         resumed.train(blobs(n=16), 1, per_device_batch_size=4, resume_from=tmp_path / "run.pt")
+    assert resumed.state.global_step == 12  # nothing trained
+    with pytest.warns(UserWarning, match=r"max_num_train_steps=5.*12 updates.*12 \+ N"):
+        make_trainer(seed=0).train(
+            blobs(n=16), 3, per_device_batch_size=4, max_num_train_steps=5,
+            resume_from=tmp_path / "run.pt",
+        )  # fmt: skip
+    with warnings.catch_warnings():  # the same length: a finished run, started again
+        warnings.simplefilter("error")
+        make_trainer(seed=0).train(
+            blobs(n=16), 3, per_device_batch_size=4, resume_from=tmp_path / "run.pt"
+        )
 
 
 def test_a_device_name_torch_does_not_know_says_which_names_work() -> None:

@@ -367,6 +367,28 @@ def check_scheduler_optimizer(scheduler: Any, optimizer: torch.optim.Optimizer) 
         )
 
 
+def warn_if_nothing_left(state: Any, config: Any) -> None:
+    """A resumed run whose checkpoint is already past this run's end trains nothing: say so
+    (the counts are of the whole run, not of what is left; equal counts stay silent, as
+    when a finished run is started again with ``resume_from="auto"``)."""
+    limit, done = config.max_num_train_steps, state.global_step
+    if limit and done > limit:
+        text = (
+            f"train(max_num_train_steps={limit}, resume_from=...): the checkpoint has already "
+            f"made {done} updates, and max_num_train_steps counts the whole run, so nothing is "
+            f"left to train. For N more updates, pass max_num_train_steps={done} + N."
+        )
+    elif not limit and state.epoch > config.num_epochs:
+        text = (
+            f"train(num_epochs={config.num_epochs}, resume_from=...): the checkpoint has "
+            f"already finished {state.epoch} epochs, and num_epochs counts the whole run, so "
+            f"nothing is left to train. For N more epochs, pass num_epochs={state.epoch} + N."
+        )
+    else:
+        return
+    warnings.warn(text, stacklevel=user_stacklevel())
+
+
 def ready_loader_batch_size(loader: Any, batch_size: int) -> int:
     """A loader given ready-made batches by its own batch size; ``batch_size`` otherwise."""
     own = getattr(loader, "batch_size", None)

@@ -65,6 +65,7 @@ from scramjet.trainer.checks import (
     explain_one_sample_batch,
     loader_batch_size,
     recording_order,
+    warn_if_nothing_left,
 )
 from scramjet.trainer.data_order import (
     DataOrder,
@@ -650,6 +651,7 @@ class Trainer:
         self.scheduler = self.create_scheduler()
         if resume_from is not None:
             resume.restore(self, resume_from, check_plan=True)
+            warn_if_nothing_left(self.state, self.run_config)
         self._run_training(train_dl)
 
     def _run_training(self, train_dl: Iterable[Any]) -> None:
