@@ -8,6 +8,7 @@ import warnings
 
 import torch
 from torch import nn
+from torch.func import functional_call, grad, jacrev, vmap
 
 from scramjet.accel import accelerate_model, engine_of
 from scramjet.accel.backends import register_backend
@@ -117,3 +118,47 @@ def test_a_model_with_lazy_layers_runs_its_first_call_eagerly_then_the_backend()
                 out.sum().backward()
         assert _CALLS and engine_of(model).active == "SAME_AS_EAGER"
         assert torch.equal(model.state_dict()["bn.running_mean"], plain.bn.running_mean)
+
+
+class _Small(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 16)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.fc(x)))
+
+
+@accelerate_model(backends=["SAME_AS_EAGER"])
+class Small(_Small):
+    pass
+
+
+def _per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict:
+    """DP-SGD style per-sample gradients through torch.func."""
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p: dict, xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
+        out = functional_call(model, p, (xi[None],))
+        return nn.functional.cross_entropy(out, yi[None])
+
+    return vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
+
+
+def test_torch_func_transforms_run_eagerly_and_keep_the_backend() -> None:
+    torch.manual_seed(0)
+    plain = _Small()
+    torch.manual_seed(0)
+    model = Small()
+    x, y = torch.randn(6, 8), torch.randint(0, 3, (6,))
+    with warnings.catch_warnings():
+        # The check inside vmap/jacrev used to fail and drop the backend for good.
+        warnings.simplefilter("error")
+        got, want = _per_sample_grads(model, x, y), _per_sample_grads(plain, x, y)
+        assert all(torch.equal(got[k], want[k]) for k in want)
+        assert torch.equal(jacrev(model)(x[:2]), jacrev(plain)(x[:2]))
+        _CALLS.clear()
+        model(x).sum().backward()  # a plain training step still gets the backend
+    assert engine_of(model).dropped == {}
+    assert _CALLS and engine_of(model).active == "SAME_AS_EAGER"

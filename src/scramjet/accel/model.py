@@ -92,6 +92,21 @@ def _still_lazy(module: nn.Module) -> bool:
     return lazy
 
 
+def _in_function_transform() -> bool:
+    """Whether a ``torch.func`` transform (``grad``, ``vmap``, ``jacrev``, ...) is running.
+
+    Inside one, the first-step check cannot run (it restores buffers in place and draws a
+    random projection, both refused there), so such calls run eagerly, unchecked, and never
+    cost a backend that the plain training steps use."""
+    stack = getattr(torch._C._functorch, "peek_interpreter_stack", None)
+    return stack is not None and stack() is not None
+
+
+def _eager_call(module: nn.Module) -> bool:
+    """Whether this call bypasses the backends (a transform, or lazy layers to set up)."""
+    return _in_function_transform() or _still_lazy(module)
+
+
 class _RawForward(nn.Module):
     """Runs the undecorated forward of a decorated model (used by ``ORTModule``)."""
 
@@ -322,7 +337,7 @@ class AcceleratedModel(nn.Module):
         if raw is None:
             raw = _make_raw(self.module, self.module, engine.options)
             self.__dict__["_scramjet_raw"] = raw
-        if _still_lazy(self.module):
+        if _eager_call(self.module):
             return raw(*args, **kwargs)
         return engine.run(self.module, raw, args, kwargs)
 
@@ -400,7 +415,7 @@ def _decorate_class(
             call = functools.partial(base_forward, self)
             raw = _make_raw(self, call, engine.options)
             self.__dict__["_scramjet_raw"] = raw
-        if _still_lazy(self):
+        if _eager_call(self):
             return raw(*args, **kwargs)
         return engine.run(self, raw, args, kwargs)
 
