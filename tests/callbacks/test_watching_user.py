@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -199,3 +200,43 @@ def test_a_batch_limit_resumed_mid_epoch_counts_the_batches_the_epoch_already_ra
         run(CrashAtStep(5))  # killed after the 2nd of the 3 batches of epoch 2
     resumed = run(resume=True)
     assert resumed.state.global_step == 9, "3 epochs of 3 batches, as without the crash"
+
+
+class SlowEvaluation(Trainer):
+    def calculate_train_batch_loss(self, batch: Any) -> dict[str, Any]:
+        time.sleep(0.01)
+        return super().calculate_train_batch_loss(batch)
+
+    def calculate_eval_batch_loss(self, batch: Any) -> dict[str, Any]:
+        time.sleep(0.05)
+        return super().calculate_eval_batch_loss(batch)
+
+
+class Clock(TrainerCallback):
+    """Wall time of the training epoch and of the evaluations inside it."""
+
+    def __init__(self) -> None:
+        self.epoch, self.evals, self._t = 0.0, 0.0, 0.0
+
+    def on_train_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        self.epoch = -time.perf_counter()
+
+    def on_train_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        self.epoch += time.perf_counter()
+
+    def on_eval_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        self._t = time.perf_counter()
+
+    def on_eval_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        if trainer.state.batches_seen_in_epoch < trainer.batches_in_epoch:  # inside the epoch
+            self.evals += time.perf_counter() - self._t
+
+
+def test_the_dashboards_training_rate_leaves_out_evaluations_inside_the_epoch() -> None:
+    board, clock = Dashboard(file=io.StringIO(), show_memory=False, print_every=60), Clock()
+    callbacks = [board, clock, StepBasedEvaluationCallback(2)]
+    trainer = make_trainer(TinyMLP(), callbacks=callbacks, trainer_cls=SlowEvaluation)
+    trainer.train(blobs(n=32), num_epochs=1, per_device_batch_size=4, eval_dataset=blobs(n=8))
+    train = {s.name: s for s in board.snapshot().stages}["train"]
+    assert clock.evals > clock.epoch / 2, "3 evaluations of 0.1 s take most of the epoch"
+    assert train.rate == pytest.approx(32 / (clock.epoch - clock.evals), rel=0.3)

@@ -208,6 +208,9 @@ class Dashboard(TrainerCallback):
         self._unsized_len = _FIRST_GUESS
         # (metric, stage) pairs read from the run history: results, drawn as they are.
         self._as_is: set[tuple[str, str]] = set()
+        # perf_counter() when an evaluation inside a training epoch began: its time is no
+        # part of the training stage's rate and time left.
+        self._paused_at: float | None = None
         self._trainer: Trainer | None = None
         self._display: LiveOrPlain | None = None
         self._started = False
@@ -653,6 +656,9 @@ class Dashboard(TrainerCallback):
         # The loader being evaluated, in train(eval_dataset=...) and standalone evaluate().
         total = safe_len(trainer.current_dataloader) or None  # 0: no length (iterable data)
         with self._lock:
+            train = self._stages.get("train")
+            if trainer.in_training_run and train is not None and not train.finished:
+                self._paused_at = time.perf_counter()
             self._stages["eval"] = _Stage(
                 "eval",
                 epoch=_epoch_of(trainer),
@@ -676,6 +682,10 @@ class Dashboard(TrainerCallback):
         if st is not None:
             st.finished, st.ended = True, time.perf_counter()
             st.total = st.total or st.done
+        with self._lock:
+            train, paused, self._paused_at = self._stages.get("train"), self._paused_at, None
+            if train is not None and paused is not None:  # the training clock goes on
+                train.started += time.perf_counter() - paused
         self._read_history(trainer, "eval")
         if self._prints_plain:
             self._print_plain(["eval"])
