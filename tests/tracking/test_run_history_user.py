@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import pytest
 from tracking_helpers import make_trainer, tiny_data
 
-from scramjet.callbacks import StepBasedEvaluationCallback
+from scramjet.callbacks import StepBasedEvaluationCallback, TrainerCallback
 from scramjet.cli import main
 from scramjet.tracking import Experiment, list_runs, read_metrics
 
@@ -215,3 +215,25 @@ def test_an_evaluation_within_an_epoch_loses_no_step_row_in_wandb(
     assert sorted(logged) == sorted({r["step"] for r in rows}), "W&B has every step"
     order = [r["step"] for r in rows]
     assert order == sorted(order), f"rows reach the loggers out of step order: {order}"
+
+
+class _Fails(TrainerCallback):
+    def on_optimizer_step_end(self, trainer: Any, **kwargs: Any) -> None:
+        if trainer.state.global_step == 3:
+            raise ValueError("loss is nan")
+
+
+def test_the_report_of_a_failed_run_gives_its_end_time_not_a_finish_time(
+    tmp_path: Path,
+) -> None:
+    """A failed run's report said ``status: failed`` and, two rows below, ``finished:
+    <time>``: the row is the time the run ended, however it ended."""
+    exp = Experiment("proj", "broken", root=tmp_path, checkpoint=None)
+    with pytest.raises(Exception, match="loss is nan"):
+        make_trainer([exp, _Fails()]).train(tiny_data(32), 3, per_device_batch_size=16)
+    page = (exp.run_dir / "report.html").read_text()
+    summary = page.split('<table class="summary">', 1)[1].split("</table>", 1)[0]
+    labels = re.findall(r"<th>(.*?)</th>", summary)
+    assert "finished" not in labels and "ended" in labels, labels
+    ended = summary.split("<th>ended</th><td>", 1)[1].split("</td>", 1)[0]
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", ended), ended

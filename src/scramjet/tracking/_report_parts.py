@@ -178,7 +178,7 @@ def summary_section(info: Mapping[str, Any], env: Mapping[str, Any], hyper: Any)
     rows: list[tuple[str, str]] = [
         ("status", badge),
         ("started", html.escape(format_time(info.get("started")))),
-        ("finished", html.escape(format_time(info.get("finished")))),
+        ("ended", html.escape(format_time(info.get("ended", info.get("finished"))))),
         ("duration", duration),
         ("last step", html.escape(fmt(info.get("last_step")))),
         ("resumed", html.escape(str(len(info.get("resumed") or [])) + " time(s)")),
