@@ -8,7 +8,7 @@ TrainLoop's counters and history.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -31,7 +31,7 @@ _RESTORED = (
     ("eval_loss_epoch", "val_loss"),
 )
 
-__all__ = ["LoopEvents", "OptimizerProxy", "TTTrainer", "batch_size_of"]
+__all__ = ["LoopEvents", "OptimizerProxy", "TTTrainer", "batch_size_of", "per_loss_mean"]
 
 
 def batch_size_of(batch: Any) -> int:
@@ -46,6 +46,12 @@ def batch_size_of(batch: Any) -> int:
             return batch_size_of(first)
         return len(batch)
     return 1
+
+
+def per_loss_mean(parts: Sequence[tuple[Mapping[str, Any], int]]) -> dict[str, float]:
+    """Mean per sample of each named loss over ``(losses of a batch, batch size)`` pairs."""
+    total = sum(n for _, n in parts)
+    return {k: sum(float(p[k]) * n for p, n in parts) / total for k in parts[0][0]}
 
 
 def _batch_loss_value(raw: Any, divided: Any, window: int) -> Any:
@@ -136,6 +142,7 @@ class TTTrainer(Trainer):
         self.prediction_batches: list[tuple[Any, Any, Any]] = []
         self.loss_parts: list[tuple[dict[str, float], int]] = []
         self._raw_loss: Any = None
+        self._train_batch_size = 1
         super().__init__(
             loop.model, None, optimizer, callbacks=callbacks, precision=precision, device=device
         )
@@ -194,7 +201,7 @@ class TTTrainer(Trainer):
     def calculate_train_batch_loss(self, batch: Any) -> dict[str, Any]:
         """``get_loss(batch, criterion, device)`` (through the feed definition of a ``ModelWrap``)."""
         self._raw_loss = raw = self._call_model("get_loss", batch)
-        size = batch_size_of(batch)
+        self._train_batch_size = size = batch_size_of(batch)
         return {"loss": self._recorded(raw, None, size), "model_outputs": None, "batch_size": size}
 
     def calculate_eval_batch_loss(self, batch: Any) -> dict[str, Any]:
@@ -221,7 +228,7 @@ class TTTrainer(Trainer):
                 raw.backward(idx, self.loop.total_iteration_idx, scaler)
         else:
             (raw / window).backward()
-        self.loop._after_backward(self, is_update, batch_loss)
+        self.loop._after_backward(self, is_update, batch_loss, self._train_batch_size)
 
     # ----------------------------------------------------------------- updates
     def clip_gradients(self) -> None:
@@ -283,10 +290,7 @@ class TTTrainer(Trainer):
             self.eval_label = eval_label
             self.model.train(was_training)
         parts, self.loss_parts = self.loss_parts, []
-        if not parts:
-            return loss
-        total = sum(n for _, n in parts)
-        return {k: sum(p[k] * n for p, n in parts) / total for k in parts[0][0]}
+        return per_loss_mean(parts) if parts else loss
 
     def predict_step(self, batch: Any) -> torch.Tensor:
         """``get_predictions(batch, device)``, recorded in :attr:`prediction_batches`.

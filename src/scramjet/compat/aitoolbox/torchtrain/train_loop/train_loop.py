@@ -36,6 +36,7 @@ from scramjet.compat.aitoolbox.torchtrain.train_loop._trainer import (
     LoopEvents,
     OptimizerProxy,
     TTTrainer,
+    per_loss_mean,
 )
 from scramjet.compat.aitoolbox.torchtrain.train_loop.components.callback_handler import (
     CallbacksHandler,
@@ -173,6 +174,7 @@ class TrainLoop:
         self.num_epochs, self.num_iterations, self.grad_accumulation = 0, 0, 1
         self.early_stop = False
         self._loss_batch_accum: list[Any] = []  # the current epoch's batch losses, in order
+        self._loss_batch_sizes: list[int] = []  # their batch sizes
         self.ddp_training_mode = False
         self.train_history = TrainingHistory(has_validation=validation_loader is not None)
         self.prediction_store = ModelPredictionStore(auto_purge=True)
@@ -402,13 +404,17 @@ class TrainLoop:
     @loss_batch_accum.setter
     def loss_batch_accum(self, values: list[Any]) -> None:
         self._loss_batch_accum = list(values)
+        self._loss_batch_sizes = [1] * len(self._loss_batch_accum)
 
     # ----------------------------------------------------------------- Trainer events
-    def _after_backward(self, trainer: Trainer, is_update: bool, loss: Any = None) -> None:
+    def _after_backward(
+        self, trainer: Trainer, is_update: bool, loss: Any = None, size: int = 1
+    ) -> None:
         """After a batch's backward: its loss into :attr:`loss_batch_accum`, the batch limit,
         and ``on_batch_end`` for a batch without update."""
         if loss is not None:
             self._loss_batch_accum.append(loss)
+            self._loss_batch_sizes.append(size)
         reached = bool(self.num_iterations) and self.total_iteration_idx + 1 >= self.num_iterations
         if reached:
             trainer.stop_training()
@@ -429,23 +435,33 @@ class TrainLoop:
     def _epoch_end(self, trainer: Trainer) -> None:
         """Losses into ``train_history``, ``on_epoch_end``, messages, early stop."""
         history = trainer.run_history
-        self.insert_metric_result_into_history(
-            "accumulated_loss", history.get_latest_metric("train_loss_epoch")
+        # A MultiLoss model's losses are kept per name: its validation pass's parts are
+        # taken before another loss pass starts.
+        val_parts = getattr(trainer, "loss_parts", [])
+        if isinstance(trainer, TTTrainer):
+            trainer.loss_parts = []
+        self._save_loss(
+            "accumulated_loss",
+            self._accumulated_per_loss() or history.get_latest_metric("train_loss_epoch"),
         )
         every = self.end_auto_eval
         if every is True or (every is not False and self.epoch % every == 0):
             loss = self.evaluate_loss_on_train_set(float_dict_format=True)
             if isinstance(loss, float):  # kept in the core history, so checkpoints carry it
                 history.update_metric("train_set_loss", loss)
-            self.insert_metric_result_into_history("loss", loss)
+            self._save_loss("loss", loss)
             if self.validation_loader is not None and every is True:
-                val_loss = history.get_latest_metric("eval_loss_epoch")
+                val_loss = (
+                    per_loss_mean(val_parts)
+                    if val_parts
+                    else history.get_latest_metric("eval_loss_epoch")
+                )
                 self.prediction_store.insert_val_loss(
                     val_loss, self.total_iteration_idx, force=True
                 )
-                self.insert_metric_result_into_history("val_loss", val_loss)
+                self._save_loss("val_loss", val_loss)
             elif self.validation_loader is not None:
-                self.insert_metric_result_into_history(
+                self._save_loss(
                     "val_loss", self.evaluate_loss_on_validation_set(float_dict_format=True)
                 )
         self.callbacks_handler.execute_epoch_end()
@@ -453,10 +469,25 @@ class TrainLoop:
         if self.early_stop:
             trainer.stop_training()
 
+    def _save_loss(self, name: str, loss: Any) -> None:
+        """A loss into ``train_history``; a MultiLoss's as ``<name>_<loss name>``, as AIToolbox did."""
+        if isinstance(loss, Mapping):
+            for loss_name, value in loss.items():
+                self.insert_metric_result_into_history(f"{name}_{loss_name}", value)
+        else:
+            self.insert_metric_result_into_history(name, loss)
+
+    def _accumulated_per_loss(self) -> dict[str, float] | None:
+        """The epoch's mean training loss per name for a MultiLoss (per sample), else None."""
+        values = self.loss_batch_accum
+        if not values or not all(isinstance(v, Mapping) for v in values):
+            return None
+        return per_loss_mean(list(zip(values, self._loss_batch_sizes, strict=True)))
+
     def _train_end(self, trainer: Trainer) -> None:
         """The test-set loss into ``train_history``, then ``on_train_end``."""
         if self.end_auto_eval and self.test_loader is not None:
-            self.insert_metric_result_into_history(
+            self._save_loss(
                 "train_end_test_loss", self.evaluate_loss_on_test_set(float_dict_format=True)
             )
         self.callbacks_handler.execute_train_end()

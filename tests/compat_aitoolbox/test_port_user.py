@@ -1,0 +1,99 @@
+"""An AIToolbox project ported by changing its imports: combinations and second runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from scramjet.compat.aitoolbox.torchtrain.model import TTModel
+from scramjet.compat.aitoolbox.torchtrain.multi_loss_optim import MultiLoss, MultiOptimizer
+from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoop
+
+
+def _data(n: int = 40, seed: int = 0) -> TensorDataset:
+    g = torch.Generator().manual_seed(seed)
+    return TensorDataset(torch.randn(n, 4, generator=g), torch.randint(0, 3, (n,), generator=g))
+
+
+class TwoLosses(TTModel):
+    """Two heads, each with its own loss and optimizer (a GAN-like setup)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 3), nn.Linear(4, 3)
+
+    def forward(self, x: Any) -> Any:
+        return self.a(x) + self.b(x)
+
+    def get_loss(self, batch: Any, criterion: Any, device: Any) -> MultiLoss:
+        x, y = batch
+        return MultiLoss({"la": criterion(self.a(x), y), "lb": 2 * criterion(self.b(x), y)})
+
+    def get_predictions(self, batch: Any, device: Any) -> Any:
+        x, y = batch
+        return self(x).argmax(1), y, {}
+
+
+def _multi_loss_loop(**kwargs: Any) -> tuple[TrainLoop, TwoLosses]:
+    torch.manual_seed(3)
+    model = TwoLosses()
+    optimizer = MultiOptimizer(
+        [
+            torch.optim.SGD(model.a.parameters(), lr=0.1),
+            torch.optim.SGD(model.b.parameters(), lr=0.1),
+        ]
+    )
+    train = DataLoader(_data(), batch_size=16)  # 16 + 16 + 8: a short last batch
+    val = DataLoader(_data(20, 1), batch_size=8)
+    loop = TrainLoop(model, train, val, val, optimizer, nn.CrossEntropyLoss(), **kwargs)
+    return loop, model
+
+
+def _per_loss(model: TwoLosses, data: TensorDataset) -> dict[str, float]:
+    x, y = data.tensors
+    with torch.no_grad():
+        return {
+            "la": nn.functional.cross_entropy(model.a(x), y).item(),
+            "lb": 2 * nn.functional.cross_entropy(model.b(x), y).item(),
+        }
+
+
+def test_validation_loss_of_a_multi_loss_model_is_a_dict_per_loss() -> None:
+    loop, model = _multi_loss_loop()
+    loop.fit(num_epochs=1)
+    expected = _per_loss(model, _data(20, 1))
+    val = loop.evaluate_loss_on_validation_set(float_dict_format=True)
+    assert isinstance(val, dict), f"expected one loss per name, got {val!r}"
+    assert val == pytest.approx(expected, rel=1e-5)
+    assert loop.evaluate_loss_on_validation_set(force_prediction=True, float_dict_format=True) == (
+        pytest.approx(val, rel=1e-6)
+    )
+
+
+def test_multi_loss_history_has_one_entry_per_loss_as_in_aitoolbox() -> None:
+    loop, model = _multi_loss_loop()
+    seen: list[tuple[Any, int]] = []
+    original = model.get_loss
+
+    def recording_get_loss(batch: Any, criterion: Any, device: Any) -> MultiLoss:
+        loss = original(batch, criterion, device)
+        seen.append(({k: float(v.detach()) for k, v in loss.loss_dict.items()}, len(batch[1])))
+        return loss
+
+    model.get_loss = recording_get_loss  # type: ignore[method-assign]
+    loop.fit(num_epochs=2)
+    history = loop.train_history.get_train_history()
+    train_batches = seen[:3]  # the first epoch's three training batches
+    for name in ("la", "lb"):
+        # AIToolbox keys: <loss type>_<loss name>, one float per epoch
+        assert len(history[f"loss_{name}"]) == 2
+        assert len(history[f"val_loss_{name}"]) == 2
+        assert len(history[f"train_end_test_loss_{name}"]) == 1
+        assert len(history[f"accumulated_loss_{name}"]) == 2
+        mean = sum(v[name] * n for v, n in train_batches) / sum(n for _, n in train_batches)
+        assert history[f"accumulated_loss_{name}"][0] == pytest.approx(mean, rel=1e-5)
+    assert history["val_loss_la"][-1] == pytest.approx(_per_loss(model, _data(20, 1))["la"])
