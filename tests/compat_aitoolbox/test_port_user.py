@@ -97,3 +97,42 @@ def test_multi_loss_history_has_one_entry_per_loss_as_in_aitoolbox() -> None:
         mean = sum(v[name] * n for v, n in train_batches) / sum(n for _, n in train_batches)
         assert history[f"accumulated_loss_{name}"][0] == pytest.approx(mean, rel=1e-5)
     assert history["val_loss_la"][-1] == pytest.approx(_per_loss(model, _data(20, 1))["la"])
+
+
+class Linear(TTModel):
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(4, 3)
+
+    def forward(self, x: Any) -> Any:
+        return self.l(x)
+
+    def get_loss(self, batch: Any, criterion: Any, device: Any) -> Any:
+        x, y = batch
+        return criterion(self(x), y)
+
+    def get_predictions(self, batch: Any, device: Any) -> Any:
+        x, y = batch
+        return self(x).argmax(1), y, {}
+
+
+def test_resume_from_an_aitoolbox_model_file_says_how_to_continue_from_it(tmp_path: Any) -> None:
+    from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoopCheckpoint
+
+    torch.manual_seed(0)
+    model = Linear()
+    loader = DataLoader(_data(), batch_size=16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loop = TrainLoopCheckpoint(
+        model, loader, None, None, optimizer, nn.CrossEntropyLoss(),
+        "proj", "exp", str(tmp_path), {}, cloud_save_mode=None,
+    )  # fmt: skip
+    loop.fit(num_epochs=1)
+    saved = next((tmp_path / "proj").glob("*/checkpoint_model/*_E0.pth"))
+    again = TrainLoop(model, loader, None, None, optimizer, nn.CrossEntropyLoss())
+    with pytest.raises(ValueError) as caught:
+        again.fit(num_epochs=2, resume_from=str(saved))
+    message = str(caught.value)
+    assert str(saved) in message  # what was received
+    assert "ModelLoadContinueTraining" in message  # how to continue from it
+    assert loop.experiment_timestamp in message and "epoch_num=0" in message

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
@@ -257,6 +258,7 @@ class TrainLoop:
                 f"fit needs exactly one of num_epochs > 0 or num_iterations > 0; received "
                 f"num_epochs={num_epochs}, num_iterations={num_iterations}. Pass one of them."
             )
+        _check_not_a_model_file(kwargs.get("resume_from"))
         if self.gpu_mode == "dp":
             return self._train_dp(
                 num_epochs,
@@ -619,6 +621,38 @@ def _loader_of(loop: TrainLoop, which: str, what: str) -> Any:
             f"{_SETS[which]} to the TrainLoop."
         )
     return loader
+
+
+def _check_not_a_model_file(resume_from: Any) -> None:
+    """Refuse a model file of AIToolbox's savers as ``resume_from``, saying how to continue.
+
+    Such a file holds ``model_state_dict``/``optimizer_state_dict``/``epoch``, not the
+    Trainer's full state (data order, random states, history) that ``resume_from`` restores.
+    """
+    if resume_from is None or not os.path.isfile(resume_from):
+        return
+    from scramjet.checkpoint.manager import read_checkpoint
+
+    try:
+        state = read_checkpoint(resume_from)["state"]
+    except Exception:  # not a checkpoint file: the Trainer's resume says why
+        return
+    if "model" in state or "model_state_dict" not in state:
+        return
+    folder = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(resume_from))))
+    experiment, stamp = folder[:-20], folder[-19:]  # <experiment>_<%Y-%m-%d_%H-%M-%S>
+    saved_dir = os.path.basename(os.path.dirname(os.path.abspath(resume_from)))
+    epoch = state.get("epoch") if saved_dir == "checkpoint_model" else None
+    project_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(resume_from))))
+    raise ValueError(
+        f"resume_from={str(resume_from)!r} is a model file written by an AIToolbox saver "
+        f"(model, optimizer and scheduler states and the epoch), not a checkpoint of the "
+        f"whole training state that resume_from restores. Continue from it as in AIToolbox: "
+        f"fit(..., callbacks=[ModelLoadContinueTraining({stamp!r}, saved_model_dir="
+        f"{saved_dir!r}, epoch_num={epoch}, project_name={os.path.basename(project_dir)!r}, "
+        f"experiment_name={experiment!r}, local_model_result_folder_path="
+        f"{os.path.dirname(project_dir)!r})])."
+    )
 
 
 def _append(part: Any, collected: list[Any]) -> list[Any]:
