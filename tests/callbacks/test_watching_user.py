@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 from tests.common.world import TinyMLP, blobs, make_trainer
-from torch.utils.data import IterableDataset
+from torch.utils.data import IterableDataset, TensorDataset
 
 from scramjet import Trainer
 from scramjet.callbacks import (
@@ -240,3 +240,24 @@ def test_the_dashboards_training_rate_leaves_out_evaluations_inside_the_epoch() 
     train = {s.name: s for s in board.snapshot().stages}["train"]
     assert clock.evals > clock.epoch / 2, "3 evaluations of 0.1 s take most of the epoch"
     assert train.rate == pytest.approx(32 / (clock.epoch - clock.evals), rel=0.3)
+
+
+def test_the_dashboard_shows_a_run_stopped_inside_an_epoch_as_ended_early() -> None:
+    from scramjet.callbacks import TerminateOnNaNCallback
+
+    x, y = blobs(n=40).tensors
+    x = x.clone()
+    x[17, 0] = float("nan")  # in the 5th batch of 4
+    out = io.StringIO()
+    board = Dashboard(file=out, show_memory=False, print_every=60)
+    guard = TerminateOnNaNCallback(check_every=1, raise_error=False)
+    trainer = make_trainer(TinyMLP(), callbacks=[board, guard])
+    with contextlib.redirect_stdout(io.StringIO()):  # the guard's message
+        trainer.train(
+            TensorDataset(x, y), num_epochs=2, per_device_batch_size=4,
+            train_dataloader_kwargs={"shuffle": False},
+        )  # fmt: skip
+    (line,) = out.getvalue().splitlines()
+    # Where it stopped, and no time left as if the epoch were still running.
+    assert line.startswith("train epoch 1/2 4/10 | ") and "| ended early |" in line, line
+    assert "ETA" not in line, line

@@ -625,6 +625,13 @@ class Dashboard(TrainerCallback):
         if not trainer.is_main_process:
             return
         self._drain()
+        self._end_train_stage()
+        self._read_history(trainer, "train")
+        if self._prints_plain:
+            self._print_plain(["train"])
+
+    def _end_train_stage(self) -> None:
+        """Freeze the train stage's counters: its epoch ended (or the run stopped in it)."""
         with self._lock:
             st = self._stages.get("train")
             if st is not None and st.probe is not None:
@@ -634,9 +641,17 @@ class Dashboard(TrainerCallback):
                 if not st.total and st.done:  # data without a length: now it is known
                     st.total = st.done
                     self._place_unsized_epoch(st.epoch, st.done)
-        self._read_history(trainer, "train")
-        if self._prints_plain:
-            self._print_plain(["train"])
+
+    def on_stop_training_error(self, trainer: Trainer, **kwargs: Any) -> None:
+        """A stop inside a stage (a NaN loss): its row shows where it ended, no time left."""
+        if not trainer.is_main_process:
+            return
+        self._drain()
+        self._end_train_stage()
+        with self._lock:
+            st = self._stages.get("eval")
+            if st is not None and not st.finished:
+                st.finished, st.ended = True, time.perf_counter()
 
     def on_evaluation_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """Show a standalone ``trainer.evaluate()`` (a training run's display is already on)."""

@@ -103,6 +103,8 @@ def _rate_text(stage: StageView) -> str:
 
 
 def _eta_text(stage: StageView) -> str:
+    if stage.finished and stage.total and stage.done < stage.total:
+        return "ended early"  # a stop, a step limit or end_epoch() cut the epoch short
     if stage.finished:
         return "done"
     if not stage.total:  # unknown length (an iterable): a running count, no ETA to give
