@@ -136,3 +136,19 @@ def test_resume_from_an_aitoolbox_model_file_says_how_to_continue_from_it(tmp_pa
     assert str(saved) in message  # what was received
     assert "ModelLoadContinueTraining" in message  # how to continue from it
     assert loop.experiment_timestamp in message and "epoch_num=0" in message
+
+
+def test_early_stopping_waits_for_a_new_value_with_an_end_auto_eval_interval() -> None:
+    from scramjet.compat.aitoolbox.torchtrain.callbacks.basic import EarlyStopping
+
+    torch.manual_seed(0)
+    model = Linear()
+    loader = DataLoader(_data(), batch_size=16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    # the losses are computed in epochs 0, 2, 4 only; they keep going down
+    loop = TrainLoop(model, loader, loader, None, optimizer, nn.CrossEntropyLoss(), end_auto_eval=2)
+    loop.fit(num_epochs=5, callbacks=[EarlyStopping(monitor="val_loss", patience=0)])
+    values = loop.train_history["val_loss"]
+    assert values == sorted(values, reverse=True) and len(values) == 3
+    assert not loop.early_stop  # an epoch without a new value is no epoch without improvement
+    assert loop.epoch == 4

@@ -55,6 +55,19 @@ def latest_value(loop: Any, metric_name: str, who: str) -> Any:
     return values[-1]
 
 
+def new_value(callback: Any, metric_name: str) -> Any:
+    """The latest value of ``metric_name``, or None when none was recorded since the
+    callback's last look (``end_auto_eval=N`` computes the losses every N-th epoch only:
+    an epoch without a new value says nothing about improvement)."""
+    loop = callback.train_loop_obj
+    value = latest_value(loop, metric_name, callback.callback_name)
+    count = len(loop.train_history[metric_name])
+    if count == callback.values_seen:
+        return None
+    callback.values_seen = count
+    return value
+
+
 class ListRegisteredCallbacks(AbstractCallback):
     """Prints the callbacks registered in the TrainLoop when training starts."""
 
@@ -83,7 +96,9 @@ class EarlyStopping(AbstractCallback):
     A metric whose name contains ``loss`` or ``error`` must go down, any other must go up
     (``mode="min"``/``"max"`` overrides the rule). The comparison is always with the best
     value so far; after ``patience`` epochs without such an improvement, the next one
-    without improvement sets ``train_loop_obj.early_stop``.
+    without improvement sets ``train_loop_obj.early_stop``. Only epochs that recorded a
+    new value of ``monitor`` count (``end_auto_eval=N`` computes the losses every N-th
+    epoch).
 
     Args:
         monitor: a name in the training history (``"val_loss"``, ``"loss"``,
@@ -111,6 +126,7 @@ class EarlyStopping(AbstractCallback):
             raise ValueError(f"mode must be 'min', 'max' or None (inferred); received {mode!r}.")
         self.monitor, self.min_delta, self.patience, self.mode = monitor, min_delta, patience, mode
         self.best_epoch = 0
+        self.values_seen = -1  # history values of ``monitor`` already compared
         # AIToolbox stops once the count exceeds patience; the core once it reaches its own.
         self.core = EarlyStoppingCallback(
             early_stopping_patience=patience + 1,
@@ -133,7 +149,10 @@ class EarlyStopping(AbstractCallback):
     def on_epoch_end(self) -> None:
         """Compare the latest value with the best; set ``early_stop`` when patience ran out."""
         loop = self.train_loop_obj
-        value = float(latest_value(loop, self.monitor, self.callback_name))
+        latest = new_value(self, self.monitor)
+        if latest is None:
+            return
+        value = float(latest)
         best_before = self.core.best
         try:
             self.core.on_training_run_epoch_end(cast(Any, _OneValue(value)))
@@ -147,13 +166,18 @@ class EarlyStopping(AbstractCallback):
             self.best_epoch = loop.epoch
 
     def state_dict(self) -> dict[str, Any]:
-        """Best value, epochs without improvement and the best epoch."""
-        return {**self.core.state_dict(), "best_epoch": self.best_epoch}
+        """Best value, epochs without improvement, the best epoch and the values compared."""
+        return {
+            **self.core.state_dict(),
+            "best_epoch": self.best_epoch,
+            "values_seen": self.values_seen,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
         self.core.load_state_dict(state)
         self.best_epoch = int(state.get("best_epoch", 0))
+        self.values_seen = int(state.get("values_seen", -1))
 
 
 class ThresholdEarlyStopping(AbstractCallback):
@@ -176,11 +200,15 @@ class ThresholdEarlyStopping(AbstractCallback):
             raise ValueError(f"patience must be an int ≥ 0; received {patience!r}.")
         self.monitor, self.threshold, self.patience = monitor, threshold, patience
         self.patience_count = patience
+        self.values_seen = -1  # history values of ``monitor`` already compared
 
     def on_epoch_end(self) -> None:
         """Count epochs past the threshold; set ``early_stop`` when there are too many."""
         loop = self.train_loop_obj
-        value = float(latest_value(loop, self.monitor, self.callback_name))
+        latest = new_value(self, self.monitor)
+        if latest is None:
+            return
+        value = float(latest)
         wrong = value > self.threshold if lower_is_better(self.monitor) else value < self.threshold
         self.patience_count = self.patience_count - 1 if wrong else self.patience
         if self.patience_count < 0:
