@@ -152,3 +152,29 @@ def test_early_stopping_waits_for_a_new_value_with_an_end_auto_eval_interval() -
     assert values == sorted(values, reverse=True) and len(values) == 3
     assert not loop.early_stop  # an epoch without a new value is no epoch without improvement
     assert loop.epoch == 4
+
+
+def test_source_dirs_are_zipped_into_the_experiment_folder(tmp_path: Any) -> None:
+    import zipfile
+
+    from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoopCheckpoint
+
+    sources = tmp_path / "my_models"
+    (sources / "nets").mkdir(parents=True)
+    (sources / "nets" / "resnet.py").write_text("DEPTH = 3\n")
+    torch.manual_seed(0)
+    model = Linear()
+    loader = DataLoader(_data(16), batch_size=16)
+    hyperparams: dict[str, Any] = {"lr": 0.1}
+    loop = TrainLoopCheckpoint(
+        model, loader, None, None, torch.optim.SGD(model.parameters(), lr=0.1),
+        nn.CrossEntropyLoss(), "proj", "exp", str(tmp_path / "results"), hyperparams,
+        cloud_save_mode=None, source_dirs=(str(sources),),
+    )  # fmt: skip
+    assert hyperparams["source_dirs_paths"] == (str(sources),)  # kept as given, as in AIToolbox
+    loop.fit(num_epochs=1)
+    folder = tmp_path / "results" / "proj" / f"exp_{loop.experiment_timestamp}"
+    with zipfile.ZipFile(folder / "source_code.zip") as archive:
+        assert "my_models/nets/resnet.py" in archive.namelist()
+        assert archive.read("my_models/nets/resnet.py") == b"DEPTH = 3\n"
+    assert not (folder / "source_code").exists()  # only the archive stays

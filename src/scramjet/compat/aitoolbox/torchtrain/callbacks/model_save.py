@@ -102,7 +102,8 @@ def check_cloud_destination(callback: Any, cloud: Any) -> None:
 
 
 class _SavesHyperparams(AbstractCallback):
-    """Writes ``hyperparams_list.txt`` (and the launch script) once per experiment."""
+    """Writes ``hyperparams_list.txt`` (and the launch script and ``source_code.zip``) once
+    per experiment."""
 
     project_name: str
     experiment_name: str
@@ -138,6 +139,9 @@ class _SavesHyperparams(AbstractCallback):
             script = experiment_script(self.hyperparams)
             if script is not None:
                 written.append(reporter.save_experiment_python_source(script))
+            sources = reporter.save_experiment_source_files(self.hyperparams)
+            if sources is not None:
+                written.append(sources)
             cloud = self._cloud_saver()
             if cloud is not None:
                 stamp = self.train_loop_obj.experiment_timestamp

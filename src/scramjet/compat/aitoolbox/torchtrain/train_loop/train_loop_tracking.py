@@ -34,7 +34,7 @@ def _caller_file() -> str:
 
 def _note_sources(hyperparams: dict[str, Any], source_dirs: Sequence[str]) -> None:
     hyperparams.setdefault("experiment_file_path", _caller_file())
-    hyperparams.setdefault("source_dirs_paths", list(source_dirs))
+    hyperparams.setdefault("source_dirs_paths", source_dirs)  # as given, as AIToolbox kept it
 
 
 def _check_save_freq(iteration_save_freq: Any) -> None:
