@@ -9,6 +9,7 @@ import warnings
 import torch
 from torch import nn
 from torch.func import functional_call, grad, jacrev, vmap
+from torch.utils.checkpoint import checkpoint
 
 from scramjet.accel import accelerate_model, engine_of
 from scramjet.accel.backends import register_backend
@@ -162,3 +163,61 @@ def test_torch_func_transforms_run_eagerly_and_keep_the_backend() -> None:
         model(x).sum().backward()  # a plain training step still gets the backend
     assert engine_of(model).dropped == {}
     assert _CALLS and engine_of(model).active == "SAME_AS_EAGER"
+
+
+class _Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.bn = nn.BatchNorm1d(16)
+        self.drop = nn.Dropout(0.2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.drop(torch.relu(self.bn(self.fc(x))))
+
+
+@accelerate_model(backends=["SAME_AS_EAGER"])
+class Block(_Block):
+    pass
+
+
+class _Checkpointed(nn.Module):
+    """Blocks under activation checkpointing (the non-reentrant kind torch recommends)."""
+
+    def __init__(self, block: type[nn.Module]) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([block(), block()])
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for b in self.blocks:
+            x = checkpoint(b, x, use_reentrant=False)
+        return self.head(x)
+
+
+def test_decorated_blocks_under_non_reentrant_checkpointing_train_like_plain_ones() -> None:
+    torch.manual_seed(0)
+    plain = _Checkpointed(_Block)
+    torch.manual_seed(0)
+    fast = _Checkpointed(Block)
+    x = torch.randn(8, 16)
+
+    def step(seed: int) -> None:
+        for model in (plain, fast):
+            model.zero_grad()
+            torch.manual_seed(seed)
+            model(x).sum().backward()  # the first one used to raise CheckpointError
+        for p, q in zip(plain.parameters(), fast.parameters()):
+            assert torch.equal(p.grad, q.grad)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        step(0)  # unchecked yet: the checked call would not match its recomputation
+        for b in fast.blocks:  # a call outside checkpointing checks the backend
+            b(x)
+        for b in plain.blocks:
+            b(x)
+        _CALLS.clear()
+        step(1)
+    assert len(_CALLS) == 4, "each block's forward and recomputation ran the backend"
+    assert all(engine_of(b).dropped == {} for b in fast.blocks)

@@ -102,9 +102,35 @@ def _in_function_transform() -> bool:
     return stack is not None and stack() is not None
 
 
-def _eager_call(module: nn.Module) -> bool:
-    """Whether this call bypasses the backends (a transform, or lazy layers to set up)."""
-    return _in_function_transform() or _still_lazy(module)
+def _under_saved_tensor_hooks(engine: Engine, module: nn.Module) -> Callable[..., Any] | None:
+    """The backend a call inside saved-tensor hooks runs directly, if one is checked.
+
+    ``torch.utils.checkpoint(..., use_reentrant=False)`` (and ``save_on_cpu``) record the
+    tensors the forward saves, expect its recomputation in backward to save the same ones,
+    and end that recomputation early by raising inside it. So such a call is one plain call
+    of one callable, forward and recomputation alike: the backend already checked in this
+    mode (by a call outside the hooks), else eager; no check, and no fallback that would
+    take checkpoint's own stop for a backend's failure.
+    """
+    engine._last_train = None  # nothing to undo for this call if its backward fails
+    active = engine.active
+    mode = (module.training, torch.is_grad_enabled())
+    fn = engine.fns.get(active) if active is not None else None
+    return fn if fn is not None and mode in engine.verified.get(active or "", set()) else None
+
+
+def _direct_call(
+    engine: Engine, module: nn.Module, raw: Callable[..., Any]
+) -> Callable[..., Any] | None:
+    """What runs this call outside the engine's checked path, or None (the engine runs it):
+    eager inside a ``torch.func`` transform and on lazy layers' first call; the checked
+    backend (or eager) inside saved-tensor hooks."""
+    if _in_function_transform() or _still_lazy(module):
+        return raw
+    hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    if hooks is None or hooks(False) is None:
+        return None
+    return _under_saved_tensor_hooks(engine, module) or raw
 
 
 class _RawForward(nn.Module):
@@ -337,8 +363,9 @@ class AcceleratedModel(nn.Module):
         if raw is None:
             raw = _make_raw(self.module, self.module, engine.options)
             self.__dict__["_scramjet_raw"] = raw
-        if _eager_call(self.module):
-            return raw(*args, **kwargs)
+        direct = _direct_call(engine, self.module, raw)
+        if direct is not None:
+            return direct(*args, **kwargs)
         return engine.run(self.module, raw, args, kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -415,8 +442,9 @@ def _decorate_class(
             call = functools.partial(base_forward, self)
             raw = _make_raw(self, call, engine.options)
             self.__dict__["_scramjet_raw"] = raw
-        if _eager_call(self):
-            return raw(*args, **kwargs)
+        direct = _direct_call(engine, self, raw)
+        if direct is not None:
+            return direct(*args, **kwargs)
         return engine.run(self, raw, args, kwargs)
 
     def __getstate__(self: nn.Module) -> Any:
