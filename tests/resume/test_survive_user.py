@@ -302,3 +302,56 @@ def test_a_preempted_run_with_its_store_down_stops_within_the_grace_period(
         assert time.monotonic() - signalled[0] < 30
     finally:
         s3_server.start()
+
+
+# ------------------------------------------------------- changed optimizer settings
+
+
+class SetLearningRate(TrainerCallback):
+    """Sets every group's learning rate when training starts (after a restore)."""
+
+    def __init__(self, lr: float) -> None:
+        self.lr = lr
+        self.seen: list[float] = []
+
+    def on_training_run_start(self, trainer: Any, **kwargs: Any) -> None:
+        for group in trainer.optimizer.param_groups:
+            group["lr"] = self.lr
+
+    def on_optimizer_step_end(self, trainer: Any, **kwargs: Any) -> None:
+        self.seen.append(trainer.optimizer.param_groups[0]["lr"])
+
+
+def test_resuming_with_changed_optimizer_settings_warns_naming_both_values(
+    tmp_path: Path,
+) -> None:
+    trainer, kwargs = job.build(tmp_path / "ckpt", num_workers=0)
+    del kwargs["create_scheduler_fn"]
+    trainer.train(**{**kwargs, "num_epochs": 1})
+    trainer, kwargs = job.build(None, num_workers=0)
+    del kwargs["create_scheduler_fn"]
+    for group in trainer.optimizer.param_groups:
+        group["lr"], group["weight_decay"] = 0.001, 0.5
+    # Before: the saved lr 0.05 and weight decay 0.01 replaced them without a word.
+    with pytest.warns(UserWarning, match="optimizer settings replace") as caught:
+        trainer.train(**kwargs, resume_from=tmp_path / "ckpt")
+    message = next(str(w.message) for w in caught if "settings replace" in str(w.message))
+    assert "lr: 0.001 -> 0.05" in message and "weight_decay: 0.5 -> 0.01" in message
+    assert trainer.optimizer.param_groups[0]["lr"] == 0.05  # the resume is the saved run
+    # What the warning advises works: a callback sets the new value after the restore.
+    setter = SetLearningRate(0.001)
+    trainer, kwargs = job.build(None, num_workers=0, extra=(setter,))
+    del kwargs["create_scheduler_fn"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the same settings: nothing to say
+        trainer.train(**kwargs, resume_from=tmp_path / "ckpt")
+    assert set(setter.seen) == {0.001}
+
+
+def test_resuming_with_the_same_settings_and_a_scheduler_says_nothing(tmp_path: Path) -> None:
+    trainer, kwargs = job.build(tmp_path / "ckpt", num_workers=0)
+    trainer.train(**{**kwargs, "num_epochs": 2})
+    trainer, kwargs = job.build(None, num_workers=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the scheduled lr is not a change
+        trainer.train(**{**kwargs, "num_epochs": 2}, resume_from=tmp_path / "ckpt")

@@ -253,6 +253,7 @@ def restore(
         location = found
     targets = _targets(trainer, include_optimizer)
     scaler = targets.pop("scaler", None)  # optional: a full-precision run saved none
+    settings = _optimizer_settings(trainer.optimizer) if include_optimizer else None
     try:
         if remote.is_url(location):
             result = remote.load_remote(
@@ -267,6 +268,8 @@ def restore(
             result = manager.load(targets, which=which)
     except CheckpointMismatchError as error:  # advice the Trainer's caller can follow
         raise _with_trainer_advice(error) from error
+    if settings is not None:
+        _warn_if_settings_replaced(settings, _optimizer_settings(trainer.optimizer))
     values = dict(result.values)
     saved_scale = values.pop("scaler", None)
     if scaler is not None:
@@ -321,6 +324,42 @@ def _with_trainer_advice(error: CheckpointMismatchError) -> CheckpointMismatchEr
     else:
         return error
     return CheckpointMismatchError(text)
+
+
+def _optimizer_settings(optimizer: Any) -> list[dict[str, Any]]:
+    """Each parameter group's hyperparameters (``lr`` left out where a scheduler owns it)."""
+    groups = getattr(optimizer, "param_groups", None) or []
+    settings = []
+    for group in groups:
+        skip = {"params", "lr"} if "initial_lr" in group else {"params"}
+        settings.append({k: v for k, v in group.items() if k not in skip})
+    return settings
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return value.item()
+    return list(value) if isinstance(value, tuple | list) else value
+
+
+def _warn_if_settings_replaced(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> None:
+    """A warning naming the optimizer settings of this run that the checkpoint replaced
+    (``lr=1e-3`` set for the resumed run, say: the saved run's value is used)."""
+    changes = []
+    for index, (mine, saved) in enumerate(zip(before, after, strict=False)):
+        for key in sorted(mine.keys() & saved.keys()):
+            if _plain(mine[key]) != _plain(saved[key]):
+                changes.append(f"group {index} {key}: {mine[key]!r} -> {saved[key]!r}")
+    if changes:
+        warnings.warn(
+            f"The checkpoint's optimizer settings replace the ones this run's optimizer was "
+            f"created with ({'; '.join(changes)}): a resume continues the saved run as it "
+            f"was. To go on with the new values, set them in optimizer.param_groups from a "
+            f"callback's on_training_run_start (it runs after the restore), or start a new "
+            f"run from the weights: trainer.load_checkpoint(path, load_optimizer=False, "
+            f"load_training_state=False), then train() without resume_from.",
+            stacklevel=4,
+        )
 
 
 def _restore_scaler(trainer: Trainer, scaler: Any, saved: Any, location: str) -> None:
