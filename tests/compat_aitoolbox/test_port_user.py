@@ -178,3 +178,70 @@ def test_source_dirs_are_zipped_into_the_experiment_folder(tmp_path: Any) -> Non
         assert "my_models/nets/resnet.py" in archive.namelist()
         assert archive.read("my_models/nets/resnet.py") == b"DEPTH = 3\n"
     assert not (folder / "source_code").exists()  # only the archive stays
+
+
+def test_fit_refuses_an_unknown_keyword_instead_of_ignoring_it() -> None:
+    torch.manual_seed(0)
+    model = Linear()
+    loader = DataLoader(_data(16), batch_size=8)
+    loop = TrainLoop(
+        model,
+        loader,
+        None,
+        None,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        nn.CrossEntropyLoss(),
+    )
+    before = model.l.weight.clone()
+    with pytest.raises(TypeError) as caught:
+        loop.fit(num_epochs=1, callback=[])  # a typo of callbacks
+    assert "'callback'" in str(caught.value) and "callbacks" in str(caught.value)
+    assert torch.equal(before, model.l.weight)  # nothing was trained
+
+
+@pytest.mark.skipif(torch.cuda.device_count() > 1, reason="checks the one-device fallback")
+def test_dp_mode_honours_resume_from(tmp_path: Any) -> None:
+    from scramjet.compat.aitoolbox import ModelCheckpoint
+    from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import AbstractCallback
+
+    class Epochs(AbstractCallback):
+        def __init__(self) -> None:
+            super().__init__("epochs")
+            self.seen: list[int] = []
+
+        def on_epoch_begin(self) -> None:
+            self.seen.append(self.train_loop_obj.epoch)
+
+    def parts() -> tuple[Linear, DataLoader[Any], torch.optim.Optimizer]:
+        torch.manual_seed(0)
+        model = Linear()
+        return model, DataLoader(_data(16), batch_size=8), torch.optim.SGD(model.parameters())
+
+    model, loader, optimizer = parts()
+    loop = TrainLoop(model, loader, None, None, optimizer, nn.CrossEntropyLoss())
+    loop.fit(num_epochs=1, callbacks=[ModelCheckpoint("p", "r", tmp_path, {})])
+    model, loader, optimizer = parts()
+    again = TrainLoop(model, loader, None, None, optimizer, nn.CrossEntropyLoss(), gpu_mode="dp")
+    epochs = Epochs()
+    with pytest.warns(UserWarning, match="gpu_mode='dp'"):
+        again.fit(
+            num_epochs=3,
+            callbacks=[ModelCheckpoint("p", "r", tmp_path, {}), epochs],
+            resume_from=loop.experiment.run_dir / "checkpoints",
+        )
+    assert epochs.seen == [1, 2]  # the checkpoint's epoch 0 is not trained again
+
+
+@pytest.mark.slow  # starts two processes
+@pytest.mark.distributed
+def test_ddp_mode_passes_resume_from_to_its_processes(tmp_path: Any) -> None:
+    torch.manual_seed(0)
+    model = Linear()
+    loader = DataLoader(_data(16), batch_size=8)
+    loop = TrainLoop(
+        model, loader, None, None, torch.optim.SGD(model.parameters(), lr=0.1),
+        nn.CrossEntropyLoss(), gpu_mode="ddp",
+    )  # fmt: skip
+    missing = tmp_path / "no-checkpoints-here"
+    with pytest.raises(Exception, match="no-checkpoints-here"):
+        loop.fit(num_epochs=1, num_gpus=2, resume_from=str(missing))

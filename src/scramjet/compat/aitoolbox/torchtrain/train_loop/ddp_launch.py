@@ -64,7 +64,7 @@ def train_ddp(
     # Plain pickle copies the tensors: torch.multiprocessing would put them in shared
     # memory, where every process would update the same weights.
     payload = pickle.dumps(
-        (loop, num_epochs, num_iterations, list(callbacks or []), grad_accumulation)
+        (loop, num_epochs, num_iterations, list(callbacks or []), grad_accumulation, kwargs)
     )
     result = launch(_worker, nprocs, args=(payload,))
     loop.model.load_state_dict(result["model"])
@@ -82,9 +82,9 @@ def _enter_process(loop: TrainLoop) -> None:
 
 def _worker(payload: bytes) -> dict[str, Any]:
     """One process: train, and report rank 0's weights, history and counters."""
-    loop, num_epochs, num_iterations, callbacks, grad_accumulation = pickle.loads(payload)
+    loop, num_epochs, num_iterations, callbacks, grad_accumulation, kwargs = pickle.loads(payload)
     _enter_process(loop)
-    model = loop._train(num_epochs, num_iterations, callbacks, grad_accumulation)
+    model = loop._train(num_epochs, num_iterations, callbacks, grad_accumulation, **kwargs)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     out = {
         "model": state,

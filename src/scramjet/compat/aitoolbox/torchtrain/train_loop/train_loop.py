@@ -55,6 +55,16 @@ from scramjet.trainer.data_order import gather_shards
 __all__ = ["EndEvaluation", "LoaderSpec", "TrainLoop", "loader_spec"]
 
 _GPU_MODES = ("single", "dp", "ddp")
+#: fit's keyword arguments besides the four named ones (dp, ddp, resume).
+_FIT_KEYS = (
+    "dp_model_args",
+    "ddp_model_args",
+    "in_process_data_load",
+    "num_nodes",
+    "node_rank",
+    "num_gpus",
+    "resume_from",
+)
 _LOADER_KEYS = ("num_workers", "pin_memory", "worker_init_fn", "timeout")
 _SETS = {"train": "train_loader", "validation": "validation_loader", "test": "test_loader"}
 _STORE = {"train": "train", "validation": "val", "test": "test"}
@@ -258,14 +268,23 @@ class TrainLoop:
                 f"fit needs exactly one of num_epochs > 0 or num_iterations > 0; received "
                 f"num_epochs={num_epochs}, num_iterations={num_iterations}. Pass one of them."
             )
+        unknown = sorted(set(kwargs) - set(_FIT_KEYS))
+        if unknown:
+            raise TypeError(
+                f"fit() got unknown keyword argument(s) {', '.join(map(repr, unknown))}; it takes "
+                f"num_epochs, num_iterations, callbacks, grad_accumulation and "
+                f"{', '.join(_FIT_KEYS)}. Check the spelling."
+            )
         _check_not_a_model_file(kwargs.get("resume_from"))
         if self.gpu_mode == "dp":
+            resume = {"resume_from": kwargs["resume_from"]} if "resume_from" in kwargs else {}
             return self._train_dp(
                 num_epochs,
                 num_iterations,
                 callbacks,
                 grad_accumulation,
                 kwargs.pop("dp_model_args", None),
+                **resume,
             )
         if self.gpu_mode == "ddp":
             return self._train_ddp(
@@ -280,6 +299,7 @@ class TrainLoop:
         callbacks: Iterable[Any] | None = None,
         grad_accumulation: int = 1,
         dp_model_args: Mapping[str, Any] | None = None,
+        resume_from: Any = None,
     ) -> Any:
         """Train under ``torch.nn.DataParallel`` when more than one GPU is visible."""
         if torch.cuda.device_count() < 2:
@@ -288,13 +308,17 @@ class TrainLoop:
                 f"so training runs on {self.device}. For several GPUs gpu_mode='ddp' is faster.",
                 stacklevel=3,
             )
-            return self._train(num_epochs, num_iterations, callbacks, grad_accumulation)
+            return self._train(
+                num_epochs, num_iterations, callbacks, grad_accumulation, resume_from=resume_from
+            )
         from scramjet.compat.aitoolbox.torchtrain.parallel import TTDataParallel
 
         module = self.model
         self.model = TTDataParallel(module.to(self.device), **dict(dp_model_args or {}))
         try:
-            self._train(num_epochs, num_iterations, callbacks, grad_accumulation)
+            self._train(
+                num_epochs, num_iterations, callbacks, grad_accumulation, resume_from=resume_from
+            )
         finally:
             self.model = module
         return module
