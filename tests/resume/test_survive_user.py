@@ -24,7 +24,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
-from scramjet.checkpoint import CheckpointManager, CheckpointMismatchError
+from scramjet.checkpoint import CheckpointManager, CheckpointMismatchError, CorruptCheckpointError
 from scramjet.runtime.preemption import (
     PREEMPTED_EXIT_CODE,
     TrainingPreempted,
@@ -355,3 +355,27 @@ def test_resuming_with_the_same_settings_and_a_scheduler_says_nothing(tmp_path: 
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # the scheduled lr is not a change
         trainer.train(**{**kwargs, "num_epochs": 2}, resume_from=tmp_path / "ckpt")
+
+
+# ------------------------------------------------------- every checkpoint damaged
+
+
+def test_auto_resume_over_only_damaged_checkpoints_says_how_to_go_on(tmp_path: Path) -> None:
+    folder = tmp_path / "ckpt"
+    trainer, kwargs = job.build(folder, num_workers=0)
+    trainer.train(**{**kwargs, "num_epochs": 1})
+    files = sorted(folder.glob("ckpt-*.pt"))
+    for path in files:  # a bad copy: one bit flipped in the middle of each file
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 1
+        path.write_bytes(bytes(data))
+    trainer, kwargs = job.build(folder, num_workers=0)
+    with pytest.raises(CorruptCheckpointError) as caught, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fallback's warning for each file
+        trainer.train(**kwargs, resume_from="auto")
+    message = str(caught.value)
+    assert all(path.name in message for path in files)  # what was tried and why it failed
+    assert "checksum mismatch" in message
+    # Before: the causes only, not what to do about them.
+    assert f"move them out of {str(folder)!r} to start the run afresh" in message
+    assert "good copy" in message

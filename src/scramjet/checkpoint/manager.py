@@ -69,6 +69,7 @@ from scramjet.checkpoint.records import (
     CheckpointInfo,
     LoadResult,
     load_training_object,
+    none_readable,
     ranked_best,
     read_index,
     read_ranking,
@@ -615,9 +616,7 @@ class CheckpointManager:
                         f"{error}; trying the previous checkpoint {str(candidates[i + 1])!r}",
                         stacklevel=3,
                     )
-        raise CorruptCheckpointError(
-            candidates[0], "no readable checkpoint left: " + "; ".join(str(e) for e in errors)
-        )
+        raise none_readable(candidates, errors)
 
     def _restore(
         self,

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from scramjet.checkpoint.payload import CheckpointMismatchError
+from scramjet.checkpoint.payload import CheckpointMismatchError, CorruptCheckpointError
 from scramjet.runtime.files import atomic_write
 
 INDEX = "index.json"
@@ -83,6 +83,19 @@ class LoadResult:
         for report, keys in zip(reports, skipped, strict=True):
             if keys:
                 report[name] = keys
+
+
+def none_readable(tried: list[Path], errors: list[Any]) -> CorruptCheckpointError:
+    """The error when none of the checkpoints ``tried`` (newest first) can be read."""
+    folders = sorted({str(path.parent) for path in tried})
+    where = folders[0] if len(folders) == 1 else ", ".join(folders)
+    return CorruptCheckpointError(
+        tried[0],
+        f"no readable checkpoint left: {'; '.join(str(e) for e in errors)}. All "
+        f"{len(tried)} checkpoint(s) tried are damaged. Put back a good copy of one of them "
+        f"(from a backup or the remote store), or move them out of {where!r} to start the "
+        f"run afresh (a resume never starts from step 0 over saved checkpoints by itself).",
+    )
 
 
 _NEW_OPTIMIZER = (
