@@ -191,12 +191,6 @@ def test_nested_result_numbers_are_listed_under_the_names_the_loggers_use(
     assert "no run has" not in captured.err, captured.err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tracking/experiment.py: Experiment.on_evaluation_run_end writes a mid-epoch "
-    "evaluation's row before the step rows still pending (kept until the next flush), so "
-    "W&B, which accepts steps only in increasing order, drops those steps",
-)
 def test_an_evaluation_within_an_epoch_loses_no_step_row_in_wandb(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -564,6 +564,8 @@ class Experiment(TrainerCallback):
         """An evaluation inside a training epoch (every N steps) is logged now, at its step;
         the one after the epoch is logged with the epoch's row."""
         if self._mid_epoch and self._writer is not None:
+            # the step rows before it first: loggers such as W&B take steps in order only
+            self._flush_steps(trainer, before=trainer.state.global_step)
             self._log_epoch_metrics(trainer)
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
