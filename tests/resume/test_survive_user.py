@@ -188,8 +188,8 @@ def test_a_group_sigterm_with_the_trainers_own_loader_workers_saves_and_exits_14
     strict=True,
     reason="SaveTrainingStateCallback.on_training_run_epoch_end (callbacks/model.py) checks "
     "the preemption flag after the last epoch too, so a SIGTERM during the final evaluation "
-    "raises TrainingPreempted (exit 143) although training is complete; docs/resume.md says "
-    "a signal after the last step is ignored. Fix: skip the watcher's agreement at the end "
+    "raises TrainingPreempted (exit 143) although training is complete, so the scheduler "
+    "requeues a finished run and the code after train() never runs. Fix: skip the watcher's agreement at the end "
     "of the run's last epoch (trainer.state.epoch + 1 == trainer.run_config.num_epochs, or "
     "max_num_train_steps reached); every rank skips alike",
 )
