@@ -6,12 +6,15 @@ import copy
 import io
 import warnings
 
+import h5py
+import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, grad, jacrev, vmap
 from torch.utils.checkpoint import checkpoint
+from torch.utils.data import DataLoader, Dataset
 
-from scramjet.accel import accelerate_model, engine_of
+from scramjet.accel import CachedDataset, accelerate_dataset, accelerate_model, engine_of
 from scramjet.accel.backends import register_backend
 from scramjet.compat.nebulgym import patch_torch_module
 
@@ -221,3 +224,42 @@ def test_decorated_blocks_under_non_reentrant_checkpointing_train_like_plain_one
         step(1)
     assert len(_CALLS) == 4, "each block's forward and recomputation ran the backend"
     assert all(engine_of(b).dropped == {} for b in fast.blocks)
+
+
+class _H5Images(Dataset):
+    """Opens its HDF5 file on first use, so that each DataLoader worker opens its own."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.file = None
+        with h5py.File(path, "r") as f:
+            self.n = len(f["x"])
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if self.file is None:
+            self.file = h5py.File(self.path, "r")
+        return torch.from_numpy(self.file["x"][i])
+
+
+@accelerate_dataset(max_memory_size=1 << 20)
+class H5Images(_H5Images):
+    pass
+
+
+def test_the_random_probe_leaves_a_lazily_opened_file_closed_for_the_workers(tmp_path) -> None:
+    path = str(tmp_path / "x.h5")
+    data = np.arange(40 * 6, dtype=np.float32).reshape(40, 6)
+    with h5py.File(path, "w") as f:
+        f["x"] = data
+    for ds, raw in ((H5Images(path), None), (CachedDataset(_H5Images(path)), "dataset")):
+        source = ds if raw is None else ds.dataset
+        # The probe reads dataset[0] twice in the main process; the handle it opened there
+        # would be inherited by every forked worker (h5py handles are not fork-safe).
+        assert source.file is None
+        loader = DataLoader(ds, batch_size=8, num_workers=2)
+        assert torch.equal(torch.cat(list(loader)), torch.from_numpy(data))
+        assert source.file is None
+        ds.close_cache()

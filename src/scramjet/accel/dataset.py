@@ -13,6 +13,7 @@ cache, so random augmentations stay random.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import random
@@ -20,7 +21,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import numpy as np
@@ -125,6 +126,26 @@ def probe_deterministic(getitem: Callable[[int], Any], index: int = 0) -> bool:
         torch.set_rng_state(states[0])
         np.random.set_state(states[1])
         random.setstate(states[2])
+
+
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def _attributes_kept(objects: list[Any]) -> Iterator[None]:
+    """Put back the attributes ``objects`` had before the block: a ``__getitem__`` that
+    opens its file on first use (``self.file = h5py.File(...)``, a ``np.memmap``) leaves
+    it unopened, so forked DataLoader workers and preloaders open their own."""
+    saved = [(vars(o), dict(vars(o))) for o in objects if hasattr(o, "__dict__")]
+    try:
+        yield
+    finally:
+        for now, before in saved:
+            for key in [k for k in now if k not in before]:
+                del now[key]
+            for key, value in before.items():
+                if now.get(key, _MISSING) is not value:
+                    now[key] = value
 
 
 class _Cache:
@@ -406,11 +427,17 @@ class _CachingMixin:
         """The class whose ``__getitem__`` decodes (named in the probe's warning)."""
         return type(self).__name__
 
+    def _probe(self) -> bool:
+        """:func:`probe_deterministic` on index 0, leaving the dataset's attributes (and the
+        wrapped dataset's) as they were."""
+        with _attributes_kept([self, self.__dict__.get("dataset")]):
+            return probe_deterministic(self._raw_item)
+
     def _setup_cache(self, n: int, settings: dict[str, Any]) -> None:
         settings = dict(settings)
         self._scramjet_transform = settings.pop("transform", None)
         probe = settings.pop("probe", True)
-        if probe and n > 0 and not probe_deterministic(self._raw_item):
+        if probe and n > 0 and not self._probe():
             warnings.warn(
                 f"{self._source_name()}.__getitem__ is random: it returned different values "
                 "for the same index, or drew from the global random generators (torch, "
