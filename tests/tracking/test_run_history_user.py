@@ -231,3 +231,32 @@ def test_the_report_of_a_failed_run_gives_its_end_time_not_a_finish_time(
     assert "finished" not in labels and "ended" in labels, labels
     ended = summary.split("<th>ended</th><td>", 1)[1].split("</td>", 1)[0]
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", ended), ended
+
+
+def test_a_resumed_runs_duration_leaves_out_the_time_it_waited(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run interrupted, then resumed a while later, reported as its duration the whole
+    time from its first start to its end, waiting included: runs could not be compared
+    by how long they trained."""
+    import time
+
+    class Interrupt(TrainerCallback):
+        def on_train_epoch_start(self, trainer: Any, **kwargs: Any) -> None:
+            if trainer.state.epoch == 1:  # after the first epoch's checkpoint
+                raise KeyboardInterrupt
+
+    exp = Experiment("proj", "run", root=tmp_path, checkpoint="epoch", save_script=False)
+    with pytest.raises(KeyboardInterrupt):
+        make_trainer([exp, Interrupt()]).train(tiny_data(32), 2, per_device_batch_size=16)
+    info = json.loads((exp.run_dir / "run.json").read_text())
+    assert info["status"] == "interrupted"
+    first = info["duration"]
+    time.sleep(1.5)  # the run waits to be resumed
+    begun = time.time()
+    again = Experiment("proj", "run", root=tmp_path, resume=exp.run_dir, save_script=False)
+    make_trainer([again]).train(tiny_data(32), 2, per_device_batch_size=16)
+    second = time.time() - begun
+    info = json.loads((exp.run_dir / "run.json").read_text())
+    assert info["status"] == "finished" and len(info["resumed"]) == 1
+    assert first <= info["duration"] <= first + second + 0.05, info

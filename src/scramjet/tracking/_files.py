@@ -243,13 +243,37 @@ def save_weights(
     return written
 
 
+def begin_session(info: dict[str, Any], run: Path, resumed: bool) -> None:
+    """Note in ``run.json``'s ``info`` that a process starts (or resumes) the run.
+
+    ``duration`` counts the time processes ran, not the time a killed run waited to be
+    resumed: an earlier session ended when its ``run.json`` says, or, killed without a
+    word (``kill -9``), when it last wrote a metric row.
+    """
+    now = time.time()
+    if resumed:
+        info.setdefault("resumed", []).append(now)
+        start = info.get("session_started", info.get("started"))
+        end = info.get("ended")
+        if not isinstance(end, int | float):
+            written = [p.stat().st_mtime for p in (run / "metrics.csv", run / "run.json")
+                       if p.exists()]  # fmt: skip
+            end = max(written, default=None)
+        earlier = info.get("earlier_sessions_s", 0.0)
+        if isinstance(start, int | float) and isinstance(end, int | float) and end > start:
+            info["earlier_sessions_s"] = round(float(earlier) + end - start, 3)
+    info["session_started"] = now
+
+
 def mark_ended(info: dict[str, Any], status: str) -> None:
-    """Status, end time (``finished`` and ``ended``) and ``duration`` (s) in ``run.json``."""
+    """Status, end time (``finished`` and ``ended``) and ``duration`` (s) in ``run.json``:
+    the time the run's processes ran (see :func:`begin_session`)."""
     now = time.time()
     info.update(status=status, finished=now, ended=now)
-    started = info.get("started")
+    started = info.get("session_started", info.get("started"))
     if isinstance(started, int | float):
-        info["duration"] = round(now - started, 3)
+        earlier = info.get("earlier_sessions_s", 0.0)
+        info["duration"] = round(float(earlier) + now - started, 3)
 
 
 def record_end(run_dir: Path, status: str, error: BaseException | None, **fields: Any) -> None:

@@ -304,7 +304,7 @@ def _param_columns(params: str | None, declared: list[dict[str, Any]]) -> list[s
                 file=sys.stderr,
             )
         return shown
-    shown = [p for p in params.split(",") if p]
+    shown = [p.strip() for p in params.split(",") if p.strip()]
     unknown = [p for p in shown if all(p not in d for d in declared)]
     if unknown:
         known = sorted({n for d in declared for n in d})
@@ -337,7 +337,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     root = Path(args.root)
     asked = args.metrics is not None
-    metrics = [m for m in (args.metrics if asked else DEFAULT_METRICS).split(",") if m]
+    metrics = [
+        m.strip() for m in (args.metrics if asked else DEFAULT_METRICS).split(",") if m.strip()
+    ]
     runs = find_runs(root, args.project)
     rows = [summarize(r, metrics) for r in runs]
     if not rows:

@@ -341,14 +341,13 @@ class Experiment(TrainerCallback):
         self._trackers, self._tracker_errors = trackers, []
         self._writer = TrackerWriter(trackers, self._upload_metric_files)
         info = _files.read_json(run / "run.json")  # may already hold the MLflow run id
+        _files.begin_session(info, run, resumed)
         for stale in ("error", "upload_error", "storage_error", "finished", "ended", "duration"):
             info.pop(stale, None)
         if storage_error:
             info["storage_error"] = storage_error
         info.setdefault("started", time.time())
         info.update(status="running", **self._run_fields())
-        if resumed:
-            info.setdefault("resumed", []).append(time.time())
         if self._previous_run is not None:
             info["previous_run"] = self._previous_run.name
         self._write_json("run.json", info, periodic=True)
