@@ -245,3 +245,36 @@ def test_ddp_mode_passes_resume_from_to_its_processes(tmp_path: Any) -> None:
     missing = tmp_path / "no-checkpoints-here"
     with pytest.raises(Exception, match="no-checkpoints-here"):
         loop.fit(num_epochs=1, num_gpus=2, resume_from=str(missing))
+
+
+def test_rm_subopt_local_models_ranks_each_checkpoint_by_its_own_epochs_metric(
+    tmp_path: Any,
+) -> None:
+    from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import AbstractCallback
+    from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoopCheckpoint
+
+    scores = [0.5, 0.9, 0.1, 0.7, 0.2]
+
+    class Score(AbstractCallback):
+        """Records an epoch metric, as ModelPerformanceEvaluation does (before the checkpoint)."""
+
+        def __init__(self) -> None:
+            super().__init__("score")
+
+        def on_epoch_end(self) -> None:
+            self.train_loop_obj.insert_metric_result_into_history(
+                "val_score", scores[self.train_loop_obj.epoch]
+            )
+
+    torch.manual_seed(0)
+    model = Linear()
+    loader = DataLoader(_data(16), batch_size=8)
+    loop = TrainLoopCheckpoint(
+        model, loader, None, None, torch.optim.SGD(model.parameters(), lr=0.1),
+        nn.CrossEntropyLoss(), "proj", "exp", str(tmp_path), {}, cloud_save_mode=None,
+        rm_subopt_local_models="val_score", num_best_checkpoints_kept=2,
+    )  # fmt: skip
+    loop.fit(num_epochs=5, callbacks=[Score()])
+    kept = sorted(p.name for p in tmp_path.glob("proj/*/checkpoint_model/*.pth"))
+    stamp = loop.experiment_timestamp
+    assert kept == [f"model_exp_{stamp}_E1.pth", f"model_exp_{stamp}_E3.pth"]  # 0.9 and 0.7

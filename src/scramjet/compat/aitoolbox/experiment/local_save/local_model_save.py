@@ -180,8 +180,11 @@ class LocalSubOptimalModelRemover:
     """Keeps the ``num_best_kept`` best saved checkpoints by a history metric; deletes the rest.
 
     A metric whose name contains ``loss`` is better when lower, any other when higher. The
-    default metrics (the losses a TrainLoop records) are known when a checkpoint is saved;
-    other metrics are computed after it, so a checkpoint is ranked on the next call.
+    default metrics (the losses a TrainLoop records) are known when a checkpoint is saved.
+    Another metric ranks the n-th checkpoint (one per epoch) by its n-th value: a value
+    recorded before the checkpoint call (a callback that runs first, as
+    ``ModelPerformanceEvaluation`` does before ``ModelCheckpoint``) ranks it at once, one
+    recorded later ranks it on a later call.
 
     Args:
         metric_name: the training-history metric to rank by.
@@ -199,6 +202,8 @@ class LocalSubOptimalModelRemover:
         self.is_default_metric = metric_name in self.default_metrics_list
         self.model_save_history: list[tuple[list[str], float]] = []
         self.non_default_metric_buffer: list[str] | None = None
+        self._pending: list[tuple[int, list[str]]] = []  # (checkpoint number, paths)
+        self._calls = 0
 
     def decide_if_remove_suboptimal_model(
         self, history: Mapping[str, list[float]], new_model_dump_paths: list[str]
@@ -215,9 +220,16 @@ class LocalSubOptimalModelRemover:
                 )
             self.model_save_history.append((new_model_dump_paths, values[-1]))
         else:
-            if self.non_default_metric_buffer is not None and values:
-                self.model_save_history.append((self.non_default_metric_buffer, values[-1]))
-            self.non_default_metric_buffer = new_model_dump_paths
+            self._pending.append((self._calls, new_model_dump_paths))
+            waiting = []
+            for number, paths in self._pending:
+                if number < len(values):
+                    self.model_save_history.append((paths, values[number]))
+                else:
+                    waiting.append((number, paths))
+            self._pending = waiting
+            self.non_default_metric_buffer = waiting[-1][1] if waiting else None
+        self._calls += 1
         if len(self.model_save_history) > self.num_best_kept:
             ranked = sorted(
                 self.model_save_history, key=lambda item: item[1], reverse=not self.decrease_metric
