@@ -263,3 +263,30 @@ def test_the_random_probe_leaves_a_lazily_opened_file_closed_for_the_workers(tmp
         assert torch.equal(torch.cat(list(loader)), torch.from_numpy(data))
         assert source.file is None
         ds.close_cache()
+
+
+@accelerate_model(backends=["SAME_AS_EAGER"])
+class Exported(_Mlp):
+    pass
+
+
+def test_a_trained_model_exports_and_traces_like_the_plain_one() -> None:
+    torch.manual_seed(0)
+    plain = _Mlp()
+    torch.manual_seed(0)
+    model = Exported()
+    x = torch.randn(4, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model(x).sum().backward()  # the training mode is checked; eval is not yet
+        plain(x).sum().backward()
+        model.eval()
+        plain.eval()
+        # The eval check ran inside the export's tracing: export failed ("fake tensor in
+        # the exported program constant's list") and the backend was dropped for good.
+        exported = torch.export.export(model, (x,)).module()
+        assert torch.equal(exported(x), plain(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.trace's own
+        assert torch.equal(torch.jit.trace(model, (x,))(x), plain(x))
+    assert engine_of(model).dropped == {}

@@ -119,13 +119,20 @@ def _under_saved_tensor_hooks(engine: Engine, module: nn.Module) -> Callable[...
     return fn if fn is not None and mode in engine.verified.get(active or "", set()) else None
 
 
+def _tracing() -> bool:
+    """Whether the call is being traced (``torch.export``, ``torch.onnx.export``,
+    ``torch.jit.trace``, or a ``torch.compile`` of a model that holds this one): what is
+    traced is the model's own forward; a backend's check cannot run on traced tensors."""
+    return bool(torch.compiler.is_compiling() or torch._C._is_tracing())
+
+
 def _direct_call(
     engine: Engine, module: nn.Module, raw: Callable[..., Any]
 ) -> Callable[..., Any] | None:
     """What runs this call outside the engine's checked path, or None (the engine runs it):
-    eager inside a ``torch.func`` transform and on lazy layers' first call; the checked
-    backend (or eager) inside saved-tensor hooks."""
-    if _in_function_transform() or _still_lazy(module):
+    eager inside a ``torch.func`` transform, under tracing and on lazy layers' first call;
+    the checked backend (or eager) inside saved-tensor hooks."""
+    if _in_function_transform() or _still_lazy(module) or _tracing():
         return raw
     hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
     if hooks is None or hooks(False) is None:
