@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, jacrev, vmap
 from torch.utils.checkpoint import checkpoint
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Subset
 
 from scramjet.accel import CachedDataset, accelerate_dataset, accelerate_model, engine_of
 from scramjet.accel.backends import register_backend
@@ -254,8 +254,13 @@ def test_the_random_probe_leaves_a_lazily_opened_file_closed_for_the_workers(tmp
     data = np.arange(40 * 6, dtype=np.float32).reshape(40, 6)
     with h5py.File(path, "w") as f:
         f["x"] = data
-    for ds, raw in ((H5Images(path), None), (CachedDataset(_H5Images(path)), "dataset")):
-        source = ds if raw is None else ds.dataset
+    wrapped = _H5Images(path)
+    for ds, source in (
+        (H5Images(path), None),
+        (CachedDataset(wrapped), wrapped),
+        (CachedDataset(Subset(wrapped, range(40))), wrapped),
+    ):
+        source = ds if source is None else source
         # The probe reads dataset[0] twice in the main process; the handle it opened there
         # would be inherited by every forked worker (h5py handles are not fork-safe).
         assert source.file is None

@@ -148,6 +148,23 @@ def _attributes_kept(objects: list[Any]) -> Iterator[None]:
                     now[key] = value
 
 
+def _nested_datasets(dataset: Any, depth: int = 8) -> list[Any]:
+    """``dataset`` and the datasets it wraps: ``.dataset`` (``Subset``, wrappers) and
+    ``.datasets`` (``ConcatDataset``), a few levels down."""
+    found: list[Any] = []
+    todo = [(dataset, 0)]
+    while todo:
+        item, level = todo.pop()
+        if any(item is seen for seen in found) or not hasattr(item, "__dict__"):
+            continue
+        found.append(item)
+        if level < depth:
+            many = vars(item).get("datasets")
+            inner = [vars(item).get("dataset"), *(many if isinstance(many, list | tuple) else [])]
+            todo += [(d, level + 1) for d in inner if d is not None]
+    return found
+
+
 class _Cache:
     """Per-dataset cache logic over a :class:`SharedStore` (picklable; attaches on load)."""
 
@@ -430,7 +447,7 @@ class _CachingMixin:
     def _probe(self) -> bool:
         """:func:`probe_deterministic` on index 0, leaving the dataset's attributes (and the
         wrapped dataset's) as they were."""
-        with _attributes_kept([self, self.__dict__.get("dataset")]):
+        with _attributes_kept(_nested_datasets(self)):
             return probe_deterministic(self._raw_item)
 
     def _setup_cache(self, n: int, settings: dict[str, Any]) -> None:
