@@ -165,15 +165,6 @@ def test_a_group_sigterm_with_shielded_workers_saves_exits_143_and_resumes_bitwi
 
 
 @pytest.mark.slow  # a training process with 2 loader workers: about 5 s
-@pytest.mark.xfail(
-    strict=True,
-    reason="the Trainer's train loader does not shield its workers: SIGTERM to the process "
-    "group (torchrun, scramjet launch, Slurm) kills them and train() fails with "
-    "'DataLoader worker ... is killed by signal: Terminated' (exit 1) before saving. Fix in "
-    "trainer/data_order.py (DataOrder.train_loader / batch_sampler_loader): when "
-    "num_workers > 0, pass worker_init_fn=scramjet.runtime.preemption."
-    "shielded_worker_init(<the user's worker_init_fn or None>)",
-)
 def test_a_group_sigterm_with_the_trainers_own_loader_workers_saves_and_exits_143(
     tmp_path: Path,
 ) -> None:
@@ -184,15 +175,6 @@ def test_a_group_sigterm_with_the_trainers_own_loader_workers_saves_and_exits_14
 # ------------------------------------------------ a signal after the last optimizer step
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SaveTrainingStateCallback.on_training_run_epoch_end (callbacks/model.py) checks "
-    "the preemption flag after the last epoch too, so a SIGTERM during the final evaluation "
-    "raises TrainingPreempted (exit 143) although training is complete, so the scheduler "
-    "requeues a finished run and the code after train() never runs. Fix: skip the watcher's agreement at the end "
-    "of the run's last epoch (trainer.state.epoch + 1 == trainer.run_config.num_epochs, or "
-    "max_num_train_steps reached); every rank skips alike",
-)
 def test_sigterm_during_the_last_evaluation_lets_the_run_complete(tmp_path: Path) -> None:
     trainer, kwargs = job.build(
         tmp_path / "ckpt", num_workers=0, extra=(SignalAt(job.TOTAL_STEPS, during="eval"),)

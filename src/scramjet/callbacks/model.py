@@ -415,7 +415,12 @@ class SaveTrainingStateCallback(TrainerCallback):
         saved = bool(self.every_n_epochs and (trainer.state.epoch + 1) % self.every_n_epochs == 0)
         if saved:
             self._save(trainer)
-        if self._watcher is not None and self._watcher.agreed(trainer.state.global_step):
+        config, state = trainer.run_config, trainer.state
+        limit = config.max_num_train_steps
+        last = state.epoch + 1 >= config.num_epochs or bool(limit and state.global_step >= limit)
+        # After the last epoch the training is done: a signal now (during the final
+        # evaluation, say) lets the run complete rather than requeue it (every rank alike).
+        if not last and self._watcher is not None and self._watcher.agreed(state.global_step):
             self._preempted(trainer, saved)  # a signal during the evaluation, say
 
     def _preempted(self, trainer: Trainer, saved: bool) -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "TrainingPreempted",
     "shield_loader_worker",
     "shielded_worker_init",
+    "worker_init_while_watched",
 ]
 
 PREEMPTED_EXIT_CODE = 143
@@ -274,3 +275,20 @@ def shielded_worker_init(init: Callable[[int], Any] | None = None) -> Callable[[
         >>> kwargs = {"num_workers": 2, "worker_init_fn": shielded_worker_init(seed_numpy)}
     """
     return functools.partial(_shield_then, init)
+
+
+def _shield_if_watched(init: Callable[[int], Any] | None, worker_id: int) -> None:
+    if _WATCHED:  # a watcher ran in the training process when this worker was forked
+        shield_loader_worker(worker_id)
+    if init is not None:
+        init(worker_id)
+
+
+def worker_init_while_watched(init: Callable[[int], Any] | None = None) -> Callable[[int], None]:
+    """``init`` preceded by :func:`shield_loader_worker` in workers forked while a
+    :class:`PreemptionWatcher` handles signals (the Trainer's own loaders use it, so a
+    preemption signal sent to the whole process group reaches the save). Workers started
+    with ``spawn`` do not see the watcher: shield them with :func:`shielded_worker_init`."""
+    if isinstance(init, functools.partial) and init.func in (_shield_then, _shield_if_watched):
+        return init  # shielded already
+    return functools.partial(_shield_if_watched, init)

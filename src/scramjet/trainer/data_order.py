@@ -23,6 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler, default_collate
 
 from scramjet.runtime import distributed as dist
+from scramjet.runtime.preemption import worker_init_while_watched
 from scramjet.runtime.stacklevel import user_stacklevel
 from scramjet.trainer.batch import PAD_VALUE, concat_outputs, map_leaves
 from scramjet.trainer.samplers import EpochSampler as EpochSampler
@@ -58,7 +59,7 @@ def batch_sampler_loader(
         batch_sampler if isinstance(batch_sampler, SkipBatches) else SkipBatches(batch_sampler)
     )
     data = "train_dataset" if name.startswith("train") else _EVAL_DATA
-    return DataLoader(dataset, batch_sampler=wrapped, **explain_collate(rest, data), **extra)
+    return DataLoader(dataset, batch_sampler=wrapped, **loader_options(rest, data), **extra)
 
 
 #: DataLoader settings a batch sampler decides (the Trainer's defaults set them).
@@ -410,7 +411,7 @@ class DataOrder:
         generator.manual_seed(self.seed + dist.get_rank())
         if isinstance(dataset, IterableDataset):
             return DataLoader(
-                dataset, generator=generator, **explain_collate(kwargs, "train_dataset")
+                dataset, generator=generator, **loader_options(kwargs, "train_dataset")
             )
         batched = batch_sampler_loader(
             dataset, kwargs, "train_dataloader_kwargs", generator=generator
@@ -433,7 +434,7 @@ class DataOrder:
         threaded = pack_loader(dataset, sampler, kwargs)
         if threaded is not None:
             return threaded
-        kwargs = explain_collate(kwargs, "train_dataset")
+        kwargs = loader_options(kwargs, "train_dataset")
         return DataLoader(dataset, sampler=sampler, generator=generator, **kwargs)
 
     @staticmethod
@@ -441,7 +442,7 @@ class DataOrder:
         """A loader over ``dataset`` for evaluation or prediction: each rank takes its
         :class:`ShardSampler` share (``r, r + W, ...``, no padding) in dataset order."""
         if isinstance(dataset, IterableDataset):
-            return DataLoader(dataset, **explain_collate(kwargs, _EVAL_DATA))
+            return DataLoader(dataset, **loader_options(kwargs, _EVAL_DATA))
         if kwargs.get("batch_sampler") is not None and dist.get_world_size() > 1:
             raise ValueError(
                 f"the evaluation dataloader kwargs hold a batch_sampler "
@@ -461,7 +462,7 @@ class DataOrder:
         threaded = pack_loader(dataset, sampler, kwargs)  # a pack: its threaded batch loader
         if threaded is not None:
             return threaded
-        loader = DataLoader(dataset, sampler=sampler, **explain_collate(kwargs, _EVAL_DATA))
+        loader = DataLoader(dataset, sampler=sampler, **loader_options(kwargs, _EVAL_DATA))
         # The largest share (every rank's decision alike): below one batch, none gives one.
         most = safe_len(sampler)
         if isinstance(sampler, ShardSampler):
@@ -702,12 +703,17 @@ class ExplainedCollate:
             raise explained from error
 
 
-def explain_collate(kwargs: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """``kwargs`` for a DataLoader, batching with :class:`ExplainedCollate` when they give
-    no ``collate_fn`` and the loader batches samples (``batch_size`` not None)."""
+def loader_options(kwargs: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``kwargs`` for a DataLoader the Trainer makes: batching with
+    :class:`ExplainedCollate` when they give no ``collate_fn`` and the loader batches
+    samples (``batch_size`` not None); worker processes that live through a preemption
+    signal sent to the whole process group while a watcher runs (torch ends a worker on
+    ``SIGTERM``, which failed the run before it could save)."""
     out = dict(kwargs)
     if out.get("collate_fn") is None and out.get("batch_size", 1) is not None:
         out["collate_fn"] = ExplainedCollate(name)
+    if out.get("num_workers", 0) > 0:
+        out["worker_init_fn"] = worker_init_while_watched(out.get("worker_init_fn"))
     return out
 
 
