@@ -64,12 +64,6 @@ def test_a_state_saved_inside_a_step_resumes_with_each_batch_counted_once(
     assert _losses(resumed) == pytest.approx(_losses(full), rel=1e-6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scramjet.checkpoint.resume.training_state saves the finished last epoch's "
-    "losses when the checkpoint is written after train() returned (epoch_finished is "
-    "False again then); the resumed epoch's train_loss_epoch averages them in",
-)
 def test_the_core_trainers_checkpoint_after_train_resumes_the_next_epochs_loss_alone(
     tmp_path: Path,
 ) -> None:

@@ -156,12 +156,15 @@ def training_state(trainer: Trainer, *, include_optimizer: bool = True) -> dict[
     # how the epoch was consumed (processes, batch size): a resume on another number of
     # processes skips exactly the samples this run saw
     state["data_order"] = trainer.data_order.resume_state()
-    # Saved between epochs, the next run starts the next epoch afresh: no losses to carry.
-    losses = {} if trainer.state.epoch_finished else trainer.train_losses.state_dict()
+    # The losses of the batches the saved counters count as consumed: none between epochs
+    # or after train() returned (those are the finished epoch's), and not the batch in
+    # progress when a callback saves inside a step (the resumed run trains it again).
+    done = 0 if trainer.state.epoch_finished else trainer.state.batches_seen_in_epoch
+    losses = trainer.train_losses.state_dict() if done else {}
     local = {
         "rng": get_rng_states(),
-        "losses": losses.get("losses", torch.zeros(0)),
-        "counts": list(losses.get("counts", [])),
+        "losses": losses.get("losses", torch.zeros(0))[:done],
+        "counts": list(losses.get("counts", []))[:done],
     }
     per_rank = dist.gather_object(local)  # one collective; only rank 0 writes the file
     state["rng"] = [part["rng"] for part in per_rank]

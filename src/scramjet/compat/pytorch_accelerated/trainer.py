@@ -207,21 +207,6 @@ class Trainer(CoreTrainer):
         if metric == "eval_loss_epoch" and not self.in_training_run:
             self.run_history.update_metric("evaluation_loss", value)
 
-    def training_state(self, *, include_optimizer: bool = True) -> dict[str, Any]:
-        """Everything needed to resume (collective), as :meth:`scramjet.Trainer.training_state`.
-
-        The epoch's losses are saved for the batches the checkpoint counts as consumed
-        only: none after ``train()`` returned (the losses still held are the finished
-        last epoch's), and not the batch in progress when a callback saves inside a step
-        (a resumed run trains that batch again).
-        """
-        state = super().training_state(include_optimizer=include_optimizer)
-        done = 0 if self.state.epoch_finished else self.state.batches_seen_in_epoch
-        if "epoch_losses" in state:
-            state["epoch_losses"] = [losses[:done] for losses in state["epoch_losses"]]
-            state["epoch_loss_counts"] = [counts[:done] for counts in state["epoch_loss_counts"]]
-        return state
-
     # ------------------------------------------------------------------ peer names
     def get_model(self, keep_torch_compile: bool = True) -> nn.Module:
         """The model without its distributed wrapper (and without ``torch.compile``'s if asked)."""
