@@ -26,10 +26,12 @@ from torch import nn
 
 from scramjet.checkpoint import (
     CheckpointManager,
+    CheckpointMismatchError,
     CorruptCheckpointError,
     LoadResult,
 )
 from scramjet.checkpoint.payload import (
+    _FIT_ADVICE,
     MARKER,
     ChecksumMismatch,
     describe_skipped,
@@ -360,7 +362,7 @@ class TimeMachine:
                     "whatever their folder). Pass the file or folder that holds the "
                     "checkpoint as file=..., or raise max_anchors."
                 )
-            return manager.load({"model": model}, "latest", strict=frozen, scope=ckpt_scope)
+            return _load_anchor(manager, model, "latest", ckpt_scope, frozen)
         raise FileNotFoundError(
             f"no checkpoint at {str(target)!r}: expected a checkpoint file or a folder "
             "written by TimeMachine.drop(); check ckpt_path and file."
@@ -375,6 +377,31 @@ def _unwrap(craft: Any) -> Any:
     return craft
 
 
+_TO_ADVICE = (
+    "Load it into the craft it was dropped from, or pass frozen=False to load the "
+    "matching parameters only (or ckpt_scope='prefix' for one part)."
+)
+
+
+def _load_anchor(
+    manager: CheckpointManager,
+    model: nn.Module,
+    which: str | Path,
+    scope: str | None,
+    strict: bool,
+) -> LoadResult:
+    """Load an anchor; a mismatch names ``to()``'s own arguments (``frozen``,
+    ``ckpt_scope``), not the manager's ``strict`` and ``scope``."""
+    try:
+        return manager.load({"model": model}, which, strict=strict, scope=scope)
+    except CheckpointMismatchError as error:
+        text = str(error)
+        if _FIT_ADVICE not in text:
+            raise
+        text = text.replace("entry 'model'", f"{type(model).__name__} (frozen=True)")
+        raise CheckpointMismatchError(text.replace(_FIT_ADVICE, _TO_ADVICE)) from error
+
+
 def _load_file(model: nn.Module, path: Path, scope: str | None, strict: bool) -> LoadResult:
     """Load one checkpoint file: a scramjet anchor, or a plain state dict."""
     try:
@@ -386,7 +413,7 @@ def _load_file(model: nn.Module, path: Path, scope: str | None, strict: bool) ->
         raise CorruptCheckpointError(path, f"{type(error).__name__}: {error}") from error
     if isinstance(saved, Mapping) and MARKER in saved:  # an anchor of a folder
         manager = CheckpointManager(path.parent, keep_last=None)
-        return manager.load({"model": model}, path, strict=strict, scope=scope)
+        return _load_anchor(manager, model, path, scope, strict)
     if not isinstance(saved, Mapping) or not all(isinstance(k, str) for k in saved):
         raise CorruptCheckpointError(
             path, f"it holds a {type(saved).__name__}, not a state dict of the craft"
@@ -400,8 +427,7 @@ def _load_file(model: nn.Module, path: Path, scope: str | None, strict: bool) ->
         strict,
         path,
         target=f"{type(model).__name__} (frozen=True)",
-        advice="Load it into the craft it was dropped from, or pass frozen=False to load the "
-        "matching parameters only (or ckpt_scope='prefix' for one part).",
+        advice=_TO_ADVICE,
     )
     result.record_skipped("model", skipped)
     if not result.clean:
