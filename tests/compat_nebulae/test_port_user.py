@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -35,3 +36,24 @@ def test_frozen_load_of_a_partial_checkpoint_gives_advice_in_timemachine_words(
     assert "frozen=False" in text and "ckpt_scope=" in text
     # TimeMachine.to() takes neither strict= nor scope=: advice naming them cannot be followed
     assert "strict=False" not in text and "scope='prefix'" not in text.replace("ckpt_scope", "")
+
+
+@pytest.mark.parametrize("datum", [0.5, [[0.1, 0.2, 0.3, 0.4]], (1.0, 2.0, 3.0, 4.0)])
+def test_coat_of_python_floats_gives_the_default_float_dtype_like_torch(datum: object) -> None:
+    coated = dock.coat(datum)
+    assert coated.dtype == torch.as_tensor(datum).dtype == torch.float32
+    if coated.dim():  # straight into a float32 layer, as torch.tensor(...) would go
+        assert dock.Dense(4, 2)(coated.reshape(-1, 4)).dtype == torch.float32
+
+
+def test_coat_keeps_the_dtype_of_numpy_arrays_and_ints() -> None:
+    assert dock.coat(np.zeros(3, np.float64)).dtype == torch.float64
+    assert dock.coat([1, 2]).dtype == torch.int64
+    assert dock.coat(0.5, as_const=False).dtype == torch.float32
+
+
+def test_shell_of_a_bfloat16_tensor_gives_float32_numbers() -> None:
+    values = torch.tensor([1.5, -2.0], dtype=torch.bfloat16)
+    out = dock.shell(values)
+    assert out.dtype == np.float32 and out.tolist() == [1.5, -2.0]
+    assert dock.shell(values, as_np=False).dtype == torch.bfloat16  # a tensor keeps its dtype

@@ -210,11 +210,19 @@ def coat(datum: Any, as_const: bool = True) -> torch.Tensor:
 
     Returns:
         The tensor on the device of the last ``Engine`` (else the automatic device).
+        Python floats (and lists of them) get torch's default dtype (float32), as with
+        ``torch.tensor``; numpy arrays and tensors keep theirs.
     """
     if isinstance(datum, torch.Tensor):
         tensor = datum.detach()
-    elif isinstance(datum, np.ndarray | np.generic | int | float | bool | list | tuple):
+    elif isinstance(datum, np.ndarray | np.generic):
+        tensor = torch.as_tensor(datum)  # numpy data keeps its dtype, as torch.from_numpy
+    elif isinstance(datum, int | float | bool | list | tuple):
         tensor = torch.as_tensor(np.asarray(datum))
+        if tensor.dtype == torch.float64 and not _holds_numpy(datum):
+            # Python floats: torch's default dtype (float32), as torch.tensor(0.5) gives,
+            # so coat([[0.1, 0.2]]) goes into a float32 layer.
+            tensor = tensor.to(torch.get_default_dtype())
     else:
         raise TypeError(
             f"coat() takes a number, a sequence, a numpy array or a tensor; received "
@@ -228,8 +236,21 @@ def coat(datum: Any, as_const: bool = True) -> torch.Tensor:
     return tensor
 
 
+_NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
+
+
+def _holds_numpy(datum: Any) -> bool:
+    """Whether a (nested) list or tuple holds numpy values, whose dtype is kept."""
+    if isinstance(datum, np.ndarray | np.generic):
+        return True
+    return isinstance(datum, list | tuple) and any(_holds_numpy(d) for d in datum)
+
+
 def shell(datum: torch.Tensor, as_np: bool = True) -> Any:
     """Take a tensor off its device: a numpy array (``as_np=True``) or a CPU tensor.
+
+    numpy has no bfloat16 (nor float8): such a tensor becomes a float32 array (every
+    value is kept exactly); with ``as_np=False`` the tensor keeps its dtype.
 
     Example:
         >>> shell(torch.tensor([1.0, 2.0]))
@@ -238,7 +259,11 @@ def shell(datum: torch.Tensor, as_np: bool = True) -> Any:
     if not isinstance(datum, torch.Tensor):
         raise TypeError(f"shell() takes a tensor; received {type(datum).__name__}.")
     out = datum.detach().cpu()
-    return out.numpy() if as_np else out
+    if not as_np:
+        return out
+    if out.is_floating_point() and out.dtype not in _NUMPY_FLOATS:
+        out = out.float()  # bfloat16, float8: no numpy dtype; float32 holds their values
+    return out.numpy()
 
 
 def _per_dim(value: int | Sequence[int], n: int, name: str) -> list[int]:
