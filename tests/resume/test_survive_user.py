@@ -360,3 +360,26 @@ def test_auto_resume_over_only_damaged_checkpoints_says_how_to_go_on(tmp_path: P
     # Before: the causes only, not what to do about them.
     assert f"move them out of {str(folder)!r} to start the run afresh" in message
     assert "good copy" in message
+
+
+def test_a_resume_says_which_file_and_where_in_the_run_it_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # train(resume_from=<folder>) printed nothing: the user could not tell which of the
+    # folder's checkpoints was taken, nor where the run went on.
+    class StopAt3(TrainerCallback):
+        def on_optimizer_step_end(self, trainer: Any, **kwargs: Any) -> None:
+            if trainer.state.global_step == 3:
+                trainer.stop_training()
+
+    trainer, kwargs = job.build(
+        tmp_path / "ckpt", num_workers=0, every_n_epochs=None, extra=(StopAt3(),)
+    )
+    trainer.train(**kwargs)
+    newest = CheckpointManager(tmp_path / "ckpt").latest_path
+    assert newest is not None
+    capsys.readouterr()
+    trainer, kwargs = job.build(None, num_workers=0)
+    trainer.train(**kwargs, resume_from=tmp_path / "ckpt")
+    said = capsys.readouterr().out
+    assert f"Resumed from {newest}: 6 batches into epoch 1, after 3 optimizer steps." in said

@@ -297,7 +297,19 @@ def restore(
     elif "sampler_seed" in values:  # files written before the order recorded its processes
         trainer.data_order.load_state_dict({"seed": values.pop("sampler_seed")})
     _restore_rng(values.pop("rng", None))
+    if check_plan:  # train(resume_from=...): say where training goes on
+        _say_where(trainer, str(location) if remote.is_url(location) else str(result.path))
     return values
+
+
+def _say_where(trainer: Trainer, source: str) -> None:
+    state = trainer.state
+    where = (
+        f"{state.batches_seen_in_epoch} batches into epoch {state.epoch + 1}"
+        if state.batches_seen_in_epoch
+        else f"at the start of epoch {state.epoch + 1}"
+    )
+    trainer.print(f"Resumed from {source}: {where}, after {state.global_step} optimizer steps.")
 
 
 _MISSING_ENTRY_ADVICE = "Pass strict=False to skip it."
