@@ -57,3 +57,43 @@ def test_shell_of_a_bfloat16_tensor_gives_float32_numbers() -> None:
     out = dock.shell(values)
     assert out.dtype == np.float32 and out.tolist() == [1.5, -2.0]
     assert dock.shell(values, as_np=False).dtype == torch.bfloat16  # a tensor keeps its dtype
+
+
+def _write_images(root: Path, n: int, frames: int = 0) -> Path:
+    from PIL import Image
+
+    raw = root / "raw"
+    raw.mkdir()
+    rows = []
+    for i in range(n):
+        pixels = np.arange(6 * 5 * 3, dtype=np.uint8).reshape(6, 5, 3) + 7 * i
+        Image.fromarray(pixels).save(raw / f"i{i}.png")
+        rows.append(f"i{i}.png\t{i % 3}\n")
+    (raw / "list.csv").write_text("image\tlabel\n" + "".join(rows))
+    return raw
+
+
+def test_a_comburant_given_as_prep_fn_augments_the_image_column_of_each_item(
+    tmp_path: Path,
+) -> None:
+    from scramjet.compat.nebulae.fuel import Comburant, FuelGenerator, Noise, depot
+
+    raw = _write_images(tmp_path, 6)
+    FuelGenerator(str(raw), "list.csv", ["int64"]).generate(
+        str(tmp_path / "d.hdf5"), 6, 5, encode="PNG", progress=False, workers=0
+    )
+    spec = {"image": "uint8", "label": "int64"}
+    comb = Comburant(Noise(0.2), seed=4)
+
+    def prep(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        data["image"] = comb(data["image"])
+        return data
+
+    direct = depot.Tank(str(tmp_path / "d.hdf5"), spec, 3, shuffle=False, prep_fn=comb)
+    inside = depot.Tank(str(tmp_path / "d.hdf5"), spec, 3, shuffle=False, prep_fn=prep)
+    plain = depot.Tank(str(tmp_path / "d.hdf5"), spec, 3, shuffle=False)
+    for _ in range(4):  # two epochs: the same draws as the Comburant called inside prep_fn
+        got, want, raw_batch = direct.next(), inside.next(), plain.next()
+        assert torch.equal(got["image"], want["image"])
+        assert not torch.equal(got["image"], raw_batch["image"])
+        assert torch.equal(got["label"], raw_batch["label"])  # labels are left alone

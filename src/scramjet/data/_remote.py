@@ -33,15 +33,16 @@ import re
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from scramjet.data.format import MANIFEST_NAME, Manifest, PackFormatError, ShardInfo
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 CHUNK = 64 << 20  # bytes per read of a download: shards below this are fetched in one GET
 LOG_NAME = "downloads.log"
@@ -99,7 +100,7 @@ def parse_size(value: float | str | None, what: str = "cache_limit") -> int | No
 def default_cache_dir() -> Path:
     """``$SCRAMJET_CACHE_DIR``, else ``$XDG_CACHE_HOME/scramjet/packs`` (``~/.cache/...``)."""
     if os.environ.get("SCRAMJET_CACHE_DIR"):
-        return Path(os.environ["SCRAMJET_CACHE_DIR"])
+        return Path(os.environ["SCRAMJET_CACHE_DIR"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "scramjet" / "packs"
 
@@ -165,6 +166,33 @@ class Retry:
             yield min(self.max_wait, self.wait * 2**i)
 
 
+def _retried(what: str, retry: Retry, request: Callable[[], _T]) -> _T:
+    """``request()``, retried with backoff while the store fails in a way a retry may mend
+    (unreachable, timeouts, HTTP 5xx, throttling).
+
+    Raises:
+        FileNotFoundError: as the store answered it (the caller knows what it means).
+        ShardDownloadError: a refusal (at once), or failures after every attempt; the
+            message names ``what`` was asked.
+    """
+    last: BaseException | None = None
+    for delay in retry.delays():
+        time.sleep(delay)
+        try:
+            return request()
+        except FileNotFoundError:
+            raise
+        except Exception as exc:
+            if not _transient(exc):
+                raise _refused(what, exc) from exc
+            logger.info("cannot %s (%r); retrying", what, exc)
+            last = exc
+    raise ShardDownloadError(
+        f"cannot {what} after {retry.attempts} attempts ({type(last).__name__}: {last}); "
+        "check that the store is reachable (the endpoint, the network), then run again"
+    )
+
+
 def remote_file(url: str, file: str) -> str:
     """The URL of a manifest's shard ``file``, which must stay inside the pack.
 
@@ -223,12 +251,14 @@ def upload_pack(local: Path, url: str, options: Mapping[str, Any] | None, retry:
     """
     manifest = Manifest.load(local)
     files = [info.file for info in manifest.shards] + [MANIFEST_NAME]
-    fs, old = _filesystem(f"{url.rstrip('/')}/{MANIFEST_NAME}", options)
+    where = f"{url.rstrip('/')}/{MANIFEST_NAME}"
+    fs, old = _filesystem(where, options)
     stale: list[str] = []
-    if fs.exists(old):
+    if _retried(f"look for an existing pack at {where}", retry, lambda: fs.exists(old)):
         with contextlib.suppress(Exception):  # an unreadable old manifest: nothing to tidy
             stale = [info.file for info in read_manifest(url, options, retry).shards]
-        fs.rm_file(old)
+        with contextlib.suppress(FileNotFoundError):
+            _retried(f"delete the replaced manifest {where}", retry, lambda: fs.rm_file(old))
     for name in files:
         target = remote_file(url, name)
         _, path = _filesystem(target, options)
@@ -250,12 +280,29 @@ def upload_pack(local: Path, url: str, options: Mapping[str, Any] | None, retry:
                 f"({type(last).__name__}: {last}); the pack at {url!r} is incomplete "
                 "(no manifest) until pack() is run again"
             )
+    stale += _unnamed_shards(url, options)
     _remove_stale_shards(url, options, set(stale) - set(files))
 
 
+def _unnamed_shards(url: str, options: Mapping[str, Any] | None) -> list[str]:
+    """The shard files (``shard-NNNNN.h5``) in the pack's folder: those no manifest names
+    were left by an upload that was interrupted after its old manifest was deleted."""
+    fs, path = _filesystem(url, options)
+    try:
+        found = fs.ls(path, detail=False)
+    except Exception:  # nothing listed: nothing to tidy (the pack itself is whole)
+        return []
+    finally:  # a kept listing would answer later exists() calls of this process, stale
+        with contextlib.suppress(Exception):
+            fs.invalidate_cache(path)
+    names = [str(entry).rstrip("/").rsplit("/", 1)[-1] for entry in found]
+    return [name for name in names if re.fullmatch(r"shard-\d{5,}\.h5", name)]
+
+
 def _remove_stale_shards(url: str, options: Mapping[str, Any] | None, names: set[str]) -> None:
-    """After a re-pack into fewer shards: delete the replaced pack's other shards (which no
-    manifest names any longer). A failure leaves them, with a warning: the pack is whole."""
+    """After a re-pack into fewer shards, or one that follows an interrupted upload: delete
+    the shards in the pack's folder that its manifest does not name. A failure leaves
+    them, with a warning: the pack is whole."""
     for name in sorted(names):
         fs, path = _filesystem(remote_file(url, name), options)
         try:
@@ -271,21 +318,21 @@ def _remove_stale_shards(url: str, options: Mapping[str, Any] | None, names: set
             )
 
 
-def prepare_remote_dst(url: str, options: Mapping[str, Any] | None, overwrite: bool) -> None:
+def prepare_remote_dst(
+    url: str, options: Mapping[str, Any] | None, overwrite: bool, retry: Retry | None = None
+) -> None:
     """Refuse an existing pack at ``url`` unless ``overwrite``, before anything is packed.
 
     The existing pack is left whole here: it is replaced only by :func:`upload_pack`, once
     the new pack has been written locally, so a re-pack that fails or is interrupted
-    while packing (a bad row, Ctrl-C) leaves the old pack readable.
+    while packing (a bad row, Ctrl-C) leaves the old pack readable. A store that does not
+    answer is retried with backoff, then named in a :class:`ShardDownloadError`.
     """
     where = f"{url.rstrip('/')}/{MANIFEST_NAME}"
     fs, path = _filesystem(where, options)
-    try:
-        exists = fs.exists(path)
-    except Exception as exc:
-        if _transient(exc):
-            raise
-        raise _refused(f"look for an existing pack at {where}", exc) from exc
+    exists = _retried(
+        f"look for an existing pack at {where}", retry or Retry(), lambda: fs.exists(path)
+    )
     if exists and not overwrite:
         raise FileExistsError(
             f"a pack already exists at {url!r}; pass overwrite=True or choose another dst"
@@ -348,7 +395,7 @@ class ShardCache:
     ) -> None:
         self.url = url.rstrip("/")
         self.manifest = manifest
-        self.root = Path(cache_dir)
+        self.root = Path(cache_dir).expanduser()  # "~/cache", as a shell would read it
         self.limit = cache_limit
         self.options = dict(storage_options or {})
         self.retry = retry or Retry()
@@ -571,6 +618,13 @@ class ShardCache:
                 return
             bad_digests += 1
             if bad_digests >= 2:  # the same wrong bytes twice: the stored file is damaged
+                replaced = self._replaced(info)
+                if replaced:
+                    raise PackFormatError(
+                        f"shard {info.file} of pack {self.url!r} is not the one this "
+                        f"dataset's manifest names: {replaced}. Make a new "
+                        f"PackedDataset({self.url!r}) to read the pack now stored there"
+                    )
                 got = (
                     f"{size} bytes, the manifest says {info.bytes}"
                     if size >= 0
@@ -586,6 +640,22 @@ class ShardCache:
             f"{self.retry.attempts} attempts ({type(last).__name__}: {last}); check that "
             "the store is reachable"
         )
+
+    def _replaced(self, info: ShardInfo) -> str | None:
+        """How the pack at the URL differs from this cache's manifest, if it was replaced
+        (re-packed) since that manifest was read; None if it was not, or cannot be told."""
+        try:
+            now = read_manifest(self.url, self.options, Retry(attempts=1))
+        except PackFormatError:  # no manifest (a re-pack is uploading) or a broken one
+            return (
+                "the pack is being replaced (re-packed) since this dataset read its "
+                "manifest: the URL's manifest is missing or unreadable now"
+            )
+        except Exception:
+            return None
+        if now.to_json() == self.manifest.to_json():
+            return None
+        return "the pack was replaced (re-packed) after this dataset read its manifest"
 
     def downloaded_bytes(self) -> int:
         """Bytes downloaded into this cache directory so far (every pack, every process)."""
