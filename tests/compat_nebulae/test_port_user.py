@@ -97,3 +97,27 @@ def test_a_comburant_given_as_prep_fn_augments_the_image_column_of_each_item(
         assert torch.equal(got["image"], want["image"])
         assert not torch.equal(got["image"], raw_batch["image"])
         assert torch.equal(got["label"], raw_batch["label"])  # labels are left alone
+
+
+def test_a_comburant_as_prep_fn_on_items_without_an_image_column_says_what_to_do(
+    tmp_path: Path,
+) -> None:
+    from scramjet.compat.nebulae.fuel import Comburant, Flip, FuelGenerator, depot
+
+    raw = _write_images(tmp_path, 4)
+    FuelGenerator(str(raw), "list.csv", ["int64"]).generate(
+        str(tmp_path / "d.hdf5"), 6, 5, encode="PNG", progress=False, workers=0
+    )
+
+    def fetch(data: dict[str, np.ndarray], idx: int) -> dict[str, np.ndarray]:
+        return {"pixels": data["image"][idx], "label": data["label"][idx]}
+
+    tank = depot.Tank(
+        str(tmp_path / "d.hdf5"),
+        {"image": "uint8", "label": "int64"},
+        2,
+        fetch_fn=fetch,
+        prep_fn=Comburant(Flip(), seed=0),
+    )
+    with pytest.raises(TypeError, match=r"\['label', 'pixels'\].*def prep\(data\)"):
+        tank.next()

@@ -110,6 +110,7 @@ class _TankDataset(Dataset[Any]):
     ) -> None:
         self.ds, self.specf, self.fetch_fn, self.prep_fn = ds, dict(specf), fetch_fn, prep_fn
         self.epoch = 0  # set by the Tank before each epoch's workers start
+        self.images = [c.name for c in ds.columns if c.kind == "image"]
 
     def __len__(self) -> int:
         return len(self.ds)
@@ -123,10 +124,28 @@ class _TankDataset(Dataset[Any]):
         if self.prep_fn is None:
             return item
         if isinstance(self.prep_fn, Augmentation):  # as PackedDataset(transform=aug)
+            if isinstance(item, Mapping):
+                return self._augment_image(item, self.prep_fn, idx)
             return self.prep_fn(item, index=idx, epoch=self.epoch)
         # A seeded Comburant called inside prep_fn draws per (seed, epoch, idx), in any worker.
         with sample_context(idx, self.epoch):
             return self.prep_fn(item)
+
+    def _augment_image(self, item: Mapping[str, Any], aug: Augmentation, idx: int) -> Any:
+        """``prep_fn=Comburant(...)`` on a dict item: augment its one image column."""
+        found = [k for k in item if k in self.images]
+        if len(found) != 1:
+            source = "fetch_fn" if self.fetch_fn is not None else "the data"
+            raise TypeError(
+                f"Tank(prep_fn={type(aug).__name__}(...)) augments the image column of each "
+                f"item, but the items of {source} hold {sorted(map(str, item))}, with "
+                f"{len(found)} image column(s) {found} (expected one). Call it inside a "
+                "prep_fn on the column to augment: def prep(data): data['image'] = "
+                "comb(data['image']); return data."
+            )
+        out = dict(item)
+        out[found[0]] = aug(item[found[0]], index=idx, epoch=self.epoch)
+        return out
 
 
 def open_data(data_path: str | os.PathLike[str], columns: Sequence[str] | None) -> PackedDataset:
@@ -157,7 +176,8 @@ class Tank:
             :class:`Comburant` called inside it (``item["image"] = comb(item["image"])``)
             draws per sample from ``(seed, epoch, index)``, so its draws are the same with
             any ``num_workers`` and change every epoch; a :class:`Comburant` given as
-            ``prep_fn`` itself gets the index and epoch directly.
+            ``prep_fn`` itself gets the index and epoch directly, and augments the image
+            column of dict items (the same draws as when called inside ``prep_fn``).
         collate_fn: batches items (default: torch ``default_collate``, except that
             variable-length columns and arrays of unequal shapes become lists).
         num_workers: DataLoader worker processes.
