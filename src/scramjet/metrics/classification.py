@@ -31,6 +31,21 @@ def _labels(y_pred: torch.Tensor, target_shape: torch.Size) -> torch.Tensor:
     return y_pred.long()
 
 
+def _class_distributions(target: torch.Tensor, scores: torch.Tensor) -> bool:
+    """Whether ``target`` gives each sample a distribution over its classes ``[..., C]``:
+    one-hot rows (integer or float) or class probabilities (smoothed or mixed labels, as
+    ``torch.nn.CrossEntropyLoss`` takes them), next to scores of the same shape or labels
+    ``[...]``. Rows that do not sum to 1 (several labels per sample, or per-element 0/1
+    targets) are not: they are scored element by element, as before."""
+    if target.dim() < 2 or target.shape[-1] < 2 or not target.numel():
+        return False
+    like_scores = scores.shape == target.shape and scores.is_floating_point()
+    if not like_scores and scores.shape != target.shape[:-1]:
+        return False
+    rows = target.double()
+    return bool((rows >= 0).all()) and bool(((rows.sum(dim=-1) - 1).abs() <= 1e-3).all())
+
+
 def _one_score_each(pred: torch.Tensor, target: torch.Tensor, package: str) -> torch.Tensor:
     """``pred`` flattened to one value per target, or an error naming both shapes."""
     if pred.numel() != target.numel():
@@ -45,7 +60,10 @@ def _one_score_each(pred: torch.Tensor, target: torch.Tensor, package: str) -> t
 class ClassificationResults(ResultPackage):
     """Multi-class: accuracy, macro/micro precision, recall and F1, confusion matrix.
 
-    ``y_pred`` is either class scores ``[N, C]`` (arg-maxed) or labels ``[N]``. A binary
+    ``y_pred`` is either class scores ``[N, C]`` (arg-maxed) or labels ``[N]``; ``y_true``
+    is class indices ``[N]``, or one distribution over the classes per sample ``[N, C]``
+    (one-hot rows, or probabilities such as smoothed labels), read as its most likely
+    class. A binary
     classifier's one score per sample (``[N, 1]``, or ``[N]`` values that are not whole
     numbers) predicts class 1 when it is a probability above 0.5, or a logit above 0
     (values outside [0, 1], as :class:`BinaryResults` reads them). Per-token
@@ -71,10 +89,13 @@ class ClassificationResults(ResultPackage):
         self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """See the class docstring."""
-        target = as_tensor(y_true, "y_true").long()
+        scores, target = as_tensor(y_pred, "y_pred"), as_tensor(y_true, "y_true")
+        if _class_distributions(target, scores):  # one-hot or soft targets [N, C]
+            target = target.argmax(dim=-1)
+        target = target.long()
         if target.dim() > 1 and target.shape[-1] == 1:  # one label per sample, as [N, 1]
             target = target.squeeze(-1)
-        pred = _labels(as_tensor(y_pred, "y_pred"), target.shape)
+        pred = _labels(scores, target.shape)
         if pred.shape != target.shape:
             raise ValueError(
                 f"y_pred gives {tuple(pred.shape)} labels but y_true has shape {tuple(target.shape)}; "
