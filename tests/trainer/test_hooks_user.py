@@ -118,3 +118,12 @@ def test_classification_results_read_soft_targets_by_their_most_likely_class() -
     scores, labels = _ten_class_scores()
     soft = nn.functional.one_hot(labels, 10).float() * 0.9 + 0.01  # label smoothing
     assert ClassificationResults()(scores, soft) == ClassificationResults()(scores, labels)
+
+
+def test_classification_results_give_every_class_of_the_scores_a_confusion_row() -> None:
+    scores, labels = _ten_class_scores()
+    scores[:, 5:] -= 100.0  # classes 5..9: never predicted, and absent from this split
+    labels = labels % 5
+    matrix = ClassificationResults()(scores, labels)["confusion_matrix"]
+    assert ClassificationResults(num_classes=10)(scores, labels)["confusion_matrix"] == matrix
+    assert len(matrix) == 10

@@ -72,7 +72,10 @@ class ClassificationResults(ResultPackage):
     ignore index of ``torch.nn.CrossEntropyLoss``) are left out.
 
     Args:
-        num_classes: number of classes; default ``max(label) + 1`` over both inputs.
+        num_classes: number of classes; default the width ``C`` of class scores
+            ``[N, C]`` (a class the data never shows still has its row and column in the
+            confusion matrix), or ``max(label) + 1`` over both inputs if that is more, or
+            for labels.
 
     Example:
         >>> import torch
@@ -96,6 +99,8 @@ class ClassificationResults(ResultPackage):
         if target.dim() > 1 and target.shape[-1] == 1:  # one label per sample, as [N, 1]
             target = target.squeeze(-1)
         pred = _labels(scores, target.shape)
+        # class scores [..., C] that were arg-maxed: the model has C classes
+        width = scores.shape[-1] if scores.dim() > target.dim() and scores.shape[-1] > 1 else 0
         if pred.shape != target.shape:
             raise ValueError(
                 f"y_pred gives {tuple(pred.shape)} labels but y_true has shape {tuple(target.shape)}; "
@@ -108,7 +113,7 @@ class ClassificationResults(ResultPackage):
                 f"y_true holds no target to score (every one is the padding value "
                 f"{PAD_VALUE}, or it is empty); pass the targets of the predicted samples."
             )
-        n = self.num_classes or int(max(int(pred.max()), int(target.max())) + 1)
+        n = self.num_classes or max(width, int(max(int(pred.max()), int(target.max())) + 1))
         out: dict[str, Any] = {
             "accuracy": float(C.multiclass_accuracy(pred, target, n, average="micro"))
         }
