@@ -121,3 +121,25 @@ def test_a_comburant_as_prep_fn_on_items_without_an_image_column_says_what_to_do
     )
     with pytest.raises(TypeError, match=r"\['label', 'pixels'\].*def prep\(data\)"):
         tank.next()
+
+
+def test_loading_the_scope_of_a_nebulae_run_names_the_files_nebulae_wrote(tmp_path: Path) -> None:
+    # nebulae's drop() wrote <scope>-<n>.pth straight into save_path; here the default is
+    # a folder named after the scope, so the error must point at the files that exist
+    net = _Net("cnn")
+    torch.save(net.state_dict(), tmp_path / "cnn-10.pth")
+    torch.save(net.state_dict(), tmp_path / "cnn-20.pth")
+    tm = TimeMachine(tmp_path, tmp_path)
+    with pytest.raises(FileNotFoundError) as caught:
+        tm.to(_Net("cnn"))
+    text = str(caught.value)
+    assert "cnn-10.pth" in text and "cnn-20.pth" in text and "file='cnn-20.pth'" in text
+    tm.to(restored := _Net("cnn"), file="cnn-20.pth", frozen=True)  # the advice works
+    assert torch.equal(restored.head.weight, net.head.weight)
+
+
+def test_loading_a_missing_file_lists_what_ckpt_path_holds(tmp_path: Path) -> None:
+    tm = TimeMachine(tmp_path, tmp_path)
+    tm.drop(_Net(), file="epoch_1.pth")
+    with pytest.raises(FileNotFoundError, match=r"epoch_2\.pth.*holds.*epoch_1\.pth"):
+        tm.to(_Net(), file="epoch_2.pth")

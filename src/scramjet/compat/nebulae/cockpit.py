@@ -365,8 +365,42 @@ class TimeMachine:
             return _load_anchor(manager, model, "latest", ckpt_scope, frozen)
         raise FileNotFoundError(
             f"no checkpoint at {str(target)!r}: expected a checkpoint file or a folder "
-            "written by TimeMachine.drop(); check ckpt_path and file."
+            f"written by TimeMachine.drop(); check ckpt_path and file. "
+            f"{_what_is_there(self.ckpt_path, target, None if file else target.name)}"
         )
+
+
+def _what_is_there(folder: Path, target: Path, scope: str | None) -> str:
+    """What ``folder`` holds that ``to()`` could load, and, for a craft's ``scope``,
+    the newest ``<scope>-<n>.pth`` that nebulae's own ``drop()`` wrote."""
+    if target.parent != folder or not folder.is_dir():
+        folder = target.parent
+    if not folder.is_dir():
+        return f"The folder {str(folder)!r} does not exist."
+    names = sorted(
+        e.name + ("/" if e.is_dir() else "")
+        for e in folder.iterdir()
+        if not e.name.startswith(".") and (e.is_dir() or e.suffix in (".pth", ".pt", ".ckpt"))
+    )
+    if not names:
+        return f"{str(folder)!r} holds no checkpoint file or folder."
+    shown = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
+    text = f"{str(folder)!r} holds: {shown}."
+    numbered = [
+        (int(n[len(scope) + 1 : -4]), n)
+        for n in names
+        if scope
+        and n.startswith(scope + "-")
+        and n.endswith(".pth")
+        and n[len(scope) + 1 : -4].isdigit()
+    ]
+    if numbered:  # nebulae named its drops <scope>-<n>.pth, in save_path itself
+        newest = max(numbered)[1]
+        text += (
+            f" nebulae's own drop() wrote {scope}-<n>.pth files: load the newest with "
+            f"to(craft, file={newest!r})."
+        )
+    return text
 
 
 def _unwrap(craft: Any) -> Any:
