@@ -68,9 +68,10 @@ class ResultPackage:
             per_device_batch_size: prediction batch size.
             targets: the targets; by default those of the batches ``predict`` runs: with a
                 ``collate_fn`` (this one, else the last ``train()``'s), each sample's row of
-                its collated batch, so a target padded on the left, or made by the collate
-                function (``labels`` of a ``DataCollatorForLanguageModeling``), lines up
-                with its prediction; otherwise each sample's own target. Targets of
+                the very batch it was predicted in, so a target padded on the left, or made
+                by the collate function (``labels`` of a ``DataCollatorForLanguageModeling``,
+                its random masking included), lines up with its prediction; otherwise each
+                sample's own target. Targets of
                 different lengths are padded at the end with -100, as ``predict`` pads
                 outputs.
             collate_fn: passed to ``trainer.predict`` (e.g. a ``DataCollatorWithPadding``
@@ -88,13 +89,17 @@ class ResultPackage:
                 f"{type(dataset).__name__}. Pass the dataset itself (not a DataLoader or a "
                 f"stream), or pass the targets in dataset order with targets=."
             )
+        collate = collate_fn or getattr(trainer, "_train_collate_fn", None)
+        recorder = _TargetRecorder(collate) if targets is None and collate is not None else None
         y_pred = trainer.predict(
-            dataset, per_device_batch_size=per_device_batch_size, collate_fn=collate_fn
+            dataset, per_device_batch_size=per_device_batch_size, collate_fn=recorder or collate_fn
         )
-        if targets is None:
-            collate = collate_fn or getattr(trainer, "_train_collate_fn", None)
-            if collate is not None:
-                targets = _collated_targets(dataset, collate, per_device_batch_size)
+        if recorder is not None:
+            # The targets of the batches the model saw: a collate function that draws at
+            # random (masking) would give other targets if called again.
+            targets = recorder.targets(len(dataset))
+            if targets is None:
+                targets = _collated_targets(dataset, recorder.collate_fn, per_device_batch_size)
         if targets is None:
             targets = [_target_of(dataset[i], i) for i in range(len(dataset))]
             if targets and all(isinstance(t, torch.Tensor) for t in targets):
@@ -129,6 +134,62 @@ class CombinedResults(ResultPackage):
         return out
 
 
+def _batch_target(batch: Any, size: int) -> torch.Tensor | None:
+    """The target tensor of a collated batch of ``size`` samples (a dict batch's target key,
+    or a tuple batch's second item), or None when it holds none with one row per sample."""
+    if isinstance(batch, Mapping):
+        key = next((k for k in TARGET_KEYS if k in batch), None)
+        target = batch[key] if key is not None else None
+    elif isinstance(batch, Sequence) and len(batch) >= 2:
+        target = batch[1]
+    else:
+        target = None
+    if not isinstance(target, torch.Tensor) or target.ndim == 0 or target.shape[0] != size:
+        return None
+    return target
+
+
+class _TargetRecorder:
+    """A collate function that keeps the target rows of every batch it makes.
+
+    ``predict`` batches each process's share (``r, r + W, ...``) in order, in the training
+    process, so the k-th call collates the k-th batch of that share; the recorded rows are
+    then gathered across processes in dataset order.
+    """
+
+    def __init__(self, collate_fn: Callable[..., Any]) -> None:
+        self.collate_fn = collate_fn
+        self.rows: list[torch.Tensor] | None = []
+
+    def __call__(self, samples: Any) -> Any:
+        batch = self.collate_fn(samples)
+        if self.rows is not None:
+            target = _batch_target(batch, len(samples))
+            if target is None:
+                self.rows = None  # no target in this batch: the samples' own are used
+            else:
+                self.rows.extend(row.detach().cpu() for row in target)
+        return batch
+
+    def targets(self, n: int) -> torch.Tensor | None:
+        """The rows recorded on every process, in dataset order (collective), or None when
+        a batch held no target or the calls do not match the shares (the loader collated
+        elsewhere, in worker processes say)."""
+        rows, self.rows = self.rows, None  # the trainer keeps this collate_fn: free the rows
+        world, rank = dist.get_world_size(), dist.get_rank()
+        if rows is not None and len(rows) != len(range(rank, n, world)):
+            rows = None
+        shares = dist.gather_object(rows) if world > 1 else [rows]
+        if any(share is None for share in shares):
+            return None
+        ordered: list[torch.Tensor] = [torch.empty(0)] * n
+        for r, share in enumerate(shares):
+            for i, row in zip(range(r, n, world), share or []):
+                ordered[i] = row
+        joined: torch.Tensor = concat_outputs([row.unsqueeze(0) for row in ordered])
+        return joined
+
+
 def _collated_targets(
     dataset: Any, collate_fn: Callable[..., Any], batch_size: int
 ) -> torch.Tensor | None:
@@ -151,17 +212,8 @@ def _collate_targets(
         share = range(rank, n, world)
         for start in range(0, len(share), batch_size):
             indices = share[start : start + batch_size]
-            batch = collate_fn([dataset[i] for i in indices])
-            if isinstance(batch, Mapping):
-                key = next((k for k in TARGET_KEYS if k in batch), None)
-                target = batch[key] if key is not None else None
-            elif isinstance(batch, Sequence) and len(batch) >= 2:
-                target = batch[1]
-            else:
-                target = None
-            if not isinstance(target, torch.Tensor) or target.ndim == 0:
-                return None
-            if target.shape[0] != len(indices):
+            target = _batch_target(collate_fn([dataset[i] for i in indices]), len(indices))
+            if target is None:
                 return None
             for i, row in zip(indices, target):
                 rows[i] = row.detach().cpu()
