@@ -143,3 +143,11 @@ def test_loading_a_missing_file_lists_what_ckpt_path_holds(tmp_path: Path) -> No
     tm.drop(_Net(), file="epoch_1.pth")
     with pytest.raises(FileNotFoundError, match=r"epoch_2\.pth.*holds.*epoch_1\.pth"):
         tm.to(_Net(), file="epoch_2.pth")
+
+
+def test_a_first_drop_to_an_absolute_file_works_before_save_path_exists(tmp_path: Path) -> None:
+    tm = TimeMachine(tmp_path / "ckpt", tmp_path / "ckpt")
+    target = tmp_path / "exports" / "best.pth"
+    assert tm.drop(_Net(), file=target) == target
+    assert target.is_file()
+    tm.to(_Net(), file=target, frozen=True)

@@ -319,6 +319,7 @@ class TimeMachine:
         if self.max_anchors != -1:
             while len(anchors) > self.max_anchors:
                 (self.save_path / anchors.pop(0)).unlink(missing_ok=True)
+        self.save_path.mkdir(parents=True, exist_ok=True)  # an absolute file went elsewhere
         atomic_write_text(
             self.save_path / self.REGISTRY, json.dumps({"anchors": anchors}, indent=1)
         )
