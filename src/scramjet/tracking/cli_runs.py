@@ -184,11 +184,12 @@ def hyperparams(run: Path) -> dict[str, Any]:
     return _flat(declared) if isinstance(declared, dict) else {}
 
 
-def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def _flat(values: dict[str, Any], sep: str = ".", prefix: str = "") -> dict[str, Any]:
+    """Nested dicts flattened, their names joined with ``sep``."""
     out: dict[str, Any] = {}
     for key, value in values.items():
         if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
+            out.update(_flat(value, sep, f"{prefix}{key}{sep}"))
         else:
             out[f"{prefix}{key}"] = value
     return out
@@ -227,19 +228,8 @@ def _results(run: Path) -> dict[str, dict[str, Any]]:
             continue
         data = read_json(path)
         if isinstance(data, dict):
-            found[path.stem] = _slashed(data)
+            found[path.stem] = _flat(data, "/")
     return found
-
-
-def _slashed(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts flattened, their names joined with ``/``."""
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if isinstance(value, dict):
-            out.update(_slashed(value, f"{prefix}{key}/"))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def _result_value(results: dict[str, dict[str, Any]], name: str) -> float | None:

@@ -144,6 +144,13 @@ def get_default_callbacks(progress_bar: bool = True) -> list[type[TrainerCallbac
     return [MoveModulesToDeviceCallback, TerminateOnNaNCallback, shown, LogMetricsCallback]
 
 
+def _alias(name: str, doc: str) -> Any:
+    """A property that reads and sets attribute ``name`` under the peer's name."""
+    return property(
+        lambda self: getattr(self, name), lambda self, value: setattr(self, name, value), doc=doc
+    )
+
+
 class EarlyStoppingCallback(_CoreEarlyStopping):
     """scramjet's early stopping, also under the peer's attribute names.
 
@@ -153,41 +160,12 @@ class EarlyStoppingCallback(_CoreEarlyStopping):
     settable under either name).
     """
 
-    @property
-    def best_metric(self) -> float | None:
-        """The best value of ``watch_metric`` so far."""
-        return self.best
-
-    @best_metric.setter
-    def best_metric(self, value: float | None) -> None:
-        self.best = value
-
-    @property
-    def early_stopping_patience_counter(self) -> int:
-        """Epochs in a row without improvement."""
-        return self.epochs_without_improvement
-
-    @early_stopping_patience_counter.setter
-    def early_stopping_patience_counter(self, value: int) -> None:
-        self.epochs_without_improvement = value
-
-    @property
-    def early_stopping_patience(self) -> int:
-        """Epochs without improvement before stopping."""
-        return self.patience
-
-    @early_stopping_patience.setter
-    def early_stopping_patience(self, value: int) -> None:
-        self.patience = value
-
-    @property
-    def early_stopping_threshold(self) -> float:
-        """Minimum change that counts as an improvement."""
-        return self.threshold
-
-    @early_stopping_threshold.setter
-    def early_stopping_threshold(self, value: float) -> None:
-        self.threshold = value
+    best_metric = _alias("best", "The best value of ``watch_metric`` so far.")
+    early_stopping_patience_counter = _alias(
+        "epochs_without_improvement", "Epochs in a row without improvement."
+    )
+    early_stopping_patience = _alias("patience", "Epochs without improvement before stopping.")
+    early_stopping_threshold = _alias("threshold", "Minimum change that counts as an improvement.")
 
 
 class SaveBestModelCallback(_CoreSaveBest):
@@ -214,14 +192,7 @@ class SaveBestModelCallback(_CoreSaveBest):
         self.save_scheduler = save_scheduler
         self.best_metric_epoch: int | None = None
 
-    @property
-    def best_metric(self) -> float | None:
-        """The peer's name for the best value of ``watch_metric`` so far (``best``)."""
-        return self.best
-
-    @best_metric.setter
-    def best_metric(self, value: float | None) -> None:
-        self.best = value
+    best_metric = _alias("best", "The best value of ``watch_metric`` so far.")
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Save when the watched metric improved."""
