@@ -138,3 +138,28 @@ def test_a_repack_after_an_interrupted_upload_leaves_no_orphan_shards(
     # the 6 shards no manifest names are gone; a file that is no shard is left alone
     assert names == {info.file for info in ds.manifest.shards} | {"manifest.json", "notes.txt"}
     assert [int(ds[i]["label"]) for i in range(24)] == list(range(24))
+
+
+def test_a_pack_url_given_as_its_manifest_reads_like_the_pack_url(
+    images: Path, tmp_path: Path
+) -> None:
+    """As a local pack's ``manifest.json`` path does (the URL a bucket browser shows)."""
+    url = f"file://{tmp_path / 'store' / 'p.pack'}"
+    _pack(images, url)
+    ds = PackedDataset(f"{url}/manifest.json", cache_dir=tmp_path / "cache")
+    assert [int(ds[i]["label"]) for i in range(24)] == list(range(24))
+
+
+def test_a_url_through_a_file_fails_at_once_naming_it(images: Path, tmp_path: Path) -> None:
+    """A shard's URL given for the pack's: the local store answers "not a directory",
+    which no retry mends (it was retried for about 45 s)."""
+    import time
+
+    url = f"file://{tmp_path / 'store' / 'p.pack'}"
+    _pack(images, url)
+    start = time.monotonic()
+    with pytest.raises(ShardDownloadError) as err:
+        PackedDataset(f"{url}/shard-00000.h5", cache_dir=tmp_path / "cache")
+    assert time.monotonic() - start < 5
+    assert f"{url}/shard-00000.h5/manifest.json" in str(err.value)
+    assert "NotADirectoryError" in str(err.value)

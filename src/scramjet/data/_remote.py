@@ -145,7 +145,7 @@ def _transient(exc: BaseException) -> bool:
 
     return (
         permanent_error(exc) is None
-        and not isinstance(exc, FileNotFoundError)
+        and not isinstance(exc, FileNotFoundError | NotADirectoryError | IsADirectoryError)
         and not isinstance(exc, _MISUSE)
     )
 
@@ -208,14 +208,25 @@ def remote_file(url: str, file: str) -> str:
     return f"{url.rstrip('/')}/{file}"
 
 
+def pack_url(url: str) -> str:
+    """The URL of a pack's folder, given that or its manifest's URL (as a local pack's
+    ``manifest.json`` path is accepted), without a trailing slash."""
+    url = url.rstrip("/")
+    if url.endswith(f"/{MANIFEST_NAME}"):
+        url = url[: -len(MANIFEST_NAME) - 1].rstrip("/")
+    return url
+
+
 def read_manifest(url: str, options: Mapping[str, Any] | None, retry: Retry) -> Manifest:
-    """The manifest of the pack at ``url``, read with retries.
+    """The manifest of the pack at ``url`` (the pack's folder or its manifest), read with
+    retries.
 
     Raises:
         PackFormatError: no manifest there (the pack is incomplete or the URL is wrong).
         ShardDownloadError: the store kept failing.
     """
-    where = f"{url.rstrip('/')}/{MANIFEST_NAME}"
+    url = pack_url(url)
+    where = f"{url}/{MANIFEST_NAME}"
     last: BaseException | None = None
     for delay in retry.delays():
         time.sleep(delay)
@@ -393,7 +404,7 @@ class ShardCache:
         retry: Retry | None = None,
         wait_for_room: float = 120.0,
     ) -> None:
-        self.url = url.rstrip("/")
+        self.url = pack_url(url)
         self.manifest = manifest
         self.root = Path(cache_dir).expanduser()  # "~/cache", as a shell would read it
         self.limit = cache_limit
