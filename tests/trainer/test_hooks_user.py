@@ -50,11 +50,6 @@ class _HoldoutAfterFirstUpdate(TrainerCallback):
             trainer.evaluate(self.holdout, per_device_batch_size=4)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Trainer.evaluate (trainer/trainer.py) does not put back the model's modes and "
-    "the loop's current loader when called during train(), as run_evaluation does",
-)
 def test_evaluate_called_mid_epoch_leaves_the_rest_of_the_epoch_in_training_mode() -> None:
     holdout = _HoldoutAfterFirstUpdate(_data(8, seed=1))
     trainer = _trainer(_dropout_net(), [holdout])
@@ -74,22 +69,12 @@ class _LogsOutsideTheBatches(TrainerCallback):
         trainer.log("eval_twice", 2 * trainer.run_history.get_latest_metric("eval_loss_epoch"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Trainer.log_dict (trainer/trainer.py) takes every value logged while the "
-    "training loader is the current one as a step value, before the first batch too",
-)
 def test_a_value_logged_at_the_start_of_a_training_epoch_is_an_epoch_value() -> None:
     trainer = _trainer(_dropout_net(), [_LogsOutsideTheBatches()])
     trainer.train(_data(16), num_epochs=2, per_device_batch_size=8)
     assert trainer.run_history.get_metric_values("lr_at_epoch_start") == [0.1, 0.1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Trainer.log_dict (trainer/trainer.py) tells training batches from evaluation "
-    "ones by comparing loaders, and one DataLoader may serve as both",
-)
 def test_a_value_logged_in_the_evaluation_is_kept_when_train_and_eval_share_a_loader() -> None:
     loader = DataLoader(_data(16), batch_size=8)
     trainer = _trainer(_dropout_net(), [_LogsOutsideTheBatches()])

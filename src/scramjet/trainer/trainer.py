@@ -199,6 +199,7 @@ class Trainer:
         self._batches_in_epoch = 0
         self._in_training_run = False
         self._end_epoch_requested = False
+        self._in_train_batches = False  # trainer.log: a step value now (see log_dict)
         self._epoch_cut = False  # the run stopped before the epoch's last batch
         self._length_warned = False  # the training data outran its length (warned once a run)
         self.eval_label = "eval"  # what progress displays call an evaluation pass
@@ -327,7 +328,7 @@ class Trainer:
         self, values: Mapping[str, Any], step: int | None = None, *, reduce: str | None = None
     ) -> None:
         """Log several values, as :meth:`log` (see :mod:`scramjet.tracking.metric_log`)."""
-        in_batches = self._current_dl is not None and self._current_dl is self._train_dl
+        in_batches = self._in_train_batches
         at = max(self._step_in_progress, self.state.global_step) if in_batches else None
         self.metric_log.log(self, values, step, reduce, at)
 
@@ -742,7 +743,7 @@ class Trainer:
         self.callback_handler.call_event(Event.TRAIN_EPOCH_START, self)
         handler = self.callback_handler  # callbacks added mid-run take part from the next epoch
         self._step_events = (handler.has(Event.TRAIN_STEP_START), handler.has(Event.TRAIN_STEP_END))
-        window, open_window, self._epoch_cut = accum, False, False
+        window, open_window, self._epoch_cut, self._in_train_batches = accum, False, False, True
         known, base = n_batches, 0  # the epoch's length (0: unknown); where windows start
         for batch in batches:
             i = state.batches_seen_in_epoch
@@ -770,7 +771,7 @@ class Trainer:
                 break
         if open_window:  # ended inside an accumulation window: end_epoch(), or unknown length
             self._close_window(window, held=(state.batches_seen_in_epoch - 1 - base) % accum + 1)
-        self._end_epoch_requested = False
+        self._end_epoch_requested = self._in_train_batches = False
         self._current_dl = None
         self.train_epoch_end()
         self.callback_handler.call_event(Event.TRAIN_EPOCH_END, self)
@@ -877,7 +878,7 @@ class Trainer:
                 1, per_device_batch_size, per_device_batch_size, None, 1, (None, None)
             )
         eval_dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
-        self._run_evaluation(eval_dl)
+        self._evaluate_now(eval_dl)
 
     def run_evaluation(self) -> None:
         """Evaluate on the run's ``eval_dataset`` now (e.g. every N steps), then resume training."""
@@ -886,14 +887,20 @@ class Trainer:
                 "run_evaluation() needs train(..., eval_dataset=...) to be running; pass an "
                 "eval_dataset to train(), or call evaluate(dataset) to evaluate other data."
             )
+        self._evaluate_now(self._eval_dl)
+
+    def _evaluate_now(self, eval_dl: Iterable[Any]) -> None:
+        """An evaluation that leaves a training epoch in progress as it was: the module
+        modes, its loader, the logging of its batches, and a pending end_epoch() (which must
+        not end this evaluation and must still end the training epoch afterwards)."""
         modes = module_modes(self.model)
-        # An end_epoch() asked for by the training epoch must not end this evaluation, and
-        # must still end the training epoch afterwards.
-        pending, self._end_epoch_requested = self._end_epoch_requested, False
-        outer = self._current_dl
-        self._run_evaluation(self._eval_dl)
-        self._end_epoch_requested, self._current_dl = pending, outer
-        restore_modes(modes)
+        outer = (self._end_epoch_requested, self._current_dl, self._in_train_batches)
+        self._end_epoch_requested = self._in_train_batches = False
+        try:
+            self._run_evaluation(eval_dl)
+        finally:
+            self._end_epoch_requested, self._current_dl, self._in_train_batches = outer
+            restore_modes(modes)
 
     def _run_evaluation(self, eval_dl: Iterable[Any]) -> None:
         self.evaluation_run_start()
