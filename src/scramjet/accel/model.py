@@ -412,6 +412,28 @@ def _as_list(backends: Sequence[str] | str | None) -> list[str] | None:
     return list(backends)
 
 
+def _pickling(cls: type[Any], base_forward: Callable[..., Any]) -> dict[str, Any]:
+    """``__getstate__``/``__setstate__`` of a decorated class. The class's own pickling
+    methods (nn.Module's unless it defines them) still run: a model that leaves out a
+    lock or a file handle in ``__getstate__`` pickles as before."""
+    base_getstate = cast("Callable[[nn.Module], Any]", cls.__getstate__)
+    base_setstate = cast("Callable[[nn.Module, Any], None]", cls.__setstate__)
+
+    def __getstate__(self: nn.Module) -> Any:
+        state = base_getstate(self)
+        if isinstance(state, dict) and "_scramjet_raw" in state:
+            state = {k: v for k, v in state.items() if k != "_scramjet_raw"}
+        return state
+
+    def __setstate__(self: nn.Module, state: Any) -> None:
+        base_setstate(self, state)
+        engine = self.__dict__.get(_ENGINE_ATTR)
+        if engine is not None:
+            engine.options["raw_module"] = _RawForward(self, base_forward)
+
+    return {"__getstate__": __getstate__, "__setstate__": __setstate__}
+
+
 def _decorate_class(
     cls: type[M], options: dict[str, Any], backends: list[str] | None, tolerance: Tolerance | None
 ) -> type[M]:
@@ -420,11 +442,6 @@ def _decorate_class(
     Engine(backends, options, tolerance)  # validate names now, at decoration time
     base_init = cls.__init__
     base_forward = cls.forward
-    # The class's own pickling methods (nn.Module's unless it defines them) still run: a
-    # model that leaves out a lock or a file handle in __getstate__ pickles as before.
-    module_cls: type[Any] = cls
-    base_getstate = cast("Callable[[nn.Module], Any]", module_cls.__getstate__)
-    base_setstate = cast("Callable[[nn.Module, Any], None]", module_cls.__setstate__)
 
     made: list[type[Any]] = []  # the class built below (known once type() returns)
 
@@ -454,23 +471,10 @@ def _decorate_class(
             return direct(*args, **kwargs)
         return engine.run(self, raw, args, kwargs)
 
-    def __getstate__(self: nn.Module) -> Any:
-        state = base_getstate(self)
-        if isinstance(state, dict) and "_scramjet_raw" in state:
-            state = {k: v for k, v in state.items() if k != "_scramjet_raw"}
-        return state
-
-    def __setstate__(self: nn.Module, state: Any) -> None:
-        base_setstate(self, state)
-        engine = self.__dict__.get(_ENGINE_ATTR)
-        if engine is not None:
-            engine.options["raw_module"] = _RawForward(self, base_forward)
-
     namespace = {
         "__init__": __init__,
         "forward": forward,
-        "__getstate__": __getstate__,
-        "__setstate__": __setstate__,
+        **_pickling(cls, base_forward),
         "__module__": cls.__module__,
         "__qualname__": cls.__qualname__,
         "__doc__": cls.__doc__,
