@@ -10,6 +10,8 @@ text, so nothing is downloaded. What is checked:
   (Hugging Face's way to make masking reproducible) masks its remaining batches as the
   uninterrupted run does (recorded as an expected failure: the collator's generator is
   not in the checkpoint).
+- Perplexity with no target left to score (every label ignored, or one-token rows
+  shifted) is an error that says why, not a NaN.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from transformers.utils import logging as hf_logging
 
 from scramjet import Trainer
 from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
-from scramjet.metrics import ClassificationResults
+from scramjet.metrics import ClassificationResults, PerplexityResults
 
 WORDS = ("the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away", "and", "then")
 
@@ -159,3 +161,23 @@ def test_resume_with_a_seeded_masking_collator_masks_as_the_uninterrupted_run(
     assert len(resumed.labels) == 4  # saved at update 8 of 12: 4 batches left
     for expected, got in zip(whole.labels[-4:], resumed.labels):
         assert torch.equal(expected, got)
+
+
+@pytest.mark.parametrize(
+    ("targets", "shift", "why"),
+    [
+        (torch.full((2, 5), -100), False, "every target equals ignore_index=-100"),
+        (torch.tensor([[3], [4]]), True, "a row of one token has no next token"),
+    ],
+    ids=["every-target-ignored", "shifted-one-token-rows"],
+)
+def test_perplexity_with_no_target_to_score_says_so_instead_of_nan(
+    targets: torch.Tensor, shift: bool, why: str
+) -> None:
+    logits = torch.randn(2, targets.shape[1], 7)
+
+    with pytest.raises(ValueError, match=r"no target to score") as raised:
+        PerplexityResults(shift_labels=shift).compute(logits, targets)
+
+    assert why in str(raised.value)
+    assert f"shape {tuple(targets.shape)}" in str(raised.value)

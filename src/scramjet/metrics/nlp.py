@@ -231,6 +231,21 @@ class PerplexityResults(ResultPackage):
         if shift:  # the logits at t predict the token at t + 1
             logits, target = logits[:, :-1], target[:, 1:]
         scored = target[target != self.ignore_index] if self.ignore_index is not None else target
+        if not scored.numel():  # torchmetrics would divide by zero tokens: a NaN perplexity
+            received = tuple(as_tensor(y_true, "y_true").shape)
+            why = (
+                "a row of one token has no next token to score"
+                if shift and target.shape[1] == 0
+                else f"every target equals ignore_index={self.ignore_index}"
+            )
+            raise ValueError(
+                f"perplexity: y_true holds no target to score (received targets of shape "
+                f"{received}; {why}"
+                f"{', after shifting by one position (shift_labels=True)' if shift else ''}). "
+                f"Pass the labels of the predicted tokens: a collate function that sets "
+                f"every label to ignore_index, or rows of one token when shifting, leave "
+                f"none to score."
+            )
         outside = scored[(scored < 0) | (scored >= logits.shape[-1])]
         if outside.numel():
             raise ValueError(
