@@ -165,12 +165,6 @@ def test_a_url_through_a_file_fails_at_once_naming_it(images: Path, tmp_path: Pa
     assert "NotADirectoryError" in str(err.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="data/reader.py PackedDataset.__init__ takes any int(prefetch): -3 is kept as "
-    "given (and read as 1 shard ahead), 2.7 becomes 2; it should refuse what is not a "
-    "whole number >= 0 with a ValueError naming the value",
-)
 @pytest.mark.parametrize("prefetch", [-3, 2.7])
 def test_a_prefetch_that_is_no_count_of_shards_is_refused(
     images: Path, tmp_path: Path, prefetch: float
@@ -181,12 +175,6 @@ def test_a_prefetch_that_is_no_count_of_shards_is_refused(
         PackedDataset(url, cache_dir=tmp_path / "cache", prefetch=prefetch)  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="data/reader.py PackedDataset.__init__ drops cache_limit, cache_dir and "
-    "storage_options for a local pack without a word; it should warn that they apply "
-    "to packs at a URL only",
-)
 def test_streaming_options_given_for_a_local_pack_are_not_silently_dropped(
     images: Path, tmp_path: Path
 ) -> None:

@@ -5,6 +5,7 @@ Each check says what it received, what it expects and how to fix the call.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -74,6 +75,32 @@ def scalar_index(index: Any) -> Any:
             )
         return int(index.item())
     return index
+
+
+def check_reader_options(at_url: bool, prefetch: Any, streaming: Mapping[str, Any]) -> int | None:
+    """``prefetch`` as a count of shards (None: the default), and a warning for streaming
+    options (``cache_dir``, ``cache_limit``, ``storage_options``) given for a local pack,
+    which is read in place and ignores them.
+
+    Raises:
+        ValueError: ``prefetch`` is not a whole number >= 0.
+    """
+    if prefetch is not None and (
+        isinstance(prefetch, bool) or not isinstance(prefetch, int | np.integer) or prefetch < 0
+    ):
+        raise ValueError(
+            f"prefetch must be a whole number of shards >= 0 (or None for the default); "
+            f"received {prefetch!r}."
+        )
+    given = [name for name, value in streaming.items() if value is not None]
+    if given and not at_url:
+        warnings.warn(
+            f"{', '.join(given)} apply to packs at a URL (s3://, gs://, file://...); this "
+            f"local pack is read in place, so they are ignored. Leave them out.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return None if prefetch is None else int(prefetch)
 
 
 def check_batch_size(batch_size: Any) -> int:

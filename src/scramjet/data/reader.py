@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch.utils.data import (
-    DataLoader,
-    Dataset,
-    Sampler,
-    default_collate,
-    get_worker_info,
-)
+from torch.utils.data import DataLoader, Dataset, Sampler, default_collate, get_worker_info
 
-from scramjet.data._args import check_transform, index_array, one_index, scalar_index
+from scramjet.data._args import (
+    check_reader_options,
+    check_transform,
+    index_array,
+    one_index,
+    scalar_index,
+)
 from scramjet.data._epoch import SharedEpoch
 from scramjet.data._loaders import make_loader
 from scramjet.data._remote import (
@@ -44,12 +44,7 @@ from scramjet.data._remote import (
     parse_size,
     read_manifest,
 )
-from scramjet.data._ring import (
-    BatchRequest,
-    SlotRef,
-    SlotRing,
-    share_memory,
-)
+from scramjet.data._ring import BatchRequest, SlotRef, SlotRing, share_memory
 from scramjet.data._shard import BatchPlan, Shard, copy_rows
 from scramjet.data.format import (
     MANIFEST_NAME,
@@ -170,6 +165,10 @@ class PackedDataset(Dataset[Any]):
         shuffle_window: int | None = None,
     ) -> None:
         self._remote: ShardCache | None = None
+        streaming = dict(
+            cache_dir=cache_dir, cache_limit=cache_limit, storage_options=storage_options
+        )
+        prefetch = check_reader_options(is_url(path), prefetch, streaming)
         if is_url(path):
             url = str(path).rstrip("/")
             self.path: Path | str = url
@@ -195,7 +194,7 @@ class PackedDataset(Dataset[Any]):
                 f"shuffle_window must be a number of shards >= 1 or None, got {shuffle_window!r}"
             )
         self.shuffle_window = None if shuffle_window is None else int(shuffle_window)
-        self.prefetch = int(prefetch) if prefetch is not None else (self.shuffle_window or 4)
+        self.prefetch = prefetch if prefetch is not None else (self.shuffle_window or 4)
         self._prefetcher: Prefetcher | None = None
         self._warned_room = False
         by_name = {c.name: c for c in self.manifest.columns}
