@@ -151,3 +151,16 @@ def test_a_first_drop_to_an_absolute_file_works_before_save_path_exists(tmp_path
     assert tm.drop(_Net(), file=target) == target
     assert target.is_file()
     tm.to(_Net(), file=target, frozen=True)
+
+
+def test_rotation_never_deletes_a_file_dropped_outside_save_path(tmp_path: Path) -> None:
+    # With max_anchors=1, an export dropped to an absolute path outside save_path was the
+    # oldest "anchor" and the next drop deleted it.
+    tm = TimeMachine(tmp_path / "ckpt", tmp_path / "ckpt", max_anchors=1)
+    export = tmp_path / "elsewhere" / "keep.pth"
+    tm.drop(_Net(), file=export)
+    tm.drop(_Net(), file="e1.pth")
+    tm.drop(_Net(), file="e2.pth")
+    assert export.is_file()
+    assert not (tmp_path / "ckpt" / "e1.pth").exists()  # inside save_path: rotated
+    assert (tmp_path / "ckpt" / "e2.pth").is_file()

@@ -312,10 +312,14 @@ class TimeMachine:
         return [a for a in anchors if (self.save_path / a).is_file()]
 
     def _rotate(self, path: Path) -> None:
-        """Note the new anchor; remove the oldest ones beyond ``max_anchors``."""
+        """Note the new anchor; remove the oldest ones beyond ``max_anchors``. A file
+        dropped outside ``save_path`` (an absolute path, an export kept elsewhere) is not
+        an anchor: rotation never deletes it."""
         assert self.save_path is not None
         key = self._key(path)
-        anchors = [a for a in self._anchors() if a != key] + [key]
+        inside = not Path(key).is_absolute()
+        anchors = [a for a in self._anchors() if a != key and not Path(a).is_absolute()]
+        anchors += [key] if inside else []
         if self.max_anchors != -1:
             while len(anchors) > self.max_anchors:
                 (self.save_path / anchors.pop(0)).unlink(missing_ok=True)
