@@ -10,6 +10,9 @@ text, so nothing is downloaded. What is checked:
   (Hugging Face's way to make masking reproducible) masks its remaining batches as the
   uninterrupted run does (recorded as an expected failure: the collator's generator is
   not in the checkpoint).
+- Targets passed to a result package's ``evaluate`` as one row per sample (lists or
+  tensors of different lengths, token labels) are padded with -100 as ``predict`` pads
+  outputs, and score as the targets of the collated batches do.
 - Perplexity with no target left to score (every label ignored, or one-token rows
   shifted) is an error that says why, not a NaN.
 """
@@ -24,7 +27,9 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import (
     BertConfig,
     BertForMaskedLM,
+    BertForTokenClassification,
     DataCollatorForLanguageModeling,
+    DataCollatorForTokenClassification,
     PreTrainedTokenizerFast,
 )
 from transformers.utils import logging as hf_logging
@@ -181,3 +186,40 @@ def test_perplexity_with_no_target_to_score_says_so_instead_of_nan(
 
     assert why in str(raised.value)
     assert f"shape {tuple(targets.shape)}" in str(raised.value)
+
+
+def tagged_sentences(tokenizer: PreTrainedTokenizerFast, n: int) -> list[dict[str, Any]]:
+    """Token-classification samples of different lengths: label 1 on even token ids."""
+    out = []
+    for text in sentences(n):
+        encoded = tokenizer(text)
+        labels = [int(i % 2 == 0) for i in encoded["input_ids"]]
+        out.append({**encoded, "labels": labels})
+    return out
+
+
+@pytest.mark.parametrize("as_tensors", [False, True], ids=["lists", "tensors"])
+def test_result_package_takes_given_per_sample_targets_of_different_lengths(
+    tokenizer: PreTrainedTokenizerFast, as_tensors: bool
+) -> None:
+    data = tagged_sentences(tokenizer, 20)
+    collate = DataCollatorForTokenClassification(tokenizer)
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=32, num_labels=2,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = BertForTokenClassification(config)
+    trainer = Trainer(model, None, torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[])
+    given = [torch.tensor(d["labels"]) if as_tensors else d["labels"] for d in data]
+
+    scored = ClassificationResults().evaluate(
+        trainer, data, per_device_batch_size=8, collate_fn=collate, targets=given
+    )
+
+    read = ClassificationResults().evaluate(
+        trainer, data, per_device_batch_size=8, collate_fn=collate
+    )  # the targets of the collated batches
+    assert scored["accuracy"] == pytest.approx(read["accuracy"])
+    assert scored["confusion_matrix"] == read["confusion_matrix"]
+    assert sum(map(sum, scored["confusion_matrix"])) == sum(len(d["labels"]) for d in data)

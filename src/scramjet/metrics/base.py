@@ -11,6 +11,7 @@ import torch
 from scramjet.runtime import distributed as dist
 from scramjet.trainer.batch import (
     LOGITS_KEY,
+    PAD_VALUE,
     TARGET_KEYS,
     concat_outputs,
     logits_of,
@@ -245,7 +246,9 @@ def as_tensor(value: Any, what: str) -> torch.Tensor:
     """Predictions or targets as a CPU tensor (lists and numpy arrays accepted; a model
     output with ``logits``, such as a Hugging Face ``ModelOutput`` or a dict, gives them, and
     so does a tuple of tensors such as ``(logits, ...)`` or ``(loss, logits, ...)``, as a
-    Hugging Face model built with ``return_dict=False`` returns)."""
+    Hugging Face model built with ``return_dict=False`` returns). A list with one row per
+    sample whose lengths differ (token labels) is padded at the end with -100, as
+    ``predict`` pads its outputs."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu()
     if isinstance(value, tuple) and any(
@@ -261,7 +264,40 @@ def as_tensor(value: Any, what: str) -> torch.Tensor:
     try:
         return torch.as_tensor(value)
     except (TypeError, ValueError, RuntimeError) as exc:
+        failure = exc
+    rows = _rows(value)
+    if rows is None:
         raise TypeError(
-            f"{what} must be a tensor, numpy array or list of numbers; received "
-            f"{type(value).__name__}."
+            f"{what} must be a tensor, numpy array or list of numbers (or a list with one "
+            f"such row per sample); received {type(value).__name__}."
+        ) from failure
+    try:  # one row per sample, of different lengths (token labels): padded as predict pads
+        joined: torch.Tensor = concat_outputs([row.unsqueeze(0) for row in rows])
+    except RuntimeError as exc:
+        shapes = sorted({tuple(row.shape) for row in rows}, key=len)
+        raise TypeError(
+            f"{what} is a list of {len(rows)} rows whose shapes cannot be padded to one "
+            f"(received shapes {', '.join(map(str, shapes[:4]))}); rows of different "
+            f"lengths are padded at the end with {PAD_VALUE}, but need the same number "
+            f"of dimensions. Pass one row per sample of the same rank."
         ) from exc
+    return joined
+
+
+def _rows(value: Any) -> list[torch.Tensor] | None:
+    """A list of per-sample rows (tensors, arrays or lists of numbers, not scalars) as
+    tensors, or None for anything else."""
+    if not isinstance(value, list) or not value:
+        return None
+    rows: list[torch.Tensor] = []
+    for item in value:
+        if isinstance(item, str | bytes | Mapping) or not hasattr(item, "__len__"):
+            return None
+        try:
+            row = item.detach().cpu() if isinstance(item, torch.Tensor) else torch.as_tensor(item)
+        except (TypeError, ValueError, RuntimeError):
+            return None
+        if row.ndim == 0:
+            return None
+        rows.append(row)
+    return rows
