@@ -24,7 +24,11 @@ from typing import Any
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from tests.common.hf_text import (
+    quiet_transformers,  # noqa: F401  (autouse fixture)
+    sentences,
+    word_tokenizer,
+)
 from transformers import (
     BertConfig,
     BertForSequenceClassification,
@@ -38,7 +42,6 @@ from transformers import (
     T5Config,
     T5ForConditionalGeneration,
 )
-from transformers.utils import logging as hf_logging
 
 from scramjet import Trainer
 from scramjet.metrics import (
@@ -48,40 +51,6 @@ from scramjet.metrics import (
     QAResults,
     RougeResults,
 )
-
-WORDS = ("the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away", "and", "then")
-
-
-@pytest.fixture(autouse=True)
-def _quiet_transformers() -> Any:
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    yield
-    hf_logging.set_verbosity(level)
-
-
-def word_tokenizer(padding_side: str = "right") -> PreTrainedTokenizerFast:
-    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()  # type: ignore[assignment]
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok.train_from_iterator([" ".join(WORDS)], trainers.WordLevelTrainer(special_tokens=specials))
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        pad_token="[PAD]",
-        unk_token="[UNK]",
-        mask_token="[MASK]",
-        padding_side=padding_side,
-    )
-
-
-def sentences(n: int, seed: int = 0) -> list[str]:
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for _ in range(n):
-        length = int(torch.randint(3, 12, (1,), generator=g))
-        words = torch.randint(0, len(WORDS), (length,), generator=g)
-        out.append(" ".join(WORDS[int(i)] for i in words))
-    return out
 
 
 def tagged(tok: PreTrainedTokenizerFast, n: int) -> list[dict[str, Any]]:
