@@ -103,7 +103,12 @@ class StepLosses:
         it after each update); ``keep``: the caller writes the result."""
         if not self._losses:
             return None
-        local = torch.stack([loss.float() for loss in self._losses]).mean()
+        losses = self._losses  # one per micro-batch: no stack without accumulation
+        local = (
+            losses[0].float()
+            if len(losses) == 1
+            else torch.stack([x.float() for x in losses]).mean()
+        )
         self._losses = []
         pending = dist.reduce_async(local, "sum" if self._summed else "mean")
         if not keep:
