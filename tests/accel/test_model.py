@@ -239,7 +239,7 @@ def test_compile_backend_follows_mode_dtype_and_submodule_changes():
     assert active_backend(model) == "COMPILE"
 
 
-def test_every_compiled_model_in_a_process_gets_its_own_graphs(monkeypatch):
+def test_every_compiled_model_in_a_process_gets_its_own_graphs():
     # Dynamo's recompile budget and its automatic dynamic sizes are per code object: when
     # all models shared one frame, the second model (another batch size) was compiled with
     # symbolic sizes, and the models past the budget ran eager. Budget 1 shows both at once.
@@ -247,13 +247,14 @@ def test_every_compiled_model_in_a_process_gets_its_own_graphs(monkeypatch):
 
     torch._dynamo.reset()
     counters.clear()
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1, raising=False)
-    monkeypatch.setattr(torch._dynamo.config, "cache_size_limit", 1, raising=False)
-    for batch, width in [(4, 8), (6, 10), (5, 12)]:
-        model = accelerate_model(SmallNet(d_in=width, hidden=8), backends=["COMPILE"])
-        model(torch.randn(batch, width)).sum().backward()
-        assert active_backend(model) == "COMPILE"
-    assert counters["stats"]["unique_graphs"] == 3
+    config = torch._dynamo.config
+    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    with config.patch(**{limit: 1}):  # (newer torch names it so, older one cache_size_limit)
+        for batch, width in [(4, 8), (6, 10), (5, 12)]:
+            model = accelerate_model(SmallNet(d_in=width, hidden=8), backends=["COMPILE"])
+            model(torch.randn(batch, width)).sum().backward()
+            assert active_backend(model) == "COMPILE"
+        assert counters["stats"]["unique_graphs"] == 3
     torch._dynamo.reset()
 
 
