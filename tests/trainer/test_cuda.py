@@ -99,3 +99,21 @@ def test_compile_with_bf16_trains_on_cuda() -> None:
     assert losses[-1] < losses[0] / 2
     model.eval()
     assert _accuracy_on(model, data, trainer.device) > 0.9
+
+
+def test_a_class_weighted_loss_follows_the_model_to_the_gpu() -> None:
+    # CrossEntropyLoss(weight=...) holds a CPU tensor: training on CUDA failed at the first
+    # step with a device mismatch (and a hint about target dtypes), where CPU training works.
+    weight = torch.tensor([4.0, 1.0, 1.0])
+    loss = nn.CrossEntropyLoss(weight=weight)
+    model = TinyMLP()
+    trainer = make_trainer(model, lr=0.2, loss=loss, seed=0)
+    data = blobs(n=96)
+    trainer.train(data, num_epochs=2, per_device_batch_size=16)
+    trainer.evaluate(data, per_device_batch_size=96)  # one batch: the weighted mean below
+    assert loss.weight.is_cuda and torch.equal(loss.weight.cpu(), weight)
+    x, y = data.tensors
+    with torch.no_grad():
+        expected = nn.functional.cross_entropy(model(x.cuda()), y.cuda(), weight=weight.cuda())
+    got = trainer.run_history.get_latest_metric("eval_loss_epoch")
+    assert abs(got - float(expected)) < 1e-5
