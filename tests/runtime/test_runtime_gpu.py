@@ -47,3 +47,27 @@ def test_checkpoint_round_trip_between_cpu_and_cuda(tmp_path: Path) -> None:
     assert torch.equal(gpu_model.weight, model.weight)
     assert gpu_opt.state_dict()["state"][0]["exp_avg"].is_cuda
     assert result.values["t"].is_cuda
+
+
+def test_torchrun_with_more_processes_than_gpus_names_the_fix(tmp_path: Path) -> None:
+    # Each NCCL process needs a GPU of its own; the process past the last one got CUDA's
+    # 'invalid device ordinal' from torch.cuda.set_device.
+    import socket
+    import subprocess
+    import sys
+
+    script = tmp_path / "job.py"
+    script.write_text("from scramjet.runtime import init_distributed\ninit_distributed()\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = torch.cuda.device_count() + 1
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(procs)]
+    run = subprocess.run(
+        [*cmd, "--master-port", str(port), str(script)],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert run.returncode != 0
+    out = run.stdout + run.stderr
+    assert f"this machine has {procs - 1} CUDA device(s)" in out, out[-3000:]
+    assert "CUDA_VISIBLE_DEVICES=" in out and "invalid device ordinal" not in out

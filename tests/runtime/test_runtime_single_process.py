@@ -90,6 +90,19 @@ def test_init_without_master_address_names_the_fix(monkeypatch: pytest.MonkeyPat
         init_distributed()
 
 
+def test_nccl_with_more_processes_than_gpus_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CUDA's own error here was 'invalid device ordinal' from torch.cuda.set_device.
+    for name, value in {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29599")
+    count = torch.cuda.device_count()
+    if count > 1:
+        monkeypatch.setenv("LOCAL_RANK", str(count))
+    with pytest.raises(RuntimeError, match=rf"but this machine has {count} CUDA device.*per node"):
+        init_distributed(backend="nccl")
+
+
 @pytest.mark.parametrize(("num_samples", "world"), [(33, 2), (10, 3), (7, 4), (8, 4), (5, 1)])
 def test_unpad_restores_dataset_order_of_a_real_sampler(num_samples: int, world: int) -> None:
     dataset = list(range(num_samples))

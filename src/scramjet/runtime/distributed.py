@@ -186,6 +186,7 @@ def init_distributed(
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
         # Each process drives the GPU of its local rank; NCCL needs it set before init.
+        _check_gpu_per_process(env.local_rank)
         torch.cuda.set_device(env.local_rank)
     dist.init_process_group(
         backend=backend,
@@ -199,6 +200,19 @@ def init_distributed(
         atexit.register(_destroy_at_exit)
         _EXIT_HOOK_REGISTERED = True
     return env
+
+
+def _check_gpu_per_process(local_rank: int) -> None:
+    """Name the fix when a node starts more processes than it has GPUs (CUDA's own error
+    there is 'invalid device ordinal')."""
+    count = torch.cuda.device_count()
+    if local_rank >= count:
+        raise RuntimeError(
+            f"LOCAL_RANK={local_rank} but this machine has {count} CUDA device(s), and NCCL "
+            f"needs a GPU of its own for every process. Start at most {count} per node "
+            f"(`--nproc-per-node {count}`), or run these processes on the CPU with gloo: "
+            "hide the GPUs with CUDA_VISIBLE_DEVICES= (empty) in the launch command."
+        )
 
 
 def _round_store(env: DistEnv, seconds: float) -> Store | None:
