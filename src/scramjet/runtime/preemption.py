@@ -24,6 +24,7 @@ at the start of training) and the previous ones are put back by
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import signal
 import threading
@@ -278,6 +279,11 @@ def shielded_worker_init(init: Callable[[int], Any] | None = None) -> Callable[[
 
 
 def _shield_if_watched(init: Callable[[int], Any] | None, worker_id: int) -> None:
+    # A forked worker holds a copy of the training process's objects, garbage not yet
+    # collected there included. Were its collector to free a CUDA tensor of that garbage,
+    # the worker would abort ("CUDA error: initialization error"); frozen, the collector
+    # leaves them be (and does not copy their memory pages by touching them).
+    gc.freeze()
     if _WATCHED:  # a watcher ran in the training process when this worker was forked
         shield_loader_worker(worker_id)
     if init is not None:
@@ -287,7 +293,8 @@ def _shield_if_watched(init: Callable[[int], Any] | None, worker_id: int) -> Non
 def worker_init_while_watched(init: Callable[[int], Any] | None = None) -> Callable[[int], None]:
     """``init`` preceded by :func:`shield_loader_worker` in workers forked while a
     :class:`PreemptionWatcher` handles signals (the Trainer's own loaders use it, so a
-    preemption signal sent to the whole process group reaches the save). Workers started
+    preemption signal sent to the whole process group reaches the save), and by
+    ``gc.freeze()``: the objects a worker inherits are never collected in it. Workers started
     with ``spawn`` do not see the watcher: shield them with :func:`shielded_worker_init`."""
     if isinstance(init, functools.partial) and init.func in (_shield_then, _shield_if_watched):
         return init  # shielded already
