@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -1109,9 +1109,8 @@ class Trainer:
                 dist.register_wrapper_owner(self)  # released before the group is destroyed
 
     def _place_model(self) -> None:
-        loss = self.loss_func  # a loss with tensors (CrossEntropyLoss(weight=...)) follows it
-        if isinstance(loss, nn.Module) and any(t.device != self.device for t in _tensors(loss)):
-            loss.to(self.device)
+        if isinstance(self.loss_func, nn.Module):  # CrossEntropyLoss(weight=...) follows it
+            self.loss_func.to(self.device)  # (no copy for tensors already there)
         if _module_device(self._unwrapped_model) != self.device:
             self._unwrapped_model.to(self.device)
             # Optimizer state created before the move must follow the parameters.
@@ -1151,11 +1150,6 @@ def _scale_gradients(optimizer: torch.optim.Optimizer, factor: float) -> None:
     grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
     if grads and factor != 1:
         torch._foreach_mul_(grads, factor)
-
-
-def _tensors(module: nn.Module) -> Iterator[torch.Tensor]:
-    yield from module.parameters()
-    yield from module.buffers()
 
 
 def _module_device(module: nn.Module) -> torch.device | None:
