@@ -8,8 +8,7 @@ text, so nothing is downloaded. What is checked:
   against the targets of the very batch the model saw, not those of a second draw.
 - A run resumed mid-epoch with a seeded ``DataCollatorForLanguageModeling(seed=...)``
   (Hugging Face's way to make masking reproducible) masks its remaining batches as the
-  uninterrupted run does (recorded as an expected failure: the collator's generator is
-  not in the checkpoint).
+  uninterrupted run does: the collator's generator is saved with the training state.
 - Targets passed to a result package's ``evaluate`` as one row per sample (lists or
   tensors of different lengths, token labels) are padded with -100 as ``predict`` pads
   outputs, and score as the targets of the collated batches do.
@@ -127,11 +126,6 @@ def masked_lm_run(
     return recorder
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="checkpoint/resume.py saves no state of the collate function: a seeded "
-    "DataCollatorForLanguageModeling restarts its generator on resume",
-)
 def test_resume_with_a_seeded_masking_collator_masks_as_the_uninterrupted_run(
     tokenizer: PreTrainedTokenizerFast, tmp_path: Any
 ) -> None:

@@ -5,11 +5,12 @@ optimizer, scheduler, GradScaler, the loop counters (``trainer.state``: optimize
 epoch, batches consumed in the epoch), the run history, the losses of the unfinished
 epoch (``trainer.train_losses``), every callback's state (EMA weights, early-stopping
 counters, ...), the data order's seed (``trainer.data_order``) and the RNG states of
-every rank (Python, NumPy, torch CPU and CUDA). Each of those parts saves and restores
-itself (``state_dict`` / ``load_state_dict``); this module only puts them together, from
-the Trainer's public attributes. Resuming rebuilds the epoch's sampler order from the
-seed and skips the consumed indices, so no batch is repeated or skipped and no skipped
-batch is loaded or run through the model.
+every rank (Python, NumPy, torch CPU and CUDA) and the random state of the training
+loader's collate function (its ``torch.Generator`` attributes, or its own ``state_dict``).
+Each of those parts saves and restores itself (``state_dict`` / ``load_state_dict``); this
+module only puts them together, from the Trainer's public attributes. Resuming rebuilds
+the epoch's sampler order from the seed and skips the consumed indices, so no batch is
+repeated or skipped and no skipped batch is loaded or run through the model.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ import torch
 
 from scramjet.checkpoint import remote
 from scramjet.checkpoint.manager import CheckpointManager, write_checkpoint
-from scramjet.checkpoint.payload import _FIT_ADVICE, CheckpointMismatchError
+from scramjet.checkpoint.payload import _FIT_ADVICE, CheckpointMismatchError, is_stateful
 from scramjet.checkpoint.records import load_training_object
 from scramjet.runtime import distributed as dist
 from scramjet.runtime import fsdp
 from scramjet.runtime.seeding import get_rng_states, set_rng_states
+from scramjet.runtime.stacklevel import user_stacklevel
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
@@ -82,6 +84,7 @@ _TRAINING_STATE_KEYS = (
     "sampler_seed",
     "data_order",
     "rng",
+    "collate_state",
     "run_plan",
 )
 
@@ -163,6 +166,7 @@ def training_state(trainer: Trainer, *, include_optimizer: bool = True) -> dict[
     losses = trainer.train_losses.state_dict() if done else {}
     local = {
         "rng": get_rng_states(),
+        "collate": _collate_state(_train_collate(trainer)),
         "losses": losses.get("losses", torch.zeros(0))[:done],
         "counts": list(losses.get("counts", []))[:done],
     }
@@ -170,6 +174,9 @@ def training_state(trainer: Trainer, *, include_optimizer: bool = True) -> dict[
     state["rng"] = [part["rng"] for part in per_rank]
     state["epoch_losses"] = [part["losses"] for part in per_rank]
     state["epoch_loss_counts"] = [part["counts"] for part in per_rank]
+    collate = [part["collate"] for part in per_rank]
+    if any(part is not None for part in collate):  # a collate function with random state
+        state["collate_state"] = collate
     return state
 
 
@@ -297,6 +304,7 @@ def restore(
     elif "sampler_seed" in values:  # files written before the order recorded its processes
         trainer.data_order.load_state_dict({"seed": values.pop("sampler_seed")})
     _restore_rng(values.pop("rng", None))
+    _restore_collate(trainer, values.pop("collate_state", None))
     if check_plan:  # train(resume_from=...): say where training goes on
         _say_where(trainer, str(location) if remote.is_url(location) else str(result.path))
     return values
@@ -581,6 +589,119 @@ def _restore_rng(per_rank: list[dict[str, Any]] | None) -> None:
         )
         rank = 0
     set_rng_states(per_rank[rank])
+
+
+# ------------------------------------------------------------ the collate function
+
+
+def _train_collate(trainer: Trainer) -> Any:
+    """The collate function of the training loader (the one ``train(collate_fn=...)``
+    gave, or a DataLoader's own); None before ``train()`` or for a loader without one."""
+    return getattr(trainer.train_dataloader, "collate_fn", None)
+
+
+def _describe(collate: Any) -> str:
+    return "none" if collate is None else type(collate).__qualname__
+
+
+def _collate_state(collate: Any) -> dict[str, Any] | None:
+    """What decides the next random draws of ``collate``: its ``state_dict()`` when it has
+    ``state_dict``/``load_state_dict``, else the states of its ``torch.Generator``
+    attributes (``DataCollatorForLanguageModeling(seed=...)``'s ``generator``); None for
+    a collate function without either."""
+    if collate is None:
+        return None
+    if is_stateful(collate):
+        return {"type": _describe(collate), "state_dict": collate.state_dict()}
+    attributes = getattr(collate, "__dict__", None) or {}
+    generators = {
+        name: {"state": value.get_state(), "device": str(value.device)}
+        for name, value in attributes.items()
+        if isinstance(value, torch.Generator)
+    }
+    return {"type": _describe(collate), "generators": generators} if generators else None
+
+
+def _restore_collate(trainer: Trainer, per_rank: Any) -> None:
+    """Put the saved random state of the collate function back into this run's one.
+
+    A checkpoint without it (older files, a stateless collate function) leaves the collate
+    function as it is; a collate function with a ``state_dict`` is then said to start
+    fresh. Outside a run (no training loader yet) there is nothing to restore into.
+    """
+    collate = _train_collate(trainer)
+    saved = None
+    if isinstance(per_rank, list) and per_rank:
+        rank = dist.get_rank() if len(per_rank) == dist.get_world_size() else 0
+        saved = per_rank[rank]
+    if not isinstance(saved, dict):
+        if is_stateful(collate):
+            warnings.warn(
+                f"The checkpoint holds no state for the collate function "
+                f"({_describe(collate)}); it starts fresh.",
+                stacklevel=user_stacklevel(),
+            )
+        return
+    if trainer.train_dataloader is None:
+        return
+    problem = _load_collate(collate, saved)
+    if problem is not None:
+        warnings.warn(
+            f"The checkpoint holds the random state of the collate function "
+            f"{saved.get('type')} ({_saved_kind(saved)}), but {problem}: it starts fresh, "
+            f"so its random draws (masking, augmentation) differ from "
+            f"the uninterrupted run's. To resume exactly, pass the collate function the run "
+            f"was saved with (train(collate_fn=...) or your DataLoader's collate_fn).",
+            stacklevel=user_stacklevel(),
+        )
+
+
+def _saved_kind(saved: dict[str, Any]) -> str:
+    if "state_dict" in saved:
+        return "its state_dict()"
+    names = ", ".join(repr(name) for name in saved.get("generators", {}))
+    return f"torch.Generator attribute(s) {names}"
+
+
+def _load_collate(collate: Any, saved: dict[str, Any]) -> str | None:
+    """Load ``saved`` into ``collate``; a description of why it does not fit, or None."""
+    mine = f"this run's collate function ({_describe(collate)})"
+    if "state_dict" in saved:
+        if not is_stateful(collate):
+            return f"{mine} has no state_dict()/load_state_dict()"
+        try:
+            collate.load_state_dict(saved["state_dict"])
+        except Exception as error:
+            raise CheckpointMismatchError(
+                f"{mine}.load_state_dict() refused the state saved from "
+                f"{saved.get('type')} ({type(error).__name__}: {error}). Resume with the "
+                f"collate function the run was saved with, or start a new run from the "
+                f"weights: trainer.load_checkpoint(path, load_optimizer=False, "
+                f"load_training_state=False), then train() without resume_from."
+            ) from error
+        return None
+    loaded: dict[str, torch.Generator] = {}
+    for name, entry in dict(saved.get("generators", {})).items():
+        current = getattr(collate, name, 0)  # None: a generator created on first use
+        if current is not None and not isinstance(current, torch.Generator):
+            return f"{mine} has no torch.Generator attribute {name!r}"
+        try:
+            generator = torch.Generator(device=entry["device"])
+            generator.set_state(entry["state"])
+        except (RuntimeError, TypeError, KeyError) as error:
+            return f"its generator {name!r} cannot be restored here ({error})"
+        loaded[name] = generator
+    for name, generator in loaded.items():
+        current = getattr(collate, name)
+        if isinstance(current, torch.Generator) and current.device == generator.device:
+            current.set_state(generator.get_state())  # the same object: shared references see it
+        else:
+            setattr(collate, name, generator)
+    if loaded and hasattr(collate, "_generator_pid"):
+        # transformers' collators recreate their generator from the seed in a process
+        # other than the one that made it: this one now owns the restored generator.
+        collate._generator_pid = os.getpid()
+    return None
 
 
 __all__ = [
