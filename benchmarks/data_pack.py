@@ -97,7 +97,7 @@ def encode_stage_unpadded(
     """The same in pack's worker processes started as before their heap padding: glibc
     trims the heap top after every freed image, so each image is faulted in again."""
     padding = _pool._WORKER_ENV
-    _pool._WORKER_ENV = {}
+    _pool._WORKER_ENV = {k: v for k, v in padding.items() if k != "MALLOC_TOP_PAD_"}
     try:
         return encode_stage(root, names, args, args.workers, "processes", after_start)
     finally:
@@ -122,14 +122,22 @@ def row_check(root: Path) -> tuple[float, float]:
     return plain, (time.perf_counter() - start) / len(table) * 1e6
 
 
-def worker_start(workers: int) -> float:
+def worker_start(workers: int, blas_threads: bool = False) -> float:
     """Seconds from asking for ``workers`` worker processes to their first answers (one
-    empty task each), from this script, which has imported torch."""
+    empty task each), from this script, which has imported torch. ``blas_threads``: as
+    they started before they were given one BLAS thread each (numpy's OpenBLAS then
+    starts a thread per core in every worker)."""
     tasks = [(i, [], 8, 8, 3, "raw", 90, False) for i in range(workers)]
-    start = time.perf_counter()
-    for _ in _pool.results(_encode_task, tasks, workers, "processes"):
-        pass
-    return time.perf_counter() - start
+    env = _pool._WORKER_ENV
+    if blas_threads:
+        _pool._WORKER_ENV = {k: v for k, v in env.items() if k not in _pool._ONE_THREAD}
+    try:
+        start = time.perf_counter()
+        for _ in _pool.results(_encode_task, tasks, workers, "processes"):
+            pass
+        return time.perf_counter() - start
+    finally:
+        _pool._WORKER_ENV = env
 
 
 def encode_stage_processes(
@@ -215,7 +223,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
     sizes: dict[tuple[str, int, str], int] = {}
     base: dict[str, Any] = {
         "serial": [], "stage1": [], "stageN": [], "stageP": [], "stageW": [], "stageW0": [],
-        "afterW": [], "afterW0": [], "start": [], "rows": [], "gil": []
+        "afterW": [], "afterW0": [], "start": [], "start_blas": [], "rows": [], "gil": []
     }  # fmt: skip
     procs = multiprocessing.get_context("fork").Pool(args.workers)
     procs.map(abs, range(args.workers))  # started before any timing
@@ -244,7 +252,8 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[tuple[str, i
             )
             for key, stage in (padded, unpadded)[:: 1 - 2 * (r % 2)]:
                 base[key].append(stage())
-            base["start"].append(worker_start(args.workers))
+            for key, blas in (("start", False), ("start_blas", True))[:: 1 - 2 * (r % 2)]:
+                base[key].append(worker_start(args.workers, blas))
             base["rows"].append(row_check(root))
             base["gil"].append(gil_share(root, names, args))
             for encode, workers, pool in order[r % len(order) :] + order[: r % len(order)]:
@@ -316,7 +325,9 @@ def report(args: argparse.Namespace, base: dict[str, Any], runs: dict[Any, Any])
     print(
         f"  the same encoding in pack's {w} worker processes (pool='processes', their start "
         f"included): {workers:.0f}/s = {workers / (w * one):.2f} x {w} x one worker's; "
-        f"they start in {statistics.median(base['start']):.2f} s (median); from their first "
+        f"they start in {statistics.median(base['start']):.2f} s (median; "
+        f"{statistics.median(base['start_blas']):.2f} s with a BLAS thread per core, as "
+        f"before); from their first "
         f"result on: {statistics.median(base['afterW']):.0f}/s = "
         f"{statistics.median(base['afterW']) / many:.2f}x the {w} threads' whole stage"
     )

@@ -63,3 +63,13 @@ def heap_faults(task: tuple[int, int]) -> tuple[int, float]:
     for _ in range(task[1]):
         src.resize((224, 224))
     return task[0], (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / task[1]
+
+
+def blas_threads(task: tuple[int]) -> tuple[int, tuple[int, str | None]]:
+    """Worker task: this process's thread count once numpy is imported, and the
+    OPENBLAS_NUM_THREADS it was started with."""
+    import numpy  # noqa: F401  (starts OpenBLAS's threads, as many as it is allowed)
+
+    with open("/proc/self/status") as fh:
+        threads = next(int(line.split()[1]) for line in fh if line.startswith("Threads:"))
+    return task[0], (threads, os.environ.get("OPENBLAS_NUM_THREADS"))

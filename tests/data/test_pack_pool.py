@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pack_pool_helpers import die_on, encode_or_raise, heap_faults, where_am_i
+from pack_pool_helpers import blas_threads, die_on, encode_or_raise, heap_faults, where_am_i
 from packdata_helpers import smooth_image, start_in_session, write_csv, write_images
 from PIL import Image
 
@@ -331,6 +331,19 @@ def test_worker_processes_reuse_freed_image_memory_unless_the_user_says_otherwis
     monkeypatch.setenv("MALLOC_TOP_PAD_", "0")
     unpadded = list(_pool.results(heap_faults, tasks, 2, "processes"))
     assert all(faults > 20 for _, faults in unpadded), unpadded
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/self/status")
+def test_worker_processes_start_no_blas_threads_unless_the_user_says_otherwise(monkeypatch):
+    """Importing numpy started an OpenBLAS thread per core in every worker process, which
+    slowed their start on many cores; they only encode, so they get one thread each: the
+    main thread and the one that reads the pack process's socket. A user's value wins."""
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    out = list(_pool.results(blas_threads, [(0,), (1,)], 2, "processes"))
+    assert [value for _, value in out] == [(2, "1"), (2, "1")]
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
+    out = list(_pool.results(blas_threads, [(0,), (1,)], 2, "processes"))
+    assert [env for _, (_, env) in out] == ["3", "3"]
 
 
 def test_no_more_worker_processes_start_than_there_are_chunks():

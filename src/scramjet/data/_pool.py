@@ -52,8 +52,11 @@ _STOP_S = 5.0  # how long a stopped worker may take to exit before it is killed
 # frees (Pillow's resize output, a decoded frame) was mapped and faulted in again for the
 # next row, which cost the workers 3-19 % of their encoding rate (benchmarks/data_pack.py).
 # 16 MiB of padding kept at the top ends that (other C libraries ignore the variable; a
-# value the user exported wins).
-_WORKER_ENV = {"MALLOC_TOP_PAD_": str(16 << 20)}
+# value the user exported wins). The workers run no linear algebra, but importing numpy
+# started OpenBLAS's threads, one per core, in every worker: one thread each cut the
+# start of 8 workers on 16 cores from 0.60 to 0.41 s (benchmarks/data_pack.py).
+_ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+_WORKER_ENV = {"MALLOC_TOP_PAD_": str(16 << 20), **_ONE_THREAD}
 # A worker's command: the pack process's import path, then the worker loop on socket FD.
 _BOOT = "import sys; sys.path[:] = {path!r}; from scramjet.data._pool import serve; serve({fd})"
 
