@@ -6,6 +6,10 @@ one it is loaded into. ``index.json`` caches every checkpoint's step, epoch and 
 ranking (monitor and mode) its manager used: :func:`write_index` replaces it atomically,
 :func:`read_index` and :func:`read_ranking` read it back and treat a missing or damaged
 index as empty (the manager rebuilds it from the files themselves).
+
+The index is strict JSON, readable by any JSON parser: a metric that is NaN or infinite (a
+diverged loss) is written as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``. Both
+these strings and the bare ``NaN``/``Infinity`` tokens of older indexes read back as floats.
 """
 
 from __future__ import annotations
@@ -203,6 +207,14 @@ def ranked_best(found: list[CheckpointInfo], key: str | None, mode: str) -> list
     return sorted(scored, key=lambda c: (sign * c.metrics[key], c.seq))
 
 
+def _metric_json(value: float) -> float | str:
+    """``value`` as strict JSON allows it: a non-finite float becomes its name, a string."""
+    value = float(value)
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
 def write_index(
     directory: Path, kept: list[CheckpointInfo], *, monitor: str | None, mode: str, version: int
 ) -> None:
@@ -216,11 +228,12 @@ def write_index(
         "mode": mode,
         "checkpoints": [
             {"file": c.path.name, "seq": c.seq, "step": c.step, "epoch": c.epoch}
-            | {"metrics": c.metrics}
+            | {"metrics": {k: _metric_json(v) for k, v in c.metrics.items()}}
             for c in kept
         ],
     }
-    text = json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
+    # allow_nan=False: a non-finite value left anywhere fails here, never in a reader.
+    text = json.dumps(data, indent=1, sort_keys=True, allow_nan=False).encode("utf-8")
     # The index is a cache rebuilt from the files after a crash: atomic, but no fsync.
     atomic_write(directory / INDEX, lambda file: file.write(text), fsync=False)
 
@@ -241,6 +254,7 @@ def read_index(directory: Path) -> dict[str, CheckpointInfo]:
                 seq=int(e["seq"]),
                 step=int(e["step"]),
                 epoch=e.get("epoch"),
+                # float() reads the "NaN"/"Infinity"/"-Infinity" strings write_index stores.
                 metrics={str(k): float(v) for k, v in (e.get("metrics") or {}).items()},
             )
             for e in _load_index(directory).get("checkpoints", [])
