@@ -293,7 +293,13 @@ class SaveTrainingStateCallback(TrainerCallback):
     :class:`~scramjet.runtime.preemption.TrainingPreempted` (exit status 143). With
     several processes every rank stops at the same step, within about two seconds (or
     two steps): a one-element all-reduce about once a second, in the background; none in
-    a single process.
+    a single process. Writing the local copy of that checkpoint is always waited for (it
+    is what the next run resumes from); for a URL ``directory`` its uploads, and those of
+    earlier checkpoints still pending, get ``preemption_upload_seconds`` in all, so that
+    the process exits before the ~30 s torch's elastic agent and Slurm allow after
+    ``SIGTERM``. What is not uploaded by then stays in ``local_dir``, is named in a
+    warning, and is uploaded by the next run on this machine (``resume_from="auto"``
+    resumes from it).
 
     Args:
         directory: checkpoint directory, or a remote folder URL.
@@ -312,6 +318,9 @@ class SaveTrainingStateCallback(TrainerCallback):
         local_dir: for a URL ``directory``: the local folder of the copies (default: a
             folder under the system's temporary directory named after the URL).
         storage_options: for a URL ``directory``: passed to fsspec.
+        preemption_upload_seconds: for a URL ``directory``: how long the save at
+            preemption tries its uploads before the process exits (default
+            :data:`~scramjet.checkpoint.remote.PREEMPTION_UPLOAD_SECONDS`, 10 s).
     """
 
     checkpoint_events = frozenset({Event.OPTIMIZER_STEP_END, Event.TRAINING_RUN_EPOCH_END})
@@ -330,6 +339,7 @@ class SaveTrainingStateCallback(TrainerCallback):
         keep_best: int = 0,
         monitor: str | None = None,
         mode: str = "min",
+        preemption_upload_seconds: float = remote.PREEMPTION_UPLOAD_SECONDS,
     ) -> None:
         for name, every in (("every_n_steps", every_n_steps), ("every_n_epochs", every_n_epochs)):
             if every is not None and (
@@ -349,6 +359,14 @@ class SaveTrainingStateCallback(TrainerCallback):
             )
         if mode not in ("min", "max"):
             raise ValueError(f"mode must be 'min' or 'max'; received {mode!r}.")
+        seconds = preemption_upload_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+            raise ValueError(
+                f"preemption_upload_seconds must be a number of seconds ≥ 0; received "
+                f"{seconds!r}. Keep the save at preemption well within the time the "
+                "scheduler allows after SIGTERM (about 30 s for torchrun and Slurm)."
+            )
+        self.preemption_upload_seconds = float(seconds)
         self.url = str(directory).rstrip("/") if remote.is_url(directory) else None
         if self.url is not None:
             self.directory = Path(local_dir or remote.default_local_dir(self.url))
@@ -373,6 +391,7 @@ class SaveTrainingStateCallback(TrainerCallback):
             )
             self._watcher = PreemptionWatcher(signals)
         self._last_path: Path | None = None
+        self._reported = False  # the preemption warned about checkpoints not uploaded
 
     @property
     def checkpoint_location(self) -> str:
@@ -385,6 +404,10 @@ class SaveTrainingStateCallback(TrainerCallback):
         return self.directory
 
     def _save(self, trainer: Trainer) -> None:
+        self._open_manager(trainer)
+        self._last_path = trainer.save_to_manager(self._manager)
+
+    def _open_manager(self, trainer: Trainer) -> None:
         if self._manager is None and trainer.is_main_process:
             options: dict[str, Any] = {"keep_last": self.keep_last, "async_write": self.async_write}
             if self.keep_best:
@@ -395,10 +418,12 @@ class SaveTrainingStateCallback(TrainerCallback):
                 )
             else:
                 self._manager = CheckpointManager(self.directory, **options)
-        self._last_path = trainer.save_to_manager(self._manager)
 
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """Install the preemption handler (main thread only; put back when training ends)."""
+        if isinstance(self._manager, remote.RemoteCheckpointManager):
+            self._manager.limit_uploads(None)  # set at a preemption: the uploads wait again
+        self._reported = False
         if self._watcher is not None:
             self._watcher.install()
 
@@ -424,14 +449,21 @@ class SaveTrainingStateCallback(TrainerCallback):
             self._preempted(trainer, saved)  # a signal during the evaluation, say
 
     def _preempted(self, trainer: Trainer, saved: bool) -> None:
-        if not saved:
-            self._save(trainer)
-        try:  # durable (and uploaded) before the process ends
-            flush_checkpoints(self._manager)
+        self._open_manager(trainer)
+        uploads = (
+            self._manager if isinstance(self._manager, remote.RemoteCheckpointManager) else None
+        )
+        if uploads is not None:  # the local write is waited for; the uploads for a while
+            uploads.limit_uploads(self.preemption_upload_seconds)
+        try:
+            if not saved:
+                self._save(trainer)
+            flush_checkpoints(self._manager)  # durable (and uploaded, if in time)
         except CheckpointWriteError as failure:
             if not failure.saved:
                 raise
             warnings.warn(str(failure), RuntimeWarning, stacklevel=2)  # the local copy is whole
+            self._reported = True  # close() after the run need not say it again
         watcher = self._watcher
         signal_name = (watcher.seen if watcher is not None else None) or "a signal"
         if watcher is not None:
@@ -439,7 +471,8 @@ class SaveTrainingStateCallback(TrainerCallback):
             watcher.restore()
         where = None if self._last_path is None else str(self._last_path)
         if self.url is not None and self._last_path is not None:
-            where = f"{self.url}/{self._last_path.name}"
+            uploaded = uploads is None or self._last_path.name not in uploads.not_uploaded
+            where = f"{self.url}/{self._last_path.name}" if uploaded else str(self._last_path)
         error = TrainingPreempted(signal_name, trainer.state.global_step, where)
         trainer.print(f"scramjet: {error}")
         raise error
@@ -456,4 +489,8 @@ class SaveTrainingStateCallback(TrainerCallback):
         if self._watcher is not None:
             self._watcher.restore()
         if self._manager is not None:
-            self._manager.close()
+            try:
+                self._manager.close()
+            except CheckpointWriteError as failure:
+                if not (failure.saved and self._reported):
+                    raise

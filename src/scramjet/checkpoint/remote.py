@@ -18,6 +18,15 @@ an upload can be retried from it, and a failed upload loses nothing.
   the previous checkpoint, so a damaged newest object is skipped with a warning.
 - Numbering continues after the highest sequence number found remotely, so a run that
   resumes on a fresh machine (empty local folder) never reuses a name.
+- At preemption the process has about 30 s before it is killed: after
+  :meth:`RemoteCheckpointManager.limit_uploads` (the save at preemption calls it with
+  :data:`PREEMPTION_UPLOAD_SECONDS`), the local write is still waited for, but uploads,
+  retries and remote rotation stop being waited for once the limit has passed. What is
+  not uploaded stays in the local folder and is named by ``close()``; the next manager of
+  that folder uploads it. Uploads run on daemon threads: one that is abandoned never
+  keeps the process alive, and it never leaves a partial file under a checkpoint's name
+  (object stores show an object only once complete; other file systems get a temporary
+  name that is moved into place).
 
 Reading (:func:`load_remote`) lists the remote folder, downloads the newest checkpoint
 into the local folder (atomically; a local copy of the same size is used as is) and
@@ -40,10 +49,11 @@ import hashlib
 import os
 import re
 import tempfile
+import threading
 import time
 import uuid
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +82,12 @@ __all__ = [
 # Stores where an upload becomes visible only once complete (a PUT, a multi-part upload).
 _OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
 _LOCAL_SCHEMES = frozenset({"file", "local"})
+
+PREEMPTION_UPLOAD_SECONDS = 10.0
+"""How long the save at preemption tries its uploads, in all, before the process exits.
+
+torch's elastic agent and Slurm kill a process about 30 s after ``SIGTERM``; the local
+write is always waited for, so this leaves time for it and for the rest of the exit."""
 
 
 def is_url(location: object) -> bool:
@@ -421,6 +437,9 @@ class RemoteCheckpointManager(CheckpointManager):
             folder, self.url, storage_options, workers=1, max_attempts=upload_attempts
         )
         self.not_uploaded: dict[str, str] = {}  # file name -> last upload error
+        self._protocol = check_scheme(self.url)
+        self._deadline: float | None = None  # set by limit_uploads
+        self._limit = 0.0
         # Names local rotation deleted: with keep_best, only these are deleted remotely.
         self._rotated_away: set[str] = set()
         listed: str | None = None  # why the listing failed
@@ -544,11 +563,94 @@ class RemoteCheckpointManager(CheckpointManager):
         self._rotated_away.update(c.path.name for c in kept if c.seq not in keep)
         return super()._rotate(kept, background=background)
 
+    def limit_uploads(self, seconds: float | None) -> None:
+        """Stop waiting for uploads ``seconds`` from now, in all (None: no limit again).
+
+        For the save at preemption (``SaveTrainingStateCallback`` calls it with
+        :data:`PREEMPTION_UPLOAD_SECONDS`): the local write of a checkpoint is still
+        waited for, as it is what the next run resumes from, but no upload, retry or
+        remote rotation keeps :meth:`save`, :meth:`wait` or :meth:`close` past the limit,
+        and no per-file warning is given: :meth:`close` names every checkpoint that is
+        not uploaded. Those stay in the local folder; the next manager of this folder
+        uploads them with its first save. An upload still running when the limit passes
+        goes on in a daemon thread (it never keeps the process alive) and never leaves a
+        partial file under a checkpoint's name.
+
+        Raises:
+            ValueError: ``seconds`` is negative or not a number.
+        """
+        if seconds is None:
+            self._deadline = None
+            return
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+            raise ValueError(
+                f"limit_uploads takes a number of seconds ≥ 0, or None for no limit; "
+                f"received {seconds!r}."
+            )
+        self._limit = float(seconds)
+        self._deadline = time.monotonic() + float(seconds)
+
+    def _left(self) -> float | None:
+        """Seconds left for uploads (None: no limit)."""
+        return None if self._deadline is None else self._deadline - time.monotonic()
+
+    def _waited(self, finished: Callable[[float], bool]) -> bool:
+        """Call ``finished(timeout)`` in short slices until it returns True (then True) or
+        the limit of :meth:`limit_uploads` passes (then False); the limit may be set while
+        this waits."""
+        while True:
+            left = self._left()
+            if left is not None and left <= 0:
+                return False
+            if finished(0.1 if left is None else min(0.1, left)):
+                return True
+
+    def _out_of_time(self, name: str) -> str:
+        return (
+            self.storage.errors.get(name)
+            or self.not_uploaded.get(name)
+            or f"no answer within {self._limit:g} s"
+        )
+
     def _send(self, name: str) -> str | None:
-        """Upload one local file; the error text if it failed after its retries."""
-        self.storage.upload(name)
-        self.storage.wait()
+        """Upload one local file; the error text if it failed after its retries, or if
+        the limit of :meth:`limit_uploads` passed first."""
+        left = self._left()
+        if left is not None and left <= 0:
+            return self._out_of_time(name)
+        if self._protocol not in _OBJECT_STORES:
+            return self._send_by_rename(name)
+        self.storage.upload(name)  # a PUT: the object is visible only once complete
+        if not self._waited(lambda timeout: self.storage.wait(timeout=timeout)):
+            return self._out_of_time(name)
         return self.storage.errors.get(name) or self.storage.fatal
+
+    def _send_by_rename(self, name: str) -> str | None:
+        """Upload to a temporary name that is then moved into place (retried with
+        backoff), on a daemon thread: an upload abandoned at the limit, or cut short by
+        the end of the process, never leaves a partial file under a checkpoint's name."""
+        outcome: list[BaseException | None] = []
+        fs, root = self.storage.fs, self.storage.remote_root
+
+        def put() -> None:
+            with contextlib.suppress(Exception):  # there already, or the put reports it
+                fs.makedirs(root, exist_ok=True)
+            attempts = self.storage.max_attempts
+            outcome.append(
+                _upload_file(fs, self.directory / name, f"{root}/{name}", self._protocol, attempts)
+            )
+
+        thread = threading.Thread(target=put, name="scramjet-checkpoint-upload", daemon=True)
+        thread.start()
+
+        def finished(timeout: float) -> bool:
+            thread.join(timeout)
+            return bool(outcome)
+
+        if not self._waited(finished):
+            return self._out_of_time(name)
+        error = outcome[0]
+        return None if error is None else f"{type(error).__name__}: {error}"
 
     def _upload(self, info: CheckpointInfo) -> None:
         for name in [*sorted(self.not_uploaded), info.path.name]:
@@ -561,15 +663,28 @@ class RemoteCheckpointManager(CheckpointManager):
                 self._remote_highest = max(self._remote_highest, _seq(name))
                 continue
             self.not_uploaded[name] = error
-            warnings.warn(
-                f"checkpoint {name} was saved locally at {str(self.directory / name)!r} but "
-                f"not uploaded to {self.url}: {error}. The local copy is kept and the upload "
-                "is tried again after the next save.",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+            if self._deadline is None:  # under a limit, close() names them all at once
+                warnings.warn(
+                    f"checkpoint {name} was saved locally at {str(self.directory / name)!r} "
+                    f"but not uploaded to {self.url}: {error}. The local copy is kept and the "
+                    "upload is tried again after the next save.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         if not self.not_uploaded:
+            self._tidy_remote()
+
+    def _tidy_remote(self) -> None:
+        """Remote rotation, within the limit of :meth:`limit_uploads` if one is set (what
+        it leaves is deleted after a later save)."""
+        from scramjet.tracking.storage import call_with_deadline
+
+        left = self._left()
+        if left is None:
             self._remove_rotated_remote()
+        elif left > 0:
+            with contextlib.suppress(TimeoutError):
+                call_with_deadline(self._remove_rotated_remote, timeout=left, name="rotation")
 
     def _remove_rotated_remote(self) -> None:
         if self.keep_last is None:
@@ -588,6 +703,8 @@ class RemoteCheckpointManager(CheckpointManager):
     def close(self) -> None:
         """Flush the write in flight, retry failed uploads, then free the buffers.
 
+        Under :meth:`limit_uploads`, the retries stop at the limit.
+
         Raises:
             CheckpointWriteError: Checkpoints are still not uploaded (``saved`` is True:
                 the local copies are complete; the message names them).
@@ -597,16 +714,32 @@ class RemoteCheckpointManager(CheckpointManager):
             if not (self.directory / name).is_file() or self._send(name) is None:
                 self.not_uploaded.pop(name, None)
         if self.not_uploaded:
-            names = ", ".join(sorted(self.not_uploaded))
-            last = self.not_uploaded[max(self.not_uploaded)]
             raise CheckpointWriteError(
-                f"checkpoints {names} were saved in {str(self.directory)!r} but could not be "
-                f"uploaded to {self.url} ({last}). They are complete and kept locally: copy "
-                "them to the remote folder, or resume from the local folder.",
+                self._not_uploaded_message(),
                 self.directory / max(self.not_uploaded),
                 saved=True,
             )
-        self._remove_rotated_remote()
+        self._tidy_remote()
+
+    def _not_uploaded_message(self) -> str:
+        names = ", ".join(sorted(self.not_uploaded))
+        last = self.not_uploaded[max(self.not_uploaded)]
+        here = str(self.directory)
+        if self._deadline is None:
+            return (
+                f"checkpoints {names} were saved in {here!r} but could not be uploaded to "
+                f"{self.url} ({last}). They are complete and kept locally: copy them to the "
+                "remote folder, or resume from the local folder."
+            )
+        return (
+            f"checkpoints {names} were saved in {here!r} but not uploaded to {self.url}: the "
+            f"uploads stopped after the {self._limit:g} s they are given at preemption "
+            f"(last error: {last}). The local copies are complete and kept. A run restarted "
+            f"on this machine with resume_from='auto' and the same local folder resumes from "
+            "the newest of them and uploads them with its first save; a run on another "
+            f"machine resumes from the newest checkpoint at {self.url}, an older one, unless "
+            "they are copied there first."
+        )
 
 
 def _local_names(folder: Path) -> list[tuple[int, str]]:
