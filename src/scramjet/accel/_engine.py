@@ -245,6 +245,47 @@ def _float_leaves(out: Any) -> list[torch.Tensor]:
     return [t for t in output_leaves(out) if isinstance(t, torch.Tensor) and t.is_floating_point()]
 
 
+def _exact_leaves(out: Any) -> list[torch.Tensor]:
+    """The integer and bool tensors of ``out`` (class indices, masks): compared exactly."""
+    return [
+        t
+        for t in output_leaves(out)
+        if isinstance(t, torch.Tensor) and not (t.is_floating_point() or t.is_complex())
+    ]
+
+
+def _exact_problem(out: Any, ref: Any, full: Any = None) -> str | None:
+    """How the integer and bool tensors of ``out`` differ from eager's ``ref``, else None.
+
+    Entries must be equal, dtypes and shapes too. Under autocast ``full`` is the full
+    precision run: an entry equal to its entry there is right (a tie that low precision
+    made, an argmax that rounding flipped)."""
+    got, want = _exact_leaves(out), _exact_leaves(ref)
+    if len(got) != len(want):
+        return f"returned {len(got)} integer or bool tensors, eager {len(want)}"
+    fulls: list[torch.Tensor | None] = list(_exact_leaves(full)) if full is not None else []
+    if len(fulls) != len(want):
+        fulls = [None] * len(want)
+    for i, (g, w, f) in enumerate(zip(got, want, fulls)):
+        if g.dtype != w.dtype or g.shape != w.shape:
+            return (
+                f"{g.dtype} output {i} has dtype {g.dtype} and shape {tuple(g.shape)}, eager's "
+                f"dtype {w.dtype} and shape {tuple(w.shape)}"
+            )
+        wrong = g.detach() != w.detach()
+        against = "eager"
+        if f is not None and f.dtype == g.dtype and f.shape == g.shape:
+            wrong &= g.detach() != f.detach()
+            against = "both eager and full precision"
+        count = int(wrong.sum())
+        if count:
+            return (
+                f"{g.dtype} output {i} differs from {against} in {count} of {g.numel()} "
+                "entries (integer and bool outputs must be equal)"
+            )
+    return None
+
+
 def _mismatch(
     c: torch.Tensor, e: torch.Tensor, rtol: float, atol: float, scale: float = 0.0
 ) -> float | None:
@@ -553,6 +594,9 @@ class Engine:
     ) -> None:
         """The second check under autocast (see :class:`Tolerance`); raises ``failed``,
         extended, when the backend's error is more than rounding explains."""
+        exact_problem = _exact_problem(backend[0], eager[0], exact[0])
+        if exact_problem is not None:
+            raise CheckFailed(f"{failed}; against full precision too: {exact_problem}") from failed
         names = {id(p): n for n, p in module.named_parameters()}
         outputs = [_float_leaves(run[0]) for run in (backend, eager, exact)]
         if len({len(leaves) for leaves in outputs}) != 1:
@@ -594,6 +638,9 @@ class Engine:
             err = _mismatch(c, e, rtol, tol.atol)
             if err is not None:
                 raise CheckFailed(f"output {i} differs from eager by {err:.3g} (rtol={rtol})")
+        exact_problem = _exact_problem(out, ref)
+        if exact_problem is not None:
+            raise CheckFailed(exact_problem)
         names = {id(p): n for n, p in module.named_parameters()}
         # Each gradient is held to the scale of the largest eager gradient entry: a tensor
         # whose gradient is ~0 by construction (a bias before BatchNorm) only carries float
