@@ -107,23 +107,27 @@ def default_cache_dir() -> Path:
 
 _FILESYSTEMS: dict[tuple[Any, ...], Any] = {}
 _FS_LOCK = threading.Lock()
-_ENV_KEYS = (
-    "AWS_ENDPOINT_URL",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_PROFILE",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-)
+# Variables the stores' fsspec backends read credentials, endpoints and settings from.
+_ENV_PREFIXES = ("AWS_", "GOOGLE_", "GCLOUD", "GCS", "STORAGE_EMULATOR", "AZURE_", "FSSPEC_")
+
+
+def _fs_key(protocol: str, options: Mapping[str, Any] | None) -> tuple[int, str, str]:
+    """A filesystem's cache key: process, protocol, and a SHA-256 of the options and of the
+    credentials environment (every secret in them counts; none is kept in clear)."""
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES))
+    text = repr((sorted((options or {}).items()), env))
+    return os.getpid(), protocol, hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _filesystem(url: str, options: Mapping[str, Any] | None) -> tuple[Any, str]:
     """The fsspec filesystem for ``url`` (one per process, protocol, options and
-    credentials environment: making one costs about a second for S3) and the path in it."""
+    credentials environment: making one costs about a second for S3) and the path in it.
+    Readers with other credentials (another secret, token or profile) get their own."""
     # The tracking storage layer opens filesystems with timeouts and install hints.
     from scramjet.tracking.storage import StorageTimeouts, open_filesystem, with_default_timeouts
 
     protocol = url.split("://", 1)[0].lower()
-    env = tuple(os.environ.get(k) for k in _ENV_KEYS)
-    key = (os.getpid(), protocol, repr(sorted((options or {}).items())), env)
+    key = _fs_key(protocol, options)
     with _FS_LOCK:
         fs = _FILESYSTEMS.get(key)
         if fs is None:
