@@ -359,14 +359,12 @@ class SaveTrainingStateCallback(TrainerCallback):
             )
         if mode not in ("min", "max"):
             raise ValueError(f"mode must be 'min' or 'max'; received {mode!r}.")
-        seconds = preemption_upload_seconds
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
-            raise ValueError(
-                f"preemption_upload_seconds must be a number of seconds ≥ 0; received "
-                f"{seconds!r}. Keep the save at preemption well within the time the "
-                "scheduler allows after SIGTERM (about 30 s for torchrun and Slurm)."
-            )
-        self.preemption_upload_seconds = float(seconds)
+        self.preemption_upload_seconds = remote.upload_seconds(
+            preemption_upload_seconds,
+            "preemption_upload_seconds must be",
+            "well within the time the scheduler allows after SIGTERM (about 30 s for torchrun "
+            "and Slurm)",
+        )
         self.url = str(directory).rstrip("/") if remote.is_url(directory) else None
         if self.url is not None:
             self.directory = Path(local_dir or remote.default_local_dir(self.url))

@@ -90,6 +90,14 @@ torch's elastic agent and Slurm kill a process about 30 s after ``SIGTERM``; the
 write is always waited for, so this leaves time for it and for the rest of the exit."""
 
 
+def upload_seconds(value: object, what: str, advice: str) -> float:
+    """``value`` as a time limit for uploads, in seconds; a ValueError that starts with
+    ``what`` and ends with ``advice`` for anything but a number ≥ 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ValueError(f"{what} a number of seconds ≥ 0, {advice}; received {value!r}.")
+    return float(value)
+
+
 def is_url(location: object) -> bool:
     """Whether ``location`` is an fsspec URL (``scheme://...``) rather than a local path."""
     return isinstance(location, str) and "://" in location
@@ -582,13 +590,8 @@ class RemoteCheckpointManager(CheckpointManager):
         if seconds is None:
             self._deadline = None
             return
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
-            raise ValueError(
-                f"limit_uploads takes a number of seconds ≥ 0, or None for no limit; "
-                f"received {seconds!r}."
-            )
-        self._limit = float(seconds)
-        self._deadline = time.monotonic() + float(seconds)
+        self._limit = upload_seconds(seconds, "limit_uploads takes", "or None for no limit")
+        self._deadline = time.monotonic() + self._limit
 
     def _left(self) -> float | None:
         """Seconds left for uploads (None: no limit)."""
