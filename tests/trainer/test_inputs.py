@@ -49,7 +49,8 @@ from transformers.utils import ModelOutput
 
 from scramjet import Trainer
 from scramjet.accel import accelerate_model
-from scramjet.callbacks import TrainerCallback
+from scramjet.callbacks import EarlyStoppingCallback, TrainerCallback
+from scramjet.callbacks.base import CallbackError
 from scramjet.trainer import MetricNotFoundError
 
 N, DIM, HIDDEN, BS, EPOCHS = 30, 4, 8, 8, 4
@@ -463,6 +464,25 @@ def test_unknown_metric_is_both_a_key_error_and_a_value_error() -> None:
     assert str(info.value) == (
         "No values recorded for metric 'nope'; recorded metrics: ['train_loss_epoch']."
     )
+
+
+def test_a_misspelt_metric_name_is_answered_with_the_closest_recorded_one() -> None:
+    x, y = task()
+    trainer = make_trainer(Net(), callbacks=[EarlyStoppingCallback(watch_metric="eval_los_epoch")])
+    with pytest.raises(CallbackError) as info:
+        trainer.train(
+            make_input("dataset", "tuple", x, y),
+            eval_dataset=make_input("dataset", "tuple", x, y),
+            num_epochs=2,
+            per_device_batch_size=BS,
+        )
+    assert str(info.value).endswith(
+        "No values recorded for metric 'eval_los_epoch'; recorded metrics: "
+        "['eval_loss_epoch', 'train_loss_epoch']. Did you mean 'eval_loss_epoch'?"
+    )
+    with pytest.raises(MetricNotFoundError) as far:  # nothing close: no guess
+        trainer.run_history.get_latest_metric("accuracy")
+    assert "Did you mean" not in str(far.value)
 
 
 class CountingSchedulerStep(Trainer):

@@ -9,6 +9,7 @@ progress. Each stateful part saves and restores itself
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from collections import defaultdict
@@ -200,9 +201,12 @@ class RunHistory:
         """
         values = self._metrics.get(metric_name)
         if not values:
+            recorded = sorted(name for name, got in self._metrics.items() if got)
+            close = difflib.get_close_matches(str(metric_name), recorded, n=1, cutoff=0.75)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
             raise MetricNotFoundError(
                 f"No values recorded for metric {metric_name!r}; recorded metrics: "
-                f"{sorted(self._metrics) or 'none yet'}."
+                f"{recorded or 'none yet'}.{hint}"
             )
         return values[-1]
 
