@@ -113,12 +113,14 @@ class EpochOrder(Sampler[int]):
         self.seed = seed
         self.seed_drawn = seed_drawn and seed is not None
         self.epoch = 0
-        self.start = 0
+        self.start = 0  # skipped by the next iteration only
+        self._skipped = 0  # what the iteration under way skipped (for __len__)
         self._reseed = False  # set_epoch was called: the next iteration reseeds
 
     def set_epoch(self, epoch: int) -> None:
         """Select ``epoch``'s order (forwarded to the sampler when it has ``set_epoch``)."""
         self.epoch = int(epoch)
+        self._skipped = 0  # a new epoch is read from its beginning
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(self.epoch)
         self._reseed = True
@@ -134,18 +136,21 @@ class EpochOrder(Sampler[int]):
             generator.manual_seed(self.seed + self.epoch * _EPOCH_STRIDE)
 
     def set_start(self, start: int) -> None:
-        """Skip the first ``start`` indices of the next iteration (resuming mid-epoch)."""
-        self.start = max(0, int(start))
+        """Skip the first ``start`` indices of the next iteration (resuming mid-epoch);
+        the iterations after it start from their beginning again."""
+        self.start, self._skipped = max(0, int(start)), 0
 
     def __iter__(self) -> Iterator[int]:
         if self._reseed:
             self._reseed = False
             self._seed_generator()
-        return itertools.islice(iter(self.sampler), self.start, None)
+        self._skipped, self.start = self.start, 0
+        return itertools.islice(iter(self.sampler), self._skipped, None)
 
     def __len__(self) -> int:
+        """Indices of the next iteration, or of the one under way (a resumed one is short)."""
         n = len(self.sampler) if isinstance(self.sampler, Sized) else 0
-        return max(0, n - self.start)
+        return max(0, n - (self.start or self._skipped))
 
     @property
     def num_replicas(self) -> int:
