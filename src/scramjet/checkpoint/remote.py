@@ -28,30 +28,17 @@ an upload can be retried from it, and a failed upload loses nothing.
   (object stores show an object only once complete; other file systems get a temporary
   name that is moved into place).
 
-Reading (:func:`load_remote`) lists the remote folder, downloads the newest checkpoint
-into the local folder (atomically; a local copy of the same size is used as is) and
-loads it; a damaged one is skipped for the previous one. A URL naming one file is
-downloaded every time: files written by ``trainer.save_checkpoint`` keep their name when
-they are replaced, so a local copy of the same size may be an older checkpoint.
-
-One file (:func:`write_remote_checkpoint`, used by ``trainer.save_checkpoint(url)``) is
-written to a local staging copy, then uploaded, retried with backoff. On an object store
-the upload is one PUT (or a multi-part upload that is aborted on failure), which becomes
-visible only once complete: a failed or killed upload leaves the object that was there
-before, or none. ``file://`` URLs are written with the local atomic rename; other
-file systems get a temporary name that is moved into place.
+Reading (:func:`load_remote`), the URL helpers and the one-file write
+(:func:`write_remote_checkpoint`) live in :mod:`scramjet.checkpoint._remote_files` and are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import re
-import tempfile
 import threading
 import time
-import uuid
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -59,15 +46,22 @@ from typing import Any
 
 import torch
 
-from scramjet.checkpoint.manager import (
-    CheckpointError,
-    CheckpointManager,
-    CheckpointWriteError,
-    CorruptCheckpointError,
+from scramjet.checkpoint._remote_files import (
+    _OBJECT_STORES,
+    _fetch,
+    _local_names,
+    _remote_names,
+    _seq,
+    _upload_file,
+    check_scheme,
+    default_local_dir,
+    has_checkpoints,
+    is_url,
+    load_remote,
+    write_remote_checkpoint,
 )
-from scramjet.checkpoint.payload import write_checkpoint
-from scramjet.checkpoint.records import NAME_RE, CheckpointInfo, LoadResult
-from scramjet.runtime.files import atomic_write
+from scramjet.checkpoint.manager import CheckpointManager, CheckpointWriteError
+from scramjet.checkpoint.records import CheckpointInfo, LoadResult
 
 __all__ = [
     "RemoteCheckpointManager",
@@ -78,10 +72,6 @@ __all__ = [
     "load_remote",
     "write_remote_checkpoint",
 ]
-
-# Stores where an upload becomes visible only once complete (a PUT, a multi-part upload).
-_OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
-_LOCAL_SCHEMES = frozenset({"file", "local"})
 
 PREEMPTION_UPLOAD_SECONDS = 10.0
 """How long the save at preemption tries its uploads, in all, before the process exits.
@@ -96,315 +86,6 @@ def upload_seconds(value: object, what: str, advice: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise ValueError(f"{what} a number of seconds ≥ 0, {advice}; received {value!r}.")
     return float(value)
-
-
-def is_url(location: object) -> bool:
-    """Whether ``location`` is an fsspec URL (``scheme://...``) rather than a local path."""
-    return isinstance(location, str) and "://" in location
-
-
-def default_local_dir(url: str) -> Path:
-    """The local folder that holds copies of the checkpoints under ``url``.
-
-    ``<temp dir>/scramjet-checkpoints/<16 hex of the URL's SHA-1>``: the same for every
-    process of the machine, so a restarted run finds the files it already has.
-    """
-    digest = hashlib.sha1(url.rstrip("/").encode("utf-8"), usedforsecurity=False).hexdigest()
-    return Path(tempfile.gettempdir()) / "scramjet-checkpoints" / digest[:16]
-
-
-def check_scheme(url: str) -> str:
-    """The protocol of ``url`` (``"s3"``, ``"gs"``, ``"file"``...), lower case.
-
-    Raises:
-        ValueError: fsspec knows no such protocol (the message names what was received
-            and what is accepted).
-    """
-    import fsspec
-
-    scheme = url.split("://", 1)[0]
-    known = set(fsspec.available_protocols())
-    unknown = [p for p in scheme.split("::") if p.lower() not in known]
-    if unknown or not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.:-]*", scheme):
-        raise ValueError(
-            f"unknown storage scheme {scheme + '://'!r} in {url!r}. A checkpoint location is "
-            "a local path or a URL whose scheme fsspec knows: s3:// (pip install "
-            "'scramjet[s3]'), gs:// (pip install 'scramjet[gcs]'), file://, or another "
-            "fsspec protocol (fsspec.available_protocols() lists them)."
-        )
-    return scheme.rsplit("::", 1)[-1].lower()
-
-
-def _open(url: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str]:
-    from scramjet.tracking.storage import StorageTimeouts, open_filesystem, with_default_timeouts
-
-    check_scheme(url)
-    options = with_default_timeouts(url, storage_options, StorageTimeouts())
-    return open_filesystem(url.rstrip("/"), options)
-
-
-def _remote_names(fs: Any, root: str) -> list[tuple[int, str]]:
-    """``(seq, name)`` of the checkpoint files under ``root``, oldest first."""
-    try:
-        entries = fs.ls(root, detail=False)
-    except FileNotFoundError:
-        return []
-    found = []
-    for entry in entries:
-        name = str(entry).rstrip("/").rsplit("/", 1)[-1]
-        match = NAME_RE.match(name)
-        if match is not None:
-            found.append((int(match[1]), name))
-    return sorted(found)
-
-
-def has_checkpoints(
-    location: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
-) -> bool:
-    """Whether a local folder or a remote URL holds at least one checkpoint file."""
-    if is_url(location):
-        fs, root = _open(str(location), storage_options)
-        return bool(_remote_names(fs, root))
-    folder = Path(location)
-    if folder.is_file():
-        return True
-    if not folder.is_dir():
-        return False
-    with os.scandir(folder) as entries:  # any() stops early: the listing is closed here
-        return any(NAME_RE.match(e.name) for e in entries)
-
-
-def _fetch(fs: Any, remote: str, local: Path, *, reuse: bool = True) -> Path:
-    """Download ``remote`` to ``local`` atomically (with ``reuse``, a local file of the
-    same size is kept: right for names that are never reused, such as rotation's)."""
-    if reuse and local.is_file() and local.stat().st_size == int(fs.size(remote)):
-        return local
-    local.parent.mkdir(parents=True, exist_ok=True)
-
-    def copy(file: Any) -> None:
-        with fs.open(remote, "rb") as source:
-            for block in iter(lambda: source.read(1 << 22), b""):
-                file.write(block)
-
-    atomic_write(local, copy, fsync=False)
-    return local
-
-
-def load_remote(
-    url: str,
-    state: Mapping[str, Any],
-    *,
-    local_dir: str | os.PathLike[str] | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    include_local: bool = True,
-    strict: bool = True,
-    scope: str | None = None,
-    fallback: bool = True,
-    map_location: str | torch.device | None = "cpu",
-) -> LoadResult:
-    """Restore ``state`` from the newest good checkpoint under ``url`` (or from one file).
-
-    Checkpoints in ``local_dir`` that are newer than everything at ``url`` (saved by a
-    :class:`RemoteCheckpointManager` whose upload failed, or was cut short by the end of
-    the process) come first, with a warning: they hold the latest progress.
-
-    Args:
-        url: A remote folder of checkpoints, or one checkpoint file.
-        state: Entries to restore, as for :meth:`CheckpointManager.load`.
-        local_dir: Where downloaded files go (default :func:`default_local_dir`).
-        storage_options: Passed to fsspec.
-        include_local: Consider the local copies that are newer than the remote folder
-            (False: the remote folder only, e.g. when processes on other machines must
-            load the same file).
-        strict, scope, map_location: As for :meth:`CheckpointManager.load`.
-        fallback: Try the previous checkpoint when the newest cannot be read.
-
-    Raises:
-        FileNotFoundError: Nothing to load at ``url``.
-        CorruptCheckpointError: No candidate passed its checksum.
-    """
-    fs, root = _open(url, storage_options)
-    folder = Path(local_dir) if local_dir is not None else default_local_dir(url)
-    manager = CheckpointManager(folder, keep_last=None)
-    options: dict[str, Any] = {"strict": strict, "scope": scope, "map_location": map_location}
-    try:
-        one_file = fs.isfile(root)
-        remote = [] if one_file else _remote_names(fs, root)
-    except Exception as error:  # unreachable store, refused credentials...
-        raise _unreadable_store(url, folder, error) from error
-    if one_file:
-        name = root.rsplit("/", 1)[-1]
-        return manager.load(state, which=_fetch(fs, root, folder / name, reuse=False), **options)
-    highest = remote[-1][0] if remote else 0
-    # Complete local copies newer than the store: saved, then not uploaded (the store was
-    # down, or the process died first). They hold the latest progress.
-    pending = [n for q, n in _local_names(folder) if q > highest] if include_local else []
-    names = [name for _, name in reversed(remote)]
-    candidates = [*reversed(pending), *names][: None if fallback else 1]
-    if not candidates:
-        raise FileNotFoundError(
-            f"no checkpoint at {url!r}: neither a checkpoint file (as trainer.save_checkpoint "
-            "writes) nor a folder of files named ckpt-<seq>-step<step>.pt (as "
-            "SaveTrainingStateCallback writes). Check the URL, or start without resume_from."
-        )
-    errors = []
-    for i, name in enumerate(candidates):
-        only_local = name in pending
-        where = str(folder / name) if only_local else f"{url}/{name}"
-        if only_local:
-            warnings.warn(
-                f"checkpoint {name} in {str(folder)!r} is newer than everything at {url}: it "
-                "was saved but not uploaded; resuming from this local copy (a "
-                "RemoteCheckpointManager of this folder uploads it with its next save)",
-                stacklevel=3,
-            )
-        local = folder / name
-        try:
-            if only_local:
-                return manager.load(state, which=local, **options)
-            return _load_downloaded(manager, state, fs, f"{root}/{name}", local, options)
-        except CorruptCheckpointError as error:
-            errors.append(str(error))
-            if not only_local:
-                local.unlink(missing_ok=True)  # never reuse a damaged download
-            if i + 1 < len(candidates):
-                following = candidates[i + 1]
-                following_at = (
-                    str(folder / following) if following in pending else f"{url}/{following}"
-                )
-                warnings.warn(
-                    f"{error} (from {where}); trying the previous checkpoint {following_at}",
-                    stacklevel=3,
-                )
-    raise CorruptCheckpointError(folder / names[0], "no readable checkpoint: " + "; ".join(errors))
-
-
-def _load_downloaded(
-    manager: CheckpointManager,
-    state: Mapping[str, Any],
-    fs: Any,
-    remote_path: str,
-    local: Path,
-    options: dict[str, Any],
-) -> LoadResult:
-    """Download ``remote_path`` to ``local`` (an earlier copy of the same size is reused)
-    and load it; a reused copy that fails its checksum is downloaded again first, as the
-    damage may be in that copy only."""
-    cached = local.is_file()
-    _fetch(fs, remote_path, local)
-    try:
-        return manager.load(state, which=local, **options)
-    except CorruptCheckpointError:
-        if not cached:
-            raise
-        return manager.load(state, which=_fetch(fs, remote_path, local, reuse=False), **options)
-
-
-def _unreadable_store(url: str, folder: Path, error: Exception) -> CheckpointError:
-    """The error for a store that could not be listed, naming the local copies."""
-    local = [name for _, name in _local_names(folder)]
-    there = (
-        f"The local copies in {str(folder)!r} ({', '.join(local[-3:])}"
-        f"{', ...' if len(local) > 3 else ''}) can be loaded with CheckpointManager("
-        f"{str(folder)!r}).load(state) or resume_from={str(folder)!r}."
-        if local
-        else f"There are no local copies in {str(folder)!r}."
-    )
-    return CheckpointError(
-        f"could not read the checkpoints at {url}: {type(error).__name__}: {error}. Check "
-        f"that the store is reachable and the credentials are valid, then try again. {there}"
-    )
-
-
-def write_remote_checkpoint(
-    url: str,
-    state: Mapping[str, Any],
-    *,
-    step: int = 0,
-    epoch: int | None = None,
-    metrics: Mapping[str, Any] | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    local_dir: str | os.PathLike[str] | None = None,
-    upload_attempts: int = 4,
-) -> str:
-    """Write one checkpoint file at ``url``, atomically; returns ``url``.
-
-    The file is what :func:`~scramjet.checkpoint.write_checkpoint` writes (read back by
-    :func:`load_remote` and ``trainer.load_checkpoint(url)``). It is staged in
-    ``local_dir`` (default :func:`default_local_dir`), uploaded (retried with backoff),
-    and the staged copy is removed.
-
-    Args:
-        url: The file's URL (``s3://bucket/run/last.pt``, ``gs://...``, ``file://...``).
-        state: Entries to save, as for :meth:`CheckpointManager.save`.
-        step: Optimizer step recorded in the file.
-        epoch: Epoch recorded in the file.
-        metrics: Metrics recorded in the file.
-        storage_options: Passed to fsspec.
-        local_dir: Where the staging copy is written.
-        upload_attempts: Tries of the upload before giving up.
-
-    Raises:
-        ValueError: ``url`` has an unknown scheme or names no file.
-        CheckpointWriteError: The upload failed after its retries. Whatever was at ``url``
-            before is left as it was, and the complete file is kept in ``local_dir``
-            (``path``; ``saved`` is True).
-    """
-    protocol = check_scheme(url)
-    rest = url.split("://", 1)[1].strip("/")
-    if url.endswith("/") or not rest or (protocol in _OBJECT_STORES and "/" not in rest):
-        raise ValueError(
-            f"a checkpoint URL names a file, such as 's3://bucket/run/last.pt'; received {url!r}"
-        )
-    fs, path = _open(url, storage_options)
-    if protocol in _LOCAL_SCHEMES and "::" not in url:  # the local atomic write, in place
-        write_checkpoint(path, state, step=step, epoch=epoch, metrics=metrics)
-        return url
-    folder = Path(local_dir) if local_dir is not None else default_local_dir(url)
-    staged = folder / path.rsplit("/", 1)[-1]
-    write_checkpoint(staged, state, step=step, epoch=epoch, metrics=metrics, fsync=False)
-    error = _upload_file(fs, staged, path, protocol, upload_attempts)
-    if error is not None:
-        raise CheckpointWriteError(
-            f"checkpoint {url} was not saved: the upload failed ({type(error).__name__}: "
-            f"{error}). Whatever was at {url} before is unchanged. The complete file is kept "
-            f"at {str(staged)!r}: copy it there, or save again once the store is reachable.",
-            staged,
-            saved=True,
-        ) from error
-    staged.unlink(missing_ok=True)
-    return url
-
-
-def _upload_file(
-    fs: Any, local: Path, path: str, protocol: str, attempts: int
-) -> BaseException | None:
-    """Upload ``local`` to ``path`` so that ``path`` only ever holds a complete file; the
-    last error if every attempt failed (an HTTP 4xx refusal is not tried again)."""
-    from scramjet.tracking.storage import permanent_error
-
-    last: BaseException | None = None
-    for attempt in range(max(1, attempts)):
-        if attempt:
-            time.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)))
-        temporary = None
-        try:
-            if protocol in _OBJECT_STORES:  # visible only once complete
-                fs.put_file(str(local), path)
-            else:  # a temporary name next to the target, moved into place
-                parent, _, name = path.rpartition("/")
-                temporary = f"{parent}/.{name}.{uuid.uuid4().hex[:8]}.uploading"
-                fs.put_file(str(local), temporary)
-                fs.mv(temporary, path)
-            return None
-        except Exception as exc:
-            last = exc
-            if temporary is not None:  # tidying: the upload's error is the one reported
-                with contextlib.suppress(Exception):
-                    fs.rm_file(temporary)
-            if permanent_error(exc) is not None or isinstance(exc, FileNotFoundError):
-                break
-    return last
 
 
 class RemoteCheckpointManager(CheckpointManager):
@@ -743,20 +424,3 @@ class RemoteCheckpointManager(CheckpointManager):
             f"machine resumes from the newest checkpoint at {self.url}, an older one, unless "
             "they are copied there first."
         )
-
-
-def _local_names(folder: Path) -> list[tuple[int, str]]:
-    """``(seq, name)`` of the checkpoint files in a local folder, oldest first."""
-    if not folder.is_dir():
-        return []
-    found = []
-    for entry in os.scandir(folder):
-        match = NAME_RE.match(entry.name)
-        if match is not None and entry.is_file():
-            found.append((int(match[1]), entry.name))
-    return sorted(found)
-
-
-def _seq(name: str) -> int:
-    match = NAME_RE.match(name)
-    return int(match[1]) if match else 0
