@@ -405,14 +405,20 @@ class SaveTrainingStateCallback(TrainerCallback):
         self._open_manager(trainer)
         self._last_path = trainer.save_to_manager(self._manager)
 
-    def _open_manager(self, trainer: Trainer) -> None:
+    def _open_manager(self, trainer: Trainer, upload_limit: float | None = None) -> None:
+        """Open the manager on the main process (``upload_limit``: a remote one gets that
+        limit from the start, its first listing of the store included)."""
         if self._manager is None and trainer.is_main_process:
             options: dict[str, Any] = {"keep_last": self.keep_last, "async_write": self.async_write}
             if self.keep_best:
                 options.update(keep_best=self.keep_best, monitor=self.monitor, mode=self.mode)
             if self.url is not None:
                 self._manager = remote.RemoteCheckpointManager(
-                    self.url, self.directory, storage_options=self.storage_options, **options
+                    self.url,
+                    self.directory,
+                    storage_options=self.storage_options,
+                    upload_limit=upload_limit,
+                    **options,
                 )
             else:
                 self._manager = CheckpointManager(self.directory, **options)
@@ -447,12 +453,14 @@ class SaveTrainingStateCallback(TrainerCallback):
             self._preempted(trainer, saved)  # a signal during the evaluation, say
 
     def _preempted(self, trainer: Trainer, saved: bool) -> None:
-        self._open_manager(trainer)
+        opened_before = self._manager is not None
+        # A manager opened now lists the store: within the limit, like the uploads.
+        self._open_manager(trainer, upload_limit=self.preemption_upload_seconds)
         uploads = (
             self._manager if isinstance(self._manager, remote.RemoteCheckpointManager) else None
         )
-        if uploads is not None:  # the local write is waited for; the uploads for a while
-            uploads.limit_uploads(self.preemption_upload_seconds)
+        if uploads is not None and opened_before:  # the local write is waited for; the
+            uploads.limit_uploads(self.preemption_upload_seconds)  # uploads for a while
         try:
             if not saved:
                 self._save(trainer)

@@ -42,7 +42,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -62,6 +62,8 @@ from scramjet.checkpoint._remote_files import (
 )
 from scramjet.checkpoint.manager import CheckpointManager, CheckpointWriteError
 from scramjet.checkpoint.records import CheckpointInfo, LoadResult
+
+T = TypeVar("T")
 
 __all__ = [
     "RemoteCheckpointManager",
@@ -96,6 +98,8 @@ class RemoteCheckpointManager(CheckpointManager):
         local_dir: Local folder of the copies (default :func:`default_local_dir`).
         storage_options: Passed to fsspec (credentials, ``client_kwargs``...).
         upload_attempts: Tries per upload (with backoff) before it waits for the next save.
+        upload_limit: :meth:`limit_uploads` from the start, the listing of the store at
+            construction included (for a manager opened by the save at preemption).
         **kwargs: The other :class:`CheckpointManager` options (``keep_last`` applies
             to the local folder and to the remote one).
     """
@@ -107,6 +111,7 @@ class RemoteCheckpointManager(CheckpointManager):
         *,
         storage_options: Mapping[str, Any] | None = None,
         upload_attempts: int = 4,
+        upload_limit: float | None = None,
         **kwargs: Any,
     ) -> None:
         from scramjet.tracking.storage import RunStorage
@@ -120,6 +125,11 @@ class RemoteCheckpointManager(CheckpointManager):
             raise ValueError("RemoteCheckpointManager uploads in on_saved; it takes no on_saved.")
         self.url = url.rstrip("/")
         self._storage_options = storage_options
+        self._deadline: float | None = None  # set by limit_uploads
+        self._limit = 0.0
+        if upload_limit is not None:  # from the start: the listing below is bounded too
+            self._limit = upload_seconds(upload_limit, "upload_limit must be", "or None")
+            self._deadline = time.monotonic() + self._limit
         folder = Path(local_dir) if local_dir is not None else default_local_dir(self.url)
         super().__init__(folder, on_saved=self._upload, **kwargs)
         self.storage = RunStorage(
@@ -127,14 +137,17 @@ class RemoteCheckpointManager(CheckpointManager):
         )
         self.not_uploaded: dict[str, str] = {}  # file name -> last upload error
         self._protocol = check_scheme(self.url)
-        self._deadline: float | None = None  # set by limit_uploads
-        self._limit = 0.0
         # Names local rotation deleted: with keep_best, only these are deleted remotely.
         self._rotated_away: set[str] = set()
         listed: str | None = None  # why the listing failed
         try:
-            remote = _remote_names(self.storage.fs, self.storage.remote_root)
-        except Exception as error:  # listing failed: numbering follows the local folder
+            remote = self._bounded(
+                f"the listing of {self.url}",
+                _remote_names,
+                self.storage.fs,
+                self.storage.remote_root,
+            )
+        except Exception as error:  # failed or timed out: numbering follows the local folder
             listed = f"{type(error).__name__}: {error}"
             remote = []
         self._remote_highest = remote[-1][0] if remote else 0
@@ -277,6 +290,20 @@ class RemoteCheckpointManager(CheckpointManager):
     def _left(self) -> float | None:
         """Seconds left for uploads (None: no limit)."""
         return None if self._deadline is None else self._deadline - time.monotonic()
+
+    def _bounded(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, a call to the store (``what`` names it), within ``storage.timeouts.call`` seconds and
+        the limit of :meth:`limit_uploads`; ``TimeoutError`` after that (the call is
+        abandoned on a daemon thread)."""
+        from scramjet.tracking.storage import call_with_deadline
+
+        timeout = self.storage.timeouts.call
+        left = self._left()
+        if left is not None:
+            if left <= 0:
+                raise TimeoutError(f"the {self._limit:g} s given to the uploads have passed")
+            timeout = min(timeout, left)
+        return call_with_deadline(fn, *args, timeout=timeout, name=what)
 
     def _waited(self, finished: Callable[[float], bool]) -> bool:
         """Call ``finished(timeout)`` in short slices until it returns True (then True) or

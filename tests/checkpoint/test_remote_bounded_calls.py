@@ -1,0 +1,150 @@
+"""No call of a remote checkpoint to its store waits without a bound.
+
+- The manager opened by the save at preemption lists the store within the upload limit
+  (a real socket on 127.0.0.1 that accepts connections and never answers plays an S3
+  endpoint behind a black hole).
+- Stores that are not object stores (``file://``, ``memory://``) give every put, move and
+  delete a deadline (``StorageTimeouts.call``, plus the transfer time at ``min_rate``); a
+  call that hangs is one failed attempt.
+- Temporary upload files left on the store by an earlier process are removed with the
+  remote rotation; those of this process's uploads still running are left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from tests.common.world import blobs, make_trainer
+
+from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
+from scramjet.checkpoint import CheckpointWriteError, read_checkpoint
+from scramjet.checkpoint.remote import RemoteCheckpointManager
+from scramjet.runtime.preemption import TrainingPreempted
+from scramjet.tracking.storage import StorageTimeouts
+
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.filterwarnings("ignore:.*could not prepare.*"),
+]
+
+FAST = StorageTimeouts(call=0.3)
+
+
+class BlackHole:
+    """A TCP server on 127.0.0.1 that accepts every connection and never sends a byte."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.endpoint = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.connections: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.sock.accept()
+            except OSError:  # closed
+                return
+            self.connections.append(connection)
+
+    def close(self) -> None:
+        self.sock.close()
+        for connection in self.connections:
+            connection.close()
+
+
+@pytest.fixture()
+def black_hole(monkeypatch: pytest.MonkeyPatch) -> Iterator[BlackHole]:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    server = BlackHole()
+    yield server
+    server.close()
+
+
+def options(server: BlackHole) -> dict[str, Any]:
+    return {"client_kwargs": {"endpoint_url": server.endpoint}}
+
+
+class TermAt(TrainerCallback):
+    """Sends SIGTERM to this process at one optimizer step, and notes when."""
+
+    def __init__(self, step: int) -> None:
+        self.at = step
+        self.sent = 0.0
+
+    def on_optimizer_step_end(self, trainer: Any, **kwargs: Any) -> None:
+        if trainer.state.global_step == self.at:
+            self.sent = time.monotonic()
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+# ------------------------------------------------------------------ defect 1
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_the_first_save_at_preemption_is_bounded_by_the_limit_on_a_silent_store(
+    black_hole: BlackHole, tmp_path: Path
+) -> None:
+    local = tmp_path / "local"
+    save = SaveTrainingStateCallback(
+        f"s3://bucket-{uuid.uuid4().hex[:8]}/run",
+        every_n_epochs=None,  # no save before the preemption: its manager opens then
+        local_dir=local,
+        storage_options=options(black_hole),
+        preemption_upload_seconds=1.0,
+    )
+    term = TermAt(2)
+    trainer = make_trainer(callbacks=[term, save])
+    with pytest.raises(TrainingPreempted) as stopped:
+        trainer.train(blobs(n=32), num_epochs=1, per_device_batch_size=4)
+    took = time.monotonic() - term.sent
+    # Before: the listing at the manager's construction took botocore's read timeout
+    # times its attempts (and s3fs's own retries): minutes, past the scheduler's kill.
+    assert took < 1.0 + 3.0, f"{took:.1f} s"
+    assert stopped.value.step == 2
+    newest = local / "ckpt-000001-step2.pt"
+    assert stopped.value.checkpoint == str(newest)
+    assert read_checkpoint(newest)["step"] == 2
+    save.close()  # already reported by the preemption: no second error
+
+
+def test_a_manager_opened_with_a_limit_lists_a_silent_store_within_it(
+    black_hole: BlackHole, tmp_path: Path
+) -> None:
+    started = time.monotonic()
+    with pytest.warns(RuntimeWarning, match=r"could not list s3://.*TimeoutError"):
+        manager = RemoteCheckpointManager(
+            f"s3://bucket-{uuid.uuid4().hex[:8]}/run",
+            tmp_path,
+            storage_options=options(black_hole),
+            upload_limit=1.0,
+        )
+    manager.save({"w": torch.ones(3)}, step=5)
+    with pytest.raises(CheckpointWriteError, match="after the 1 s they are given") as caught:
+        manager.close()
+    took = time.monotonic() - started
+    assert took < 1.0 + 3.0, f"{took:.1f} s"
+    assert caught.value.saved
+    assert read_checkpoint(tmp_path / "ckpt-000001-step5.pt")["step"] == 5
+
+
+def test_an_upload_limit_that_is_not_a_number_of_seconds_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"upload_limit must be a number of seconds.*'1'"):
+        RemoteCheckpointManager(f"file://{tmp_path / 'store'}", tmp_path, upload_limit="1")  # type: ignore[arg-type]
