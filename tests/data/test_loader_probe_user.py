@@ -49,3 +49,40 @@ def test_a_resumed_epoch_skips_its_start_and_the_next_epoch_is_whole(
     assert len(resumed) == 3
     assert labels_and_pixels(resumed) == epoch2  # the skip was for the resumed epoch only
     assert len(labels_and_pixels(resumed)) == 12  # and for one iteration, set_epoch or not
+
+
+def rewrite_in_place(shard: Path) -> None:
+    """What ``cp other.h5 shard.h5`` does to a shard in use: the same file, another size."""
+    data = shard.read_bytes()
+    with open(shard, "r+b") as f:
+        f.write(bytes(255 - b for b in data) + b"more")
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_a_shard_rewritten_while_a_loader_reads_it_is_an_error_naming_it(
+    ds: PackedDataset, backend: str
+) -> None:
+    loader = ds.loader(4, backend=backend, num_workers=0)
+    assert len(labels_and_pixels(loader)) == 12  # every shard open and mapped
+    rewrite_in_place(ds.path / "shard-00001.h5")
+    with pytest.raises(Exception, match=r"shard-00001\.h5 of pack .* changed on disk") as err:
+        labels_and_pixels(loader)
+    assert "make a new PackedDataset" in str(err.value)
+
+
+def test_a_shard_truncated_while_read_is_an_error_not_sigbus(ds: PackedDataset) -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\nfrom pathlib import Path\nfrom scramjet.data import PackedDataset\n"
+        "ds = PackedDataset(sys.argv[1])\nL = ds.loader(4, backend='threads', num_workers=1)\n"
+        "list(L)\nshard = Path(sys.argv[1]) / 'shard-00001.h5'\n"
+        "open(shard, 'r+b').truncate(100)\n"
+        "try:\n    list(L)\nexcept Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(ds.path)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr  # a memory map read past the end: -7 (SIGBUS)
+    assert "PackFormatError" in out.stdout and "changed on disk" in out.stdout

@@ -7,6 +7,8 @@ batches with :func:`copy_rows`; everything here is per shard and holds no datase
 
 from __future__ import annotations
 
+import os
+import weakref
 from typing import Any
 
 import numpy as np
@@ -104,12 +106,19 @@ class Shard:
     Opening checks that every column read holds ``info.samples`` rows and that offset
     tables are consistent, so a manifest that lies about a shard, or a damaged table
     read without verification, is an error instead of missing or garbled samples.
+
+    The file stays open (its descriptor) so that :meth:`check_unchanged` can tell, before
+    every batch, whether its size changed since: a memory map of a file cut short ends
+    the process with SIGBUS when read past the new end.
     """
 
     def __init__(self, path: str, info: ShardInfo, columns: list[ColumnSpec]) -> None:
         import h5py
 
         self.info = info
+        self._fd = os.open(path, os.O_RDONLY)
+        weakref.finalize(self, os.close, self._fd)  # closed with the shard
+        self._size = self._current_size()
         self.data: dict[str, np.ndarray] = {}
         self.offsets: dict[str, np.ndarray] = {}
         self.rows: dict[str, np.ndarray] = {}
@@ -122,6 +131,27 @@ class Shard:
                     self.rows[col.name] = np.asarray(h5[f"{ROWS_GROUP}/{col.name}"][()])
         for col in columns:
             self._check_column(col, info)
+
+    def _current_size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def check_unchanged(self, pack: str) -> None:
+        """Refuse to read a shard whose file was cut short or grew since it was opened.
+
+        Raises:
+            PackFormatError: the file's size differs from when the shard was opened
+                (another program truncated or rewrote it in place).
+        """
+        size = self._current_size()
+        if size == self._size:
+            return
+        raise PackFormatError(
+            f"shard {self.info.file} of pack {pack!r} changed on disk while it was being read "
+            f"({self._size} bytes when opened, {size} now): reading its memory map would "
+            "crash the process or return other bytes. Do not write over a pack in use (pack "
+            "to a new path, or with overwrite=True, which replaces it whole); once the pack "
+            "is complete again, make a new PackedDataset and loader"
+        )
 
     def _check_column(self, col: ColumnSpec, info: ShardInfo) -> None:
         data = self.data[col.name]

@@ -487,6 +487,8 @@ class PackedDataset(Dataset[Any]):
                     "re-copy the pack"
                 ) from exc
             self._shards[k] = shard
+        else:
+            shard.check_unchanged(str(self.path))  # truncated in place: SIGBUS, not garbage
         return shard
 
     @property
