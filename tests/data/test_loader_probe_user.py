@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -86,3 +87,22 @@ def test_a_shard_truncated_while_read_is_an_error_not_sigbus(ds: PackedDataset) 
     )
     assert out.returncode == 0, out.stderr  # a memory map read past the end: -7 (SIGBUS)
     assert "PackFormatError" in out.stdout and "changed on disk" in out.stdout
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+@pytest.mark.parametrize("workers", [None, "2", 2.5, True])
+def test_num_workers_of_the_wrong_type_says_what_it_received(
+    ds: PackedDataset, backend: str, workers: Any
+) -> None:
+    with pytest.raises(TypeError, match=r"num_workers must be an int >= 0 .*received"):
+        ds.loader(4, num_workers=workers, backend=backend)
+
+
+def test_negative_num_workers_and_a_seed_as_generator_are_refused_clearly(
+    ds: PackedDataset,
+) -> None:
+    with pytest.raises(ValueError, match=r"received -1\. Pass 0 or a positive count"):
+        ds.loader(4, num_workers=-1, backend="threads")
+    with pytest.raises(TypeError, match=r"received int 5\. .*manual_seed\(5\)"):
+        ds.loader(4, shuffle=True, generator=5)
+    assert len(ds.loader(4, num_workers=np.int64(1), backend="threads")) == 3

@@ -120,6 +120,45 @@ def check_batch_size(batch_size: Any) -> int:
     return int(batch_size)
 
 
+def check_num_workers(num_workers: Any, backend: str) -> int:
+    """A loader's ``num_workers``: an int >= 0 (reading threads, or worker processes).
+
+    Raises:
+        TypeError: not an int (None, a str, a float, a bool...).
+        ValueError: an int below 0.
+    """
+    what = "reading threads, 0 for one per core" if backend == "threads" else "worker processes"
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int | np.integer):
+        raise TypeError(
+            f"num_workers must be an int >= 0 ({what}); received "
+            f"{type(num_workers).__name__} {num_workers!r}. Pass e.g. num_workers=4."
+        )
+    if num_workers < 0:
+        raise ValueError(
+            f"num_workers must be an int >= 0 ({what}); received {num_workers}. Pass 0 or "
+            "a positive count."
+        )
+    return int(num_workers)
+
+
+def check_generator(generator: Any) -> None:
+    """A loader's ``generator``: None or a ``torch.Generator``.
+
+    Raises:
+        TypeError: anything else (a seed given as an int, a numpy generator...).
+    """
+    if generator is not None and not isinstance(generator, torch.Generator):
+        fix = (
+            f"torch.Generator().manual_seed({generator})"
+            if isinstance(generator, int) and not isinstance(generator, bool)
+            else "torch.Generator().manual_seed(seed)"
+        )
+        raise TypeError(
+            f"generator must be a torch.Generator or None; received "
+            f"{type(generator).__name__} {generator!r}. Pass generator={fix}."
+        )
+
+
 def check_prefetch_factor(kwargs: dict[str, Any]) -> int | None:
     """``prefetch_factor`` among a loader's settings: None (the default) or an int >= 1.
 

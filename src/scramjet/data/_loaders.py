@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.data import DataLoader, RandomSampler, Sampler, SequentialSampler
 
-from scramjet.data._args import check_batch_size, check_prefetch_factor, check_shuffle_and_sampler
+from scramjet.data._args import (
+    check_batch_size,
+    check_generator,
+    check_num_workers,
+    check_prefetch_factor,
+    check_shuffle_and_sampler,
+)
 from scramjet.data._ring import GenerationBatches, RingLoader, SlotRing
 
 if TYPE_CHECKING:
@@ -49,6 +55,8 @@ def make_loader(
     check_shuffle_and_sampler(shuffle, sampler)
     prefetch = check_prefetch_factor(kwargs)
     chosen = choose_backend(backend, ds.transform is not None, kwargs)
+    num_workers = check_num_workers(num_workers, chosen)
+    check_generator(generator)
     if (num_workers > 0 or chosen == "threads") and ds.verify_mode == "open":
         ds.verify()  # once here, instead of in every worker (and every epoch)
     given = generator is not None or isinstance(

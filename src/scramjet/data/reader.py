@@ -775,9 +775,11 @@ class PackedDataset(Dataset[Any]):
                 for 2).
 
         Raises:
-            TypeError: ``batch_size`` is not an int.
-            ValueError: ``batch_size`` or ``prefetch_factor`` below 1, an unknown backend,
-                ``shuffle=True`` with a ``sampler``, or a setting the backend does not take.
+            TypeError: ``batch_size`` or ``num_workers`` not an int, ``generator`` not a
+                ``torch.Generator``.
+            ValueError: ``batch_size`` or ``prefetch_factor`` below 1, ``num_workers`` below
+                0, an unknown backend, ``shuffle=True`` with a ``sampler``, or a setting the
+                backend does not take.
         """
         return make_loader(
             self, batch_size, shuffle=shuffle, drop_last=drop_last, num_workers=num_workers,
