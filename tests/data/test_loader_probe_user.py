@@ -106,3 +106,18 @@ def test_negative_num_workers_and_a_seed_as_generator_are_refused_clearly(
     with pytest.raises(TypeError, match=r"received int 5\. .*manual_seed\(5\)"):
         ds.loader(4, shuffle=True, generator=5)
     assert len(ds.loader(4, num_workers=np.int64(1), backend="threads")) == 3
+
+
+@pytest.mark.parametrize("backend", ["auto", "processes"])
+def test_collate_fn_and_batch_sampler_are_refused_not_given_a_batch(
+    ds: PackedDataset, backend: str
+) -> None:
+    def stack(samples: list[dict[str, Any]]) -> Any:  # written for lists of samples
+        return torch.stack([torch.as_tensor(s["image"]) for s in samples])
+
+    with pytest.raises(ValueError, match=r"collate_fn .* DataLoader\(ds, batch_size="):
+        ds.loader(4, backend=backend, collate_fn=stack)
+    with pytest.raises(ValueError, match=r"batch_sampler: .* DataLoader\(ds, batch_sampler="):
+        ds.loader(4, backend=backend, batch_sampler=[[0, 1]])
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=stack)
+    assert next(iter(loader)).shape == (4, 32, 40, 3)  # the way the message gives

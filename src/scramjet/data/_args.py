@@ -159,6 +159,32 @@ def check_generator(generator: Any) -> None:
         )
 
 
+def check_batching_settings(kwargs: Mapping[str, Any]) -> None:
+    """Refuse the DataLoader settings that ``ds.loader`` sets itself.
+
+    Its batches are read whole and already collated (dicts of tensors), so a
+    ``collate_fn`` would receive a batch rather than a list of samples, and a
+    ``batch_sampler`` would replace the batches the loader makes.
+
+    Raises:
+        ValueError: ``collate_fn`` or ``batch_sampler`` among the settings.
+    """
+    if "collate_fn" in kwargs:
+        raise ValueError(
+            "ds.loader does not take collate_fn: it reads whole batches that are already "
+            "collated (dicts of tensors), so collate_fn would get a batch, not a list of "
+            "samples. To collate samples your way, use DataLoader(ds, batch_size=..., "
+            "collate_fn=...) (it reads through ds.__getitems__); to change a batch, do it "
+            "in your loop"
+        )
+    if "batch_sampler" in kwargs:
+        raise ValueError(
+            "ds.loader does not take batch_sampler: it makes the batches from batch_size, "
+            "sampler and drop_last. Pass those, or use DataLoader(ds, batch_sampler=...), "
+            "which reads each batch through ds.__getitems__"
+        )
+
+
 def check_prefetch_factor(kwargs: dict[str, Any]) -> int | None:
     """``prefetch_factor`` among a loader's settings: None (the default) or an int >= 1.
 

@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, RandomSampler, Sampler, SequentialSampl
 
 from scramjet.data._args import (
     check_batch_size,
+    check_batching_settings,
     check_generator,
     check_num_workers,
     check_prefetch_factor,
@@ -53,6 +54,7 @@ def make_loader(
 
     batch_size = check_batch_size(batch_size)
     check_shuffle_and_sampler(shuffle, sampler)
+    check_batching_settings(kwargs)
     prefetch = check_prefetch_factor(kwargs)
     chosen = choose_backend(backend, ds.transform is not None, kwargs)
     num_workers = check_num_workers(num_workers, chosen)
