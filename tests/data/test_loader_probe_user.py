@@ -121,3 +121,11 @@ def test_collate_fn_and_batch_sampler_are_refused_not_given_a_batch(
         ds.loader(4, backend=backend, batch_sampler=[[0, 1]])
     loader = torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=stack)
     assert next(iter(loader)).shape == (4, 32, 40, 3)  # the way the message gives
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="pin_memory=True is honoured with CUDA")
+def test_pin_memory_without_cuda_warns_at_the_users_line(ds: PackedDataset) -> None:
+    with pytest.warns(UserWarning, match="CUDA is not available") as caught:
+        loader = ds.loader(4, pin_memory=True, backend="threads")
+    assert caught[0].filename == __file__  # not a line inside scramjet
+    assert len(labels_and_pixels(loader)) == 12

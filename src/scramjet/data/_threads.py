@@ -252,7 +252,7 @@ def _pinning(requested: bool | None) -> bool:
         warnings.warn(
             "pin_memory=True, but CUDA is not available: reading into ordinary memory",
             UserWarning,
-            stacklevel=4,  # the caller of PackedDataset.loader
+            stacklevel=5,  # the caller of PackedDataset.loader (through make_loader)
         )
     return available if requested is None else bool(requested) and available
 
