@@ -28,7 +28,7 @@ from tests.common.world import blobs, make_trainer
 
 from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
 from scramjet.checkpoint import CheckpointWriteError, read_checkpoint
-from scramjet.checkpoint.remote import RemoteCheckpointManager
+from scramjet.checkpoint.remote import RemoteCheckpointManager, write_remote_checkpoint
 from scramjet.runtime.preemption import TrainingPreempted
 from scramjet.tracking.storage import StorageTimeouts
 
@@ -148,3 +148,89 @@ def test_a_manager_opened_with_a_limit_lists_a_silent_store_within_it(
 def test_an_upload_limit_that_is_not_a_number_of_seconds_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"upload_limit must be a number of seconds.*'1'"):
         RemoteCheckpointManager(f"file://{tmp_path / 'store'}", tmp_path, upload_limit="1")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ defect 2
+
+
+def _hang(
+    monkeypatch: pytest.MonkeyPatch, target: Any, method: str, release: threading.Event
+) -> None:
+    """``target.method`` (a file system, or its class) waits for ``release``, then fails;
+    a put to a local file system writes half the file first."""
+
+    def hang(*args: Any, **kwargs: Any) -> None:
+        if method == "put_file" and not isinstance(target, type):
+            local, remote = args[-2], args[-1]
+            data = Path(local).read_bytes()
+            Path(remote).parent.mkdir(parents=True, exist_ok=True)
+            Path(remote).write_bytes(data[: len(data) // 2])
+        release.wait(30)
+        raise ConnectionError("the store stopped answering")
+
+    monkeypatch.setattr(target, method, hang)
+
+
+@pytest.mark.parametrize("method", ["put_file", "mv"])
+def test_a_hanging_call_to_a_file_store_is_a_failed_attempt_without_a_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    store = tmp_path / "store"
+    manager = RemoteCheckpointManager(
+        f"file://{store}", tmp_path / "local", keep_last=None, upload_attempts=2, timeouts=FAST
+    )
+    release = threading.Event()
+    _hang(monkeypatch, manager.storage.fs, method, release)
+    try:
+        started = time.monotonic()
+        with pytest.warns(RuntimeWarning, match=r"ckpt-000001-step1\.pt.*not uploaded.*took more"):
+            manager.save({"w": torch.arange(1000.0)}, step=1)
+            manager.wait()
+        with pytest.raises(CheckpointWriteError, match=r"ckpt-000001-step1\.pt") as caught:
+            manager.close()
+        # Before: save() and close() waited for the hanging call (here until release).
+        assert time.monotonic() - started < 8.0
+        assert caught.value.saved
+        assert not list(store.glob("ckpt-*.pt"))  # nothing partial under the name
+        assert read_checkpoint(tmp_path / "local" / "ckpt-000001-step1.pt")["step"] == 1
+    finally:
+        release.set()
+    # The abandoned calls tidy up behind them once they end: no temporary file is left.
+    for _ in range(50):
+        if not list(store.glob(".*.uploading")):
+            break
+        time.sleep(0.1)
+    assert not list(store.glob(".*.uploading"))
+
+
+def test_write_remote_checkpoint_to_a_hanging_store_fails_in_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    url = f"memory://bounded-{uuid.uuid4().hex[:8]}/run/last.pt"
+    write_remote_checkpoint(url, {"w": torch.zeros(3)}, step=1, local_dir=tmp_path / "a")
+    release = threading.Event()
+    _hang(monkeypatch, MemoryFileSystem, "put_file", release)
+    try:
+        started = time.monotonic()
+        with pytest.raises(CheckpointWriteError, match=r"was not saved.*took more") as caught:
+            write_remote_checkpoint(
+                url,
+                {"w": torch.ones(3)},
+                step=2,
+                local_dir=tmp_path / "b",
+                upload_attempts=2,
+                timeouts=FAST,
+            )
+        assert time.monotonic() - started < 5.0
+        assert caught.value.saved and read_checkpoint(caught.value.path)["step"] == 2
+    finally:
+        release.set()
+    monkeypatch.undo()
+    fs = MemoryFileSystem()
+    path = url.split("://", 1)[1]
+    with fs.open(path, "rb") as file:  # the earlier file, unchanged
+        (tmp_path / "back.pt").write_bytes(file.read())
+    assert read_checkpoint(tmp_path / "back.pt")["step"] == 1
+    fs.rm(f"/{path.split('/', 1)[0]}", recursive=True)

@@ -23,12 +23,13 @@ import hashlib
 import os
 import re
 import tempfile
+import threading
 import time
 import uuid
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -41,6 +42,9 @@ from scramjet.checkpoint.manager import (
 from scramjet.checkpoint.payload import write_checkpoint
 from scramjet.checkpoint.records import NAME_RE, LoadResult
 from scramjet.runtime.files import atomic_write
+
+if TYPE_CHECKING:
+    from scramjet.tracking.storage import StorageTimeouts
 
 # Stores where an upload becomes visible only once complete (a PUT, a multi-part upload).
 _OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
@@ -84,11 +88,13 @@ def check_scheme(url: str) -> str:
     return scheme.rsplit("::", 1)[-1].lower()
 
 
-def _open(url: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str]:
+def _open(
+    url: str, storage_options: Mapping[str, Any] | None, timeouts: StorageTimeouts | None = None
+) -> tuple[Any, str]:
     from scramjet.tracking.storage import StorageTimeouts, open_filesystem, with_default_timeouts
 
     check_scheme(url)
-    options = with_default_timeouts(url, storage_options, StorageTimeouts())
+    options = with_default_timeouts(url, storage_options, timeouts or StorageTimeouts())
     return open_filesystem(url.rstrip("/"), options)
 
 
@@ -275,6 +281,7 @@ def write_remote_checkpoint(
     storage_options: Mapping[str, Any] | None = None,
     local_dir: str | os.PathLike[str] | None = None,
     upload_attempts: int = 4,
+    timeouts: StorageTimeouts | None = None,
 ) -> str:
     """Write one checkpoint file at ``url``, atomically; returns ``url``.
 
@@ -292,6 +299,11 @@ def write_remote_checkpoint(
         storage_options: Passed to fsspec.
         local_dir: Where the staging copy is written.
         upload_attempts: Tries of the upload before giving up.
+        timeouts: Bounds on the waits for the store (default :class:`StorageTimeouts()
+            <scramjet.tracking.storage.StorageTimeouts>`): botocore's for ``s3://``; on
+            stores that are not object stores, each put may take ``call + size /
+            min_rate`` seconds and each move or delete ``call`` seconds, and one that
+            takes longer is a failed try.
 
     Raises:
         ValueError: ``url`` has an unknown scheme or names no file.
@@ -305,14 +317,14 @@ def write_remote_checkpoint(
         raise ValueError(
             f"a checkpoint URL names a file, such as 's3://bucket/run/last.pt'; received {url!r}"
         )
-    fs, path = _open(url, storage_options)
+    fs, path = _open(url, storage_options, timeouts)
     if protocol in _LOCAL_SCHEMES and "::" not in url:  # the local atomic write, in place
         write_checkpoint(path, state, step=step, epoch=epoch, metrics=metrics)
         return url
     folder = Path(local_dir) if local_dir is not None else default_local_dir(url)
     staged = folder / path.rsplit("/", 1)[-1]
     write_checkpoint(staged, state, step=step, epoch=epoch, metrics=metrics, fsync=False)
-    error = _upload_file(fs, staged, path, protocol, upload_attempts)
+    error = _upload_file(fs, staged, path, protocol, upload_attempts, timeouts)
     if error is not None:
         raise CheckpointWriteError(
             f"checkpoint {url} was not saved: the upload failed ({type(error).__name__}: "
@@ -326,34 +338,97 @@ def write_remote_checkpoint(
 
 
 def _upload_file(
-    fs: Any, local: Path, path: str, protocol: str, attempts: int
+    fs: Any,
+    local: Path,
+    path: str,
+    protocol: str,
+    attempts: int,
+    timeouts: StorageTimeouts | None = None,
 ) -> BaseException | None:
     """Upload ``local`` to ``path`` so that ``path`` only ever holds a complete file; the
-    last error if every attempt failed (an HTTP 4xx refusal is not tried again)."""
-    from scramjet.tracking.storage import permanent_error
+    last error if every attempt failed (an HTTP 4xx refusal is not tried again). On a
+    store that is not an object store every call has a deadline (see :func:`_put_by_rename`);
+    one that passes it is a failed attempt."""
+    from scramjet.tracking.storage import StorageTimeouts, permanent_error
 
+    bounds = timeouts or StorageTimeouts()
     last: BaseException | None = None
     for attempt in range(max(1, attempts)):
         if attempt:
             time.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)))
-        temporary = None
         try:
             if protocol in _OBJECT_STORES:  # visible only once complete
                 fs.put_file(str(local), path)
-            else:  # a temporary name next to the target, moved into place
-                parent, _, name = path.rpartition("/")
-                temporary = f"{parent}/.{name}.{uuid.uuid4().hex[:8]}.uploading"
-                fs.put_file(str(local), temporary)
-                fs.mv(temporary, path)
+            else:
+                _put_by_rename(fs, local, path, bounds)
             return None
         except Exception as exc:
             last = exc
-            if temporary is not None:  # tidying: the upload's error is the one reported
-                with contextlib.suppress(Exception):
-                    fs.rm_file(temporary)
             if permanent_error(exc) is not None or isinstance(exc, FileNotFoundError):
                 break
     return last
+
+
+_IN_FLIGHT: dict[str, int] = {}
+"""Temporary names (``.<name>.<8 hex>.uploading``) of this process's uploads that are not
+over: how many of the upload and its put thread still use each."""
+_IN_FLIGHT_LOCK = threading.Lock()
+
+
+def _in_flight(temporary: str, change: int = 0) -> bool:
+    """Add ``change`` users to ``temporary`` (forgotten at none); whether it is in use."""
+    with _IN_FLIGHT_LOCK:
+        users = _IN_FLIGHT.get(temporary, 0) + change
+        if users > 0:
+            _IN_FLIGHT[temporary] = users
+        else:
+            _IN_FLIGHT.pop(temporary, None)
+        return users > 0
+
+
+_TEMPORARY_RE = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{8}\.uploading$")
+
+
+def _put_by_rename(fs: Any, local: Path, path: str, bounds: StorageTimeouts) -> None:
+    """Put ``local`` under a temporary name next to ``path``, then move it into place.
+
+    The put may take ``bounds.call + size / bounds.min_rate`` seconds, the move and the
+    removal of the temporary file after a failure ``bounds.call`` each: a call that takes
+    longer raises ``TimeoutError`` and is abandoned on a daemon thread. An abandoned put
+    removes its temporary file itself when it ends, so only a process that exits first
+    leaves one behind (the next manager of the store removes it).
+    """
+    from scramjet.tracking.storage import call_with_deadline
+
+    parent, _, name = path.rpartition("/")
+    temporary = f"{parent}/.{name}.{uuid.uuid4().hex[:8]}.uploading"
+    abandoned = threading.Event()
+
+    def put() -> None:
+        try:
+            fs.put_file(str(local), temporary)
+        finally:
+            if abandoned.is_set():  # nobody waits for it any more: tidy up behind it
+                with contextlib.suppress(Exception):
+                    fs.rm_file(temporary)
+            _in_flight(temporary, -1)
+
+    size = local.stat().st_size
+    _in_flight(temporary, +2)  # this upload and its put thread
+    try:
+        try:
+            call_with_deadline(
+                put, timeout=bounds.call + size / bounds.min_rate, name=f"the upload of {name}"
+            )
+        finally:
+            abandoned.set()  # from now on the put removes its file when it ends
+        call_with_deadline(fs.mv, temporary, path, timeout=bounds.call, name=f"the move of {name}")
+    except Exception:
+        with contextlib.suppress(Exception):  # tidying: the upload's error is the one reported
+            call_with_deadline(fs.rm_file, temporary, timeout=bounds.call, name="the removal")
+        raise
+    finally:
+        _in_flight(temporary, -1)
 
 
 def _local_names(folder: Path) -> list[tuple[int, str]]:

@@ -36,13 +36,14 @@ re-exported here.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -62,6 +63,9 @@ from scramjet.checkpoint._remote_files import (
 )
 from scramjet.checkpoint.manager import CheckpointManager, CheckpointWriteError
 from scramjet.checkpoint.records import CheckpointInfo, LoadResult
+
+if TYPE_CHECKING:
+    from scramjet.tracking.storage import StorageTimeouts
 
 T = TypeVar("T")
 
@@ -100,6 +104,11 @@ class RemoteCheckpointManager(CheckpointManager):
         upload_attempts: Tries per upload (with backoff) before it waits for the next save.
         upload_limit: :meth:`limit_uploads` from the start, the listing of the store at
             construction included (for a manager opened by the save at preemption).
+        timeouts: Bounds on the waits for the store (``storage.timeouts``; default
+            :class:`~scramjet.tracking.storage.StorageTimeouts`): every listing, move or
+            delete may take ``call`` seconds and an upload ``call + size / min_rate``
+            (botocore's connect and read timeouts too, for ``s3://``); a call that takes
+            longer is a failed try. Under a limit, no call goes past it.
         **kwargs: The other :class:`CheckpointManager` options (``keep_last`` applies
             to the local folder and to the remote one).
     """
@@ -112,6 +121,7 @@ class RemoteCheckpointManager(CheckpointManager):
         storage_options: Mapping[str, Any] | None = None,
         upload_attempts: int = 4,
         upload_limit: float | None = None,
+        timeouts: StorageTimeouts | None = None,
         **kwargs: Any,
     ) -> None:
         from scramjet.tracking.storage import RunStorage
@@ -133,7 +143,12 @@ class RemoteCheckpointManager(CheckpointManager):
         folder = Path(local_dir) if local_dir is not None else default_local_dir(self.url)
         super().__init__(folder, on_saved=self._upload, **kwargs)
         self.storage = RunStorage(
-            folder, self.url, storage_options, workers=1, max_attempts=upload_attempts
+            folder,
+            self.url,
+            storage_options,
+            workers=1,
+            max_attempts=upload_attempts,
+            timeouts=timeouts,
         )
         self.not_uploaded: dict[str, str] = {}  # file name -> last upload error
         self._protocol = check_scheme(self.url)
@@ -204,8 +219,13 @@ class RemoteCheckpointManager(CheckpointManager):
     def _newer_on_store(self) -> list[tuple[int, str]]:
         """The remote checkpoints newer than every local file, listed now (a fresh machine
         has none locally; another machine may have saved since)."""
-        try:
-            remote = _remote_names(self.storage.fs, self.storage.remote_root)
+        from scramjet.tracking.storage import call_with_deadline
+
+        fs, root = self.storage.fs, self.storage.remote_root
+        try:  # reading: bounded by the call timeout, whatever the limit of the uploads
+            remote = call_with_deadline(
+                _remote_names, fs, root, timeout=self.storage.timeouts.call, name="the listing"
+            )
         except Exception as error:  # the store is down: the local copies are what there is
             warnings.warn(
                 f"could not list {self.url} ({type(error).__name__}: {error}); reading the "
@@ -340,15 +360,19 @@ class RemoteCheckpointManager(CheckpointManager):
         """Upload to a temporary name that is then moved into place (retried with
         backoff), on a daemon thread: an upload abandoned at the limit, or cut short by
         the end of the process, never leaves a partial file under a checkpoint's name."""
+        from scramjet.tracking.storage import call_with_deadline
+
         outcome: list[BaseException | None] = []
-        fs, root = self.storage.fs, self.storage.remote_root
+        fs, root, bounds = self.storage.fs, self.storage.remote_root, self.storage.timeouts
 
         def put() -> None:
             with contextlib.suppress(Exception):  # there already, or the put reports it
-                fs.makedirs(root, exist_ok=True)
-            attempts = self.storage.max_attempts
+                call_with_deadline(
+                    functools.partial(fs.makedirs, root, exist_ok=True), timeout=bounds.call
+                )
+            local, attempts = self.directory / name, self.storage.max_attempts
             outcome.append(
-                _upload_file(fs, self.directory / name, f"{root}/{name}", self._protocol, attempts)
+                _upload_file(fs, local, f"{root}/{name}", self._protocol, attempts, bounds)
             )
 
         thread = threading.Thread(target=put, name="scramjet-checkpoint-upload", daemon=True)
@@ -402,11 +426,11 @@ class RemoteCheckpointManager(CheckpointManager):
             return
         fs, root = self.storage.fs, self.storage.remote_root
         try:
-            names = _remote_names(fs, root)
+            names = self._bounded(f"the listing of {self.url}", _remote_names, fs, root)
             for _, name in names[: max(0, len(names) - self.keep_last)]:
                 if self.keep_best and name not in self._rotated_away:
                     continue  # among the best, or its metrics are unknown here: kept
-                fs.rm_file(f"{root}/{name}")
+                self._bounded(f"the removal of {name}", fs.rm_file, f"{root}/{name}")
                 self._rotated_away.discard(name)
         except Exception as error:  # rotation is tidying: the next save tries again
             warnings.warn(f"could not rotate {self.url}: {error}", RuntimeWarning, stacklevel=2)
