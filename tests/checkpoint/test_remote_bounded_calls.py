@@ -234,3 +234,55 @@ def test_write_remote_checkpoint_to_a_hanging_store_fails_in_bounded_time(
         (tmp_path / "back.pt").write_bytes(file.read())
     assert read_checkpoint(tmp_path / "back.pt")["step"] == 1
     fs.rm(f"/{path.split('/', 1)[0]}", recursive=True)
+
+
+# ------------------------------------------------------------------ defect 3
+
+
+def test_temporary_files_left_by_an_earlier_process_are_removed_with_the_rotation(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "store"
+    url = f"file://{store}"
+    first = RemoteCheckpointManager(url, tmp_path / "local", keep_last=2)
+    first.save({"w": torch.zeros(3)}, step=1)
+    first.close()
+    leftover = store / ".ckpt-000002-step2.pt.0a1b2c3d.uploading"
+    leftover.write_bytes(b"half a checkpoint")
+    unrelated = store / ".notes.txt.0a1b2c3d.uploading"  # not a checkpoint's: not ours
+    unrelated.write_bytes(b"x")
+
+    manager = RemoteCheckpointManager(url, tmp_path / "local", keep_last=2)
+    manager.save({"w": torch.ones(3)}, step=2)
+    manager.close()
+    # Before: the leftover stayed on the store for good.
+    assert not leftover.exists()
+    assert unrelated.exists()
+    names = sorted(p.name for p in store.glob("ckpt-*.pt"))
+    assert names == ["ckpt-000001-step1.pt", "ckpt-000002-step2.pt"]
+    for name, step in zip(names, (1, 2), strict=True):
+        assert read_checkpoint(store / name)["step"] == step
+
+
+def test_the_temporary_file_of_an_upload_still_running_in_this_process_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "store"
+    url = f"file://{store}"
+    slow = RemoteCheckpointManager(url, tmp_path / "a", keep_last=None, timeouts=StorageTimeouts())
+    release = threading.Event()
+    _hang(monkeypatch, slow.storage.fs, "put_file", release)
+    try:
+        slow.limit_uploads(0.3)
+        slow.save({"w": torch.zeros(3)}, step=1)
+        with pytest.raises(CheckpointWriteError):
+            slow.close()
+        (running,) = store.glob(".*.uploading")  # its put is still writing
+
+        other = RemoteCheckpointManager(url, tmp_path / "b", keep_last=None)
+        other.save({"w": torch.ones(3)}, step=7)
+        other.close()
+        assert running.exists()
+        assert [p.name for p in store.glob("ckpt-*.pt")] == ["ckpt-000001-step7.pt"]
+    finally:
+        release.set()

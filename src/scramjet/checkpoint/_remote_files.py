@@ -100,17 +100,25 @@ def _open(
 
 def _remote_names(fs: Any, root: str) -> list[tuple[int, str]]:
     """``(seq, name)`` of the checkpoint files under ``root``, oldest first."""
+    return _list_store(fs, root)[0]
+
+
+def _list_store(fs: Any, root: str) -> tuple[list[tuple[int, str]], list[str]]:
+    """``(seq, name)`` of the checkpoint files under ``root``, oldest first, and the names of
+    the temporary files of checkpoint uploads there (``.<checkpoint>.<8 hex>.uploading``)."""
     try:
         entries = fs.ls(root, detail=False)
     except FileNotFoundError:
-        return []
-    found = []
+        return [], []
+    found, temporary = [], []
     for entry in entries:
         name = str(entry).rstrip("/").rsplit("/", 1)[-1]
         match = NAME_RE.match(name)
         if match is not None:
             found.append((int(match[1]), name))
-    return sorted(found)
+        elif (upload := _TEMPORARY_RE.match(name)) and NAME_RE.match(upload["name"]):
+            temporary.append(name)
+    return sorted(found), sorted(temporary)
 
 
 def has_checkpoints(

@@ -50,6 +50,8 @@ import torch
 from scramjet.checkpoint._remote_files import (
     _OBJECT_STORES,
     _fetch,
+    _in_flight,
+    _list_store,
     _local_names,
     _remote_names,
     _seq,
@@ -155,13 +157,17 @@ class RemoteCheckpointManager(CheckpointManager):
         # Names local rotation deleted: with keep_best, only these are deleted remotely.
         self._rotated_away: set[str] = set()
         listed: str | None = None  # why the listing failed
+        # Temporary files of uploads on the store now: an earlier process's leftovers
+        # (removed with the remote rotation), unless this process is writing them.
+        self._leftovers: set[str] = set()
         try:
-            remote = self._bounded(
+            remote, leftovers = self._bounded(
                 f"the listing of {self.url}",
-                _remote_names,
+                _list_store,
                 self.storage.fs,
                 self.storage.remote_root,
             )
+            self._leftovers.update(leftovers)
         except Exception as error:  # failed or timed out: numbering follows the local folder
             listed = f"{type(error).__name__}: {error}"
             remote = []
@@ -422,10 +428,15 @@ class RemoteCheckpointManager(CheckpointManager):
                 call_with_deadline(self._remove_rotated_remote, timeout=left, name="rotation")
 
     def _remove_rotated_remote(self) -> None:
-        if self.keep_last is None:
-            return
         fs, root = self.storage.fs, self.storage.remote_root
         try:
+            for name in sorted(self._leftovers):
+                if not _in_flight(f"{root}/{name}"):  # this process's own are left alone
+                    with contextlib.suppress(FileNotFoundError):
+                        self._bounded(f"the removal of {name}", fs.rm_file, f"{root}/{name}")
+                self._leftovers.discard(name)
+            if self.keep_last is None:
+                return
             names = self._bounded(f"the listing of {self.url}", _remote_names, fs, root)
             for _, name in names[: max(0, len(names) - self.keep_last)]:
                 if self.keep_best and name not in self._rotated_away:
