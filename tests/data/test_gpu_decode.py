@@ -63,6 +63,7 @@ def test_without_a_usable_device_it_warns_and_decodes_on_the_cpu(
         with pytest.warns(RuntimeWarning, match="decoding on the CPU instead") as caught:
             loader = ds.loader(5, sampler=ListSampler(ORDER), decode_device="cuda")
         assert len(caught) == 1 and reason in str(caught[0].message)
+        assert caught[0].filename == __file__  # the warning points at the caller's line
         assert isinstance(loader, ThreadedLoader) and loader.decode_device is None
         got, want = list(loader), cpu_batches(ds)
         assert len(got) == len(want) == 3

@@ -67,7 +67,7 @@ def usable_decode_device(
     warnings.warn(
         f"decode_device={str(target)!r}: {reason}; decoding on the CPU instead",
         RuntimeWarning,
-        stacklevel=5,  # the caller of PackedDataset.loader
+        stacklevel=6,  # the caller of PackedDataset.loader
     )
     return None
 
