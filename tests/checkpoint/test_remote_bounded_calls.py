@@ -286,3 +286,29 @@ def test_the_temporary_file_of_an_upload_still_running_in_this_process_is_left_a
         assert [p.name for p in store.glob("ckpt-*.pt")] == ["ckpt-000001-step7.pt"]
     finally:
         release.set()
+
+
+# ------------------------------------------------------------------ reading
+
+
+def test_only_damaged_local_copies_and_an_empty_store_is_a_corrupt_checkpoint_error(
+    tmp_path: Path,
+) -> None:
+    from scramjet.checkpoint import CheckpointManager, CorruptCheckpointError
+    from scramjet.checkpoint.remote import load_remote
+
+    (tmp_path / "store").mkdir()
+    local = CheckpointManager(tmp_path / "local", keep_last=None)
+    local.save({"w": torch.ones(3)}, step=1)
+    local.close()
+    (path,) = (tmp_path / "local").glob("ckpt-*.pt")
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    # Before: IndexError (the error named the newest remote checkpoint, and there is none).
+    with (
+        pytest.warns(UserWarning, match="saved but not uploaded"),
+        pytest.raises(CorruptCheckpointError, match="no readable checkpoint") as caught,
+    ):
+        load_remote(f"file://{tmp_path / 'store'}", {"w": torch.zeros(3)}, local_dir=path.parent)
+    assert caught.value.path == path

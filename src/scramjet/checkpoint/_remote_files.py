@@ -28,6 +28,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -210,36 +211,65 @@ def load_remote(
             "writes) nor a folder of files named ckpt-<seq>-step<step>.pt (as "
             "SaveTrainingStateCallback writes). Check the URL, or start without resume_from."
         )
+    found = _Candidates(url, fs, root, folder, candidates, set(pending))
+    return _load_first_good(manager, state, found, options)
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """The checkpoints :func:`load_remote` may load, newest first; ``pending`` are local
+    copies newer than the store, the others are downloaded from ``root`` on ``fs``."""
+
+    url: str
+    fs: Any
+    root: str
+    folder: Path
+    names: list[str]
+    pending: set[str]
+
+    def where(self, name: str) -> str:
+        return str(self.folder / name) if name in self.pending else f"{self.url}/{name}"
+
+
+def _load_first_good(
+    manager: CheckpointManager,
+    state: Mapping[str, Any],
+    found: _Candidates,
+    options: dict[str, Any],
+) -> LoadResult:
+    """Load the first of ``found`` that passes its checksum, warning for each skipped one.
+
+    Raises:
+        CorruptCheckpointError: None did (the message gives every checksum error).
+    """
     errors = []
-    for i, name in enumerate(candidates):
-        only_local = name in pending
-        where = str(folder / name) if only_local else f"{url}/{name}"
+    for i, name in enumerate(found.names):
+        only_local = name in found.pending
         if only_local:
             warnings.warn(
-                f"checkpoint {name} in {str(folder)!r} is newer than everything at {url}: it "
-                "was saved but not uploaded; resuming from this local copy (a "
-                "RemoteCheckpointManager of this folder uploads it with its next save)",
-                stacklevel=3,
+                f"checkpoint {name} in {str(found.folder)!r} is newer than everything at "
+                f"{found.url}: it was saved but not uploaded; resuming from this local copy "
+                "(a RemoteCheckpointManager of this folder uploads it with its next save)",
+                stacklevel=4,
             )
-        local = folder / name
+        local = found.folder / name
         try:
             if only_local:
                 return manager.load(state, which=local, **options)
-            return _load_downloaded(manager, state, fs, f"{root}/{name}", local, options)
+            remote = f"{found.root}/{name}"
+            return _load_downloaded(manager, state, found.fs, remote, local, options)
         except CorruptCheckpointError as error:
             errors.append(str(error))
             if not only_local:
                 local.unlink(missing_ok=True)  # never reuse a damaged download
-            if i + 1 < len(candidates):
-                following = candidates[i + 1]
-                following_at = (
-                    str(folder / following) if following in pending else f"{url}/{following}"
-                )
+            if i + 1 < len(found.names):
                 warnings.warn(
-                    f"{error} (from {where}); trying the previous checkpoint {following_at}",
-                    stacklevel=3,
+                    f"{error} (from {found.where(name)}); trying the previous checkpoint "
+                    f"{found.where(found.names[i + 1])}",
+                    stacklevel=4,
                 )
-    raise CorruptCheckpointError(folder / names[0], "no readable checkpoint: " + "; ".join(errors))
+    newest = found.folder / found.names[0]  # a local copy when the store has none
+    raise CorruptCheckpointError(newest, "no readable checkpoint: " + "; ".join(errors))
 
 
 def _load_downloaded(
@@ -319,12 +349,7 @@ def write_remote_checkpoint(
             before is left as it was, and the complete file is kept in ``local_dir``
             (``path``; ``saved`` is True).
     """
-    protocol = check_scheme(url)
-    rest = url.split("://", 1)[1].strip("/")
-    if url.endswith("/") or not rest or (protocol in _OBJECT_STORES and "/" not in rest):
-        raise ValueError(
-            f"a checkpoint URL names a file, such as 's3://bucket/run/last.pt'; received {url!r}"
-        )
+    protocol = _file_url_protocol(url)
     fs, path = _open(url, storage_options, timeouts)
     if protocol in _LOCAL_SCHEMES and "::" not in url:  # the local atomic write, in place
         write_checkpoint(path, state, step=step, epoch=epoch, metrics=metrics)
@@ -343,6 +368,17 @@ def write_remote_checkpoint(
         ) from error
     staged.unlink(missing_ok=True)
     return url
+
+
+def _file_url_protocol(url: str) -> str:
+    """The protocol of ``url``, a URL that names a file (a ValueError otherwise)."""
+    protocol = check_scheme(url)
+    rest = url.split("://", 1)[1].strip("/")
+    if url.endswith("/") or not rest or (protocol in _OBJECT_STORES and "/" not in rest):
+        raise ValueError(
+            f"a checkpoint URL names a file, such as 's3://bucket/run/last.pt'; received {url!r}"
+        )
+    return protocol
 
 
 def _upload_file(
