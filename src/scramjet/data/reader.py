@@ -647,8 +647,10 @@ class PackedDataset(Dataset[Any]):
         shards, local = self._locate(idx)
         idx = np.where(idx < 0, idx + len(self), idx)
         out: list[Any] = [None] * len(idx)
+        opened: dict[int, Shard] = {}  # each shard looked up (and its size checked) once
         for pos in np.lexsort((local, shards)):  # ascending shard, then position in shard
-            shard = self._shard(int(shards[pos]))
+            k = int(shards[pos])
+            shard = opened[k] if k in opened else opened.setdefault(k, self._shard(k))
             sample = {c.name: self._read_one(c, shard, int(local[pos])) for c in self.columns}
             out[pos] = self._apply(sample, int(idx[pos]))
         return out
