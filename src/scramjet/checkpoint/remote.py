@@ -27,6 +27,14 @@ an upload can be retried from it, and a failed upload loses nothing.
   keeps the process alive, and it never leaves a partial file under a checkpoint's name
   (object stores show an object only once complete; other file systems get a temporary
   name that is moved into place).
+- No call to the store waits without a bound: each listing, move or delete gets
+  ``timeouts.call`` seconds and each upload ``call + size / min_rate`` (see
+  :class:`~scramjet.tracking.storage.StorageTimeouts`), and none goes past the limit of
+  :meth:`RemoteCheckpointManager.limit_uploads`; ``upload_limit`` sets that limit from the
+  construction, whose listing of the store it then bounds (the manager opened by the save
+  at preemption). A call that takes longer is a failed try.
+- Temporary upload files that an earlier process left on the store are removed with the
+  remote rotation; those of this process's uploads still running are left alone.
 
 Reading (:func:`load_remote`), the URL helpers and the one-file write
 (:func:`write_remote_checkpoint`) live in :mod:`scramjet.checkpoint._remote_files` and are
