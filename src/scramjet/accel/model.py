@@ -384,6 +384,34 @@ class AcceleratedModel(nn.Module):
                 raise
             return getattr(inner, name)
 
+    def _keeps(self, name: str) -> bool:
+        """Whether setting or deleting ``name`` acts on the wrapper itself: its own names
+        (``module``, ``training``, private and class-level ones, what it already holds)."""
+        inner = self.__dict__.get("_modules", {}).get("module")
+        own = (self.__dict__, self._parameters, self._buffers, self._modules)
+        return (
+            inner is None
+            or name in ("module", "training")
+            or name.startswith("_")
+            or hasattr(type(self), name)
+            or any(name in names for names in own)
+        )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Reads fall through to the wrapped model, so writes must too: ``fast.head =
+        # nn.Linear(...)`` or ``fast.temperature = 0.5`` on the wrapper alone would read back
+        # the new value while the forward kept using the old one.
+        if self._keeps(name):
+            super().__setattr__(name, value)
+        else:
+            setattr(self._modules["module"], name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if self._keeps(name):
+            super().__delattr__(name)
+        else:
+            delattr(self._modules["module"], name)
+
     def __getstate__(self) -> dict[str, Any]:
         # nn.Module's own state (it leaves out what Module.compile() attached).
         module_getstate = cast("Callable[[nn.Module], dict[str, Any]]", nn.Module.__getstate__)

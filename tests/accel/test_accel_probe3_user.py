@@ -1,0 +1,72 @@
+"""A nebulgym user's third look at ``scramjet.accel``: attributes set on a wrapped model,
+parameters shared across the decorated boundary, complex outputs, and the arguments of
+``accelerate_model`` that used to be taken without a word."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from scramjet.accel import (
+    AccelerationWarning,
+    accelerate_model,
+    register_backend,
+    unregister_backend,
+)
+
+
+@pytest.fixture
+def checked_backends():
+    """``SAME`` runs eager's forward (it must pass the check); ``SCALED`` is 1.5x off."""
+
+    def build_same(fn, ctx):
+        return lambda *args, **kwargs: fn(*args, **kwargs)
+
+    def build_scaled(fn, ctx):
+        return lambda *args, **kwargs: fn(*args, **kwargs) * 1.5
+
+    register_backend("SAME", build_same)
+    register_backend("SCALED", build_scaled)
+    yield
+    unregister_backend("SAME")
+    unregister_backend("SCALED")
+
+
+def _accel_messages(record: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in record if issubclass(w.category, AccelerationWarning)]
+
+
+class Scaled(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(4, 8)
+        self.head = nn.Linear(8, 3)
+        self.scale = 1.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.body(x))) * self.scale
+
+
+def test_a_head_replaced_on_the_wrapper_is_the_head_the_forward_uses() -> None:
+    fast = accelerate_model(Scaled(), backends=["PYTORCH"])
+    fast.head = nn.Linear(8, 5)  # fine-tuning on 5 classes
+    assert fast(torch.randn(2, 4)).shape == (2, 5)
+    assert fast.module.head is fast.head
+    state = fast.state_dict()
+    assert state["head.weight"].shape == (5, 8)
+    assert len(list(fast.parameters())) == 4  # no stray head the optimizer would step
+    fast.load_state_dict(state)
+
+
+def test_a_plain_attribute_set_on_the_wrapper_reaches_the_forward() -> None:
+    fast = accelerate_model(Scaled(), backends=["PYTORCH"])
+    fast.scale = 0.0
+    assert fast.module.scale == 0.0
+    assert float(fast(torch.randn(2, 4)).detach().abs().sum()) == 0.0
+    fast.train(False)  # the wrapper's own flags stay its own, and still reach the model
+    assert not fast.training and not fast.module.training
+    del fast.scale
+    assert not hasattr(fast.module, "scale")
