@@ -243,12 +243,22 @@ def save_weights(
     return written
 
 
-def begin_session(info: dict[str, Any], run: Path, resumed: bool) -> None:
+def last_written(run: Path) -> float | None:
+    """When the run's processes last wrote ``metrics.csv`` or ``run.json`` (None: neither)."""
+    written = [p.stat().st_mtime for p in (run / "metrics.csv", run / "run.json") if p.exists()]
+    return max(written, default=None)
+
+
+def begin_session(
+    info: dict[str, Any], run: Path, resumed: bool, written: float | None = None
+) -> None:
     """Note in ``run.json``'s ``info`` that a process starts (or resumes) the run.
 
     ``duration`` counts the time processes ran, not the time a killed run waited to be
     resumed: an earlier session ended when its ``run.json`` says, or, killed without a
-    word (``kill -9``), when it last wrote a metric row.
+    word (``kill -9``), when it last wrote a metric row or ``run.json``. ``written`` is
+    that time as read before this process wrote anything in the folder (opening the MLflow
+    or W&B logger rewrites ``run.json``); None reads it now.
     """
     now = time.time()
     if resumed:
@@ -256,9 +266,7 @@ def begin_session(info: dict[str, Any], run: Path, resumed: bool) -> None:
         start = info.get("session_started", info.get("started"))
         end = info.get("ended")
         if not isinstance(end, int | float):
-            written = [p.stat().st_mtime for p in (run / "metrics.csv", run / "run.json")
-                       if p.exists()]  # fmt: skip
-            end = max(written, default=None)
+            end = written if written is not None else last_written(run)
         earlier = info.get("earlier_sessions_s", 0.0)
         if isinstance(start, int | float) and isinstance(end, int | float) and end > start:
             info["earlier_sessions_s"] = round(float(earlier) + end - start, 3)

@@ -330,6 +330,7 @@ class Experiment(TrainerCallback):
 
     def _open(self, resumed: bool) -> None:
         run = self.run_dir
+        written = _files.last_written(run)  # before a logger rewrites run.json
         storage_error = self._open_storage_checked()
         trackers: list[Tracker] = [CSVTracker(run)]
         try:
@@ -341,7 +342,7 @@ class Experiment(TrainerCallback):
         self._trackers, self._tracker_errors = trackers, []
         self._writer = TrackerWriter(trackers, self._upload_metric_files)
         info = _files.read_json(run / "run.json")  # may already hold the MLflow run id
-        _files.begin_session(info, run, resumed)
+        _files.begin_session(info, run, resumed, written)
         for stale in ("error", "upload_error", "storage_error", "finished", "ended", "duration"):
             info.pop(stale, None)
         if storage_error:
