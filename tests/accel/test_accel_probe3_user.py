@@ -13,6 +13,7 @@ from torch import nn
 from scramjet.accel import (
     AccelerationWarning,
     accelerate_model,
+    active_backend,
     register_backend,
     unregister_backend,
 )
@@ -70,3 +71,33 @@ def test_a_plain_attribute_set_on_the_wrapper_reaches_the_forward() -> None:
     assert not fast.training and not fast.module.training
     del fast.scale
     assert not hasattr(fast.module, "scale")
+
+
+class TiedHead(nn.Module):
+    """An output layer that reuses the embedding matrix of the model around it."""
+
+    def __init__(self, weight: nn.Parameter) -> None:
+        super().__init__()
+        self.weight = weight
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return hidden @ self.weight.t()
+
+
+def test_a_head_tied_to_an_embedding_outside_it_keeps_the_callers_graph(checked_backends):
+    torch.manual_seed(0)
+    tokens = torch.randint(0, 10, (3, 5))
+    grads = []
+    for backends in (None, ["SAME"]):
+        embedding = nn.Embedding(10, 8)
+        embedding.weight.data = torch.arange(80.0).reshape(10, 8) / 80
+        head = TiedHead(embedding.weight)
+        if backends is not None:
+            head = accelerate_model(head, backends=backends)
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            head(embedding(tokens)).pow(2).sum().backward()  # used to raise here
+        assert _accel_messages(record) == []
+        grads.append(embedding.weight.grad)
+    assert active_backend(head) == "SAME"
+    torch.testing.assert_close(grads[1], grads[0])  # both paths reach the tied weight

@@ -136,6 +136,7 @@ class _Inputs:
         )
         self.copy: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         self.copyable = True
+        self.carry_graph = any(live.requires_grad for live, _ in self.saved)
         if self.mutable:
             try:
                 self.copy = self._copied(args, kwargs)
@@ -153,11 +154,24 @@ class _Inputs:
     def for_trial(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The inputs of a trial run: fresh copies of the objects a forward may change."""
-        if not self.mutable:
+        """The inputs of a trial run: fresh copies of the objects a forward may change, and
+        tensors that carry a graph cut from it.
+
+        A trial's gradients are taken of the module's parameters with the graph freed
+        behind them. An input computed from a parameter the module shares (a tied
+        embedding used before it) would let them run into the caller's graph and free it
+        there, so the trials see those inputs detached: their gradients cover the
+        module's own computation, which is what is compared."""
+        if self.mutable:
+            fresh, self.copy = self.copy, None
+            args, kwargs = fresh if fresh is not None else self._copied(args, kwargs)
+        if not self.carry_graph:
             return args, kwargs
-        fresh, self.copy = self.copy, None
-        return fresh if fresh is not None else self._copied(args, kwargs)
+        cut = tree_map(
+            lambda t: t.detach() if isinstance(t, torch.Tensor) and t.requires_grad else t,
+            (args, kwargs),
+        )
+        return cast("tuple[tuple[Any, ...], dict[str, Any]]", cut)
 
     def restore(self) -> None:
         with torch.no_grad():
