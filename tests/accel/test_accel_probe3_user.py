@@ -101,3 +101,28 @@ def test_a_head_tied_to_an_embedding_outside_it_keeps_the_callers_graph(checked_
         grads.append(embedding.weight.grad)
     assert active_backend(head) == "SAME"
     torch.testing.assert_close(grads[1], grads[0])  # both paths reach the tied weight
+
+
+class Spectrum(nn.Module):
+    """A spectral layer: its output is complex (an FFT of a learned projection)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.fft.fft(self.proj(x)).conj()
+
+
+@pytest.mark.parametrize(("backend", "kept"), [("SCALED", False), ("SAME", True)])
+def test_a_complex_output_is_checked_like_a_float_one(checked_backends, backend, kept):
+    model = accelerate_model(Spectrum(), backends=[backend])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        model(torch.randn(2, 8)).abs().sum().backward()
+    messages = _accel_messages(record)
+    if kept:
+        assert messages == [] and active_backend(model) == "SAME"
+    else:  # a wrong spectrum used to pass unseen and stay active
+        assert len(messages) == 1 and "SCALED" in messages[0] and "check" in messages[0]
+        assert active_backend(model) == "PYTORCH"

@@ -256,7 +256,15 @@ def map_output_tensors(fn: Callable[[Any], Any], out: Any) -> Any:
 
 
 def _float_leaves(out: Any) -> list[torch.Tensor]:
-    return [t for t in output_leaves(out) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    """The floating-point tensors of ``out``, complex ones as their (real, imaginary) pairs:
+    a spectrum (``torch.fft``) is checked, and gets gradients, like any float output."""
+    found = []
+    for t in output_leaves(out):
+        if isinstance(t, torch.Tensor) and t.is_complex():
+            found.append(torch.view_as_real(t.resolve_conj()))
+        elif isinstance(t, torch.Tensor) and t.is_floating_point():
+            found.append(t)
+    return found
 
 
 def _exact_leaves(out: Any) -> list[torch.Tensor]:
