@@ -126,3 +126,21 @@ def test_a_complex_output_is_checked_like_a_float_one(checked_backends, backend,
     else:  # a wrong spectrum used to pass unseen and stay active
         assert len(messages) == 1 and "SCALED" in messages[0] and "check" in messages[0]
         assert active_backend(model) == "PYTORCH"
+
+
+def test_a_tolerance_given_as_a_number_is_refused_before_it_costs_a_backend(checked_backends):
+    with pytest.raises(TypeError, match=r"got 0\.001; pass tolerance=Tolerance\("):
+        accelerate_model(Scaled(), backends=["SAME"], tolerance=1e-3)
+
+
+def test_a_backend_list_holding_something_else_than_names_says_what_it_holds() -> None:
+    with pytest.raises(TypeError, match=r"holds None \(NoneType\); expected backend names"):
+        accelerate_model(Scaled(), backends=["COMPILE", None])
+
+
+@pytest.mark.parametrize("form", ["instance", "class"])
+def test_a_mistyped_compile_mode_is_an_error_not_a_dropped_backend(form) -> None:
+    target = Scaled() if form == "instance" else Scaled
+    with pytest.raises(ValueError, match=r"compile_mode='max_autotune' is not a torch\.compile"):
+        accelerate_model(target, backends=["COMPILE"], compile_mode="max_autotune")
+    assert accelerate_model(Scaled(), backends=["COMPILE"], compile_mode="max-autotune")

@@ -27,7 +27,7 @@ from typing import Any, cast
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from scramjet.accel.backends import BuildContext, ForwardFn, get_builder
+from scramjet.accel.backends import BuildContext, ForwardFn, available_backends, get_builder
 from scramjet.runtime.stacklevel import user_stacklevel
 
 EAGER = "PYTORCH"
@@ -367,6 +367,33 @@ def default_backends(device: torch.device) -> list[str]:
     return [EAGER]
 
 
+def _check_arguments(backends: list[Any] | None, options: dict[str, Any], tolerance: Any) -> None:
+    """Refuse, when the model is accelerated, what would otherwise only cost a backend at
+    its first call (a mistyped ``compile_mode`` dropped ``COMPILE`` with a warning)."""
+    for name in backends or []:
+        if not isinstance(name, str):
+            raise TypeError(
+                f"backends holds {name!r} ({type(name).__name__}); expected backend names "
+                f"such as ['COMPILE', 'PYTORCH'] (choices: {[*available_backends(), AUTO]})"
+            )
+    if tolerance is not None and not isinstance(tolerance, Tolerance):
+        raise TypeError(
+            f"tolerance must be a scramjet.accel.Tolerance, got {tolerance!r}; pass "
+            "tolerance=Tolerance(rtol=1e-3, atol=1e-5) (or leave it out for those defaults)"
+        )
+    mode = options.get("compile_mode")
+    if mode not in (None, "default"):
+        from torch._inductor import list_mode_options
+
+        try:
+            list_mode_options(mode)
+        except Exception as exc:
+            raise ValueError(
+                f"compile_mode={mode!r} is not a torch.compile mode ({exc}); pass one of "
+                "those names, or None for torch.compile's default"
+            ) from None
+
+
 class Engine:
     """Per-instance backend state machine (see module docstring)."""
 
@@ -376,6 +403,7 @@ class Engine:
         options: dict[str, Any] | None = None,
         tolerance: Tolerance | None = None,
     ) -> None:
+        _check_arguments(backends, options or {}, tolerance)
         self.requested = None if backends is None else [b.upper() for b in backends]
         for name in self.requested or []:
             if name != AUTO:
