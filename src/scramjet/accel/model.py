@@ -387,14 +387,15 @@ class AcceleratedModel(nn.Module):
     def _keeps(self, name: str) -> bool:
         """Whether setting or deleting ``name`` acts on the wrapper itself: its own names
         (``module``, ``training``, private and class-level ones, what it already holds)."""
-        inner = self.__dict__.get("_modules", {}).get("module")
-        own = (self.__dict__, self._parameters, self._buffers, self._modules)
+        if self.__dict__.get("_modules", {}).get("module") is None:
+            return True  # still being built (or unpickled)
+        held = ("_parameters", "_buffers", "_modules")
         return (
-            inner is None
-            or name in ("module", "training")
+            name in ("module", "training")
             or name.startswith("_")
             or hasattr(type(self), name)
-            or any(name in names for names in own)
+            or name in self.__dict__
+            or any(name in self.__dict__.get(table, ()) for table in held)
         )
 
     def __setattr__(self, name: str, value: Any) -> None:
