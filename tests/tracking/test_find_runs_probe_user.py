@@ -3,8 +3,11 @@ API, the report pages and the loggers, checked against ``metrics.csv``."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -14,7 +17,7 @@ from pathlib import Path
 import pytest
 from tracking_helpers import make_trainer, tiny_data
 
-from scramjet.tracking import Experiment
+from scramjet.tracking import Experiment, compare_runs
 
 
 def _dead_pid() -> int:
@@ -61,3 +64,29 @@ def test_a_killed_run_resumed_with_mlflow_does_not_count_the_wait_as_training_ti
     info = json.loads((again.run_dir / "run.json").read_text())
     assert info["status"] == "finished"
     assert info["duration"] < time.time() - begun + 5.0, info
+
+
+def _header_rows(page: str) -> list[list[str]]:
+    """The header cells of every table of an HTML page."""
+    heads = re.findall(r"<thead><tr>(.*?)</tr></thead>", page)
+    return [[html.unescape(c) for c in re.findall(r"<th>(.*?)</th>", h)] for h in heads]
+
+
+def test_comparing_two_copies_of_a_run_labels_each_by_where_it_is(tmp_path: Path) -> None:
+    """A run copied to a second root and continued there (to compare a longer training
+    with the original) has the same folder name in both places: the comparison page
+    labelled both columns, and both curves, with that one name, so nobody could tell
+    which column was which. Runs of the same name are now labelled by as much of their
+    path as tells them apart."""
+    exp = Experiment("proj", "run", root=tmp_path / "a", save_script=False)
+    make_trainer([exp]).train(tiny_data(32), 1, per_device_batch_size=16)
+    copy = tmp_path / "b" / "proj" / exp.run_dir.name
+    shutil.copytree(exp.run_dir, copy)
+    again = Experiment("proj", "run", root=tmp_path / "b", resume=copy, save_script=False)
+    make_trainer([again]).train(tiny_data(32), 2, per_device_batch_size=16)
+    page = compare_runs([exp.run_dir, copy], tmp_path / "cmp.html").read_text()
+    name = exp.run_dir.name
+    for header in _header_rows(page):
+        assert header[1:] == [f"a/proj/{name}", f"b/proj/{name}"], header
+    runs_table = page[page.index("<h2>Runs</h2>") : page.index("<h2>Results</h2>")]
+    assert re.findall(r"<td>epochs</td><td>(\d)</td><td>(\d)</td>", runs_table) == [("1", "2")]

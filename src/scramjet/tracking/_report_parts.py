@@ -93,6 +93,18 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str], css: str = "") -
     return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def run_labels(paths: Sequence[Path]) -> list[str]:
+    """A label per run folder: its name, or, where two runs share a name (a run copied and
+    continued elsewhere), as many of its last path parts as tell them apart
+    (``a/proj/run_...`` and ``b/proj/run_...``); the same folder twice gets ``#1``, ``#2``."""
+    full = [p.resolve().parts for p in paths]
+    for depth in range(1, max((len(parts) for parts in full), default=0) + 1):
+        labels = ["/".join(parts[-depth:]) for parts in full]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [f"{p.name} #{i}" for i, p in enumerate(paths, 1)]
+
+
 # ---------------------------------------------------------------------- the run summary
 def format_time(stamp: Any) -> str:
     """A Unix time as local ``YYYY-MM-DD HH:MM:SS ZONE``; ``""`` when not a number."""

@@ -290,17 +290,17 @@ def _results_rows(paths: list[Path]) -> list[list[Any]]:
     return [[k, *(v.get(k, "") for v in per_run)] for k in keys]
 
 
-def _compare_matrices(paths: list[Path]) -> str:
+def _compare_matrices(paths: list[Path], labels: list[str]) -> str:
     """Each run's confusion matrix, side by side, for every result file that has one."""
     names = sorted({f.stem for p in paths for f in parts.result_files(p)})
     out = []
     for name in names:
         cells = []
-        for path in paths:
+        for path, label in zip(paths, labels, strict=True):
             found = parts.matrix_of(parts.read_json(path / "results" / f"{name}.json"))
             if found is not None:
-                table = parts.confusion_html(f"{name}-{path.name}", *found)
-                cells.append(f"<figure><figcaption>{html.escape(path.name)}</figcaption>{table}")
+                table = parts.confusion_html(f"{name}-{label}", *found)
+                cells.append(f"<figure><figcaption>{html.escape(label)}</figcaption>{table}")
                 cells[-1] += "</figure>"
         if cells:
             out.append(f"<h3>Confusion matrices: {html.escape(name)}</h3>" + "".join(cells))
@@ -318,7 +318,7 @@ def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
     missing = [str(p) for p in paths if not p.is_dir()]
     if missing:
         raise FileNotFoundError(f"run folder(s) not found: {missing}; pass existing run folders.")
-    names = [p.name for p in paths]
+    names = parts.run_labels(paths)  # the folder names, unless two runs share one
     all_rows = [read_metrics(p) for p in paths]
     epoch_series = [metric_series(rows, "epoch") for rows in all_rows]
     epochs = [max((max(xs) for xs, _ in s.values()), default=0) for s in epoch_series]
@@ -328,7 +328,7 @@ def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
         "<h2>Results</h2>"
         + (parts.table(results, ["metric", *names]) if results else "<p>No result files.</p>")
     )
-    sections.append(_compare_matrices(paths))
+    sections.append(_compare_matrices(paths, names))
     diff = _differences(names, [_settings(p) for p in paths])
     sections.append(
         "<h2>Hyperparameters that differ</h2>"
