@@ -144,3 +144,29 @@ def test_a_mistyped_compile_mode_is_an_error_not_a_dropped_backend(form) -> None
     with pytest.raises(ValueError, match=r"compile_mode='max_autotune' is not a torch\.compile"):
         accelerate_model(target, backends=["COMPILE"], compile_mode="max_autotune")
     assert accelerate_model(Scaled(), backends=["COMPILE"], compile_mode="max-autotune")
+
+
+class ScoresInDouble(nn.Module):
+    """Logits, and a score the model computes in float64 on purpose."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        logits = self.proj(x)
+        return {"logits": logits, "score": logits.double().logsumexp(1), "pred": logits.argmax(1)}
+
+
+def test_autocast_hands_low_precision_outputs_back_in_fp32_and_keeps_float64() -> None:
+    torch.manual_seed(0)
+    plain = ScoresInDouble()
+    model = accelerate_model(plain, backends=["PYTORCH"], autocast="bf16")
+    x = torch.randn(3, 4)
+    out = model(x)
+    assert out["logits"].dtype == torch.float32  # bf16 under autocast, handed back in fp32
+    assert out["pred"].dtype == torch.int64
+    assert out["score"].dtype == torch.float64  # was cut to float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = plain(x)["score"]
+    assert torch.equal(out["score"], want)

@@ -57,6 +57,13 @@ def _channels_last_call(call: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def _to_fp32(value: Any) -> Any:
+    """A floating-point tensor narrower than fp32 (fp16, bf16, fp8) in fp32; others as is."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point() and value.itemsize < 4:
+        return value.float()
+    return value
+
+
 def _make_raw(
     module: nn.Module, call: Callable[..., Any], options: dict[str, Any]
 ) -> Callable[..., Any]:
@@ -70,11 +77,9 @@ def _make_raw(
         device_type = _device_of(module).type  # no parameters: buffers, else cpu
         with torch.autocast(device_type, dtype=autocast):
             out = full_precision(*args, **kwargs)
-        # Hand fp32 back so the user's loss is computed in full precision (dataclasses too).
-        return map_output_tensors(
-            lambda t: t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t,
-            out,
-        )
+        # Hand fp32 back so the user's loss is computed in full precision (dataclasses too);
+        # a float64 output (autocast leaves those alone) keeps its precision.
+        return map_output_tensors(_to_fp32, out)
 
     raw.full_precision = full_precision  # type: ignore[attr-defined]  # the engine's 2nd check
     return raw
