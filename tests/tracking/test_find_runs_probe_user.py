@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from tracking_helpers import make_trainer, tiny_data
 
+from scramjet.cli import main
 from scramjet.tracking import Experiment, compare_runs
 
 
@@ -90,3 +91,23 @@ def test_comparing_two_copies_of_a_run_labels_each_by_where_it_is(tmp_path: Path
         assert header[1:] == [f"a/proj/{name}", f"b/proj/{name}"], header
     runs_table = page[page.index("<h2>Runs</h2>") : page.index("<h2>Results</h2>")]
     assert re.findall(r"<td>epochs</td><td>(\d)</td><td>(\d)</td>", runs_table) == [("1", "2")]
+
+
+def test_runs_under_a_folder_of_roots_are_pointed_to_not_reported_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Sweeps kept as ``runs/sweep1/PROJECT/RUN`` (each sweep its own ``root=``) and listed
+    with ``scramjet runs runs`` printed ``No runs under runs.``: nothing said that runs
+    were read at ``ROOT/PROJECT/RUN`` nor that run folders lay one level down. The answer
+    now names the roots found below, with their run counts, to pass instead."""
+    for sweep in ("sweep1", "sweep2"):
+        exp = Experiment("proj", "run", root=tmp_path / "runs" / sweep, checkpoint=None)
+        make_trainer([exp]).train(tiny_data(32), 1, per_device_batch_size=16)
+    capsys.readouterr()
+    assert main(["runs", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "ROOT/PROJECT/RUN" in out, out
+    for sweep in ("sweep1", "sweep2"):
+        assert f"{tmp_path / 'runs' / sweep} (1 run)" in out, out
+    assert main(["runs", str(tmp_path / "runs" / "sweep1")]) == 0
+    assert "proj/run_" in capsys.readouterr().out

@@ -306,6 +306,26 @@ def _param_columns(params: str | None, declared: list[dict[str, Any]]) -> list[s
     return shown
 
 
+def _deeper_roots(root: Path) -> str:
+    """Where run folders lie further down than ``root/PROJECT/RUN`` (sweeps kept as
+    ``runs/sweep1/PROJECT/RUN``): those roots and their run counts, as the end of a
+    sentence; ``""`` when there are none."""
+    counts: dict[Path, int] = {}
+    for pattern in ("*/*/*/run.json", "*/*/*/*/run.json"):
+        for found in root.glob(pattern):
+            run = found.parent
+            if not any(is_run_folder(p) for p in run.parents if root in p.parents):
+                counts[run.parent.parent] = counts.get(run.parent.parent, 0) + 1
+    if not counts:
+        return ""
+    shown = [f"{r} ({n} run{'s' if n > 1 else ''})" for r, n in sorted(counts.items())[:10]]
+    more = f", and {len(counts) - 10} more" if len(counts) > 10 else ""
+    return (
+        f" (runs are read at ROOT/PROJECT/RUN); run folders lie further down, under "
+        f"{', '.join(shown)}{more}: pass one of these as ROOT"
+    )
+
+
 def _print_table(table: list[list[str]]) -> None:
     """Columns two spaces apart, widths in terminal cells (a CJK character or an emoji
     takes two, a combining accent none), so wide names keep the columns aligned."""
@@ -336,7 +356,7 @@ def run(args: argparse.Namespace) -> int:
         projects = sorted({p.parent.name for p in find_runs(root)}) if args.project else []
         there = f"; its projects: {', '.join(projects)}" if projects else ""
         print(f"No runs of project {args.project!r} under {root}{there}." if args.project
-              else f"No runs under {root}.")  # fmt: skip
+              else f"No runs under {root}{_deeper_roots(root)}.")  # fmt: skip
         return 0
     missing_everywhere = [m for m in metrics if all(row[_METRIC + m] is None for row in rows)]
     if missing_everywhere and asked:  # a typo, or a name kept elsewhere: say which exist
