@@ -421,6 +421,58 @@ def explain_one_sample_batch(error: ValueError, batches_before: int) -> None:
     ) from error
 
 
+def explain_batch_error(
+    error: Exception, model: nn.Module, batch: Any, hook: str, batches_before: int | None = None
+) -> None:
+    """Raise a clearer error for the usual causes of a failed forward on a batch (a
+    training batch of one sample; inputs of another floating dtype than the weights);
+    return for any other error, which the caller re-raises as it is."""
+    if isinstance(error, ValueError) and batches_before is not None:
+        explain_one_sample_batch(error, batches_before)
+    if isinstance(error, RuntimeError) and "type" in str(error):
+        explain_input_dtype(error, model, batch, hook)
+
+
+def explain_input_dtype(error: RuntimeError, model: nn.Module, batch: Any, hook: str) -> None:
+    """Inputs whose floating dtype is not the weights' (numpy's float64 arrays through
+    ``torch.from_numpy`` into a float32 model): torch only says that two dtypes differ."""
+    weights = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+    if weights is None:
+        return
+    said = str(error).lower()  # torch names a dtype as 'Double' or 'torch.float64'
+    found = sorted(
+        str(t.dtype)
+        for t in {t.dtype: t for t in _tensors(batch) if t.is_floating_point()}.values()
+        if t.dtype != weights and _DTYPE_WORDS.get(t.dtype, "float") in said
+    )
+    if not found:
+        return
+    short = str(weights).removeprefix("torch.")
+    raise RuntimeError(
+        f"{error}\nIn {hook}, the batch holds {' and '.join(found)} tensors, but the model's "
+        f"weights are {weights}: a layer needs its inputs in the dtype of its weights. numpy "
+        f"arrays are float64 by default, and torch.from_numpy / torch.as_tensor keep that. "
+        f"Convert the inputs in the dataset or a collate_fn (x.float(), or "
+        f"torch.as_tensor(x, dtype=torch.{short})), or convert the model to the data's dtype "
+        f"(model.to(dtype)) before creating the optimizer."
+    ) from error
+
+
+_DTYPE_WORDS = {torch.float64: "double", torch.float16: "half", torch.bfloat16: "bfloat16"}
+
+
+def _tensors(value: Any, depth: int = 0) -> Iterator[torch.Tensor]:
+    """The tensors in a batch (tensors, sequences and mappings, a few levels deep)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth < 4 and isinstance(value, Mapping):
+        for item in value.values():
+            yield from _tensors(item, depth + 1)
+    elif depth < 4 and isinstance(value, list | tuple):
+        for item in value:
+            yield from _tensors(item, depth + 1)
+
+
 def warn_unordered_loader(loader: Any) -> None:
     """``predict()`` given a ready DataLoader that reads in another order than the
     dataset's (``shuffle=True``, a random sampler, a batch sampler of its own): the outputs

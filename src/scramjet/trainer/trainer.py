@@ -62,7 +62,7 @@ from scramjet.trainer.checks import (
     check_trainer_args,
     check_yields_batches,
     empty_evaluation,
-    explain_one_sample_batch,
+    explain_batch_error,
     loader_batch_size,
     recording_order,
     warn_if_nothing_left,
@@ -790,8 +790,9 @@ class Trainer:
             with self._autocast():
                 try:
                     batch_output = self.calculate_train_batch_loss(batch)
-                except ValueError as error:  # torch's BatchNorm on a batch of one sample
-                    explain_one_sample_batch(error, self.state.batches_seen_in_epoch)
+                except (ValueError, RuntimeError) as error:  # a batch of one, float64 inputs
+                    explain_batch_error(error, self._unwrapped_model, batch, "training",
+                                        self.state.batches_seen_in_epoch)  # fmt: skip
                     raise
             if self.state.batches_seen_in_epoch == 0 or self.state.global_step == 0:
                 check_loss(batch_output)
@@ -943,7 +944,11 @@ class Trainer:
         if real and handler.has(Event.EVAL_STEP_START):
             handler.call_event(Event.EVAL_STEP_START, self)
         with self._autocast():
-            batch_output = self.calculate_eval_batch_loss(batch)
+            try:
+                batch_output = self.calculate_eval_batch_loss(batch)
+            except RuntimeError as error:  # e.g. float64 inputs into a float32 model
+                explain_batch_error(error, self._unwrapped_model, batch, "evaluation")
+                raise
         if not real:
             return
         check_loss(batch_output, "calculate_eval_batch_loss")
@@ -994,7 +999,11 @@ class Trainer:
                 for batch, real in Lockstep(dl, self._collective_forwards()):
                     batch = move_to_device(batch, self.device, non_blocking=True)
                     with self._autocast():
-                        output = self.predict_step(batch)
+                        try:
+                            output = self.predict_step(batch)
+                        except RuntimeError as error:  # e.g. float64 inputs, float32 model
+                            explain_batch_error(error, model, batch, "predict")
+                            raise
                     if real:  # a repeated batch only kept the forwards in step
                         outputs.append(output)
         finally:

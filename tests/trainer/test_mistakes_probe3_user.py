@@ -1,0 +1,66 @@
+"""More mistakes a newcomer makes (a third pass): each error says what was received, what
+was expected and how to fix it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from tests.common.world import TinyMLP, blobs
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from scramjet import Trainer
+
+
+def _trainer(model: nn.Module) -> Trainer:
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    return Trainer(model, nn.CrossEntropyLoss(), optimizer, callbacks=[])
+
+
+def _float64_data(n: int = 24) -> TensorDataset:
+    """What ``torch.from_numpy`` makes of numpy's default float64 features."""
+    x, y = blobs(n=n).tensors
+    return TensorDataset(torch.from_numpy(x.numpy().astype(np.float64)), y)
+
+
+# ------------------------------------------------------------ float64 inputs, float32 model
+def test_float64_inputs_in_training_name_both_dtypes_and_the_conversion() -> None:
+    trainer = _trainer(TinyMLP())
+    with pytest.raises(RuntimeError) as info:
+        trainer.train(_float64_data(), num_epochs=1, per_device_batch_size=8)
+    text = str(info.value)
+    assert "float64" in text and "float32" in text
+    assert ".float()" in text and "numpy" in text
+    assert isinstance(info.value.__cause__, RuntimeError)  # torch's own error kept
+
+
+def test_float64_inputs_in_evaluation_and_prediction_are_explained_too() -> None:
+    trainer = _trainer(TinyMLP())
+    with pytest.raises(RuntimeError, match=r"float64.*float32"):
+        trainer.evaluate(_float64_data(), per_device_batch_size=8)
+    with pytest.raises(RuntimeError, match=r"float64.*float32"):
+        trainer.predict(_float64_data(), per_device_batch_size=8)
+
+
+def test_float64_images_into_a_convolution_are_explained() -> None:
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(2 * 4 * 4, 3))
+    x = torch.randn(12, 1, 6, 6, dtype=torch.float64)
+    trainer = _trainer(model)
+    with pytest.raises(RuntimeError, match=r"float64.*float32"):
+        trainer.train(TensorDataset(x, torch.zeros(12, dtype=torch.long)), 1)
+
+
+def test_an_unrelated_runtime_error_of_the_model_is_left_as_it_is() -> None:
+    trainer = _trainer(TinyMLP(dim=8))
+    x, y = torch.randn(12, 5), torch.zeros(12, dtype=torch.long)  # 5 features, model takes 8
+    with pytest.raises(RuntimeError) as info:
+        trainer.train(TensorDataset(x, y), num_epochs=1, per_device_batch_size=4)
+    assert "float64" not in str(info.value) and info.value.__cause__ is None
+
+
+def test_a_float64_model_given_float64_inputs_trains() -> None:
+    model = TinyMLP().double()
+    trainer = _trainer(model)
+    trainer.train(_float64_data(), num_epochs=1, per_device_batch_size=8)
+    assert trainer.state.global_step == 3
