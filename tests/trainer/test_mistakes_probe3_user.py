@@ -64,3 +64,41 @@ def test_a_float64_model_given_float64_inputs_trains() -> None:
     trainer = _trainer(model)
     trainer.train(_float64_data(), num_epochs=1, per_device_batch_size=8)
     assert trainer.state.global_step == 3
+
+
+# ------------------------------------------------- another library's callback method names
+@pytest.mark.parametrize(
+    ("name", "event"),
+    [
+        ("on_epoch_end", "on_training_run_epoch_end"),  # Keras, Hugging Face
+        ("on_train_start", "on_training_run_start"),  # Lightning
+        ("on_train_begin", "on_training_run_start"),  # Keras, Hugging Face
+        ("on_step_end", "on_optimizer_step_end"),  # Hugging Face: after an update
+        ("on_batch_end", "on_train_step_end"),  # Keras
+        ("on_train_batch_end", "on_train_step_end"),  # Lightning, Keras
+        ("on_validation_end", "on_evaluation_run_end"),  # Lightning
+    ],
+)
+def test_another_librarys_event_name_points_to_the_event_at_the_same_point(
+    name: str, event: str
+) -> None:
+    """By spelling alone on_epoch_end is closest to on_eval_epoch_end (never fired without
+    evaluation data) and on_train_start to on_train_step_start (every batch)."""
+    from scramjet.callbacks import TrainerCallback
+
+    callback_type = type("Mine", (TrainerCallback,), {name: lambda self, trainer, **kw: None})
+    with pytest.raises(ValueError) as info:
+        _trainer(TinyMLP()).add_callback(callback_type())
+    text = str(info.value)
+    assert repr(name) in text and f"'{event}'" in text
+    assert "The closest event" not in text
+
+
+def test_a_misspelt_event_still_gets_the_closest_name() -> None:
+    from scramjet.callbacks import TrainerCallback
+
+    class Typo(TrainerCallback):
+        def on_train_epoch_ends(self, trainer: Trainer, **kwargs: object) -> None: ...
+
+    with pytest.raises(ValueError, match="closest event is 'on_train_epoch_end'"):
+        _trainer(TinyMLP()).add_callback(Typo())

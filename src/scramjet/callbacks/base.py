@@ -91,6 +91,77 @@ ALIASES: dict[str, str] = {
 }
 
 
+#: When each event fires, for the errors that point a method name to an event.
+_WHEN = {
+    Event.TRAINING_RUN_START.value: "once, as train() starts",
+    Event.TRAINING_RUN_END.value: "once, as train() ends",
+    Event.TRAIN_EPOCH_START.value: "as each epoch starts",
+    Event.TRAINING_RUN_EPOCH_END.value: (
+        "after each epoch's training and evaluation; 'on_train_epoch_end' fires before the "
+        "evaluation"
+    ),
+    Event.TRAIN_STEP_START.value: "before each training batch",
+    Event.TRAIN_STEP_END.value: "after each training batch's loss, with batch and batch_output",
+    Event.OPTIMIZER_STEP_END.value: "after each optimizer update",
+    Event.EVALUATION_RUN_START.value: "as each evaluation starts",
+    Event.EVALUATION_RUN_END.value: "after each evaluation",
+    Event.EVAL_STEP_END.value: "after each evaluation batch",
+}
+
+#: Method names of other training libraries' callbacks (Keras, Hugging Face, Lightning)
+#: and the event that fires at the same point here. Not accepted as aliases (their
+#: arguments differ), but named in the error: by spelling alone the closest event can
+#: fire elsewhere ('on_epoch_end' is closest to 'on_eval_epoch_end', which never fires
+#: without evaluation data; 'on_train_start' to 'on_train_step_start', every batch).
+_OTHER_LIBRARY_NAMES: dict[str, str] = {
+    **dict.fromkeys(
+        ("on_train_begin", "on_train_start", "on_fit_start"), Event.TRAINING_RUN_START.value
+    ),
+    **dict.fromkeys(("on_train_end", "on_fit_end"), Event.TRAINING_RUN_END.value),
+    **dict.fromkeys(("on_epoch_begin", "on_epoch_start"), Event.TRAIN_EPOCH_START.value),
+    "on_epoch_end": Event.TRAINING_RUN_EPOCH_END.value,
+    **dict.fromkeys(
+        (
+            "on_step_begin",
+            "on_step_start",
+            "on_batch_begin",
+            "on_batch_start",
+            "on_train_batch_begin",
+            "on_train_batch_start",
+        ),
+        Event.TRAIN_STEP_START.value,
+    ),
+    **dict.fromkeys(("on_batch_end", "on_train_batch_end"), Event.TRAIN_STEP_END.value),
+    **dict.fromkeys(
+        ("on_step_end", "on_optimizer_step", "on_before_zero_grad"),
+        Event.OPTIMIZER_STEP_END.value,
+    ),
+    **dict.fromkeys(
+        ("on_validation_start", "on_test_begin", "on_test_start"),
+        Event.EVALUATION_RUN_START.value,
+    ),
+    **dict.fromkeys(
+        ("on_evaluate", "on_validation_end", "on_validation_epoch_end", "on_test_end"),
+        Event.EVALUATION_RUN_END.value,
+    ),
+    **dict.fromkeys(
+        ("on_validation_batch_end", "on_test_batch_end", "on_prediction_step"),
+        Event.EVAL_STEP_END.value,
+    ),
+}
+
+
+def _name_hint(attr: str, candidates: Iterable[str]) -> str:
+    """The event a wrong ``on_*`` name most likely meant, in a sentence."""
+    event = _OTHER_LIBRARY_NAMES.get(attr)
+    if event is None:
+        return f" The closest event is {_closest(attr, candidates)!r}."
+    return (
+        f" {attr!r} is another library's name; the event at that point here is {event!r} "
+        f"({_WHEN[event]})."
+    )
+
+
 class StopTrainingError(Exception):
     """Raise from a callback to end the training run cleanly after the current step.
 
@@ -233,7 +304,7 @@ def _event_methods(callback: TrainerCallback, known: frozenset[str]) -> dict[str
             continue
         event = ALIASES.get(attr, attr)
         if event not in valid:
-            hint = f" The closest event is {_closest(attr, valid | set(ALIASES))!r}."
+            hint = _name_hint(attr, valid | set(ALIASES))
             raise ValueError(
                 f"Callback {type(callback).__name__} defines {attr!r}, which is not a Trainer "
                 f"event.{hint} Rename it to an event from scramjet.callbacks.Event, or declare "
