@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from scramjet.tracking._files import cpu_model_name, run_status
+from scramjet.tracking._progress import Progress
 
 #: Status of a run (``run.json``) -> CSS class of its badge.
 _STATUS_CLASS = {
@@ -123,25 +124,6 @@ def format_duration(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min {s % 60:02d} s"
 
 
-def _number(value: Any) -> float | None:
-    """``value`` as a float when it is a finite number (not a bool), else None."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
-def run_duration(info: Mapping[str, Any]) -> float | None:
-    """The run's ``duration`` in ``run.json``, else ``finished`` (or ``ended``) minus
-    ``started``; None while unknown."""
-    recorded = _number(info.get("duration"))
-    if recorded is not None and recorded >= 0:
-        return recorded
-    start, end = _number(info.get("started")), _number(info.get("finished", info.get("ended")))
-    if start is None or end is None or end < start:
-        return None
-    return end - start
-
-
 def cpu_model(env: Mapping[str, Any], host: str) -> str:
     """The CPU model recorded by the run, or read here when the report is built on its host."""
     for key in ("cpu_model", "cpu", "processor"):
@@ -168,18 +150,29 @@ def gpu_models(env: Mapping[str, Any]) -> str:
     return ", ".join(f"{n} × {name}" if n > 1 else name for name, n in counts.items())
 
 
-def summary_section(info: Mapping[str, Any], env: Mapping[str, Any], hyper: Any) -> str:
-    """Status, times, duration, host, hardware and versions, as one table."""
+def _ended_cell(info: Mapping[str, Any], progress: Progress) -> str:
+    """The end time, or for a crashed run (no end recorded) the time of its last write."""
+    ended = format_time(info.get("ended", info.get("finished")))
+    if not ended and progress.note and progress.last_write is not None:
+        ended = f"not recorded (crashed); last write {format_time(progress.last_write)}"
+    return html.escape(ended)
+
+
+def summary_section(
+    info: Mapping[str, Any], env: Mapping[str, Any], hyper: Any, progress: Progress
+) -> str:
+    """Status, times, duration, host, hardware and versions, as one table. ``progress``:
+    the last step and duration, those of a crashed run read from its files."""
     status = run_status(dict(info))
     badge = (
         f'<span class="status {_STATUS_CLASS.get(status, "warn")}" id="run-status">'
         f"{html.escape(status)}</span>"
     )
-    seconds = run_duration(info)
+    seconds = progress.duration_s
     if seconds is not None:
         duration = (
             f'<span id="run-duration" data-seconds="{seconds:.3f}">'
-            f"{html.escape(format_duration(seconds))}</span>"
+            f"{html.escape(progress.duration_text(format_duration))}</span>"
         )
     else:
         duration = '<span id="run-duration">not finished</span>'
@@ -190,9 +183,9 @@ def summary_section(info: Mapping[str, Any], env: Mapping[str, Any], hyper: Any)
     rows: list[tuple[str, str]] = [
         ("status", badge),
         ("started", html.escape(format_time(info.get("started")))),
-        ("ended", html.escape(format_time(info.get("ended", info.get("finished"))))),
+        ("ended", _ended_cell(info, progress)),
         ("duration", duration),
-        ("last step", html.escape(fmt(info.get("last_step")))),
+        ("last step", html.escape(fmt(progress.last_step))),
         ("resumed", html.escape(str(len(info.get("resumed") or [])) + " time(s)")),
         ("host", html.escape(host)),
         ("device", html.escape(fmt(env.get("device") or trainer.get("device")))),

@@ -12,6 +12,8 @@ from typing import Any
 from rich.cells import cell_len
 
 from scramjet.tracking._files import is_run_folder, read_json, run_status
+from scramjet.tracking._progress import run_progress
+from scramjet.tracking.loggers.base import MetricRow
 from scramjet.tracking.loggers.csv import metric_series, read_metrics
 
 #: The metric columns shown when ``--metrics`` is not given.
@@ -68,7 +70,10 @@ def list_runs(root: str | Path = "runs", project: str | None = None) -> list[dic
     works too). Each run gives ``run_dir``, ``project``, ``name``, ``experiment``,
     ``status`` (``crashed`` for a ``running`` run whose process on this host is gone;
     ``unreadable (...)`` for a damaged one), ``started`` (a ``datetime`` or None),
-    ``duration_s``, ``last_step``, ``epochs``, ``metrics`` (each epoch metric's last value,
+    ``duration_s`` (a crashed run's: the time its processes ran up to their last write,
+    and then ``duration_note`` says so, ``"crashed; to its last write"``; None otherwise),
+    ``last_step`` (a run that did not end: its last metric row's step), ``epochs``,
+    ``metrics`` (each epoch metric's last value,
     a metric logged only per step its last step's, and every number of ``results/*.json``
     as ``RESULTS/NAME``, nested ones ``RESULTS/GROUP/NAME``) and ``hyperparams`` (the
     declared ones, nested names joined with ``.``). ``pandas.DataFrame(rows)`` makes a
@@ -86,21 +91,25 @@ def list_runs(root: str | Path = "runs", project: str | None = None) -> list[dic
 def _run_record(run: Path) -> dict[str, Any]:
     record: dict[str, Any] = {"run_dir": run.resolve(), "project": run.parent.name}
     record.update(name=run.name, experiment=None, status="?", started=None, duration_s=None)
-    record.update(last_step=None, epochs=0, metrics={}, hyperparams={})
+    record.update(duration_note=None, last_step=None, epochs=0, metrics={}, hyperparams={})
     try:
         info = _info(run)
         started = _started(info)
-        epochs, metrics = metric_summary(run)
+        rows = read_metrics(run)
+        epochs, metrics = metric_summary(run, rows)
+        status = run_status(info)
+        progress = run_progress(run, info, status, rows)
         for source, values in _results(run).items():
             for key, value in values.items():
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     metrics[f"{source}/{key}"] = float(value)
         record.update(
             experiment=info.get("experiment"),
-            status=run_status(info),
+            status=status,
             started=_dt.datetime.fromtimestamp(started) if started else None,
-            duration_s=info.get("duration"),
-            last_step=info.get("last_step"),
+            duration_s=progress.duration_s,
+            duration_note=progress.note,
+            last_step=progress.last_step,
             epochs=epochs,
             metrics=metrics,
             hyperparams=hyperparams(run),
@@ -165,10 +174,11 @@ def _summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
 _METRIC = "metric:"
 
 
-def metric_summary(run: Path) -> tuple[int, dict[str, float]]:
+def metric_summary(run: Path, rows: list[MetricRow] | None = None) -> tuple[int, dict[str, float]]:
     """The last epoch with a metric row, and each metric's last epoch value (a metric
-    logged only per step: its last step's), from one read of the run's metric rows."""
-    rows = read_metrics(run)
+    logged only per step: its last step's), from one read of the run's metric rows
+    (``rows`` when already read)."""
+    rows = read_metrics(run) if rows is None else rows
     epochs = metric_series(rows, "epoch")
     last = {name: values[-1] for name, (_, values) in metric_series(rows, "step").items()}
     last.update({name: values[-1] for name, (_, values) in epochs.items()})

@@ -20,6 +20,8 @@ from typing import Any
 
 from scramjet.tracking import _report_parts as parts
 from scramjet.tracking._files import run_status
+from scramjet.tracking._progress import run_progress
+from scramjet.tracking.loggers.base import MetricRow
 from scramjet.tracking.loggers.csv import metric_series, read_metrics
 
 _LOSS_NAMES = ("train_loss_epoch", "eval_loss_epoch")
@@ -200,14 +202,16 @@ def build_report(run_dir: str | os.PathLike[str], *, plots: bool = True) -> Path
     hyper = parts.as_dict(parts.read_json(run / "hyperparams.json"))
     env = parts.as_dict(parts.read_json(run / "environment.json"))
     info = parts.as_dict(parts.read_json(run / "run.json"))
+    rows = read_metrics(run)
+    progress = run_progress(run, info, run_status(info), rows)
     sections = [
         f"<p>Run folder: <code>{html.escape(str(run.resolve()))}</code></p>",
-        parts.summary_section(info, env, hyper),
+        parts.summary_section(info, env, hyper, progress),
         parts.hyperparams_section(hyper),
     ]
     for path in parts.result_files(run):
         sections.append(parts.results_section(path.stem, parts.read_json(path)))
-    sections.append("<h2>Metrics per epoch</h2>" + _epoch_table(read_metrics(run)))
+    sections.append("<h2>Metrics per epoch</h2>" + _epoch_table(rows))
     sections.append("<h2>Plots</h2>" + "".join(_img(p.read_bytes(), n) for n, p in images.items()))
     sections.append(
         "<h2>Environment</h2>" + parts.table(parts.environment_rows(env), ["name", "value"])
@@ -244,27 +248,29 @@ def _comparable(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-def _run_rows(paths: list[Path], epochs: list[int]) -> list[list[Any]]:
+def _run_rows(
+    paths: list[Path], epochs: list[int], metric_rows: list[list[MetricRow]]
+) -> list[list[Any]]:
     """Status, times, host, the last step and the epochs with metric rows, per run (a run
-    that ended early shows fewer epochs beside the others' final metrics)."""
-    rows: list[list[Any]] = []
-    for key in ("status", "started", "duration", "host", "last step", "epochs"):
-        line: list[Any] = [key]
-        for path, reached in zip(paths, epochs, strict=True):
-            info = parts.as_dict(parts.read_json(path / "run.json"))
-            seconds = parts.run_duration(info)
-            line.append(
-                {
-                    "status": run_status(info),
-                    "started": parts.format_time(info.get("started")),
-                    "duration": parts.format_duration(seconds) if seconds is not None else "",
-                    "host": info.get("host", ""),
-                    "last step": info.get("last_step", ""),
-                    "epochs": reached,
-                }[key]
-            )
-        rows.append(line)
-    return rows
+    that ended early shows fewer epochs beside the others' final metrics; a crashed run
+    its last step and its time up to its last write, from its files)."""
+    columns = []
+    for path, reached, rows in zip(paths, epochs, metric_rows, strict=True):
+        info = parts.as_dict(parts.read_json(path / "run.json"))
+        status = run_status(info)
+        progress = run_progress(path, info, status, rows)
+        columns.append(
+            {
+                "status": status,
+                "started": parts.format_time(info.get("started")),
+                "duration": progress.duration_text(parts.format_duration),
+                "host": info.get("host", ""),
+                "last step": "" if progress.last_step is None else progress.last_step,
+                "epochs": reached,
+            }
+        )
+    keys = ("status", "started", "duration", "host", "last step", "epochs")
+    return [[key, *(column[key] for column in columns)] for key in keys]
 
 
 def _settings(path: Path) -> dict[str, Any]:
@@ -322,7 +328,8 @@ def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
     all_rows = [read_metrics(p) for p in paths]
     epoch_series = [metric_series(rows, "epoch") for rows in all_rows]
     epochs = [max((max(xs) for xs, _ in s.values()), default=0) for s in epoch_series]
-    sections = ["<h2>Runs</h2>" + parts.table(_run_rows(paths, epochs), ["", *names])]
+    runs_table = parts.table(_run_rows(paths, epochs, all_rows), ["", *names])
+    sections = ["<h2>Runs</h2>" + runs_table]
     results = _results_rows(paths)
     sections.append(
         "<h2>Results</h2>"
