@@ -102,3 +102,27 @@ def test_a_misspelt_event_still_gets_the_closest_name() -> None:
 
     with pytest.raises(ValueError, match="closest event is 'on_train_epoch_end'"):
         _trainer(TinyMLP()).add_callback(Typo())
+
+
+# ------------------------------------------------------------------ samples without targets
+def test_samples_without_targets_are_described_with_what_the_batch_holds() -> None:
+    x, _ = blobs(n=16).tensors
+    trainer = _trainer(TinyMLP())
+    with pytest.raises(TypeError) as info:
+        trainer.train(TensorDataset(x), num_epochs=1, per_device_batch_size=8)
+    text = str(info.value)
+    assert "batch of type list (1 item: a tensor (8, 8) float32)" in text
+    assert "TensorDataset(inputs, targets)" in text
+
+
+def test_a_bare_tensor_batch_is_described_with_its_shape() -> None:
+    x, _ = blobs(n=16).tensors
+    with pytest.raises(TypeError, match=r"of type Tensor \(\(8, 8\) float32\), with no targets"):
+        _trainer(TinyMLP()).train(list(x), num_epochs=1, per_device_batch_size=8)
+
+
+def test_evaluation_data_without_targets_points_to_predict() -> None:
+    train = blobs(n=16)
+    trainer = _trainer(TinyMLP())
+    with pytest.raises(TypeError, match=r"calculate_eval_batch_loss.*trainer\.predict"):
+        trainer.train(train, 1, eval_dataset=TensorDataset(train.tensors[0]))

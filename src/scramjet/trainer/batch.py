@@ -65,12 +65,33 @@ def split_batch(batch: Any, hook: str) -> tuple[Any, Any]:
         return batch, (batch[key] if key is not None else None)
     if isinstance(batch, Sequence) and not isinstance(batch, str | bytes) and len(batch) >= 2:
         return batch[0], batch[1]
-    raise TypeError(
-        f"{hook} received a batch of type {type(batch).__name__}; the default hooks take "
-        f"(inputs, targets) sequences or dict batches (model(**batch), targets under one of "
-        f"{', '.join(repr(k) for k in TARGET_KEYS)}). Return such batches from your "
-        f"dataset or collate_fn, or override {hook}."
+    evaluation = (
+        " Evaluation computes a loss, so it needs targets; for the model's outputs on data "
+        "without targets, call trainer.predict(dataset)."
+        if "eval" in hook
+        else ""
     )
+    raise TypeError(
+        f"{hook} received a batch of type {_batch_kind(batch)}, with no targets; the default "
+        f"hooks take (inputs, targets) sequences or dict batches (model(**batch), targets "
+        f"under one of {', '.join(repr(k) for k in TARGET_KEYS)}). Return (input, target) "
+        f"samples from your dataset (torch.utils.data.TensorDataset(inputs, targets) for "
+        f"tensors) or such batches from your collate_fn, or override {hook}.{evaluation}"
+    )
+
+
+def _batch_kind(batch: Any) -> str:
+    """'Tensor ((8, 4) float32)', 'list (1 item: a tensor (8, 4) float32)'."""
+    if isinstance(batch, torch.Tensor):
+        return f"Tensor ({_described(batch)})"
+    if isinstance(batch, Sequence) and not isinstance(batch, str | bytes):
+        items = ", ".join(
+            f"a tensor {_described(item)}" if isinstance(item, torch.Tensor) else _described(item)
+            for item in batch[:2]
+        )
+        count = f"{len(batch)} item{'s' if len(batch) != 1 else ''}"
+        return f"{type(batch).__name__} ({count}{': ' + items if items else ''})"
+    return type(batch).__name__
 
 
 def call_model(model: nn.Module, inputs: Any, *, with_targets: bool = True) -> Any:
