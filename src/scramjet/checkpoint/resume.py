@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Sized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -292,6 +293,8 @@ def restore(
     if check_plan and include_optimizer and "scheduler" in targets:
         _warn_if_replanned(trainer, plan)
     trainer.state.load_state_dict(values.pop("trainer_state", {}))
+    if check_plan:
+        _warn_if_data_changed(trainer, plan)
     if "run_history" in values:  # after the counters: its epoch follows trainer.state
         trainer.run_history.load_state_dict(values.pop("run_history"))
     trainer.train_losses.load_state_dict(
@@ -533,15 +536,56 @@ def _manager_for(path: Path) -> tuple[CheckpointManager, str | Path]:
 
 
 def _plan(trainer: Trainer) -> dict[str, int] | None:
-    """The run's length in optimizer updates (0 if unknown) and how it was worked out;
-    None for a run configuration that holds no numbers (a stand-in object)."""
+    """The run's length in optimizer updates (0 if unknown), how it was worked out, and
+    the training dataset's length when known; None for a run configuration that holds
+    no numbers (a stand-in object)."""
     config = trainer.run_config
     epochs, per_epoch = config.num_epochs, config.num_update_steps_per_epoch
     cap = config.max_num_train_steps or 0
     if not all(type(v) is int for v in (epochs, per_epoch, cap)):
         return None
     total = cap or epochs * per_epoch
-    return {"updates": total, "num_epochs": epochs, "updates_per_epoch": per_epoch}
+    plan = {"updates": total, "num_epochs": epochs, "updates_per_epoch": per_epoch}
+    samples = _train_samples(trainer)
+    if samples:  # a mid-epoch resume on a dataset of another length is told so
+        plan["train_samples"] = samples
+    return plan
+
+
+def _train_samples(trainer: Trainer) -> int:
+    """The training dataset's length (0 when unknown: a stream, no run yet)."""
+    loader = trainer.train_dataloader
+    data = getattr(loader, "dataset", None) if loader is not None else None
+    if data is None:
+        data = getattr(trainer, "train_dataset", None)
+    if data is None or data is loader:
+        return 0
+    try:
+        return len(data) if isinstance(data, Sized) else 0
+    except TypeError:  # an IterableDataset whose __len__ raises
+        return 0
+
+
+def _warn_if_data_changed(trainer: Trainer, saved: Any) -> None:
+    """A resume inside an epoch on a training dataset of another length: the epoch's order
+    is a permutation of the dataset's positions, so the positions the saved run consumed
+    are not the samples this run skips; some of the epoch's samples are trained twice and
+    others not at all (later epochs are whole)."""
+    before = saved.get("train_samples") if isinstance(saved, dict) else None
+    now = _train_samples(trainer)
+    state = trainer.state
+    if not before or not now or int(before) == now or not state.batches_seen_in_epoch:
+        return
+    warnings.warn(
+        f"Resuming inside epoch {state.epoch + 1} ({state.batches_seen_in_epoch} batches "
+        f"in) with a training dataset of {now} samples; the checkpoint was saved by a run "
+        f"whose dataset held {int(before)}. The rest of this epoch is drawn from a new order "
+        f"of the {now} samples, so some of them are trained twice in this epoch and others "
+        f"not at all (the following epochs are whole). To resume exactly, pass the dataset "
+        f"the run was saved with; to change the data, do it when resuming from a checkpoint "
+        f"saved at the end of an epoch.",
+        stacklevel=user_stacklevel(),
+    )
 
 
 def _warn_if_replanned(trainer: Trainer, saved: Any) -> None:

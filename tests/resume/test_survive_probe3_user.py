@@ -1,0 +1,82 @@
+"""Does a run survive failures? A third pass: resumes with a changed dataset, two runs
+writing into one checkpoint folder, a folder that cannot be written, a checkpoint already
+at or past the end of a shorter run.
+
+The jobs are ``resume_job.py``'s (AdamW, warmup-cosine, accumulation 2, EMA, dropout,
+seed 7: 7 updates per epoch over 50 samples).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scramjet.callbacks import TrainerCallback
+from scramjet.checkpoint import CheckpointManager
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import resume_job as job
+
+
+class CrashAt(TrainerCallback):
+    """Raises after optimizer step ``step`` (before the checkpoint callback saves it)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_optimizer_step_end(self, trainer: Any, **kwargs: Any) -> None:
+        if trainer.state.global_step == self.step:
+            raise RuntimeError(f"crash at step {self.step}")
+
+
+def crashed_run(folder: Path, step: int) -> None:
+    """The job, with a checkpoint every 3 updates, crashed after update ``step``."""
+    trainer, kwargs = job.build(folder, num_workers=0, extra=(CrashAt(step),))
+    with pytest.raises(RuntimeError, match="crash at step"):
+        trainer.train(**kwargs)
+
+
+def resume_with(folder: Path, samples: int) -> tuple[list[str], job.CountingData]:
+    """Resume the job from ``folder`` on a dataset of ``samples`` samples; the texts of
+    the warnings it gave, and the dataset (what it was asked for)."""
+    trainer, kwargs = job.build(folder, num_workers=0)
+    data = job.CountingData(samples, seed=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train(**{**kwargs, "train_dataset": data}, resume_from=folder)
+    return [str(w.message) for w in caught], data
+
+
+# ------------------------------------------------------------- another dataset length
+
+
+def test_a_mid_epoch_resume_on_a_dataset_of_another_length_says_what_it_costs(
+    tmp_path: Path,
+) -> None:
+    crashed_run(tmp_path / "ckpt", step=10)  # saved at update 9: 4 batches into epoch 2
+    texts, data = resume_with(tmp_path / "ckpt", samples=job.NUM_SAMPLES - 1)
+    # Before: silent. The rest of epoch 2 came from a new order of 49 samples with the
+    # first 16 positions skipped, so samples the crashed run had trained were trained
+    # again and others never (the scheduler's plan was the same: no warning at all).
+    said = [t for t in texts if "training dataset of 49 samples" in t]
+    assert len(said) == 1, texts
+    assert "held 50" in said[0] and "epoch 2" in said[0]
+    assert "pass the dataset the run was saved with" in said[0]
+    assert data.fetched  # the run went on
+
+
+def test_the_same_dataset_or_an_epoch_boundary_resume_says_nothing_about_it(
+    tmp_path: Path,
+) -> None:
+    crashed_run(tmp_path / "mid", step=10)
+    texts, _ = resume_with(tmp_path / "mid", samples=job.NUM_SAMPLES)
+    assert not [t for t in texts if "training dataset of" in t]
+    crashed_run(tmp_path / "boundary", step=8)  # the epoch-end checkpoint, update 7
+    manager = CheckpointManager(tmp_path / "boundary")
+    assert manager.load().step == 7
+    texts, _ = resume_with(tmp_path / "boundary", samples=job.NUM_SAMPLES + 6)
+    assert not [t for t in texts if "training dataset of" in t]
