@@ -1,5 +1,6 @@
-"""Runs as a user finds them after a crash: a run killed with SIGKILL still tells how far it
-got and for how long."""
+"""Runs as a user finds them after a crash, and hyperparameters as a user names them: a run
+killed with SIGKILL still tells how far it got and for how long, and ``--params`` takes a
+group name."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tracking_helpers import make_trainer, tiny_data
 
+from scramjet.cli import main
 from scramjet.tracking import Experiment, list_runs, read_metrics
 from scramjet.tracking.report import build_report, compare_runs
 
@@ -123,3 +126,38 @@ def test_a_finished_run_keeps_its_recorded_duration_and_last_step(tmp_path: Path
     (record,) = list_runs(tmp_path / "runs")
     assert record["status"] == "finished" and record["last_step"] == info["last_step"] == 12
     assert record["duration_s"] == info["duration"] and record["duration_note"] is None
+
+
+def _run_with(root: Path, hyperparams: dict[str, Any]) -> Path:
+    exp = Experiment("proj", "hp", root=root, hyperparams=hyperparams, checkpoint=None)
+    make_trainer([exp]).train(tiny_data(32), 1, per_device_batch_size=16)
+    return exp.run_dir
+
+
+def _table(out: str) -> list[list[str]]:
+    lines = [line for line in out.splitlines() if line.strip()]
+    starts = [m.start() for m in re.finditer(r"\S+", lines[0])]
+    ends = [*starts[1:], None]
+    return [[line[a:b].strip() for a, b in zip(starts, ends)] for line in lines]
+
+
+def test_params_given_a_group_name_shows_every_hyperparameter_under_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "runs"
+    for lr in (0.1, 0.03):
+        _run_with(root, {"optim": {"lr": lr, "momentum": 0.9}, "optimizer": "sgd", "batch": 16})
+    capsys.readouterr()
+    assert main(["runs", str(root), "--params", "optim,batch"]) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.err, captured.err
+    header, *rows = _table(captured.out)
+    assert header[4:7] == ["optim.lr", "optim.momentum", "batch"], "not `optimizer`"
+    assert sorted(row[4] for row in rows) == ["0.03", "0.1"]
+    assert [row[5] for row in rows] == ["0.9", "0.9"]
+
+    assert main(["runs", str(root), "--params", "optim,optm"]) == 0
+    captured = capsys.readouterr()
+    assert "no run has a hyperparameter named 'optm'" in captured.err
+    assert "'optim'" not in captured.err.split("known:")[0], "a group is a known name"
+    assert "optim.lr" in captured.err.split("known:")[1]

@@ -41,8 +41,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--params",
         default=None,
         help="comma-separated hyperparameter names to show (nested names joined with '.', "
-        "e.g. lr,optim.betas); default: every hyperparameter whose value differs between "
-        "the listed runs; '' shows none",
+        "e.g. lr,optim.betas; a group name such as optim shows every name under it); "
+        "default: every hyperparameter whose value differs between the listed runs; "
+        "'' shows none",
     )
 
 
@@ -304,16 +305,32 @@ def _param_columns(params: str | None, declared: list[dict[str, Any]]) -> list[s
                 file=sys.stderr,
             )
         return shown
-    shown = [p.strip() for p in params.split(",") if p.strip()]
-    unknown = [p for p in shown if all(p not in d for d in declared)]
+    asked = [p.strip() for p in params.split(",") if p.strip()]
+    names = list(dict.fromkeys(n for d in declared for n in d))  # in the runs' order
+    columns: list[str] = []
+    unknown = []
+    for name in asked:
+        found = select_params(name, names)
+        columns += found if found else [name]  # an unknown name: a column of `-`, a warning
+        if not found:
+            unknown.append(name)
     if unknown:
-        known = sorted({n for d in declared for n in d})
+        parts = [n.split(".") for n in names]
+        groups = sorted({".".join(p[:i]) for p in parts for i in range(1, len(p))})
         print(
             f"scramjet runs: warning: no run has a hyperparameter named "
-            f"{', '.join(map(repr, unknown))}; known: {', '.join(known) or 'none'}",
+            f"{', '.join(map(repr, unknown))}; known: {', '.join(sorted(names)) or 'none'}"
+            + (f" (groups: {', '.join(groups)})" if groups else ""),
             file=sys.stderr,
         )
-    return shown
+    return list(dict.fromkeys(columns))
+
+
+def select_params(name: str, names: list[str]) -> list[str]:
+    """The flattened hyperparameter names ``name`` selects among ``names``: itself, and
+    when it names a group (``optim`` of ``{"optim": {"lr": ...}}``), every name under it
+    (``optim.lr``, ``optim.momentum``, nested groups included), in the order of ``names``."""
+    return [n for n in names if n == name or n.startswith(name + ".")]
 
 
 def _deeper_roots(root: Path) -> str:
