@@ -126,3 +126,56 @@ def test_evaluation_data_without_targets_points_to_predict() -> None:
     trainer = _trainer(TinyMLP())
     with pytest.raises(TypeError, match=r"calculate_eval_batch_loss.*trainer\.predict"):
         trainer.train(train, 1, eval_dataset=TensorDataset(train.tensors[0]))
+
+
+# ----------------------------------------------- classes that need arguments, passed as such
+def test_a_scheduler_class_passed_as_create_scheduler_fn_says_to_bind_its_arguments() -> None:
+    trainer = _trainer(TinyMLP())
+    with pytest.raises(TypeError) as info:
+        trainer.train(blobs(n=16), 1, create_scheduler_fn=torch.optim.lr_scheduler.StepLR)
+    text = str(info.value)
+    assert "StepLR" in text and "step_size" in text  # torch's own complaint, kept
+    assert "functools.partial(StepLR, step_size=" in text
+
+
+def test_a_scheduler_class_that_needs_only_the_optimizer_trains() -> None:
+    trainer = _trainer(TinyMLP())
+    trainer.train(blobs(n=16), 1, create_scheduler_fn=torch.optim.lr_scheduler.ConstantLR)
+    assert isinstance(trainer.scheduler, torch.optim.lr_scheduler.ConstantLR)
+
+
+def test_a_callback_class_whose_constructor_needs_arguments_says_to_pass_an_instance() -> None:
+    from scramjet.callbacks import EarlyStoppingCallback
+
+    class Patient(EarlyStoppingCallback):
+        def __init__(self, patience: int) -> None:
+            super().__init__(early_stopping_patience=patience)
+
+    model = TinyMLP()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TypeError) as info:
+        Trainer(model, nn.CrossEntropyLoss(), optimizer, callbacks=[Patient])
+    text = str(info.value)
+    assert "class Patient" in text and "patience" in text and "Patient(...)" in text
+
+
+def test_a_class_that_is_no_callback_is_refused_without_being_built() -> None:
+    built = []
+
+    class NotACallback:
+        def __init__(self) -> None:
+            built.append(self)
+
+    model = TinyMLP()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TypeError, match="NotACallback"):
+        Trainer(model, nn.CrossEntropyLoss(), optimizer, callbacks=[NotACallback])  # type: ignore[list-item]
+    assert not built
+
+
+def test_a_partial_scheduler_missing_an_argument_says_which_to_add() -> None:
+    from functools import partial
+
+    fn = partial(torch.optim.lr_scheduler.StepLR, gamma=0.5)
+    with pytest.raises(TypeError, match=r"add step_size=\.\.\. to the functools\.partial"):
+        _trainer(TinyMLP()).train(blobs(n=16), 1, create_scheduler_fn=fn)

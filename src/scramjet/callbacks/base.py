@@ -323,6 +323,20 @@ def _event_methods(callback: TrainerCallback, known: frozenset[str]) -> dict[str
     return found
 
 
+def _built(kind: type[TrainerCallback]) -> TrainerCallback:
+    """An instance of a callback class passed as such (its constructor takes no argument)."""
+    try:
+        return kind()
+    except TypeError as error:
+        if "argument" not in str(error):
+            raise
+        raise TypeError(
+            f"callbacks received the class {kind.__name__}, which the Trainer builds with no "
+            f"argument, but its constructor needs some ({error}). Pass an instance instead: "
+            f"callbacks=[{kind.__name__}(...)] with its arguments."
+        ) from error
+
+
 class CallbackHandler:
     """Holds the callbacks of a Trainer and calls them in order for each event.
 
@@ -352,11 +366,16 @@ class CallbackHandler:
 
         Returns the registered instance.
         """
-        if inspect.isclass(callback):
-            callback = callback()
+        if inspect.isclass(callback) and issubclass(callback, TrainerCallback):
+            callback = _built(callback)
         if not isinstance(callback, TrainerCallback):
+            received = (
+                f"the class {callback.__name__}"
+                if inspect.isclass(callback)
+                else type(callback).__name__
+            )
             raise TypeError(
-                f"Callbacks must be TrainerCallback instances; received {type(callback).__name__}. "
+                f"Callbacks must be TrainerCallback instances; received {received}. "
                 f"Subclass scramjet.callbacks.TrainerCallback."
             )
         methods = _event_methods(callback, self._known)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import re
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -293,6 +295,29 @@ def check_scheduler_fn(value: Any) -> None:
             f"CosineWarmupScheduler.create_scheduler_fn(num_warmup_epochs=1) or "
             f"functools.partial(torch.optim.lr_scheduler.StepLR, step_size=10)."
         )
+
+
+def build_scheduler(given: Any, resolved: Any, optimizer: torch.optim.Optimizer) -> Any:
+    """``resolved(optimizer)``; a scheduler class given bare (``create_scheduler_fn=StepLR``)
+    whose constructor needs more than the optimizer gets an error that says how to bind it."""
+    try:
+        return resolved(optimizer)
+    except TypeError as error:
+        cls = given.func if isinstance(given, functools.partial) else given
+        missing = re.findall(r"'(\w+)'", str(error)) if "missing" in str(error) else []
+        if not isinstance(cls, type) or not missing:
+            raise
+        name, bound = cls.__name__, ", ".join(f"{arg}=..." for arg in missing)
+        fix = (
+            f"add {bound} to the functools.partial"
+            if isinstance(given, functools.partial)
+            else f"pass create_scheduler_fn=functools.partial({name}, {bound})"
+        )
+        raise TypeError(
+            f"{error}\ncreate_scheduler_fn is called with the optimizer alone "
+            f"({name}(optimizer)), so the class {name} needs its other arguments bound: "
+            f"{fix}."
+        ) from error
 
 
 def check_trainer_args(loss_func: Any, callbacks: Any) -> None:

@@ -50,6 +50,7 @@ from scramjet.trainer.batch import (
     tensor_loss,
 )
 from scramjet.trainer.checks import (
+    build_scheduler,
     check_batch_size,
     check_dataset,
     check_device,
@@ -404,9 +405,9 @@ class Trainer:
         }
         lengths = ("num_update_steps_per_epoch", "total_update_steps", "train_dataloader_len")
         unknown = frozenset(k for k in lengths if values[k] == 0)  # no length: not countable
-        scheduler: Scheduler = resolve_placeholders(self._create_scheduler_fn, values, unknown)(
-            self.optimizer
-        )
+        fn = self._create_scheduler_fn
+        resolved = resolve_placeholders(fn, values, unknown)
+        scheduler: Scheduler = build_scheduler(fn, resolved, self.optimizer)
         check_scheduler_optimizer(scheduler, self.optimizer)
         if type(self).scheduler_step is Trainer.scheduler_step:  # an override may pass values
             check_step_takes_no_arguments(scheduler)
