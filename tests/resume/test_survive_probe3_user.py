@@ -8,6 +8,7 @@ seed 7: 7 updates per epoch over 50 samples).
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -80,3 +81,49 @@ def test_the_same_dataset_or_an_epoch_boundary_resume_says_nothing_about_it(
     assert manager.load().step == 7
     texts, _ = resume_with(tmp_path / "boundary", samples=job.NUM_SAMPLES + 6)
     assert not [t for t in texts if "training dataset of" in t]
+
+
+# ------------------------------------------------------------ two writers, one folder
+
+_HOLD_OPEN = """
+import os, sys, time
+folder = sys.argv[1]
+name = os.path.join(folder, f".tmp-ckpt-000009-step9.pt.{os.getpid()}.abcd1234")
+with open(name, "wb") as file:
+    file.write(b"half a checkpoint")
+    file.flush()
+    print(name, flush=True)
+    sys.stdin.readline()  # writing until told to stop
+os.remove(name)
+"""
+
+
+def test_a_temporary_file_another_live_process_is_writing_is_left_alone(tmp_path: Path) -> None:
+    folder = tmp_path / "ckpt"
+    manager = CheckpointManager(folder, async_write=False)
+    manager.save({"v": 1}, step=1)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_OPEN, str(folder)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        temporary = Path(writer.stdout.readline().strip())  # type: ignore[union-attr]
+        assert temporary.exists()
+        with pytest.warns(RuntimeWarning, match=rf"Another process \(pid {writer.pid}\)"):
+            manager.save({"v": 2}, step=2)
+        # Before: save() deleted it, and the other run's os.replace then failed with
+        # FileNotFoundError, reported as "Fix the cause (disk space, permissions)".
+        assert temporary.exists()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # said once per manager
+            manager.save({"v": 3}, step=3)
+    finally:
+        writer.communicate("stop\n", timeout=10)
+    assert writer.returncode == 0  # its own removal found the file
+    left = folder / f".tmp-ckpt-000010-step10.pt.{writer.pid}.abcd1234"
+    left.write_bytes(b"left by a process that has ended")
+    manager.save({"v": 4}, step=4)
+    assert not left.exists()  # a leftover is still removed
+    assert [info.step for info in manager.checkpoints()][-1] == 4

@@ -75,7 +75,7 @@ from scramjet.checkpoint.records import (
     read_ranking,
     write_index,
 )
-from scramjet.runtime.files import TMP_PREFIX
+from scramjet.runtime.files import TMP_PREFIX, temporary_writer
 
 __all__ = [
     "CheckpointError",
@@ -495,11 +495,26 @@ class CheckpointManager:
             return CheckpointInfo(path=path, seq=seq, step=step)
 
     def _remove_stale_temporaries(self) -> None:
-        # Left behind by a writer killed mid-save; never a valid checkpoint. Only the (single)
-        # writer removes them, in save(): a reader might otherwise delete a file in flight.
+        # Left behind by a writer killed mid-save; never a valid checkpoint. Only the
+        # writer removes them, in save() (a reader might delete a file in flight), and only
+        # those no live process of this machine is writing.
         for entry in os.scandir(self.directory):
-            if entry.name.startswith(TMP_PREFIX) and entry.is_file():
+            if not (entry.name.startswith(TMP_PREFIX) and entry.is_file()):
+                continue
+            writer = temporary_writer(entry.path)
+            if writer is None:
                 Path(entry.path).unlink(missing_ok=True)
+            elif writer != os.getpid() and f"pid {writer}" not in self._reported:
+                self._reported.add(f"pid {writer}")
+                warnings.warn(
+                    f"Another process (pid {writer}) is writing {entry.name!r} into "
+                    f"{str(self.directory)!r}, where this process saves checkpoints too. Two "
+                    "runs in one folder number their checkpoints in one sequence, rotate "
+                    "away each other's, and a resume takes whichever is newest. Give each "
+                    "run its own folder.",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
 
     # ----------------------------------------------------------------- loading
 

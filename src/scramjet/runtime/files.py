@@ -17,7 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["TMP_PREFIX", "atomic_write", "atomic_write_bytes", "atomic_write_text", "fsync_dir"]
+from scramjet.runtime.processes import pid_alive
+
+__all__ = [
+    "TMP_PREFIX",
+    "atomic_write",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "fsync_dir",
+    "temporary_writer",
+]
 
 TMP_PREFIX = ".tmp-"
 
@@ -156,6 +165,39 @@ def atomic_write_text(
         'héllo\\n'
     """
     atomic_write_bytes(path, text.encode(encoding), fsync=fsync)
+
+
+def temporary_writer(path: str | os.PathLike[str]) -> int | None:
+    """The pid of the live process of this machine that is writing the temporary file
+    ``path`` (an :func:`atomic_write` temporary, whose name carries its writer's pid), or
+    None when it is left over: its writer ended, or no longer holds it open.
+
+    Without ``/proc`` (not Linux) a live pid counts as writing. A temporary written from
+    another machine (a shared file system) cannot be told apart from a left-over one.
+    """
+    parts = Path(path).name.rsplit(".", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return None
+    pid = int(parts[1])
+    if not pid_alive(pid):
+        return None
+    handles = Path(f"/proc/{pid}/fd")
+    if not Path("/proc/self/fd").is_dir():
+        return pid
+    target = os.path.realpath(path)
+    try:
+        with os.scandir(handles) as entries:
+            for entry in entries:
+                try:
+                    if os.readlink(entry.path) == target:
+                        return pid
+                except OSError:  # closed since the listing
+                    continue
+    except PermissionError:  # another user's process: it may be writing
+        return pid
+    except OSError:  # ended since pid_alive
+        return None
+    return None
 
 
 def why_not_creatable(path: str | os.PathLike[str]) -> str | None:
