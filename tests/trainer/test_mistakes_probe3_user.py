@@ -179,3 +179,38 @@ def test_a_partial_scheduler_missing_an_argument_says_which_to_add() -> None:
     fn = partial(torch.optim.lr_scheduler.StepLR, gamma=0.5)
     with pytest.raises(TypeError, match=r"add step_size=\.\.\. to the functools\.partial"):
         _trainer(TinyMLP()).train(blobs(n=16), 1, create_scheduler_fn=fn)
+
+
+# ------------------------------------------------------- nothing that could be trained
+def test_a_frozen_model_is_named_as_such_with_its_parameter_count() -> None:
+    model = TinyMLP()
+    model.requires_grad_(False)
+    trainer = _trainer(model)
+    with pytest.raises(ValueError) as info:
+        trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=8)
+    text = str(info.value)
+    assert "none of the model's 4 parameters" in text and "requires_grad_(True)" in text
+
+
+def test_a_loss_cut_from_the_graph_is_named_as_such() -> None:
+    def detached(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return torch.tensor(nn.functional.cross_entropy(outputs, targets).item())
+
+    model = TinyMLP()
+    trainer = Trainer(model, detached, torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[])
+    with pytest.raises(ValueError) as info:
+        trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=8)
+    text = str(info.value)
+    assert "4 parameters" in text and ".item()" in text and "detach" in text
+
+
+@pytest.mark.parametrize("context", [torch.no_grad, torch.inference_mode])
+def test_train_called_with_gradients_disabled_says_so_before_the_first_batch(
+    context: type[torch.no_grad],
+) -> None:
+    trainer = _trainer(TinyMLP())
+    with context(), pytest.raises(RuntimeError) as info:
+        trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=8)
+    text = str(info.value)
+    assert context.__name__ in text and "outside" in text
+    assert trainer.state.global_step == 0

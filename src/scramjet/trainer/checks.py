@@ -132,7 +132,9 @@ def warn_untrained_parameters(optimizer: torch.optim.Optimizer, model: nn.Module
     )
 
 
-def check_loss(batch_output: Any, hook: str = "calculate_train_batch_loss") -> None:
+def check_loss(
+    batch_output: Any, hook: str = "calculate_train_batch_loss", model: nn.Module | None = None
+) -> None:
     """``calculate_*_batch_loss`` must return a dict whose ``loss`` is a scalar tensor and
     whose ``batch_size`` is an int (what the epoch's mean loss weighs the batch by)."""
     if not isinstance(batch_output, Mapping) or "loss" not in batch_output:
@@ -159,11 +161,48 @@ def check_loss(batch_output: Any, hook: str = "calculate_train_batch_loss") -> N
             f"tensor itself, not loss.item()."
         )
     if not loss.requires_grad and torch.is_grad_enabled():
-        raise ValueError(
-            "The loss does not require grad, so nothing would be trained. Check that the model "
-            "output is used to compute the loss and that its parameters have requires_grad=True."
-        )
+        raise ValueError(_no_gradient(model))
     _check_batch_size_entry(batch_output, hook)
+
+
+def _no_gradient(model: nn.Module | None) -> str:
+    """Why a training loss does not require grad: a frozen model, or a loss cut from the
+    graph."""
+    params = list(model.parameters()) if model is not None else []
+    trainable = sum(p.requires_grad for p in params)
+    if params and not trainable:
+        return (
+            f"The loss does not require grad: none of the model's {len(params)} parameters "
+            f"has requires_grad=True (the model is frozen), so nothing would be trained. "
+            f"Unfreeze the parameters to train before creating the optimizer, e.g. "
+            f"model.requires_grad_(True) or model.head.requires_grad_(True)."
+        )
+    held = ""
+    if params:
+        held = f" although {trainable} of the model's {len(params)} parameters are trainable"
+    return (
+        f"The loss does not require grad{held}, so nothing would be trained: it was cut from "
+        f"the model's outputs. Compute it from the outputs with torch operations, not from "
+        f"outputs.detach(), loss.item(), numpy or torch.tensor(...) of a value, and outside "
+        f"torch.no_grad()."
+    )
+
+
+def check_grad_mode() -> None:
+    """``train()`` called inside ``torch.no_grad()`` or ``torch.inference_mode()``: no
+    forward would record a graph, and the first backward fails with torch's bare error."""
+    if torch.is_inference_mode_enabled():
+        context = "torch.inference_mode()"
+    elif not torch.is_grad_enabled():
+        context = "torch.no_grad() (or torch.set_grad_enabled(False))"
+    else:
+        return
+    raise RuntimeError(
+        f"train() was called inside {context}, so no gradient could be computed. Call "
+        f"train() outside that block (keep it for evaluation and prediction, which the "
+        f"Trainer runs without gradients itself), or re-enable gradients with "
+        f"torch.set_grad_enabled(True)."
+    )
 
 
 def _check_batch_size_entry(batch_output: Mapping[str, Any], hook: str) -> None:
@@ -220,6 +259,7 @@ def check_train_args(
     gradient_clip_norm: Any,
 ) -> None:
     """Every argument check of ``Trainer.train``, with errors naming the argument."""
+    check_grad_mode()
     check_dataset(train_dataset, "train_dataset")
     if eval_dataset is not None:
         check_dataset(eval_dataset, "eval_dataset")

@@ -796,7 +796,7 @@ class Trainer:
                                         self.state.batches_seen_in_epoch)  # fmt: skip
                     raise
             if self.state.batches_seen_in_epoch == 0 or self.state.global_step == 0:
-                check_loss(batch_output)
+                check_loss(batch_output, model=self._unwrapped_model)
             self.train_losses.add(batch_output["loss"], batch_output["batch_size"])
             if has_end:
                 handler.call_event(
