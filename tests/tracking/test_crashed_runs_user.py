@@ -1,6 +1,6 @@
 """Runs as a user finds them after a crash, and hyperparameters as a user names them: a run
-killed with SIGKILL still tells how far it got and for how long, and ``--params`` takes a
-group name."""
+killed with SIGKILL still tells how far it got and for how long, ``--params`` takes a group
+name, and two hyperparameters that would share one flattened name are refused."""
 
 from __future__ import annotations
 
@@ -161,3 +161,31 @@ def test_params_given_a_group_name_shows_every_hyperparameter_under_it(
     assert "no run has a hyperparameter named 'optm'" in captured.err
     assert "'optim'" not in captured.err.split("known:")[0], "a group is a known name"
     assert "optim.lr" in captured.err.split("known:")[1]
+
+
+@pytest.mark.parametrize(
+    ("hyperparams", "named"),
+    [
+        ({"a.b": 1, "a": {"b": 2}}, ["['a.b']", "['a']['b']", "'a.b'"]),
+        ({"key_1": {"a.b": 1, "a": {"b": 1}}}, ["['key_1']['a.b']", "['key_1']['a']['b']"]),
+        ({1: "x", "1": "y"}, ["1", "'1'"]),
+    ],
+    ids=["dotted-and-nested", "deeper", "int-and-str-key"],
+)
+def test_hyperparameters_sharing_one_flattened_name_are_refused_before_anything_is_written(
+    tmp_path: Path, hyperparams: dict[Any, Any], named: list[str]
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        Experiment("proj", "clash", root=tmp_path / "runs", hyperparams=hyperparams)
+    message = str(raised.value)
+    for text in named:
+        assert text in message, message
+    assert "rename" in message.lower()
+    assert not (tmp_path / "runs").exists(), "nothing was written"
+
+
+def test_dotted_names_that_do_not_collide_are_kept(tmp_path: Path) -> None:
+    run = _run_with(tmp_path / "runs", {"a.b": 1, "a": {"c": 2}})
+    (record,) = list_runs(tmp_path / "runs")
+    assert record["hyperparams"] == {"a.b": 1, "a.c": 2}
+    assert json.loads((run / "hyperparams.json").read_text())["hyperparams"]["a.b"] == 1

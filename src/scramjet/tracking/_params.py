@@ -41,6 +41,9 @@ def plain_hyperparams(params: Any) -> dict[str, Any]:
     and NumPy scalars their number; small tensors and arrays lists; paths, dtypes and
     devices strings; lists, tuples and other sequences (OmegaConf's ``ListConfig``) lists;
     sets sorted lists; anything else its ``str``.
+
+    Two values that would share one name are refused with a ``ValueError`` naming both
+    (see :func:`check_flat_names`), before anything is written.
     """
     fields = _fields_of(params)
     if fields is None:
@@ -50,7 +53,75 @@ def plain_hyperparams(params: Any) -> dict[str, Any]:
             f"NamedTuple, a pydantic model, an attrs class, an object with to_dict()); "
             f"received {type(params).__name__}. Pass a dict, e.g. hyperparams={{'lr': 1e-3}}."
         )
-    return {str(k): _plain_value(v) for k, v in fields.items()}
+    plain = _plain_fields(fields, ())
+    check_flat_names(plain)
+    return plain
+
+
+def _plain_fields(fields: Mapping[Any, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    """``fields`` with string keys and JSON values; two keys written alike (``1`` and
+    ``"1"``) are refused, as one would silently replace the other."""
+    out: dict[str, Any] = {}
+    first: dict[str, Any] = {}
+    for key, value in fields.items():
+        name = str(key)
+        if name in out:
+            where = f" of {_path_text(path)}" if path else ""
+            raise ValueError(
+                f"hyperparams: the keys {first[name]!r} and {key!r}{where} are both written "
+                f"as {name!r} (hyperparams.json and the loggers name hyperparameters by "
+                f"text), so one value would hide the other; every key must be distinct as "
+                f"text. Rename one of them. Nothing was written."
+            )
+        first[name] = key
+        out[name] = _plain_value(value, (*path, name))
+    return out
+
+
+def _path_text(path: Sequence[str]) -> str:
+    """``['optim']['lr']``: where a value sits in the hyperparameters."""
+    return "".join(f"[{key!r}]" for key in path)
+
+
+def _leaf_paths(values: Mapping[str, Any], path: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The key path of every value that is not a non-empty mapping."""
+    found: list[tuple[str, ...]] = []
+    for key, value in values.items():
+        if isinstance(value, Mapping) and value:
+            found += _leaf_paths(value, (*path, key))
+        else:
+            found.append((*path, key))
+    return found
+
+
+def check_flat_names(values: Mapping[str, Any]) -> None:
+    """Refuse hyperparameters whose flattened names collide.
+
+    Nested names are joined with ``.`` for the loggers (MLflow params, TensorBoard's
+    HParams, the W&B config), ``scramjet runs`` and ``list_runs``; a key that holds a dot
+    can then name the same thing as a nested one (``{"a.b": 1, "a": {"b": 2}}`` gives
+    ``a.b`` twice), and one value would hide the other there. Raises ``ValueError``
+    naming each collision and how to rename.
+    """
+    by_name: dict[str, list[tuple[str, ...]]] = {}
+    for path in _leaf_paths(values, ()):
+        by_name.setdefault(".".join(path), []).append(path)
+    clashes = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    if not clashes:
+        return
+    said = "; ".join(
+        " and ".join(_path_text(p) for p in paths)
+        + f" {'both' if len(paths) == 2 else 'all'} flatten to {name!r}"
+        for name, paths in sorted(clashes.items())
+    )
+    dotted = next(p for paths in clashes.values() for p in paths if any("." in k for k in p))
+    renamed = [k.replace(".", "_") for k in dotted]
+    raise ValueError(
+        f"hyperparams: {said}. Nested names are joined with '.' for the loggers, "
+        f"`scramjet runs` and list_runs, so one value would hide the other; every "
+        f"flattened name must be unique. Rename one of them, e.g. {_path_text(dotted)} as "
+        f"{_path_text(renamed)}, or keep the value in one place only. Nothing was written."
+    )
 
 
 def _fields_of(value: Any) -> Mapping[Any, Any] | None:
@@ -82,19 +153,19 @@ def _fields_of(value: Any) -> Mapping[Any, Any] | None:
     return None
 
 
-def _plain_value(value: Any) -> Any:
+def _plain_value(value: Any, path: tuple[str, ...] = ()) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, enum.Enum):
-        return _plain_value(value.value)
+        return _plain_value(value.value, path)
     if _numel(value) is None:
         fields = _fields_of(value)
         if fields is not None:
-            return plain_hyperparams(fields)
+            return _plain_fields(fields, path)
     if isinstance(value, PurePath):
         return str(value)
     if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
-        return [_plain_value(v) for v in value]  # lists, tuples, OmegaConf's ListConfig
+        return [_plain_value(v, path) for v in value]  # lists, tuples, OmegaConf's ListConfig
     if isinstance(value, set | frozenset):
         items = [_plain_value(v) for v in value]
         return sorted(items, key=lambda v: (type(v).__name__, str(v)))
