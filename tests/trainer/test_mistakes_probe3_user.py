@@ -214,3 +214,36 @@ def test_train_called_with_gradients_disabled_says_so_before_the_first_batch(
     text = str(info.value)
     assert context.__name__ in text and "outside" in text
     assert trainer.state.global_step == 0
+
+
+# ------------------------------------------------------------ a learning rate of zero
+def test_a_learning_rate_of_zero_without_a_scheduler_warns_at_the_users_line() -> None:
+    model = TinyMLP()
+    trainer = Trainer(
+        model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.0), callbacks=[]
+    )
+    with pytest.warns(UserWarning, match=r"learning rate is 0.*will not change") as record:
+        trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=8)
+    assert record[0].filename == __file__
+
+
+def test_a_second_train_after_a_schedule_that_ended_at_zero_warns_with_the_start_rate() -> None:
+    def to_zero(optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler:
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, 1 - step / 2))
+
+    model = TinyMLP()
+    trainer = _trainer(model)
+    trainer.train(blobs(n=16), 1, per_device_batch_size=8, create_scheduler_fn=to_zero)
+    assert trainer.optimizer.param_groups[0]["lr"] == 0.0
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.warns(UserWarning, match=r"earlier train\(\).*0\.1"):
+        trainer.train(blobs(n=16), 1, per_device_batch_size=8)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # as warned
+
+
+def test_a_nonzero_rate_or_a_schedule_gives_no_warning() -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _trainer(TinyMLP()).train(blobs(n=16), 1, per_device_batch_size=8)

@@ -432,6 +432,31 @@ def check_scheduler_optimizer(scheduler: Any, optimizer: torch.optim.Optimizer) 
         )
 
 
+def warn_zero_learning_rate(optimizer: torch.optim.Optimizer, scheduler: Any) -> None:
+    """A run without a scheduler whose every learning rate is 0 leaves the weights as they
+    are: an ``lr=0`` typed by hand, or a schedule of an earlier ``train()`` that ended at 0
+    (the optimizer keeps the rate its last scheduler set)."""
+    groups = optimizer.param_groups
+    if scheduler is not None or not groups or any(g["lr"] != 0 for g in groups):
+        return
+    start = [g.get("initial_lr") for g in groups]
+    cause = (
+        f"; a scheduler of an earlier train() left it there (it started at "
+        f"{', '.join(map(str, start))}). Set it back before this run, e.g. "
+        f"for g in optimizer.param_groups: g['lr'] = g['initial_lr'], or pass "
+        f"create_scheduler_fn for this run too"
+        if all(isinstance(lr, int | float) and lr > 0 for lr in start)
+        else ". Create the optimizer with a rate > 0 (e.g. lr=1e-3), or pass "
+        "create_scheduler_fn to set the rates during the run"
+    )
+    warnings.warn(
+        f"Every parameter group's learning rate is 0 and no scheduler will change it, so "
+        f"this run will not change the weights{cause}.",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
+
+
 def warn_if_nothing_left(state: Any, config: Any) -> None:
     """A resumed run whose checkpoint is already past this run's end trains nothing: say so
     (the counts are of the whole run, not of what is left; equal counts stay silent, as

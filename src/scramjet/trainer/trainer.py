@@ -67,6 +67,7 @@ from scramjet.trainer.checks import (
     loader_batch_size,
     recording_order,
     warn_if_nothing_left,
+    warn_zero_learning_rate,
 )
 from scramjet.trainer.data_order import (
     DataOrder,
@@ -651,6 +652,7 @@ class Trainer:
         )  # fmt: skip
         adopt_new_learning_rates(self.optimizer, self.scheduler)
         self.scheduler = self.create_scheduler()
+        warn_zero_learning_rate(self.optimizer, self.scheduler)
         if resume_from is not None:
             resume.restore(self, resume_from, check_plan=True)
             warn_if_nothing_left(self.state, self.run_config)
