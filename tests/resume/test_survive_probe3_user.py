@@ -127,3 +127,21 @@ def test_a_temporary_file_another_live_process_is_writing_is_left_alone(tmp_path
     manager.save({"v": 4}, step=4)
     assert not left.exists()  # a leftover is still removed
     assert [info.step for info in manager.checkpoints()][-1] == 4
+
+
+# ------------------------------------------------------------ a folder it cannot write
+
+
+def test_a_checkpoint_folder_that_cannot_be_written_stops_the_run_before_its_first_step(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "runs").write_text("a file where the run's folder should be")
+    folder = tmp_path / "runs" / "checkpoints"
+    trainer, kwargs = job.build(folder, num_workers=0, every_n_steps=None)
+    # Before: the whole first epoch trained, then its save failed and the epoch was lost.
+    with pytest.raises(Exception, match="cannot write into") as caught:
+        trainer.train(**kwargs)
+    assert trainer.state.global_step == 0
+    message = str(caught.value)
+    assert str(folder) in message and "NotADirectoryError" in message
+    assert "Pass a folder this process can write" in message

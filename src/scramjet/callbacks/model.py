@@ -23,6 +23,7 @@ from scramjet.callbacks.control import (
 from scramjet.checkpoint import CheckpointManager, CheckpointWriteError, remote
 from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
+from scramjet.runtime.files import why_not_writable
 from scramjet.runtime.preemption import PreemptionWatcher, TrainingPreempted
 
 if TYPE_CHECKING:
@@ -424,7 +425,21 @@ class SaveTrainingStateCallback(TrainerCallback):
                 self._manager = CheckpointManager(self.directory, **options)
 
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Install the preemption handler (main thread only; put back when training ends)."""
+        """Check that the folder can be written (every rank raises alike), then install the
+        preemption handler (main thread only; put back when training ends)."""
+        problem = why_not_writable(self.directory) if trainer.is_main_process else None
+        problem = dist.broadcast_object(problem)
+        if problem is not None:
+            copies = " (the local copies of the checkpoints)" if self.url is not None else ""
+            raise CheckpointWriteError(
+                f"SaveTrainingStateCallback cannot write into {str(self.directory)!r}"
+                f"{copies}: {problem}. The run would train until its first save and lose "
+                f"that work, so it stops before the first step. Pass a folder this process "
+                f"can write (a read-only mount, another user's folder or a file in the way "
+                f"cannot hold checkpoints); to resume from checkpoints in a read-only "
+                f"folder, copy them into a writable one and pass that.",
+                self.directory,
+            )
         if isinstance(self._manager, remote.RemoteCheckpointManager):
             self._manager.limit_uploads(None)  # set at a preemption: the uploads wait again
         self._reported = False

@@ -26,6 +26,7 @@ __all__ = [
     "atomic_write_text",
     "fsync_dir",
     "temporary_writer",
+    "why_not_writable",
 ]
 
 TMP_PREFIX = ".tmp-"
@@ -197,6 +198,22 @@ def temporary_writer(path: str | os.PathLike[str]) -> int | None:
         return pid
     except OSError:  # ended since pid_alive
         return None
+    return None
+
+
+def why_not_writable(folder: str | os.PathLike[str]) -> str | None:
+    """Why files cannot be written into ``folder`` (created if missing), found by creating
+    it and an empty temporary file in it (a read-only mount, missing permissions, a file
+    in the way); None when that works. The temporary is named as :func:`atomic_write`'s,
+    so one left by a killed process is removed as theirs are."""
+    folder = Path(folder)
+    probe = folder / f"{TMP_PREFIX}write-check.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.touch(exist_ok=False)
+        probe.unlink()
+    except OSError as error:
+        return f"{type(error).__name__}: {error}"
     return None
 
 
