@@ -247,3 +247,16 @@ def test_a_nonzero_rate_or_a_schedule_gives_no_warning() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _trainer(TinyMLP()).train(blobs(n=16), 1, per_device_batch_size=8)
+
+
+def test_a_second_train_continues_the_weights_and_restarts_the_counters() -> None:
+    model = TinyMLP()
+    trainer = _trainer(model)
+    trainer.train(blobs(n=16), 2, per_device_batch_size=8)
+    after_first = [p.detach().clone() for p in model.parameters()]
+    trainer.train(blobs(n=16), 1, per_device_batch_size=8, reset_run_history=False)
+    assert trainer.state.global_step == 2  # this run's updates only
+    assert len(trainer.run_history.get_metric_values("train_loss_epoch")) == 3
+    assert not all(torch.equal(a, b) for a, b in zip(after_first, model.parameters()))
+    trainer.train(blobs(n=16), 1, per_device_batch_size=8)
+    assert len(trainer.run_history.get_metric_values("train_loss_epoch")) == 1

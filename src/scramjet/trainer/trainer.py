@@ -609,6 +609,11 @@ class Trainer:
         ``eval_dataloader_kwargs``) takes precedence over the batch-size argument, as in
         pytorch-accelerated, and is the one the run records.
 
+        A second ``train()`` continues from the model's and optimizer's current state; its
+        counters start at 0, the run history is cleared unless ``reset_run_history=False``,
+        and its scheduler comes from its own ``create_scheduler_fn`` (without one, the
+        optimizer keeps the rate the last scheduler set).
+
         ``resume_from`` takes a checkpoint file, or a directory of checkpoints whose
         latest good one is used (either may be a URL such as ``s3://...``), or ``"auto"``:
         the newest good checkpoint of the ``SaveTrainingStateCallback`` folder, or a
