@@ -1,8 +1,9 @@
 """Freezing and unfreezing a model's layer groups for fine-tuning.
 
 A model's top-level children are its *layer groups*, numbered in order (negative indices
-count from the end); every module inside a group that holds parameters of its own, or has
-no children, is a *layer*. Batch-norm layers stay trainable unless
+count from the end; a model inside a ``DistributedDataParallel`` or ``torch.compile``
+wrapper is grouped by its own children); every module inside a group that holds
+parameters of its own, or has no children, is a *layer*. Batch-norm layers stay trainable unless
 ``freeze_batch_norms=True`` (fine-tuning usually keeps their statistics adapting).
 """
 
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
+
+from scramjet.checkpoint.payload import unwrap
 
 
 def _module_is_batch_norm(module: nn.Module) -> bool:
@@ -67,6 +70,9 @@ class ModelFreezer:
     def __init__(self, model: nn.Module, freeze_batch_norms: bool = False) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be an nn.Module; received {type(model).__name__}.")
+        # The groups are the user's model's children, also when it is given inside its
+        # DistributedDataParallel or torch.compile wrapper (trainer.model in a run).
+        model = unwrap(model)
         self.model = model
         self.freeze_batch_norms = freeze_batch_norms
         self._groups: list[LayerGroup] = []
