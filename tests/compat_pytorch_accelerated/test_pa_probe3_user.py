@@ -234,3 +234,37 @@ def test_an_epoch_training_state_resumes_with_each_epoch_loss_once(tmp_path: Pat
     assert resumed.run_history.get_metric_values(
         "train_loss_epoch"
     ) == whole.run_history.get_metric_values("train_loss_epoch")
+
+
+# ---------------------------------------------------------------- metric logging
+class _Accuracy(TrainerCallback):
+    """A metrics callback as peer code writes it: updated per batch, recorded per epoch."""
+
+    def on_eval_epoch_start(self, trainer: Any, **kwargs: Any) -> None:
+        self.correct = self.seen = 0
+
+    def on_eval_step_end(self, trainer: Any, batch: Any, batch_output: Any, **kw: Any) -> None:
+        self.correct += int((batch_output["model_outputs"].argmax(-1) == batch[1]).sum())
+        self.seen += len(batch[1])
+
+    def on_eval_epoch_end(self, trainer: Any, **kwargs: Any) -> None:
+        trainer.run_history.update_metric("accuracy", self.correct / self.seen)
+
+
+def test_a_standalone_evaluation_logs_the_metrics_its_callbacks_record() -> None:
+    import io
+
+    from scramjet.compat.pytorch_accelerated.callbacks import LogMetricsCallback
+
+    out = io.StringIO()
+    model = _model()
+    trainer = Trainer(
+        model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1),
+        callbacks=[_Accuracy(), LogMetricsCallback(file=out)],
+    )  # fmt: skip
+    trainer.train(_data(), num_epochs=1, per_device_batch_size=16)
+    trainer.evaluate(_data(16), per_device_batch_size=8)
+    line = out.getvalue().splitlines()[-1]
+    # the peer logs every metric at the end of an evaluation; before, only eval_* names
+    assert "accuracy: " in line and "eval_loss_epoch: " in line
+    assert "train_loss_epoch" not in line  # not recorded by this evaluation

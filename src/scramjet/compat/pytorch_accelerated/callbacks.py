@@ -141,10 +141,26 @@ class LogMetricsCallback(_CoreLogMetrics):
         if not self._peer_logging():
             super().on_training_run_epoch_end(trainer, **kwargs)
 
+    def on_evaluation_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Note how many values each metric has before a standalone ``evaluate()``."""
+        if not trainer.in_training_run:
+            history = trainer.run_history
+            self._counts = {
+                n: len(history.get_metric_values(n)) for n in history.get_metric_names()
+            }
+
     def on_evaluation_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """scramjet's line for a standalone ``evaluate()``, unless ``log_metrics`` is overridden."""
-        if not self._peer_logging():
-            super().on_evaluation_run_end(trainer, **kwargs)
+        """scramjet's line for a standalone ``evaluate()``, unless ``log_metrics`` is overridden.
+
+        As the peer logs every metric at the end of an evaluation, the line holds each
+        metric the evaluation recorded: the loss, and those of metric callbacks (accuracy...).
+        """
+        if self._peer_logging() or trainer.in_training_run:
+            return
+        history, before = trainer.run_history, getattr(self, "_counts", {})
+        names = history.get_metric_names()
+        grew = [n for n in names if len(history.get_metric_values(n)) > before.get(n, 0)]
+        self._log(trainer, grew)
 
 
 def get_default_callbacks(progress_bar: bool = True) -> list[type[TrainerCallback]]:
