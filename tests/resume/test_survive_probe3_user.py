@@ -8,6 +8,8 @@ seed 7: 7 updates per epoch over 50 samples).
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import warnings
@@ -15,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
-from scramjet.callbacks import TrainerCallback
+from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
 from scramjet.checkpoint import CheckpointManager
+from scramjet.runtime.preemption import TrainingPreempted
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import resume_job as job
@@ -164,3 +168,53 @@ def test_a_mid_epoch_checkpoint_past_a_shorter_runs_end_is_said(tmp_path: Path) 
         trainer.train(**{**kwargs, "num_epochs": 1}, resume_from=tmp_path / "ckpt")
     assert trainer.state.global_step == 9  # nothing was trained
     assert [w for w in caught if "nothing is left to train" in str(w.message)]
+
+
+# ------------------------------------------------- two checkpoint callbacks, one Trainer
+
+
+class SigtermAt(TrainerCallback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_optimizer_step_end(self, trainer: Any, **kwargs: Any) -> None:
+        if trainer.state.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def two_savers(tmp_path: Path, *extra: TrainerCallback) -> tuple[Any, dict[str, Any]]:
+    """The job saving every 3 updates into one folder and every epoch into another."""
+    epochs = SaveTrainingStateCallback(tmp_path / "epochs", every_n_epochs=1, keep_last=1)
+    return job.build(tmp_path / "steps", num_workers=0, extra=(epochs, *extra))
+
+
+def test_two_checkpoint_callbacks_give_back_the_sigterm_handler_found_before(
+    tmp_path: Path,
+) -> None:
+    def mine(signum: int, frame: Any) -> None:
+        pass
+
+    before = signal.signal(signal.SIGTERM, mine)
+    try:
+        trainer, kwargs = two_savers(tmp_path)
+        trainer.train(**kwargs)
+        # Before: the second callback put back the first one's handler, which only records
+        # the signal, so after train() returned SIGTERM no longer ended the process.
+        assert signal.getsignal(signal.SIGTERM) is mine
+        trainer, kwargs = two_savers(tmp_path / "preempted", SigtermAt(4))
+        with pytest.raises(TrainingPreempted):
+            trainer.train(**kwargs)
+        assert signal.getsignal(signal.SIGTERM) is mine
+        # Before: only the handler installed last (the second callback's) saw the signal,
+        # so the preemption checkpoint went to its folder, and resume_from="auto" (the
+        # first callback's folder) went back to update 3.
+        assert CheckpointManager(tmp_path / "preempted" / "steps").load().step == 4
+        trainer, kwargs = two_savers(tmp_path / "preempted")
+        trainer.train(**kwargs, resume_from="auto")
+        assert signal.getsignal(signal.SIGTERM) is mine
+        reference, kwargs = job.build(None, num_workers=0)
+        reference.train(**kwargs)
+        for key, value in reference.unwrapped_model.state_dict().items():
+            assert torch.equal(trainer.unwrapped_model.state_dict()[key], value), key
+    finally:
+        signal.signal(signal.SIGTERM, before)

@@ -54,6 +54,9 @@ _Handler = Callable[[int, FrameType | None], Any] | int | None
 # The signals a watcher of this process handles now; a DataLoader worker forked while
 # training runs inherits this set and keeps them away (see shield_loader_worker).
 _WATCHED: set[int] = set()
+# The watchers whose handlers are installed, oldest first (two checkpoint callbacks of one
+# Trainer each install theirs, and end in the same order they started).
+_INSTALLED: list[PreemptionWatcher] = []
 
 
 class TrainingPreempted(SystemExit):
@@ -144,6 +147,9 @@ class PreemptionWatcher:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self._seen = signum  # only a flag: the loop acts on it at the next step boundary
+        for watcher in _INSTALLED:  # those installed under this one are not called: tell
+            if signum in watcher.signals:  # them too (the first checkpoint callback saves)
+                watcher._seen = signum
 
     def install(self) -> bool:
         """Install the handlers (remembering the previous ones).
@@ -157,15 +163,30 @@ class PreemptionWatcher:
         self._seen = None
         for sig in self.signals:
             self._previous[sig] = signal.signal(sig, self._handle)
+        _INSTALLED.append(self)
         _WATCHED.update(int(sig) for sig in self.signals)
         return True
 
     def restore(self) -> None:
-        """Put the previous handlers back (a no-op when not installed)."""
+        """Put the previous handlers back (a no-op when not installed).
+
+        Watchers may end in another order than they started: a watcher installed over
+        this one is handed the handler this one found, and puts it back when it ends, so
+        the handler in place before the first of them is always the one left at the end.
+        """
         previous, self._previous = self._previous, {}
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-            _WATCHED.discard(int(sig))
+        if self in _INSTALLED:
+            _INSTALLED.remove(self)
+        for sig, found in previous.items():
+            handler = found if found is not None else signal.SIG_DFL
+            if signal.getsignal(sig) == self._handle:
+                signal.signal(sig, handler)
+                continue
+            for later in _INSTALLED:  # installed over this one: it restores what we found
+                if later._previous.get(sig) == self._handle:
+                    later._previous[sig] = handler
+        _WATCHED.clear()
+        _WATCHED.update(int(sig) for watcher in _INSTALLED for sig in watcher._previous)
 
     def agreed(self, step: int) -> bool:
         """Whether any rank received a signal: True on every rank or on none.
