@@ -268,3 +268,28 @@ def test_a_standalone_evaluation_logs_the_metrics_its_callbacks_record() -> None
     # the peer logs every metric at the end of an evaluation; before, only eval_* names
     assert "accuracy: " in line and "eval_loss_epoch: " in line
     assert "train_loss_epoch" not in line  # not recorded by this evaluation
+
+
+# ---------------------------------------------------------------- checkpoint round trips
+def test_loading_a_fine_tuned_optimizer_into_another_layout_names_both(tmp_path: Path) -> None:
+    from scramjet.checkpoint import CheckpointMismatchError
+
+    model = _model()
+    freezer = ModelFreezer(model)
+    freezer.freeze()
+    opt = torch.optim.AdamW(freezer.get_trainable_parameters(), lr=0.01)
+    trainer = Trainer(model, nn.CrossEntropyLoss(), opt, callbacks=())
+    for group in freezer.unfreeze().values():  # stage 2 trains the thawed layers too
+        opt.add_param_group(group)
+    trainer.train(_data(), num_epochs=1, per_device_batch_size=16)
+    trainer.save_checkpoint(tmp_path / "stage2.pt")
+
+    fresh = _model()
+    ModelFreezer(fresh).freeze()
+    head_only = torch.optim.AdamW([p for p in fresh.parameters() if p.requires_grad], lr=0.01)
+    other = Trainer(fresh, nn.CrossEntropyLoss(), head_only, callbacks=())
+    # before: torch's "loaded state dict has a different number of parameter groups"
+    with pytest.raises(CheckpointMismatchError, match=r"2 parameter groups of sizes \[2, 2\]"):
+        other.load_checkpoint(tmp_path / "stage2.pt")
+    other.load_checkpoint(tmp_path / "stage2.pt", load_optimizer=False)  # the fix it names
+    assert torch.equal(fresh[0].weight, model[0].weight)

@@ -14,6 +14,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
+from pathlib import Path
 from typing import Any, cast
 
 import torch
@@ -23,6 +24,7 @@ from scramjet.callbacks.base import Event, TrainerCallback
 from scramjet.callbacks.control import LimitBatchesCallback
 from scramjet.checkpoint import CheckpointManager
 from scramjet.checkpoint.payload import unwrap
+from scramjet.checkpoint.records import load_training_object
 from scramjet.compat.pytorch_accelerated import _files
 from scramjet.compat.pytorch_accelerated._accelerator import AcceleratorView
 from scramjet.compat.pytorch_accelerated.callbacks import DEFAULT_CALLBACKS, CallbackHandler
@@ -301,12 +303,16 @@ class Trainer(CoreTrainer):
             return {**values, **view}
         view, _ = _files.read_file(checkpoint_path)
         unwrap(self.unwrapped_model).load_state_dict(view["model_state_dict"])
-        if load_optimizer and "optimizer_state_dict" in view:
-            self.optimizer.load_state_dict(view["optimizer_state_dict"])
-        if load_scheduler and self.scheduler is not None and "scheduler_state_dict" in view:
-            self.scheduler.load_state_dict(view["scheduler_state_dict"])
-        if load_optimizer and self.scaler is not None and "scaler_state_dict" in view:
-            self.scaler.load_state_dict(view["scaler_state_dict"])
+        # Each state is checked against what it is loaded into first (an optimizer with
+        # other parameter groups, another kind of optimizer or scheduler): the error names
+        # both and the fix, where torch's only said "different number of parameter groups".
+        for key, obj, wanted in (
+            ("optimizer_state_dict", self.optimizer, load_optimizer),
+            ("scheduler_state_dict", self.scheduler, load_scheduler),
+            ("scaler_state_dict", self.scaler, load_optimizer),
+        ):
+            if wanted and obj is not None and key in view:
+                load_training_object(key, obj, view[key], True, Path(checkpoint_path))
         return view
 
     def save_training_state(
