@@ -154,12 +154,6 @@ def test_a_checkpoint_folder_that_cannot_be_written_stops_the_run_before_its_fir
 # ------------------------------------------------- a checkpoint past a shorter run's end
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trainer/checks.py warn_if_nothing_left compares state.epoch > num_epochs only: a "
-    "checkpoint inside epoch num_epochs + 1 (state.epoch == num_epochs, batches_seen_in_epoch "
-    "> 0) is past the run's end too, and train() returns having trained nothing, silently",
-)
 def test_a_mid_epoch_checkpoint_past_a_shorter_runs_end_is_said(tmp_path: Path) -> None:
     crashed_run(tmp_path / "ckpt", step=10)  # saved at update 9: 4 batches into epoch 2
     trainer, kwargs = job.build(tmp_path / "ckpt", num_workers=0)

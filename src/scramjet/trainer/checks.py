@@ -474,6 +474,13 @@ def warn_if_nothing_left(state: Any, config: Any) -> None:
             f"already finished {state.epoch} epochs, and num_epochs counts the whole run, so "
             f"nothing is left to train. For N more epochs, pass num_epochs={state.epoch} + N."
         )
+    elif not limit and state.epoch == config.num_epochs and state.batches_seen_in_epoch > 0:
+        text = (
+            f"train(num_epochs={config.num_epochs}, resume_from=...): the checkpoint is already "
+            f"{state.batches_seen_in_epoch} batches into epoch {state.epoch + 1}, and num_epochs "
+            f"counts the whole run, so nothing is left to train. To finish that epoch, pass "
+            f"num_epochs={state.epoch + 1}; for N more epochs, num_epochs={state.epoch + 1} + N."
+        )
     else:
         return
     warnings.warn(text, stacklevel=user_stacklevel())
