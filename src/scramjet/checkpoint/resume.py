@@ -160,10 +160,12 @@ def training_state(trainer: Trainer, *, include_optimizer: bool = True) -> dict[
     # how the epoch was consumed (processes, batch size): a resume on another number of
     # processes skips exactly the samples this run saw
     state["data_order"] = trainer.data_order.resume_state()
-    # The losses of the batches the saved counters count as consumed: none between epochs
-    # or after train() returned (those are the finished epoch's), and not the batch in
-    # progress when a callback saves inside a step (the resumed run trains it again).
-    done = 0 if trainer.state.epoch_finished else trainer.state.batches_seen_in_epoch
+    # The losses of the batches the saved counters count as consumed: none between epochs,
+    # after the epoch's training part (its loss is recorded; a resume skips its batches)
+    # or after train() returned, and not the batch in progress when a callback saves
+    # inside a step (the resumed run trains it again).
+    over = trainer.state.epoch_finished or trainer.state.train_done
+    done = 0 if over else trainer.state.batches_seen_in_epoch
     losses = trainer.train_losses.state_dict() if done else {}
     local = {
         "rng": get_rng_states(),
@@ -316,7 +318,9 @@ def restore(
 def _say_where(trainer: Trainer, source: str) -> None:
     state = trainer.state
     where = (
-        f"{state.batches_seen_in_epoch} batches into epoch {state.epoch + 1}"
+        f"after the training part of epoch {state.epoch + 1}"
+        if state.train_done
+        else f"{state.batches_seen_in_epoch} batches into epoch {state.epoch + 1}"
         if state.batches_seen_in_epoch
         else f"at the start of epoch {state.epoch + 1}"
     )

@@ -115,6 +115,10 @@ class TrainState:
         epoch_finished: the current epoch's training and evaluation are done (true while
             ``on_training_run_epoch_end`` runs): a checkpoint saved now resumes at the
             start of the next epoch.
+        train_done: the current epoch's training part is over (true from
+            ``train_epoch_end`` on; not for an epoch cut short): a checkpoint saved now
+            (in ``on_train_epoch_end``, say) resumes with the epoch's evaluation, without
+            running its end again.
     """
 
     global_step: int = 0
@@ -123,13 +127,14 @@ class TrainState:
     samples_seen: int = 0
     stop_requested: bool = False
     epoch_finished: bool = False
+    train_done: bool = False
 
     def state_dict(self) -> dict[str, Any]:
         """Counters as a plain dict, as a resumed run should start from them."""
         state = asdict(self)
         del state["epoch_finished"]
         if self.epoch_finished:  # saved between epochs: resume at the next epoch's start
-            state.update(epoch=self.epoch + 1, batches_seen_in_epoch=0)
+            state.update(epoch=self.epoch + 1, batches_seen_in_epoch=0, train_done=False)
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

@@ -672,7 +672,8 @@ class Trainer:
             self.training_run_start()
             self.callback_handler.call_event(Event.TRAINING_RUN_START, self)
             while self.state.epoch < self.run_config.num_epochs and not self._reached_max_steps():
-                self._run_train_epoch(train_dl)
+                if not self.state.train_done:  # saved at the epoch's training end: resume after it
+                    self._run_train_epoch(train_dl)
                 if self._eval_dl is not None:
                     # a cut epoch goes on after a resume: this pass must not move its RNGs
                     rng_states = get_rng_states() if self._epoch_cut else None
@@ -688,7 +689,7 @@ class Trainer:
                 if self._epoch_cut:
                     break
                 self.state.epoch += 1
-                self.state.batches_seen_in_epoch = 0
+                self.state.batches_seen_in_epoch, self.state.train_done = 0, False
                 if self.state.stop_requested:
                     break
         except StopTrainingError as err:
@@ -781,6 +782,7 @@ class Trainer:
             self._close_window(window, held=(state.batches_seen_in_epoch - 1 - base) % accum + 1)
         self._end_epoch_requested = self._in_train_batches = False
         self._current_dl = None
+        state.train_done = not self._epoch_cut  # a checkpoint saved from now on skips the batches
         self.train_epoch_end()
         self.callback_handler.call_event(Event.TRAIN_EPOCH_END, self)
 
