@@ -161,11 +161,6 @@ def test_layers_unfrozen_between_or_inside_runs_stay_in_step_across_processes(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="core Trainer._prepare_model_for_training keeps the DDP wrapper of an earlier "
-    "train() although layers were unfrozen since: their gradients are never reduced",
-)
 def test_core_trainer_layers_unfrozen_between_runs_stay_in_step(tmp_path: Path) -> None:
     assert _finetune_job(tmp_path, "core") == {"two_stages": True}
 

@@ -90,6 +90,7 @@ from scramjet.trainer.state import (
     plan_run,
     restore_modes,
 )
+from scramjet.trainer.wrapping import rewrap_if_trainable_changed, trainable
 
 #: What ``train``, ``evaluate`` and ``predict`` take: a map-style dataset or an iterable.
 DataSource = Dataset[Any] | Iterable[Any]
@@ -671,6 +672,7 @@ class Trainer:
         try:
             self.training_run_start()
             self.callback_handler.call_event(Event.TRAINING_RUN_START, self)
+            rewrap_if_trainable_changed(self)
             while self.state.epoch < self.run_config.num_epochs and not self._reached_max_steps():
                 if not self.state.train_done:  # saved at the epoch's training end: resume after it
                     self._run_train_epoch(train_dl)
@@ -750,6 +752,7 @@ class Trainer:
         self.train_losses.start_epoch()
         self.train_epoch_start()
         self.callback_handler.call_event(Event.TRAIN_EPOCH_START, self)
+        rewrap_if_trainable_changed(self)  # fine-tuning code unfroze layers, say
         handler = self.callback_handler  # callbacks added mid-run take part from the next epoch
         self._step_events = (handler.has(Event.TRAIN_STEP_START), handler.has(Event.TRAIN_STEP_END))
         window, open_window, self._epoch_cut, self._in_train_batches = accum, False, False, True
@@ -1122,8 +1125,10 @@ class Trainer:
 
     def _prepare_model_for_training(self) -> None:
         self._place_model()
+        rewrap_if_trainable_changed(self)  # layers frozen or unfrozen since the last run
         if self.model is self._unwrapped_model:
             self.model = self.wrap_model(self._unwrapped_model)
+            self._trainable_at_wrap = trainable(self._unwrapped_model)
             if self.model is not self._unwrapped_model:
                 dist.register_wrapper_owner(self)  # released before the group is destroyed
 

@@ -77,8 +77,7 @@ class CallbackHandler(_CoreHandler):
         On the Trainer's own handler: before ``on_train_epoch_end`` / ``on_eval_epoch_end``
         the epoch's loss is recorded (after the hook of the same name, which need not call
         ``super()``), and ``on_train_step_end`` receives ``step``, the batch's index in the
-        epoch. After ``on_training_run_start`` and ``on_train_epoch_start`` a distributed
-        wrapper is rebuilt if layers were frozen or unfrozen since it was built.
+        epoch.
         """
         if getattr(trainer, "callback_handler", None) is self:
             name = str(getattr(event, "value", event))
@@ -88,15 +87,9 @@ class CallbackHandler(_CoreHandler):
             if name == "on_train_step_end":
                 kwargs.setdefault("step", trainer.state.batches_seen_in_epoch)
             super().call_event(event, trainer, **kwargs)
-            if name in _FREEZING_EVENTS and hasattr(trainer, "_rewrap_if_trainable_changed"):
-                trainer._rewrap_if_trainable_changed()
             return
         super().call_event(event, trainer, **kwargs)
 
-
-#: The events after which layers frozen or unfrozen by the hook or the callbacks (as
-#: fine-tuning code does) get a distributed wrapper that reduces the trainable ones.
-_FREEZING_EVENTS = frozenset({"on_training_run_start", "on_train_epoch_start"})
 
 #: The events before which the peer's loop recorded an epoch's mean loss, and the metric.
 _LOSS_EVENTS = {"on_train_epoch_end": "train_loss_epoch", "on_eval_epoch_end": "eval_loss_epoch"}

@@ -166,28 +166,6 @@ class Trainer(CoreTrainer):
         self._create_scheduler_fn = value
 
     # ------------------------------------------------------------------ distributed wrapper
-    def wrap_model(self, model: nn.Module) -> nn.Module:
-        """Wrap as the core Trainer does; note which parameters were trainable then.
-
-        ``DistributedDataParallel`` reduces the gradients of the parameters that required
-        them when it was built, and only those.
-        """
-        wrapped = super().wrap_model(model)
-        self._trainable_at_wrap = _trainable(model)
-        return wrapped
-
-    def _rewrap_if_trainable_changed(self) -> None:
-        # Called by the compat CallbackHandler after on_training_run_start and
-        # on_train_epoch_start, where fine-tuning code freezes or unfreezes layers
-        # (ModelFreezer): a DDP wrapper built before would leave newly unfrozen layers
-        # unreduced (the processes' weights drift apart) and fail on newly frozen ones.
-        # Every process reaches this point together, so the new wrapper is built in step.
-        before = getattr(self, "_trainable_at_wrap", None)
-        if before is None or self.model is self.unwrapped_model:
-            return
-        if _trainable(self.unwrapped_model) != before:
-            self.model = self.wrap_model(self.unwrapped_model)
-
     # ------------------------------------------------------------------ peer hooks
     def train_epoch_end(self) -> None:
         """End of a training epoch: a hook for subclasses (the default does nothing).
@@ -456,10 +434,6 @@ class TrainerWithTimmScheduler(Trainer):
         scheduler: Any = self.scheduler
         if due and scheduler is not None:
             scheduler.step(self.run_history.current_epoch + 1)
-
-
-def _trainable(model: nn.Module) -> tuple[bool, ...]:
-    return tuple(p.requires_grad for p in model.parameters())
 
 
 def replace_trainer_placeholder_values(trainer: Any, instance: Any) -> Any:
