@@ -222,7 +222,9 @@ def test_a_learning_rate_of_zero_without_a_scheduler_warns_at_the_users_line() -
     trainer = Trainer(
         model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.0), callbacks=[]
     )
-    with pytest.warns(UserWarning, match=r"learning rate is 0.*will not change") as record:
+    with pytest.warns(
+        UserWarning, match=r"learning rate is still 0 after epoch 1.*has not changed the weights"
+    ) as record:
         trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=8)
     assert record[0].filename == __file__
 

@@ -432,26 +432,33 @@ def check_scheduler_optimizer(scheduler: Any, optimizer: torch.optim.Optimizer) 
         )
 
 
-def warn_zero_learning_rate(optimizer: torch.optim.Optimizer, scheduler: Any) -> None:
-    """A run without a scheduler whose every learning rate is 0 leaves the weights as they
-    are: an ``lr=0`` typed by hand, or a schedule of an earlier ``train()`` that ended at 0
-    (the optimizer keeps the rate its last scheduler set)."""
-    groups = optimizer.param_groups
-    if scheduler is not None or not groups or any(g["lr"] != 0 for g in groups):
+def warn_zero_learning_rate(trainer: Any) -> None:
+    """After a run's first epoch and its end events: a run without a Trainer scheduler
+    whose every learning rate is still 0 has not changed the weights, and will not: an
+    ``lr=0`` typed by hand, or a schedule of an earlier ``train()`` that ended at 0 (the
+    optimizer keeps the rate its last scheduler set). Checked once per run, after the
+    epoch, so a callback that sets the rates (a warmup from 0, AIToolbox's schedulers)
+    has had its say."""
+    if getattr(trainer, "_lr_checked_for", None) is trainer.run_config:
+        return
+    trainer._lr_checked_for = trainer.run_config
+    groups = trainer.optimizer.param_groups
+    if trainer.scheduler is not None or not groups or any(g["lr"] != 0 for g in groups):
         return
     start = [g.get("initial_lr") for g in groups]
     cause = (
         f"; a scheduler of an earlier train() left it there (it started at "
-        f"{', '.join(map(str, start))}). Set it back before this run, e.g. "
+        f"{', '.join(map(str, start))}). Set it back before the run, e.g. "
         f"for g in optimizer.param_groups: g['lr'] = g['initial_lr'], or pass "
-        f"create_scheduler_fn for this run too"
+        f"create_scheduler_fn for the run too"
         if all(isinstance(lr, int | float) and lr > 0 for lr in start)
         else ". Create the optimizer with a rate > 0 (e.g. lr=1e-3), or pass "
         "create_scheduler_fn to set the rates during the run"
     )
     warnings.warn(
-        f"Every parameter group's learning rate is 0 and no scheduler will change it, so "
-        f"this run will not change the weights{cause}.",
+        f"Every parameter group's learning rate is still 0 after epoch "
+        f"{trainer.state.epoch + 1} and no scheduler changes it, so this run has not changed "
+        f"the weights and will not{cause}.",
         UserWarning,
         stacklevel=user_stacklevel(),
     )

@@ -658,7 +658,6 @@ class Trainer:
         )  # fmt: skip
         adopt_new_learning_rates(self.optimizer, self.scheduler)
         self.scheduler = self.create_scheduler()
-        warn_zero_learning_rate(self.optimizer, self.scheduler)
         if resume_from is not None:
             resume.restore(self, resume_from, check_plan=True)
             warn_if_nothing_left(self.state, self.run_config)
@@ -687,6 +686,7 @@ class Trainer:
                 self.state.epoch_finished = not self._epoch_cut
                 self.training_run_epoch_end()
                 self._epoch_end_event()
+                warn_zero_learning_rate(self)  # once per run, after its first epoch
                 self.state.epoch_finished = False
                 if self._epoch_cut:
                     break
