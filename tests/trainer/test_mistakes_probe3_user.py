@@ -262,3 +262,21 @@ def test_a_second_train_continues_the_weights_and_restarts_the_counters() -> Non
     assert not all(torch.equal(a, b) for a, b in zip(after_first, model.parameters()))
     trainer.train(blobs(n=16), 1, per_device_batch_size=8)
     assert len(trainer.run_history.get_metric_values("train_loss_epoch")) == 1
+
+
+def test_rates_set_by_a_callback_from_zero_give_no_warning() -> None:
+    import warnings
+
+    from scramjet.callbacks import TrainerCallback
+
+    class WarmupFromZero(TrainerCallback):  # as AIToolbox's scheduler callbacks do
+        def on_train_step_start(self, trainer: Trainer, **kwargs: object) -> None:
+            for group in trainer.optimizer.param_groups:
+                group["lr"] = min(0.1, group["lr"] + 0.05)
+
+    model = TinyMLP()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    trainer = Trainer(model, nn.CrossEntropyLoss(), optimizer, callbacks=[WarmupFromZero()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trainer.train(blobs(n=16), 2, per_device_batch_size=8)
