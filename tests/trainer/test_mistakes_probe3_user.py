@@ -280,3 +280,20 @@ def test_rates_set_by_a_callback_from_zero_give_no_warning() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         trainer.train(blobs(n=16), 2, per_device_batch_size=8)
+
+
+def test_an_optimizer_without_learning_rates_is_left_alone() -> None:
+    # AIToolbox's own tests train with stand-in optimizers whose groups hold no "lr"
+    import warnings
+    from types import SimpleNamespace
+
+    from scramjet.trainer.checks import warn_zero_learning_rate
+
+    for groups in ([{"params": []}], [], None):
+        optimizer = SimpleNamespace(param_groups=groups)
+        trainer = SimpleNamespace(
+            run_config=object(), scheduler=None, optimizer=optimizer, state=SimpleNamespace(epoch=0)
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            warn_zero_learning_rate(trainer)

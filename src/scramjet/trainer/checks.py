@@ -442,9 +442,10 @@ def warn_zero_learning_rate(trainer: Any) -> None:
     if getattr(trainer, "_lr_checked_for", None) is trainer.run_config:
         return
     trainer._lr_checked_for = trainer.run_config
-    groups = trainer.optimizer.param_groups
-    if trainer.scheduler is not None or not groups or any(g["lr"] != 0 for g in groups):
-        return
+    groups = getattr(trainer.optimizer, "param_groups", None) or []
+    rates = [g.get("lr") if isinstance(g, Mapping) else None for g in groups]
+    if trainer.scheduler is not None or not rates or any(lr is None or lr != 0 for lr in rates):
+        return  # (an optimizer without numeric rates, a stand-in: nothing to say)
     start = [g.get("initial_lr") for g in groups]
     cause = (
         f"; a scheduler of an earlier train() left it there (it started at "
