@@ -650,7 +650,9 @@ class PackedDataset(Dataset[Any]):
         opened: dict[int, Shard] = {}  # each shard looked up (and its size checked) once
         for pos in np.lexsort((local, shards)):  # ascending shard, then position in shard
             k = int(shards[pos])
-            shard = opened[k] if k in opened else opened.setdefault(k, self._shard(k))
+            shard = opened.get(k)
+            if shard is None:
+                shard = opened[k] = self._shard(k)
             sample = {c.name: self._read_one(c, shard, int(local[pos])) for c in self.columns}
             out[pos] = self._apply(sample, int(idx[pos]))
         return out

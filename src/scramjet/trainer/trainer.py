@@ -671,7 +671,6 @@ class Trainer:
         try:
             self.training_run_start()
             self.callback_handler.call_event(Event.TRAINING_RUN_START, self)
-            rewrap_if_trainable_changed(self)
             while self.state.epoch < self.run_config.num_epochs and not self._reached_max_steps():
                 if not self.state.train_done:  # saved at the epoch's training end: resume after it
                     self._run_train_epoch(train_dl)
@@ -752,7 +751,7 @@ class Trainer:
         self.train_losses.start_epoch()
         self.train_epoch_start()
         self.callback_handler.call_event(Event.TRAIN_EPOCH_START, self)
-        rewrap_if_trainable_changed(self)  # fine-tuning code unfroze layers, say
+        rewrap_if_trainable_changed(self)  # layers (un)frozen since: the run's start, hooks
         handler = self.callback_handler  # callbacks added mid-run take part from the next epoch
         self._step_events = (handler.has(Event.TRAIN_STEP_START), handler.has(Event.TRAIN_STEP_END))
         window, open_window, self._epoch_cut, self._in_train_batches = accum, False, False, True
@@ -1125,7 +1124,6 @@ class Trainer:
 
     def _prepare_model_for_training(self) -> None:
         self._place_model()
-        rewrap_if_trainable_changed(self)  # layers frozen or unfrozen since the last run
         if self.model is self._unwrapped_model:
             self.model = self.wrap_model(self._unwrapped_model)
             self._trainable_at_wrap = trainable(self._unwrapped_model)

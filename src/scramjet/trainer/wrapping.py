@@ -6,8 +6,10 @@ runs and inside them (in ``training_run_start`` or ``train_epoch_start``, or the
 callback events): a wrapper built before such a change would leave the newly unfrozen
 layers unreduced, so the processes' weights drift apart, and fails on newly frozen
 ones. The Trainer builds a new wrapper when the set of trainable parameters has changed
-since the last one was built. Every process reaches those points together, so the new
-wrappers are built in step.
+since the last one was built, checked after each epoch's start events (so after
+``training_run_start``, its events, and any change between two ``train()`` calls), before
+the epoch's first batch. Every process reaches that point together, so the new wrappers
+are built in step.
 """
 
 from __future__ import annotations
