@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 from scramjet.compat.nebulae.fuel._files import is_file_target, open_file_pack
+from scramjet.data._args import index_array, one_index
 from scramjet.data.augment import Augmentation, sample_context
 from scramjet.data.format import parse_dtype
 from scramjet.data.reader import PackedDataset
@@ -27,13 +28,41 @@ __all__ = ["Tank"]
 
 
 class _ColumnView:
-    """``data['label'][idx]``: one column of the pack, indexed by sample."""
+    """``data['label'][idx]``: one column of the pack, indexed by sample.
+
+    As an h5py dataset is: an integer gives one value; a slice (``data['label'][i:i + 4]``)
+    or a list of integers gives the values stacked into one array (a list when their
+    shapes differ: variable-length columns). Anything else (a float, a mask) is refused.
+    """
 
     def __init__(self, ds: PackedDataset, name: str) -> None:
         self._ds, self._name = ds, name
 
-    def __getitem__(self, idx: int) -> Any:
-        return self._ds.read_column(self._name, int(idx))
+    def __getitem__(self, idx: Any) -> Any:
+        if isinstance(idx, slice):
+            return self._many(range(*idx.indices(len(self._ds))))
+        if isinstance(idx, list | tuple | np.ndarray) and np.ndim(idx) == 1:
+            if np.asarray(idx).dtype == np.bool_:
+                raise TypeError(
+                    f"data[{self._name!r}][mask]: boolean masks are not supported; received "
+                    f"{len(idx)} booleans. Pass the indices instead, e.g. np.flatnonzero(mask)."
+                )
+            return self._many(index_array(idx).tolist())
+        try:
+            index = one_index(idx)
+        except TypeError:
+            raise TypeError(
+                f"data[{self._name!r}][idx]: idx must be an integer, a slice or a list of "
+                f"integers; received {type(idx).__name__} {idx!r}. Convert it first, e.g. "
+                "int(i)."
+            ) from None
+        return self._ds.read_column(self._name, index)
+
+    def _many(self, indices: Sequence[int]) -> Any:
+        values = [self._ds.read_column(self._name, i) for i in indices]
+        if values and len({np.shape(v) for v in values}) > 1:
+            return values  # variable-length values: one array each
+        return np.array(values)
 
     def __len__(self) -> int:
         return len(self._ds)

@@ -1,0 +1,51 @@
+"""A nebulae user's script with its imports changed: the calls the brochure shows, as written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from scramjet.compat.nebulae.fuel import FuelGenerator, depot
+
+
+def _generate(root: Path, n: int = 10, name: str = "train.hdf5") -> Path:
+    """``n`` 6x6 PNG images whose pixels hold their index, labels ``i % 3`` and ids ``i``."""
+    raw = root / "raw"
+    raw.mkdir(exist_ok=True)
+    for i in range(n):
+        Image.fromarray(np.full((6, 6, 3), i, np.uint8)).save(raw / f"{i}.png")
+    rows = "".join(f"{i}.png\t{i % 3}\t{i}\n" for i in range(n))
+    (raw / "list.csv").write_text("image\tlabel\tid\n" + rows)
+    fg = FuelGenerator(str(raw), "list.csv", ["int64", "int64"], False)
+    fg.generate(root / name, 6, 6, encode="PNG", progress=False, workers=0)
+    return root / name
+
+
+def test_fetch_fn_reads_slices_and_index_lists_of_a_column_as_h5py_does(tmp_path: Path) -> None:
+    data = _generate(tmp_path)
+    seen: dict[str, object] = {}
+
+    def fetcher(d: object, idx: int) -> dict[str, object]:
+        col = d["id"]  # type: ignore[index]
+        seen.update(window=col[idx : idx + 3], picked=col[[1, 4, -1]], images=d["image"][0:2])  # type: ignore[index]
+        return {"id": col[idx]}
+
+    tank = depot.Tank(data, {"image": "uint8", "id": "int64"}, 1, False, False, fetcher)
+    tank.next()
+    assert np.asarray(seen["window"]).tolist() == [0, 1, 2]
+    assert np.asarray(seen["picked"]).tolist() == [1, 4, 9]
+    assert np.asarray(seen["images"]).shape == (2, 6, 6, 3)
+
+
+def test_fetch_fn_with_a_float_index_is_refused_not_truncated(tmp_path: Path) -> None:
+    data = _generate(tmp_path)
+
+    def fetcher(d: object, idx: int) -> dict[str, object]:
+        return {"label": d["label"][2.7]}  # type: ignore[index]
+
+    tank = depot.Tank(data, {"label": "int64"}, 1, False, False, fetcher)
+    with pytest.raises(TypeError, match=r"received float 2\.7.*int\(i\)"):
+        tank.next()
