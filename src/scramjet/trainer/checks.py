@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import SequentialSampler
@@ -68,12 +69,20 @@ def _check_not_arrays(dataset: Any, name: str) -> None:
 
 
 def check_batch_size(value: Any, name: str) -> None:
-    """A positive int."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    """A positive int (a numpy integer too: :func:`loader_batch_size` makes it an int)."""
+    size = _as_int(value)
+    if size is None or size <= 0:
         raise ValueError(
             f"{name} must be a positive int (samples per batch on each device); received "
             f"{value!r}. Pass e.g. {name}=32."
         )
+
+
+def _as_int(value: Any) -> int | None:
+    """``value`` as an int when it is an integer (numpy's included, bools not), else None."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        return None
+    return int(value)
 
 
 def check_optional_positive(value: Any, name: str) -> None:
@@ -241,6 +250,11 @@ def _check_int(value: Any, name: str, *, allow_none: bool = False) -> None:
                 f"num_epochs: pass the evaluation data by keyword, e.g. "
                 f"trainer.train(train_ds, num_epochs=3, eval_dataset=val_ds)."
             )
+        if _as_int(value) is not None and value >= 1:  # a numpy integer
+            raise ValueError(
+                f"{name} must be a Python int ≥ 1{extra}; received {value!r}, a numpy "
+                f"integer. Pass int({name}) (e.g. {name}={int(value)})."
+            )
         raise ValueError(
             f"{name} must be an int ≥ 1{extra}; received {value!r}. Pass e.g. {name}=1"
             f"{' (or None for no limit)' if allow_none else ''}."
@@ -321,7 +335,7 @@ def loader_batch_size(kwargs: Any, batch_size: int, name: str) -> int:
     """The batch size a loader is built with: a ``batch_size`` in its dataloader kwargs takes
     precedence over the batch-size argument (as in pytorch-accelerated), and is checked."""
     if not kwargs or "batch_size" not in kwargs:
-        return batch_size
+        return int(batch_size)  # a numpy integer becomes the int the run records
     check_batch_size(kwargs["batch_size"], f"{name}['batch_size']")
     return int(kwargs["batch_size"])
 

@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar, cast
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler, default_collate
 
@@ -710,6 +711,8 @@ def loader_options(kwargs: Mapping[str, Any], name: str) -> dict[str, Any]:
     signal sent to the whole process group while a watcher runs (torch ends a worker on
     ``SIGTERM``, which failed the run before it could save)."""
     out = dict(kwargs)
+    if isinstance(out.get("batch_size"), np.integer):  # torch takes Python ints only
+        out["batch_size"] = int(out["batch_size"])
     if out.get("collate_fn") is None and out.get("batch_size", 1) is not None:
         out["collate_fn"] = ExplainedCollate(name)
     if out.get("num_workers", 0) > 0:

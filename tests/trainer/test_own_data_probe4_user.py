@@ -1,0 +1,105 @@
+"""A practitioner's own data with the Trainer: batch sizes, samplers and loaders of theirs.
+
+Each test trains a tiny model on generated data and checks what the user would check:
+the arguments they passed were honoured (or refused with an error that names the fix),
+and the numbers are those of the same run written by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import Dataset, Sampler, TensorDataset
+
+from scramjet import Trainer
+
+N = 24
+
+
+def _data() -> TensorDataset:
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(N, 4, generator=gen)
+    return TensorDataset(x, x[:, :1] * 2.0)
+
+
+def _trainer() -> Trainer:
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    return Trainer(
+        model,
+        loss_func=nn.MSELoss(),
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        callbacks=[],
+        seed=0,
+    )
+
+
+class _Indexed(Dataset[tuple[torch.Tensor, torch.Tensor, int]]):
+    """Sample ``i`` of :func:`_data` and its index, batched by :func:`_with_ids`."""
+
+    def __init__(self) -> None:
+        self.data = _data()
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        x, y = self.data[i]
+        return x, y, i
+
+
+def _with_ids(samples: list[Any]) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """A collate function of the user's: tensors stacked, the ids kept as a list."""
+    return (
+        torch.stack([s[0] for s in samples]),
+        torch.stack([s[1] for s in samples]),
+        [s[2] for s in samples],
+    )
+
+
+class _Pairs(Sampler[list[int]]):
+    """A batch sampler of the user's: fixed batches of two neighbouring indices."""
+
+    def __iter__(self) -> Any:
+        return iter([[i, i + 1] for i in range(0, N, 2)])
+
+    def __len__(self) -> int:
+        return N // 2
+
+
+# ----------------------------------------------------------------- numpy batch sizes
+@pytest.mark.parametrize(
+    "call",
+    ["train", "train kwargs", "evaluate", "predict"],
+)
+def test_a_numpy_integer_batch_size_is_taken_as_that_int(call: str) -> None:
+    # a batch size read from a config array or np.arange sweep is a numpy integer
+    data, trainer, size = _data(), _trainer(), np.int64(5)
+    if call == "train":
+        trainer.train(data, num_epochs=1, per_device_batch_size=size)  # type: ignore[arg-type]
+        assert trainer.run_config.train_per_device_batch_size == 5
+        assert type(trainer.run_config.train_per_device_batch_size) is int
+        assert trainer.state.global_step == 5  # ceil(24 / 5) batches
+    elif call == "train kwargs":
+        trainer.train(data, num_epochs=1, train_dataloader_kwargs={"batch_size": size})
+        assert trainer.state.global_step == 5
+    elif call == "evaluate":
+        trainer.evaluate(data, per_device_batch_size=size)  # type: ignore[arg-type]
+        assert trainer.run_history.get_latest_metric("eval_loss_epoch") > 0
+    else:
+        out = trainer.predict(data, per_device_batch_size=size)  # type: ignore[arg-type]
+        assert torch.allclose(out, trainer.model(data.tensors[0]).detach())
+
+
+def test_a_numpy_float_batch_size_is_still_refused() -> None:
+    with pytest.raises(ValueError, match=r"per_device_batch_size must be a positive int"):
+        _trainer().train(_data(), num_epochs=1, per_device_batch_size=np.float64(5.0))  # type: ignore[arg-type]
+
+
+def test_a_numpy_integer_epoch_count_says_to_convert_it() -> None:
+    with pytest.raises(ValueError, match=r"numpy integer.*int\(num_epochs\)"):
+        _trainer().train(_data(), num_epochs=np.int64(2), per_device_batch_size=8)  # type: ignore[arg-type]
