@@ -26,7 +26,6 @@ import shutil
 import tempfile
 import time
 import uuid
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, closing
@@ -37,7 +36,13 @@ from typing import Any
 import numpy as np
 
 from scramjet.data import _pool
-from scramjet.data._pack_args import check_args, check_flags, check_quality, check_workers
+from scramjet.data._pack_args import (
+    check_args,
+    check_flags,
+    check_quality,
+    check_workers,
+)
+from scramjet.data._publish import check_destination, publish
 from scramjet.data._remote import Retry, is_url, prepare_remote_dst, upload_pack
 from scramjet.data.csvlist import (
     Row,
@@ -320,7 +325,7 @@ def pack(
     if not root.is_dir():
         raise ValueError(f"file_dir {str(file_dir)!r} is not a directory")
     out = Path(dst).absolute()
-    _check_destination(out, root, Path(file_list), overwrite)
+    check_destination(out, root, Path(file_list), overwrite)
     header, table = read_table(file_list)
     check_header_is_not_a_row(header, root, file_list)
     dtypes = check_header(header, names)
@@ -340,7 +345,7 @@ def pack(
         manifest.extra["skipped_rows"] = [vars(s) for s in skipped]
         write_atomic_text(tmp / MANIFEST_NAME, manifest.to_json())
         fsync_dir(tmp)
-        _publish(tmp, out, overwrite)
+        publish(tmp, out, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -677,70 +682,3 @@ def _write_values(h5: Any, col: ColumnSpec, values: list[Any]) -> None:
         f"{OFFSETS_GROUP}/{col.name}",
         data=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
     )
-
-
-def _check_destination(out: Path, root: Path, file_list: Path, overwrite: bool) -> None:
-    """Refuse a ``dst`` that would replace the sources, or anything but a pack.
-
-    ``overwrite`` replaces an earlier pack (a directory with a manifest, or one holding only
-    HDF5 files, as a killed or older writer leaves), a file or a link; never the folder or
-    list being packed, nor a folder of other files.
-    """
-    where = Path(os.path.realpath(out.parent)) / out.name  # a link itself is replaced
-    for source in (root, file_list.resolve()):
-        if where == source or where in source.parents:
-            raise FileExistsError(
-                f"dst {str(out)!r} is, or holds, the file_dir or file_list being packed "
-                f"({str(source)!r}); writing the pack there would replace them. Choose a "
-                "dst outside them (a new folder inside file_dir, like 'photos/photos.pack', "
-                "is fine)"
-            )
-    if not (out.exists() or out.is_symlink()):
-        return
-    if not overwrite:
-        raise FileExistsError(f"{str(out)!r} already exists; remove it or pass overwrite=True")
-    if out.is_symlink() or not out.is_dir() or (out / MANIFEST_NAME).is_file():
-        return
-    others = sorted(
-        p.name for p in out.iterdir() if not (p.is_file() and p.suffix in (".h5", ".hdf5"))
-    )
-    if others:
-        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
-        raise FileExistsError(
-            f"{str(out)!r} is a folder that is not a pack (no {MANIFEST_NAME}; it holds "
-            f"{shown}); overwrite=True replaces packs only, never other folders. Choose "
-            "another dst, or remove that folder yourself"
-        )
-
-
-def _publish(tmp: Path, out: Path, overwrite: bool) -> None:
-    """Move the finished pack into place; an old pack is swapped out, then removed."""
-    old = None
-    if out.exists():
-        if not overwrite:
-            raise FileExistsError(f"{str(out)!r} appeared while packing; nothing was replaced")
-        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:12]}"
-        os.rename(out, old)
-    os.rename(tmp, out)
-    fsync_dir(out.parent)
-    if old is not None:
-        _remove_old(old)
-
-
-def _remove_old(old: Path) -> None:
-    """Delete what ``dst`` held before: a directory tree, or a file (or link) by unlink.
-
-    The new pack is already in place, so a failure here only warns, naming the leftover.
-    """
-    try:
-        if old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old)
-        else:
-            old.unlink()
-    except OSError as exc:
-        warnings.warn(
-            f"the new pack is in place, but what was at dst before could not be removed "
-            f"from {str(old)!r} ({exc}); delete it by hand",
-            RuntimeWarning,
-            stacklevel=3,
-        )

@@ -1,0 +1,98 @@
+"""Where :func:`scramjet.data.pack` may write, and how a finished pack is moved into place.
+
+``overwrite=True`` replaces what an earlier pack left at ``dst`` (a pack directory, an
+HDF5/npz file as nebulae's generator writes, a link), never the user's own files: the
+folder or list being packed, a folder of other files, or a file of another kind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+import warnings
+from pathlib import Path
+
+from scramjet.data.format import MANIFEST_NAME, fsync_dir
+
+#: Files that a pack (or nebulae's single-file pack) may be: replaced by ``overwrite``.
+PACK_FILE_SUFFIXES = (".h5", ".hdf5", ".npz")
+
+
+def check_destination(out: Path, root: Path, file_list: Path, overwrite: bool) -> None:
+    """Refuse a ``dst`` that would replace the sources, or anything but a pack.
+
+    ``overwrite`` replaces an earlier pack (a directory with a manifest, or one holding only
+    HDF5 files, as a killed or older writer leaves), an HDF5/npz file or a link; never the
+    folder or list being packed, a folder of other files, nor a file of another kind.
+    """
+    where = Path(os.path.realpath(out.parent)) / out.name  # a link itself is replaced
+    for source in (root, file_list.resolve()):
+        if where == source or where in source.parents:
+            raise FileExistsError(
+                f"dst {str(out)!r} is, or holds, the file_dir or file_list being packed "
+                f"({str(source)!r}); writing the pack there would replace them. Choose a "
+                "dst outside them (a new folder inside file_dir, like 'photos/photos.pack', "
+                "is fine)"
+            )
+    if not (out.exists() or out.is_symlink()):
+        return
+    if not overwrite:
+        raise FileExistsError(f"{str(out)!r} already exists; remove it or pass overwrite=True")
+    if out.is_symlink() or (out.is_dir() and (out / MANIFEST_NAME).is_file()):
+        return
+    if not out.is_dir():
+        if out.suffix.lower() in PACK_FILE_SUFFIXES:
+            return
+        raise FileExistsError(
+            f"{str(out)!r} is a file that is not a pack (a pack is a folder, or a "
+            f"{'/'.join(PACK_FILE_SUFFIXES)} file as nebulae writes); overwrite=True replaces "
+            "packs only, never other files. Choose another dst, or remove that file yourself"
+        )
+    others = sorted(
+        p.name for p in out.iterdir() if not (p.is_file() and p.suffix in (".h5", ".hdf5"))
+    )
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise FileExistsError(
+            f"{str(out)!r} is a folder that is not a pack (no {MANIFEST_NAME}; it holds "
+            f"{shown}); overwrite=True replaces packs only, never other folders. Choose "
+            "another dst, or remove that folder yourself"
+        )
+
+
+def publish(tmp: Path, out: Path, overwrite: bool) -> None:
+    """Move the finished pack into place; what was at ``out`` is swapped out, then removed.
+
+    A link at ``out`` (one whose target is gone included) is moved aside as a link: the
+    pack takes its place, and what it pointed to is left alone.
+    """
+    old = None
+    if out.exists() or out.is_symlink():
+        if not overwrite:
+            raise FileExistsError(f"{str(out)!r} appeared while packing; nothing was replaced")
+        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:12]}"
+        os.rename(out, old)
+    os.rename(tmp, out)
+    fsync_dir(out.parent)
+    if old is not None:
+        _remove_old(old)
+
+
+def _remove_old(old: Path) -> None:
+    """Delete what ``dst`` held before: a directory tree, or a file (or link) by unlink.
+
+    The new pack is already in place, so a failure here only warns, naming the leftover.
+    """
+    try:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old)
+        else:
+            old.unlink()
+    except OSError as exc:
+        warnings.warn(
+            f"the new pack is in place, but what was at dst before could not be removed "
+            f"from {str(old)!r} ({exc}); delete it by hand",
+            RuntimeWarning,
+            stacklevel=4,
+        )

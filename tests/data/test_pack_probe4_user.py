@@ -1,0 +1,56 @@
+"""A user packing a folder of images and a CSV list, and what must hold when they do."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from scramjet.data import PackedDataset, pack
+
+
+def _pack(root, csv, dst, **kw):
+    opts = {"dtype": ["int64"], "height": 6, "width": 8, "workers": 0, "progress": False}
+    opts.update(kw)
+    return pack(root, csv, dst, **opts)
+
+
+def _photos(tmp_path, n=3):
+    """A user's folder: ``n`` RGB PNGs and ``list.csv`` (image, label)."""
+    root = tmp_path / "photos"
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).save(root / f"{i}.png")
+    (root / "list.csv").write_text("image,label\n" + "".join(f"{i}.png,{i}\n" for i in range(n)))
+    return root
+
+
+# ----- overwrite replaces packs, never a file of another kind --------------------------------
+def test_overwrite_refuses_a_file_that_is_not_a_pack(tmp_path):
+    root = _photos(tmp_path)
+    notes = tmp_path / "results.txt"
+    notes.write_text("a week of work")
+    with pytest.raises(FileExistsError, match=r"results\.txt.*file that is not a pack"):
+        _pack(root, root / "list.csv", notes, overwrite=True)
+    assert notes.read_text() == "a week of work"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["photos", "results.txt"]
+
+
+def test_overwrite_still_replaces_an_hdf5_file(tmp_path):
+    root = _photos(tmp_path)
+    old = tmp_path / "train.hdf5"  # what nebulae's generator wrote
+    old.write_bytes(b"\x89HDF\r\n\x1a\n an old file")
+    _pack(root, root / "list.csv", old, overwrite=True)
+    assert [int(PackedDataset(old)[i]["label"]) for i in range(3)] == [0, 1, 2]
+
+
+def test_overwrite_replaces_a_dangling_link(tmp_path):
+    root = _photos(tmp_path)
+    dst = tmp_path / "latest.pack"
+    dst.symlink_to(tmp_path / "gone.pack")  # the pack it pointed to was deleted
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        _pack(root, root / "list.csv", dst)
+    _pack(root, root / "list.csv", dst, overwrite=True)
+    assert not dst.is_symlink() and len(PackedDataset(dst)) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest.pack", "photos"]
