@@ -24,7 +24,7 @@ from typing import Any, Protocol, cast
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from scramjet.callbacks import DEFAULT_CALLBACKS
 from scramjet.callbacks.base import CallbackHandler, Event, StopTrainingError, TrainerCallback
@@ -41,11 +41,11 @@ from scramjet.schedulers import (
     resolve_placeholders,
 )
 from scramjet.tracking.metric_log import MetricLog
+from scramjet.trainer import _predict
 from scramjet.trainer.batch import (
     batch_size_of,
     call_model,
     compute_loss,
-    in_dataset_order,
     split_batch,
     tensor_loss,
 )
@@ -65,17 +65,13 @@ from scramjet.trainer.checks import (
     empty_evaluation,
     explain_batch_error,
     loader_batch_size,
-    recording_order,
     warn_if_nothing_left,
     warn_zero_learning_rate,
 )
 from scramjet.trainer.data_order import (
     DataOrder,
     Lockstep,
-    ShardSampler,
-    check_predict_source,
     check_ready_loader,
-    collect_predictions,
     even_end,
     safe_len,
     warn_length_fell_short,
@@ -984,45 +980,7 @@ class Trainer:
         DataLoader with a :class:`ShardSampler`): a stream has no dataset order. Without
         ``collate_fn``, the one the last ``train()`` was given batches the data.
         """
-        check_dataset(dataset, "dataset")
-        check_not_empty(dataset, "predict()'s dataset")
-        check_batch_size(per_device_batch_size, "per_device_batch_size")
-        world = dist.get_world_size()
-        if world > 1:  # outputs are put in dataset order from ShardSampler shares only
-            check_predict_source(dataset, world)
-            check_ready_loader(dataset, "predict()'s dataset", shard=ShardSampler)
-        n_samples = safe_len(dataset.dataset if isinstance(dataset, DataLoader) else dataset)
-        if world > 1 and n_samples < world:
-            # Every rank must hold a sample: gathering needs each rank's output shape.
-            raise ValueError(
-                f"predict() on {world} processes needs at least {world} samples; received "
-                f"{n_samples}. Predict small datasets in a single process."
-            )
-        self.eval_dataset, self.collate_fn = dataset, collate_fn or self._train_collate_fn
-        self._place_model()
-        kwargs, recorder = recording_order(dataset, dataloader_kwargs, world)
-        dl = self.create_eval_dataloader(per_device_batch_size, kwargs)
-        model, modes = self._unwrapped_model, module_modes(self._unwrapped_model)
-        wrapped, self.model = self.model, model
-        outputs: list[Any] = []
-        try:
-            model.eval()
-            with torch.no_grad():
-                for batch, real in Lockstep(dl, self._collective_forwards()):
-                    batch = move_to_device(batch, self.device, non_blocking=True)
-                    with self._autocast():
-                        try:
-                            output = self.predict_step(batch)
-                        except RuntimeError as error:  # e.g. float64 inputs, float32 model
-                            explain_batch_error(error, model, batch, "predict")
-                            raise
-                    if real:  # a repeated batch only kept the forwards in step
-                        outputs.append(output)
-        finally:
-            self.model = wrapped
-            restore_modes(modes)
-        joined = collect_predictions(outputs, n_samples)
-        return joined if recorder is None else in_dataset_order(joined, recorder.indices)
+        return _predict.predict(self, dataset, per_device_batch_size, dataloader_kwargs, collate_fn)
 
     def _collective_forwards(self) -> bool:
         """Whether every forward is a collective (FSDP across processes)."""

@@ -1,0 +1,93 @@
+"""The body of :meth:`Trainer.predict`: outputs for every sample, in dataset order.
+
+Kept apart from the loop in ``trainer.py``: prediction shares the Trainer's hooks
+(``create_eval_dataloader``, ``predict_step``), its device and precision, and nothing of
+its training state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils.data import DataLoader
+
+from scramjet.runtime import distributed as dist
+from scramjet.runtime.devices import move_to_device
+from scramjet.trainer.batch import in_dataset_order
+from scramjet.trainer.checks import (
+    check_batch_size,
+    check_dataset,
+    check_not_empty,
+    explain_batch_error,
+    recording_order,
+)
+from scramjet.trainer.data_order import (
+    Lockstep,
+    ShardSampler,
+    check_predict_source,
+    check_ready_loader,
+    collect_predictions,
+    safe_len,
+)
+from scramjet.trainer.state import module_modes, restore_modes
+
+if TYPE_CHECKING:
+    from scramjet.trainer.trainer import DataSource, Trainer
+
+
+def predict(
+    trainer: Trainer,
+    dataset: DataSource,
+    per_device_batch_size: int,
+    dataloader_kwargs: Mapping[str, Any] | None,
+    collate_fn: Callable[..., Any] | None,
+) -> Any:
+    """What :meth:`Trainer.predict` returns (its docstring says what that is)."""
+    check_dataset(dataset, "dataset")
+    check_not_empty(dataset, "predict()'s dataset")
+    check_batch_size(per_device_batch_size, "per_device_batch_size")
+    world = dist.get_world_size()
+    if world > 1:  # outputs are put in dataset order from ShardSampler shares only
+        check_predict_source(dataset, world)
+        check_ready_loader(dataset, "predict()'s dataset", shard=ShardSampler)
+    n_samples = safe_len(dataset.dataset if isinstance(dataset, DataLoader) else dataset)
+    if world > 1 and n_samples < world:
+        # Every rank must hold a sample: gathering needs each rank's output shape.
+        raise ValueError(
+            f"predict() on {world} processes needs at least {world} samples; received "
+            f"{n_samples}. Predict small datasets in a single process."
+        )
+    trainer.eval_dataset = dataset
+    trainer.collate_fn = collate_fn or trainer._train_collate_fn
+    trainer._place_model()
+    kwargs, recorder = recording_order(dataset, dataloader_kwargs, world)
+    dl = trainer.create_eval_dataloader(per_device_batch_size, kwargs)
+    outputs = _outputs(trainer, dl)
+    joined = collect_predictions(outputs, n_samples)
+    return joined if recorder is None else in_dataset_order(joined, recorder.indices)
+
+
+def _outputs(trainer: Trainer, dl: Any) -> list[Any]:
+    """``predict_step`` of every real batch of ``dl``, through the unwrapped model."""
+    model, modes = trainer._unwrapped_model, module_modes(trainer._unwrapped_model)
+    wrapped, trainer.model = trainer.model, model
+    outputs: list[Any] = []
+    try:
+        model.eval()
+        with torch.no_grad():
+            for batch, real in Lockstep(dl, trainer._collective_forwards()):
+                batch = move_to_device(batch, trainer.device, non_blocking=True)
+                with trainer._autocast():
+                    try:
+                        output = trainer.predict_step(batch)
+                    except RuntimeError as error:  # e.g. float64 inputs, float32 model
+                        explain_batch_error(error, model, batch, "predict")
+                        raise
+                if real:  # a repeated batch only kept the forwards in step
+                    outputs.append(output)
+    finally:
+        trainer.model = wrapped
+        restore_modes(modes)
+    return outputs
