@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import warnings
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -54,3 +57,17 @@ def test_overwrite_replaces_a_dangling_link(tmp_path):
     _pack(root, root / "list.csv", dst, overwrite=True)
     assert not dst.is_symlink() and len(PackedDataset(dst)) == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["latest.pack", "photos"]
+
+
+# ----- storage_options with a local dst -----------------------------------------------------
+def test_storage_options_with_a_local_dst_warn(tmp_path):
+    root = _photos(tmp_path)
+    dst = tmp_path / "bucket" / "photos.pack"  # 's3://' forgotten
+    options = {"client_kwargs": {"endpoint_url": "http://127.0.0.1:9"}}
+    with pytest.warns(UserWarning, match=r"storage_options.*local path.*s3://"):
+        _pack(root, root / "list.csv", dst, storage_options=options)
+    assert len(PackedDataset(dst)) == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _pack(root, root / "list.csv", tmp_path / "plain.pack")
+    assert os.path.isdir(tmp_path / "plain.pack")

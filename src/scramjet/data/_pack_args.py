@@ -4,6 +4,7 @@ what is expected and how to fix it."""
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -77,3 +78,19 @@ def check_workers(workers: Any) -> None:
             f"workers must be None (one per CPU), 0 or 1 (encode in this thread) or a number "
             f"of encoding workers > 1; received {workers!r}. Pass e.g. workers=4."
         )
+
+
+def warn_local_storage_options(dst: Any, storage_options: Any) -> None:
+    """Warn that ``storage_options`` given with a local ``dst`` are not used: the pack is
+    written to that local path (a URL such as ``bucket/photos.pack`` without its
+    ``s3://`` would otherwise end up on local disk without a word)."""
+    if storage_options is None:
+        return
+    warnings.warn(
+        f"storage_options apply to a dst URL (s3://, gs://, file://...); dst {str(dst)!r} "
+        "is a local path, so the pack is written there and storage_options are ignored. "
+        "Write dst as a URL (e.g. 's3://bucket/photos.pack') to upload it, or leave "
+        "storage_options out.",
+        UserWarning,
+        stacklevel=3,
+    )

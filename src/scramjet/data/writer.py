@@ -41,6 +41,7 @@ from scramjet.data._pack_args import (
     check_flags,
     check_quality,
     check_workers,
+    warn_local_storage_options,
 )
 from scramjet.data._publish import check_destination, publish
 from scramjet.data._remote import Retry, is_url, prepare_remote_dst, upload_pack
@@ -315,6 +316,7 @@ def pack(
                 on_error=on_error, progress=progress,
             ),
         )  # fmt: skip
+    warn_local_storage_options(dst, storage_options)
     start = time.perf_counter()
     enc = check_args(encode, height, width, channel, shards, on_error, pool)
     height, width, shards = int(height), int(width), int(shards)  # NumPy ints: plain ints
