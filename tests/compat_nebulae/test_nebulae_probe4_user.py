@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from scramjet.compat.nebulae.fuel import FuelGenerator, depot
@@ -49,3 +50,45 @@ def test_fetch_fn_with_a_float_index_is_refused_not_truncated(tmp_path: Path) ->
     tank = depot.Tank(data, {"label": "int64"}, 1, False, False, fetcher)
     with pytest.raises(TypeError, match=r"received float 2\.7.*int\(i\)"):
         tank.next()
+
+
+def test_depot_and_farm_hold_normalize_which_the_readme_lists_among_the_augmentations(
+    tmp_path: Path,
+) -> None:
+    from scramjet.compat.nebulae.fuel import farm
+
+    data = _generate(tmp_path)
+    comb = depot.Comburant(depot.Flip(), farm.Normalize([0.5] * 3, [0.25] * 3), seed=0)
+    tank = depot.Tank(data, {"image": "uint8", "id": "int64"}, 2, False, False, prep_fn=comb)
+    batch = tank.next()
+    assert batch["image"].dtype == torch.float32
+    assert batch["image"][:, 0, 0, 0].tolist() == pytest.approx([-2.0, (1 / 255 - 0.5) / 0.25])
+
+
+def _sideways_photo(raw: Path) -> None:
+    """A JPEG whose left half is white, tagged EXIF Orientation 6 (shown turned 90°)."""
+    pixels = np.zeros((8, 8, 3), np.uint8)
+    pixels[:, 4:] = 255
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(pixels[:, ::-1].copy()).save(raw / "a.jpg", exif=exif, quality=100)
+    (raw / "list.csv").write_text("image\tlabel\na.jpg\t0\n")
+
+
+@pytest.mark.parametrize("how", ["modify", "config"])
+def test_exif_orientation_is_a_generator_property_as_the_readme_says(
+    tmp_path: Path, how: str
+) -> None:
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    _sideways_photo(raw)
+    source = {"file_dir": str(raw), "file_list": "list.csv", "dtype": ["int64"]}
+    if how == "config":
+        fg = FuelGenerator(config={**source, "exif_orientation": False})
+    else:
+        fg = FuelGenerator(**source)
+        fg.modify(exif_orientation=False)
+    fg.generate(tmp_path / "a.hdf5", 8, 8, encode="PNG", progress=False, workers=0)
+    image = depot.Tank(tmp_path / "a.hdf5", {"image": "uint8"}, 1).next()["image"][0]
+    # stored as the file holds it: white on the left, not turned upright (white on top)
+    assert image[:, :3].float().mean() > 200 and image[:, 5:].float().mean() < 50
