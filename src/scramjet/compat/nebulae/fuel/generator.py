@@ -21,7 +21,7 @@ __all__ = ["FuelGenerator"]
 
 _SOURCE_KEYS = ("file_dir", "file_list", "dtype", "is_seq")
 _OUTPUT_KEYS = ("height", "width", "channel", "encode", "shards", "keep_exif")
-_EXTRA_KEYS = ("quality", "workers", "on_error", "progress")
+_EXTRA_KEYS = ("quality", "exif_orientation", "workers", "pool", "on_error", "progress")
 
 
 def resolve_file_list(file_dir: str | os.PathLike[str], file_list: str | os.PathLike[str]) -> Path:
@@ -57,7 +57,9 @@ class FuelGenerator:
         dtype: dtypes of the value columns (``'int64'``, ``'str'``, ``'vuint8'``...).
         is_seq: rows are frame sequences.
         config: a dict with the same keys (and optionally ``height``, ``width``,
-            ``channel``, ``encode``, ``shards``, ``keep_exif``); exclusive with the others.
+            ``channel``, ``encode``, ``shards``, ``keep_exif``, and :func:`~scramjet.data.pack`'s
+            ``quality``, ``exif_orientation``, ``workers``, ``pool``, ``on_error``,
+            ``progress``); exclusive with the others.
 
     Example:
         >>> import numpy as np
@@ -138,8 +140,9 @@ class FuelGenerator:
         moved into place, so a failed run leaves the old data untouched.
 
         Arguments left as None take the generator's properties. Extra keyword arguments
-        (``quality``, ``workers``, ``on_error``, ``overwrite``, ``progress``) go to
-        :func:`scramjet.data.pack`.
+        (``quality``, ``exif_orientation``, ``workers``, ``pool``, ``on_error``,
+        ``overwrite``, ``progress``) go to :func:`scramjet.data.pack`; all but
+        ``overwrite`` can also be set as properties (``modify``, ``config``).
         """
         given = {
             "height": height,
