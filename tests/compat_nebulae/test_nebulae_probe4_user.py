@@ -92,3 +92,27 @@ def test_exif_orientation_is_a_generator_property_as_the_readme_says(
     image = depot.Tank(tmp_path / "a.hdf5", {"image": "uint8"}, 1).next()["image"][0]
     # stored as the file holds it: white on the left, not turned upright (white on top)
     assert image[:, :3].float().mean() > 200 and image[:, 5:].float().mean() < 50
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="scramjet.data.csvlist.check_header_is_not_a_row shows a tab-separated first "
+    "line joined by commas and suggests the header 'image,label'; with that header the "
+    "list is read as comma-separated and its tab-separated rows are refused",
+)
+def test_the_missing_header_advice_for_a_tab_separated_list_can_be_followed(
+    tmp_path: Path,
+) -> None:
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for i in range(2):
+        Image.fromarray(np.full((4, 4, 3), i, np.uint8)).save(raw / f"{i}.png")
+    rows = "0.png\t0\n1.png\t1\n"  # the brochure's tab-separated list, its header forgotten
+    (raw / "list.csv").write_text(rows)
+    fg = FuelGenerator(str(raw), "list.csv", ["int64"], False)
+    with pytest.raises(ValueError, match="header") as caught:
+        fg.generate(tmp_path / "a.hdf5", 4, 4, progress=False, workers=0)
+    suggested = str(caught.value).split("e.g. ")[-1].strip(" .'\"")
+    (raw / "list.csv").write_text(suggested.replace("\\t", "\t") + "\n" + rows)
+    fg.generate(tmp_path / "a.hdf5", 4, 4, progress=False, workers=0)  # following the advice
+    assert len(depot.Tank(tmp_path / "a.hdf5", {"label": "int64"}, 1)) == 2
