@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import Dataset, Sampler, TensorDataset
+from torch.utils.data import Dataset, Sampler, TensorDataset, WeightedRandomSampler
 
 from scramjet import Trainer
 
@@ -103,3 +103,36 @@ def test_a_numpy_float_batch_size_is_still_refused() -> None:
 def test_a_numpy_integer_epoch_count_says_to_convert_it() -> None:
     with pytest.raises(ValueError, match=r"numpy integer.*int\(num_epochs\)"):
         _trainer().train(_data(), num_epochs=np.int64(2), per_device_batch_size=8)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------ shuffle with a sampler
+@pytest.mark.parametrize("key", ["sampler", "batch_sampler"])
+def test_shuffle_true_next_to_a_sampler_is_an_error_not_ignored(key: str) -> None:
+    # torch's DataLoader refuses shuffle=True with a sampler; the Trainer dropped the
+    # shuffle silently and trained in the sampler's order
+    sampler: Any = WeightedRandomSampler(torch.ones(N), N) if key == "sampler" else _Pairs()
+    trainer = _trainer()
+    with pytest.raises(ValueError, match=rf"shuffle=True.*{key}.*Leave shuffle out"):
+        trainer.train(
+            _data(), num_epochs=1, train_dataloader_kwargs={key: sampler, "shuffle": True}
+        )
+    assert trainer.state.global_step == 0
+
+
+def test_shuffle_false_next_to_a_sampler_keeps_the_samplers_order() -> None:
+    trainer, seen = _trainer(), []
+    original = trainer.calculate_train_batch_loss
+
+    def record(batch: Any) -> Any:
+        seen.extend(batch[2])
+        return original(batch[:2])
+
+    trainer.calculate_train_batch_loss = record  # type: ignore[method-assign]
+    order = list(reversed(range(N)))
+    trainer.train(
+        _Indexed(),
+        num_epochs=1,
+        collate_fn=_with_ids,
+        train_dataloader_kwargs={"sampler": order, "shuffle": False},
+    )
+    assert seen == order

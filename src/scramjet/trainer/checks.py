@@ -334,10 +334,27 @@ def check_yields_batches(loader: Any, dataset: Any, batch_size: int) -> None:
 def loader_batch_size(kwargs: Any, batch_size: int, name: str) -> int:
     """The batch size a loader is built with: a ``batch_size`` in its dataloader kwargs takes
     precedence over the batch-size argument (as in pytorch-accelerated), and is checked."""
+    _check_shuffle_with_sampler(kwargs, name)
     if not kwargs or "batch_size" not in kwargs:
         return int(batch_size)  # a numpy integer becomes the int the run records
     check_batch_size(kwargs["batch_size"], f"{name}['batch_size']")
     return int(kwargs["batch_size"])
+
+
+def _check_shuffle_with_sampler(kwargs: Any, name: str) -> None:
+    """``shuffle=True`` next to a ``sampler`` or ``batch_sampler`` is an error, as in a
+    DataLoader: the sampler sets the order, and the shuffle would be silently dropped."""
+    if not kwargs or not kwargs.get("shuffle"):
+        return
+    for key in ("sampler", "batch_sampler"):
+        if kwargs.get(key) is not None:
+            raise ValueError(
+                f"{name} hold shuffle=True and a {key} ({type(kwargs[key]).__name__}); the "
+                f"{key} sets the order, so shuffle=True would do nothing (a DataLoader "
+                f"refuses the two together). Leave shuffle out of {name} and let your "
+                f"{key} shuffle (a RandomSampler, or a batch sampler that shuffles its "
+                f"batches), or drop the {key}."
+            )
 
 
 def check_scheduler_fn(value: Any) -> None:
