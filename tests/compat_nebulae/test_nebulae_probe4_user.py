@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -116,3 +117,17 @@ def test_the_missing_header_advice_for_a_tab_separated_list_can_be_followed(
     (raw / "list.csv").write_text(suggested.replace("\\t", "\t") + "\n" + rows)
     fg.generate(tmp_path / "a.hdf5", 4, 4, progress=False, workers=0)  # following the advice
     assert len(depot.Tank(tmp_path / "a.hdf5", {"label": "int64"}, 1)) == 2
+
+
+def test_a_comburant_as_prep_fn_on_tuple_items_says_what_to_return_instead(
+    tmp_path: Path,
+) -> None:
+    data = _generate(tmp_path)
+    comb = depot.Comburant(depot.Flip(), seed=0)
+
+    def fetcher(d: Any, idx: int) -> tuple[Any, Any]:
+        return d["image"][idx], d["label"][idx]
+
+    tank = depot.Tank(data, {"image": "uint8", "label": "int64"}, 2, prep_fn=comb, fetch_fn=fetcher)
+    with pytest.raises(TypeError, match=r"fetch_fn returned a tuple.*Return a dict from fetch_fn"):
+        tank.next()

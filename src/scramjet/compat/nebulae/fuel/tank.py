@@ -155,6 +155,15 @@ class _TankDataset(Dataset[Any]):
         if isinstance(self.prep_fn, Augmentation):  # as PackedDataset(transform=aug)
             if isinstance(item, Mapping):
                 return self._augment_image(item, self.prep_fn, idx)
+            if not isinstance(item, np.ndarray | torch.Tensor):
+                raise TypeError(
+                    f"Tank(prep_fn={type(self.prep_fn).__name__}(...)) augments an image, or "
+                    f"the image column of a dict item, but fetch_fn returned a "
+                    f"{type(item).__name__}. Return a dict from fetch_fn ({{'image': "
+                    "data['image'][idx], ...}), or call the Comburant inside a prep_fn on "
+                    "the part to augment: def prep(item): image, label = item; return "
+                    "comb(image), label."
+                )
             return self.prep_fn(item, index=idx, epoch=self.epoch)
         # A seeded Comburant called inside prep_fn draws per (seed, epoch, idx), in any worker.
         with sample_context(idx, self.epoch):
