@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import Dataset, Sampler, TensorDataset, WeightedRandomSampler
+from torch.utils.data import DataLoader, Dataset, Sampler, TensorDataset, WeightedRandomSampler
 
 from scramjet import Trainer
 
@@ -136,3 +136,51 @@ def test_shuffle_false_next_to_a_sampler_keeps_the_samplers_order() -> None:
         train_dataloader_kwargs={"sampler": order, "shuffle": False},
     )
     assert seen == order
+
+
+# ------------------------------------- a DataLoader of the user's after train(collate_fn=)
+def _trained_with_collate() -> Trainer:
+    trainer = _trainer()
+    original = trainer.calculate_train_batch_loss
+    trainer.calculate_train_batch_loss = lambda batch: original(batch[:2])  # type: ignore[method-assign]
+    trainer.train(_Indexed(), num_epochs=1, per_device_batch_size=8, collate_fn=_with_ids)
+    return trainer
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValueError,
+    reason="evaluate()/predict() add the last train()'s collate_fn to a DataLoader the user "
+    "built and then refuse it: 'dataloader kwargs and collate_fn (received "
+    "['collate_fn']) would be ignored', though the user passed none (trainer.py)",
+)
+@pytest.mark.parametrize("call", ["evaluate", "predict"])
+def test_a_ready_dataloader_is_evaluated_after_training_with_a_collate_fn(call: str) -> None:
+    trainer = _trained_with_collate()
+    loader = DataLoader(_data(), batch_size=5)  # its own default collate: (x, y) tuples
+    if call == "evaluate":
+        trainer.evaluate(loader)
+        assert trainer.run_history.get_latest_metric("eval_loss_epoch") > 0
+    else:
+        out = trainer.predict(loader)
+        assert torch.allclose(out, trainer.model(_data().tensors[0]).detach())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValueError,
+    reason="train(collate_fn=...) with eval_dataset a DataLoader of the user's is refused: "
+    "the training collate_fn is counted as one given to the evaluation loader (trainer.py)",
+)
+def test_a_ready_eval_dataloader_next_to_a_training_collate_fn() -> None:
+    trainer = _trainer()
+    original = trainer.calculate_train_batch_loss
+    trainer.calculate_train_batch_loss = lambda batch: original(batch[:2])  # type: ignore[method-assign]
+    trainer.train(
+        _Indexed(),
+        num_epochs=1,
+        per_device_batch_size=8,
+        collate_fn=_with_ids,
+        eval_dataset=DataLoader(_data(), batch_size=5),
+    )
+    assert trainer.run_history.get_latest_metric("eval_loss_epoch") > 0
