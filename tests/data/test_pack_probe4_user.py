@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from scramjet.data import PackedDataset, pack
+from scramjet.data import PackedDataset, PackError, pack
 
 
 def _pack(root, csv, dst, **kw):
@@ -71,3 +71,22 @@ def test_storage_options_with_a_local_dst_warn(tmp_path):
         warnings.simplefilter("error")
         _pack(root, root / "list.csv", tmp_path / "plain.pack")
     assert os.path.isdir(tmp_path / "plain.pack")
+
+
+# ----- errors that say what is wrong -----------------------------------------------------
+def test_dst_under_a_file_says_the_parent_is_a_file(tmp_path):
+    root = _photos(tmp_path)
+    (tmp_path / "runs").write_text("a file where a folder was meant")
+    with pytest.raises(PackError, match=r"runs' is a file, not a folder"):
+        _pack(root, root / "list.csv", tmp_path / "runs" / "photos.pack")
+    assert (tmp_path / "runs").read_text() == "a file where a folder was meant"
+
+
+def test_a_list_with_a_header_and_no_rows_says_so(tmp_path):
+    root = _photos(tmp_path)
+    (root / "empty.csv").write_text("image,label\n\n")
+    with pytest.raises(
+        PackError, match=r"empty\.csv' has a header line \(image, label\) but no rows"
+    ):
+        _pack(root, root / "empty.csv", tmp_path / "p")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["photos"]

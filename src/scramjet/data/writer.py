@@ -73,6 +73,7 @@ from scramjet.data.images import (
     read_jpeg,
     simplejpeg_module,
 )
+from scramjet.runtime.files import why_not_creatable
 
 _COPY_BLOCK = 1 << 26  # 64 MiB per spool -> HDF5 copy
 
@@ -328,9 +329,17 @@ def pack(
         raise ValueError(f"file_dir {str(file_dir)!r} is not a directory")
     out = Path(dst).absolute()
     check_destination(out, root, Path(file_list), overwrite)
+    problem = why_not_creatable(out)
+    if problem:
+        raise PackError(f"{problem}; choose a dst in a folder you can write")
     header, table = read_table(file_list)
     check_header_is_not_a_row(header, root, file_list)
     dtypes = check_header(header, names)
+    if not table:
+        raise PackError(
+            f"file_list {str(file_list)!r} has a header line ({', '.join(header)}) but no "
+            "rows; add one row per image below it: its path, then its values"
+        )
     skipped: list[SkippedRow] = []
     rows = _parse_rows(root, header, dtypes, table, is_seq, on_error, skipped)
     columns = _column_specs(header, dtypes, enc, quality, height, width, channel, is_seq, keep_exif)
