@@ -131,3 +131,38 @@ def test_a_comburant_as_prep_fn_on_tuple_items_says_what_to_return_instead(
     tank = depot.Tank(data, {"image": "uint8", "label": "int64"}, 2, prep_fn=comb, fetch_fn=fetcher)
     with pytest.raises(TypeError, match=r"fetch_fn returned a tuple.*Return a dict from fetch_fn"):
         tank.next()
+
+
+def _values(root: Path, values: list[str], dtype: str) -> Path:
+    raw = root / "raw"
+    raw.mkdir()
+    for i in range(len(values)):
+        Image.fromarray(np.full((4, 4, 3), i, np.uint8)).save(raw / f"{i}.png")
+    rows = "".join(f"{i}.png\t{v}\n" for i, v in enumerate(values))
+    (raw / "list.csv").write_text("image\tvalue\n" + rows)
+    FuelGenerator(str(raw), "list.csv", [dtype]).generate(
+        root / "v.hdf5", 4, 4, progress=False, workers=0
+    )
+    return root / "v.hdf5"
+
+
+def test_data_specf_reads_values_that_fit_its_dtype(tmp_path: Path) -> None:
+    data = _values(tmp_path, ["3", "200"], "int64")
+    batch = depot.Tank(data, {"value": "uint8"}, 2, False).next()
+    assert batch["value"].dtype == torch.uint8 and batch["value"].tolist() == [3, 200]
+
+
+@pytest.mark.parametrize(
+    ("values", "packed", "declared", "shown"),
+    [
+        (["1", "70000"], "int64", "int16", "70000 the pack stores for it as int64"),
+        (["2.5", "1"], "float32", "int64", "2.5 the pack stores for it as float32"),
+    ],
+)
+def test_data_specf_refuses_a_dtype_that_would_wrap_or_truncate_values(
+    tmp_path: Path, values: list[str], packed: str, declared: str, shown: str
+) -> None:
+    data = _values(tmp_path, values, packed)
+    tank = depot.Tank(data, {"value": declared}, 2, False)
+    with pytest.raises(ValueError, match=f"{shown}.*data_specf\\['value'\\] = '{packed}'"):
+        tank.next()  # 70000 read as 4464 and 2.5 as 2 before

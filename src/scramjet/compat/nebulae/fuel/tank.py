@@ -102,10 +102,26 @@ def _parse_specf(data_specf: Mapping[str, str]) -> dict[str, tuple[str, bool]]:
     return parsed
 
 
-def _cast(value: Any, spec: tuple[str, bool] | None) -> Any:
+def _cast(name: str, value: Any, spec: tuple[str, bool] | None) -> Any:
+    """``value`` as ``data_specf`` declares it. A cast to an integer (or bool) dtype that
+    would change a value (70000 as int16, 2.7 as int64) is refused, never wrapped or
+    truncated; floats are rounded to a smaller float dtype as numpy rounds them."""
     if spec is None or isinstance(value, str) or spec[0] == "str":
         return value
-    return np.asarray(value, spec[0])
+    stored = np.asarray(value)
+    out = np.asarray(stored, spec[0])
+    if out.dtype != stored.dtype and out.dtype.kind in "iub" and not np.array_equal(out, stored):
+        at = int(np.flatnonzero(np.asarray(out != stored).reshape(-1))[0])
+        first, read = stored.reshape(-1)[at].item(), out.reshape(-1)[at].item()
+        declared = ("v" if spec[1] else "") + spec[0]
+        raise ValueError(
+            f"data_specf[{name!r}] = {declared!r} cannot hold the value {first!r} the pack "
+            f"stores for it as {stored.dtype}: it would read as {read!r}. Declare the "
+            "packed dtype, "
+            f"data_specf[{name!r}] = {('v' if spec[1] else '') + stored.dtype.name!r}, and "
+            "convert the values yourself (in prep_fn) if another dtype is needed."
+        )
+    return out
 
 
 class _Collate:
@@ -149,7 +165,7 @@ class _TankDataset(Dataset[Any]):
         if self.fetch_fn is not None:
             item = self.fetch_fn(_Columns(self.ds), idx)
         else:
-            item = {k: _cast(v, self.specf.get(k)) for k, v in self.ds.read(idx).items()}
+            item = {k: _cast(k, v, self.specf.get(k)) for k, v in self.ds.read(idx).items()}
         if self.prep_fn is None:
             return item
         if isinstance(self.prep_fn, Augmentation):  # as PackedDataset(transform=aug)
