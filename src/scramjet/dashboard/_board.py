@@ -20,6 +20,7 @@ import torch
 
 from scramjet.callbacks._display import LiveOrPlain
 from scramjet.callbacks.base import TrainerCallback
+from scramjet.callbacks.control import epochs_in_history
 from scramjet.dashboard import _files
 from scramjet.dashboard._view import LiveView, Snapshot, StageView, memory_text, plain_lines
 from scramjet.runtime.files import atomic_write_bytes
@@ -46,6 +47,9 @@ class _Stage:
     name: str
     epoch: int = 0
     epochs: int | None = None
+    # Epochs of earlier runs that the run history counts (``reset_run_history=False``):
+    # added to the epoch shown, so the row numbers epochs as the metric lines do.
+    shift: int = 0
     done: int = 0
     total: int | None = None
     samples: int = 0
@@ -391,7 +395,7 @@ class Dashboard(TrainerCallback):
         eta = left / steps_rate if left is not None and steps_rate > 0 else math.nan
         return StageView(
             name=st.name,
-            epoch=st.epoch,
+            epoch=st.epoch + st.shift,
             epochs=st.epochs,
             done=st.done,
             total=st.total,
@@ -597,7 +601,6 @@ class Dashboard(TrainerCallback):
             return
         state = trainer.state
         total = trainer.batches_in_epoch  # resumed batches included; 0 when unknown
-        rc = trainer.run_config
         self._drain()
         with self._lock:
             # A resumed run starts inside the epoch: its losses are placed from that batch on,
@@ -608,7 +611,8 @@ class Dashboard(TrainerCallback):
             self._stages["train"] = _Stage(
                 "train",
                 epoch=state.epoch,
-                epochs=rc.num_epochs,
+                epochs=epochs_in_history(trainer),
+                shift=_earlier_epochs(trainer),
                 total=total or None,
                 has_samples=True,
                 probe=lambda: (state.batches_seen_in_epoch, state.samples_seen),
@@ -667,7 +671,6 @@ class Dashboard(TrainerCallback):
         """Open the eval stage."""
         if not trainer.is_main_process:
             return
-        rc = trainer.run_config
         # The loader being evaluated, in train(eval_dataset=...) and standalone evaluate().
         total = safe_len(trainer.current_dataloader) or None  # 0: no length (iterable data)
         with self._lock:
@@ -677,7 +680,8 @@ class Dashboard(TrainerCallback):
             self._stages["eval"] = _Stage(
                 "eval",
                 epoch=_epoch_of(trainer),
-                epochs=rc.num_epochs if trainer.in_training_run else None,
+                epochs=epochs_in_history(trainer) if trainer.in_training_run else None,
+                shift=_earlier_epochs(trainer),
                 total=total,
                 has_samples=True,
             )
@@ -759,6 +763,11 @@ def _epoch_of(trainer: Trainer) -> int:
     if trainer.in_training_run or state.batches_seen_in_epoch:
         return state.epoch
     return max(state.epoch - 1, 0)
+
+
+def _earlier_epochs(trainer: Trainer) -> int:
+    """Epochs of earlier runs in the run history (a ``train(reset_run_history=False)``)."""
+    return max(trainer.run_history.current_epoch - 1 - trainer.state.epoch, 0)
 
 
 def _detach(value: Any) -> Any:

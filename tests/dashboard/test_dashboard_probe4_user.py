@@ -1,0 +1,53 @@
+"""Watching a run with the Dashboard the way a user does: what each number on screen says,
+in a second phase, on a narrow terminal, with values of every size."""
+
+from __future__ import annotations
+
+import io
+
+from tests.common.world import TinyMLP, blobs, make_trainer
+
+from scramjet.callbacks import LogMetricsCallback
+from scramjet.dashboard import Dashboard
+
+
+def _board(out: io.StringIO) -> Dashboard:
+    return Dashboard(file=out, show_memory=False, print_every=600)
+
+
+# ----------------------------------------------------------------------------- a second phase
+
+
+def test_a_second_phase_without_a_history_reset_numbers_epochs_as_the_history_does() -> None:
+    out = io.StringIO()
+    board = _board(out)
+    trainer = make_trainer(TinyMLP(), callbacks=[board, LogMetricsCallback(file=out)])
+    trainer.train(blobs(n=16), num_epochs=2, per_device_batch_size=8, eval_dataset=blobs(n=8))
+    trainer.train(
+        blobs(n=16),
+        num_epochs=2,
+        per_device_batch_size=8,
+        eval_dataset=blobs(n=8),
+        reset_run_history=False,
+    )
+    lines = out.getvalue().splitlines()
+    # The metric lines say epoch 3 and 4 for the second phase: so does the dashboard.
+    assert [ln.split(" |")[0] for ln in lines if ln.startswith("epoch ")] == [
+        "epoch 1",
+        "epoch 2",
+        "epoch 3",
+        "epoch 4",
+    ]
+    heads = [" ".join(ln.split()[:3]) for ln in lines if ln.startswith(("train ", "eval "))]
+    assert heads == [
+        "train epoch 1/2",
+        "eval epoch 1/2",
+        "train epoch 2/2",
+        "eval epoch 2/2",
+        "train epoch 3/4",
+        "eval epoch 3/4",
+        "train epoch 4/4",
+        "eval epoch 4/4",
+    ], heads
+    stages = {s.name: s for s in board.snapshot().stages}
+    assert (stages["train"].epoch, stages["train"].epochs) == (3, 4)  # 0-based: epoch 4/4
