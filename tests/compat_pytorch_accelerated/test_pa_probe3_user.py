@@ -193,18 +193,7 @@ def _run(callbacks: list[Any], resume: Path | None = None, core: bool = False) -
     return trainer
 
 
-_EVAL_END_RERUN = pytest.mark.xfail(
-    strict=True,
-    reason="core: a checkpoint saved in on_eval_epoch_end (the evaluation done, "
-    "epoch_finished not yet set) resumes by running the evaluation again: its "
-    "eval_loss_epoch is recorded twice and its loader draws from the RNG again, so the "
-    "weights differ from the uninterrupted run's",
-)
-
-
-@pytest.mark.parametrize(
-    "event", ["on_train_epoch_end", pytest.param("on_eval_epoch_end", marks=_EVAL_END_RERUN)]
-)
+@pytest.mark.parametrize("event", ["on_train_epoch_end", "on_eval_epoch_end"])
 def test_core_checkpoint_saved_at_an_epoch_end_event_resumes_as_the_uninterrupted_run(
     tmp_path: Path, event: str
 ) -> None:

@@ -318,7 +318,9 @@ def restore(
 def _say_where(trainer: Trainer, source: str) -> None:
     state = trainer.state
     where = (
-        f"after the training part of epoch {state.epoch + 1}"
+        f"after the evaluation of epoch {state.epoch + 1}"
+        if state.eval_done
+        else f"after the training part of epoch {state.epoch + 1}"
         if state.train_done
         else f"{state.batches_seen_in_epoch} batches into epoch {state.epoch + 1}"
         if state.batches_seen_in_epoch

@@ -119,6 +119,10 @@ class TrainState:
             ``train_epoch_end`` on; not for an epoch cut short): a checkpoint saved now
             (in ``on_train_epoch_end``, say) resumes with the epoch's evaluation, without
             running its end again.
+        eval_done: the current epoch's evaluation is over too (true from ``eval_epoch_end``
+            of the evaluation the epoch runs after its training; not for one called by
+            hand): a checkpoint saved now (in ``on_eval_epoch_end``, say) resumes at the
+            epoch's end, without evaluating again.
     """
 
     global_step: int = 0
@@ -128,13 +132,15 @@ class TrainState:
     stop_requested: bool = False
     epoch_finished: bool = False
     train_done: bool = False
+    eval_done: bool = False
 
     def state_dict(self) -> dict[str, Any]:
         """Counters as a plain dict, as a resumed run should start from them."""
         state = asdict(self)
         del state["epoch_finished"]
         if self.epoch_finished:  # saved between epochs: resume at the next epoch's start
-            state.update(epoch=self.epoch + 1, batches_seen_in_epoch=0, train_done=False)
+            state.update(epoch=self.epoch + 1, batches_seen_in_epoch=0)
+            state.update(train_done=False, eval_done=False)
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

@@ -199,6 +199,7 @@ class Trainer:
         self._in_training_run = False
         self._end_epoch_requested = False
         self._in_train_batches = False  # trainer.log: a step value now (see log_dict)
+        self._epoch_eval = False  # the evaluation running is the epoch's own
         self._epoch_cut = False  # the run stopped before the epoch's last batch
         self._length_warned = False  # the training data outran its length (warned once a run)
         self.eval_label = "eval"  # what progress displays call an evaluation pass
@@ -670,9 +671,10 @@ class Trainer:
             while self.state.epoch < self.run_config.num_epochs and not self._reached_max_steps():
                 if not self.state.train_done:  # saved at the epoch's training end: resume after it
                     self._run_train_epoch(train_dl)
-                if self._eval_dl is not None:
+                if self._eval_dl is not None and not self.state.eval_done:
                     # a cut epoch goes on after a resume: this pass must not move its RNGs
                     rng_states = get_rng_states() if self._epoch_cut else None
+                    self._epoch_eval = True  # marks state.eval_done at its end
                     self._run_evaluation(self._eval_dl)
                     if rng_states is not None:
                         set_rng_states(rng_states)
@@ -686,7 +688,8 @@ class Trainer:
                 if self._epoch_cut:
                     break
                 self.state.epoch += 1
-                self.state.batches_seen_in_epoch, self.state.train_done = 0, False
+                self.state.batches_seen_in_epoch = 0
+                self.state.train_done = self.state.eval_done = False
                 if self.state.stop_requested:
                     break
         except StopTrainingError as err:
@@ -940,9 +943,11 @@ class Trainer:
                 raise empty_evaluation(eval_dl)
             self._end_epoch_requested = False
             self.eval_epoch_end()
+            if self._epoch_eval and self.state.train_done:  # the epoch's, not a cut one's
+                self.state.eval_done = True
             handler.call_event(Event.EVAL_EPOCH_END, self)
         finally:
-            self.model, self._current_dl = wrapped, None
+            self.model, self._current_dl, self._epoch_eval = wrapped, None, False
 
     def _eval_step(self, batch: Any, real: bool) -> None:
         """One evaluation batch; a repeated one (``real`` False) only keeps ranks in step."""
