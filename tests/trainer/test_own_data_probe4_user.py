@@ -184,3 +184,28 @@ def test_a_ready_eval_dataloader_next_to_a_training_collate_fn() -> None:
         eval_dataset=DataLoader(_data(), batch_size=5),
     )
     assert trainer.run_history.get_latest_metric("eval_loss_epoch") > 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [({"batch_size": 16}, "batch_size=16"), ({"drop_last": True}, "drop_last=True")],
+)
+def test_batch_size_or_drop_last_next_to_a_batch_sampler_is_an_error(
+    extra: dict[str, Any], named: str
+) -> None:
+    # the batch sampler's pairs were trained and the run recorded a batch size of 16
+    trainer = _trainer()
+    with pytest.raises(ValueError, match=rf"batch_sampler \(_Pairs\) and {named}.*Leave them out"):
+        trainer.train(
+            _data(), num_epochs=1, train_dataloader_kwargs={"batch_sampler": _Pairs(), **extra}
+        )
+
+
+def test_a_batch_sampler_with_false_drop_last_trains_its_batches() -> None:
+    trainer = _trainer()
+    trainer.train(
+        _data(),
+        num_epochs=1,
+        train_dataloader_kwargs={"batch_sampler": _Pairs(), "drop_last": False},
+    )
+    assert trainer.state.global_step == N // 2

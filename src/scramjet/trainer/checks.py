@@ -335,6 +335,7 @@ def loader_batch_size(kwargs: Any, batch_size: int, name: str) -> int:
     """The batch size a loader is built with: a ``batch_size`` in its dataloader kwargs takes
     precedence over the batch-size argument (as in pytorch-accelerated), and is checked."""
     _check_shuffle_with_sampler(kwargs, name)
+    _check_batch_sampler_options(kwargs, name)
     if not kwargs or "batch_size" not in kwargs:
         return int(batch_size)  # a numpy integer becomes the int the run records
     check_batch_size(kwargs["batch_size"], f"{name}['batch_size']")
@@ -355,6 +356,27 @@ def _check_shuffle_with_sampler(kwargs: Any, name: str) -> None:
                 f"{key} shuffle (a RandomSampler, or a batch sampler that shuffles its "
                 f"batches), or drop the {key}."
             )
+
+
+def _check_batch_sampler_options(kwargs: Any, name: str) -> None:
+    """A ``batch_sampler`` makes the batches: a ``batch_size`` or ``drop_last=True`` next to
+    it would be dropped silently (and the batch size recorded for the run would be wrong),
+    so, as in a DataLoader, they are an error."""
+    if not kwargs or kwargs.get("batch_sampler") is None:
+        return
+    given = [
+        f"{key}={kwargs[key]!r}"
+        for key, unset in (("batch_size", (None, 1)), ("drop_last", (None, False)))
+        if key in kwargs and kwargs[key] not in unset
+    ]
+    if given:
+        raise ValueError(
+            f"{name} hold a batch_sampler ({type(kwargs['batch_sampler']).__name__}) and "
+            f"{' and '.join(given)}; the batch sampler decides how many samples each batch "
+            f"holds and whether a short last batch is kept, so these would do nothing (a "
+            f"DataLoader refuses them together). Leave them out of {name} and set them on "
+            f"your batch sampler (e.g. BatchSampler(sampler, batch_size, drop_last))."
+        )
 
 
 def check_scheduler_fn(value: Any) -> None:
