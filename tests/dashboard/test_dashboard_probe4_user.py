@@ -51,3 +51,36 @@ def test_a_second_phase_without_a_history_reset_numbers_epochs_as_the_history_do
     ], heads
     stages = {s.name: s for s in board.snapshot().stages}
     assert (stages["train"].epoch, stages["train"].epochs) == (3, 4)  # 0-based: epoch 4/4
+
+
+# ----------------------------------------------------------------------------- a narrow terminal
+
+
+def _screen(board: Dashboard, width: int) -> list[str]:
+    from rich.console import Console
+
+    from scramjet.dashboard import render
+
+    out = io.StringIO()
+    Console(file=out, width=width, force_terminal=False).print(render(board.snapshot(), width))
+    return out.getvalue().splitlines()
+
+
+def test_progress_rows_stay_one_line_on_a_narrow_terminal() -> None:
+    board = _board(io.StringIO())
+    for mile in range(3):
+        board.gauge({"loss": 0.5}, mile, 1, 40, "train", samples=16, duration=0.01)
+    board.gauge({"acc": 0.9}, 0, 1, 1, "test", samples=64, duration=0.1)
+    board.close()
+    for width in (56, 60):
+        lines = _screen(board, width)
+        rows = [ln for ln in lines if ln.startswith(("train ", "test "))]
+        # Each row holds its whole text on one line (the bar shrinks or goes), so no
+        # "ETA ..." or "done" is left alone on the next line.
+        assert len(rows) == 2, lines
+        assert rows[0].rstrip().endswith("ETA 0:00:00") and "3/40" in rows[0], rows
+        assert rows[1].rstrip().endswith("done") and "1/1" in rows[1], rows
+        assert all(len(ln) <= width for ln in lines), lines
+        assert not any(ln.strip() in ("done", "ETA 0:00:00") for ln in lines), lines
+    wide = [ln for ln in _screen(board, 100) if ln.startswith("train ")]
+    assert "█" in wide[0] or "░" in wide[0]  # a bar where there is room for it

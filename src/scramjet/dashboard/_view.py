@@ -17,6 +17,7 @@ from typing import Any
 from scramjet.dashboard._plot import render_curve
 
 _BAR_FULL, _BAR_EMPTY = "█", "░"
+_MIN_BAR = 5  # a narrower bar says too little: the row is shown without one
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,10 @@ def _progress_lines(snapshot: Snapshot, width: int) -> list[tuple[str, str, str]
         for i in range(len(snapshot.stages))
     ]
     tail_w = max(len(t) for t in tails)
-    bar_w = max(10, width - head_w - tail_w - 4)
+    # The bar takes what the text leaves of the width; on a narrow terminal it shrinks,
+    # then goes (an empty bar), so that a row stays one line as long as its text fits.
+    bar_w = width - head_w - tail_w - 4
+    bar_w = bar_w if bar_w >= _MIN_BAR else 0
     return [
         (f"{h:<{head_w}}", bar(s.done, s.total, bar_w), f"{t:<{tail_w}}".rstrip())
         for h, s, t in zip(heads, snapshot.stages, tails)
@@ -189,8 +193,9 @@ def render(snapshot: Snapshot, width: int) -> Any:
     for head, bar_text, tail in _progress_lines(snapshot, width):
         line = Text()
         line.append(head, style="bold cyan")
-        line.append("  ")
-        line.append(bar_text, style="green")
+        if bar_text:
+            line.append("  ")
+            line.append(bar_text, style="green")
         line.append("  " + tail)
         parts.append(line)
     for stage, values in snapshot.metrics.items():
