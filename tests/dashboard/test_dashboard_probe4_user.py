@@ -84,3 +84,45 @@ def test_progress_rows_stay_one_line_on_a_narrow_terminal() -> None:
         assert not any(ln.strip() in ("done", "ETA 0:00:00") for ln in lines), lines
     wide = [ln for ln in _screen(board, 100) if ln.startswith("train ")]
     assert "█" in wide[0] or "░" in wide[0]  # a bar where there is room for it
+
+
+# ----------------------------------------------------------------------------- values of every size
+
+
+def test_the_lowest_y_label_is_the_lowest_value_drawn_when_a_loss_explodes() -> None:
+    from scramjet.dashboard import render_curve
+
+    # A loss near 1 that blows up to 1e29: the bottom row holds the values near 1.
+    lines = render_curve({"train": [(0.25, 0.9), (0.5, 1.0), (0.75, 1e29)]}, span=4, divisor=5)
+    labels = [ln.split("┤")[0].strip() for ln in lines[:5]]
+    assert labels[0] == "1e+29" and labels[-1] == "0.9", lines
+    assert lines[4].split("┤")[1].startswith("••"), lines  # 0.9 and 1.0 are on that row
+
+
+def _row_label(lines: list[str], marker: str = "•") -> str:
+    """The y label of the row a constant curve is drawn on."""
+    rows = [ln for ln in lines if "┤" in ln and marker in ln.split("┤")[1]]
+    assert len(rows) == 1, lines
+    return rows[0].split("┤")[0].strip()
+
+
+def test_a_constant_curve_is_drawn_on_the_row_labelled_with_its_value() -> None:
+    from scramjet.dashboard import render_curve
+
+    # A constant learning rate, tiny or not, with an even or odd number of rows: the row
+    # it is drawn on says its value (it said 1.1e-07 for 1e-09, or a negative number).
+    for value, label in ((1e-9, "1e-09"), (1e-30, "1e-30"), (0.01, "0.01"), (0.0, "0")):
+        for divisor in (4, 5, 10):
+            lines = render_curve({"train": [(0.5, value), (1.0, value)]}, span=4, divisor=divisor)
+            assert _row_label(lines) == label, (value, divisor, lines)
+
+
+def test_a_learning_rate_logged_to_the_board_is_shown_at_its_value() -> None:
+    board = _board(io.StringIO())
+    for mile in range(6):
+        board.gauge({"lr": 3e-8}, mile, 0, 6, "train")
+    board.close()
+    lines = _screen(board, 80)
+    curve = lines[next(i for i, ln in enumerate(lines) if ln.startswith("lr  (")) + 1 :]
+    assert _row_label(curve[: board.divisor]) == "3e-08", lines
+    assert "lr 3e-08" in "\n".join(lines)

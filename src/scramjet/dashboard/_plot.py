@@ -117,6 +117,31 @@ def _columns(
     return out
 
 
+def _y_range(values: Sequence[float], divisor: int) -> tuple[float, float]:
+    """``(y_lo, y_hi)`` of the grid: the values' range, or for a constant a band of 20 %
+    around it in which it falls on a row of its own, so the row's label is its value (a
+    learning rate of 1e-9 is labelled 1e-09, never 0 or a negative number)."""
+    y_lo, y_hi = min(values), max(values)
+    if y_hi - y_lo > 1e-9 * max(abs(y_lo), abs(y_hi)):  # relative: tiny values vary too
+        return y_lo, y_hi
+    step = (0.2 * abs(y_hi) or 2e-6) / (divisor - 1)
+    above = (divisor - 1) // 2  # rows above the value's
+    return y_hi - step * (divisor - 1 - above), y_hi + step * above
+
+
+def _ticks(y_lo: float, y_hi: float, divisor: int) -> list[float]:
+    """The value of each row, top first: weighted between the two ends, so the top and
+    bottom labels are the values drawn there (``y_hi - (y_hi - y_lo)`` is 0, not 0.9, when
+    y_hi is 1e29), and the rounding residue of an inner row at zero is shown as 0."""
+    step = (y_hi - y_lo) / (divisor - 1)
+    out = []
+    for r in range(divisor):
+        tick = y_hi * (1 - r / (divisor - 1)) + y_lo * (r / (divisor - 1))
+        inner = 0 < r < divisor - 1
+        out.append(0.0 if inner and abs(tick) <= 1e-9 * step else tick)
+    return out
+
+
 def _x_axis(
     pad: int, span: int, x_lo: float, x_hi: float, dx: float, stages: list[str]
 ) -> list[str]:
@@ -180,18 +205,14 @@ def render_curve(
         return [f"(no finite value to draw: the last {_points(given)} NaN or infinite)"]
     x_lo, x_hi, dx = bounds
     cols = _columns(smoothed, x_lo, x_hi, dx, span)
-    values = [v for per_stage in cols.values() for v in per_stage.values()]
-    y_lo, y_hi = min(values), max(values)
-    if y_hi - y_lo < 1e-12:  # a constant: centre it in a narrow band
-        band = max(abs(y_hi) * 0.1, 1e-6)
-        y_lo, y_hi = y_lo - band, y_hi + band
+    y_lo, y_hi = _y_range([v for per_stage in cols.values() for v in per_stage.values()], divisor)
     grid = [[" "] * span for _ in range(divisor)]
     for i, stage in enumerate(cols):
         marker = MARKERS[i % len(MARKERS)]
         for col, value in cols[stage].items():
             row = round((y_hi - value) / (y_hi - y_lo) * (divisor - 1))
             grid[row][col] = marker
-    labels = [_format_tick(y_hi - r * (y_hi - y_lo) / (divisor - 1)) for r in range(divisor)]
+    labels = [_format_tick(tick) for tick in _ticks(y_lo, y_hi, divisor)]
     pad = max(len(s) for s in labels) + 1
     lines = [f"{lab:>{pad}} ┤{''.join(row)}" for lab, row in zip(labels, grid)]
     lines.extend(_x_axis(pad, span, x_lo, x_hi, dx, list(cols)))
