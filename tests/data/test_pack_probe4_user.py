@@ -90,3 +90,20 @@ def test_a_list_with_a_header_and_no_rows_says_so(tmp_path):
     ):
         _pack(root, root / "empty.csv", tmp_path / "p")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["photos"]
+
+
+# ----- an impossible shard count is refused before any image is encoded ---------------------
+def test_more_shards_than_rows_is_refused_before_encoding(tmp_path, monkeypatch):
+    from scramjet.data import writer
+
+    root = _photos(tmp_path, n=4)
+    encoded = []
+    real = writer._encode_task
+    monkeypatch.setattr(writer, "_encode_task", lambda task: encoded.append(task) or real(task))
+    with pytest.raises(PackError, match=r"shards=5 but only 4 valid rows; pass shards <= 4"):
+        _pack(root, root / "list.csv", tmp_path / "p", shards=5)
+    assert encoded == []  # known from the list alone: no image was read for nothing
+    (root / "list.csv").write_text("image,label\n0.png,0\nmissing.png,1\n1.png,2\n")
+    with pytest.raises(PackError, match=r"1 bad rows were skipped.*line 3, 'missing\.png'"):
+        _pack(root, root / "list.csv", tmp_path / "p", shards=3, on_error="skip")
+    assert encoded == [] and sorted(p.name for p in tmp_path.iterdir()) == ["photos"]

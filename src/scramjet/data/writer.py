@@ -73,7 +73,6 @@ from scramjet.data.images import (
     read_jpeg,
     simplejpeg_module,
 )
-from scramjet.runtime.files import why_not_creatable
 
 _COPY_BLOCK = 1 << 26  # 64 MiB per spool -> HDF5 copy
 
@@ -324,24 +323,11 @@ def pack(
     names = dtype_list(dtype)
     n_workers = _cpu_count() if workers is None else int(workers)
     _refuse_rerun()
-    root = Path(file_dir).resolve()
-    if not root.is_dir():
-        raise ValueError(f"file_dir {str(file_dir)!r} is not a directory")
     out = Path(dst).absolute()
-    check_destination(out, root, Path(file_list), overwrite)
-    problem = why_not_creatable(out)
-    if problem:
-        raise PackError(f"{problem}; choose a dst in a folder you can write")
-    header, table = read_table(file_list)
-    check_header_is_not_a_row(header, root, file_list)
-    dtypes = check_header(header, names)
-    if not table:
-        raise PackError(
-            f"file_list {str(file_list)!r} has a header line ({', '.join(header)}) but no "
-            "rows; add one row per image below it: its path, then its values"
-        )
+    root, header, table, dtypes = _read_sources(file_dir, file_list, out, names, overwrite)
     skipped: list[SkippedRow] = []
     rows = _parse_rows(root, header, dtypes, table, is_seq, on_error, skipped)
+    _check_counts(len(rows), shards, skipped)  # before encoding: too few rows is known now
     columns = _column_specs(header, dtypes, enc, quality, height, width, channel, is_seq, keep_exif)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.partial-{uuid.uuid4().hex[:12]}"
@@ -350,8 +336,7 @@ def pack(
         opts = (height, width, channel, enc, quality, keep_exif, bool(exif_orientation))
         spooled = _spool_rows(rows, tmp, opts, (n_workers, pool), on_error, skipped, progress)
         skipped.sort(key=lambda row: row.line)  # found while parsing, then as workers finish
-        if not spooled.rows and skipped:
-            raise PackError(_all_skipped(skipped))
+        _check_counts(len(spooled.rows), shards, skipped)
         manifest = _write_shards(tmp, spooled, columns, shards, enc, (height, width, channel))
         manifest.extra["skipped_rows"] = [vars(s) for s in skipped]
         write_atomic_text(tmp / MANIFEST_NAME, manifest.to_json())
@@ -368,6 +353,54 @@ def pack(
         seconds=time.perf_counter() - start,
         skipped=skipped,
     )
+
+
+def _read_sources(
+    file_dir: str | os.PathLike[str],
+    file_list: str | os.PathLike[str],
+    out: Path,
+    names: list[str],
+    overwrite: bool,
+) -> tuple[Path, list[str], list[tuple[int, list[str]]], list[tuple[str, bool]]]:
+    """Check ``file_dir`` and the destination, and read the list: the resolved
+    ``file_dir``, the header, the rows and the dtype of each value column."""
+    from scramjet.runtime.files import why_not_creatable  # here: workers never import torch
+
+    root = Path(file_dir).resolve()
+    if not root.is_dir():
+        raise ValueError(f"file_dir {str(file_dir)!r} is not a directory")
+    check_destination(out, root, Path(file_list), overwrite)
+    problem = why_not_creatable(out)
+    if problem:
+        raise PackError(f"{problem}; choose a dst in a folder you can write")
+    header, table = read_table(file_list)
+    check_header_is_not_a_row(header, root, file_list)
+    dtypes = check_header(header, names)
+    if not table:
+        raise PackError(
+            f"file_list {str(file_list)!r} has a header line ({', '.join(header)}) but no "
+            "rows; add one row per image below it: its path, then its values"
+        )
+    return root, header, table, dtypes
+
+
+def _check_counts(n: int, shards: int, skipped: list[SkippedRow]) -> None:
+    """Refuse ``n`` valid rows that cannot make a pack of ``shards`` shards, saying which
+    rows were left out as bad rows (``on_error="skip"``)."""
+    if n == 0 and skipped:
+        raise PackError(_all_skipped(skipped))
+    if shards > n:
+        first = skipped[0] if skipped else None
+        why = (
+            f" ({len(skipped)} bad rows were skipped, the first at CSV line {first.line}, "
+            f"{first.file!r}: {first.reason})"
+            if first
+            else ""
+        )
+        raise PackError(
+            f"shards={shards} but only {n} valid rows{why}; pass shards <= {n}, each shard "
+            "holds at least one row"
+        )
 
 
 def _all_skipped(skipped: list[SkippedRow]) -> str:
@@ -580,8 +613,6 @@ def _write_shards(
     n = len(spooled.rows)
     if n == 0:
         raise PackError("no valid rows to pack; check the CSV list and file_dir")
-    if shards > n:
-        raise PackError(f"shards={shards} but only {n} valid rows; pass shards <= {n}")
     frame_off = np.concatenate([[0], np.cumsum(spooled.frame_sizes, dtype=np.int64)])
     row_off = np.concatenate([[0], np.cumsum(spooled.row_frames, dtype=np.int64)])
     sealed = []
