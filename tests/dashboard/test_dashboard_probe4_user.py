@@ -126,3 +126,27 @@ def test_a_learning_rate_logged_to_the_board_is_shown_at_its_value() -> None:
     curve = lines[next(i for i, ln in enumerate(lines) if ln.startswith("lr  (")) + 1 :]
     assert _row_label(curve[: board.divisor]) == "3e-08", lines
     assert "lr 3e-08" in "\n".join(lines)
+
+
+def test_tiny_values_that_vary_are_drawn_as_they_vary() -> None:
+    from scramjet.dashboard import render_curve
+
+    lines = render_curve({"train": [(0.3, 1e-13), (0.6, 3e-13), (0.9, 5e-13)]}, span=3, divisor=3)
+    assert [ln.split("┤")[0].strip() for ln in lines[:3]] == ["5e-13", "3e-13", "1e-13"], lines
+    assert [ln.split("┤")[1] for ln in lines[:3]] == ["  •", " • ", "•  "], lines
+
+
+# ----------------------------------------------------------------------------- NaN on a narrow terminal
+
+
+def test_a_narrow_terminal_still_says_that_a_curve_is_nan() -> None:
+    import math
+
+    board = _board(io.StringIO())
+    for mile in range(6):
+        board.gauge({"loss": 0.5 if mile < 3 else math.nan, "gnorm": math.inf}, mile, 0, 6, "train")
+    board.close()
+    text = " ".join(" ".join(_screen(board, 40)).split())  # as read, whatever the wrapping
+    # Under the loss curve and in place of the gnorm curve: the whole note, not its start.
+    assert "! 3 of the last 6 points are NaN or infinite (not drawn)" in text, text
+    assert "(no finite value to draw: the last 6 points are NaN or infinite)" in text, text

@@ -214,7 +214,13 @@ def render(snapshot: Snapshot, width: int) -> Any:
         span, curve = fitted_curve(series, snapshot, width, metric)
         caption = f"{metric}  (moving average {snapshot.window}, last {span} points, x: epochs)"
         parts.append(Text(caption, style="bold"))
-        parts.append(Text("\n".join(curve), no_wrap=True, overflow="crop"))
+        # The grid is cropped, never wrapped; a note under it (or in its place) is wrapped,
+        # so a narrow terminal still says that the values are NaN or infinite.
+        height = snapshot.divisor + 3  # the rows, the axis, its labels, the legend
+        grid, notes = (curve[:height], curve[height:]) if len(curve) >= height else ([], curve)
+        if grid:
+            parts.append(Text("\n".join(grid), no_wrap=True, overflow="crop"))
+        parts.extend(Text(note if len(note) <= width else note.strip()) for note in notes)
     return Group(*parts)
 
 
