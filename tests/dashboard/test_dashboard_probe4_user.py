@@ -4,10 +4,13 @@ in a second phase, on a narrow terminal, with values of every size."""
 from __future__ import annotations
 
 import io
+from typing import Any
 
+import pytest
 from tests.common.world import TinyMLP, blobs, make_trainer
 
-from scramjet.callbacks import LogMetricsCallback
+from scramjet.callbacks import LogMetricsCallback, ProgressBarCallback, TrainerCallback
+from scramjet.callbacks.base import CallbackError
 from scramjet.dashboard import Dashboard
 
 
@@ -150,3 +153,35 @@ def test_a_narrow_terminal_still_says_that_a_curve_is_nan() -> None:
     # Under the loss curve and in place of the gnorm curve: the whole note, not its start.
     assert "! 3 of the last 6 points are NaN or infinite (not drawn)" in text, text
     assert "(no finite value to draw: the last 6 points are NaN or infinite)" in text, text
+
+
+# ----------------------------------------------------------------------------- a run that fails
+
+
+class _FailAt(TrainerCallback):
+    """Raises inside the training loop at ``batch`` of ``epoch`` (0-based)."""
+
+    def __init__(self, epoch: int, batch: int, error: BaseException) -> None:
+        self.epoch, self.batch, self.error = epoch, batch, error
+
+    def on_train_step_end(self, trainer: Any, **kwargs: Any) -> None:
+        state = trainer.state
+        if (state.epoch, state.batches_seen_in_epoch) == (self.epoch, self.batch):
+            raise self.error
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), KeyboardInterrupt()])
+def test_a_failed_run_leaves_a_last_progress_line_saying_where_it_stopped(
+    error: BaseException,
+) -> None:
+    out = io.StringIO()
+    bar = ProgressBarCallback(file=out, interval=600)
+    trainer = make_trainer(TinyMLP(), callbacks=[_FailAt(1, 3, error), bar])
+    with pytest.raises((CallbackError, KeyboardInterrupt)):
+        trainer.train(blobs(n=32), num_epochs=3, per_device_batch_size=4)
+    lines = out.getvalue().splitlines()
+    # A CI log read after the crash shows the batch it died at, not only epoch 1's end.
+    assert lines[0].startswith("epoch 1/3 train 8/8"), lines
+    assert lines[-1].startswith("epoch 2/3 train 3/8 | loss "), lines
+    assert lines[-1].endswith("ended early"), lines
+    assert len(lines) == 2, lines

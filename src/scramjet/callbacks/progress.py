@@ -379,8 +379,9 @@ class ProgressBarCallback(TrainerCallback):
         self._paused = None
 
     def close(self) -> None:
-        """Stop the display when a run fails with an exception."""
-        self._close(final=False)
+        """Stop the display when a run fails with an exception: its last line (printed off a
+        terminal too) says where the stage stopped, ``ended early``."""
+        self._close(final=True)
         self._paused = None
 
     def _close(self, final: bool) -> None:
