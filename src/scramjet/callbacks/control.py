@@ -336,13 +336,13 @@ class StepBasedEvaluationCallback(TrainerCallback):
 
     def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Run an evaluation at the chosen interval."""
-        if trainer.state.global_step % self.eval_every_n_steps or _last_update(trainer):
+        if trainer.state.global_step % self.eval_every_n_steps or is_last_update(trainer):
             return
         trainer.run_evaluation()
         self.evaluations += 1
 
 
-def _last_update(trainer: Trainer) -> bool:
+def is_last_update(trainer: Trainer) -> bool:
     """The update that ends the epoch or the run: the Trainer evaluates right after it."""
     state, total = trainer.state, trainer.batches_in_epoch
     cap = trainer.run_config.max_num_train_steps

@@ -15,6 +15,7 @@ from torch import nn
 from scramjet.callbacks.base import Event, TrainerCallback
 from scramjet.callbacks.control import (
     improved,
+    is_last_update,
     is_resumed_run,
     metric_values_recorded,
     new_metric_value,
@@ -310,7 +311,8 @@ class SaveTrainingStateCallback(TrainerCallback):
         keep_best: also keep this many best checkpoints by ``monitor`` (on the store too,
             for a URL), so rotation never deletes the best one.
         monitor: the metric that ranks checkpoints for ``keep_best``, a name the run
-            records (``eval_loss_epoch``, say); its latest value goes with each save.
+            records (``eval_loss_epoch``, say); its value goes with each save of the
+            weights it was measured on (a mid-epoch save has none: it is not ranked).
         mode: ``"min"`` if a lower ``monitor`` is better, ``"max"`` if higher is.
         async_write: write checkpoints in a background thread (False: inside the save).
         save_on_preemption: save and stop on ``SIGTERM`` (see above); or the signals to
@@ -449,14 +451,19 @@ class SaveTrainingStateCallback(TrainerCallback):
     def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Save every N optimizer steps; save and stop if a rank was asked to stop."""
         saved = bool(self.every_n_steps and trainer.state.global_step % self.every_n_steps == 0)
+        if saved and is_last_update(trainer) and self._saves_at_epoch_end(trainer):
+            saved = False  # the same weights, saved after the evaluation with its metrics
         if saved:
             self._save(trainer)
         if self._watcher is not None and self._watcher.agreed(trainer.state.global_step):
             self._preempted(trainer, saved)
 
+    def _saves_at_epoch_end(self, trainer: Trainer) -> bool:
+        return bool(self.every_n_epochs and (trainer.state.epoch + 1) % self.every_n_epochs == 0)
+
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Save every N epochs; save and stop if a rank was asked to stop."""
-        saved = bool(self.every_n_epochs and (trainer.state.epoch + 1) % self.every_n_epochs == 0)
+        saved = self._saves_at_epoch_end(trainer)
         if saved:
             self._save(trainer)
         config, state = trainer.run_config, trainer.state

@@ -79,6 +79,7 @@ AUTO = "auto"
 _TRAINING_STATE_KEYS = (
     "trainer_state",
     "run_history",
+    "metric_steps",
     "epoch_losses",
     "epoch_loss_counts",
     "callbacks",
@@ -150,6 +151,8 @@ def training_state(trainer: Trainer, *, include_optimizer: bool = True) -> dict[
             state["scaler"] = trainer.scaler
     state["trainer_state"] = trainer.state.state_dict()
     state["run_history"] = trainer.run_history.state_dict()
+    # a run history of one's own (pytorch-accelerated allows one) may not record steps
+    state["metric_steps"] = getattr(trainer.run_history, "measured_at", {})
     state["callbacks"] = {
         _callback_key(i, cb): cb.state_dict() for i, cb in enumerate(trainer.callbacks)
     }
@@ -219,11 +222,14 @@ def save_file(
 def save_to_manager(trainer: Trainer, manager: CheckpointManager | None) -> Path | None:
     """Save the training state as ``manager``'s next checkpoint (collective; None: no writer)."""
     state = training_state(trainer)
-    history = trainer.run_history
+    history, step = trainer.run_history, trainer.state.global_step
+    # Only values measured on these weights: an evaluation of the epoch before would rank
+    # a mid-epoch checkpoint (keep_best, which="best") by weights it does not hold.
+    measured: dict[str, int] = getattr(history, "measured_at", {})
     metrics = {}
     for name in history.get_metric_names():
         value = history.get_latest_metric(name)
-        if isinstance(value, int | float):
+        if isinstance(value, int | float) and measured.get(name, step) == step:
             metrics[name] = float(value)
     path = None
     failure: BaseException | None = None
@@ -299,6 +305,9 @@ def restore(
         _warn_if_data_changed(trainer, plan)
     if "run_history" in values:  # after the counters: its epoch follows trainer.state
         trainer.run_history.load_state_dict(values.pop("run_history"))
+        steps = values.pop("metric_steps", {})
+        if hasattr(trainer.run_history, "measured_at"):
+            trainer.run_history.measured_at = steps
     trainer.train_losses.load_state_dict(
         _epoch_losses(values.pop("epoch_losses", []), values.pop("epoch_loss_counts", []))
     )

@@ -177,6 +177,7 @@ class RunHistory:
         self._metrics: defaultdict[str, list[Any]] = defaultdict(list)
         self._epoch = 1  # used when no TrainState is followed
         self._state: TrainState | None = None
+        self._steps: dict[str, int] = {}  # global_step of each metric's latest value
 
     @property
     def current_epoch(self) -> int:
@@ -226,13 +227,26 @@ class RunHistory:
         if hasattr(metric_value, "item") and getattr(metric_value, "numel", lambda: 1)() == 1:
             metric_value = metric_value.item()
         self._metrics[metric_name].append(metric_value)
+        if self._state is not None:
+            self._steps[metric_name] = self._state.global_step
+
+    @property
+    def measured_at(self) -> dict[str, int]:
+        """The optimizer step of each metric's latest value, for the metrics recorded while
+        a Trainer ran: a checkpoint saved at another step holds other weights than the
+        ones that value was measured on."""
+        return dict(self._steps)
+
+    @measured_at.setter
+    def measured_at(self, steps: Mapping[str, int]) -> None:
+        self._steps = {str(k): int(v) for k, v in steps.items()}
 
     def _increment_epoch(self) -> None:
         self._epoch += 1
 
     def reset(self) -> None:
         """Forget every metric and start again at epoch 1."""
-        self._metrics = defaultdict(list)
+        self._metrics, self._steps = defaultdict(list), {}
         self.current_epoch = 1
 
     def state_dict(self) -> dict[str, Any]:
@@ -245,6 +259,7 @@ class RunHistory:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned (after the followed TrainState's)."""
         self._metrics = defaultdict(list, {k: list(v) for k, v in state["metrics"].items()})
+        self._steps = {}  # unknown until the checkpoint's record of them is restored
         self.current_epoch = int(state["epoch"])
 
 
