@@ -380,6 +380,7 @@ class DataOrder:
         self._resumed: dict[str, int] | None = None  # how a checkpoint's epoch was consumed
         self._base = (0, 0)  # (global positions, batches of ours) skipped when the epoch began
         self._short_warned = False  # the loader ended before its length once this run
+        self._restarted = False  # resumed: the next epoch that runs batches has new workers
 
     @property
     def seed(self) -> int:
@@ -395,6 +396,7 @@ class DataOrder:
     def new_run(self) -> None:
         """Forget the seed of the previous run (a new one is taken at the next use)."""
         self._seed, self._sampler, self._short_warned = None, None, False
+        self._restarted = False
 
     def train_loader(self, dataset: Any, kwargs: dict[str, Any], *, shuffle: bool) -> Iterable[Any]:
         """A DataLoader over ``dataset`` whose order follows this seed.
@@ -488,6 +490,12 @@ class DataOrder:
         batches, n_batches = self._epoch_batches(
             loader, dataset, epoch=epoch, skip=skip, batch_size=batch_size
         )
+        if self._restarted:
+            skipped = skip if batches is loader else 0  # indices skipped, none loaded
+            # an epoch the checkpoint left with nothing to run: the next one is the first
+            self._restarted = bool(skipped) and safe_len(loader) == 0
+            if not self._restarted:
+                _warn_fresh_workers(loader, skipped, later_epoch=epoch > 0)
         if safe_len(getattr(dataset, "dataset", dataset)):  # map-style: a short __getitem__
             batches = explain_index_errors(batches, dataset, "train_dataset")
         if not n_batches and not skip and dist.get_world_size() == 1:
@@ -653,6 +661,7 @@ class DataOrder:
         its own consumed batches, as saved by the same number of processes.
         """
         self._seed = int(state["seed"])
+        self._restarted = True
         if "world_size" in state:
             keys = ("world_size", "batch_size", "consumed_base", "skip_base")
             self._resumed = {k: int(state.get(k) or 0) for k in keys}
@@ -660,6 +669,38 @@ class DataOrder:
 
 #: What evaluation and prediction loaders call their data in errors.
 _EVAL_DATA = "the evaluation/prediction dataset"
+
+
+def _warn_fresh_workers(loader: Any, skipped: int, *, later_epoch: bool) -> None:
+    """A resumed run's DataLoader workers are new processes: what they draw at random
+    differs from the uninterrupted run's when they start at a batch other workers made
+    there (the epoch's first ``skipped`` batches were skipped without being loaded), or
+    when the uninterrupted run's workers persist across epochs (``persistent_workers``)
+    and the run resumes after its first epoch."""
+    if not isinstance(loader, DataLoader) or not loader.num_workers:
+        return
+    persistent = later_epoch and loader.persistent_workers
+    if not (skipped or persistent):
+        return
+    where = (
+        f"{skipped} batch(es) into the epoch, whose consumed samples are skipped without "
+        f"being loaded, so the new worker processes start their random generators at the "
+        f"next batch, where the uninterrupted run's workers had drawn for earlier batches"
+        if skipped
+        else "after the first epoch with persistent_workers=True, so the new worker "
+        "processes start their random generators afresh, where the uninterrupted run's "
+        "workers went on from the epochs before"
+    )
+    warnings.warn(
+        f"resumed {where} (num_workers={loader.num_workers}). Random draws made in the "
+        f"workers from here (random augmentations in __getitem__, a random collate_fn) "
+        f"differ from the uninterrupted run's; the order of the samples is the same, and "
+        f"so are the weights when the workers draw nothing. For exact draws, derive them "
+        f"from the sample index and the epoch, or train with num_workers=0"
+        f"{'' if persistent else ', or resume at an epoch boundary'}.",
+        RuntimeWarning,
+        stacklevel=user_stacklevel(),
+    )
 
 
 def _not_empty(batches: Iterable[T], dataset: Any, epoch: int) -> Iterator[T]:
