@@ -95,12 +95,6 @@ def test_exif_orientation_is_a_generator_property_as_the_readme_says(
     assert image[:, :3].float().mean() > 200 and image[:, 5:].float().mean() < 50
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scramjet.data.csvlist.check_header_is_not_a_row shows a tab-separated first "
-    "line joined by commas and suggests the header 'image,label'; with that header the "
-    "list is read as comma-separated and its tab-separated rows are refused",
-)
 def test_the_missing_header_advice_for_a_tab_separated_list_can_be_followed(
     tmp_path: Path,
 ) -> None:

@@ -45,7 +45,8 @@ def test_a_list_without_a_header_line_is_refused_instead_of_losing_its_first_row
     root, _ = folder
     rows = (root / "list.csv").read_text().splitlines()[1:]  # the header left out
     (root / "bare.csv").write_text("\n".join(rows) + "\n")
-    with pytest.raises(ValueError, match=r"looks like a row, not a header.*e\.g\. 'image,label'"):
+    # the list is tab-separated: so is the header the advice shows
+    with pytest.raises(ValueError, match=r"looks like a row, not a header.*e\.g\. 'image\\tlabel'"):
         _pack(root, root / "bare.csv", tmp_path / "p")
     _no_pack_left(tmp_path)
 

@@ -141,14 +141,21 @@ def dtype_list(dtype: Any) -> list[str]:
 
 def check_header_is_not_a_row(header: list[str], root: Path, file_list: object) -> None:
     """A list without a header line would lose its first row silently (taken as the
-    header): refuse a header whose first cell is a file in ``root``."""
+    header): refuse a header whose first cell is a file in ``root``. The advice keeps the
+    list's own separator (a tab-separated list given a comma header is read with commas)."""
     first = header[0] if header else ""
     if first and (root / first).is_file():
+        with open(Path(str(file_list)), encoding="utf-8-sig", errors="replace") as f:
+            tabbed = "\t" in f.readline()
+        sep, sep_name = ("\t", "a tab") if tabbed else (",", "a comma")
+        values = ["label"] if len(header) <= 2 else [f"label{i}" for i in range(1, len(header))]
+        example = sep.join(["image", *values])
         raise ValueError(
-            f"the first line of file_list {str(file_list)!r} ({','.join(header)!r}) looks "
+            f"the first line of file_list {str(file_list)!r} ({sep.join(header)!r}) looks "
             f"like a row, not a header: {first!r} is a file in {str(root)!r}, and the first "
             f"line is read as the column names, so that image would be left out. Add a "
-            f"header line first, e.g. 'image,label'."
+            f"header line first, its names separated by {sep_name} like the rows, "
+            f"e.g. {example!r}."
         )
 
 
