@@ -151,13 +151,6 @@ def _trained_with_collate() -> Trainer:
     return trainer
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="evaluate()/predict() add the last train()'s collate_fn to a DataLoader the user "
-    "built and then refuse it: 'dataloader kwargs and collate_fn (received "
-    "['collate_fn']) would be ignored', though the user passed none (trainer.py)",
-)
 @pytest.mark.parametrize("call", ["evaluate", "predict"])
 def test_a_ready_dataloader_is_evaluated_after_training_with_a_collate_fn(call: str) -> None:
     trainer = _trained_with_collate()
@@ -170,12 +163,6 @@ def test_a_ready_dataloader_is_evaluated_after_training_with_a_collate_fn(call: 
         assert torch.allclose(out, trainer.model(_data().tensors[0]).detach())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="train(collate_fn=...) with eval_dataset a DataLoader of the user's is refused: "
-    "the training collate_fn is counted as one given to the evaluation loader (trainer.py)",
-)
 def test_a_ready_eval_dataloader_next_to_a_training_collate_fn() -> None:
     trainer = _trainer()
     original = trainer.calculate_train_batch_loss
@@ -238,7 +225,7 @@ def _resume_warnings(tmp_path: Path, stop_at: int, **loader: Any) -> list[str]:
     kwargs: dict[str, Any] = {"num_epochs": 2, "per_device_batch_size": 4}
     cut.train(_data(), train_dataloader_kwargs=loader, **kwargs)
     cut.save_checkpoint(tmp_path / "cut.pt")
-    _end_workers()  # the cut run's are left alive (see the xfail test below)
+    _end_workers()  # a cut run could leave them alive (see the stopped-run test below)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         again = _trainer()
@@ -278,13 +265,6 @@ def test_a_resume_after_the_first_epoch_with_persistent_workers_warns(tmp_path: 
     assert "after the first epoch with persistent_workers=True" in messages[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run stopped mid-epoch by StopTrainingError keeps its DataLoader's worker "
-    "processes alive: trainer.stop_reason holds the exception, whose traceback holds the "
-    "epoch's batch iterator; they end only when the cycle is collected, and that shutdown "
-    "takes torch's join timeout (about 5 s per worker) (trainer.py)",
-)
 def test_a_run_stopped_mid_epoch_leaves_no_worker_processes() -> None:
     trainer = _trainer()
     trainer.callback_handler.add_callback(_Stop(2))

@@ -362,7 +362,9 @@ class Trainer:
         each rank gets its own share (like ``DistributedSampler``), reshuffled every epoch.
         """
         if yields_batches(self.train_dataset):  # a DataLoader or generator: used as given
-            self._check_ready_loader(self.train_dataset, "train_dataset", train_dl_kwargs)
+            self._check_ready_loader(
+                self.train_dataset, "train_dataset", train_dl_kwargs, self.collate_fn
+            )
             return cast(Iterable[Any], self.train_dataset)
         kwargs = {**self.get_default_train_dl_kwargs(batch_size), **(train_dl_kwargs or {})}
         if self.collate_fn is not None:  # train(collate_fn=...) wins over the kwargs' one
@@ -378,7 +380,11 @@ class Trainer:
         A ``DataLoader`` or a generator of batches is used as given.
         """
         if yields_batches(self.eval_dataset):
-            self._check_ready_loader(self.eval_dataset, "the evaluation data", eval_dl_kwargs)
+            # the last train()'s collate_fn, carried over, is for datasets: not counted here
+            given = None if self.collate_fn is self._train_collate_fn else self.collate_fn
+            self._check_ready_loader(
+                self.eval_dataset, "the evaluation data", eval_dl_kwargs, given
+            )
             return cast(Iterable[Any], self.eval_dataset)
         kwargs = {**self.get_default_eval_dl_kwargs(batch_size), **(eval_dl_kwargs or {})}
         kwargs.pop("shuffle", None)
@@ -693,7 +699,8 @@ class Trainer:
                 if self.state.stop_requested:
                     break
         except StopTrainingError as err:
-            self.stop_reason = err
+            # kept without its frames: they hold the epoch's loader (and its worker processes)
+            self.stop_reason = err.with_traceback(None)
             self.callback_handler.call_event(Event.STOP_TRAINING_ERROR, self, error=err)
         except BaseException:
             self._close_after_crash()
@@ -1056,13 +1063,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ internals
     def _check_ready_loader(
-        self, loader: object, name: str, kwargs: Mapping[str, Any] | None
+        self, loader: object, name: str, kwargs: Mapping[str, Any] | None, collate: object
     ) -> None:
-        if kwargs or self.collate_fn is not None:
+        if kwargs or collate is not None:
             raise ValueError(
                 f"{name} is a {type(loader).__name__} that already yields batches, so "
                 f"dataloader kwargs and collate_fn (received "
-                f"{sorted(kwargs or {}) + (['collate_fn'] if self.collate_fn else [])}) would "
+                f"{sorted(kwargs or {}) + (['collate_fn'] if collate else [])}) would "
                 f"be ignored. Set them on your DataLoader, or pass the dataset itself."
             )
         check_ready_loader(loader, name)
