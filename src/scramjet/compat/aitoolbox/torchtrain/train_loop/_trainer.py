@@ -54,6 +54,35 @@ def per_loss_mean(parts: Sequence[tuple[Mapping[str, Any], int]]) -> dict[str, f
     return {k: sum(float(p[k]) * n for p, n in parts) / total for k in parts[0][0]}
 
 
+def _check_loss(raw: Any, method: str) -> None:
+    """Refuse a loss that cannot be backpropagated, naming what ``method`` returned."""
+    if isinstance(raw, torch.Tensor | MultiLoss):
+        return
+    if callable(getattr(raw, "detach", None)) and callable(getattr(raw, "backward", None)):
+        return
+    raise TypeError(
+        f"{method}(batch, criterion, device) must return the batch's loss as a tensor that "
+        f"requires grad (or a MultiLoss); received {type(raw).__name__} ({raw!r:.80}). Return "
+        f"criterion(outputs, targets) itself, not loss.item() or float(loss)."
+    )
+
+
+def _check_predictions(output: Any, method: str) -> None:
+    """Refuse a ``get_predictions`` result that is not ``(y_pred, y_true, metadata)``."""
+    if isinstance(output, tuple | list) and len(output) == 3:
+        return
+    got = (
+        f"a {type(output).__name__} of {len(output)}"
+        if isinstance(output, tuple | list)
+        else (type(output).__name__)
+    )
+    raise TypeError(
+        f"{method}(batch, device) must return three values, (y_pred, y_true, metadata); "
+        f"received {got}. Return e.g. (predictions.cpu(), targets.cpu(), {{}}) (metadata may "
+        f"be an empty dict or None)."
+    )
+
+
 def _batch_loss_value(raw: Any, divided: Any, window: int) -> Any:
     """A batch's loss as ``loss_batch_accum`` keeps it until read (then a float; a dict per
     loss for a :class:`MultiLoss`), before the division by the accumulation window; None
@@ -201,12 +230,16 @@ class TTTrainer(Trainer):
     def calculate_train_batch_loss(self, batch: Any) -> dict[str, Any]:
         """``get_loss(batch, criterion, device)`` (through the feed definition of a ``ModelWrap``)."""
         self._raw_loss = raw = self._call_model("get_loss", batch)
+        _check_loss(raw, "get_loss")
         self._train_batch_size = size = batch_size_of(batch)
         return {"loss": self._recorded(raw, None, size), "model_outputs": None, "batch_size": size}
 
     def calculate_eval_batch_loss(self, batch: Any) -> dict[str, Any]:
         """``get_loss_eval`` (or ``get_loss``) on an evaluation batch, under ``torch.no_grad``."""
         raw = self._call_model("get_loss_eval", batch)
+        _check_loss(
+            raw, "get_loss_eval" if hasattr(self.unwrapped_model, "get_loss_eval") else "get_loss"
+        )
         size = batch_size_of(batch)
         return {
             "loss": self._recorded(raw, self.loss_parts, size),
@@ -308,6 +341,7 @@ class TTTrainer(Trainer):
                 output = (model(batch[0].to(self.device)).cpu(), batch[1].cpu(), None)
             else:
                 output = output(batch, self.device)
+        _check_predictions(output, "get_predictions")
         self.prediction_batches.append(output)
         return torch.full((batch_size_of(batch),), len(self.prediction_batches) - 1)
 

@@ -1,0 +1,72 @@
+"""An AIToolbox user's experiments after changing the imports: model contract mistakes,
+tracked folders, cloud saving and continued training."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from scramjet.compat.aitoolbox.torchtrain.model import TTModel
+from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoop
+
+
+def _data(n: int, seed: int) -> TensorDataset:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 6, generator=g)
+    return TensorDataset(x, (x[:, 0] > 0).long() + (x[:, 1] > 0.5).long())
+
+
+class Net(TTModel):
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1, self.l2 = nn.Linear(6, 8), nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.l2(torch.relu(self.l1(x)))
+
+    def get_loss(self, batch: Any, criterion: Any, device: Any) -> Any:
+        x, y = batch
+        return criterion(self(x.to(device)), y.to(device))
+
+    def get_predictions(self, batch: Any, device: Any) -> Any:
+        x, y = batch
+        return self(x.to(device)).argmax(1).cpu(), y.cpu(), {}
+
+
+def _loop(model: nn.Module, **kwargs: Any) -> TrainLoop:
+    train = DataLoader(_data(40, 0), batch_size=16)
+    val = DataLoader(_data(20, 1), batch_size=8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    return TrainLoop(model, train, val, None, optimizer, nn.CrossEntropyLoss(), **kwargs)
+
+
+# ----------------------------------------------------------------- the TTModel contract
+class ItemLoss(Net):
+    """A common slip: get_loss returns the loss as a Python number."""
+
+    def get_loss(self, batch: Any, criterion: Any, device: Any) -> Any:
+        return super().get_loss(batch, criterion, device).item()
+
+
+class TwoPredictions(Net):
+    """A common slip: get_predictions leaves out the metadata."""
+
+    def get_predictions(self, batch: Any, device: Any) -> Any:
+        x, y = batch
+        return self(x).argmax(1), y
+
+
+def test_a_loss_that_is_a_number_is_refused_with_what_to_return() -> None:
+    loop = _loop(ItemLoss())
+    with pytest.raises(TypeError, match=r"get_loss.*received float.*not loss\.item\(\)"):
+        loop.fit(num_epochs=1)
+
+
+def test_predictions_without_metadata_are_refused_with_the_expected_form() -> None:
+    loop = _loop(TwoPredictions())
+    with pytest.raises(TypeError, match=r"three values.*received a tuple of 2"):
+        loop.predict_on_validation_set()
