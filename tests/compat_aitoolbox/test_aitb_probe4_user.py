@@ -70,3 +70,55 @@ def test_predictions_without_metadata_are_refused_with_the_expected_form() -> No
     loop = _loop(TwoPredictions())
     with pytest.raises(TypeError, match=r"three values.*received a tuple of 2"):
         loop.predict_on_validation_set()
+
+
+# ----------------------------------------------------------------- tracked loops
+def _val_package() -> Any:
+    from scramjet.compat.aitoolbox.experiment.result_package.basic_packages import (
+        ClassificationResultPackage,
+    )
+
+    return ClassificationResultPackage()
+
+
+@pytest.mark.parametrize("mode", ["S3", "aws-s3", "gs"])
+def test_a_misspelled_cloud_save_mode_is_refused_not_saved_locally(
+    tmp_path: Any, mode: str
+) -> None:
+    from scramjet.compat.aitoolbox.torchtrain.callbacks.model_save import ModelCheckpoint
+    from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoopCheckpointEndSave
+
+    model = Net()
+    train = DataLoader(_data(40, 0), batch_size=16)
+    val = DataLoader(_data(20, 1), batch_size=8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match=rf"cloud_save_mode='{mode}' names no storage.*'local'"):
+        TrainLoopCheckpointEndSave(
+            model, train, val, None, opt, nn.CrossEntropyLoss(), "p", "e", str(tmp_path), {},
+            val_result_package=_val_package(), cloud_save_mode=mode,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="names no storage"):
+        ModelCheckpoint("p", "e", str(tmp_path), {}, cloud_save_mode=mode)
+    assert not any(tmp_path.iterdir())  # nothing was written
+
+
+def test_a_wrongly_cased_cloud_save_mode_gets_a_suggestion(tmp_path: Any) -> None:
+    from scramjet.compat.aitoolbox.torchtrain.callbacks.model_save import ModelTrainEndSave
+
+    with pytest.raises(ValueError, match=r"Did you mean 's3'\?"):
+        ModelTrainEndSave("p", "e", str(tmp_path), {}, _val_package(), cloud_save_mode="S3")
+
+
+def test_local_cloud_save_modes_still_save_locally(tmp_path: Any) -> None:
+    from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoopCheckpoint
+
+    for mode in (None, "local"):
+        model = Net()
+        loop = TrainLoopCheckpoint(
+            model, DataLoader(_data(40, 0), batch_size=16), None, None,
+            torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(),
+            "p", f"e{mode}", str(tmp_path), {}, cloud_save_mode=mode,
+        )  # fmt: skip
+        loop.fit(num_epochs=1)
+        (folder,) = (tmp_path / "p").glob(f"e{mode}_*")
+        assert len(list((folder / "checkpoint_model").glob("*_E0.pth"))) == 1

@@ -107,6 +107,29 @@ class AbstractCallback:
 
 S3_MODES = ("s3", "aws_s3", "aws")
 GCS_MODES = ("gcs", "google_storage", "google storage")
+#: Besides None: the value AIToolbox's own examples pass for local files only.
+LOCAL_MODES = ("local",)
+
+
+def check_cloud_save_mode(mode: Any, who: str) -> None:
+    """Refuse a ``cloud_save_mode`` that names no storage.
+
+    AIToolbox saved locally for any value it did not know, so ``'S3'`` or ``'aws-s3'``
+    trained without uploading anything and without saying so.
+
+    Raises:
+        ValueError: ``mode`` is not None, ``'local'``, an S3 mode or a GCS mode.
+    """
+    known = S3_MODES + GCS_MODES + LOCAL_MODES
+    if mode is None or (isinstance(mode, str) and mode in known):
+        return
+    close = [k for k in known if isinstance(mode, str) and k == mode.strip().lower()]
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ValueError(
+        f"{who}: cloud_save_mode={mode!r} names no storage; expected 's3' (or 'aws_s3', "
+        f"'aws') to also save to S3, 'gcs' (or 'google_storage') to also save to Google "
+        f"Cloud Storage, or None / 'local' to save on local disk only.{hint}"
+    )
 
 
 class AbstractExperimentCallback(AbstractCallback):
@@ -122,7 +145,8 @@ class AbstractExperimentCallback(AbstractCallback):
         local_model_result_folder_path: local folder under which the project folder lives;
             ``~`` is expanded.
         cloud_save_mode: ``'s3'``/``'aws_s3'``/``'aws'``, ``'gcs'``/``'google_storage'``/
-            ``'google storage'``, or anything else for local files only.
+            ``'google storage'``, or None/``'local'`` for local files only (any other
+            value is an error).
         bucket_name: the bucket for cloud copies.
         cloud_dir_prefix: folder inside the bucket.
         execution_order: see :class:`AbstractCallback`.
@@ -149,6 +173,7 @@ class AbstractExperimentCallback(AbstractCallback):
             if local_model_result_folder_path is None
             else os.path.expanduser(local_model_result_folder_path)
         )
+        check_cloud_save_mode(cloud_save_mode, callback_name)
         self.cloud_save_mode = cloud_save_mode
         self.bucket_name = bucket_name
         self.cloud_dir_prefix = cloud_dir_prefix

@@ -19,6 +19,7 @@ from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import (
     GCS_MODES,
     S3_MODES,
     AbstractCallback,
+    check_cloud_save_mode,
 )
 
 __all__ = ["ModelCheckpoint", "ModelIterationCheckpoint", "ModelTrainEndSave"]
@@ -158,7 +159,7 @@ class ModelCheckpoint(_SavesHyperparams):
         local_model_result_folder_path: local folder under which the project folder lives.
         hyperparams: the run's hyperparameters (written to ``hyperparams_list.txt``).
         cloud_save_mode: ``'s3'``/``'aws_s3'``/``'aws'``, ``'gcs'``/``'google_storage'``, or
-            anything else (None) for local files only.
+            None/``'local'`` for local files only (any other value is an error).
         bucket_name: the bucket of cloud copies.
         cloud_dir_prefix: folder inside the bucket.
         rm_subopt_local_models: False keeps every local checkpoint; True (decide on
@@ -179,6 +180,7 @@ class ModelCheckpoint(_SavesHyperparams):
         num_best_checkpoints_kept: int = 2,
     ) -> None:
         super().__init__("Model checkpoint at end of epoch", 100, 0)
+        check_cloud_save_mode(cloud_save_mode, type(self).__name__)
         self.project_name, self.experiment_name = project_name, experiment_name
         self.local_model_result_folder_path = os.path.expanduser(local_model_result_folder_path)
         self.hyperparams = hyperparams
@@ -332,6 +334,7 @@ class ModelTrainEndSave(_SavesHyperparams):
         cloud_dir_prefix: str = "",
     ) -> None:
         super().__init__("Model save at the end of training", 101)
+        check_cloud_save_mode(cloud_save_mode, type(self).__name__)
         self.project_name, self.experiment_name = project_name, experiment_name
         self.local_model_result_folder_path = os.path.expanduser(local_model_result_folder_path)
         self.hyperparams = hyperparams
