@@ -122,3 +122,25 @@ def test_local_cloud_save_modes_still_save_locally(tmp_path: Any) -> None:
         loop.fit(num_epochs=1)
         (folder,) = (tmp_path / "p").glob(f"e{mode}_*")
         assert len(list((folder / "checkpoint_model").glob("*_E0.pth"))) == 1
+
+
+def test_hyperparams_none_means_no_hyperparameters(tmp_path: Any) -> None:
+    from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoopCheckpointEndSave
+
+    model = Net()
+    loop = TrainLoopCheckpointEndSave(
+        model, DataLoader(_data(40, 0), batch_size=16), DataLoader(_data(20, 1), batch_size=8),
+        None, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(),
+        "p", "e", str(tmp_path), None, val_result_package=_val_package(), cloud_save_mode=None,
+    )  # fmt: skip
+    loop.fit(num_epochs=1)
+    (folder,) = (tmp_path / "p").glob("e_*")
+    lines = (folder / "hyperparams_list.txt").read_text().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["experiment_file_path", "source_dirs_paths"]
+    with pytest.raises(TypeError, match=r"hyperparams must be a dict.*received list"):
+        TrainLoopCheckpointEndSave(
+            model, DataLoader(_data(40, 0), batch_size=16), None, None,
+            torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(),
+            "p", "e", str(tmp_path), [("lr", 0.1)], test_result_package=None,
+            val_result_package=None, cloud_save_mode=None,
+        )  # fmt: skip

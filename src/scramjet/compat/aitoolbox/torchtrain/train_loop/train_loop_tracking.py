@@ -32,6 +32,18 @@ def _caller_file() -> str:
     return frame.f_code.co_filename if frame is not None else ""
 
 
+def _hyperparams_dict(hyperparams: Any) -> dict[str, Any]:
+    """The hyperparameters as the dict the savers write (None: no hyperparameters)."""
+    if hyperparams is None:
+        return {}
+    if not isinstance(hyperparams, dict):
+        raise TypeError(
+            f"hyperparams must be a dict of the run's hyperparameters (e.g. {{'lr': 0.01}}, or "
+            f"{{}} for none); received {type(hyperparams).__name__}."
+        )
+    return hyperparams
+
+
 def _note_sources(hyperparams: dict[str, Any], source_dirs: Sequence[str]) -> None:
     hyperparams.setdefault("experiment_file_path", _caller_file())
     hyperparams.setdefault("source_dirs_paths", source_dirs)  # as given, as AIToolbox kept it
@@ -76,7 +88,7 @@ class TrainLoopCheckpoint(TrainLoop):
         project_name: str,
         experiment_name: str,
         local_model_result_folder_path: str,
-        hyperparams: dict[str, Any],
+        hyperparams: dict[str, Any] | None,
         cloud_save_mode: str | None = "s3",
         bucket_name: str = "model-result",
         cloud_dir_prefix: str = "",
@@ -90,6 +102,7 @@ class TrainLoopCheckpoint(TrainLoop):
             model, train_loader, validation_loader, test_loader, optimizer, criterion, **loop_kwargs
         )
         _check_save_freq(iteration_save_freq)
+        hyperparams = _hyperparams_dict(hyperparams)
         self.project_name, self.experiment_name = project_name, experiment_name
         self.local_model_result_folder_path = local_model_result_folder_path
         self.hyperparams = hyperparams
@@ -138,7 +151,7 @@ class TrainLoopEndSave(TrainLoop):
         project_name: str,
         experiment_name: str,
         local_model_result_folder_path: str,
-        hyperparams: dict[str, Any],
+        hyperparams: dict[str, Any] | None,
         val_result_package: Any = None,
         test_result_package: Any = None,
         cloud_save_mode: str | None = "s3",
@@ -151,6 +164,7 @@ class TrainLoopEndSave(TrainLoop):
             model, train_loader, validation_loader, test_loader, optimizer, criterion, **loop_kwargs
         )
         _check_packages_loaders(self, val_result_package, test_result_package)
+        hyperparams = _hyperparams_dict(hyperparams)
         self.project_name, self.experiment_name = project_name, experiment_name
         self.local_model_result_folder_path = local_model_result_folder_path
         self.hyperparams = hyperparams
@@ -190,7 +204,7 @@ class TrainLoopCheckpointEndSave(TrainLoopEndSave):
         project_name: str,
         experiment_name: str,
         local_model_result_folder_path: str,
-        hyperparams: dict[str, Any],
+        hyperparams: dict[str, Any] | None,
         val_result_package: Any = None,
         test_result_package: Any = None,
         cloud_save_mode: str | None = "s3",
