@@ -144,3 +144,62 @@ def test_hyperparams_none_means_no_hyperparameters(tmp_path: Any) -> None:
             "p", "e", str(tmp_path), [("lr", 0.1)], test_result_package=None,
             val_result_package=None, cloud_save_mode=None,
         )  # fmt: skip
+
+
+# ----------------------------------------------------------------- continuing a run
+def _tracked_loop(root: Any, seed: int = 0) -> tuple[Net, Any]:
+    from scramjet.compat.aitoolbox.tracked import TrainLoopCheckpoint
+
+    torch.manual_seed(seed)
+    model = Net()
+    loop = TrainLoopCheckpoint(
+        model, DataLoader(_data(40, 0), batch_size=16, shuffle=True),
+        DataLoader(_data(20, 1), batch_size=8), None,
+        torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), nn.CrossEntropyLoss(),
+        "p", "run", str(root), {"lr": 0.1},
+    )  # fmt: skip
+    return model, loop
+
+
+def test_resume_from_a_tracked_run_folder_continues_it_exactly(tmp_path: Any) -> None:
+    from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import AbstractCallback
+
+    class Crash(AbstractCallback):
+        def __init__(self) -> None:
+            super().__init__("crash")
+
+        def on_epoch_end(self) -> None:
+            if self.train_loop_obj.epoch == 1:  # after epoch 0 was checkpointed
+                raise RuntimeError("simulated crash")
+
+    whole, loop = _tracked_loop(tmp_path / "a")
+    loop.fit(num_epochs=3)
+    _, loop = _tracked_loop(tmp_path / "b")
+    with pytest.raises(Exception, match="simulated crash"):
+        loop.fit(num_epochs=3, callbacks=[Crash()])
+    (run,) = (tmp_path / "b" / "p").iterdir()
+    resumed, loop = _tracked_loop(tmp_path / "b")
+    loop.fit(num_epochs=3, resume_from=str(run))  # the run folder, as `scramjet runs` lists it
+    for name, value in whole.state_dict().items():
+        assert torch.equal(value, resumed.state_dict()[name]), name
+    assert len(loop.train_history["val_loss"]) == 3  # the first epoch's value is restored
+
+
+def test_resume_from_an_aitoolbox_experiment_folder_says_how_to_continue(tmp_path: Any) -> None:
+    from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoopCheckpoint
+
+    model = Net()
+    loop = TrainLoopCheckpoint(
+        model, DataLoader(_data(40, 0), batch_size=16), None, None,
+        torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(),
+        "p", "exp", str(tmp_path), {}, cloud_save_mode=None,
+    )  # fmt: skip
+    loop.fit(num_epochs=1)
+    (folder,) = (tmp_path / "p").iterdir()
+    stamp = folder.name[len("exp_") :]
+    for given in (folder, folder / "checkpoint_model"):
+        again = TrainLoop(
+            model, loop.train_loader, None, None, loop.optimizer, nn.CrossEntropyLoss()
+        )
+        with pytest.raises(ValueError, match=rf"holds .*ModelLoadContinueTraining\('{stamp}'"):
+            again.fit(num_epochs=2, resume_from=str(given))

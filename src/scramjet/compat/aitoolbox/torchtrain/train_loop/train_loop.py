@@ -275,7 +275,8 @@ class TrainLoop:
                 f"num_epochs, num_iterations, callbacks, grad_accumulation and "
                 f"{', '.join(_FIT_KEYS)}. Check the spelling."
             )
-        _check_not_a_model_file(kwargs.get("resume_from"))
+        if kwargs.get("resume_from") is not None:
+            kwargs["resume_from"] = _resume_source(kwargs["resume_from"])
         if self.gpu_mode == "dp":
             resume = {"resume_from": kwargs["resume_from"]} if "resume_from" in kwargs else {}
             return self._train_dp(
@@ -647,7 +648,28 @@ def _loader_of(loop: TrainLoop, which: str, what: str) -> Any:
     return loader
 
 
-def _check_not_a_model_file(resume_from: Any) -> None:
+def _resume_source(resume_from: Any) -> Any:
+    """``resume_from`` as the Trainer reads it: a tracked run's folder → its ``checkpoints/``.
+
+    Raises:
+        ValueError: an AIToolbox experiment folder or model file, which only
+            ``ModelLoadContinueTraining`` reads (the message gives the call).
+    """
+    path = os.fspath(resume_from) if isinstance(resume_from, str | os.PathLike) else None
+    if path is None or not os.path.isdir(path):
+        _check_not_a_model_file(resume_from)
+        return resume_from
+    if os.path.isfile(os.path.join(path, "run.json")):
+        return os.path.join(path, "checkpoints")  # the tracked loops' run folder
+    saved = [os.path.join(path, d) for d in ("model", "checkpoint_model", ".")]
+    files = sorted(f.path for d in saved if os.path.isdir(d) for f in os.scandir(d))
+    model_files = [f for f in files if f.endswith(".pth")]
+    if model_files:  # an AIToolbox experiment folder, or one of its model folders
+        _check_not_a_model_file(os.path.normpath(model_files[-1]), given=path)
+    return resume_from
+
+
+def _check_not_a_model_file(resume_from: Any, given: str | None = None) -> None:
     """Refuse a model file of AIToolbox's savers as ``resume_from``, saying how to continue.
 
     Such a file holds ``model_state_dict``/``optimizer_state_dict``/``epoch``, not the
@@ -668,8 +690,9 @@ def _check_not_a_model_file(resume_from: Any) -> None:
     saved_dir = os.path.basename(os.path.dirname(os.path.abspath(resume_from)))
     epoch = state.get("epoch") if saved_dir == "checkpoint_model" else None
     project_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(resume_from))))
+    what = f"holds {os.path.basename(resume_from)!r}, " if given else "is "
     raise ValueError(
-        f"resume_from={str(resume_from)!r} is a model file written by an AIToolbox saver "
+        f"resume_from={str(given or resume_from)!r} {what}a model file written by an AIToolbox saver "
         f"(model, optimizer and scheduler states and the epoch), not a checkpoint of the "
         f"whole training state that resume_from restores. Continue from it as in AIToolbox: "
         f"fit(..., callbacks=[ModelLoadContinueTraining({stamp!r}, saved_model_dir="
