@@ -185,3 +185,26 @@ def test_a_failed_run_leaves_a_last_progress_line_saying_where_it_stopped(
     assert lines[-1].startswith("epoch 2/3 train 3/8 | loss "), lines
     assert lines[-1].endswith("ended early"), lines
     assert len(lines) == 2, lines
+
+
+# ----------------------------------------------------------------------------- format names
+
+
+class _Accuracy(TrainerCallback):
+    def on_eval_epoch_end(self, trainer: Any, **kwargs: Any) -> None:
+        trainer.run_history.update_metric("eval_accuracy", 0.875)
+
+
+@pytest.mark.parametrize("key", ["accuracy", "eval_accuracy"])
+def test_format_takes_a_metric_by_its_run_history_name_too(key: str) -> None:
+    # format={"eval_accuracy": ...} was silently ignored: only the short name was looked up
+    out = io.StringIO()
+    board = Dashboard(
+        file=out, show_memory=False, print_every=600, format={key: ("percent", ".1f")}
+    )
+    trainer = make_trainer(TinyMLP(), callbacks=[_Accuracy(), board])
+    trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=8, eval_dataset=blobs(n=8))
+    board.close()
+    eval_lines = [ln for ln in out.getvalue().splitlines() if ln.startswith("eval ")]
+    assert eval_lines and "87.5" in eval_lines[-1], eval_lines
+    assert "0.875" not in eval_lines[-1]

@@ -742,6 +742,9 @@ class Dashboard(TrainerCallback):
                 short = full[len(stage) + 1 :]
                 self._entries.setdefault(stage, {})[short] = values[-1]
                 name = short.removesuffix("_epoch")
+                for key in (short, name):  # format= may name it as the run history does
+                    if full in self.format:
+                        self.format.setdefault(key, self.format[full])
                 if stage == "train" and name == "loss":
                     continue  # the per-step loss curve already covers it
                 self._as_is.add((name, stage))
