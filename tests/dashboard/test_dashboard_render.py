@@ -148,6 +148,9 @@ def test_bad_arguments_are_explained() -> None:
         Dashboard(format={"acc": ("tailor", ".1f")})
     with pytest.raises(ValueError, match="mpe"):
         Dashboard(file=io.StringIO()).gauge({"loss": 1.0}, mile=0, epoch=0, mpe=0, stage="t")
+    # a step past the epoch's end was drawn as "6/4"
+    with pytest.raises(ValueError, match=r"0 <= mile < mpe.*mile=5, mpe=4"):
+        Dashboard(file=io.StringIO()).gauge({"loss": 1.0}, mile=5, epoch=0, mpe=4, stage="t")
 
 
 def test_a_narrow_terminal_keeps_the_newest_points_of_a_curve() -> None:

@@ -254,9 +254,9 @@ class Dashboard(TrainerCallback):
                 instead of the wall clock.
             samples: Samples in this step; throughput is then in samples/s, else steps/s.
         """
-        if not _integral(mpe) or mpe < 1 or not _integral(mile) or mile < 0:
+        if not _integral(mpe) or mpe < 1 or not _integral(mile) or not 0 <= mile < mpe:
             raise ValueError(
-                f"gauge() needs int mile >= 0 and int mpe >= 1; received mile={mile!r}, "
+                f"gauge() needs int 0 <= mile < mpe and int mpe >= 1; received mile={mile!r}, "
                 f"mpe={mpe!r}. Pass the 0-based step and the number of steps per epoch."
             )
         if not _integral(interval) or interval < 1:
