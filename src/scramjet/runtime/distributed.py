@@ -123,8 +123,9 @@ def read_env(env: dict[str, str] | None = None) -> DistEnv:
     local_rank = _env_int("LOCAL_RANK", rank, source)
     local_world_size = _env_int("LOCAL_WORLD_SIZE", world_size, source)
     if world_size < 1 or not 0 <= rank < world_size:
+        unset = "" if source.get("WORLD_SIZE", "").strip() else " (WORLD_SIZE is not set)"
         raise ValueError(
-            f"RANK={rank} and WORLD_SIZE={world_size} are inconsistent: expected "
+            f"RANK={rank} and WORLD_SIZE={world_size}{unset} are inconsistent: expected "
             "WORLD_SIZE >= 1 and 0 <= RANK < WORLD_SIZE; start the script with torchrun or "
             "`scramjet launch`, or unset both"
         )
@@ -176,6 +177,15 @@ def init_distributed(
     seconds = _timeout_seconds(timeout)
     if env.world_size == 1 or not dist.is_available() or dist.is_initialized():
         return env
+    if not os.environ.get("RANK", "").strip():
+        # Every process would take rank 0 and wait for the others until the timeout.
+        raise RuntimeError(
+            f"WORLD_SIZE={env.world_size} but RANK is not set: every process would take "
+            f"rank 0, and the group would wait for the missing ranks until the timeout "
+            f"({seconds:g} s). Set RANK (0 to WORLD_SIZE-1, one per process) along with "
+            "WORLD_SIZE, or start the script with `scramjet launch --nproc-per-node N "
+            "script.py` or torchrun, which set both."
+        )
     missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name)]
     if missing:
         raise RuntimeError(

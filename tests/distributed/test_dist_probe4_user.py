@@ -1,0 +1,45 @@
+"""A user's distributed script probed from outside: launcher environments, launch
+commands and failures, checked in real processes (gloo on CPU)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update(PYTHONPATH=str(ROOT / "src"), SCRAMJET_DIST_TIMEOUT="5", **extra)
+    return env
+
+
+def _python(
+    code: str, env: dict[str, str], timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_world_size_without_rank_is_refused_at_once_naming_rank() -> None:
+    # Before: every process took rank 0, waited the whole timeout for the others and
+    # ended with torch's 'Timed out ... waiting for clients. 1/2 clients joined'.
+    env = _env(WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29681")
+    env["SCRAMJET_DIST_TIMEOUT"] = "60"  # a wait would show as a timeout of this test
+    done = _python("from scramjet.runtime import init_distributed; init_distributed()", env, 45)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert "WORLD_SIZE=2 but RANK is not set" in last and "scramjet launch" in last, last
+
+
+def test_rank_without_world_size_says_world_size_is_unset() -> None:
+    from scramjet.runtime.distributed import read_env
+
+    with pytest.raises(ValueError, match=r"RANK=1 and WORLD_SIZE=1 \(WORLD_SIZE is not set\)"):
+        read_env({"RANK": "1"})
