@@ -122,13 +122,35 @@ def _list_store(fs: Any, root: str) -> tuple[list[tuple[int, str]], list[str]]:
     return sorted(found), sorted(temporary)
 
 
+def _bounds(timeouts: StorageTimeouts | None) -> StorageTimeouts:
+    from scramjet.tracking.storage import StorageTimeouts
+
+    return timeouts or StorageTimeouts()
+
+
+def _read(bounds: StorageTimeouts, what: str, fn: Any, *args: Any, extra: float = 0.0) -> Any:
+    """``fn(*args)`` within ``bounds.call`` (+ ``extra``) seconds: a read of the store never
+    waits without a bound (gcsfs and other backends have no timeout of their own)."""
+    from scramjet.tracking.storage import call_with_deadline
+
+    return call_with_deadline(fn, *args, timeout=bounds.call + extra, name=what)
+
+
 def has_checkpoints(
-    location: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
+    location: str | os.PathLike[str],
+    storage_options: Mapping[str, Any] | None = None,
+    timeouts: StorageTimeouts | None = None,
 ) -> bool:
-    """Whether a local folder or a remote URL holds at least one checkpoint file."""
+    """Whether a local folder or a remote URL holds at least one checkpoint file.
+
+    The listing of a URL gets ``timeouts.call`` seconds (default :class:`StorageTimeouts()
+    <scramjet.tracking.storage.StorageTimeouts>`); a store that does not answer by then
+    raises ``TimeoutError``.
+    """
     if is_url(location):
-        fs, root = _open(str(location), storage_options)
-        return bool(_remote_names(fs, root))
+        fs, root = _open(str(location), storage_options, timeouts)
+        what = f"the listing of {location}"
+        return bool(_read(_bounds(timeouts), what, _remote_names, fs, root))
     folder = Path(location)
     if folder.is_file():
         return True
@@ -138,19 +160,35 @@ def has_checkpoints(
         return any(NAME_RE.match(e.name) for e in entries)
 
 
-def _fetch(fs: Any, remote: str, local: Path, *, reuse: bool = True) -> Path:
+def _fetch(
+    fs: Any, remote: str, local: Path, *, reuse: bool = True, timeouts: StorageTimeouts | None
+) -> Path:
     """Download ``remote`` to ``local`` atomically (with ``reuse``, a local file of the
-    same size is kept: right for names that are never reused, such as rotation's)."""
-    if reuse and local.is_file() and local.stat().st_size == int(fs.size(remote)):
-        return local
-    local.parent.mkdir(parents=True, exist_ok=True)
+    same size is kept: right for names that are never reused, such as rotation's), within
+    ``call + size / min_rate`` seconds; ``CheckpointError`` if the store takes longer."""
+    bounds = _bounds(timeouts)
+    try:
+        size = int(_read(bounds, f"the size of {remote}", fs.size, remote))
+        if reuse and local.is_file() and local.stat().st_size == size:
+            return local
+        local.parent.mkdir(parents=True, exist_ok=True)
 
-    def copy(file: Any) -> None:
-        with fs.open(remote, "rb") as source:
-            for block in iter(lambda: source.read(1 << 22), b""):
-                file.write(block)
+        def copy(file: Any) -> None:
+            with fs.open(remote, "rb") as source:
+                for block in iter(lambda: source.read(1 << 22), b""):
+                    file.write(block)
 
-    atomic_write(local, copy, fsync=False)
+        def download() -> None:
+            atomic_write(local, copy, fsync=False)
+
+        _read(bounds, f"the download of {remote}", download, extra=size / bounds.min_rate)
+    except TimeoutError as error:
+        raise CheckpointError(
+            f"could not download the checkpoint {remote}: {error} (StorageTimeouts: "
+            f"call={bounds.call:g} s, min_rate={bounds.min_rate:g} B/s). Check that the "
+            f"store is reachable and try again; pass timeouts=StorageTimeouts(...) for a "
+            f"slower link."
+        ) from error
     return local
 
 
@@ -165,6 +203,7 @@ def load_remote(
     scope: str | None = None,
     fallback: bool = True,
     map_location: str | torch.device | None = "cpu",
+    timeouts: StorageTimeouts | None = None,
 ) -> LoadResult:
     """Restore ``state`` from the newest good checkpoint under ``url`` (or from one file).
 
@@ -182,23 +221,28 @@ def load_remote(
             load the same file).
         strict, scope, map_location: As for :meth:`CheckpointManager.load`.
         fallback: Try the previous checkpoint when the newest cannot be read.
+        timeouts: Bounds on the waits for the store (default :class:`StorageTimeouts()
+            <scramjet.tracking.storage.StorageTimeouts>`): each listing gets ``call``
+            seconds, a download ``call + size / min_rate``.
 
     Raises:
         FileNotFoundError: Nothing to load at ``url``.
         CorruptCheckpointError: No candidate passed its checksum.
+        CheckpointError: The store could not be listed or a download did not finish in time.
     """
-    fs, root = _open(url, storage_options)
+    fs, root = _open(url, storage_options, timeouts)
     folder = Path(local_dir) if local_dir is not None else default_local_dir(url)
     manager = CheckpointManager(folder, keep_last=None)
     options: dict[str, Any] = {"strict": strict, "scope": scope, "map_location": map_location}
     try:
-        one_file = fs.isfile(root)
-        remote = [] if one_file else _remote_names(fs, root)
-    except Exception as error:  # unreachable store, refused credentials...
+        one_file = _read(_bounds(timeouts), f"the listing of {url}", fs.isfile, root)
+        remote = [] if one_file else _read(_bounds(timeouts), url, _remote_names, fs, root)
+    except Exception as error:  # unreachable store, refused credentials, no answer...
         raise _unreadable_store(url, folder, error) from error
     if one_file:
         name = root.rsplit("/", 1)[-1]
-        return manager.load(state, which=_fetch(fs, root, folder / name, reuse=False), **options)
+        local = _fetch(fs, root, folder / name, reuse=False, timeouts=timeouts)
+        return manager.load(state, which=local, **options)
     highest = remote[-1][0] if remote else 0
     # Complete local copies newer than the store: saved, then not uploaded (the store was
     # down, or the process died first). They hold the latest progress.
@@ -211,7 +255,7 @@ def load_remote(
             "writes) nor a folder of files named ckpt-<seq>-step<step>.pt (as "
             "SaveTrainingStateCallback writes). Check the URL, or start without resume_from."
         )
-    found = _Candidates(url, fs, root, folder, candidates, set(pending))
+    found = _Candidates(url, fs, root, folder, candidates, set(pending), timeouts)
     return _load_first_good(manager, state, found, options)
 
 
@@ -226,6 +270,7 @@ class _Candidates:
     folder: Path
     names: list[str]
     pending: set[str]
+    timeouts: StorageTimeouts | None = None
 
     def where(self, name: str) -> str:
         return str(self.folder / name) if name in self.pending else f"{self.url}/{name}"
@@ -257,7 +302,7 @@ def _load_first_good(
             if only_local:
                 return manager.load(state, which=local, **options)
             remote = f"{found.root}/{name}"
-            return _load_downloaded(manager, state, found.fs, remote, local, options)
+            return _load_downloaded(manager, state, found, remote, local, options)
         except CorruptCheckpointError as error:
             errors.append(str(error))
             if not only_local:
@@ -275,7 +320,7 @@ def _load_first_good(
 def _load_downloaded(
     manager: CheckpointManager,
     state: Mapping[str, Any],
-    fs: Any,
+    found: _Candidates,
     remote_path: str,
     local: Path,
     options: dict[str, Any],
@@ -283,14 +328,15 @@ def _load_downloaded(
     """Download ``remote_path`` to ``local`` (an earlier copy of the same size is reused)
     and load it; a reused copy that fails its checksum is downloaded again first, as the
     damage may be in that copy only."""
-    cached = local.is_file()
-    _fetch(fs, remote_path, local)
+    cached, fs, timeouts = local.is_file(), found.fs, found.timeouts
+    _fetch(fs, remote_path, local, timeouts=timeouts)
     try:
         return manager.load(state, which=local, **options)
     except CorruptCheckpointError:
         if not cached:
             raise
-        return manager.load(state, which=_fetch(fs, remote_path, local, reuse=False), **options)
+        again = _fetch(fs, remote_path, local, reuse=False, timeouts=timeouts)
+        return manager.load(state, which=again, **options)
 
 
 def _unreadable_store(url: str, folder: Path, error: Exception) -> CheckpointError:

@@ -263,7 +263,10 @@ class RemoteCheckpointManager(CheckpointManager):
         if not newer:
             return super().latest_path
         name = newer[-1][1]
-        return _fetch(self.storage.fs, f"{self.storage.remote_root}/{name}", self.directory / name)
+        remote = f"{self.storage.remote_root}/{name}"
+        return _fetch(
+            self.storage.fs, remote, self.directory / name, timeouts=self.storage.timeouts
+        )
 
     def load(
         self,
@@ -288,6 +291,7 @@ class RemoteCheckpointManager(CheckpointManager):
                     local_dir=self.directory,
                     storage_options=self._storage_options,
                     fallback=fallback,
+                    timeouts=self.storage.timeouts,
                     **options,
                 )
         return super().load(state, which, fallback=fallback, **options)
