@@ -203,3 +203,74 @@ def test_resume_from_an_aitoolbox_experiment_folder_says_how_to_continue(tmp_pat
         )
         with pytest.raises(ValueError, match=rf"holds .*ModelLoadContinueTraining\('{stamp}'"):
             again.fit(num_epochs=2, resume_from=str(given))
+
+
+def test_continue_training_downloads_the_checkpoint_of_a_cloud_run(tmp_path: Any, s3: Any) -> None:
+    """The AWS workflow: the first machine is gone, its checkpoints are in the bucket."""
+    import shutil
+
+    from scramjet.compat.aitoolbox.torchtrain.callbacks.model_load import (
+        ModelLoadContinueTraining,
+    )
+    from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoopCheckpoint
+
+    bucket = s3.new_bucket()
+
+    def loop(root: Any) -> tuple[Net, TrainLoopCheckpoint]:
+        torch.manual_seed(0)
+        model = Net()
+        return model, TrainLoopCheckpoint(
+            model, DataLoader(_data(40, 0), batch_size=16, shuffle=True), None, None,
+            torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), nn.CrossEntropyLoss(),
+            "p", "e", str(root), {}, cloud_save_mode="s3", bucket_name=bucket,
+            cloud_dir_prefix="runs",
+        )  # fmt: skip
+
+    whole, first = loop(tmp_path / "whole")
+    first.fit(num_epochs=3)
+    _, first = loop(tmp_path / "machine_a")
+    first.fit(num_epochs=1)
+    shutil.rmtree(tmp_path / "machine_a")
+    continued, second = loop(tmp_path / "machine_b")
+    second.fit(
+        num_epochs=3,
+        callbacks=[ModelLoadContinueTraining(first.experiment_timestamp, epoch_num=0)],
+    )
+    assert second.epoch == 2  # epochs 1 and 2 were trained after the download
+    for name, value in whole.state_dict().items():
+        assert torch.equal(value, continued.state_dict()[name]), name
+
+
+def test_continue_training_reads_with_a_custom_local_loader_class(tmp_path: Any) -> None:
+    from scramjet.compat.aitoolbox.experiment.local_load.local_model_load import (
+        PyTorchLocalModelLoader,
+    )
+    from scramjet.compat.aitoolbox.torchtrain.callbacks.model_load import (
+        ModelLoadContinueTraining,
+    )
+    from scramjet.compat.aitoolbox.torchtrain.train_loop import TrainLoopCheckpoint
+
+    read: list[str] = []
+
+    class Recording(PyTorchLocalModelLoader):
+        def load_model_from_path(self, path: str, map_location: Any = "cpu") -> Any:
+            read.append(path)
+            return super().load_model_from_path(path, map_location)
+
+    def loop() -> TrainLoopCheckpoint:
+        model = Net()
+        return TrainLoopCheckpoint(
+            model, DataLoader(_data(40, 0), batch_size=16), None, None,
+            torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(),
+            "p", "e", str(tmp_path), {}, cloud_save_mode=None,
+        )  # fmt: skip
+
+    first = loop()
+    first.fit(num_epochs=1)
+    load = ModelLoadContinueTraining(
+        first.experiment_timestamp, epoch_num=0, custom_local_loader_class=Recording
+    )
+    second = loop()
+    second.fit(num_epochs=2, callbacks=[load])
+    assert [p.rsplit("/", 1)[-1] for p in read] == [f"model_e_{first.experiment_timestamp}_E0.pth"]
+    assert second.epoch == 1  # only the second epoch was trained

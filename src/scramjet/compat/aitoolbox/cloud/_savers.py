@@ -206,6 +206,10 @@ class BucketModelLoader(_Bucket):
         """Load the downloaded optimizer state into ``optimizer``."""
         return self.local_model_loader.init_optimizer(optimizer, device)
 
+    def init_amp(self, amp_scaler: Any) -> Any:
+        """Load the downloaded AMP scaler state."""
+        return self.local_model_loader.init_amp(amp_scaler)
+
     def init_scheduler(
         self, scheduler_callbacks_list: list[Any], ignore_saved: bool = False
     ) -> list[Any]:

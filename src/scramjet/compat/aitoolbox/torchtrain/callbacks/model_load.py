@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import AbstractExperimentCallback
+from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import (
+    GCS_MODES,
+    S3_MODES,
+    AbstractExperimentCallback,
+)
 
 __all__ = ["ModelLoadContinueTraining"]
 
@@ -12,10 +16,11 @@ __all__ = ["ModelLoadContinueTraining"]
 class ModelLoadContinueTraining(AbstractExperimentCallback):
     """Continues training from a saved model: weights, optimizer, schedulers, AMP scaler, epoch.
 
-    The file is read by the experiment's local model loader from
-    ``<root>/<project>/<experiment>_<timestamp>/<saved_model_dir>/`` (the epoch's checkpoint
-    when ``epoch_num`` is given, else the final model); the project details not given
-    are taken from a tracked TrainLoop. When the callback is registered the model,
+    The file is read from ``<root>/<project>/<experiment>_<timestamp>/<saved_model_dir>/``
+    (the epoch's checkpoint when ``epoch_num`` is given, else the final model), after it is
+    downloaded from the bucket when ``cloud_save_mode`` is ``'s3'`` or ``'gcs'``; the
+    project and cloud details not given are taken from a tracked TrainLoop, so a loop
+    that saves to S3 continues from the copy in its bucket, as in AIToolbox. When the callback is registered the model,
     optimizer and scaler states are loaded and the loop's ``epoch`` is set to the one
     after the saved epoch, so ``fit(num_epochs=N)`` trains the remaining epochs. The
     schedulers' states are loaded at the start of training, once every scheduler callback
@@ -30,6 +35,8 @@ class ModelLoadContinueTraining(AbstractExperimentCallback):
         ignore_missing_saved_schedulers: accepted for compatibility (schedulers without a
             saved state keep their own).
         used_data_parallel: the saved weights carry ``module.`` prefixes to remove.
+        custom_local_loader_class: a local loader class to read the file with, instead of
+            ``PyTorchLocalModelLoader`` (called with the local results folder).
         project_name ... cloud_dir_prefix: see :class:`AbstractExperimentCallback`.
         **kwargs: passed to the loader's ``load_model``.
     """
@@ -50,6 +57,7 @@ class ModelLoadContinueTraining(AbstractExperimentCallback):
         cloud_dir_prefix: str | None = None,
         ignore_missing_saved_schedulers: bool = False,
         used_data_parallel: bool = False,
+        custom_local_loader_class: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -69,18 +77,16 @@ class ModelLoadContinueTraining(AbstractExperimentCallback):
         self.ignore_saved_amp = ignore_saved_amp
         self.ignore_missing_saved_schedulers = ignore_missing_saved_schedulers
         self.used_data_parallel = used_data_parallel
+        self.custom_local_loader_class = custom_local_loader_class
         self.loader_kwargs = kwargs
         self.model_loader: Any = None
 
     def on_train_loop_registration(self) -> None:
         """Load the saved model, optimizer and scaler states; continue at the next epoch."""
-        from scramjet.compat.aitoolbox.experiment.local_load.local_model_load import (
-            PyTorchLocalModelLoader,
-        )
-
-        self.try_infer_experiment_details(infer_cloud_details=False)
         loop = self.train_loop_obj
-        self.model_loader = PyTorchLocalModelLoader(self.local_model_result_folder_path or ".")
+        # A plain TrainLoop has no cloud details: the file is local unless given here.
+        self.try_infer_experiment_details(infer_cloud_details=hasattr(loop, "cloud_save_mode"))
+        self.model_loader = self.init_model_loader()
         saved = self.model_loader.load_model(
             self.project_name,
             self.experiment_name,
@@ -99,6 +105,30 @@ class ModelLoadContinueTraining(AbstractExperimentCallback):
         epoch = saved.get("epoch") if isinstance(saved, dict) else None
         if isinstance(epoch, int):
             loop.epoch = epoch + 1
+
+    def init_model_loader(self) -> Any:
+        """The loader of ``cloud_save_mode``: S3 or GCS (download, then read), else local."""
+        from scramjet.compat.aitoolbox.experiment.local_load.local_model_load import (
+            PyTorchLocalModelLoader,
+        )
+
+        root = self.local_model_result_folder_path or "."
+        local_class = self.custom_local_loader_class or PyTorchLocalModelLoader
+        bucket = self.bucket_name or "model-result"  # AIToolbox's default bucket
+        if self.cloud_save_mode not in S3_MODES + GCS_MODES:
+            return local_class(root)
+        if self.cloud_save_mode in S3_MODES:
+            from scramjet.compat.aitoolbox.cloud.AWS.model_load import PyTorchS3ModelLoader
+
+            loader: Any = PyTorchS3ModelLoader(root, bucket, self.cloud_dir_prefix or "")
+        else:
+            from scramjet.compat.aitoolbox.cloud.GoogleCloud.model_load import (
+                PyTorchGoogleStorageModelLoader,
+            )
+
+            loader = PyTorchGoogleStorageModelLoader(root, bucket, self.cloud_dir_prefix or "")
+        loader.local_model_loader = local_class(root)
+        return loader
 
     def on_train_begin(self) -> None:
         """Load the saved scheduler states into the loop's scheduler callbacks."""
