@@ -274,3 +274,23 @@ def test_continue_training_reads_with_a_custom_local_loader_class(tmp_path: Any)
     second.fit(num_epochs=2, callbacks=[load])
     assert [p.rsplit("/", 1)[-1] for p in read] == [f"model_e_{first.experiment_timestamp}_E0.pth"]
     assert second.epoch == 1  # only the second epoch was trained
+
+
+def test_on_batch_end_runs_after_every_batch_when_accumulating() -> None:
+    """AIToolbox's hook order: on_batch_end per batch, on_after_optimizer_step per update."""
+    from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import AbstractCallback
+
+    class Count(AbstractCallback):
+        def __init__(self) -> None:
+            super().__init__("count")
+            self.batches = self.updates = 0
+
+        def on_batch_end(self) -> None:
+            self.batches += 1
+
+        def on_after_optimizer_step(self) -> None:
+            self.updates += 1
+
+    count = Count()
+    _loop(Net(), end_auto_eval=False).fit(num_epochs=2, grad_accumulation=2, callbacks=[count])
+    assert (count.batches, count.updates) == (6, 4)  # 3 batches per epoch: windows of 2 and 1
