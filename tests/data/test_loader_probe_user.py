@@ -3,6 +3,7 @@ changed on disk while it is read, and settings of the wrong type."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,26 @@ def test_a_shard_rewritten_while_a_loader_reads_it_is_an_error_naming_it(
     with pytest.raises(Exception, match=r"shard-00001\.h5 of pack .* changed on disk") as err:
         labels_and_pixels(loader)
     assert "make a new PackedDataset" in str(err.value)
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_a_shard_written_over_with_as_many_bytes_is_an_error_too(
+    ds: PackedDataset, backend: str
+) -> None:
+    # Before, only a change of size was seen: the loader read the new bytes as the old
+    # pack's samples, through offsets that no longer matched them.
+    loader = ds.loader(4, backend=backend, num_workers=0)
+    assert len(labels_and_pixels(loader)) == 12
+    shard = ds.path / "shard-00001.h5"
+    data = shard.read_bytes()
+    time.sleep(0.01)  # a later modification time on file systems with coarse clocks
+    with open(shard, "r+b") as f:
+        f.write(bytes(255 - b for b in data))
+    with pytest.raises(
+        Exception,
+        match=r"shard-00001\.h5 of pack .* changed on disk while it was being read \(written over",
+    ):
+        labels_and_pixels(loader)
 
 
 def test_a_shard_truncated_while_read_is_an_error_not_sigbus(ds: PackedDataset) -> None:

@@ -448,8 +448,9 @@ class ShardCache:
             except FileNotFoundError:
                 continue  # evicted between the download and the lock: fetch it again
             if os.fstat(held.fd).st_nlink > 0:  # still the file in the cache, not evicted
-                with contextlib.suppress(OSError):
-                    os.utime(path)  # most recently used
+                with contextlib.suppress(OSError):  # most recently used: its access time
+                    # (the modification time stays: an open shard checks it for rewrites)
+                    os.utime(path, ns=(time.time_ns(), os.fstat(held.fd).st_mtime_ns))
                 return path, held
             held.close()
 
@@ -550,7 +551,7 @@ class ShardCache:
             if entry.name.endswith(".h5") and entry.path != str(keep):
                 with contextlib.suppress(FileNotFoundError):
                     stat = entry.stat()
-                    shards.append((stat.st_mtime, stat.st_size, Path(entry.path)))
+                    shards.append((stat.st_atime, stat.st_size, Path(entry.path)))
         for _, size, path in sorted(shards):
             if used + need <= self.limit:
                 break

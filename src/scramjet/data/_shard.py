@@ -118,7 +118,7 @@ class Shard:
         self.info = info
         self._fd = os.open(path, os.O_RDONLY)
         weakref.finalize(self, os.close, self._fd)  # closed with the shard
-        self._size = self._current_size()
+        self._stamp = self._current_stamp()
         self.data: dict[str, np.ndarray] = {}
         self.offsets: dict[str, np.ndarray] = {}
         self.rows: dict[str, np.ndarray] = {}
@@ -132,22 +132,26 @@ class Shard:
         for col in columns:
             self._check_column(col, info)
 
-    def _current_size(self) -> int:
-        return os.fstat(self._fd).st_size
+    def _current_stamp(self) -> tuple[int, int]:
+        st = os.fstat(self._fd)
+        return st.st_size, st.st_mtime_ns
 
     def check_unchanged(self, pack: str) -> None:
-        """Refuse to read a shard whose file was cut short or grew since it was opened.
+        """Refuse to read a shard whose file was cut short, grew or was written over
+        since it was opened.
 
         Raises:
-            PackFormatError: the file's size differs from when the shard was opened
-                (another program truncated or rewrote it in place).
+            PackFormatError: the file's size or modification time differs from when the
+                shard was opened (another program truncated or rewrote it in place).
         """
-        size = self._current_size()
-        if size == self._size:
+        stamp = self._current_stamp()
+        if stamp == self._stamp:
             return
+        (was, _), (size, _) = self._stamp, stamp
+        what = f"{was} bytes when opened, {size} now" if size != was else "written over"
         raise PackFormatError(
             f"shard {self.info.file} of pack {pack!r} changed on disk while it was being read "
-            f"({self._size} bytes when opened, {size} now): reading its memory map would "
+            f"({what}): reading its memory map would "
             "crash the process or return other bytes. Do not write over a pack in use (pack "
             "to a new path, or with overwrite=True, which replaces it whole); once the pack "
             "is complete again, make a new PackedDataset and loader"
