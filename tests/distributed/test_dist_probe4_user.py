@@ -4,6 +4,7 @@ commands and failures, checked in real processes (gloo on CPU)."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -43,3 +44,22 @@ def test_rank_without_world_size_says_world_size_is_unset() -> None:
 
     with pytest.raises(ValueError, match=r"RANK=1 and WORLD_SIZE=1 \(WORLD_SIZE is not set\)"):
         read_env({"RANK": "1"})
+
+
+def test_launch_on_a_port_in_use_says_how_to_fix(tmp_path: Path) -> None:
+    # Before: torch's 'EADDRINUSE ... address already in use' and nothing on what to do.
+    script = tmp_path / "train.py"
+    script.write_text("print('never reached')\n")
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        command = [sys.executable, "-m", "scramjet", "launch", "--nnodes", "2"]
+        command += ["--node-rank", "0", "--nproc-per-node", "1", "--master-addr", "127.0.0.1"]
+        command += ["--master-port", str(port), str(script)]
+        done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=90)
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "address already in use" in last, last
+    assert f"The port of --master-port {port} is taken on this machine" in last, last
+    assert "pass another free port with --master-port" in last, last

@@ -332,8 +332,24 @@ def run(args: argparse.Namespace) -> int:
     except Exception as error:  # the launcher itself failed: rendezvous, bad settings
         print(
             f"scramjet launch: error: the launcher failed before or between runs: "
-            f"{type(error).__name__}: {error or 'no message'}",
+            f"{type(error).__name__}: {error or 'no message'}{_port_hint(error, args)}",
             file=sys.stderr,
         )
         return 1
     return 0
+
+
+def _port_hint(error: Exception, args: argparse.Namespace) -> str:
+    """How to fix a rendezvous port that another program (or another run) holds."""
+    if "EADDRINUSE" not in str(error) and "address already in use" not in str(error):
+        return ""
+    if args.rdzv_endpoint:
+        where, option = f"--rdzv-endpoint {args.rdzv_endpoint}", "--rdzv-endpoint HOST:PORT"
+    else:
+        port = args.master_port if args.master_port is not None else DEFAULT_MULTI_NODE_PORT
+        where, option = f"--master-port {port}", "--master-port"
+    return (
+        f". The port of {where} is taken on this machine (another run, or one still "
+        f"ending): pass another free port with {option}, the same on every node; on one "
+        "node, leave out --master-addr and --master-port and a free port is picked"
+    )
