@@ -42,3 +42,23 @@ def test_load_checkpoint_of_a_missing_path_names_the_call_it_came_from(tmp_path:
     with pytest.raises(FileNotFoundError, match=r"checkpoint '.*nope\.pt' does not exist") as e:
         trainer.load_checkpoint(tmp_path / "nope.pt")
     assert "load_checkpoint()" in str(e.value)
+
+
+def test_resuming_from_a_folder_without_checkpoints_says_what_to_pass(tmp_path: Path) -> None:
+    # Before: "check `manager.latest_path is not None` before resuming", advice about an
+    # object the Trainer's caller never holds.
+    from torch import nn
+    from torch.utils.data import TensorDataset
+
+    from scramjet import Trainer
+
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    model = nn.Linear(2, 1)
+    trainer = Trainer(model, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.1))
+    data = TensorDataset(torch.randn(8, 2), torch.randn(8, 1))
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint in the folder .*'checkpoints'\]"):
+        trainer.train(data, num_epochs=1, resume_from=tmp_path / "run")
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(FileNotFoundError, match=r"run folder's checkpoints/"):
+        trainer.load_checkpoint(tmp_path / "run" / "checkpoints")
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))

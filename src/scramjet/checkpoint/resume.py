@@ -538,7 +538,18 @@ def _one_machine() -> bool:
 
 def _manager_for(path: Path) -> tuple[CheckpointManager, str | Path]:
     if path.is_dir():
-        return CheckpointManager(path, keep_last=None), "latest"
+        manager = CheckpointManager(path, keep_last=None)
+        if manager.latest_path is None:
+            inside = sorted(p.name for p in path.iterdir())
+            raise FileNotFoundError(
+                f"no checkpoint in the folder {str(path)!r} (it holds "
+                f"{inside[:5] or 'nothing'}{', ...' if len(inside) > 5 else ''}): resume_from= "
+                f"and load_checkpoint() take a checkpoint file (trainer.save_checkpoint) or a "
+                f"folder of ckpt-<seq>-step<step>.pt files (SaveTrainingStateCallback, a run "
+                f"folder's checkpoints/). Pass one of those, or resume_from='auto' to start "
+                f"fresh when there is none (with a SaveTrainingStateCallback), or leave it unset."
+            )
+        return manager, "latest"
     if path.is_file():
         return CheckpointManager(path.parent, keep_last=None), path
     raise FileNotFoundError(
