@@ -129,3 +129,25 @@ def read_epochs_watching_cache(ds: Any, cache: Path, epochs: int = 2) -> tuple[l
             sampler.set_epoch(epoch)
             seen += [int(ds[i]["label"]) for i in sampler]
     return seen, peak[0]
+
+
+def small_pack(root: Path, csv: Path, dst: Path, **kw: Any) -> Any:
+    """``pack`` with small defaults (6x8 images, int64 labels, in this process)."""
+    from scramjet.data import pack
+
+    opts: dict[str, Any] = {
+        "dtype": ["int64"], "height": 6, "width": 8, "workers": 0, "progress": False
+    }  # fmt: skip
+    opts.update(kw)
+    return pack(root, csv, dst, **opts)
+
+
+def photo_folder(tmp_path: Path, n: int = 3) -> Path:
+    """A user's folder: ``n`` RGB PNGs and ``list.csv`` (image, label)."""
+    root = tmp_path / "photos"
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).save(root / f"{i}.png")
+    (root / "list.csv").write_text("image,label\n" + "".join(f"{i}.png,{i}\n" for i in range(n)))
+    return root

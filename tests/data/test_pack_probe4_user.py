@@ -5,28 +5,12 @@ from __future__ import annotations
 import os
 import warnings
 
-import numpy as np
 import pytest
-from PIL import Image
+from packdata_helpers import photo_folder, small_pack
 
-from scramjet.data import PackedDataset, PackError, pack
+from scramjet.data import PackedDataset, PackError
 
-
-def _pack(root, csv, dst, **kw):
-    opts = {"dtype": ["int64"], "height": 6, "width": 8, "workers": 0, "progress": False}
-    opts.update(kw)
-    return pack(root, csv, dst, **opts)
-
-
-def _photos(tmp_path, n=3):
-    """A user's folder: ``n`` RGB PNGs and ``list.csv`` (image, label)."""
-    root = tmp_path / "photos"
-    root.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(n):
-        Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).save(root / f"{i}.png")
-    (root / "list.csv").write_text("image,label\n" + "".join(f"{i}.png,{i}\n" for i in range(n)))
-    return root
+_pack, _photos = small_pack, photo_folder
 
 
 # ----- overwrite replaces packs, never a file of another kind --------------------------------
