@@ -85,3 +85,26 @@ def test_predict_one_sample_on_two_ranks(tmp_path: Path) -> None:
         saved = torch.load(tmp_path / f"rank{rank}.pt")
         assert saved["pred"].shape == (1, 2)
         assert torch.allclose(saved["pred"], saved["expected"])
+
+
+def exit_on_rank_one(code: int) -> float:
+    """Rank 1 leaves with sys.exit(code) (say, its own argument check) while rank 0 waits
+    in a collective."""
+    from scramjet.runtime import get_rank, init_distributed, reduce
+
+    init_distributed()
+    if get_rank() == 1:
+        sys.exit(code)
+    return float(reduce(torch.tensor(1.0)))
+
+
+def test_launch_names_the_rank_that_called_sys_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: rank 1's exit closed the group at exit, rank 0 failed on 'Connection closed
+    # by peer' first, and LaunchError named rank 0 only (rank 1 appeared nowhere).
+    from scramjet.runtime import LaunchError, launch
+
+    monkeypatch.setenv("SCRAMJET_DIST_TIMEOUT", "20")
+    with pytest.raises(LaunchError) as caught:
+        launch(exit_on_rank_one, nprocs=2, args=(3,))
+    assert caught.value.rank == 1, str(caught.value)
+    assert "exit_on_rank_one called sys.exit(3)" in caught.value.message

@@ -98,8 +98,18 @@ def _run_rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     # Runs in each child process. Destroying the group here spares users the
     # "process group was not destroyed" warning when fn forgot to.
     from scramjet.runtime.distributed import destroy_distributed
+    from scramjet.runtime.preemption import TrainingPreempted
 
-    result = fn(*args)
+    try:
+        result = fn(*args)
+    except SystemExit as exit:
+        if exit.code in (0, None) or isinstance(exit, TrainingPreempted):
+            raise
+        # Recorded as this rank's error: a bare exit status left no message, and the exit
+        # handler then closed the group, so a rank waiting on it failed first and was named.
+        raise RuntimeError(
+            f"{getattr(fn, '__qualname__', fn)!s} called sys.exit({exit.code!r})"
+        ) from None
     destroy_distributed()
     return result
 
