@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 import torch
 
 from scramjet.runtime import distributed as dist
@@ -262,6 +263,8 @@ def as_tensor(value: Any, what: str) -> torch.Tensor:
         if isinstance(found, torch.Tensor):
             return found.detach().cpu()
     try:
+        if _same_shape_arrays(value):  # one array per sample (0-d ones included)
+            return torch.as_tensor(np.stack(value))
         return torch.as_tensor(value)
     except (TypeError, ValueError, RuntimeError) as exc:
         failure = exc
@@ -282,6 +285,14 @@ def as_tensor(value: Any, what: str) -> torch.Tensor:
             f"of dimensions. Pass one row per sample of the same rank."
         ) from exc
     return joined
+
+
+def _same_shape_arrays(value: Any) -> bool:
+    """Whether ``value`` is a non-empty list of numpy arrays of one shape (which
+    ``torch.as_tensor`` refuses when they are 0-d, and converts slowly otherwise)."""
+    if not isinstance(value, list) or not value:
+        return False
+    return all(isinstance(v, np.ndarray) for v in value) and len({v.shape for v in value}) == 1
 
 
 def _rows(value: Any) -> list[torch.Tensor] | None:

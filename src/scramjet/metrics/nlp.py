@@ -126,6 +126,11 @@ def _texts(y_pred: Any) -> list[str]:
             f"y_pred must be a list of strings (one text per sample); it holds a "
             f"{_described(wrong)}. {_DECODE_HINT}"
         )
+    if not texts:  # BLEU would be 0.0 and ROUGE / QA NaN: scores of nothing
+        raise ValueError(
+            "y_pred holds no prediction (an empty list), so there is nothing to score; pass "
+            "one predicted text per evaluated sample, with its reference(s) in y_true."
+        )
     return texts
 
 
