@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -11,6 +12,7 @@ from torchmetrics.functional import classification as C
 from torchmetrics.functional import regression as R
 
 from scramjet.metrics.base import ResultPackage, as_tensor
+from scramjet.runtime.stacklevel import user_stacklevel
 from scramjet.trainer.batch import PAD_VALUE
 
 
@@ -44,6 +46,38 @@ def _class_distributions(target: torch.Tensor, scores: torch.Tensor) -> bool:
         return False
     rows = target.double()
     return bool((rows >= 0).all()) and bool(((rows.sum(dim=-1) - 1).abs() <= 1e-3).all())
+
+
+def _refuse_nan(scores: torch.Tensor, scored: torch.Tensor, package: str) -> None:
+    """Raise when a scored prediction is NaN (``scored``: a mask of ``scores``' rows, or of
+    its elements, that count): an arg-max or threshold would turn it into a class."""
+    if not scores.is_floating_point():
+        return
+    nan = scores.isnan()
+    while nan.dim() > scored.dim():
+        nan = nan.any(dim=-1)
+    nan = nan.reshape(scored.shape) & scored
+    if bool(nan.any()):
+        first = tuple(int(i) for i in nan.nonzero()[0])
+        raise ValueError(
+            f"{package}: y_pred holds {int(nan.sum())} NaN score(s) among the predictions "
+            f"scored (the first at index {first[0] if len(first) == 1 else first}); a NaN "
+            f"has no class, and counting it as one would misreport the model. A model that "
+            f"outputs NaN has diverged: lower the learning rate or clip gradients and train "
+            f"again, or leave those samples out of y_pred and y_true."
+        )
+
+
+def _check_labels(values: torch.Tensor, n: int, what: str, package: str) -> None:
+    """Raise unless every label of ``values`` is a class index in ``[0, n)``."""
+    outside = values[(values < 0) | (values >= n)]
+    if outside.numel():
+        raise ValueError(
+            f"{package}: {what} holds label {int(outside[0])}, outside the {n} classes "
+            f"[0, {n - 1}] ({int(outside.numel())} such value(s)). Class labels are indices "
+            f"0..num_classes-1 ({PAD_VALUE} marks a target to skip); pass num_classes= the "
+            f"model's number of classes, or map the labels to 0..num_classes-1."
+        )
 
 
 def _one_score_each(pred: torch.Tensor, target: torch.Tensor, package: str) -> torch.Tensor:
@@ -107,6 +141,7 @@ class ClassificationResults(ResultPackage):
                 f"pass one prediction per target."
             )
         kept = target != PAD_VALUE
+        _refuse_nan(scores, kept, "ClassificationResults")
         pred, target = pred[kept], target[kept]
         if not target.numel():
             raise ValueError(
@@ -114,15 +149,26 @@ class ClassificationResults(ResultPackage):
                 f"{PAD_VALUE}, or it is empty); pass the targets of the predicted samples."
             )
         n = self.num_classes or max(width, int(max(int(pred.max()), int(target.max())) + 1))
-        out: dict[str, Any] = {
-            "accuracy": float(C.multiclass_accuracy(pred, target, n, average="micro"))
-        }
-        for avg in ("macro", "micro"):
-            out[f"precision_{avg}"] = float(C.multiclass_precision(pred, target, n, average=avg))
-            out[f"recall_{avg}"] = float(C.multiclass_recall(pred, target, n, average=avg))
-            out[f"f1_{avg}"] = float(C.multiclass_f1_score(pred, target, n, average=avg))
-        out["confusion_matrix"] = C.multiclass_confusion_matrix(pred, target, n).tolist()
-        return out
+        _check_labels(target, n, "y_true", "ClassificationResults")
+        _check_labels(pred, n, "y_pred", "ClassificationResults")
+        return _multiclass_scores(pred, target, n)
+
+
+def _multiclass_scores(pred: torch.Tensor, target: torch.Tensor, n: int) -> dict[str, Any]:
+    """The metrics of :class:`ClassificationResults` for labels in ``[0, n)``. torchmetrics
+    takes two classes at least: one class (every target and prediction the same) is
+    scored as two, with the empty one left out of the macro averages (as every class
+    that no target or prediction holds) and of the confusion matrix."""
+    m = max(n, 2)
+    out: dict[str, Any] = {
+        "accuracy": float(C.multiclass_accuracy(pred, target, m, average="micro"))
+    }
+    for avg in ("macro", "micro"):
+        out[f"precision_{avg}"] = float(C.multiclass_precision(pred, target, m, average=avg))
+        out[f"recall_{avg}"] = float(C.multiclass_recall(pred, target, m, average=avg))
+        out[f"f1_{avg}"] = float(C.multiclass_f1_score(pred, target, m, average=avg))
+    out["confusion_matrix"] = C.multiclass_confusion_matrix(pred, target, m)[:n, :n].tolist()
+    return out
 
 
 class BinaryResults(ResultPackage):
@@ -132,7 +178,10 @@ class BinaryResults(ResultPackage):
     are passed through a sigmoid, as torchmetrics does), one per sample. Two scores per
     sample ``[N, 2]`` (a two-class model trained with cross-entropy) are scored by the
     positive class's softmax probability: logits and probabilities alike then give the
-    same decisions and ranking. Labels are 0/1.
+    same decisions and ranking. Labels are 0/1 (integers, floats or booleans); targets
+    equal to -100 (the padding ``predict`` and :meth:`evaluate` add) are left out. ROC-AUC
+    is NaN when the targets hold one class only, and PR-AUC when they hold no positive:
+    both are undefined there (each with a warning).
 
     Args:
         threshold: probability above which a prediction counts as positive.
@@ -148,17 +197,63 @@ class BinaryResults(ResultPackage):
     ) -> dict[str, Any]:
         """See the class docstring."""
         pred = as_tensor(y_pred, "y_pred").float()
-        target = as_tensor(y_true, "y_true").long()
+        target = as_tensor(y_true, "y_true")
         if pred.dim() == 2 and pred.shape[1] == 2 and pred.shape[0] == target.numel():
             pred = pred.softmax(dim=-1)[:, 1]
         pred, target = _one_score_each(pred, target, "BinaryResults"), target.reshape(-1)
+        kept = target != PAD_VALUE
+        _refuse_nan(pred, kept, "BinaryResults")
+        pred, target = pred[kept], _binary_labels(target[kept])
         t = self.threshold
         return {
             "accuracy": float(C.binary_accuracy(pred, target, threshold=t)),
-            "roc_auc": float(C.binary_auroc(pred, target)),
-            "pr_auc": float(C.binary_average_precision(pred, target)),
+            "roc_auc": _defined_or_nan(C.binary_auroc, pred, target, "ROC-AUC", both=True),
+            "pr_auc": _defined_or_nan(
+                C.binary_average_precision, pred, target, "PR-AUC", both=False
+            ),
             "f1": float(C.binary_f1_score(pred, target, threshold=t)),
         }
+
+
+def _binary_labels(target: torch.Tensor) -> torch.Tensor:
+    """0/1 targets as integers, or an error naming the first other value."""
+    if not target.numel():
+        raise ValueError(
+            f"BinaryResults: y_true holds no target to score (it is empty, or every one is "
+            f"the padding value {PAD_VALUE}); pass the targets of the predicted samples."
+        )
+    other = target[(target != 0) & (target != 1)]
+    if other.numel():
+        raise ValueError(
+            f"BinaryResults: targets must be 0 or 1; y_true holds {other[0].item()} "
+            f"({int(other.numel())} value(s) other than 0 and 1). For more than two classes "
+            f"use ClassificationResults; for soft or smoothed targets pass the hard labels "
+            f"(e.g. (y_true > 0.5).long())."
+        )
+    return target.long()
+
+
+def _defined_or_nan(
+    metric: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    label: str,
+    both: bool,
+) -> float:
+    """``metric`` of the scores, or NaN with a warning when the targets lack a class it
+    needs: ROC-AUC needs both classes (``both``), average precision a positive."""
+    positives = int(target.sum())
+    if positives and (not both or positives < target.numel()):
+        return float(metric(pred, target))
+    held = "no positive" if not positives else "no negative"
+    warnings.warn(
+        f"BinaryResults: {label} is undefined when the targets hold {held} (all "
+        f"{target.numel()} are {int(bool(positives))}); it is reported as NaN. Score a "
+        f"split that holds both classes.",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
+    return math.nan
 
 
 class RegressionResults(ResultPackage):
@@ -170,9 +265,15 @@ class RegressionResults(ResultPackage):
         self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """See the class docstring."""
-        pred = as_tensor(y_pred, "y_pred").float()
-        target = as_tensor(y_true, "y_true").float()
+        # float64: in float32, targets far from 0 (prices, years) lose R² to cancellation
+        pred = as_tensor(y_pred, "y_pred").double()
+        target = as_tensor(y_true, "y_true").double()
         pred, target = _one_score_each(pred, target, "RegressionResults"), target.reshape(-1)
+        if not target.numel():
+            raise ValueError(
+                "RegressionResults: y_pred and y_true are empty; pass the predictions and "
+                "targets of the evaluated samples."
+            )
         return {
             "mse": float(R.mean_squared_error(pred, target)),
             "mae": float(R.mean_absolute_error(pred, target)),
