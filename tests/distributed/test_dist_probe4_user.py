@@ -108,3 +108,16 @@ def test_launch_names_the_rank_that_called_sys_exit(monkeypatch: pytest.MonkeyPa
         launch(exit_on_rank_one, nprocs=2, args=(3,))
     assert caught.value.rank == 1, str(caught.value)
     assert "exit_on_rank_one called sys.exit(3)" in caught.value.message
+
+
+@pytest.mark.parametrize("value", ["inf", "0"])
+def test_bad_timeout_names_the_variable_and_a_good_value(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: 'inf' gave timedelta's 'OverflowError: cannot convert float infinity to
+    # integer' and '0' 'must be > 0 seconds, got 0.0', neither naming where it came from.
+    from scramjet.runtime.distributed import _timeout_seconds
+
+    monkeypatch.setenv("SCRAMJET_DIST_TIMEOUT", value)
+    with pytest.raises(ValueError, match=f"received SCRAMJET_DIST_TIMEOUT='{value}'.*=600"):
+        _timeout_seconds(None)

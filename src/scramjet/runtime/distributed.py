@@ -135,11 +135,13 @@ def read_env(env: dict[str, str] | None = None) -> DistEnv:
 
 
 def _timeout_seconds(timeout: float | timedelta | None) -> float:
+    source = "timeout="
     if isinstance(timeout, timedelta):
-        return timeout.total_seconds()
-    if timeout is not None:
+        seconds = timeout.total_seconds()
+    elif timeout is not None:
         seconds = float(timeout)
     else:
+        source = f"{TIMEOUT_ENV}="
         raw = os.environ.get(TIMEOUT_ENV, "")
         try:
             seconds = float(raw) if raw.strip() else DEFAULT_TIMEOUT_S
@@ -147,8 +149,13 @@ def _timeout_seconds(timeout: float | timedelta | None) -> float:
             raise ValueError(
                 f"{TIMEOUT_ENV}={raw!r} is not a number of seconds (e.g. {TIMEOUT_ENV}=600)"
             ) from None
-    if not seconds > 0:
-        raise ValueError(f"the distributed timeout must be > 0 seconds, got {seconds}")
+    if not 0 < seconds < math.inf:
+        raise ValueError(
+            f"the distributed timeout must be a finite number of seconds > 0; received "
+            f"{source}{timeout if timeout is not None else os.environ.get(TIMEOUT_ENV)!r}. "
+            f"It is how long a collective waits for the other ranks (default "
+            f"{DEFAULT_TIMEOUT_S:g}); pass e.g. {TIMEOUT_ENV}=600 or timeout=600."
+        )
     return seconds
 
 
