@@ -134,3 +134,12 @@ def test_labels_as_a_list_of_numpy_scalar_arrays() -> None:
     out = ClassificationResults()(p, y)
     assert out["accuracy"] == pytest.approx(3 / 5)
     assert out["confusion_matrix"] == skm.confusion_matrix(np.stack(y), p).tolist()
+
+
+def test_bleu_smoothing_adds_one_from_bigrams_on_as_documented() -> None:
+    # pred "a b c d", ref "a b x d": 1-grams 3/4, 2-grams 1/3, 3-grams 0/2, 4-grams 0/1
+    # smoothed (BLEU+1): 3/4 kept, then (1+1)/(3+1), (0+1)/(2+1), (0+1)/(1+1); same length
+    expected = math.exp((math.log(3 / 4) + math.log(2 / 4) + math.log(1 / 3) + math.log(1 / 2)) / 4)
+    out = BleuResults(n_gram=4, smooth=True)(["a b c d"], ["a b x d"])
+    assert out["bleu"] == pytest.approx(expected, rel=1e-6)
+    assert BleuResults(n_gram=4)(["a b c d"], ["a b x d"])["bleu"] == 0.0  # a zero precision

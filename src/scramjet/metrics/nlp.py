@@ -1,7 +1,8 @@
 """NLP result packages: BLEU, ROUGE-1/2/L, perplexity, question answering (EM / F1).
 
-BLEU, perplexity and the QA scores come from torchmetrics. torchmetrics' ROUGE needs
-nltk, so ROUGE-N and ROUGE-L are computed here: lower-cased alphanumeric tokens,
+Perplexity and the QA scores come from torchmetrics. BLEU is counted here with
+torchmetrics' conventions (its smoothing gives 0 whenever an n-gram order has no match).
+torchmetrics' ROUGE needs nltk, so ROUGE-N and ROUGE-L are computed here: lower-cased alphanumeric tokens,
 n-gram overlap counted with multiplicity (ROUGE-N) and the longest common subsequence
 (ROUGE-L); precision, recall and F1 per pair, averaged over pairs. With several
 references per prediction, the best-scoring reference counts.
@@ -159,11 +160,19 @@ class RougeResults(ResultPackage):
 
 
 class BleuResults(ResultPackage):
-    """Corpus BLEU (torchmetrics ``BLEUScore``) for translations.
+    """Corpus BLEU for translations, with torchmetrics' ``BLEUScore`` conventions.
+
+    Texts are split on whitespace; each prediction's n-grams are clipped by their most
+    frequent count in any one reference, and its reference length is the length of the
+    reference closest to it (the first on a tie); the brevity penalty is
+    ``exp(1 - ref_len / pred_len)`` over the corpus when the predictions are not longer.
 
     Args:
         n_gram: highest n-gram order.
-        smooth: add-one smoothing of the n-gram precisions.
+        smooth: add-one smoothing of the 2- to n_gram-gram precisions (Lin & Och's BLEU+1;
+            the unigram precision is kept as counted), so a corpus of short texts with no
+            matching 4-gram still scores above 0. torchmetrics' ``bleu_score`` returns 0
+            there before smoothing, so it is counted here.
     """
 
     name = "bleu"
@@ -175,11 +184,43 @@ class BleuResults(ResultPackage):
         self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """``{"bleu": score in [0, 1]}``."""
-        from torchmetrics.functional.text import bleu_score
-
         preds = _texts(y_pred)
         refs = _as_refs(y_true, len(preds))
-        return {"bleu": float(bleu_score(preds, refs, n_gram=self.n_gram, smooth=self.smooth))}
+        return {"bleu": _corpus_bleu(preds, refs, self.n_gram, self.smooth)}
+
+
+def _ngrams(tokens: Sequence[str], n_gram: int) -> Counter[tuple[str, ...]]:
+    return Counter(
+        tuple(tokens[i : i + n]) for n in range(1, n_gram + 1) for i in range(len(tokens) - n + 1)
+    )
+
+
+def _corpus_bleu(
+    preds: Sequence[str], refs: Sequence[Sequence[str]], n_gram: int = 4, smooth: bool = False
+) -> float:
+    """Corpus BLEU of ``preds`` against their references (see :class:`BleuResults`)."""
+    matched, total = [0] * n_gram, [0] * n_gram
+    pred_len = ref_len = 0
+    for pred, options in zip(preds, refs):
+        tokens, references = pred.split(), [r.split() for r in options]
+        pred_len += len(tokens)
+        ref_len += len(min(references, key=lambda r: abs(len(r) - len(tokens))))
+        best: Counter[tuple[str, ...]] = Counter()
+        for ref in references:
+            best |= _ngrams(ref, n_gram)
+        counts = _ngrams(tokens, n_gram)
+        for gram, k in (counts & best).items():
+            matched[len(gram) - 1] += k
+        for gram, k in counts.items():
+            total[len(gram) - 1] += k
+    if not matched[0] or (not smooth and min(matched) == 0):
+        return 0.0  # a zero precision: the geometric mean is 0
+    precisions = [matched[0] / total[0]]
+    for n in range(1, n_gram):
+        extra = 1 if smooth else 0
+        precisions.append((matched[n] + extra) / (total[n] + extra))
+    mean = math.exp(sum(math.log(p) for p in precisions) / n_gram)
+    return mean if pred_len > ref_len else mean * math.exp(1 - ref_len / pred_len)
 
 
 class PerplexityResults(ResultPackage):
