@@ -14,6 +14,17 @@ from scramjet import Trainer
 from scramjet.runtime import distributed as dist
 
 
+class Tagged(nn.Module):
+    """The model's logits and a text tag per row."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> dict[str, object]:
+        return {"logits": self.model(x), "tags": [f"row of {len(x)}"] * len(x)}
+
+
 def main(out: Path) -> None:
     torch.manual_seed(0)
     model = nn.Linear(6, 2)
@@ -21,9 +32,13 @@ def main(out: Path) -> None:
     trainer = Trainer(model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1))
     trainer.evaluate(TensorDataset(x, y), per_device_batch_size=2)  # works on 1 sample
     predictions = trainer.predict(TensorDataset(x, y), per_device_batch_size=2)
+    # an output of several kinds: a dict of a tensor and a list (rank 1 holds no row)
+    tagged = Trainer(Tagged(model), nn.CrossEntropyLoss(), trainer.optimizer)
+    both = tagged.predict(TensorDataset(x, y))
     with torch.no_grad():
         expected = model(x)
-    torch.save({"pred": predictions, "expected": expected}, out / f"rank{dist.get_rank()}.pt")
+    saved = {"pred": predictions, "expected": expected, "both": both}
+    torch.save(saved, out / f"rank{dist.get_rank()}.pt")
 
 
 if __name__ == "__main__":

@@ -72,12 +72,6 @@ def _torchrun(job: str, *args: str, timeout: float = 150) -> subprocess.Complete
     return subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Trainer.predict on fewer samples than processes raises 'needs at least 2 "
-    "samples' (evaluate() on the same dataset works); a rank with no sample should add "
-    "no rows and every rank should get the dataset's outputs (trainer/_predict.py)",
-)
 def test_predict_one_sample_on_two_ranks(tmp_path: Path) -> None:
     done = _torchrun("probe4_small_predict_job.py", str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -85,6 +79,8 @@ def test_predict_one_sample_on_two_ranks(tmp_path: Path) -> None:
         saved = torch.load(tmp_path / f"rank{rank}.pt")
         assert saved["pred"].shape == (1, 2)
         assert torch.allclose(saved["pred"], saved["expected"])
+        assert torch.allclose(saved["both"]["logits"], saved["expected"])
+        assert saved["both"]["tags"] == ["row of 1"]
 
 
 def exit_on_rank_one(code: int) -> float:

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.devices import move_to_device
-from scramjet.trainer.batch import in_dataset_order
+from scramjet.trainer.batch import concat_outputs, in_dataset_order, map_leaves
 from scramjet.trainer.checks import (
     check_batch_size,
     check_dataset,
@@ -53,11 +53,12 @@ def predict(
         check_predict_source(dataset, world)
         check_ready_loader(dataset, "predict()'s dataset", shard=ShardSampler)
     n_samples = safe_len(dataset.dataset if isinstance(dataset, DataLoader) else dataset)
-    if world > 1 and n_samples < world:
-        # Every rank must hold a sample: gathering needs each rank's output shape.
+    if world > 1 and n_samples < world and trainer._collective_forwards():
+        # Sharded forwards run in step on every rank: a rank without a sample has none.
         raise ValueError(
-            f"predict() on {world} processes needs at least {world} samples; received "
-            f"{n_samples}. Predict small datasets in a single process."
+            f"predict() of a sharded (FSDP) model on {world} processes needs at least "
+            f"{world} samples; received {n_samples}. Predict such a small dataset with the "
+            f"full model in one process, or add samples."
         )
     trainer.eval_dataset = dataset
     trainer.collate_fn = collate_fn or trainer._train_collate_fn
@@ -65,6 +66,8 @@ def predict(
     kwargs, recorder = recording_order(dataset, dataloader_kwargs, world)
     dl = trainer.create_eval_dataloader(per_device_batch_size, kwargs)
     outputs = _outputs(trainer, dl)
+    if world > 1 and n_samples < world:  # some ranks hold no sample: zero rows of the kind
+        outputs = _with_empty_share(outputs, trainer.device)
     joined = collect_predictions(outputs, n_samples)
     return joined if recorder is None else in_dataset_order(joined, recorder.indices)
 
@@ -91,3 +94,26 @@ def _outputs(trainer: Trainer, dl: Any) -> list[Any]:
         trainer.model = wrapped
         restore_modes(modes)
     return outputs
+
+
+def _with_empty_share(outputs: list[Any], device: torch.device) -> list[Any]:
+    """``outputs``, or on a rank whose share of the data is empty, one output with no rows
+    shaped as the other ranks' (collective): gathering needs every rank's part."""
+    joined = concat_outputs(outputs) if outputs else None
+    layout = None if joined is None else map_leaves(joined, _leaf_layout)
+    layouts = dist.gather_object(layout)
+    if outputs:
+        return outputs
+    model = next(x for x in layouts if x is not None)
+    return [map_leaves(model, lambda leaf: _empty_leaf(leaf, device))]
+
+
+def _leaf_layout(leaf: Any) -> Any:
+    """A leaf's kind without its rows: a tensor's dtype and later dimensions, or a list."""
+    if isinstance(leaf, torch.Tensor):
+        return torch.empty((0, *leaf.shape[1:]), dtype=leaf.dtype)
+    return []
+
+
+def _empty_leaf(leaf: Any, device: torch.device) -> Any:
+    return leaf.to(device) if isinstance(leaf, torch.Tensor) else []
