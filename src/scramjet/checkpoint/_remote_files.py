@@ -235,8 +235,9 @@ def load_remote(
     manager = CheckpointManager(folder, keep_last=None)
     options: dict[str, Any] = {"strict": strict, "scope": scope, "map_location": map_location}
     try:
-        one_file = _read(_bounds(timeouts), f"the listing of {url}", fs.isfile, root)
-        remote = [] if one_file else _read(_bounds(timeouts), url, _remote_names, fs, root)
+        bounds, what = _bounds(timeouts), f"the listing of {url}"
+        one_file = _read(bounds, what, fs.isfile, root)
+        remote = [] if one_file else _read(bounds, what, _remote_names, fs, root)
     except Exception as error:  # unreachable store, refused credentials, no answer...
         raise _unreadable_store(url, folder, error) from error
     if one_file:

@@ -742,8 +742,8 @@ class Dashboard(TrainerCallback):
                 short = full[len(stage) + 1 :]
                 self._entries.setdefault(stage, {})[short] = values[-1]
                 name = short.removesuffix("_epoch")
-                for key in (short, name):  # format= may name it as the run history does
-                    if full in self.format:
+                if full in self.format:  # format= may name it as the run history does
+                    for key in (short, name):
                         self.format.setdefault(key, self.format[full])
                 if stage == "train" and name == "loss":
                     continue  # the per-step loss curve already covers it
