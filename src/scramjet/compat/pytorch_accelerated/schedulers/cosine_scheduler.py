@@ -70,6 +70,8 @@ class CosineLrScheduler(StatefulSchedulerBase):
             warmup_starting_lr if warmup_starting_lr_ratio is None else warmup_starting_lr_ratio * b
             for b in bases
         ]
+        if self.num_warmup_steps:  # the first update runs at the warm-up's first value
+            self._set_values(self.warmup_starting_lrs)
 
     def get_updated_values(self, num_updates: int) -> list[float]:
         """Each group's learning rate after ``num_updates`` updates."""

@@ -5,8 +5,10 @@ and sets the value :meth:`SchedulerBase.get_updated_values` computes for an upda
 :class:`StatefulSchedulerBase` counts the updates itself, so ``step()`` takes no argument
 and the Trainer can call it once per optimizer update (and save it in checkpoints).
 
-Construction leaves the optimizer's values as they are; each ``step()`` sets the value for
-the update count it reaches (the first ``step()`` sets update 0's).
+Construction sets each group's value to its starting value (a second scheduler on the same
+optimizer starts where the first one started, not where it ended; a warm-up starts at its
+first value); each ``step()`` sets the value for the update count it reaches (the first
+``step()`` sets update 0's).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class SchedulerBase(ABC):
                 )
             group.setdefault(self._initial_field, group[param_group_field])
         self.base_lr_values = [g[self._initial_field] for g in optimizer.param_groups]
+        self._set_values(self.base_lr_values)
 
     @abstractmethod
     def get_updated_values(self, num_updates: int) -> Any:
@@ -58,8 +61,11 @@ class SchedulerBase(ABC):
     def step_update(self, num_updates: int) -> None:
         """Set every parameter group's value for ``num_updates`` updates."""
         values = self.get_updated_values(num_updates)
-        if values is None:
-            return
+        if values is not None:
+            self._set_values(values)
+
+    def _set_values(self, values: Any) -> None:
+        """Set one value in every parameter group, or one value per group."""
         if not isinstance(values, Sequence):
             values = [values] * len(self.optimizer.param_groups)
         for group, value in zip(self.optimizer.param_groups, values):
