@@ -181,10 +181,20 @@ def _launch_error(error: Any) -> LaunchError:
     tracebacks: dict[int, str] = {}
     for rank, failure in sorted(error.failures.items()):
         failures[rank], tracebacks[rank] = _describe_failure(failure)
-    rank, _ = error.get_first_failure()
+    rank = min(error.failures, key=lambda r: _failed_at(error.failures[r]))
     return LaunchError(
         rank, failures.get(rank, "unknown error"), tracebacks.get(rank, ""), failures
     )
+
+
+def _failed_at(failure: Any) -> float:
+    """When a process failed, to order the failures: its error file's modification time
+    (torch's own timestamp is in whole seconds, so a rank failing on a peer's exit in the
+    same second tied with it and the lower rank was named), else torch's timestamp."""
+    try:
+        return os.stat(failure.error_file).st_mtime
+    except (OSError, TypeError, ValueError):
+        return float(failure.timestamp)
 
 
 def _describe_failure(failure: Any) -> tuple[str, str]:

@@ -1,0 +1,69 @@
+"""`scramjet launch train.py`: a rank that leaves with ``sys.exit(n)`` is the one named."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = """
+import sys
+import torch
+from scramjet.runtime import get_rank, init_distributed, reduce
+
+init_distributed()
+if get_rank() == 1:
+    sys.exit({code})  # say, its own check of its arguments
+print(float(reduce(torch.tensor(1.0))))
+"""
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("code", [3, "'bad --lr: expected a number'"])
+def test_the_rank_that_called_sys_exit_is_named(tmp_path: Path, code: object) -> None:
+    # Before: rank 1 left with no record, its exit closed the group, rank 0 failed on
+    # 'Connection closed by peer' and the summary named rank 0 and that error.
+    (tmp_path / "train.py").write_text(SCRIPT.format(code=code))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "SCRAMJET_DIST_TIMEOUT": "20"}
+    done = subprocess.run(
+        [sys.executable, "-m", "scramjet.cli", "launch", "--nproc-per-node=2", "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    summary = [line for line in done.stderr.splitlines() if line.startswith("scramjet launch:")]
+    assert len(summary) == 1, done.stderr[-3000:]
+    assert "rank 1" in summary[0], summary[0]
+    assert "sys.exit(" in summary[0] and str(code).strip("'") in summary[0], summary[0]
+
+
+def test_failures_in_the_same_second_are_ordered_by_their_error_files(tmp_path: Path) -> None:
+    # torch orders failures by whole-second timestamps, and a tie named the lowest rank:
+    # rank 0, which failed only because rank 1 had gone.
+    import json
+    import time
+
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    from scramjet.runtime.launch import _launch_error
+
+    second = int(time.time())
+    failures = {}
+    for rank, (offset, message) in enumerate([(0.6, "peer closed"), (0.2, "rank 1 gave up")]):
+        path = tmp_path / f"error{rank}.json"
+        record = {"message": message, "extraInfo": {"timestamp": str(second)}}
+        path.write_text(json.dumps({"message": record}))
+        os.utime(path, (second + offset, second + offset))
+        failures[rank] = ProcessFailure(
+            local_rank=rank, pid=100 + rank, exitcode=1, error_file=str(path)
+        )
+    assert failures[0].timestamp == failures[1].timestamp == second  # torch's tie
+    error = _launch_error(ChildFailedError("train.py", failures))
+    assert error.rank == 1
+    assert "rank 1 gave up" in error.message
