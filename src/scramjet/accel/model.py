@@ -28,7 +28,11 @@ from torch.nn.parameter import is_lazy
 
 from scramjet.accel._engine import Engine, Tolerance, _device_of, map_output_tensors
 from scramjet.accel.extras import inputs_to_channels_last, resolve_autocast, to_channels_last
-from scramjet.accel.sparse_backprop import SparseBackpropConfig, apply_sparse_backprop
+from scramjet.accel.sparse_backprop import (
+    SparseBackpropConfig,
+    apply_sparse_backprop,
+    in_function_transform,
+)
 from scramjet.trainer.trainer import BACKWARD_RECOVERY
 
 M = TypeVar("M", bound=nn.Module)
@@ -102,9 +106,8 @@ def _in_function_transform() -> bool:
 
     Inside one, the first-step check cannot run (it restores buffers in place and draws a
     random projection, both refused there), so such calls run eagerly, unchecked, and never
-    cost a backend that the plain training steps use."""
-    stack = getattr(torch._C._functorch, "peek_interpreter_stack", None)
-    return stack is not None and stack() is not None
+    cost a backend that the plain training steps use; sparse-backprop layers run dense."""
+    return in_function_transform()
 
 
 def _under_saved_tensor_hooks(engine: Engine, module: nn.Module) -> Callable[..., Any] | None:

@@ -141,9 +141,19 @@ def sparse_linear(
     return apply(x, weight, bias, k, dense_if)
 
 
+def in_function_transform() -> bool:
+    """Whether a ``torch.func`` transform (``grad``, ``vmap``, ``jacrev``, ...) is running."""
+    stack = getattr(torch._C._functorch, "peek_interpreter_stack", None)
+    return stack is not None and stack() is not None
+
+
 def _patched_forward(
     layer: nn.Linear, k: int, x: torch.Tensor, dense_if: Callable[[], bool] | None = None
 ) -> torch.Tensor:
+    if in_function_transform():
+        # Per-sample gradients, Jacobians: the exact dense backward (the top-k Function has
+        # no functorch rule, and a per-sample top-k is not meProp's batch-wide choice).
+        return F.linear(x, layer.weight, layer.bias)
     if dense_if is not None and torch.compiler.is_compiling():
         # Heads are not known yet and a traced graph cannot ask: trace the dense forward.
         # scramjet's COMPILE backend always runs one eager step first, so it never gets here.
