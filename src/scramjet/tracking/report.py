@@ -9,6 +9,7 @@ canvas: matplotlib's global state and style are never touched.
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import io
 import json
@@ -25,6 +26,9 @@ from scramjet.tracking.loggers.base import MetricRow
 from scramjet.tracking.loggers.csv import metric_series, read_metrics
 
 _LOSS_NAMES = ("train_loss_epoch", "eval_loss_epoch")
+#: The longest plot file stem: file names hold 255 bytes, the atomic write's temporary
+#: name adds ``.tmp-`` and ``.png.<pid>.<8 hex>`` to it.
+_MAX_STEM_BYTES = 160
 
 
 def _figure() -> tuple[Any, Any]:
@@ -109,20 +113,43 @@ def build_plots(run_dir: str | os.PathLike[str]) -> dict[str, Path]:
     rows = read_metrics(run)
     (epoch, axis), step = _epoch_curves(rows), metric_series(rows, "step")
     out: dict[str, Path] = {}
+    taken: set[str] = set()
     loss_lines = [(n, *epoch[n]) for n in _LOSS_NAMES if n in epoch]
     if loss_lines:
         title = "loss per epoch" if axis == "epoch" else "loss per step (evaluations within epochs)"
-        out["loss"] = _write(plots / "loss.png", _plot_lines(title, loss_lines, axis))
+        _add_plot(out, taken, plots, "loss", "", _plot_lines(title, loss_lines, axis))
     for name, (xs, ys) in sorted(step.items()):
-        out[f"{name}_step"] = _write(
-            plots / f"{_safe(name)}_step.png",
-            _plot_lines(f"{name} per step", [(name, xs, ys)], "step"),
-        )
+        figure = _plot_lines(f"{name} per step", [(name, xs, ys)], "step")
+        _add_plot(out, taken, plots, name, "_step", figure)
     for name, (xs, ys) in sorted(epoch.items()):
-        if name in _LOSS_NAMES:
-            continue
-        out[name] = _write(plots / f"{_safe(name)}.png", _plot_lines(name, [(name, xs, ys)], axis))
+        if name not in _LOSS_NAMES:
+            _add_plot(out, taken, plots, name, "", _plot_lines(name, [(name, xs, ys)], axis))
     return out
+
+
+def _add_plot(
+    out: dict[str, Path], taken: set[str], plots: Path, name: str, suffix: str, data: bytes
+) -> None:
+    """Write the plot of ``name`` to a file no other plot of the run uses and add it to
+    ``out`` under ``name + suffix`` (or, if a plot already has that key, its file stem)."""
+    stem = _plot_stem(name, suffix, taken)
+    key = name + suffix
+    out[key if key not in out else stem] = _write(plots / f"{stem}.png", data)
+
+
+def _plot_stem(name: str, suffix: str, taken: set[str]) -> str:
+    """``name``'s characters that are safe in a file name, then ``suffix``; a name that
+    another plot's file already has (``val/acc`` and ``val_acc``, a metric named ``loss``;
+    compared without case, for case-insensitive file systems) or too long for a file name
+    (at most 255 bytes, counting the temporary name of the atomic write) is cut and ends
+    with a hash of the metric name instead."""
+    stem = _safe(name) + suffix
+    if stem.casefold() in taken or len(stem.encode()) > _MAX_STEM_BYTES:
+        digest = hashlib.sha256((name + suffix).encode()).hexdigest()[:10]
+        head = _safe(name).encode()[: _MAX_STEM_BYTES - 11 - len(suffix)]
+        stem = f"{head.decode(errors='ignore')}{suffix}-{digest}"
+    taken.add(stem.casefold())
+    return stem
 
 
 def _safe(name: str) -> str:
