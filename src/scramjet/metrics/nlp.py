@@ -232,7 +232,9 @@ class PerplexityResults(ResultPackage):
     ``shift_labels=True`` to score its logits at ``t`` against the target at ``t + 1``, as
     its own loss does (also through :meth:`evaluate`, where the logits cannot be sliced).
     Without ``shift_labels``, predictions that are such a model's output (a
-    ``CausalLMOutput...``) are scored unshifted with a warning that says so.
+    ``CausalLMOutput...``) are scored unshifted with a warning that says so. NaN or +inf
+    logits at a scored position give a NaN or inf perplexity with a warning naming the
+    position (a diverged model); -inf logits (tokens the model rules out) are fine.
 
     Args:
         ignore_index: target value to skip: by default -100, the padding ``predict`` and
@@ -300,7 +302,36 @@ class PerplexityResults(ResultPackage):
                 f"{int(outside[0])}. Pass ignore_index=<your padding value> to skip padding, "
                 f"or check that the logits and targets come from the same vocabulary."
             )
-        return {"perplexity": float(perplexity(logits, target, ignore_index=self.ignore_index))}
+        value = float(perplexity(logits, target, ignore_index=self.ignore_index))
+        if not math.isfinite(value):
+            _warn_diverged(logits, target, self.ignore_index)
+        return {"perplexity": value}
+
+
+def _warn_diverged(logits: torch.Tensor, target: torch.Tensor, ignore: int | None) -> None:
+    """Warn that a perplexity is not finite, naming the scored positions whose logits hold
+    NaN or +inf (-inf is a token the model rules out, and is fine)."""
+    bad = (logits.isnan() | logits.isposinf()).any(dim=-1)
+    if ignore is not None:
+        bad &= target != ignore
+    where = [tuple(int(i) for i in at) for at in bad.nonzero()[:3]]
+    if not where:  # finite logits: exp(mean cross-entropy) overflowed float32
+        warnings.warn(
+            "PerplexityResults: the perplexity overflowed to inf (the mean cross-entropy "
+            "is above about 88 nats): the model is far from the targets, or the logits "
+            "and targets come from different vocabularies.",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
+        return
+    warnings.warn(
+        f"PerplexityResults: the perplexity is not finite: the logits hold NaN or +inf at "
+        f"{int(bad.sum())} scored position(s) (the first [row, token]: "
+        f"{', '.join(map(str, where))}). A model that outputs them has diverged: "
+        f"lower the learning rate or clip gradients and train again.",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
 
 
 class QAResults(ResultPackage):
