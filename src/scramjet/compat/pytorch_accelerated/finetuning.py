@@ -24,7 +24,12 @@ def _module_is_batch_norm(module: nn.Module) -> bool:
 
 @dataclass
 class Layer:
-    """One layer: ``layer_group_idx`` is (group index, position in the group)."""
+    """One layer: ``layer_group_idx`` is (group index, position in the group).
+
+    ``is_frozen`` follows the layer's own parameters (none requires a gradient), also when
+    they were frozen or thawed outside the freezer; a layer without parameters keeps the
+    state the freezer last gave it.
+    """
 
     layer_group_idx: tuple[int, int]
     module: nn.Module
@@ -93,11 +98,22 @@ class ModelFreezer:
 
     def get_layer_groups(self) -> list[LayerGroup]:
         """The layer groups, in order."""
+        self._refresh()
         return list(self._groups)
 
     def get_layers(self) -> list[Layer]:
         """Every layer of every group, in order."""
+        self._refresh()
         return [layer for group in self._groups for layer in group.layers]
+
+    def _refresh(self) -> None:
+        # A layer's state is its parameters' (requires_grad set by hand counts too), so
+        # unfreeze() returns every parameter it thaws.
+        for group in self._groups:
+            for layer in group.layers:
+                grads = [p.requires_grad for p in _own_params(layer.module)]
+                if grads:
+                    layer.is_frozen = not any(grads)
 
     def get_trainable_parameters(self) -> list[nn.Parameter]:
         """The parameters that currently require gradients."""
@@ -131,14 +147,15 @@ class ModelFreezer:
         self, from_index: int, to_index: int, *, frozen: bool, set_eval: bool
     ) -> dict[int, dict[str, Any]]:
         start, end = self._convert_idxs(from_index, to_index)
+        self._refresh()
         changed: dict[int, dict[str, Any]] = {}
         for group in self._groups[start : end + 1]:
             params: list[nn.Parameter] = []
             for layer in group.layers:
                 if frozen and _module_is_batch_norm(layer.module) and not self.freeze_batch_norms:
                     continue
-                if layer.is_frozen != frozen:
-                    params.extend(_own_params(layer.module))
+                # Each parameter whose state changes (also one of a partly frozen layer).
+                params.extend(p for p in _own_params(layer.module) if p.requires_grad == frozen)
                 for p in _own_params(layer.module):
                     p.requires_grad_(not frozen)
                 layer.is_frozen = frozen
