@@ -883,7 +883,8 @@ class Trainer:
         collate_fn: Callable[..., Any] | None = None,
     ) -> None:
         """Run one evaluation epoch over ``dataset``; ``eval_loss_epoch`` is recorded.
-        Without ``collate_fn``, the one the last ``train()`` was given batches it."""
+        Without ``collate_fn``, the one the last ``train()`` was given batches it. If it
+        fails, callbacks release what they started (``close``), as after a failed ``train()``."""
         check_dataset(dataset, "dataset")
         check_not_empty(dataset, "dataset")
         check_batch_size(per_device_batch_size, "per_device_batch_size")
@@ -896,8 +897,13 @@ class Trainer:
             self._run_config = self._create_run_config(
                 1, per_device_batch_size, per_device_batch_size, None, 1, (None, None)
             )
-        eval_dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
-        self._evaluate_now(eval_dl)
+        try:
+            eval_dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
+            self._evaluate_now(eval_dl)
+        except BaseException:
+            if not self._in_training_run:  # inside train(), the run's own crash handler closes
+                self.callback_handler.close_all(self)  # e.g. the progress bar stops drawing
+            raise
 
     def run_evaluation(self) -> None:
         """Evaluate on the run's ``eval_dataset`` now (e.g. every N steps), then resume training."""
