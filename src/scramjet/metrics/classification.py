@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torchmetrics.functional import classification as C
@@ -183,14 +183,31 @@ class BinaryResults(ResultPackage):
     is NaN when the targets hold one class only, and PR-AUC when they hold no positive:
     both are undefined there (each with a warning).
 
+    Logits that all happen to lie in [0, 1] (an untrained model's, say) cannot be told from
+    probabilities: pass ``scores="logits"`` when the model outputs logits (they then always
+    go through a sigmoid), or ``scores="probabilities"`` to have values outside [0, 1]
+    refused rather than read as logits.
+
     Args:
         threshold: probability above which a prediction counts as positive.
+        scores: what one score per sample is: ``"auto"`` (the default: read from its
+            values, as above), ``"logits"`` or ``"probabilities"``.
     """
 
     name = "binary"
 
-    def __init__(self, threshold: float = 0.5) -> None:
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        scores: Literal["auto", "logits", "probabilities"] = "auto",
+    ) -> None:
+        if scores not in ("auto", "logits", "probabilities"):
+            raise ValueError(
+                f"BinaryResults: scores must be 'auto', 'logits' or 'probabilities'; "
+                f"received {scores!r}. Pass scores='logits' for a model's raw outputs."
+            )
         self.threshold = threshold
+        self.scores = scores
 
     def compute(
         self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
@@ -198,11 +215,14 @@ class BinaryResults(ResultPackage):
         """See the class docstring."""
         pred = as_tensor(y_pred, "y_pred").float()
         target = as_tensor(y_true, "y_true")
-        if pred.dim() == 2 and pred.shape[1] == 2 and pred.shape[0] == target.numel():
+        two_scores = pred.dim() == 2 and pred.shape[1] == 2 and pred.shape[0] == target.numel()
+        if two_scores:
             pred = pred.softmax(dim=-1)[:, 1]
         pred, target = _one_score_each(pred, target, "BinaryResults"), target.reshape(-1)
         kept = target != PAD_VALUE
         _refuse_nan(pred, kept, "BinaryResults")
+        if not two_scores:
+            pred = self._as_probabilities(pred, kept)
         pred, target = pred[kept], _binary_labels(target[kept])
         t = self.threshold
         return {
@@ -213,6 +233,19 @@ class BinaryResults(ResultPackage):
             ),
             "f1": float(C.binary_f1_score(pred, target, threshold=t)),
         }
+
+    def _as_probabilities(self, pred: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+        """``pred`` through a sigmoid when they are logits; checked when probabilities."""
+        if self.scores == "logits":
+            return pred.sigmoid()
+        outside = pred[kept & ((pred < 0) | (pred > 1))]
+        if self.scores == "probabilities" and outside.numel():
+            raise ValueError(
+                f"BinaryResults(scores='probabilities'): y_pred holds {int(outside.numel())} "
+                f"value(s) outside [0, 1] (the first: {float(outside[0])}). Pass "
+                f"scores='logits' if the model outputs logits, or apply its sigmoid first."
+            )
+        return pred
 
 
 def _binary_labels(target: torch.Tensor) -> torch.Tensor:
