@@ -41,3 +41,21 @@ def test_two_scores_per_sample_are_not_squashed_twice() -> None:
 def test_a_misspelled_scores_value_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="received 'logit'"):
         BinaryResults(scores="logit")  # type: ignore[arg-type]
+
+
+def test_macro_averages_leave_out_classes_that_never_show() -> None:
+    # The documented convention: a fourth class, neither a target nor ever predicted,
+    # has its confusion-matrix row but does not pull the macro averages down.
+    from sklearn import metrics as skm
+
+    from scramjet.metrics import ClassificationResults
+
+    scores = torch.tensor([[3.0, 1, 0, 0], [0, 3, 1, 0], [1, 0, 3, 0], [3, 0, 0, 1], [0, 0, 3, 1]])
+    target = torch.tensor([0, 1, 2, 0, 1])
+    result = ClassificationResults().compute(scores, target)
+    pred = scores.argmax(dim=1).numpy()
+    assert len(result["confusion_matrix"]) == 4
+    assert result["f1_macro"] == pytest.approx(skm.f1_score(target, pred, average="macro"))
+    assert result["recall_macro"] == pytest.approx(skm.recall_score(target, pred, average="macro"))
+    four = skm.f1_score(target, pred, average="macro", labels=[0, 1, 2, 3], zero_division=0)
+    assert result["f1_macro"] != pytest.approx(four)

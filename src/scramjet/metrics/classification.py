@@ -103,7 +103,10 @@ class ClassificationResults(ResultPackage):
     (values outside [0, 1], as :class:`BinaryResults` reads them). Per-token
     scores ``[N, T, C]`` with targets ``[N, T]`` (token classification) are scored token by
     token. Targets equal to -100 (the padding ``predict`` and :meth:`evaluate` add, the
-    ignore index of ``torch.nn.CrossEntropyLoss``) are left out.
+    ignore index of ``torch.nn.CrossEntropyLoss``) are left out. Macro averages are taken
+    over the classes that appear in ``y_true`` or in the predictions, as scikit-learn's
+    defaults do: a class that neither shows (a fourth column of scores never chosen, or a
+    larger ``num_classes``) counts in the confusion matrix but not in the averages.
 
     Args:
         num_classes: number of classes; default the width ``C`` of class scores
