@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from scramjet.accel import accelerate_model
+from scramjet.accel import accelerate_model, fast_optimizer
 
 
 def _mlp() -> nn.Module:
@@ -41,3 +44,28 @@ def test_per_sample_gradients_of_a_model_with_sparse_backprop_are_the_dense_ones
         torch.testing.assert_close(got[name], want[name], msg=name)
     jac = torch.func.jacrev(fast)(x[:2])
     torch.testing.assert_close(jac, torch.func.jacrev(plain)(x[:2]))
+
+
+class _WarmAdam(torch.optim.Adam):
+    """A user's optimizer: Adam with a setting of its own."""
+
+    def __init__(self, params: Any, warmup: int = 3) -> None:
+        super().__init__(params, lr=1e-2)
+        self.warmup = warmup
+
+
+class _ScheduledAdam(torch.optim.Adam):
+    """A user's optimizer whose constructor takes a required argument."""
+
+    def __init__(self, params: Any, total_steps: int) -> None:
+        super().__init__(params, lr=1e-2)
+        self.total_steps = total_steps
+
+
+def test_fast_optimizer_keeps_the_settings_of_a_users_optimizer_subclass():
+    model = nn.Linear(4, 3)
+    fast = fast_optimizer(_WarmAdam(model.parameters(), warmup=50))
+    assert isinstance(fast, _WarmAdam)
+    assert fast.warmup == 50  # not silently back to the constructor's default (3)
+    with pytest.raises(TypeError, match=r"_ScheduledAdam.*total_steps.*fast_optimizer_kwargs"):
+        fast_optimizer(_ScheduledAdam(model.parameters(), total_steps=10))

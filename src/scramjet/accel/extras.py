@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import Callable, Iterator
 from typing import Any, cast
@@ -153,15 +154,46 @@ def fast_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         for key in ("fused", "foreach"):
             if key not in extra:
                 group.pop(key, None)
-    # The concrete class takes fused/foreach keywords that the base Optimizer does not.
-    optimizer_cls: Callable[..., torch.optim.Optimizer] = type(optimizer)
-    new = optimizer_cls(groups, **extra)
+    new = _rebuild(optimizer, groups, extra)
     new.load_state_dict(optimizer.state_dict())
     for group in new.param_groups:
         group.update(extra)
     if extra.get("fused"):
         _unfuse_groups_with_sparse_grads(new)
     return new
+
+
+def _rebuild(
+    optimizer: torch.optim.Optimizer, groups: list[dict[str, Any]], extra: dict[str, bool]
+) -> torch.optim.Optimizer:
+    """``type(optimizer)(groups, **extra)``, with the attributes a subclass's own
+    ``__init__`` set (``self.warmup = warmup``) carried over from ``optimizer``."""
+    # The concrete class takes fused/foreach keywords that the base Optimizer does not.
+    optimizer_cls: Callable[..., torch.optim.Optimizer] = type(optimizer)
+    name = type(optimizer).__name__
+    try:
+        new = optimizer_cls(groups, **extra)
+    except TypeError as exc:
+        shown = "".join(f", {k}=True" for k in extra)
+        raise TypeError(
+            f"fast_optimizer rebuilds the optimizer as {name}(param_groups{shown}), which "
+            f"failed: {exc}. {name}'s constructor takes other arguments; build it yourself "
+            f"with the fast kernels instead: {name}(params, ..., "
+            f"**fast_optimizer_kwargs({name}, device))"
+        ) from exc
+    if not type(optimizer).__init__.__module__.startswith("torch."):
+        internal = _optimizer_internals()
+        for key, value in vars(optimizer).items():
+            if key not in internal:
+                setattr(new, key, value)
+    return new
+
+
+@functools.cache
+def _optimizer_internals() -> frozenset[str]:
+    """What torch.optim's constructors set: built anew, never copied from the old one."""
+    plain = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    return frozenset(vars(plain)) | {"_step_supports_amp_scaling"}
 
 
 def _unfuse_groups_with_sparse_grads(optimizer: torch.optim.Optimizer) -> None:
