@@ -138,22 +138,35 @@ def worker_init_fn(worker_id: int) -> None:
     random.seed(seed)
 
 
+def _join_processes() -> None:
+    """Join the launcher's processes into a process group, as the peer's ``PartialState``
+    did: the decorators synchronise also before any Trainer exists (a no-op alone)."""
+    dist.init_distributed()
+
+
 def world_process_zero_only(func: F) -> F:
-    """Run ``func`` on the main process only (other processes get None)."""
+    """Run ``func`` on the main process only (others get None); every process waits for it."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return func(*args, **kwargs) if dist.is_main_process() else None
+        _join_processes()
+        result = func(*args, **kwargs) if dist.is_main_process() else None
+        dist.barrier()
+        return result
 
     return wrapper  # type: ignore[return-value]
 
 
 def local_process_zero_only(func: F) -> F:
-    """Run ``func`` on the first process of each machine only (others get None)."""
+    """Run ``func`` on the first process of each machine only (others get None); every
+    process waits for it."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return func(*args, **kwargs) if dist.get_local_rank() == 0 else None
+        _join_processes()
+        result = func(*args, **kwargs) if dist.get_local_rank() == 0 else None
+        dist.barrier()
+        return result
 
     return wrapper  # type: ignore[return-value]
 
@@ -163,6 +176,7 @@ def local_process_zero_first(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _join_processes()
         first = dist.get_local_rank() == 0
         if not first:
             dist.barrier()
