@@ -738,8 +738,10 @@ class Trainer:
 
     def _close_after_crash(self) -> None:
         """A crash (at the run's start, in an epoch or at its end): callbacks release
-        threads, displays and run folders before the error goes on."""
-        self._in_training_run = False
+        threads, displays and run folders before the error goes on. The epoch's flags go
+        too: a pending end_epoch() would end the next run's first epoch at its first batch."""
+        self._in_training_run = self._in_train_batches = self._end_epoch_requested = False
+        self._current_dl = None
         self.callback_handler.close_all(self)
 
     def _run_train_epoch(self, train_dl: Iterable[Any]) -> None:
