@@ -168,6 +168,7 @@ class ModelEmaCallback(TrainerCallback):
         self.ema_model: nn.Module | None = None
         self._pending_state: dict[str, Any] | None = None
         self._backup: dict[str, torch.Tensor] | None = None
+        self._swapped: nn.Module | None = None  # the model holding the EMA weights now
 
     def _ensure(self, trainer: Trainer) -> nn.Module:
         from scramjet.runtime.fsdp import is_sharded
@@ -209,7 +210,7 @@ class ModelEmaCallback(TrainerCallback):
     def on_evaluation_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """Swap in the EMA weights for an evaluation inside ``train()``."""
         if self.evaluate_during_training and self.ema_model is not None and trainer.in_training_run:
-            model = trainer.unwrapped_model
+            model = self._swapped = trainer.unwrapped_model
             self._backup = {k: v.detach().clone() for k, v in model.state_dict().items()}
             model.load_state_dict(self.ema_model.state_dict())
 
@@ -217,7 +218,15 @@ class ModelEmaCallback(TrainerCallback):
         """Put the trained weights back."""
         if self._backup is not None:
             trainer.unwrapped_model.load_state_dict(self._backup)
-            self._backup = None
+            self._backup = self._swapped = None
+
+    def close(self) -> None:
+        """After a failed run: an evaluation that failed with the EMA weights swapped in
+        leaves the model holding them; the trained weights go back."""
+        backup, self._backup = self._backup, None
+        model, self._swapped = self._swapped, None
+        if backup is not None and model is not None:
+            model.load_state_dict(backup)
 
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Save the EMA weights if a path was given."""
