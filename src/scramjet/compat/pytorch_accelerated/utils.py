@@ -77,7 +77,8 @@ class DataLoaderSlice:
 class ModelEma(nn.Module):
     """An exponential moving average of a model's weights: ``ema = decay * ema + (1 - decay) * w``.
 
-    Buffers (e.g. batch-norm statistics) are copied. ``module`` is the averaged copy, in
+    As in pytorch-accelerated, floating-point buffers (batch-norm statistics) are averaged
+    like the weights; other buffers (counts) are copied. ``module`` is the averaged copy, in
     evaluation mode and without gradients.
 
     Args:
@@ -103,15 +104,18 @@ class ModelEma(nn.Module):
     @torch.no_grad()
     def update(self, model: nn.Module) -> None:
         """Fold ``model``'s current weights into the average."""
-        pairs = [
+        pairs: list[tuple[torch.Tensor, torch.Tensor]] = [
             (e, m.detach().to(e.device))
             for e, m in zip(self.module.parameters(), model.parameters())
             if e.is_floating_point()
         ]
+        for eb, mb in zip(self.module.buffers(), model.buffers()):
+            if eb.is_floating_point():
+                pairs.append((eb, mb.detach().to(eb.device)))
+            else:
+                eb.copy_(mb)
         if pairs:
             torch._foreach_lerp_([e for e, _ in pairs], [m for _, m in pairs], 1.0 - self.decay)
-        for eb, mb in zip(self.module.buffers(), model.buffers()):
-            eb.copy_(mb)
 
     @torch.no_grad()
     def set(self, model: nn.Module) -> None:
