@@ -41,6 +41,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from scramjet.data._augment_input import Img as _Img
+
 __all__ = [
     "Augmentation",
     "Blur",
@@ -105,75 +107,6 @@ def sample_context(index: int, epoch: int = 0) -> Iterator[None]:
         yield
     finally:
         _SAMPLE.reset(token)
-
-
-class _Img:
-    """Internal form: float32 tensor ``TxCxHxW`` plus what is needed to convert back.
-
-    ``scale`` is the value range (255 for uint8, 65535 for uint16, 1 otherwise) and
-    ``limits`` the range the result is clipped to: an integer dtype's own range (no
-    wrap-around), ``[0, 1]`` for a float image whose values lie there, none otherwise.
-    """
-
-    def __init__(self, x: Any) -> None:
-        self.numpy = isinstance(x, np.ndarray)
-        if not self.numpy and not isinstance(x, torch.Tensor):
-            hint = (
-                "; a sample dict? Augment one column: PackedDataset(..., transform="
-                "{'image': aug}), or item['image'] = aug(item['image'])"
-                if isinstance(x, dict)
-                else "; convert it first, e.g. np.asarray(pil_image)"
-            )
-            raise TypeError(
-                f"augmentations take a numpy HWC array or a torch CHW tensor, got "
-                f"{type(x).__name__}{hint}"
-            )
-        if x.ndim not in (3, 4):
-            raise ValueError(
-                f"expected an image (HWC array / CHW tensor) or a sequence (THWC / TCHW), "
-                f"got shape {tuple(x.shape)}"
-                + (
-                    "; for a grayscale HxW image add a channel axis: x[..., None] (array) "
-                    "or x[None] (tensor)"
-                    if x.ndim == 2
-                    else ""
-                )
-            )
-        self.seq = x.ndim == 4
-        if self.numpy:
-            x = np.ascontiguousarray(x)
-            x = x if x.flags.writeable else x.copy()  # torch warns on read-only arrays (PIL's)
-        t = torch.from_numpy(x) if self.numpy else x
-        if self.numpy:
-            t = t.movedim(-1, -3)
-        if t.dtype == torch.bool or t.dtype.is_complex:
-            raise TypeError(
-                f"augmentations take uint8, other integer or float images, got {t.dtype}; "
-                "convert it first, e.g. x.astype(np.uint8) * 255 for a boolean mask"
-            )
-        self.dtype = t.dtype
-        self.limits: tuple[float, float] | None
-        if t.dtype.is_floating_point:
-            self.scale = 1.0
-            unit = t.numel() > 0 and float(t.min()) >= 0 and float(t.max()) <= 1
-            self.limits = (0.0, 1.0) if unit else None
-        else:
-            info = torch.iinfo(t.dtype)
-            self.scale = {torch.uint8: 255.0, torch.uint16: 65535.0}.get(t.dtype, 1.0)
-            self.limits = (float(info.min), float(info.max))
-        self.t = (t if self.seq else t.unsqueeze(0)).to(torch.float32)
-
-    def result(self) -> Any:
-        t = self.t if self.seq else self.t[0]
-        if not self.dtype.is_floating_point:
-            t = t.round()
-        if self.limits is not None:
-            t = t.clamp(*self.limits)
-        if self.dtype != torch.float32:
-            t = t.to(self.dtype)
-        if self.numpy:
-            return np.ascontiguousarray(t.movedim(-3, -1).numpy())
-        return t.contiguous()
 
 
 def _is_number(value: Any) -> bool:
