@@ -80,7 +80,12 @@ def test_the_freezer_groups_a_wrapped_model_by_the_models_own_layers() -> None:
     model = _model()
     compiled = torch.compile(model)  # not run: only its wrapper is used
     freezer = ModelFreezer(compiled)
-    assert [g.layer_group_idx for g in freezer.get_layer_groups()] == [(0, "0"), (1, "1"), (2, "2")]
+    groups = freezer.get_layer_groups()
+    # as pytorch-accelerated: (index from the start, index from the end)
+    assert [g.layer_group_idx for g in groups] == [(0, -3), (1, -2), (2, -1)]
+    assert [g.name for g in groups] == ["0", "1", "2"]
+    idx = [(0, -3), (1, -2), (1, -2), (2, -1)]  # Linear | ReLU, Dropout | Linear
+    assert [layer.layer_group_idx for layer in freezer.get_layers()] == idx
     freezer.freeze(from_index=0, to_index=-2)
     assert [p.requires_grad for p in model.parameters()] == [False, False, True, True]
 

@@ -24,7 +24,8 @@ def _module_is_batch_norm(module: nn.Module) -> bool:
 
 @dataclass
 class Layer:
-    """One layer: ``layer_group_idx`` is (group index, position in the group).
+    """One layer: ``layer_group_idx`` is its group's index counted from the start and
+    from the end, ``(g, g - number_of_groups)``, as pytorch-accelerated gives it.
 
     ``is_frozen`` follows the layer's own parameters (none requires a gradient), also when
     they were frozen or thawed outside the freezer; a layer without parameters keeps the
@@ -38,11 +39,13 @@ class Layer:
 
 @dataclass
 class LayerGroup:
-    """One top-level child of the model: ``layer_group_idx`` is (index, attribute name)."""
+    """One top-level child of the model: ``layer_group_idx`` is ``(g, g - number_of_groups)``
+    (its index from the start and from the end), and ``name`` its attribute name."""
 
-    layer_group_idx: tuple[int, str]
+    layer_group_idx: tuple[int, int]
     module: nn.Module
     layers: list[Layer]
+    name: str = ""
 
     @property
     def is_frozen(self) -> bool:
@@ -81,15 +84,15 @@ class ModelFreezer:
         self.model = model
         self.freeze_batch_norms = freeze_batch_norms
         self._groups: list[LayerGroup] = []
-        for g, (name, child) in enumerate(model.named_children()):
+        children = list(model.named_children())
+        for g, (name, child) in enumerate(children):
+            idx = (g, g - len(children))  # from the start and from the end
             layers = [
-                Layer((g, i), m)
-                for i, m in enumerate(
-                    m for m in child.modules()
-                    if next(iter(_own_params(m)), None) is not None or not list(m.children())
-                )
-            ]  # fmt: skip
-            self._groups.append(LayerGroup((g, name), child, layers))
+                Layer(idx, m)
+                for m in child.modules()
+                if next(iter(_own_params(m)), None) is not None or not list(m.children())
+            ]
+            self._groups.append(LayerGroup(idx, child, layers, name))
         if not self._groups:
             raise ValueError(
                 f"{type(model).__name__} has no child modules to group; ModelFreezer needs a "
