@@ -12,6 +12,17 @@ import torch
 _FEW_CHANNELS = range(1, 5)
 
 
+def _check_pixels(shape: tuple[int, ...], numpy: bool) -> None:
+    """An image, or every frame of a sequence, has at least one row, column and channel."""
+    if 0 in shape[-3:]:
+        layout = ("T" if len(shape) == 4 else "") + ("HWC" if numpy else "CHW")
+        raise ValueError(
+            f"augmentations need an image with pixels; received shape {shape} ({layout}), "
+            "which has no pixels (a height, width or channel count of 0). Leave empty "
+            "images out of the data (check the files or the crop that produced them)"
+        )
+
+
 def _check_layout(shape: tuple[int, ...], numpy: bool) -> None:
     """Refuse a tensor laid out as HWC (THWC) or an array laid out as CHW (TCHW).
 
@@ -64,6 +75,7 @@ def check_input(x: Any) -> None:
             )
         )
     numpy = isinstance(x, np.ndarray)
+    _check_pixels(tuple(x.shape), numpy)
     _check_layout(tuple(x.shape), numpy)
 
 
