@@ -56,8 +56,15 @@ def read_json(path: Path) -> Any:
         return {}
 
 
-def check_name(value: str, what: str) -> str:
-    """A project or experiment name usable as a folder name."""
+#: The longest name, in UTF-8 bytes, of each kind that becomes part of a file name (file
+#: names hold 255 bytes): a project is one folder; a run folder adds ``_<time>_<6 hex>``
+#: to its experiment; a results name gets ``_predictions.json`` and the temporary name
+#: of an atomic write (``.tmp-NAME.<pid>.<8 hex>``).
+MAX_NAME_BYTES = {"project": 255, "experiment": 255 - 23, "results": 200}
+
+
+def check_name(value: str, what: str, kind: str, example: str = "mnist-mlp") -> str:
+    """A name of ``kind`` (a key of ``MAX_NAME_BYTES``) usable as one file or folder name."""
     if (
         not isinstance(value, str)
         or not value
@@ -66,7 +73,14 @@ def check_name(value: str, what: str) -> str:
     ):
         raise ValueError(
             f"{what} must be a non-empty name without '/', '\\' or NUL; received {value!r}. "
-            f"Use a plain name such as 'mnist-mlp'."
+            f"Use a plain name such as {example!r}."
+        )
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES[kind]:
+        raise ValueError(
+            f"{what} is too long to be part of a file name: received {value[:40]!r}... "
+            f"({size} bytes in UTF-8); at most {MAX_NAME_BYTES[kind]} bytes are allowed. "
+            f"Use a shorter name such as {example!r}."
         )
     return value
 

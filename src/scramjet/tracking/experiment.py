@@ -170,8 +170,8 @@ class Experiment(TrainerCallback):
         on_storage_error: str = "raise",
     ) -> None:
         self.on_storage_error = on_storage_error
-        self.project = _files.check_name(project, "project")
-        self.experiment = _files.check_name(experiment, "experiment")
+        self.project = _files.check_name(project, "project", "project")
+        self.experiment = _files.check_name(experiment, "experiment", "experiment")
         self.root = Path(root)
         self.hyperparams = plain_hyperparams({} if hyperparams is None else hyperparams)
         self.storage_url = storage
@@ -616,7 +616,7 @@ class Experiment(TrainerCallback):
         """Save result-package outputs as ``results/<name>.json`` (main process only).
 
         Args:
-            name: e.g. ``"val"`` or ``"test"``.
+            name: e.g. ``"val"`` or ``"test"``: one file name (no ``/``; else a ValueError).
             results: ``{metric: value}`` (numbers, lists, nested dicts).
             predictions: optional predictions saved as ``results/<name>_predictions.json``.
 
@@ -625,6 +625,7 @@ class Experiment(TrainerCallback):
             ``<name>/<metric>``. After the run finished, the report is rebuilt, the loggers
             get the results and artifacts again, and uploads are synced again.
         """
+        _files.check_name(name, "log_results: name", "results", "val_fold1")
         if not dist.is_main_process():
             return None
         folder = self.start() / "results"
