@@ -9,7 +9,7 @@ import getpass
 import math
 import sys
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -172,12 +172,42 @@ def _plain_value(value: Any, path: tuple[str, ...] = ()) -> Any:
     numel = _numel(value)  # torch tensors and NumPy arrays / scalars
     if numel is not None:
         if numel == 1:
-            return _plain_value(value.reshape(-1)[0].item())
+            return _plain_value(_as_written(value.reshape(-1)[0]))
         if numel <= _MAX_LISTED:
-            return _plain_value(value.tolist())
+            return _plain_value(_as_written(value))
         dtype = str(getattr(value, "dtype", "")).replace("torch.", "")
         return f"{type(value).__name__}(shape={list(value.shape)}, dtype={dtype})"
     return str(value)
+
+
+def _as_written(value: Any) -> Any:
+    """``value.tolist()``, each float of a float16, bfloat16 or float32 tensor or array as
+    the shortest decimal that reads back as the same value in that precision:
+    ``np.float32(0.1)`` is 0.1, not 0.10000000149011612 (its float32 value in double
+    precision), so it equals the ``0.1`` of another run."""
+    plain = value.tolist()
+    dtype = getattr(value, "dtype", None)
+    if isinstance(dtype, torch.dtype):
+        if not dtype.is_floating_point or dtype.itemsize >= 8:
+            return plain
+        return _map_floats(plain, lambda v: torch.tensor(v, dtype=dtype).item())
+    if getattr(dtype, "kind", "") != "f" or getattr(dtype, "itemsize", 8) >= 8:
+        return plain
+    return _map_floats(plain, lambda v: dtype.type(v).item())  # type: ignore[union-attr]
+
+
+def _map_floats(plain: Any, narrow: Callable[[float], float]) -> Any:
+    """``plain`` (a float or nested lists of floats) with each finite float replaced by its
+    shortest decimal that ``narrow`` (a cast to the value's precision) maps back to it."""
+    if isinstance(plain, list):
+        return [_map_floats(v, narrow) for v in plain]
+    if not isinstance(plain, float) or not math.isfinite(plain):
+        return plain
+    for digits in range(1, 18):
+        short = float(f"{plain:.{digits}g}")
+        if narrow(short) == plain:
+            return short
+    return plain
 
 
 def _numel(value: Any) -> int | None:
