@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import math
 import numbers
 import operator
@@ -293,8 +294,14 @@ class Augmentation:
         raise NotImplementedError
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
-        return f"{type(self).__name__}({args})"
+        """The call that makes this augmentation: its constructor's arguments, as held."""
+        args = []
+        for name, param in list(inspect.signature(type(self).__init__).parameters.items())[1:]:
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:  # Compose's ops
+                args += [repr(op) for op in getattr(self, name)]
+            elif hasattr(self, name):
+                args.append(f"{name}={getattr(self, name)!r}")
+        return f"{type(self).__name__}({', '.join(args)})"
 
 
 class Compose(Augmentation):
@@ -345,11 +352,15 @@ class Flip(Augmentation):
         p: float = 0.5,
         seed: int | None = None,
     ) -> None:
-        super().__init__(1.0, seed)
-        self.horizontal, self.vertical, self.prob = horizontal, vertical, _probability(p)
+        super().__init__(p, seed)
+        self.horizontal, self.vertical = horizontal, vertical
+
+    def forward(self, img: _Img, rng: np.random.Generator) -> None:
+        """Draw each direction's flip with probability ``p`` (no draw for the whole call)."""
+        img.t = self.apply(img, self.params(rng, img))
 
     def params(self, rng: np.random.Generator, img: _Img) -> tuple[bool, bool]:
-        h, v = rng.random() < self.prob, rng.random() < self.prob
+        h, v = rng.random() < self.p, rng.random() < self.p
         return h and self.horizontal, v and self.vertical
 
     def apply(self, img: _Img, params: tuple[bool, bool]) -> torch.Tensor:
