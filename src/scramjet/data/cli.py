@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from typing import Any
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +44,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--on-error", default="raise", choices=("raise", "skip"))
     parser.add_argument("--overwrite", action="store_true", help="replace an existing pack")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="hide the progress bar (shown only when stderr is a terminal)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             pool=args.pool,
             on_error=args.on_error,
             overwrite=args.overwrite,
-            progress=not args.no_progress,
+            progress=not args.no_progress and _terminal(sys.stderr),
         )
     except KeyboardInterrupt:  # pack removed what it had written; no traceback for Ctrl-C
         print(f"scramjet pack: interrupted; nothing was written at {args.dst!r}", file=sys.stderr)
@@ -97,6 +102,15 @@ def run(args: argparse.Namespace) -> int:
         f"{len(report.skipped)} rows skipped)"
     )
     return 0
+
+
+def _terminal(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal: the progress bar is drawn there only (in a log file
+    it would leave nothing but a blank line)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # replaced by an object without isatty, or closed
+        return False
 
 
 #: pack() arguments whose fixes name them as ``name=value``; here they are options.
