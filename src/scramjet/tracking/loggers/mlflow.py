@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import re
@@ -48,13 +49,23 @@ def _check_server(uri: str) -> None:
 _REFUSED = re.compile(r"[^/\w.\- :]")
 
 
+#: The longest param or metric name MLflow accepts (a longer one fails its whole batch).
+MAX_NAME_LENGTH = 250
+
+
 def mlflow_name(name: str) -> str:
-    """``name`` as MLflow accepts it: each refused character replaced by ``_``, and a name
-    that would read as another path (``a//b``, ``/a``, ``a/``) with its slashes replaced."""
+    """``name`` as MLflow accepts it: each refused character replaced by ``_``, a name
+    that would read as another path (``a//b``, ``/a``, ``a/``) with its slashes replaced,
+    and a name longer than :data:`MAX_NAME_LENGTH` cut, ending with a hash of the whole
+    name so that two long names stay two."""
     out = _REFUSED.sub("_", name)
     if _reads_as_path(out):
         out = out.replace("/", "_")
-    return f"_{out}" if _reads_as_path(out) else out
+    out = f"_{out}" if _reads_as_path(out) else out
+    if len(out) > MAX_NAME_LENGTH:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        out = f"{out[: MAX_NAME_LENGTH - 11].rstrip('/')}-{digest}"
+    return out
 
 
 def _reads_as_path(name: str) -> bool:
@@ -154,10 +165,14 @@ class MLflowTracker(Tracker):
         if found is None:
             found = self._names[name] = mlflow_name(name)
             if found != name:
+                why = (
+                    f"names longer than {MAX_NAME_LENGTH} characters ({len(name)})"
+                    if len(name) > MAX_NAME_LENGTH
+                    else "the name (it allows letters, digits, '_', '-', '.', ' ', ':' and '/')"
+                )
                 warnings.warn(
-                    f"MLflow refuses the name {name!r} (it allows letters, digits, '_', '-', "
-                    f"'.', ' ', ':' and '/'); MLflow records it as {found!r}, the other "
-                    f"loggers as {name!r}. Rename it to keep one name everywhere.",
+                    f"MLflow refuses {why}: {name!r}; MLflow records it as {found!r}, the "
+                    f"other loggers as {name!r}. Rename it to keep one name everywhere.",
                     UserWarning,
                     stacklevel=2,
                 )
