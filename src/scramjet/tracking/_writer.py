@@ -5,9 +5,12 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from scramjet.tracking._files import read_json, write_json
 from scramjet.tracking.loggers.base import Tracker
 
 
@@ -107,3 +110,22 @@ def dispatch(trackers: list[Tracker], kind: str, payload: Any, errors: list[str]
                 tracker.close()
         except Exception as exc:
             errors.append(f"{tracker.name}: {kind}: {type(exc).__name__}: {exc}")
+
+
+def record_tracker_errors(run_json: Path, errors: list[str]) -> dict[str, Any]:
+    """Add the loggers' ``errors`` to ``run.json`` as ``logger_errors`` and say them in one
+    warning: a logger lost what it was sent when it failed, while training and the other
+    loggers carried on. Returns ``run.json``'s new content."""
+    found = read_json(run_json)
+    info: dict[str, Any] = found if isinstance(found, dict) else {}
+    info["logger_errors"] = list(errors)
+    write_json(run_json, info)
+    loggers = sorted({error.split(":", 1)[0] for error in errors})
+    warnings.warn(
+        f"{len(errors)} logger error(s) during the run, from {', '.join(loggers)}: each lost "
+        f"what it was sent when it failed (training, metrics.csv and the other loggers "
+        f"carried on). First: {errors[0]}. All are listed as 'logger_errors' in {run_json}.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return info

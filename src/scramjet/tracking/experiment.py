@@ -57,7 +57,7 @@ from scramjet.tracking._params import (
     tracker_params,
 )
 from scramjet.tracking._steps import StepBuffer, StepLosses
-from scramjet.tracking._writer import TrackerWriter, dispatch
+from scramjet.tracking._writer import TrackerWriter, dispatch, record_tracker_errors
 from scramjet.tracking.loggers import open_tracker
 from scramjet.tracking.loggers.base import MetricRow, Tracker
 from scramjet.tracking.loggers.csv import CSVTracker
@@ -662,9 +662,7 @@ class Experiment(TrainerCallback):
         build_report(self.run_dir)
         self._end_trackers("finished")
         if self._tracker_errors:
-            info = _files.read_json(path)
-            info["logger_errors"] = list(self._tracker_errors)
-            _files.write_json(path, info)
+            info = record_tracker_errors(path, self._tracker_errors)
         self._finished = True
         self.upload_report = self._sync(info) if self._storage is not None else None
         if self.upload_report is not None and not self.upload_report.ok:
