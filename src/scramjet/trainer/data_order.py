@@ -230,6 +230,16 @@ def gather_shards(local: Any, num_samples: int) -> Any:
     )
 
 
+def _eval_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """An evaluation DataLoader's options, with a generator of its own: starting its
+    iterator draws the workers' base seed from it, not from the global generator, which
+    would move the training's dropout masks (a run with evaluation trained differently)."""
+    out = loader_options(kwargs, _EVAL_DATA)
+    if out.get("generator") is None:
+        out["generator"] = torch.Generator()
+    return out
+
+
 class Lockstep(Generic[T]):
     """Iterate ``(batch, is_real)`` so that every rank takes the same number of steps.
 
@@ -444,7 +454,7 @@ class DataOrder:
         """A loader over ``dataset`` for evaluation or prediction: each rank takes its
         :class:`ShardSampler` share (``r, r + W, ...``, no padding) in dataset order."""
         if isinstance(dataset, IterableDataset):
-            return DataLoader(dataset, **loader_options(kwargs, _EVAL_DATA))
+            return DataLoader(dataset, **_eval_options(kwargs))
         if kwargs.get("batch_sampler") is not None and dist.get_world_size() > 1:
             raise ValueError(
                 f"the evaluation dataloader kwargs hold a batch_sampler "
@@ -464,7 +474,7 @@ class DataOrder:
         threaded = pack_loader(dataset, sampler, kwargs)  # a pack: its threaded batch loader
         if threaded is not None:
             return threaded
-        loader = DataLoader(dataset, sampler=sampler, **loader_options(kwargs, _EVAL_DATA))
+        loader = DataLoader(dataset, sampler=sampler, **_eval_options(kwargs))
         # The largest share (every rank's decision alike): below one batch, none gives one.
         most = safe_len(sampler)
         if isinstance(sampler, ShardSampler):
