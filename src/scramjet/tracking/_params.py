@@ -43,7 +43,8 @@ def plain_hyperparams(params: Any) -> dict[str, Any]:
     sets sorted lists; anything else its ``str``.
 
     Two values that would share one name are refused with a ``ValueError`` naming both
-    (see :func:`check_flat_names`), before anything is written.
+    (see :func:`check_flat_names`), and so are values that contain themselves, before
+    anything is written.
     """
     fields = _fields_of(params)
     if fields is None:
@@ -53,7 +54,16 @@ def plain_hyperparams(params: Any) -> dict[str, Any]:
             f"NamedTuple, a pydantic model, an attrs class, an object with to_dict()); "
             f"received {type(params).__name__}. Pass a dict, e.g. hyperparams={{'lr': 1e-3}}."
         )
-    plain = _plain_fields(fields, ())
+    try:
+        plain = _plain_fields(fields, ())
+    except RecursionError:  # a cycle: a dict or list in itself, a parent pointer
+        raise ValueError(
+            "hyperparams contains itself: a dict, list or settings object holds itself "
+            "somewhere inside (a parent pointer, say), so it cannot be written as JSON "
+            "(or it nests deeper than Python's recursion limit). Pass the plain values "
+            "that define the run, e.g. hyperparams={'lr': cfg.lr, 'model': cfg.model.name}. "
+            "Nothing was written."
+        ) from None
     check_flat_names(plain)
     return plain
 
