@@ -241,6 +241,13 @@ def check_layout(payload: Any, checked: bool) -> str | None:
             one lost its trailer (damaged or truncated), which is an error too.
     """
     if not isinstance(payload, dict) or MARKER not in payload:
+        if isinstance(payload, dict) and "model_state_dict" in payload:  # pytorch-accelerated's
+            return (
+                "not a scramjet checkpoint: it holds 'model_state_dict' but no training "
+                "state (a pytorch-accelerated save_checkpoint file, say), so a run cannot "
+                "resume from it; load its weights with trainer.load_checkpoint(path) from "
+                "scramjet.compat.pytorch_accelerated, or model.load_state_dict(...)"
+            )
         return "not a scramjet checkpoint (expected a file written by CheckpointManager.save)"
     version = payload[MARKER]
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
