@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -135,7 +136,10 @@ class DashBoard(Dashboard):
         print every ``interval`` calls (``interval`` thins the printed lines only)."""
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
             raise ValueError(f"interval must be an int >= 1; received {interval!r}.")
-        super().gauge(entry, mile, epoch, mpe, stage, 1, duration, samples=samples)
+        # An inviz value that is not one number (an image, a batch of masks) is its
+        # function's to show: recording it would write a column and a plot of NaN.
+        recorded = {k: v for k, v in entry.items() if k not in self._inviz or _one_number(v)}
+        super().gauge(recorded, mile, epoch, mpe, stage, 1, duration, samples=samples)
         if not is_main_process():
             return
         for name, fn in self._inviz.items():
@@ -144,3 +148,13 @@ class DashBoard(Dashboard):
         # The end of an epoch prints its line already (Dashboard.gauge).
         if (mile + 1) % interval == 0 and mile + 1 < mpe and self._prints_plain:
             self._print_plain([stage])
+
+
+def _one_number(value: Any) -> bool:
+    """Whether ``value`` is one real number (a Python number, or a tensor or array of
+    one element)."""
+    if isinstance(value, numbers.Real):
+        return True
+    size = getattr(value, "size", None)
+    count = value.numel() if callable(getattr(value, "numel", None)) else size
+    return isinstance(count, int) and count == 1 and getattr(value, "dtype", None) is not None
