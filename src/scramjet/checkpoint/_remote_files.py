@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
+from scramjet.checkpoint._map_location import MapLocation
 from scramjet.checkpoint.manager import (
     CheckpointError,
     CheckpointManager,
@@ -202,7 +201,7 @@ def load_remote(
     strict: bool = True,
     scope: str | None = None,
     fallback: bool = True,
-    map_location: str | torch.device | None = "cpu",
+    map_location: MapLocation = "cpu",
     timeouts: StorageTimeouts | None = None,
 ) -> LoadResult:
     """Restore ``state`` from the newest good checkpoint under ``url`` (or from one file).

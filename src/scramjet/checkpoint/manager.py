@@ -40,6 +40,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from scramjet.checkpoint._map_location import MapLocation, check_map_location, maps_to_cpu
 from scramjet.checkpoint.background import BackgroundWriter, Snapshotter, register_for_exit
 from scramjet.checkpoint.payload import (
     FORMAT_VERSION,
@@ -526,7 +527,7 @@ class CheckpointManager:
         strict: bool = True,
         scope: str | None = None,
         fallback: bool = True,
-        map_location: str | torch.device | None = "cpu",
+        map_location: MapLocation = "cpu",
     ) -> LoadResult:
         """Restore ``state`` in place from a checkpoint.
 
@@ -613,11 +614,11 @@ class CheckpointManager:
         return [c.path for c in reversed(found)]
 
     def _load_first_readable(
-        self, candidates: list[Path], fallback: bool, map_location: Any
+        self, candidates: list[Path], fallback: bool, map_location: MapLocation
     ) -> tuple[dict[str, Any], Path]:
         # Memory-map on CPU: modules copy straight from the page cache, once; every other
         # tensor is cloned in _restore so nothing keeps the file mapped afterwards.
-        mmap = map_location is None or torch.device(map_location).type == "cpu"
+        mmap = maps_to_cpu(map_location)
         errors: list[CorruptCheckpointError] = []
         for i, path in enumerate(candidates):
             try:
@@ -697,7 +698,7 @@ class CheckpointManager:
 def read_checkpoint(
     path: str | os.PathLike[str],
     *,
-    map_location: str | torch.device | None = "cpu",
+    map_location: MapLocation = "cpu",
     mmap: bool = False,
 ) -> dict[str, Any]:
     """Read one checkpoint file safely (``weights_only=True``) and check its layout.
@@ -721,7 +722,7 @@ def read_checkpoint(
             f"read_checkpoint reads one checkpoint file; {str(path)!r} is a folder. For the "
             f"newest checkpoint in it use CheckpointManager({str(path)!r}).load(state)"
         )
-    _check_map_location(map_location)  # else torch's refusal would read as a damaged file
+    check_map_location(map_location)  # else torch's refusal would read as a damaged file
     for manager in list(_WRITERS.get(os.path.realpath(path.parent), ())):
         manager._writer.join()  # a file being written by this process: read it once complete
     try:
@@ -739,23 +740,6 @@ def read_checkpoint(
         raise CorruptCheckpointError(path, problem)
     checked_payload: dict[str, Any] = payload
     return checked_payload
-
-
-def _check_map_location(map_location: Any) -> None:
-    """Refuse a ``map_location`` device this process cannot use (no CUDA, no such index)."""
-    if not isinstance(map_location, str | torch.device):
-        return  # a dict or a function: torch.load applies it
-    try:
-        device = torch.device(map_location)
-        if device.type not in ("cpu", "meta"):
-            torch.empty(0, device=device)
-    except Exception as error:  # RuntimeError, or AssertionError without CUDA support
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(
-            f"map_location={map_location!r} names a device this process cannot use "
-            f"({reason}). Pass map_location='cpu' (the default): load_state_dict then copies "
-            "the values onto each parameter's device, wherever the model is."
-        ) from None
 
 
 _REFUSED_GLOBAL = re.compile(r"Unsupported global: GLOBAL (\S+)")

@@ -53,8 +53,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import torch
-
+from scramjet.checkpoint._map_location import MapLocation
 from scramjet.checkpoint._remote_files import (
     _OBJECT_STORES,
     _fetch,
@@ -276,7 +275,7 @@ class RemoteCheckpointManager(CheckpointManager):
         strict: bool = True,
         scope: str | None = None,
         fallback: bool = True,
-        map_location: str | torch.device | None = "cpu",
+        map_location: MapLocation = "cpu",
     ) -> LoadResult:
         """:meth:`CheckpointManager.load`; ``"latest"`` is the newest checkpoint here or on
         the store: one that only the store has (a fresh machine, another machine's save)
