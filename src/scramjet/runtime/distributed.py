@@ -455,8 +455,8 @@ def gather(tensor: torch.Tensor, pad_value: float | None = None) -> torch.Tensor
         input's device. In a single process, the input (as at least 1-d).
 
     Raises:
-        ValueError: the ranks' parts differ in their number of dimensions, or in a
-            dimension after the first and ``pad_value`` is None (on every rank alike).
+        ValueError: the ranks' parts differ in their number of dimensions or dtype, or in
+            a dimension after the first and ``pad_value`` is None (on every rank alike).
     """
     value = tensor.detach()
     if value.dim() == 0:
@@ -466,14 +466,7 @@ def gather(tensor: torch.Tensor, pad_value: float | None = None) -> torch.Tensor
     device = value.device
     work = value.to(_comm_device())
     world, rank = dist.get_world_size(), dist.get_rank()
-    ndims = torch.zeros(world, dtype=torch.long, device=work.device)
-    ndims[rank] = work.dim()
-    dist.all_reduce(ndims)
-    if int(ndims.min()) != int(ndims.max()):
-        raise ValueError(
-            f"gather: the ranks' tensors have different numbers of dimensions "
-            f"({ndims.tolist()} by rank); every rank must pass the same kind of tensor."
-        )
+    _check_same_kind(work)
     shapes = torch.zeros((world, work.dim()), dtype=torch.long, device=work.device)
     shapes[rank] = torch.tensor(work.shape, dtype=torch.long)
     dist.all_reduce(shapes)  # all_gather of shapes via one small sum
@@ -490,6 +483,39 @@ def gather(tensor: torch.Tensor, pad_value: float | None = None) -> torch.Tensor
     parts = [torch.empty_like(work) for _ in range(world)]
     dist.all_gather(parts, work.contiguous())
     return torch.cat([p[: int(n)] for p, n in zip(parts, shapes[:, 0])]).to(device)
+
+
+# Every dtype torch defines, in a fixed order: a dtype travels between ranks as its index.
+_DTYPES: tuple[torch.dtype, ...] = tuple(
+    sorted({v for v in vars(torch).values() if isinstance(v, torch.dtype)}, key=str)
+)
+
+
+def _check_same_kind(work: torch.Tensor) -> None:
+    """Raise the same ValueError on every rank when the ranks' tensors differ in their
+    number of dimensions or dtype (gloo would abort the process on the size mismatch)."""
+    world, rank = dist.get_world_size(), dist.get_rank()
+    header = torch.zeros((world, 2), dtype=torch.long, device=work.device)
+    header[rank, 0] = work.dim()
+    header[rank, 1] = _DTYPES.index(work.dtype) if work.dtype in _DTYPES else -1
+    dist.all_reduce(header)  # all_gather of (ndim, dtype) via one small sum
+    ndims, codes = header[:, 0].tolist(), header[:, 1].tolist()
+    if min(ndims) != max(ndims):
+        raise ValueError(
+            f"gather: the ranks' tensors have different numbers of dimensions "
+            f"({ndims} by rank); every rank must pass the same kind of tensor."
+        )
+    if min(codes) != max(codes):
+        names = ", ".join(
+            f"{_DTYPES[c] if 0 <= c < len(_DTYPES) else 'unknown'} on rank {r}"
+            for r, c in enumerate(codes)
+        )
+        raise ValueError(
+            f"gather: the ranks' tensors have different dtypes ({names}); every rank must "
+            f"pass the same dtype. Convert them with .to(dtype) before gathering (an empty "
+            f"part made with torch.empty(0) or torch.tensor([]) is float32: give it the "
+            f"others' dtype, e.g. torch.empty(0, dtype=torch.float16))."
+        )
 
 
 def gather_object(obj: T) -> list[T]:
