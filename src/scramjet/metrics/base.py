@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -10,6 +11,7 @@ import numpy as np
 import torch
 
 from scramjet.runtime import distributed as dist
+from scramjet.runtime.stacklevel import user_stacklevel
 from scramjet.trainer.batch import (
     LOGITS_KEY,
     PAD_VALUE,
@@ -21,6 +23,10 @@ from scramjet.trainer.batch import (
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
+
+#: What the class names of Hugging Face causal language models' outputs hold
+#: (``CausalLMOutput``, ``CausalLMOutputWithPast``, ``MoeCausalLMOutputWithPast``, ...).
+CAUSAL_OUTPUT = "CausalLMOutput"
 
 
 class ResultPackage:
@@ -312,3 +318,18 @@ def _rows(value: Any) -> list[torch.Tensor] | None:
             return None
         rows.append(row)
     return rows
+
+
+def warn_if_unshifted(y_pred: Any, shift_labels: bool | None, package: str) -> None:
+    """Warn that a causal language model's output (a ``CausalLMOutput...``) is scored
+    unshifted, unless ``shift_labels`` says how to score it."""
+    if shift_labels is not None or CAUSAL_OUTPUT not in type(y_pred).__name__:
+        return
+    warnings.warn(
+        f"{package} received a {type(y_pred).__name__}: a causal language model's logits "
+        f"at position t predict the token at t + 1, but they are scored against the "
+        f"target at t. Pass {package}(shift_labels=True) to score them as the model's own "
+        f"loss does (or shift_labels=False to keep this scoring without the warning).",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )

@@ -11,7 +11,7 @@ import torch
 from torchmetrics.functional import classification as C
 from torchmetrics.functional import regression as R
 
-from scramjet.metrics.base import ResultPackage, as_tensor
+from scramjet.metrics.base import ResultPackage, as_tensor, warn_if_unshifted
 from scramjet.runtime.stacklevel import user_stacklevel
 from scramjet.trainer.batch import PAD_VALUE
 
@@ -80,6 +80,18 @@ def _check_labels(values: torch.Tensor, n: int, what: str, package: str) -> None
         )
 
 
+def _next_token(scores: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scores at each position ``t`` with the target at ``t + 1`` (``shift_labels``)."""
+    if target.dim() < 2 or scores.dim() < 2 or scores.shape[1] != target.shape[1]:
+        raise ValueError(
+            f"ClassificationResults(shift_labels=True) scores each position's prediction "
+            f"against the next target, so it needs per-token targets [N, T] and scores "
+            f"[N, T, C] (or labels [N, T]); received y_pred {tuple(scores.shape)} and y_true "
+            f"{tuple(target.shape)}. Pass shift_labels=False for one label per sample."
+        )
+    return scores[:, :-1], target[:, 1:]
+
+
 def _one_score_each(pred: torch.Tensor, target: torch.Tensor, package: str) -> torch.Tensor:
     """``pred`` flattened to one value per target, or an error naming both shapes."""
     if pred.numel() != target.numel():
@@ -102,7 +114,11 @@ class ClassificationResults(ResultPackage):
     numbers) predicts class 1 when it is a probability above 0.5, or a logit above 0
     (values outside [0, 1], as :class:`BinaryResults` reads them). Per-token
     scores ``[N, T, C]`` with targets ``[N, T]`` (token classification) are scored token by
-    token. Targets equal to -100 (the padding ``predict`` and :meth:`evaluate` add, the
+    token; a causal language model's (a Hugging Face ``...ForCausalLM``, whose ``labels``
+    are its ``input_ids``) predict the token after each position: pass
+    ``shift_labels=True`` to score the scores at ``t`` against the target at ``t + 1``, as
+    its own loss does (such a model's output, a ``CausalLMOutput...``, is otherwise scored
+    unshifted with a warning). Targets equal to -100 (the padding ``predict`` and :meth:`evaluate` add, the
     ignore index of ``torch.nn.CrossEntropyLoss``) are left out. Macro averages are taken
     over the classes that appear in ``y_true`` or in the predictions, as scikit-learn's
     defaults do: a class that neither shows (a fourth column of scores never chosen, or a
@@ -113,6 +129,8 @@ class ClassificationResults(ResultPackage):
             ``[N, C]`` (a class the data never shows still has its row and column in the
             confusion matrix), or ``max(label) + 1`` over both inputs if that is more, or
             for labels.
+        shift_labels: score the scores at ``t`` against the target at ``t + 1`` (True) or
+            at ``t`` (False, the default); needs per-token targets ``[N, T]``.
 
     Example:
         >>> import torch
@@ -122,14 +140,18 @@ class ClassificationResults(ResultPackage):
 
     name = "classification"
 
-    def __init__(self, num_classes: int | None = None) -> None:
+    def __init__(self, num_classes: int | None = None, shift_labels: bool | None = None) -> None:
         self.num_classes = num_classes
+        self.shift_labels = shift_labels
 
     def compute(
         self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """See the class docstring."""
+        warn_if_unshifted(y_pred, self.shift_labels, "ClassificationResults")
         scores, target = as_tensor(y_pred, "y_pred"), as_tensor(y_true, "y_true")
+        if self.shift_labels:
+            scores, target = _next_token(scores, target)
         if _class_distributions(target, scores):  # one-hot or soft targets [N, C]
             target = target.argmax(dim=-1)
         target = target.long()

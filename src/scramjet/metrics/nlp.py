@@ -19,14 +19,11 @@ from typing import Any
 
 import torch
 
-from scramjet.metrics.base import ResultPackage, as_tensor
+from scramjet.metrics.base import ResultPackage, as_tensor, warn_if_unshifted
 from scramjet.runtime.stacklevel import user_stacklevel
 from scramjet.trainer.batch import PAD_VALUE
 
 _TOKEN = re.compile(r"[a-z0-9]+")
-#: What the class names of Hugging Face causal language models' outputs hold
-#: (``CausalLMOutput``, ``CausalLMOutputWithPast``, ``MoeCausalLMOutputWithPast``, ...).
-_CAUSAL_OUTPUT = "CausalLMOutput"
 
 
 def tokenize(text: str) -> list[str]:
@@ -259,16 +256,7 @@ class PerplexityResults(ResultPackage):
         from torchmetrics.functional.text import perplexity
 
         shift = self.shift_labels
-        if shift is None and _CAUSAL_OUTPUT in type(y_pred).__name__:
-            warnings.warn(
-                f"PerplexityResults received a {type(y_pred).__name__}: a causal language "
-                f"model's logits at position t predict the token at t + 1, but they are "
-                f"scored against the target at t. Pass PerplexityResults(shift_labels=True) "
-                f"to score them as the model's own loss does (or shift_labels=False to keep "
-                f"this scoring without the warning).",
-                UserWarning,
-                stacklevel=user_stacklevel(),
-            )
+        warn_if_unshifted(y_pred, shift, "PerplexityResults")
         logits = as_tensor(y_pred, "y_pred").float()
         target = as_tensor(y_true, "y_true").long()
         if logits.dim() != 3 or target.shape != logits.shape[:2]:
