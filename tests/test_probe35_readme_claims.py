@@ -36,3 +36,21 @@ def test_pytorch_accelerated_names_said_to_be_in_a_module_import_from_it() -> No
                 f"README says `{dotted}` is under `{package}`, but "
                 f"`from {target} import {name}` fails"
             )
+
+
+def _normalised(text: str) -> str:
+    return re.sub(r"\s+%", "%", text)
+
+
+def test_accuracy_figures_of_the_acceleration_table_are_the_measured_ones() -> None:
+    table = "\n".join(" | ".join(r) for r in _table_rows("What each option does to speed"))
+    measured = _normalised(
+        "\n".join(
+            (ROOT / page).read_text()
+            for page in ("docs/acceleration.md", "docs/bench/accel.md", "docs/benchmarks.md")
+        )
+    )
+    figures = re.findall(r"\d+(?:\.\d+)?e-\d+|\d+(?:\.\d+)?–\d+(?:\.\d+)?%", _normalised(table))
+    assert len(figures) >= 4, figures
+    quoted = [f for f in figures if f not in measured]
+    assert not quoted, f"README figures found in no benchmark page: {quoted}"
