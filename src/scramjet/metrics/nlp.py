@@ -2,16 +2,17 @@
 
 Perplexity and the QA scores come from torchmetrics. BLEU is counted here with
 torchmetrics' conventions (its smoothing gives 0 whenever an n-gram order has no match).
-torchmetrics' ROUGE needs nltk, so ROUGE-N and ROUGE-L are computed here: lower-cased alphanumeric tokens,
-n-gram overlap counted with multiplicity (ROUGE-N) and the longest common subsequence
-(ROUGE-L); precision, recall and F1 per pair, averaged over pairs. With several
-references per prediction, the best-scoring reference counts.
+torchmetrics' ROUGE needs nltk, so ROUGE-N and ROUGE-L are computed here: lower-cased
+tokens of letters and digits of any script (see :func:`tokenize`), n-gram overlap counted
+with multiplicity (ROUGE-N) and the longest common subsequence (ROUGE-L); precision, recall
+and F1 per pair, averaged over pairs. With several references per prediction, the best-scoring reference counts.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,12 +24,29 @@ from scramjet.metrics.base import ResultPackage, as_tensor, warn_if_unshifted
 from scramjet.runtime.stacklevel import user_stacklevel
 from scramjet.trainer.batch import PAD_VALUE
 
-_TOKEN = re.compile(r"[a-z0-9]+")
+#: Chinese and Japanese characters (kana, CJK ideographs): no spaces separate their words,
+#: so each is a token of its own.
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased runs of letters and digits."""
-    return _TOKEN.findall(text.lower())
+    """Lower-cased runs of letters and digits of any script; each Chinese or Japanese
+    character is a token of its own (those scripts put no spaces between words). Marks
+    (accents, the vowel signs of Indic scripts) stay in their word."""
+    tokens: list[str] = []
+    word: list[str] = []
+    for char in text.lower():
+        if unicodedata.category(char)[0] in "LNM" and not _CJK.match(char):
+            word.append(char)
+            continue
+        if word:
+            tokens.append("".join(word))
+            word = []
+        if _CJK.match(char):
+            tokens.append(char)
+    if word:
+        tokens.append("".join(word))
+    return tokens
 
 
 def _prf(overlap: int, n_pred: int, n_ref: int) -> tuple[float, float, float]:
