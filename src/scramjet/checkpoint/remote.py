@@ -160,6 +160,7 @@ class RemoteCheckpointManager(CheckpointManager):
             timeouts=timeouts,
         )
         self.not_uploaded: dict[str, str] = {}  # file name -> last upload error
+        self._late_uploads = False  # uploaded after the rotation that followed their save
         self._protocol = check_scheme(self.url)
         # Names local rotation deleted: with keep_best, only these are deleted remotely.
         self._rotated_away: set[str] = set()
@@ -405,6 +406,7 @@ class RemoteCheckpointManager(CheckpointManager):
         return None if error is None else f"{type(error).__name__}: {error}"
 
     def _upload(self, info: CheckpointInfo) -> None:
+        late = len(self.not_uploaded)
         for name in [*sorted(self.not_uploaded), info.path.name]:
             if not (self.directory / name).is_file():
                 self.not_uploaded.pop(name, None)
@@ -423,6 +425,7 @@ class RemoteCheckpointManager(CheckpointManager):
                     RuntimeWarning,
                     stacklevel=2,
                 )
+        self._late_uploads |= len(self.not_uploaded) < late
         if not self.not_uploaded:
             self._tidy_remote()
 
@@ -467,9 +470,15 @@ class RemoteCheckpointManager(CheckpointManager):
                 the local copies are complete; the message names them).
         """
         super().close()
+        late = len(self.not_uploaded)
         for name in sorted(self.not_uploaded):
             if not (self.directory / name).is_file() or self._send(name) is None:
                 self.not_uploaded.pop(name, None)
+        if self._late_uploads or len(self.not_uploaded) < late:
+            # The rotation after their save had to keep the checkpoints uploaded late: the
+            # next save would rotate them away, but after the last save none comes.
+            self._late_uploads = False
+            self._rotate(self._scan()[0], background=True)  # the index is a cache
         if self.not_uploaded:
             raise CheckpointWriteError(
                 self._not_uploaded_message(),
