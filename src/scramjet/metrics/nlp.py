@@ -98,7 +98,9 @@ def _described(value: Any) -> str:
     return type(value).__name__
 
 
-def _as_refs(y_true: Any, n: int) -> list[list[str]]:
+def _as_refs(y_true: Any, n: int, *, unanswerable: bool = False) -> list[list[str]]:
+    """One list of reference texts per prediction; an empty list is refused, unless
+    ``unanswerable`` (QA: a question with no answer)."""
     if isinstance(y_true, str | torch.Tensor | Mapping) or not isinstance(y_true, Iterable):
         raise TypeError(
             f"y_true must be a list with one reference text (or a list of texts) per "
@@ -115,6 +117,12 @@ def _as_refs(y_true: Any, n: int) -> list[list[str]]:
             raise TypeError(
                 f"y_true[{i}] must be a reference text or a list of texts; received "
                 f"{_described(item)}. {_DECODE_HINT}"
+            )
+        if not ref and not unanswerable:
+            raise ValueError(
+                f"y_true[{i}] holds no reference text (an empty list); each prediction is "
+                f"scored against its references, so pass at least one per prediction, or "
+                f"leave out the predictions that have none."
             )
         refs.append(ref)
     if len(refs) != n:
@@ -344,7 +352,9 @@ class QAResults(ResultPackage):
     """Extractive QA: SQuAD exact match and token F1 (torchmetrics ``squad``), as fractions.
 
     ``y_pred`` is a list of answer strings; ``y_true`` a list of gold answers (a string
-    or a list of acceptable strings per question).
+    or a list of acceptable strings per question). A question whose list is empty has no
+    answer (SQuAD v2): as in SQuAD v2's official script, an empty prediction scores 1 on
+    it and any other 0.
     """
 
     name = "qa"
@@ -356,7 +366,7 @@ class QAResults(ResultPackage):
         from torchmetrics.functional.text import squad
 
         preds = _texts(y_pred)
-        refs = _as_refs(y_true, len(preds))
+        refs = [r or [""] for r in _as_refs(y_true, len(preds), unanswerable=True)]
         p = [{"prediction_text": t, "id": str(i)} for i, t in enumerate(preds)]
         g: list[Any] = [
             {"answers": {"answer_start": [0] * len(r), "text": r}, "id": str(i)}
