@@ -198,10 +198,11 @@ def _refuse(
 
 
 def ranked_best(found: list[CheckpointInfo], key: str | None, mode: str) -> list[CheckpointInfo]:
-    """``found`` with metric ``key``, best first (``mode`` "min" or "max"); NaN never ranks."""
+    """``found`` with metric ``key``, best first (``mode`` "min" or "max"). A value that is
+    NaN or infinite never ranks: a diverged loss of -inf is not the best weights."""
     if not key:
         return []
-    scored = [c for c in found if key in c.metrics and not math.isnan(c.metrics[key])]
+    scored = [c for c in found if key in c.metrics and math.isfinite(c.metrics[key])]
     sign = 1.0 if mode == "min" else -1.0
     # Ties go to the earlier checkpoint: a later one must be strictly better.
     return sorted(scored, key=lambda c: (sign * c.metrics[key], c.seq))
