@@ -478,9 +478,9 @@ class CheckpointManager:
     # ----------------------------------------------------------------- index
 
     def _write_index(self, kept: list[CheckpointInfo]) -> None:
-        write_index(
-            self.directory, kept, monitor=self.monitor, mode=self.mode, version=FORMAT_VERSION
-        )
+        # A manager without a monitor keeps the rule the folder records (which='best').
+        monitor, mode = self._recorded_ranking()
+        write_index(self.directory, kept, monitor=monitor, mode=mode, version=FORMAT_VERSION)
 
     def _read_index(self) -> dict[str, CheckpointInfo]:
         return read_index(self.directory)
