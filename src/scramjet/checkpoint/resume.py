@@ -626,12 +626,30 @@ def _warn_if_replanned(trainer: Trainer, saved: Any) -> None:
         f"({saved.get('num_epochs')} epochs of {saved.get('updates_per_epoch')}) in a run "
         f"planned for {now['updates']} ({now['num_epochs']} of {now['updates_per_epoch']}): "
         f"the restored {type(trainer.scheduler).__name__} keeps the length it was built "
-        f"with, so the learning rate follows the old plan (OneCycleLR raises past its end, "
-        f"a cosine schedule turns back up). To train on a new schedule, start a run from "
+        f"with, so the learning rate follows the old plan "
+        f"({_old_plan_effect(trainer, int(saved['updates']) < now['updates'])}). "
+        f"To train on a new schedule, start a run from "
         f"the checkpoint's weights: trainer.load_checkpoint(path, load_optimizer=False, "
         f"load_training_state=False), then train().",
         stacklevel=4,
     )
+
+
+def _old_plan_effect(trainer: Trainer, longer: bool) -> str:
+    """What keeping the old schedule does to the learning rate of the new run."""
+    if not longer:
+        return "the run ends before the schedule does, above its final learning rate"
+    name = type(trainer.scheduler).__name__
+    if name == "OneCycleLR":
+        return "OneCycleLR raises an error past its end"
+    if name == "CosineAnnealingLR":
+        return "past its end, CosineAnnealingLR turns back up"
+    if name == "CosineWarmupScheduler":
+        return (
+            "past its end it stays at its minimum, min_lr_ratio x the base rate: with the "
+            "default 0 the extra updates train nothing"
+        )
+    return "past its end, it goes on as the scheduler defines"
 
 
 def _restore_callbacks(trainer: Trainer, saved: dict[str, Any]) -> None:
