@@ -268,7 +268,9 @@ def compute_loss(
             f"Hugging Face model computes its loss only when the batch holds 'labels', so "
             f"add them, e.g. with a DataCollatorForLanguageModeling)"
             if targets is None
-            else ""
+            else " (the batch holds targets, but the model computed no loss from them: a "
+            "Hugging Face model does so only from a key named 'labels', so rename 'label' "
+            "or 'target' to 'labels')"
         )
         raise TypeError(
             f"{hook}: Trainer(loss_func=None) and the model's output "
