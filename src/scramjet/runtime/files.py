@@ -3,14 +3,16 @@
 :func:`atomic_write` writes to a temporary file in the same directory (named
 ``.tmp-<name>.<pid>.<random>``), fsyncs it, renames it over the target with
 :func:`os.replace` and fsyncs the directory. A process killed in the middle leaves only
-the temporary file, which readers ignore. :func:`atomic_write_bytes` and
-:func:`atomic_write_text` are the same write for data already in memory.
+the temporary file, which readers ignore. A replaced file keeps its permission bits.
+:func:`atomic_write_bytes` and :func:`atomic_write_text` are the same write for data
+already in memory.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import threading
 import uuid
 from collections.abc import Callable
@@ -93,6 +95,17 @@ class _SyncAheadWriter:
         os.fsync(self._file.fileno())
 
 
+def _keep_mode(path: Path, fd: int) -> None:
+    """Give the temporary file ``fd`` the permission bits of the file it will replace (a
+    file readable by its owner only stays so); a new file keeps the usual ones (umask)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # no file there yet (or not readable): nothing to keep
+        return
+    if stat.S_ISREG(mode):
+        os.fchmod(fd, stat.S_IMODE(mode))
+
+
 def atomic_write(
     path: str | os.PathLike[str], write: Callable[[Any], object], *, fsync: bool = True
 ) -> None:
@@ -120,6 +133,7 @@ def atomic_write(
     tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
     try:
         with open(tmp, "wb") as file:
+            _keep_mode(path, file.fileno())
             if fsync:
                 writer = _SyncAheadWriter(file)
                 try:
