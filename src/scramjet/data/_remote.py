@@ -131,11 +131,26 @@ def _filesystem(url: str, options: Mapping[str, Any] | None) -> tuple[Any, str]:
     with _FS_LOCK:
         fs = _FILESYSTEMS.get(key)
         if fs is None:
-            opts = with_default_timeouts(url, options, StorageTimeouts())
+            opts = with_default_timeouts(url, _one_try(protocol, options), StorageTimeouts())
             fs, path = open_filesystem(url, opts)
+            if protocol in ("s3", "s3a") and isinstance(getattr(fs, "retries", None), int):
+                fs.retries = 1  # s3fs's own retry loop (5 tries by default): see _one_try
             _FILESYSTEMS[key] = fs
             return fs, path
     return fs, str(fs._strip_protocol(url)).rstrip("/")
+
+
+def _one_try(protocol: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``options`` with one botocore attempt per request for S3 (unless the caller set
+    ``config_kwargs["retries"]``): :class:`Retry` is the one retry layer. Stacked under
+    s3fs's and botocore's own retries, a store that accepts connections but never
+    answers cost each attempt 10 read timeouts (a failing download took half an hour)."""
+    opts = dict(options or {})
+    if protocol in ("s3", "s3a"):
+        config = dict(opts.get("config_kwargs") or {})
+        config.setdefault("retries", {"max_attempts": 1, "mode": "standard"})
+        opts["config_kwargs"] = config
+    return opts
 
 
 # Errors in the request itself (an option the filesystem does not take, a wrong type):
