@@ -95,6 +95,27 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
+def _catchable(sig: Any) -> signal.Signals:
+    """``sig`` as a signal a handler can be installed for (TypeError / ValueError if not,
+    raised before any handler is replaced)."""
+    if isinstance(sig, bool) or not isinstance(sig, int):
+        raise TypeError(f"signals must be signal numbers such as signal.SIGTERM; received {sig!r}.")
+    if sig not in signal.valid_signals():
+        raise ValueError(
+            f"{sig} is not a signal number on this system; pass signals such as "
+            f"signal.SIGTERM or signal.SIGUSR1."
+        )
+    resolved = signal.Signals(sig)
+    if resolved in (signal.SIGKILL, signal.SIGSTOP):
+        raise ValueError(
+            f"{resolved.name} cannot be caught (the kernel ends or stops the process without "
+            f"running any handler), so it cannot ask training to save; leave it out and "
+            f"watch the notice your scheduler sends before it, e.g. signal.SIGTERM or "
+            f"signal.SIGUSR1."
+        )
+    return resolved
+
+
 class PreemptionWatcher:
     """Records preemption signals and lets every rank agree on when to stop.
 
@@ -121,14 +142,7 @@ class PreemptionWatcher:
                 f"check_interval_s must be a number of seconds >= 0; received {check_interval_s!r}."
             )
         self.check_interval_s = float(check_interval_s)
-        resolved = []
-        for sig in signals:
-            if isinstance(sig, bool) or not isinstance(sig, int):
-                raise TypeError(
-                    f"signals must be signal numbers such as signal.SIGTERM; received {sig!r}."
-                )
-            resolved.append(signal.Signals(sig))
-        self.signals = tuple(resolved)
+        self.signals = tuple(_catchable(sig) for sig in signals)
         self._previous: dict[signal.Signals, _Handler] = {}
         self._seen: int | None = None
         self._pending: tuple[Any, torch.Tensor] | None = None  # the all-reduce in flight
