@@ -31,3 +31,12 @@ def test_a_new_file_gets_the_usual_permissions(tmp_path: Path) -> None:
         os.umask(umask)
     made = stat.S_IMODE((tmp_path / "new.bin").stat().st_mode)
     assert made == stat.S_IMODE(reference.stat().st_mode)
+
+
+@pytest.mark.parametrize("name", ["x" * 250 + ".pt", "é" * 125 + ".pt"])
+def test_a_long_file_name_the_folder_accepts_can_be_written(tmp_path: Path, name: str) -> None:
+    target = tmp_path / name
+    target.write_bytes(b"old")  # the name itself is fine for this file system
+    atomic_write_bytes(target, b"new")
+    assert target.read_bytes() == b"new"
+    assert sorted(os.listdir(tmp_path)) == [name]  # no temporary left behind

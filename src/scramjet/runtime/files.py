@@ -1,9 +1,9 @@
 """Crash-safe file writes: a reader sees the old file or the complete new one, never half.
 
 :func:`atomic_write` writes to a temporary file in the same directory (named
-``.tmp-<name>.<pid>.<random>``), fsyncs it, renames it over the target with
-:func:`os.replace` and fsyncs the directory. A process killed in the middle leaves only
-the temporary file, which readers ignore. A replaced file keeps its permission bits.
+``.tmp-<name>.<pid>.<random>``, ``<name>`` shortened where a long one would not fit),
+fsyncs it, renames it over the target with :func:`os.replace` and fsyncs the directory.
+A process killed in the middle leaves only the temporary file, which readers ignore. A replaced file keeps its permission bits.
 :func:`atomic_write_bytes` and :func:`atomic_write_text` are the same write for data
 already in memory.
 """
@@ -95,6 +95,21 @@ class _SyncAheadWriter:
         os.fsync(self._file.fileno())
 
 
+# The longest file name most file systems take (ext4, xfs, btrfs, tmpfs: 255 bytes).
+_NAME_MAX = 255
+
+
+def _temporary_path(path: Path) -> Path:
+    """``.tmp-<name>.<pid>.<random>`` next to ``path``, ``<name>`` shortened from its end
+    when the whole would be longer than a file name may be (the target's own name may
+    already be close to the limit)."""
+    tail = f".{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    name = path.name
+    while name and len(os.fsencode(f"{TMP_PREFIX}{name}{tail}")) > _NAME_MAX:
+        name = name[:-1]
+    return path.with_name(f"{TMP_PREFIX}{name}{tail}")
+
+
 def _keep_mode(path: Path, fd: int) -> None:
     """Give the temporary file ``fd`` the permission bits of the file it will replace (a
     file readable by its owner only stays so); a new file keeps the usual ones (umask)."""
@@ -130,7 +145,7 @@ def atomic_write(
         'saved'
     """
     path = Path(path)
-    tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+    tmp = _temporary_path(path)
     try:
         with open(tmp, "wb") as file:
             _keep_mode(path, file.fileno())
