@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import numbers
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -246,6 +247,8 @@ def set_visible_gpus(indices: Sequence[int]) -> str:
         The value written, e.g. ``"2,0"``.
 
     Raises:
+        TypeError, ValueError: ``indices`` is not a sequence of whole numbers >= 0 (a string
+            such as ``"0,1"`` included).
         RuntimeError: CUDA is already initialised here, so the change would be ignored.
     """
     # torch.cuda.is_initialized is unannotated; it returns a bool.
@@ -255,6 +258,29 @@ def set_visible_gpus(indices: Sequence[int]) -> str:
             "CUDA is already initialised in this process, so CUDA_VISIBLE_DEVICES would be "
             "ignored; call set_visible_gpus() before any tensor is moved to a GPU"
         )
-    value = ",".join(str(int(i)) for i in indices)
+    value = ",".join(str(i) for i in _gpu_indices(indices))
     os.environ["CUDA_VISIBLE_DEVICES"] = value
     return value
+
+
+def _gpu_indices(indices: Any) -> list[int]:
+    """``indices`` as a list of GPU indices >= 0 (TypeError / ValueError otherwise)."""
+    if isinstance(indices, str | bytes) or not isinstance(indices, Iterable):
+        raise TypeError(
+            f"set_visible_gpus takes a list of GPU indices such as [0, 2]; received "
+            f"{type(indices).__name__} {indices!r}. Pass select_gpus()'s result, or e.g. "
+            f"[int(i) for i in text.split(',')] for a comma-separated string."
+        )
+    out = list(indices)
+    for index in out:
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+            raise TypeError(
+                f"set_visible_gpus takes whole GPU indices; received {index!r} "
+                f"({type(index).__name__}) in {out!r}."
+            )
+        if index < 0:
+            raise ValueError(
+                f"set_visible_gpus takes GPU indices >= 0; received {index} in {out!r} (CUDA "
+                f"hides every GPU from a negative index on). To hide all GPUs pass []."
+            )
+    return [int(i) for i in out]
