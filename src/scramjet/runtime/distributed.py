@@ -366,7 +366,9 @@ def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
     """Combine a tensor over all ranks; every rank receives the result.
 
     Args:
-        tensor: Same shape on every rank (a Python number is turned into a tensor).
+        tensor: Same shape and dtype on every rank (a Python number is turned into a
+            tensor). Not checked, to keep this one collective: a mismatch gives a rank
+            wrong values and another a timeout, or aborts the process in gloo.
         op: ``"mean"``, ``"sum"``, ``"max"`` or ``"min"``.
 
     Returns:
