@@ -40,3 +40,13 @@ def test_a_long_file_name_the_folder_accepts_can_be_written(tmp_path: Path, name
     atomic_write_bytes(target, b"new")
     assert target.read_bytes() == b"new"
     assert sorted(os.listdir(tmp_path)) == [name]  # no temporary left behind
+
+
+def test_a_missing_folder_is_named_not_the_hidden_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "runs" / "exp1" / "metrics.json"
+    with pytest.raises(FileNotFoundError) as info:
+        atomic_write_text(target, "{}")
+    message = str(info.value)
+    assert str(target.parent) in message and "mkdir" in message
+    assert ".tmp-" not in message
+    assert not (tmp_path / "runs").exists()  # nothing created on the way

@@ -110,6 +110,22 @@ def _temporary_path(path: Path) -> Path:
     return path.with_name(f"{TMP_PREFIX}{name}{tail}")
 
 
+def _open_temporary(tmp: Path, path: Path) -> BinaryIO:
+    """``tmp`` opened for writing; a missing folder is reported as ``path``'s, not as the
+    hidden temporary's."""
+    try:
+        return open(tmp, "wb")
+    except FileNotFoundError as error:
+        if path.parent.is_dir():
+            raise
+        raise FileNotFoundError(
+            errno.ENOENT,
+            f"cannot write {str(path)!r}: its folder {str(path.parent)!r} does not exist. "
+            f"Create it first, e.g. Path({str(path.parent)!r}).mkdir(parents=True, "
+            f"exist_ok=True)",
+        ) from error
+
+
 def _keep_mode(path: Path, fd: int) -> None:
     """Give the temporary file ``fd`` the permission bits of the file it will replace (a
     file readable by its owner only stays so); a new file keeps the usual ones (umask)."""
@@ -147,7 +163,7 @@ def atomic_write(
     path = Path(path)
     tmp = _temporary_path(path)
     try:
-        with open(tmp, "wb") as file:
+        with _open_temporary(tmp, path) as file:
             _keep_mode(path, file.fileno())
             if fsync:
                 writer = _SyncAheadWriter(file)
