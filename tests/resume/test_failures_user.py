@@ -352,9 +352,27 @@ def test_a_preempted_run_is_marked_interrupted_not_failed(tmp_path: Path) -> Non
     assert info["status"] == "interrupted" and info["last_step"] == 5, info
 
 
+def _cosine_annealing(opt: torch.optim.Optimizer, updates: int) -> Any:
+    return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=updates)
+
+
+def _cosine_warmup(opt: torch.optim.Optimizer, updates: int) -> Any:
+    from scramjet.schedulers import CosineWarmupScheduler
+
+    return CosineWarmupScheduler(opt, total_steps=updates)
+
+
 @pytest.mark.parametrize("epochs_again", [1, 3])
+@pytest.mark.parametrize(
+    ("make", "name", "effect"),
+    [
+        (_cosine_annealing, "CosineAnnealingLR", "turns back up"),
+        # stays at min_lr_ratio (0): the resumed epochs train nothing, and the warning says so
+        (_cosine_warmup, "CosineWarmupScheduler", "the extra updates train nothing"),
+    ],
+)
 def test_resuming_with_another_length_warns_that_the_scheduler_keeps_the_old_one(
-    tmp_path: Path, epochs_again: int
+    tmp_path: Path, epochs_again: int, make: Any, name: str, effect: str
 ) -> None:
     import warnings
 
@@ -362,7 +380,7 @@ def test_resuming_with_another_length_warns_that_the_scheduler_keeps_the_old_one
 
     def run(num_epochs: int, resume: bool) -> list[str]:
         def cosine(opt: torch.optim.Optimizer) -> Any:
-            return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4 * num_epochs)
+            return make(opt, 4 * num_epochs)
 
         saver = SaveTrainingStateCallback(tmp_path / "ckpt", async_write=False)
         trainer = make_trainer(TinyMLP(), callbacks=[saver], seed=0)
@@ -380,7 +398,8 @@ def test_resuming_with_another_length_warns_that_the_scheduler_keeps_the_old_one
     else:
         assert len(told) == 1, told
         assert "planned for 4 optimizer updates (1 epochs of 4)" in told[0]
-        assert "planned for 12 (3 of 4): the restored CosineAnnealingLR" in told[0]
+        assert f"planned for 12 (3 of 4): the restored {name}" in told[0]
+        assert effect in told[0]
 
 
 def test_a_run_config_stand_in_without_numbers_still_saves(tmp_path: Path) -> None:
