@@ -118,8 +118,9 @@ class ClassificationResults(ResultPackage):
     are its ``input_ids``) predict the token after each position: pass
     ``shift_labels=True`` to score the scores at ``t`` against the target at ``t + 1``, as
     its own loss does (such a model's output, a ``CausalLMOutput...``, is otherwise scored
-    unshifted with a warning). Targets equal to -100 (the padding ``predict`` and :meth:`evaluate` add, the
-    ignore index of ``torch.nn.CrossEntropyLoss``) are left out. Macro averages are taken
+    unshifted with a warning). Targets equal to -100 (the padding ``predict`` and
+    :meth:`evaluate` add, the ignore index of ``torch.nn.CrossEntropyLoss``) are left out.
+    Macro averages are taken
     over the classes that appear in ``y_true`` or in the predictions, as scikit-learn's
     defaults do: a class that neither shows (a fourth column of scores never chosen, or a
     larger ``num_classes``) counts in the confusion matrix but not in the averages.

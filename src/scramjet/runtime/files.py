@@ -3,9 +3,9 @@
 :func:`atomic_write` writes to a temporary file in the same directory (named
 ``.tmp-<name>.<pid>.<random>``, ``<name>`` shortened where a long one would not fit),
 fsyncs it, renames it over the target with :func:`os.replace` and fsyncs the directory.
-A process killed in the middle leaves only the temporary file, which readers ignore. A replaced file keeps its permission bits.
-:func:`atomic_write_bytes` and :func:`atomic_write_text` are the same write for data
-already in memory.
+A process killed in the middle leaves only the temporary file, which readers ignore. A
+replaced file keeps its permission bits. :func:`atomic_write_bytes` and
+:func:`atomic_write_text` are the same write for data already in memory.
 """
 
 from __future__ import annotations

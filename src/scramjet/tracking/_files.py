@@ -58,8 +58,7 @@ def read_json(path: Path) -> Any:
 
 #: The longest name, in UTF-8 bytes, of each kind that becomes part of a file name (file
 #: names hold 255 bytes): a project is one folder; a run folder adds ``_<time>_<6 hex>``
-#: to its experiment; a results name gets ``_predictions.json`` and the temporary name
-#: of an atomic write (``.tmp-NAME.<pid>.<8 hex>``).
+#: to its experiment; a results name gets ``_predictions.json`` (200 leaves room to spare).
 MAX_NAME_BYTES = {"project": 255, "experiment": 255 - 23, "results": 200}
 
 

@@ -26,8 +26,8 @@ from scramjet.tracking.loggers.base import MetricRow
 from scramjet.tracking.loggers.csv import metric_series, read_metrics
 
 _LOSS_NAMES = ("train_loss_epoch", "eval_loss_epoch")
-#: The longest plot file stem: file names hold 255 bytes, the atomic write's temporary
-#: name adds ``.tmp-`` and ``.png.<pid>.<8 hex>`` to it.
+#: The longest plot file stem, well under the 255 bytes a file name holds (``.png`` and
+#: a hash are added to a cut one).
 _MAX_STEM_BYTES = 160
 
 
