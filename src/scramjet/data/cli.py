@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             pool=args.pool,
             on_error=args.on_error,
             overwrite=args.overwrite,
-            progress=not args.no_progress and _terminal(sys.stderr),
+            progress=not args.no_progress,
         )
     except KeyboardInterrupt:  # pack removed what it had written; no traceback for Ctrl-C
         print(f"scramjet pack: interrupted; nothing was written at {args.dst!r}", file=sys.stderr)
@@ -102,15 +101,6 @@ def run(args: argparse.Namespace) -> int:
         f"{len(report.skipped)} rows skipped)"
     )
     return 0
-
-
-def _terminal(stream: Any) -> bool:
-    """Whether ``stream`` is a terminal: the progress bar is drawn there only (in a log file
-    it would leave nothing but a blank line)."""
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # replaced by an object without isatty, or closed
-        return False
 
 
 #: pack() arguments whose fixes name them as ``name=value``; here they are options.

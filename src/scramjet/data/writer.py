@@ -203,13 +203,15 @@ def _progress(enabled: bool, total: int) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+    console = Console(stderr=True)
     return Progress(
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
-        disable=not enabled,
+        console=console,
+        # Off a terminal (a log file, a pipe) the hidden bar left only a blank line there.
+        disable=not enabled or not console.is_terminal,
         transient=True,
     )
 
@@ -274,7 +276,7 @@ def pack(
             and lists them in the report and the manifest.
         overwrite: replace an existing pack at ``dst`` (atomically); a folder that is not
             a pack, and a ``dst`` that is or holds ``file_dir``/``file_list``, are refused.
-        progress: show a progress bar on stderr.
+        progress: show a progress bar on stderr (when stderr is a terminal).
         storage_options: fsspec options for a ``dst`` URL (credentials, endpoint...).
 
     Returns:
