@@ -135,7 +135,9 @@ def fast_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
 
     Returns:
         A new optimizer of the same class over the same parameters and state (an LR
-        scheduler must be created on it, not on the one passed in).
+        scheduler must be created on it, not on the one passed in). The hooks registered
+        on ``optimizer`` (step, ``state_dict`` and ``load_state_dict`` pre/post hooks) run
+        on it in the same order, and their handles still remove them.
 
     Raises:
         RuntimeError: a sparse gradient met a fused group under a ``GradScaler`` (whose
@@ -155,6 +157,7 @@ def fast_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
             if key not in extra:
                 group.pop(key, None)
     new = _rebuild(optimizer, groups, extra)
+    _share_hooks(optimizer, new)
     new.load_state_dict(optimizer.state_dict())
     for group in new.param_groups:
         group.update(extra)
@@ -187,6 +190,26 @@ def _rebuild(
             if key not in internal:
                 setattr(new, key, value)
     return new
+
+
+#: The per-optimizer hook tables of ``torch.optim.Optimizer`` (``register_*_hook``).
+_HOOK_TABLES = (
+    "_optimizer_step_pre_hooks",
+    "_optimizer_step_post_hooks",
+    "_optimizer_state_dict_pre_hooks",
+    "_optimizer_state_dict_post_hooks",
+    "_optimizer_load_state_dict_pre_hooks",
+    "_optimizer_load_state_dict_post_hooks",
+)
+
+
+def _share_hooks(old: torch.optim.Optimizer, new: torch.optim.Optimizer) -> None:
+    """Give ``new`` the hook tables of ``old`` itself (not copies): each hook keeps its
+    place, and a handle returned by ``old.register_*_hook`` removes it from ``new``."""
+    for table in _HOOK_TABLES:
+        hooks = getattr(old, table, None)
+        if hooks is not None:
+            setattr(new, table, hooks)
 
 
 @functools.cache
