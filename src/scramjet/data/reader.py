@@ -35,15 +35,8 @@ from scramjet.data._args import (
 )
 from scramjet.data._epoch import SharedEpoch
 from scramjet.data._loaders import make_loader
-from scramjet.data._remote import (
-    Prefetcher,
-    Retry,
-    ShardCache,
-    default_cache_dir,
-    is_url,
-    parse_size,
-    read_manifest,
-)
+from scramjet.data._remote import Prefetcher, ShardCache, read_manifest
+from scramjet.data._remote_fs import Retry, default_cache_dir, is_url, parse_size
 from scramjet.data._ring import BatchRequest, SlotRef, SlotRing, share_memory
 from scramjet.data._shard import BatchPlan, Shard, copy_rows
 from scramjet.data.format import (
