@@ -16,6 +16,7 @@ devices, precision and collectives to :mod:`scramjet.runtime`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -65,6 +66,7 @@ from scramjet.trainer.checks import (
     empty_evaluation,
     explain_batch_error,
     loader_batch_size,
+    ready_loader_batch_size,
     warn_if_nothing_left,
     warn_zero_learning_rate,
 )
@@ -895,10 +897,8 @@ class Trainer:
         )
         self.eval_dataset, self.collate_fn = dataset, collate_fn or self._train_collate_fn
         self._place_model()
-        if self._run_config is None:
-            self._run_config = self._create_run_config(
-                1, per_device_batch_size, per_device_batch_size, None, 1, (None, None)
-            )
+        if not self._in_training_run:  # a standalone evaluation: its batch size, recorded
+            self._run_config = self._evaluation_run_config(dataset, per_device_batch_size)
         try:
             eval_dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
             self._evaluate_now(eval_dl)
@@ -1129,6 +1129,14 @@ class Trainer:
             train_dl, self._eval_dl, epochs, train_bs, eval_bs, max_steps, accum, clips,
             self.precision, self.device,
         )  # fmt: skip
+
+    def _evaluation_run_config(self, data: DataSource, batch_size: int) -> RunConfig:
+        # The last train()'s settings (if any) with this evaluation's batch size.
+        if yields_batches(data):
+            batch_size = ready_loader_batch_size(data, batch_size)
+        if self._run_config is None:
+            return self._create_run_config(1, batch_size, batch_size, None, 1, (None, None))
+        return dataclasses.replace(self._run_config, eval_per_device_batch_size=batch_size)
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         # The one autocast path; full precision skips even the call into runtime.precision.
