@@ -320,14 +320,14 @@ class Dashboard(TrainerCallback):
             as_is = set(self._as_is)
         if series and (gauge or tachograph):
             self.log_path.mkdir(parents=True, exist_ok=True)
-        for metric, by_stage in series.items():
-            base = self.log_path / _files.safe_name(metric)
+        for metric, stem in _files.file_stems(series).items():  # distinct names, no clash
+            by_stage, base = series[metric], str(self.log_path / stem)
             if tachograph:
-                atomic_write_bytes(base.with_suffix(".csv"), _files.csv_bytes(by_stage))
+                atomic_write_bytes(Path(base + ".csv"), _files.csv_bytes(by_stage))
             if gauge:
                 raw = {stage for name, stage in as_is if name == metric}
                 png = _files.png_bytes(metric, by_stage, self.window, raw)
-                atomic_write_bytes(base.with_suffix(".png"), png)
+                atomic_write_bytes(Path(base + ".png"), png)
         if record:
             stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
             lines = [f"{stamp} {line}" for line in plain_lines(snap)]

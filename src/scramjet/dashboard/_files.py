@@ -7,16 +7,22 @@ crash while logging never leaves a half-written file behind.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import os
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
 #: One recorded value: (x = epoch progress, step, epoch, mile, value).
 Row = tuple[float, int, int, int, float]
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+# ``\w`` of a str pattern is any letter or digit, so ``損失`` stays as it is.
+_UNSAFE = re.compile(r"[^\w.-]+")
+
+#: Longest file stem, in UTF-8 bytes: with ``.csv`` and atomic_write's temporary
+#: name, far below the 255 bytes a file system takes.
+_MAX_STEM = 100
 
 
 def safe_name(metric: str) -> str:
@@ -27,6 +33,34 @@ def safe_name(metric: str) -> str:
         'val_acc_1'
     """
     return _UNSAFE.sub("_", metric).strip("_") or "metric"
+
+
+def file_stems(metrics: Iterable[str]) -> dict[str, str]:
+    """A distinct, file-safe stem per metric (``log()`` adds ``.csv`` and ``.png``).
+
+    Metrics whose safe names are the same, also in another case (``val/acc`` and
+    ``val_acc``; ``Loss`` and ``loss``, one file on macOS and Windows), would share a
+    file: each gets ``-<8 hex digits of its name's SHA-1>`` added, but for the first,
+    in sorted order, of those that are their own safe name. A stem too long for a file
+    name is cut and gets the digest too.
+
+    Example:
+        >>> file_stems(["val_acc", "val/acc", "損失"])
+        {'val_acc': 'val_acc', 'val/acc': 'val_acc-76c8b4d4', '損失': '損失'}
+    """
+    stems = {metric: safe_name(metric) for metric in metrics}
+    groups: dict[str, list[str]] = {}
+    for metric, stem in stems.items():
+        groups.setdefault(stem.casefold(), []).append(metric)
+    for names in groups.values():
+        kept = sorted(n for n in names if stems[n] == n)[:1] if len(names) > 1 else names
+        for name in names:
+            stem = stems[name]
+            if name not in kept or len(stem.encode()) > _MAX_STEM:
+                digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+                cut = stem.encode()[: _MAX_STEM - 9].decode(errors="ignore")
+                stems[name] = f"{cut}-{digest}"
+    return stems
 
 
 def csv_bytes(series: Mapping[str, Sequence[Row]]) -> bytes:
