@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler, default_collate, get_worker_info
+from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from scramjet.data._args import (
     check_reader_options,
@@ -33,11 +33,12 @@ from scramjet.data._args import (
     one_index,
     scalar_index,
 )
+from scramjet.data._batches import batch_buffer, collate_samples
 from scramjet.data._epoch import SharedEpoch
 from scramjet.data._loaders import make_loader
 from scramjet.data._remote import Prefetcher, ShardCache, read_manifest
 from scramjet.data._remote_fs import Retry, default_cache_dir, is_url, parse_size
-from scramjet.data._ring import BatchRequest, SlotRef, SlotRing, share_memory
+from scramjet.data._ring import BatchRequest, SlotRef, SlotRing
 from scramjet.data._shard import BatchPlan, Shard, copy_rows
 from scramjet.data.format import (
     MANIFEST_NAME,
@@ -54,33 +55,6 @@ if TYPE_CHECKING:
 
 Transform = Callable[[Any], Any] | Mapping[str, Callable[[Any], Any]]
 VERIFY_MODES = ("open", True, False)
-
-
-def _batch_buffer(
-    shape: tuple[int, ...], dtype: np.dtype, shared: bool
-) -> tuple[torch.Tensor, np.ndarray]:
-    """An empty batch as a tensor and a numpy view of it.
-
-    Inside a DataLoader worker, image batches are allocated in shared memory: the worker
-    decodes straight into the memory the main process receives, with no extra copy.
-    """
-    if shared and get_worker_info() is not None:
-        tensor = share_memory(torch.empty(shape, dtype=torch.uint8))
-        return tensor, tensor.numpy()
-    out = np.empty(shape, dtype)
-    return torch.from_numpy(out), out
-
-
-def _collate_column(values: list[Any], col: ColumnSpec | None) -> Any:
-    """One column of transformed samples, batched as without a transform: a list for a
-    variable-length or ``str`` column and for values of unequal shapes, else stacked."""
-    if isinstance(values[0], str) or (col is not None and col.dtype == "str"):
-        return values
-    variable = col is not None and col.kind == "value" and col.variable
-    shapes = {tuple(v.shape) for v in values if isinstance(v, torch.Tensor | np.ndarray)}
-    if variable or len(shapes) > 1:
-        return [torch.as_tensor(v) for v in values]
-    return default_collate(values)
 
 
 class PackedDataset(Dataset[Any]):
@@ -661,11 +635,7 @@ class PackedDataset(Dataset[Any]):
         collated with ``default_collate``, except those, which stay lists here too.
         """
         if self.transform is not None:
-            samples, specs = self.__getitems__(indices), {c.name: c for c in self.columns}
-            return {
-                name: _collate_column([s[name] for s in samples], specs.get(name))
-                for name in samples[0]
-            }
+            return collate_samples(self.__getitems__(indices), self.columns)
         idx = index_array(indices)
         plan = BatchPlan(*self._locate(idx))
         batch: dict[str, Any] = {}
@@ -698,7 +668,7 @@ class PackedDataset(Dataset[Any]):
             if fixed_image and image_out is not None:
                 tensor, out = None, image_out
             else:
-                tensor, out = _batch_buffer((len(local), *shape), dtype, shared=fixed_image)
+                tensor, out = batch_buffer((len(local), *shape), dtype, shared=fixed_image)
             if fixed_image and col.encoding not in ("jpeg", "png"):  # raw pixels
                 maps = {k: self._shard(k).data[col.name] for k, _ in plan.groups}
                 copy_rows(maps, plan.shard_at, plan.row_at, plan.order.tolist(), out)
