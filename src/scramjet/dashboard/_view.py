@@ -160,9 +160,12 @@ def _progress_lines(snapshot: Snapshot, width: int) -> list[tuple[str, str, str]
     """``(stage label, bar, tail)`` per stage, the bar filling what the width leaves."""
     if not snapshot.stages:
         return []
-    name_w = max(len(s.name) for s in snapshot.stages)
-    heads = [f"{s.name:<{name_w}}  {_epoch_text(s)}" for s in snapshot.stages]
-    head_w = max(len(h) for h in heads)
+    from rich.cells import cell_len
+
+    # Widths in terminal cells: a CJK character takes two, so len() would wrap the row.
+    name_w = max(cell_len(s.name) for s in snapshot.stages)
+    heads = [f"{_pad(s.name, name_w)}  {_epoch_text(s)}" for s in snapshot.stages]
+    head_w = max(cell_len(h) for h in heads)
     cols = [
         [_count_text(s) for s in snapshot.stages],
         [_rate_text(s) for s in snapshot.stages],
@@ -179,9 +182,16 @@ def _progress_lines(snapshot: Snapshot, width: int) -> list[tuple[str, str, str]
     bar_w = width - head_w - tail_w - 4
     bar_w = bar_w if bar_w >= _MIN_BAR else 0
     return [
-        (f"{h:<{head_w}}", bar(s.done, s.total, bar_w), f"{t:<{tail_w}}".rstrip())
+        (_pad(h, head_w), bar(s.done, s.total, bar_w), f"{t:<{tail_w}}".rstrip())
         for h, s, t in zip(heads, snapshot.stages, tails)
     ]
+
+
+def _pad(text: str, width: int) -> str:
+    """``text`` followed by spaces up to ``width`` terminal cells."""
+    from rich.cells import cell_len
+
+    return text + " " * max(width - cell_len(text), 0)
 
 
 def render(snapshot: Snapshot, width: int) -> Any:
