@@ -303,12 +303,32 @@ class ShardCache:
                 held = _Locked(path, exclusive=False)
             except FileNotFoundError:
                 continue  # evicted between the download and the lock: fetch it again
-            if os.fstat(held.fd).st_nlink > 0:  # still the file in the cache, not evicted
+            stat = os.fstat(held.fd)
+            # Still the file in the cache (not evicted), and whole (not cut short by a
+            # crash or a full disk); else ensure() fetches it again.
+            if stat.st_nlink > 0 and stat.st_size == self.manifest.shards[k].bytes:
                 with contextlib.suppress(OSError):  # most recently used: its access time
                     # (the modification time stays: an open shard checks it for rewrites)
-                    os.utime(path, ns=(time.time_ns(), os.fstat(held.fd).st_mtime_ns))
+                    os.utime(path, ns=(time.time_ns(), stat.st_mtime_ns))
                 return path, held
             held.close()
+
+    def cached(self, k: int, warn: bool = False) -> bool:
+        """Whether shard ``k`` is in the cache at the size the manifest records. A file of
+        another size (cut short by a crash during a copy or a full disk) is not: the next
+        download replaces it (``warn``: say so in the log)."""
+        path, info = self.local_path(k), self.manifest.shards[k]
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return False
+        if size != info.bytes and warn:
+            logger.warning(
+                "cached shard %s of %s (%s) holds %d bytes, the manifest says %d: "
+                "downloading it again",
+                *(info.file, self.url, path, size, info.bytes),
+            )
+        return size == info.bytes
 
     def claim(self, k: int) -> _Locked | None:
         """The download lock of shard ``k`` if it is missing and nobody downloads it now.
@@ -316,8 +336,7 @@ class ShardCache:
         A prefetcher claims the shards it will download before the reader is handed the
         indices that need them, so DataLoader workers wait for those downloads instead
         of starting their own (with a client of their own to set up)."""
-        path = self.local_path(k)
-        if path.exists():
+        if self.cached(k):
             return None
         try:
             lock = _Locked(self._lock_path(k), exclusive=True, wait=False, create=True)
@@ -325,7 +344,7 @@ class ShardCache:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise
             return None
-        if path.exists():
+        if self.cached(k):
             lock.close()
             return None
         return lock
@@ -339,12 +358,12 @@ class ShardCache:
         ``claimed``: its download lock, already taken by :meth:`claim` (released here).
         """
         path = self.local_path(k)
-        if path.exists() and claimed is None:
+        if claimed is None and self.cached(k):
             return path
         asked = time.monotonic()
         lock = claimed or _Locked(self._lock_path(k), exclusive=True, create=True)
         with lock:
-            if path.exists():  # another process finished it while we waited
+            if self.cached(k, warn=True):  # another process finished it while we waited
                 return path
             failed = self._failures.get(k)
             if failed is not None and failed[0] >= asked:
