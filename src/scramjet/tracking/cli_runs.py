@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime as _dt
 import os
 import sys
@@ -31,20 +32,37 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--project", help="only this project")
     parser.add_argument(
         "--metrics",
+        action="append",
         default=None,
-        help=f"comma-separated metric names to show (default: {DEFAULT_METRICS}; a name "
-        "no run has is named on stderr): the last epoch value from metrics.jsonl, "
-        "else the value in results/*.json (test first, then val, then the others); "
-        "RESULTS/NAME picks one results file, e.g. test/accuracy",
+        help=f"comma-separated metric names to show, repeatable (default: {DEFAULT_METRICS}; "
+        "a name no run has is named on stderr; a name holding a comma goes in double "
+        "quotes: --metrics 'accuracy,\"f1[a,b]\"'): the last epoch value from "
+        "metrics.jsonl, else the value in results/*.json (test first, then val, then the "
+        "others); RESULTS/NAME picks one results file, e.g. test/accuracy",
     )
     parser.add_argument(
         "--params",
+        action="append",
         default=None,
-        help="comma-separated hyperparameter names to show (nested names joined with '.', "
-        "e.g. lr,optim.betas; a group name such as optim shows every name under it); "
-        "default: every hyperparameter whose value differs between the listed runs; "
-        "'' shows none",
+        help="comma-separated hyperparameter names to show, repeatable (nested names joined "
+        "with '.', e.g. lr,optim.betas; a group name such as optim shows every name under "
+        "it; a name holding a comma goes in double quotes); default: every hyperparameter "
+        "whose value differs between the listed runs; '' shows none",
     )
+
+
+def split_names(values: list[str]) -> list[str]:
+    """The names of ``--metrics``/``--params`` values: each split at its commas as a CSV
+    line (a name in double quotes keeps its commas, ``""`` inside it is one quote), blanks
+    dropped, the first of repeated names kept."""
+    names = [n.strip() for value in values for n in next(csv.reader([value]), [])]
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def _as_passed(name: str) -> str:
+    """``name`` as ``--metrics``/``--params`` select it: quoted when it holds a comma or a
+    double quote."""
+    return '"' + name.replace('"', '""') + '"' if "," in name or '"' in name else name
 
 
 def find_runs(root: str | Path, project: str | None = None) -> list[Path]:
@@ -293,7 +311,7 @@ def _root_problem(arg: str, reader: str = "scramjet runs") -> str | None:
     return None
 
 
-def _param_columns(params: str | None, declared: list[dict[str, Any]]) -> list[str]:
+def _param_columns(params: list[str] | None, declared: list[dict[str, Any]]) -> list[str]:
     """The hyperparameter columns: those asked for, else those that differ (at most six)."""
     if params is None:
         shown = differing(declared) if len(declared) > 1 else []
@@ -305,7 +323,7 @@ def _param_columns(params: str | None, declared: list[dict[str, Any]]) -> list[s
                 file=sys.stderr,
             )
         return shown
-    asked = [p.strip() for p in params.split(",") if p.strip()]
+    asked = split_names(params)
     names = list(dict.fromkeys(n for d in declared for n in d))  # in the runs' order
     columns: list[str] = []
     unknown = []
@@ -319,7 +337,8 @@ def _param_columns(params: str | None, declared: list[dict[str, Any]]) -> list[s
         groups = sorted({".".join(p[:i]) for p in parts for i in range(1, len(p))})
         print(
             f"scramjet runs: warning: no run has a hyperparameter named "
-            f"{', '.join(map(repr, unknown))}; known: {', '.join(sorted(names)) or 'none'}"
+            f"{', '.join(map(repr, unknown))}; known: "
+            f"{', '.join(map(_as_passed, sorted(names))) or 'none'}"
             + (f" (groups: {', '.join(groups)})" if groups else ""),
             file=sys.stderr,
         )
@@ -374,9 +393,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     root = Path(args.root)
     asked = args.metrics is not None
-    metrics = [
-        m.strip() for m in (args.metrics if asked else DEFAULT_METRICS).split(",") if m.strip()
-    ]
+    metrics = split_names(args.metrics if asked else [DEFAULT_METRICS])
     runs = find_runs(root, args.project)
     rows = [summarize(r, metrics) for r in runs]
     if not rows:
@@ -411,8 +428,14 @@ def _warn_unknown(metrics: list[str], runs: list[Path]) -> None:
             continue
     unknown = [m for m in metrics if m not in known]
     if unknown:
+        quoted = sorted(n for n in known if n != _as_passed(n))
+        hint = (
+            f" (a name with a comma goes in double quotes: --metrics '{_as_passed(quoted[0])}')"
+            if quoted
+            else ""
+        )
         print(
             f"scramjet runs: warning: no run has a metric named {', '.join(map(repr, unknown))}"
-            f"; known: {', '.join(sorted(known)) or 'none'}",
+            f"; known: {', '.join(map(_as_passed, sorted(known))) or 'none'}{hint}",
             file=sys.stderr,
         )
