@@ -671,7 +671,8 @@ class CheckpointManager:
                     if lacking:  # strict=False: left as it was
                         result.missing_keys[name] = lacking
                     restored.add(name)
-        result.values = {k: from_storable(v, True) for k, v in saved.items() if k not in restored}
+        # One call: views across entries stay views, as torch.load returns them.
+        result.values = from_storable({k: v for k, v in saved.items() if k not in restored}, True)
         if not result.clean:
             warnings.warn(describe_skipped(result), stacklevel=3)
         return result

@@ -125,19 +125,38 @@ def _array_tensor(value: np.ndarray[Any, Any], where: str) -> torch.Tensor:
         ) from None
 
 
-def from_storable(value: Any, copy: bool = False) -> Any:
-    """Undo :func:`to_storable`; ``copy`` clones tensors (to detach them from a mmap)."""
+def from_storable(
+    value: Any, copy: bool = False, _memo: dict[tuple[str, int, int], Any] | None = None
+) -> Any:
+    """Undo :func:`to_storable`; ``copy`` copies tensors (to detach them from a mmap),
+    each storage once, so expanded tensors and views keep the layout ``torch.load`` gives."""
+    memo = {} if _memo is None else _memo
     if isinstance(value, torch.Tensor):
-        return value.clone() if copy else value
+        return _copy_storage_once(value, memo) if copy else value
     if isinstance(value, dict):
         if len(value) == 1 and _NDARRAY_TAG in value:
-            return from_storable(value[_NDARRAY_TAG], copy).numpy()
-        return {k: from_storable(v, copy) for k, v in value.items()}
+            return from_storable(value[_NDARRAY_TAG], copy, memo).numpy()
+        return {k: from_storable(v, copy, memo) for k, v in value.items()}
     if isinstance(value, list):
-        return [from_storable(v, copy) for v in value]
+        return [from_storable(v, copy, memo) for v in value]
     if isinstance(value, tuple):
-        return tuple(from_storable(v, copy) for v in value)
+        return tuple(from_storable(v, copy, memo) for v in value)
     return value
+
+
+def _copy_storage_once(tensor: torch.Tensor, memo: dict[tuple[str, int, int], Any]) -> Any:
+    """``tensor`` over a copy of its storage (one copy per storage, kept in ``memo``): a
+    clone would turn a stride-0 tensor of 4 bytes into one element per index."""
+    plain = type(tensor) is torch.Tensor and tensor.layout == torch.strided
+    if not plain or tensor.is_quantized or tensor.is_conj() or tensor.is_neg():
+        return tensor.clone()
+    source = tensor.untyped_storage()
+    key = (str(tensor.device), source.data_ptr(), source.nbytes())
+    if key not in memo:
+        memo[key] = source.clone()
+    out = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
+    out.set_(memo[key], tensor.storage_offset(), tensor.size(), tensor.stride())
+    return out.requires_grad_(tensor.requires_grad)
 
 
 def unwrap(obj: Any) -> Any:
