@@ -21,15 +21,18 @@ What differs, and why (details in docs/acceleration.md):
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from torch.utils.data import Dataset
 
+from scramjet.accel._engine import AccelerationWarning
 from scramjet.accel.dataset import CachedDataset
 from scramjet.accel.dataset import accelerate_dataset as _accelerate_dataset
 from scramjet.accel.model import TrainingLearner
 from scramjet.accel.model import accelerate_model as _accelerate_model
+from scramjet.runtime.stacklevel import user_stacklevel
 
 T = TypeVar("T")
 
@@ -60,6 +63,10 @@ def _model_decorator(name: str, patch_backprop: Any, backends: Any) -> Callable[
         backends is None or isinstance(backends, bool)
     ):
         patch_backprop, backends = (True if backends is None else backends), patch_backprop
+    elif isinstance(patch_backprop, bool) and isinstance(backends, bool):
+        # nebulgym's second positional parameter is reduce_memory (backends came by keyword).
+        _warn_reduce_memory(name, backends)
+        backends = None
     if not isinstance(patch_backprop, bool):
         raise TypeError(
             f"@{name}(): patch_backprop must be True or False; received {patch_backprop!r}. "
@@ -69,6 +76,20 @@ def _model_decorator(name: str, patch_backprop: Any, backends: Any) -> Callable[
     return _accelerate_model(backends=backends, patch_backprop=patch_backprop)  # type: ignore[no-any-return]
 
 
+def _warn_reduce_memory(name: str, reduce_memory: bool) -> None:
+    """nebulgym's ``reduce_memory`` (Gist): ``False`` is its default, ``True`` is not done."""
+    if reduce_memory:
+        warnings.warn(
+            f"@{name}(patch_backprop, reduce_memory=True): nebulgym's Gist memory reduction "
+            "(8-bit activations kept for backward) is not implemented here; the model trains "
+            "with its exact backward and usual memory. To save activation memory, use "
+            "torch.utils.checkpoint on its blocks or a smaller batch; pass False as the second "
+            "argument to silence this warning.",
+            AccelerationWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+
 def accelerate_model(
     patch_backprop: bool = True, backends: Sequence[str] | None = None
 ) -> Callable[[type[T]], type[T]]:
@@ -76,11 +97,14 @@ def accelerate_model(
 
     Args:
         patch_backprop: meProp sparse backward, on by default as in nebulgym (head and
-            small layers stay dense); ``False`` keeps the exact backward. nebulgym's one
+            small layers stay dense); ``False`` keeps the exact backward. nebulgym's first
             positional parameter: ``@accelerate_model(False)`` turns it off. A list of
             backends given first is taken as ``backends``.
         backends: ``"PYTORCH"``, ``"COMPILE"``, ``"ONNXRUNTIME"``, ``"RAMMER"`` in priority
-            order (``None`` = the measured default for the model's device).
+            order (``None`` = the measured default for the model's device). A bool here is
+            nebulgym's second positional parameter, ``reduce_memory`` (Gist activation
+            compression, not implemented: ``True`` warns once with an
+            :class:`~scramjet.accel.AccelerationWarning` and trains with the exact backward).
 
     Returns:
         A decorator returning a same-named subclass.
