@@ -735,16 +735,30 @@ def _not_empty(batches: Iterable[T], dataset: Any, epoch: int) -> Iterator[T]:
         )
 
 
-def warn_length_fell_short(length: int, accum: int) -> None:
+def warn_length_fell_short(length: int, accum: int, loader: Any = None) -> None:
     """The training loader yields more batches than ``len()`` said (an IterableDataset's
     ``__len__`` is only a hint to the DataLoader; a sampler may say less than it yields)."""
     windows = f" in windows of {accum} from there" if accum > 1 else ""
+    workers = loader.num_workers if isinstance(loader, DataLoader) else 0
+    if workers > 1 and isinstance(loader.dataset, IterableDataset):
+        cause = (
+            f"With num_workers={workers}, each worker batches its own share of the "
+            f"IterableDataset, so each worker's last batch can be partial and an epoch can "
+            f"hold up to {workers - 1} more batches than len(dataset) / batch_size (no sample "
+            f"is lost or repeated). To make them agree, give each worker a share that is a "
+            f"multiple of the batch size, or use num_workers=1 (or 0), or remove __len__ so "
+            f"that the length is treated as unknown."
+        )
+    else:
+        cause = (
+            "Make __len__ of the dataset (or of the sampler) return what it yields, or "
+            "remove it so that the length is treated as unknown."
+        )
     warnings.warn(
         f"the training data yields more batches than its length says ({length} batches per "
         f"epoch): the extra batches are trained too{windows}, but values computed from the "
         f"length (TOTAL_UPDATE_STEPS and other scheduler placeholders, the progress bar's "
-        f"total) are short. Make __len__ of the dataset (or of the sampler) return what it "
-        f"yields, or remove it so that the length is treated as unknown.",
+        f"total) are short. {cause}",
         RuntimeWarning,
         stacklevel=5,
     )

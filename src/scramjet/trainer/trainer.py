@@ -772,7 +772,7 @@ class Trainer:
                 known, base = 0, known
                 if not self._length_warned:  # once per run
                     self._length_warned = True
-                    warn_length_fell_short(n_batches, accum)
+                    warn_length_fell_short(n_batches, accum, train_dl)
             start = i - (i - base) % accum  # this micro-batch's accumulation window: [start, end)
             end = min(start + accum, known) if known else start + accum
             window, is_update = end - start, i + 1 == end
