@@ -1,0 +1,74 @@
+"""reduce() given different inputs on different ranks: real two-process runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.distributed
+
+WORKER = """
+import json, sys, torch
+from pathlib import Path
+from scramjet.runtime import destroy_distributed, get_rank, init_distributed, reduce
+
+init_distributed(timeout=20)
+rank = get_rank()
+seen = {}
+
+def attempt(name, value, op="sum"):
+    try:
+        seen[name] = reduce(value, op).tolist()
+    except ValueError as error:
+        seen[name] = "ValueError: " + str(error)
+
+attempt("length", torch.ones(3 if rank == 0 else 2))
+attempt("dtype", torch.ones(2, dtype=torch.float32 if rank == 0 else torch.float64), "max")
+attempt("layout", torch.ones((2, 3) if rank == 0 else (3, 2)), "mean")
+attempt("scalar_kind", 1 if rank == 0 else 1.5)
+seen["after"] = reduce(torch.tensor([float(rank)]), "sum").tolist()  # the group still works
+Path(sys.argv[1], f"rank{rank}.json").write_text(json.dumps(seen))
+destroy_distributed()
+"""
+
+
+@pytest.fixture(scope="module")
+def seen_by_rank(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """What each of two gloo ranks saw running WORKER once."""
+    tmp_path = tmp_path_factory.mktemp("reduce")
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    done = subprocess.run(
+        [*cmd, str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+
+def test_reduce_of_different_shapes_or_dtypes_is_a_clear_error_on_every_rank(
+    seen_by_rank: list[dict[str, Any]],
+) -> None:
+    for seen in seen_by_rank:
+        for case in ("length", "dtype", "layout", "scalar_kind"):
+            assert seen[case].startswith("ValueError: reduce:"), (case, seen[case])
+        assert (
+            "float32 [3] on rank 0" in seen["length"] and "float32 [2] on rank 1" in seen["length"]
+        )
+        assert "torch.float32" in seen["dtype"] and "torch.float64" in seen["dtype"]
+        assert (
+            "float32 [2, 3] on rank 0" in seen["layout"]
+            and "float32 [3, 2] on rank 1" in seen["layout"]
+        )
+        assert "torch.int64" in seen["scalar_kind"] and "torch.float32" in seen["scalar_kind"]
+        assert seen["after"] == [1.0]
