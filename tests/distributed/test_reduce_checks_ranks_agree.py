@@ -1,4 +1,4 @@
-"""reduce() given different inputs on different ranks: real two-process runs."""
+"""reduce() given different inputs on different ranks, and bool sums: real two-process runs."""
 
 from __future__ import annotations
 
@@ -31,6 +31,12 @@ attempt("length", torch.ones(3 if rank == 0 else 2))
 attempt("dtype", torch.ones(2, dtype=torch.float32 if rank == 0 else torch.float64), "max")
 attempt("layout", torch.ones((2, 3) if rank == 0 else (3, 2)), "mean")
 attempt("scalar_kind", 1 if rank == 0 else 1.5)
+flags = torch.tensor([True, False, True]) if rank == 0 else torch.tensor([True, True, False])
+attempt("bool_sum", flags)
+attempt("bool_sum_scalar", rank == 0 or rank == 1)
+attempt("bool_max", flags, "max")
+attempt("bool_min", flags, "min")
+attempt("bool_mean", flags, "mean")
 seen["after"] = reduce(torch.tensor([float(rank)]), "sum").tolist()  # the group still works
 Path(sys.argv[1], f"rank{rank}.json").write_text(json.dumps(seen))
 destroy_distributed()
@@ -71,4 +77,14 @@ def test_reduce_of_different_shapes_or_dtypes_is_a_clear_error_on_every_rank(
             and "float32 [3, 2] on rank 1" in seen["layout"]
         )
         assert "torch.int64" in seen["scalar_kind"] and "torch.float32" in seen["scalar_kind"]
+        assert seen["after"] == [1.0]
+
+
+def test_reduce_sum_of_bools_counts_the_true_values(seen_by_rank: list[dict[str, Any]]) -> None:
+    for seen in seen_by_rank:
+        assert seen["bool_sum"] == [2, 1, 1]  # gloo alone gives a logical OR: [True]*3
+        assert seen["bool_sum_scalar"] == 2
+        assert seen["bool_max"] == [True, True, True]  # any
+        assert seen["bool_min"] == [True, False, False]  # all
+        assert seen["bool_mean"] == [1.0, 0.5, 0.5]
         assert seen["after"] == [1.0]

@@ -375,8 +375,10 @@ def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
         op: ``"mean"``, ``"sum"``, ``"max"`` or ``"min"``.
 
     Returns:
-        A new tensor on the input's device (the input is not modified; integer inputs
-        give a float64 mean). In a single process, a copy of the input.
+        A new tensor on the input's device (the input is not modified). Integer and bool
+        inputs give a float64 mean; the sum of bools is an int64 count (as ``torch.sum``
+        gives), their max is "any" and their min "all". In a single process, a copy of
+        the input (a bool sum as int64).
 
     Raises:
         ValueError: Unknown ``op``, or the ranks' tensors differ in shape or dtype (raised
@@ -388,6 +390,8 @@ def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
     value = torch.as_tensor(tensor).detach()
     if op == "mean" and not value.is_floating_point():
         value = value.double()  # the mean of integers is not an integer
+    elif op == "sum" and value.dtype == torch.bool:
+        value = value.long()  # a count: gloo alone sums bools as a logical OR
     if not is_distributed():
         return value.clone()
     device = value.device
