@@ -3,7 +3,7 @@ of transformed samples, column by column, the way batches without a transform co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,3 +48,36 @@ def collate_samples(samples: list[Any], columns: Sequence[ColumnSpec]) -> dict[s
     return {
         name: collate_column([s[name] for s in samples], specs.get(name)) for name in samples[0]
     }
+
+
+def batch_indices(index: Any, n: int) -> list[Any]:
+    """The samples a batch index names, in order: a slice of a pack of ``n`` samples, or a
+    1-D sequence, array or tensor of indices (their values are checked by the reader).
+
+    Raises:
+        TypeError: an index of two or more dimensions (a batch is one row of samples), or
+            one that is not a slice, a sequence, an array or a tensor.
+    """
+    if isinstance(index, slice):
+        return list(range(*index.indices(n)))
+    if isinstance(index, torch.Tensor | np.ndarray):
+        shape: tuple[int, ...] = tuple(index.shape)
+        values = index.tolist()
+    elif isinstance(index, Iterable) and not isinstance(index, str | bytes):
+        values = list(index)
+        nested = [
+            np.shape(v) for v in values if isinstance(v, Sequence | np.ndarray | torch.Tensor)
+        ]
+        shape = (len(values), *nested[0]) if nested else ()
+    else:
+        raise TypeError(
+            f"index must be an int, a 0-d integer tensor or array, a slice or a sequence of "
+            f"ints; received {type(index).__name__} {index!r}"
+        )
+    if len(shape) > 1:
+        raise TypeError(
+            f"a batch index must be 1-D (one index per sample); received a "
+            f"{len(shape)}-D {type(index).__name__} of shape {shape}. Flatten it "
+            f"(np.ravel(index)), or read each row of it as its own batch."
+        )
+    return values

@@ -33,7 +33,7 @@ from scramjet.data._args import (
     one_index,
     scalar_index,
 )
-from scramjet.data._batches import batch_buffer, collate_samples
+from scramjet.data._batches import batch_buffer, batch_indices, collate_samples
 from scramjet.data._epoch import SharedEpoch
 from scramjet.data._loaders import make_loader
 from scramjet.data._remote import Prefetcher, ShardCache, read_manifest
@@ -597,16 +597,7 @@ class PackedDataset(Dataset[Any]):
             k, local = self._locate(np.asarray([index], dtype=np.int64))  # checks the range
             i = int(self._starts[k[0]] + local[0])  # wrapped once: ds[-1] is sample n - 1
             return self._apply(self.read(i), i)
-        if isinstance(index, slice):
-            index = range(*index.indices(len(self)))
-        if isinstance(index, torch.Tensor | np.ndarray):
-            index = index.tolist()
-        if isinstance(index, Iterable) and not isinstance(index, str | bytes):
-            return self.get_batch(list(index))
-        raise TypeError(
-            f"index must be an int, a 0-d integer tensor or array, a slice or a sequence of "
-            f"ints; received {type(index).__name__} {index!r}"
-        )
+        return self.get_batch(batch_indices(index, len(self)))
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """Samples for a list of indices (used by DataLoader), read shard by shard."""
@@ -634,7 +625,7 @@ class PackedDataset(Dataset[Any]):
         as lists. With a transform, samples are transformed one by one and each column is
         collated with ``default_collate``, except those, which stay lists here too.
         """
-        if self.transform is not None:
+        if self.transform is not None and len(indices):  # none: the pack's columns, empty
             return collate_samples(self.__getitems__(indices), self.columns)
         idx = index_array(indices)
         plan = BatchPlan(*self._locate(idx))
