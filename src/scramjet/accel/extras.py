@@ -145,7 +145,9 @@ def fast_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
             ``fast_optimizer``.
     """
     params = [p for g in optimizer.param_groups for p in g["params"]]
-    extra = fast_optimizer_kwargs(type(optimizer), params[0].device)
+    # No parameters yet (every group empty, e.g. all layers frozen): nothing says which
+    # device's kernels fit, so the groups keep the default ones.
+    extra = fast_optimizer_kwargs(type(optimizer), params[0].device) if params else {}
     if extra.get("fused") and not all(p.is_floating_point() for p in params):
         # Complex parameters: fused kernels refuse them at construction.
         accepts_foreach = "foreach" in inspect.signature(type(optimizer)).parameters
