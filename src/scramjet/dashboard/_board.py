@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import collections
 import math
-import numbers
 import sys
 import threading
 import time
@@ -22,14 +21,19 @@ from scramjet.callbacks._display import LiveOrPlain
 from scramjet.callbacks.base import TrainerCallback
 from scramjet.callbacks.control import epochs_in_history
 from scramjet.dashboard import _files
+from scramjet.dashboard._values import (
+    as_float,
+    as_numbers,
+    check_format,
+    detach,
+    integral,
+)
 from scramjet.dashboard._view import LiveView, Snapshot, StageView, memory_text, plain_lines
 from scramjet.runtime.files import atomic_write_bytes
 from scramjet.trainer.data_order import safe_len
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
-
-_FORMAT_KINDS = ("raw", "percent", "tailor", "inviz")
 
 #: Batches the first epoch of training data without a length is assumed to hold, until it
 #: holds more (the guess then doubles); the next epochs start from the last one's length.
@@ -64,62 +68,6 @@ class _Stage:
     # (steps, samples) gauged by the call that opened the stage: gauge() runs after a
     # step, so that step finished before the clock started and is not in the rate.
     untimed: tuple[int, int] = (0, 0)
-
-
-def _check_format(fmt: Mapping[str, Any] | None) -> dict[str, tuple[str, Any]]:
-    out: dict[str, tuple[str, Any]] = {}
-    for name, spec in (fmt or {}).items():
-        kind, arg = (spec, None) if isinstance(spec, str) else (*tuple(spec), None)[:2]
-        if kind not in _FORMAT_KINDS:
-            raise ValueError(
-                f"format[{name!r}] = {spec!r}: the kind must be one of {_FORMAT_KINDS}, e.g. "
-                f"{{'acc': ('percent', '.2f'), 'loss': ('raw', '.4f')}}."
-            )
-        if kind == "tailor" and not callable(arg):
-            raise TypeError(
-                f"format[{name!r}] uses 'tailor', which needs a function value -> str as its "
-                f"second item; received {arg!r}."
-            )
-        if kind in ("raw", "percent") and arg is not None:
-            try:
-                format(0.5, arg)
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"format[{name!r}] = {spec!r}: {arg!r} is not a format() spec for a "
-                    f"number; use one such as '.4f', '.2e' or '.3g', e.g. "
-                    f"{{{str(name)!r}: ({kind!r}, '.4f')}}."
-                ) from None
-        out[str(name)] = (kind, arg)
-    return out
-
-
-def _as_float(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError, RuntimeError):
-        return math.nan
-
-
-def _numbers(values: Sequence[Any]) -> list[float]:
-    """``values`` as floats (NaN for what is not one number); the one-element tensors
-    among them are copied to the host together, one copy per device, not one each."""
-    out = [math.nan] * len(values)
-    by_device: dict[torch.device, list[int]] = {}
-    for i, value in enumerate(values):
-        if isinstance(value, torch.Tensor):
-            if value.numel() == 1 and not value.is_complex():
-                by_device.setdefault(value.device, []).append(i)
-        else:
-            out[i] = _as_float(value)
-    for indices in by_device.values():
-        try:
-            stacked = torch.stack([values[i].detach().reshape(()).float() for i in indices])
-            numbers: list[float] = stacked.tolist()
-        except (RuntimeError, TypeError, ValueError):  # the display never stops the loop
-            numbers = [_as_float(values[i]) for i in indices]
-        for i, number in zip(indices, numbers):
-            out[i] = float(number)
-    return out
 
 
 class Dashboard(TrainerCallback):
@@ -186,7 +134,7 @@ class Dashboard(TrainerCallback):
             )
         self.log_path = Path(log_path)
         self.window, self.divisor, self.span = window, divisor, span
-        self.format = _check_format(format)
+        self.format = check_format(format)
         self.curves = None if curves is None else [str(c) for c in curves]
         self.file = file
         self.refresh_per_second = refresh_per_second
@@ -254,14 +202,14 @@ class Dashboard(TrainerCallback):
                 instead of the wall clock.
             samples: Samples in this step; throughput is then in samples/s, else steps/s.
         """
-        if not _integral(mpe) or mpe < 1 or not _integral(mile) or not 0 <= mile < mpe:
+        if not integral(mpe) or mpe < 1 or not integral(mile) or not 0 <= mile < mpe:
             raise ValueError(
                 f"gauge() needs int 0 <= mile < mpe and int mpe >= 1; received mile={mile!r}, "
                 f"mpe={mpe!r}. Pass the 0-based step and the number of steps per epoch."
             )
-        if not _integral(interval) or interval < 1:
+        if not integral(interval) or interval < 1:
             raise ValueError(f"interval must be an int >= 1; received {interval!r}.")
-        if not _integral(epoch) or epoch < 0:
+        if not integral(epoch) or epoch < 0:
             raise ValueError(f"gauge() needs an int epoch >= 0 (0-based); received {epoch!r}.")
         # NumPy integers (np.arange loops) count as ints; stored as Python ints.
         mile, epoch, mpe, interval = int(mile), int(epoch), int(mpe), int(interval)
@@ -287,7 +235,7 @@ class Dashboard(TrainerCallback):
             point = None
             if mile % interval == 0 or st.finished:
                 point = (epoch + (mile + 1) / mpe, epoch * mpe + mile + 1, epoch, mile)
-            values = {str(name): _detach(value) for name, value in entry.items()}
+            values = {str(name): detach(value) for name, value in entry.items()}
             self._incoming.append((stage, values, point))
         self._start()
         if st.finished and self._prints_plain:
@@ -309,8 +257,7 @@ class Dashboard(TrainerCallback):
             series = {
                 m: {
                     s: [
-                        (float(r[0]), int(r[1]), int(r[2]), int(r[3]), _as_float(r[4]))
-                        for r in rows
+                        (float(r[0]), int(r[1]), int(r[2]), int(r[3]), as_float(r[4])) for r in rows
                     ]
                     for s, rows in by_stage.items()
                 }
@@ -359,7 +306,7 @@ class Dashboard(TrainerCallback):
         # the curves that have values, so a misspelt name is not just a missing plot.
         curves = {
             m: {
-                s: [(float(r[0]), _as_float(r[4])) for r in rows[-tail:]]
+                s: [(float(r[0]), as_float(r[4])) for r in rows[-tail:]]
                 for s, rows in self._series.get(m, {}).items()
             }
             for m in names
@@ -411,7 +358,7 @@ class Dashboard(TrainerCallback):
             return None
         if kind == "tailor":
             # A tensor (kept as given, unsynced) reaches the function as a number.
-            number = _as_float(value) if hasattr(value, "item") else value
+            number = as_float(value) if hasattr(value, "item") else value
             try:
                 return str(arg(number))
             except Exception as error:  # the display never stops the training loop
@@ -425,7 +372,7 @@ class Dashboard(TrainerCallback):
                         stacklevel=2,
                     )
                 kind, arg = "raw", None
-        number = _as_float(value)
+        number = as_float(value)
         if kind == "percent":
             return f"{number * 100:{arg or '.2f'}}%"
         if isinstance(value, str):
@@ -512,7 +459,7 @@ class Dashboard(TrainerCallback):
                 queued = self._take()
             if not queued:
                 return
-            numbers = _numbers([value for _, values, _ in queued for value in values.values()])
+            numbers = as_numbers([value for _, values, _ in queued for value in values.values()])
             with self._lock:
                 self._record(queued, numbers)
 
@@ -748,12 +695,7 @@ class Dashboard(TrainerCallback):
                 if stage == "train" and name == "loss":
                     continue  # the per-step loss curve already covers it
                 self._as_is.add((name, stage))
-                self._add_point(name, stage, [x, step, epoch, 0, _as_float(values[-1])])
-
-
-def _integral(value: Any) -> bool:
-    """An int, NumPy integer or other integral number, but not a bool."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+                self._add_point(name, stage, [x, step, epoch, 0, as_float(values[-1])])
 
 
 def _epoch_of(trainer: Trainer) -> int:
@@ -771,11 +713,6 @@ def _epoch_of(trainer: Trainer) -> int:
 def _earlier_epochs(trainer: Trainer) -> int:
     """Epochs of earlier runs in the run history (a ``train(reset_run_history=False)``)."""
     return max(trainer.run_history.current_epoch - 1 - trainer.state.epoch, 0)
-
-
-def _detach(value: Any) -> Any:
-    detach = getattr(value, "detach", None)
-    return detach() if callable(detach) else value
 
 
 def _is_main_process() -> bool:

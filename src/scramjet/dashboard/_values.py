@@ -1,0 +1,85 @@
+"""The values given to the Dashboard: its ``format`` checked, and entries read as numbers.
+
+Pure helpers of :class:`~scramjet.dashboard.Dashboard`: ``gauge()`` checks its counters with
+:func:`integral`, keeps tensors as given (:func:`detach`), and the display thread reads
+them, one copy per device, with :func:`as_numbers`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+FORMAT_KINDS = ("raw", "percent", "tailor", "inviz")
+
+
+def check_format(fmt: Mapping[str, Any] | None) -> dict[str, tuple[str, Any]]:
+    """``format=`` as ``{metric: (kind, arg)}``; an unknown kind, a ``tailor`` without a
+    function or a spec that formats no number is refused, naming the metric."""
+    out: dict[str, tuple[str, Any]] = {}
+    for name, spec in (fmt or {}).items():
+        kind, arg = (spec, None) if isinstance(spec, str) else (*tuple(spec), None)[:2]
+        if kind not in FORMAT_KINDS:
+            raise ValueError(
+                f"format[{name!r}] = {spec!r}: the kind must be one of {FORMAT_KINDS}, e.g. "
+                f"{{'acc': ('percent', '.2f'), 'loss': ('raw', '.4f')}}."
+            )
+        if kind == "tailor" and not callable(arg):
+            raise TypeError(
+                f"format[{name!r}] uses 'tailor', which needs a function value -> str as its "
+                f"second item; received {arg!r}."
+            )
+        if kind in ("raw", "percent") and arg is not None:
+            try:
+                format(0.5, arg)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"format[{name!r}] = {spec!r}: {arg!r} is not a format() spec for a "
+                    f"number; use one such as '.4f', '.2e' or '.3g', e.g. "
+                    f"{{{str(name)!r}: ({kind!r}, '.4f')}}."
+                ) from None
+        out[str(name)] = (kind, arg)
+    return out
+
+
+def as_float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError, RuntimeError):
+        return math.nan
+
+
+def as_numbers(values: Sequence[Any]) -> list[float]:
+    """``values`` as floats (NaN for what is not one number); the one-element tensors
+    among them are copied to the host together, one copy per device, not one each."""
+    out = [math.nan] * len(values)
+    by_device: dict[torch.device, list[int]] = {}
+    for i, value in enumerate(values):
+        if isinstance(value, torch.Tensor):
+            if value.numel() == 1 and not value.is_complex():
+                by_device.setdefault(value.device, []).append(i)
+        else:
+            out[i] = as_float(value)
+    for indices in by_device.values():
+        try:
+            stacked = torch.stack([values[i].detach().reshape(()).float() for i in indices])
+            numbers: list[float] = stacked.tolist()
+        except (RuntimeError, TypeError, ValueError):  # the display never stops the loop
+            numbers = [as_float(values[i]) for i in indices]
+        for i, number in zip(indices, numbers):
+            out[i] = float(number)
+    return out
+
+
+def integral(value: Any) -> bool:
+    """An int, NumPy integer or other integral number, but not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def detach(value: Any) -> Any:
+    detach = getattr(value, "detach", None)
+    return detach() if callable(detach) else value
