@@ -16,16 +16,22 @@ WORKER = """
 import json, sys, torch
 from pathlib import Path
 from scramjet.runtime import destroy_distributed, get_rank, init_distributed, reduce
+from scramjet.runtime.distributed import reduce_async
 
 init_distributed(timeout=20)
 rank = get_rank()
 seen = {}
 
-def attempt(name, value, op="sum"):
+def attempt(name, value, op="sum", combine=reduce):
     try:
-        seen[name] = reduce(value, op).tolist()
+        seen[name] = combine(value, op).tolist()
     except ValueError as error:
         seen[name] = "ValueError: " + str(error)
+    except RuntimeError as error:  # gloo's own errors
+        seen[name] = "RuntimeError: " + str(error)
+
+def in_background(value, op):
+    return reduce_async(value, op).result()
 
 attempt("length", torch.ones(3 if rank == 0 else 2))
 attempt("dtype", torch.ones(2, dtype=torch.float32 if rank == 0 else torch.float64), "max")
@@ -37,6 +43,8 @@ attempt("bool_sum_scalar", rank == 0 or rank == 1)
 attempt("bool_max", flags, "max")
 attempt("bool_min", flags, "min")
 attempt("bool_mean", flags, "mean")
+attempt("async_int_mean", torch.tensor([1, 2 + rank]), "mean", in_background)
+attempt("async_bool_sum", flags, "sum", in_background)
 seen["after"] = reduce(torch.tensor([float(rank)]), "sum").tolist()  # the group still works
 Path(sys.argv[1], f"rank{rank}.json").write_text(json.dumps(seen))
 destroy_distributed()
@@ -88,3 +96,11 @@ def test_reduce_sum_of_bools_counts_the_true_values(seen_by_rank: list[dict[str,
         assert seen["bool_min"] == [True, False, False]  # all
         assert seen["bool_mean"] == [1.0, 0.5, 0.5]
         assert seen["after"] == [1.0]
+
+
+def test_reduce_async_of_ints_and_bools_gives_what_reduce_gives(
+    seen_by_rank: list[dict[str, Any]],
+) -> None:
+    for seen in seen_by_rank:
+        assert seen["async_int_mean"] == [1.0, 2.5]  # was a RuntimeError casting to Long
+        assert seen["async_bool_sum"] == [2, 1, 1]

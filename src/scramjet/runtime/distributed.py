@@ -387,11 +387,7 @@ def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
     ops = {"mean": "sum", "sum": "sum", "max": "max", "min": "min"}
     if op not in ops:
         raise ValueError(f"op must be one of {sorted(ops)}, got {op!r}")
-    value = torch.as_tensor(tensor).detach()
-    if op == "mean" and not value.is_floating_point():
-        value = value.double()  # the mean of integers is not an integer
-    elif op == "sum" and value.dtype == torch.bool:
-        value = value.long()  # a count: gloo alone sums bools as a logical OR
+    value = _promoted(torch.as_tensor(tensor).detach(), op)
     if not is_distributed():
         return value.clone()
     device = value.device
@@ -401,6 +397,16 @@ def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
     if op == "mean":
         work /= dist.get_world_size()
     return work.to(device)
+
+
+def _promoted(value: torch.Tensor, op: str) -> torch.Tensor:
+    """``value`` in the dtype its reduction is computed in: float64 for the mean of
+    integers or bools, int64 for a sum of bools (a count: gloo sums bools as an OR)."""
+    if op == "mean" and not value.is_floating_point():
+        return value.double()  # the mean of integers is not an integer
+    if op == "sum" and value.dtype == torch.bool:
+        return value.long()
+    return value
 
 
 def _check_same_shape_and_dtype(work: torch.Tensor) -> None:
@@ -443,12 +449,15 @@ class PendingReduce:
 
 
 def reduce_async(tensor: torch.Tensor, op: Literal["mean", "sum"] = "mean") -> PendingReduce:
-    """Start combining a floating tensor over all ranks and return without waiting.
+    """Start combining a tensor over all ranks and return without waiting.
 
     Collective, like :func:`reduce`: every rank calls it, in the same order as its other
-    collectives. In a single process the result is a copy of the input.
+    collectives, and gets the dtypes :func:`reduce` gives (a float64 mean of integers,
+    an int64 count for a sum of bools). Unlike :func:`reduce`, the ranks' shapes and
+    dtypes are not checked (that would wait on the other ranks): pass the same on every
+    rank. In a single process the result is a copy of the input.
     """
-    value = tensor.detach()
+    value = _promoted(tensor.detach(), op)
     if not is_distributed():
         return PendingReduce(None, value.clone(), value.device, 1)
     work_tensor = value.to(_comm_device(), copy=True)
