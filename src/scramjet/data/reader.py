@@ -36,6 +36,7 @@ from scramjet.data._args import (
 from scramjet.data._batches import batch_buffer, batch_indices, collate_samples
 from scramjet.data._epoch import SharedEpoch
 from scramjet.data._loaders import make_loader
+from scramjet.data._orphans import exit_with_parent
 from scramjet.data._remote import Prefetcher, ShardCache, read_manifest
 from scramjet.data._remote_fs import Retry, default_cache_dir, is_url, parse_size
 from scramjet.data._ring import BatchRequest, SlotRef, SlotRing
@@ -358,6 +359,7 @@ class PackedDataset(Dataset[Any]):
     def _open_streamed(self, k: int) -> str:
         """Shard ``k`` from the cache, held in use; the oldest held shards are let go."""
         assert self._remote is not None
+        exit_with_parent()  # a worker waiting on a download ends if its parent is killed
         path, held = self._remote.open(k)
         with self._held_lock:
             self._hold(k, held)
