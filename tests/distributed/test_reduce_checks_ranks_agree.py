@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 import pytest
+import torch
 
 pytestmark = pytest.mark.distributed
 
@@ -43,6 +44,10 @@ attempt("bool_sum_scalar", rank == 0 or rank == 1)
 attempt("bool_max", flags, "max")
 attempt("bool_min", flags, "min")
 attempt("bool_mean", flags, "mean")
+nan = float("nan")
+with_nans = torch.tensor([nan, 1.0, 2.0]) if rank == 0 else torch.tensor([1.0, nan, 3.0])
+attempt("nan_max", with_nans, "max")
+attempt("nan_min", with_nans, "min")
 attempt("async_int_mean", torch.tensor([1, 2 + rank]), "mean", in_background)
 attempt("async_bool_sum", flags, "sum", in_background)
 seen["after"] = reduce(torch.tensor([float(rank)]), "sum").tolist()  # the group still works
@@ -104,3 +109,15 @@ def test_reduce_async_of_ints_and_bools_gives_what_reduce_gives(
     for seen in seen_by_rank:
         assert seen["async_int_mean"] == [1.0, 2.5]  # was a RuntimeError casting to Long
         assert seen["async_bool_sum"] == [2, 1, 1]
+
+
+def test_reduce_max_and_min_keep_a_nan_from_any_rank_as_torch_does(
+    seen_by_rank: list[dict[str, Any]],
+) -> None:
+    nan = float("nan")
+    parts = torch.tensor([[nan, 1.0, 2.0], [1.0, nan, 3.0]])
+    for seen in seen_by_rank:
+        for op, reference in (("max", parts.amax(dim=0)), ("min", parts.amin(dim=0))):
+            got = torch.tensor(seen[f"nan_{op}"])
+            assert torch.equal(got.isnan(), reference.isnan()), (op, got)  # gloo: [nan, 1, ..]
+            assert torch.equal(got.nan_to_num(), reference.nan_to_num()), (op, got)

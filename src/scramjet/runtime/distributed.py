@@ -377,7 +377,8 @@ def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
     Returns:
         A new tensor on the input's device (the input is not modified). Integer and bool
         inputs give a float64 mean; the sum of bools is an int64 count (as ``torch.sum``
-        gives), their max is "any" and their min "all". In a single process, a copy of
+        gives), their max is "any" and their min "all". A NaN on any rank makes the max
+        and min NaN, as ``torch.amax`` does. In a single process, a copy of
         the input (a bool sum as int64).
 
     Raises:
@@ -393,10 +394,24 @@ def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
     device = value.device
     work = value.to(_comm_device(), copy=True)
     _check_same_shape_and_dtype(work)
+    if op in ("max", "min") and work.is_floating_point():
+        return _extreme_keeping_nan(work, op).to(device)
     dist.all_reduce(work, op=getattr(dist.ReduceOp, ops[op].upper()))
     if op == "mean":
         work /= dist.get_world_size()
     return work.to(device)
+
+
+def _extreme_keeping_nan(work: torch.Tensor, op: str) -> torch.Tensor:
+    """The max or min over ranks with a NaN on any rank kept, as ``torch.amax`` keeps it
+    (gloo's max of 1.0 and NaN is 1.0 or NaN by rank order). Each value travels with a
+    NaN flag in the same all-reduce: 1 for max, -1 for min, so the flag combines as any."""
+    flat = work.reshape(-1)
+    nan = flat.isnan().to(flat.dtype)
+    both = torch.cat([flat, nan if op == "max" else -nan])
+    dist.all_reduce(both, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.MIN)
+    values, flags = both[: flat.numel()], both[flat.numel() :]
+    return values.masked_fill(flags != 0, math.nan).reshape(work.shape)
 
 
 def _promoted(value: torch.Tensor, op: str) -> torch.Tensor:
