@@ -9,12 +9,17 @@ from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import (
     S3_MODES,
     AbstractExperimentCallback,
 )
+from scramjet.runtime.seeding import set_rng_states
 
 __all__ = ["ModelLoadContinueTraining"]
 
 
 class ModelLoadContinueTraining(AbstractExperimentCallback):
     """Continues training from a saved model: weights, optimizer, schedulers, AMP scaler, epoch.
+
+    A checkpoint of ``ModelCheckpoint`` also restores the saved run's data-order seed and
+    random-number generator states at the start of training, so the continued run draws
+    the same shuffled batches and dropout masks as the uninterrupted one.
 
     The file is read from ``<root>/<project>/<experiment>_<timestamp>/<saved_model_dir>/``
     (the epoch's checkpoint when ``epoch_num`` is given, else the final model), after it is
@@ -80,6 +85,7 @@ class ModelLoadContinueTraining(AbstractExperimentCallback):
         self.custom_local_loader_class = custom_local_loader_class
         self.loader_kwargs = kwargs
         self.model_loader: Any = None
+        self._saved_order: dict[str, Any] = {}  # the checkpoint's data seed and RNG states
 
     def on_train_loop_registration(self) -> None:
         """Load the saved model, optimizer and scaler states; continue at the next epoch."""
@@ -102,9 +108,10 @@ class ModelLoadContinueTraining(AbstractExperimentCallback):
             loop.optimizer = self.model_loader.init_optimizer(loop.optimizer)
         if not self.ignore_saved_amp and getattr(loop, "use_amp", False):
             self.model_loader.init_amp(loop.amp_scaler)
-        epoch = saved.get("epoch") if isinstance(saved, dict) else None
-        if isinstance(epoch, int):
-            loop.epoch = epoch + 1
+        saved = saved if isinstance(saved, dict) else {}
+        if isinstance(saved.get("epoch"), int):
+            loop.epoch = saved["epoch"] + 1
+        self._saved_order = {k: saved[k] for k in ("data_seed", "rng_states") if k in saved}
 
     def init_model_loader(self) -> Any:
         """The loader of ``cloud_save_mode``: S3 or GCS (download, then read), else local."""
@@ -131,8 +138,22 @@ class ModelLoadContinueTraining(AbstractExperimentCallback):
         return loader
 
     def on_train_begin(self) -> None:
-        """Load the saved scheduler states into the loop's scheduler callbacks."""
+        """Restore the saved data order, RNG states and the scheduler callbacks' states."""
+        self._restore_order()
         get_schedulers = getattr(self.train_loop_obj, "get_schedulers", None)
         if self.ignore_saved_schedulers or get_schedulers is None or self.model_loader is None:
             return
         self.model_loader.init_scheduler(get_schedulers(), ignore_saved=False)
+
+    def _restore_order(self) -> None:
+        """The saved run's data-order seed and (in one process) its RNG states.
+
+        The next epoch then draws the batches and dropout masks that the saved run drew,
+        whatever the new process seeded.
+        """
+        loop = self.train_loop_obj
+        data_order = getattr(getattr(loop, "trainer", None), "data_order", None)
+        if data_order is not None and "data_seed" in self._saved_order:
+            data_order.load_state_dict({"seed": self._saved_order["data_seed"]})
+        if "rng_states" in self._saved_order and not getattr(loop, "ddp_training_mode", False):
+            set_rng_states(self._saved_order["rng_states"])

@@ -6,7 +6,9 @@ The files and folders are the experiment savers' (``experiment.local_save``,
 for checkpoints, the final model and results under ``model/`` and ``results/``, and
 ``hyperparams_list.txt`` with the hyperparameters. A checkpoint holds the model,
 optimizer and scheduler states, the epoch, the iteration and the hyperparameters (and
-the AMP scaler when AMP is on); ``PyTorchLocalModelLoader`` reads it back.
+the AMP scaler when AMP is on), plus the run's data-order seed and random-number
+generator states (``data_seed``, ``rng_states``) so that ``ModelLoadContinueTraining``
+continues exactly; ``PyTorchLocalModelLoader`` reads it back.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import (
     AbstractCallback,
     check_cloud_save_mode,
 )
+from scramjet.runtime.seeding import get_rng_states
 
 __all__ = ["ModelCheckpoint", "ModelIterationCheckpoint", "ModelTrainEndSave"]
 
@@ -41,6 +44,12 @@ def training_state(loop: Any, hyperparams: Any) -> dict[str, Any]:
     scaler = getattr(loop, "amp_scaler", None)
     if getattr(loop, "use_amp", False) and scaler is not None:
         state["amp"] = scaler.state_dict()
+    # What a continued run needs to draw the same batches and dropout masks as this one
+    # (AIToolbox's checkpoints had neither, so a resumed run followed the new process's RNG).
+    data_order = getattr(getattr(loop, "trainer", None), "data_order", None)
+    if data_order is not None:
+        state["data_seed"] = data_order.state_dict()["seed"]
+    state["rng_states"] = get_rng_states()
     return state
 
 
