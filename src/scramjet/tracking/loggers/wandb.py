@@ -12,6 +12,20 @@ from scramjet.tracking.loggers.base import MetricRow, Tracker
 
 _EXIT_CODES = {"finished": 0, "upload-failed": 0, "interrupted": 255}
 
+#: Seconds between W&B's writes of its ``.wandb`` file (W&B's default, 15 s, loses that
+#: much of a run killed outright: ``kill -9``, the out-of-memory killer).
+FLUSH_INTERVAL_S = 1.0
+
+
+def _settings() -> Any:
+    """W&B settings that write the ``.wandb`` file every :data:`FLUSH_INTERVAL_S`
+    (None for a W&B too old to have that setting: its own behaviour then)."""
+    import wandb
+
+    if "x_transaction_log_flush_interval" not in getattr(wandb.Settings, "model_fields", {}):
+        return None
+    return wandb.Settings(x_transaction_log_flush_interval=FLUSH_INTERVAL_S)
+
 
 class WandbTracker(Tracker):
     """Logs to a W&B run named after the run folder, in the W&B project of the scramjet project.
@@ -22,6 +36,8 @@ class WandbTracker(Tracker):
     report, the results and the final model are saved with the run. W&B's files go to
     ``<run folder>/wandb``. ``WANDB_MODE=offline`` writes the run there without a network
     (``wandb sync`` uploads it later); online runs need ``wandb login`` or ``WANDB_API_KEY``.
+    W&B writes its ``.wandb`` file every :data:`FLUSH_INTERVAL_S` seconds, so a process
+    killed outright keeps every step but the last one logged before then.
 
     Args:
         run_dir: the run folder.
@@ -76,6 +92,7 @@ class WandbTracker(Tracker):
                 config=self._config or None,
                 resume="allow",
                 reinit="create_new",
+                settings=_settings(),
             )
         return self._run
 
