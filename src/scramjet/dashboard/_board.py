@@ -25,7 +25,7 @@ from scramjet.dashboard._values import (
     as_float,
     as_numbers,
     check_format,
-    detach,
+    entry_values,
     integral,
 )
 from scramjet.dashboard._view import LiveView, Snapshot, StageView, memory_text, plain_lines
@@ -213,6 +213,8 @@ class Dashboard(TrainerCallback):
             raise ValueError(f"gauge() needs an int epoch >= 0 (0-based); received {epoch!r}.")
         # NumPy integers (np.arange loops) count as ints; stored as Python ints.
         mile, epoch, mpe, interval = int(mile), int(epoch), int(mpe), int(interval)
+        free = [k for k, (kind, _) in self.format.items() if kind in ("tailor", "inviz")]
+        values = entry_values(entry, free)  # checked before anything is recorded
         if not _is_main_process():
             return
         with self._lock:
@@ -235,7 +237,6 @@ class Dashboard(TrainerCallback):
             point = None
             if mile % interval == 0 or st.finished:
                 point = (epoch + (mile + 1) / mpe, epoch * mpe + mile + 1, epoch, mile)
-            values = {str(name): detach(value) for name, value in entry.items()}
             self._incoming.append((stage, values, point))
         self._start()
         if st.finished and self._prints_plain:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 FORMAT_KINDS = ("raw", "percent", "tailor", "inviz")
@@ -83,3 +84,39 @@ def integral(value: Any) -> bool:
 def detach(value: Any) -> Any:
     detach = getattr(value, "detach", None)
     return detach() if callable(detach) else value
+
+
+def entry_values(entry: Mapping[str, Any], free: Collection[str] = ()) -> dict[str, Any]:
+    """``gauge()``'s entry as it is kept: tensors detached (never synced here), one-element
+    arrays as their number, text as it is. The metrics in ``free`` (a ``tailor`` function
+    shows them, or ``inviz`` ones) are kept as given, whatever they hold.
+
+    Raises:
+        TypeError: a value holds several numbers (a tensor, array, list or tuple); it
+            would be drawn and logged as NaN.
+    """
+    kept = {}
+    for name, value in entry.items():
+        if str(name) in free:
+            kept[str(name)] = detach(value)
+            continue
+        if isinstance(value, torch.Tensor | np.ndarray | np.generic):
+            count, shape = int(np.prod(value.shape)), tuple(value.shape)
+            if count == 1:
+                kept[str(name)] = (
+                    value.detach() if isinstance(value, torch.Tensor) else value.item()
+                )
+                continue
+            what = f"a {type(value).__name__} of shape {shape}"
+        elif isinstance(value, list | tuple | set | Mapping):
+            count, what = len(value), f"a {type(value).__name__}"
+        else:
+            kept[str(name)] = detach(value)
+            continue
+        raise TypeError(
+            f"gauge(): entry[{str(name)!r}] is {what}, {count} values; a metric takes one "
+            f"number (a float, or a tensor or array of one element). Pass one, e.g. "
+            f"{{{str(name)!r}: {name}.mean()}}, or give each value its own name "
+            f"({{'{name}_0': ..., '{name}_1': ...}})."
+        )
+    return kept
