@@ -14,14 +14,25 @@ __all__ = ["AccuracyMetric", "F1ScoreMetric", "PrecisionRecallCurveAUCMetric", "
 
 
 def predicted_labels(y_predicted: np.ndarray, positive_class_thresh: float | None) -> np.ndarray:
-    """Class labels: arg-max over columns of 2-D scores, else scores cut at the threshold."""
+    """Class labels: arg-max over columns of 2-D scores, else scores cut at the threshold.
+
+    Whole numbers outside ``[0, 1]`` are class labels of a multi-class task and are kept as
+    they are: cutting them at the threshold made every class but 0 the class 1.
+    """
     if y_predicted.ndim == 2 and y_predicted.shape[1] > 1:
         labels: np.ndarray = np.argmax(y_predicted, axis=1)
         return labels
     flat = y_predicted.reshape(-1)
-    if positive_class_thresh is None:
+    if positive_class_thresh is None or _multiclass_labels(flat):
         return flat
     return (flat >= positive_class_thresh).astype(int)
+
+
+def _multiclass_labels(values: np.ndarray) -> bool:
+    """Whole numbers, some outside ``[0, 1]``: labels, not positive-class scores."""
+    if values.size == 0 or not np.issubdtype(values.dtype, np.number):
+        return False
+    return bool(np.all(np.mod(values, 1) == 0) and (values.min() < 0 or values.max() > 1))
 
 
 class AccuracyMetric(AbstractBaseMetric):
@@ -31,7 +42,7 @@ class AccuracyMetric(AbstractBaseMetric):
         y_true: labels.
         y_predicted: labels, scores of the positive class, or per-class scores ``[N, C]``.
         positive_class_thresh: cut for positive-class scores; None: ``y_predicted`` already
-            holds labels.
+            holds labels. Multi-class labels (whole numbers beyond 1) are never cut.
     """
 
     def __init__(
