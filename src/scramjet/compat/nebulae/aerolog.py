@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from scramjet.dashboard import Dashboard
+from scramjet.dashboard._values import integral
 from scramjet.runtime.distributed import is_main_process
 
 __all__ = ["DashBoard"]
@@ -134,8 +135,9 @@ class DashBoard(Dashboard):
     ) -> None:
         """Record every step (see :meth:`Dashboard.gauge`), as nebulae did; off a terminal,
         print every ``interval`` calls (``interval`` thins the printed lines only)."""
-        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+        if not integral(interval) or interval < 1:  # NumPy integers too, as Dashboard takes
             raise ValueError(f"interval must be an int >= 1; received {interval!r}.")
+        interval = int(interval)
         # An inviz value that is not one number (an image, a batch of masks) is its
         # function's to show: recording it would write a column and a plot of NaN.
         recorded = {k: v for k, v in entry.items() if k not in self._inviz or _one_number(v)}
