@@ -137,7 +137,9 @@ def fast_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         A new optimizer of the same class over the same parameters and state (an LR
         scheduler must be created on it, not on the one passed in). The hooks registered
         on ``optimizer`` (step, ``state_dict`` and ``load_state_dict`` pre/post hooks) run
-        on it in the same order, and their handles still remove them.
+        on it in the same order, and their handles still remove them. Its ``defaults``
+        are the ones ``optimizer`` was built with (a group added later gets them), with the
+        kernels chosen here.
 
     Raises:
         RuntimeError: a sparse gradient met a fused group under a ``GradScaler`` (whose
@@ -160,6 +162,12 @@ def fast_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
                 group.pop(key, None)
     new = _rebuild(optimizer, groups, extra)
     _share_hooks(optimizer, new)
+    # Built from the groups alone, ``new.defaults`` holds the class's defaults; a group added
+    # later (add_param_group) must get the settings the user built the optimizer with.
+    kernels: dict[str, Any] = {
+        k: new.defaults[k] for k in ("fused", "foreach") if k in new.defaults
+    }
+    new.defaults = {**optimizer.defaults, **kernels}
     new.load_state_dict(optimizer.state_dict())
     for group in new.param_groups:
         group.update(extra)
