@@ -60,9 +60,21 @@ class TrackerWriter:
             self._call("metrics", rows[start : start + self.chunk])
             time.sleep(0)  # let the training loop take the GIL between chunks
 
+    def _next(self) -> tuple[str, Any] | None:
+        """The next message; rows kept for a batch are written once ``batch_s`` has passed
+        since the last write, whether or not another message came (a long step, a stalled
+        loop or a process about to be killed would otherwise keep them)."""
+        while self._rows:
+            wait = self.batch_s - (time.monotonic() - self._last_write)
+            try:
+                return self._queue.get(timeout=max(wait, 0.0))
+            except queue.Empty:
+                self._write_rows()
+        return self._queue.get()
+
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
+            item = self._next()
             try:
                 if item is None:
                     self._write_rows()
