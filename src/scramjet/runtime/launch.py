@@ -111,7 +111,24 @@ def _run_rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
             f"{getattr(fn, '__qualname__', fn)!s} called sys.exit({exit.code!r})"
         ) from None
     destroy_distributed()
+    _check_sendable(fn, result)
     return result
+
+
+def _check_sendable(fn: Callable[..., Any], result: Any) -> None:
+    """Raise, as this rank's error, when ``result`` cannot be pickled back to the caller
+    (torch's queue would fail after ``fn`` returned, leaving only "exited with status 1")."""
+    from multiprocessing.reduction import ForkingPickler
+
+    try:
+        ForkingPickler.dumps(result)
+    except Exception as error:
+        raise TypeError(
+            f"{getattr(fn, '__qualname__', fn)!s} returned a {type(result).__name__} that "
+            f"cannot be sent back to the caller ({type(error).__name__}: {error}); each "
+            f"process's result travels by pickle. Return picklable values (numbers, "
+            f"strings, tensors, dicts and lists of them), or save other results to a file."
+        ) from None
 
 
 def launch(
@@ -140,7 +157,7 @@ def launch(
         monitor_interval: Seconds between health checks of the children.
 
     Returns:
-        What ``fn`` returned on rank 0.
+        What ``fn`` returned on rank 0 (every rank's result must be picklable).
 
     Raises:
         ValueError: ``nprocs`` < 1.
