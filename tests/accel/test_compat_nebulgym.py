@@ -69,8 +69,13 @@ def test_seed_names_and_signatures():
     ]
     assert list(inspect.signature(ng.TrainingLearner).parameters)[:2] == ["model", "backends"]
     for fn in (ng.accelerate_model, ng.patch_torch_module):
-        # nebulgym's own order: patch_backprop is its one positional parameter
-        assert list(inspect.signature(fn).parameters) == ["patch_backprop", "backends"]
+        # patch_backprop first, as in nebulgym; its reduce_memory comes second positionally
+        # (a bool where backends stands) or by keyword
+        assert list(inspect.signature(fn).parameters) == [
+            "patch_backprop",
+            "backends",
+            "reduce_memory",
+        ]
     for fn in (ng.accelerate_dataset, ng.patch_dataset):
         assert list(inspect.signature(fn).parameters) == ["preloaded_data", "max_memory_size"]
     with pytest.warns(UserWarning, match="cannot hold the cache index"):

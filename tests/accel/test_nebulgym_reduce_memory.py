@@ -54,14 +54,14 @@ def test_reduce_memory_true_by_position_warns_once_and_trains_exactly() -> None:
         torch.testing.assert_close(g, want, rtol=0, atol=0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reduce_memory= by keyword needs the compat decorators' signature to gain the "
-    "parameter, which tests/accel/test_compat_nebulgym.py::test_seed_names_and_signatures "
-    "pins to (patch_backprop, backends)",
-)
 def test_reduce_memory_by_keyword_is_accepted() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", AccelerationWarning)
         decorated = ng.accelerate_model(reduce_memory=False, backends=["PYTORCH"])(_Net)
+    assert _grads(decorated)
+
+
+def test_reduce_memory_true_by_keyword_warns_and_trains_exactly() -> None:
+    with pytest.warns(AccelerationWarning, match="Gist"):
+        decorated = ng.patch_torch_module(reduce_memory=True, backends=["PYTORCH"])(_Net)
     assert _grads(decorated)

@@ -91,7 +91,10 @@ def _warn_reduce_memory(name: str, reduce_memory: bool) -> None:
 
 
 def accelerate_model(
-    patch_backprop: bool = True, backends: Sequence[str] | None = None
+    patch_backprop: bool = True,
+    backends: Sequence[str] | None = None,
+    *,
+    reduce_memory: bool = False,
 ) -> Callable[[type[T]], type[T]]:
     """Class decorator with nebulgym's signature; see :func:`scramjet.accel.accelerate_model`.
 
@@ -105,17 +108,23 @@ def accelerate_model(
             nebulgym's second positional parameter, ``reduce_memory`` (Gist activation
             compression, not implemented: ``True`` warns once with an
             :class:`~scramjet.accel.AccelerationWarning` and trains with the exact backward).
+        reduce_memory: the same nebulgym parameter given by keyword.
 
     Returns:
         A decorator returning a same-named subclass.
     """
+    _warn_reduce_memory("accelerate_model", reduce_memory)
     return _model_decorator("accelerate_model", patch_backprop, backends)
 
 
 def patch_torch_module(
-    patch_backprop: bool = True, backends: Sequence[str] | None = None
+    patch_backprop: bool = True,
+    backends: Sequence[str] | None = None,
+    *,
+    reduce_memory: bool = False,
 ) -> Callable[[type[T]], type[T]]:
     """nebulgym's older name for :func:`accelerate_model`."""
+    _warn_reduce_memory("patch_torch_module", reduce_memory)
     return _model_decorator("patch_torch_module", patch_backprop, backends)
 
 
