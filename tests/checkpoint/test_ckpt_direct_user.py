@@ -214,6 +214,7 @@ def test_a_remote_manager_on_a_fresh_machine_resumes_from_the_store(
     assert sorted(s3.list_keys(bucket)) == [
         "run/checkpoints/ckpt-000003-step3.pt",
         "run/checkpoints/ckpt-000004-step4.pt",
+        "run/checkpoints/index.json",  # which="best" on another machine ranks by it
     ]
 
 

@@ -70,6 +70,11 @@ from scramjet.checkpoint._remote_files import (
     load_remote,
     write_remote_checkpoint,
 )
+from scramjet.checkpoint._remote_index import (
+    StoreIndex,
+    publish_store_index,
+    read_store_index,
+)
 from scramjet.checkpoint.manager import CheckpointManager, CheckpointWriteError
 from scramjet.checkpoint.records import CheckpointInfo, LoadResult
 
@@ -168,6 +173,7 @@ class RemoteCheckpointManager(CheckpointManager):
         # Temporary files of uploads on the store now: an earlier process's leftovers
         # (removed with the remote rotation), unless this process is writing them.
         self._leftovers: set[str] = set()
+        self._store_index: StoreIndex | None = None  # read from the store when needed
         try:
             remote, leftovers = self._bounded(
                 f"the listing of {self.url}",
@@ -280,8 +286,12 @@ class RemoteCheckpointManager(CheckpointManager):
     ) -> LoadResult:
         """:meth:`CheckpointManager.load`; ``"latest"`` is the newest checkpoint here or on
         the store: one that only the store has (a fresh machine, another machine's save)
-        is downloaded into the local folder first. ``"best"`` ranks the local copies."""
+        is downloaded into the local folder first. ``"best"`` ranks the local copies and
+        those the store's index names, and downloads the best if only the store has it."""
         options: dict[str, Any] = {"strict": strict, "scope": scope, "map_location": map_location}
+        if which == "best":
+            self.wait()
+            self._fetch_best()
         if which == "latest":
             self.wait()
             if self._newer_on_store():
@@ -295,6 +305,48 @@ class RemoteCheckpointManager(CheckpointManager):
                     **options,
                 )
         return super().load(state, which, fallback=fallback, **options)
+
+    @property
+    def best_path(self) -> Path | None:
+        """The best checkpoint here or on the store (downloaded into the local folder when
+        only the store has it), or None if none has the metric."""
+        self.wait()
+        self._fetch_best()
+        return super().best_path
+
+    def _recorded_ranking(self) -> tuple[str | None, str]:
+        """This manager's ranking rule, else the local index's, else the store's index's."""
+        monitor, mode = super()._recorded_ranking()
+        stored = self._store_index
+        if monitor or stored is None or not stored.monitor:
+            return monitor, mode
+        return stored.monitor, stored.mode or mode
+
+    def _fetch_best(self) -> None:
+        """Read the store's index and download the best checkpoint it names when the local
+        folder lacks it (a fresh machine, or another machine's better save)."""
+        from scramjet.tracking.storage import call_with_deadline
+
+        fs, root, bounds = self.storage.fs, self.storage.remote_root, self.storage.timeouts
+        try:  # reading: bounded by the call timeout, whatever the limit of the uploads
+            listed = call_with_deadline(
+                _remote_names, fs, root, timeout=bounds.call, name="the listing"
+            )
+            self._store_index = read_store_index(fs, root, self.directory, bounds)
+            local = {c.path.name: c for c in self._scan()[0]}
+            on_store = {name for _, name in listed} - set(local)
+            stored = [e for n, e in self._store_index.entries.items() if n in on_store]
+            ranked = self._ranked_best([*local.values(), *stored], self._recorded_ranking())
+            if ranked and ranked[0].path.name not in local:
+                name = ranked[0].path.name
+                _fetch(fs, f"{root}/{name}", self.directory / name, timeouts=bounds)
+        except Exception as error:  # the store is down: the local copies are what there is
+            warnings.warn(
+                f"could not read the checkpoints at {self.url} ({type(error).__name__}: "
+                f"{error}); ranking the local copies in {str(self.directory)!r} only",
+                RuntimeWarning,
+                stacklevel=4,
+            )
 
     def _rotate(self, found: list[CheckpointInfo], *, background: bool = False) -> OSError | None:
         # A file that is not uploaded yet is never rotated away locally.
@@ -437,9 +489,12 @@ class RemoteCheckpointManager(CheckpointManager):
         left = self._left()
         if left is None:
             self._remove_rotated_remote()
+            self._update_store_index()
         elif left > 0:
             with contextlib.suppress(TimeoutError):
                 call_with_deadline(self._remove_rotated_remote, timeout=left, name="rotation")
+                left = max(0.0, self._left() or 0.0)
+                call_with_deadline(self._update_store_index, timeout=left, name="the index")
 
     def _remove_rotated_remote(self) -> None:
         fs, root = self.storage.fs, self.storage.remote_root
@@ -459,6 +514,39 @@ class RemoteCheckpointManager(CheckpointManager):
                 self._rotated_away.discard(name)
         except Exception as error:  # rotation is tidying: the next save tries again
             warnings.warn(f"could not rotate {self.url}: {error}", RuntimeWarning, stacklevel=2)
+
+    def _update_store_index(self) -> None:
+        """Rewrite the store's index for the checkpoints on the store: what this machine
+        knows of each, else what the store's index said (another machine's saves)."""
+        fs, root, bounds = self.storage.fs, self.storage.remote_root, self.storage.timeouts
+        try:
+            names = self._bounded(f"the listing of {self.url}", _remote_names, fs, root)
+            if self._store_index is None:
+                what = f"the index of {self.url}"
+                args = (fs, root, self.directory, bounds)
+                self._store_index = self._bounded(what, read_store_index, *args)
+            local = {c.path.name: c for c in self._scan()[0]}
+            known = {**self._store_index.entries, **local}
+            monitor, mode = self._recorded_ranking()
+            index = StoreIndex({n: known[n] for _, n in names if n in known}, monitor, mode)
+            error = publish_store_index(
+                fs,
+                root,
+                index,
+                protocol=self._protocol,
+                attempts=self.storage.max_attempts,
+                timeouts=bounds,
+            )
+            if error is not None:
+                raise error
+            self._store_index = index
+        except Exception as error:  # a cache: the next save writes it again
+            warnings.warn(
+                f"could not update the index at {self.url} ({type(error).__name__}: {error}); "
+                "which='best' on another machine ranks what it last recorded",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def close(self) -> None:
         """Flush the write in flight, retry failed uploads, then free the buffers.
