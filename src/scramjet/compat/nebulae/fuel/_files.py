@@ -16,7 +16,9 @@ names); each file records its index, the count and an id shared by the files of 
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -83,6 +85,7 @@ def write_file_pack(dst: Path, shards: int, run_pack: Callable[[Path], PackRepor
             _replace(tmp, out)
         if shards > 1 and _is_file_pack(dst):
             dst.unlink()  # a one-file pack of an earlier run would be read instead
+        _remove_stale_parts(dst, outputs)
         fsync_dir(dst.parent)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -95,6 +98,22 @@ def write_file_pack(dst: Path, shards: int, run_pack: Callable[[Path], PackRepor
         seconds=report.seconds,
         skipped=report.skipped,
     )
+
+
+def _remove_stale_parts(dst: Path, outputs: list[Path]) -> None:
+    """Remove the ``<stem>_<k>`` files that an earlier sharded generate() into ``dst`` wrote
+    and this one did not (it had more shards, or this one has one): no Tank reads them.
+    Only files that say they are part ``<stem>_<k>`` of a sharded pack are removed."""
+    pattern = re.compile(rf"{re.escape(dst.stem)}_\d+{re.escape(dst.suffix)}")
+    for path in dst.parent.glob(f"{glob.escape(dst.stem)}_*{glob.escape(dst.suffix)}"):
+        if path in outputs or not pattern.fullmatch(path.name) or not path.is_file():
+            continue
+        try:
+            part = _read_meta(path).extra[_PART]
+        except (PackFormatError, OSError):
+            continue  # not written by generate(): never removed
+        if part.get("file") == path.name and int(part.get("count", 1)) > 1:
+            path.unlink()
 
 
 def _check_destination(dst: Path, outputs: list[Path]) -> None:
