@@ -63,6 +63,11 @@ def test_a_two_dimensional_index_is_refused_naming_its_shape(
     assert "np.ravel(index)" in str(err.value)
 
 
+def test_a_ragged_nested_index_is_refused_without_claiming_a_shape(packed: Path) -> None:
+    with pytest.raises(TypeError, match=r"2-D list of shape \(2, -1\)"):
+        PackedDataset(packed)[[[0, 1], [2]]]
+
+
 @pytest.mark.parametrize("transform", [False, True])
 def test_every_index_kind_reads_the_rows_that_were_packed(packed: Path, transform: bool) -> None:
     ds = _datasets(packed)[transform]

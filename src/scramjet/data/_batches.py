@@ -65,10 +65,11 @@ def batch_indices(index: Any, n: int) -> list[Any]:
         values = index.tolist()
     elif isinstance(index, Iterable) and not isinstance(index, str | bytes):
         values = list(index)
-        nested = [
+        nested = {
             np.shape(v) for v in values if isinstance(v, Sequence | np.ndarray | torch.Tensor)
-        ]
-        shape = (len(values), *nested[0]) if nested else ()
+        }
+        inner = next(iter(nested)) if len(nested) == 1 else (-1,)  # -1: rows of unequal length
+        shape = (len(values), *inner) if nested else ()
     else:
         raise TypeError(
             f"index must be an int, a 0-d integer tensor or array, a slice or a sequence of "
