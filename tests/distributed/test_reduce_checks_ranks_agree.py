@@ -51,6 +51,8 @@ attempt("nan_min", with_nans, "min")
 attempt("async_int_mean", torch.tensor([1, 2 + rank]), "mean", in_background)
 attempt("async_bool_sum", flags, "sum", in_background)
 seen["after"] = reduce(torch.tensor([float(rank)]), "sum").tolist()  # the group still works
+seen["unchecked"] = reduce(torch.tensor([1.0, 2.0 + rank]), "sum", check=False).tolist()
+seen["unchecked_nan"] = reduce(with_nans, "max", check=False).tolist()
 Path(sys.argv[1], f"rank{rank}.json").write_text(json.dumps(seen))
 destroy_distributed()
 """
@@ -121,3 +123,11 @@ def test_reduce_max_and_min_keep_a_nan_from_any_rank_as_torch_does(
             got = torch.tensor(seen[f"nan_{op}"])
             assert torch.equal(got.isnan(), reference.isnan()), (op, got)  # gloo: [nan, 1, ..]
             assert torch.equal(got.nan_to_num(), reference.nan_to_num()), (op, got)
+
+
+def test_reduce_without_the_check_gives_the_same_values(
+    seen_by_rank: list[dict[str, Any]],
+) -> None:
+    for seen in seen_by_rank:
+        assert seen["unchecked"] == [2.0, 5.0]
+        assert str(seen["unchecked_nan"]) == str(seen["nan_max"])

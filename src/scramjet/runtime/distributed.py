@@ -365,14 +365,19 @@ def _comm_device() -> torch.device:
     return torch.device("cpu")
 
 
-def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
+def reduce(
+    tensor: torch.Tensor | float, op: ReduceOp = "mean", *, check: bool = True
+) -> torch.Tensor:
     """Combine a tensor over all ranks; every rank receives the result.
 
     Args:
         tensor: Same shape and dtype on every rank (a Python number is turned into a
-            tensor: ``1`` is int64, ``1.5`` float32). Checked with one small all-reduce
-            of a fixed size before the values travel.
+            tensor: ``1`` is int64, ``1.5`` float32).
         op: ``"mean"``, ``"sum"``, ``"max"`` or ``"min"``.
+        check: Check that shape and dtype agree across ranks with one small all-reduce
+            of a fixed size before the values travel. ``False`` saves that collective
+            where every rank builds the tensor the same way (a loop's per-step flags);
+            a mismatch then aborts in gloo or leaves a rank waiting out the timeout.
 
     Returns:
         A new tensor on the input's device (the input is not modified). Integer and bool
@@ -393,7 +398,8 @@ def reduce(tensor: torch.Tensor | float, op: ReduceOp = "mean") -> torch.Tensor:
         return value.clone()
     device = value.device
     work = value.to(_comm_device(), copy=True)
-    _check_same_shape_and_dtype(work)
+    if check:
+        _check_same_shape_and_dtype(work)
     if op in ("max", "min") and work.is_floating_point():
         return _extreme_keeping_nan(work, op).to(device)
     dist.all_reduce(work, op=getattr(dist.ReduceOp, ops[op].upper()))
