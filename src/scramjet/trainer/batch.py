@@ -5,8 +5,12 @@ Face batch ``{"input_ids": ..., "attention_mask": ..., "labels": ...}``:
 
 - a sequence calls ``model(batch[0])`` and computes ``loss_func(logits, batch[1])``;
 - a mapping calls ``model(**batch)`` (keys the model's ``forward`` does not take, such as
-  the targets of a model that computes no loss, are left out; the ``forward`` of the
-  model inside a DDP, DataParallel or ``torch.compile`` wrapper decides). If the output
+  the targets of a model that computes no loss, are left out, and keys other than targets
+  are named in one warning per model; the ``forward`` of the model inside a DDP,
+  DataParallel or ``torch.compile`` wrapper decides, and a Hugging Face ``forward``'s
+  ``**kwargs`` takes only the keywords transformers names, such as ``num_items_in_batch``
+  or ``cu_seq_lens_q``, so an ``"id"`` or ``"text"`` column is dropped as Hugging Face's
+  Trainer drops unused columns). If the output
   carries a ``loss`` (an attribute or a key, as Hugging Face models return when given
   ``labels``; or a tuple's first element when that is a 0-dim floating tensor, as they
   return ``(loss, logits, ...)`` with ``return_dict=False``), that is the loss (a
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -122,6 +127,8 @@ def call_model(model: nn.Module, inputs: Any, *, with_targets: bool = True) -> A
         for k, v in inputs.items()
         if (takes_any or k in named) and (with_targets or k not in TARGET_KEYS or k in required)
     }
+    if not takes_any:
+        _warn_dropped_keys(inner, [k for k in inputs if k not in named and k not in TARGET_KEYS])
     if not required <= kwargs.keys():
         raise TypeError(_missing_keys_message(model_type, inputs, required, with_targets))
     if not with_targets:
@@ -197,7 +204,49 @@ def _forward_parameters(model_type: type[nn.Module]) -> tuple[frozenset[str], bo
     keywords = [p for p in parameters if p.kind not in positional]
     names = frozenset(p.name for p in keywords if p.kind is not inspect.Parameter.POSITIONAL_ONLY)
     required = frozenset(p.name for p in keywords if p.default is inspect.Parameter.empty)
+    if takes_any and getattr(model_type.forward, "__module__", "").startswith("transformers."):
+        # A Hugging Face forward's **kwargs takes the attention and output settings it
+        # names; other columns (an "id", a "text") are dropped, as its Trainer does.
+        names, takes_any = names | _hf_keyword_names(), False
     return names, takes_any, required & names
+
+
+def _hf_keyword_names() -> frozenset[str]:
+    """The keywords Hugging Face forwards take through ``**kwargs`` (``TransformersKwargs``,
+    ``FlashAttentionKwargs``: ``num_items_in_batch``, ``cu_seq_lens_q``, ...)."""
+    names: set[str] = set()
+    for module, name in _HF_KWARGS:
+        typed = getattr(sys.modules.get(module), name, None)
+        names.update(getattr(typed, "__annotations__", {}))
+    return frozenset(names)
+
+
+#: Where transformers defines the typed dicts of its forwards' ``**kwargs`` (read only when
+#: a model of it is used, so transformers is already imported).
+_HF_KWARGS = (
+    ("transformers.utils.generic", "TransformersKwargs"),
+    ("transformers.modeling_flash_attention_utils", "FlashAttentionKwargs"),
+)
+#: Per model, the batch keys its forward does not take that were already warned about.
+_DROPPED_KEYS: weakref.WeakKeyDictionary[nn.Module, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _warn_dropped_keys(model: nn.Module, dropped: list[str]) -> None:
+    """One warning per model for the keys of a dict batch its forward does not take."""
+    warned = _DROPPED_KEYS.setdefault(model, set())
+    new = [k for k in dropped if k not in warned]
+    if not new:
+        return
+    warned.update(new)
+    warnings.warn(
+        f"the dict batch holds {', '.join(map(repr, new))}, which "
+        f"{type(model).__name__}.forward does not take, so it is left out of "
+        f"model(**batch) (as Hugging Face's Trainer drops unused columns). If the model "
+        f"should read it, check its spelling against forward's parameters; otherwise remove "
+        f"the column from the dataset or collate_fn to silence this warning.",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
 
 
 def output_field(output: Any, name: str) -> Any:
