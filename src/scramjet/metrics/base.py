@@ -97,6 +97,7 @@ class ResultPackage:
                 f"{type(dataset).__name__}. Pass the dataset itself (not a DataLoader or a "
                 f"stream), or pass the targets in dataset order with targets=."
             )
+        given = targets is not None
         collate = collate_fn or getattr(trainer, "_train_collate_fn", None)
         recorder = _TargetRecorder(collate) if targets is None and collate is not None else None
         y_pred = trainer.predict(
@@ -112,7 +113,13 @@ class ResultPackage:
             targets = [_target_of(dataset[i], i) for i in range(len(dataset))]
             if targets and all(isinstance(t, torch.Tensor) for t in targets):
                 targets = concat_outputs([t.unsqueeze(0) for t in targets])
-        return self.compute(y_pred, targets)
+        try:
+            return self.compute(y_pred, targets)
+        except ValueError as exc:
+            hint = _padding_hint(y_pred, targets) if given else None
+            if hint is None:
+                raise
+            raise ValueError(f"{type(self).__name__}.evaluate: {hint} ({exc})") from exc
 
 
 class CombinedResults(ResultPackage):
@@ -230,6 +237,29 @@ def _collate_targets(
         return None
     joined: torch.Tensor = concat_outputs([row.unsqueeze(0) for row in present])
     return joined
+
+
+def _padding_hint(y_pred: Any, targets: Any) -> str | None:
+    """Why predictions and ``targets=`` given to ``evaluate`` differ in sequence length,
+    when they do: the batches were padded (``pad_to_multiple_of``, a fixed ``max_length``)
+    beyond the longest target; None when the shapes say nothing of the kind."""
+    try:
+        pred, target = as_tensor(y_pred, "y_pred"), as_tensor(targets, "targets")
+    except (TypeError, ValueError):
+        return None
+    if pred.dim() < 2 or target.dim() < 2 or pred.shape[0] != target.shape[0]:
+        return None
+    if pred.shape[1] <= target.shape[1] or target.shape[1] < 2:
+        return None
+    return (
+        f"the predictions have sequence length {pred.shape[1]} (shape {tuple(pred.shape)}) "
+        f"but the targets given as targets= have {target.shape[1]} (shape "
+        f"{tuple(target.shape)}): the collate function padded the batches beyond the "
+        f"longest target (pad_to_multiple_of, or padding to a max_length). Leave targets= "
+        f"out, so that each sample's target is read from the batch it was predicted in, "
+        f"padded and aligned the same way; or pass targets padded as the batches were "
+        f"(with -100 at the padded positions)"
+    )
 
 
 def _target_of(sample: Any, index: int) -> Any:
