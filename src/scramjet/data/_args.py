@@ -50,6 +50,39 @@ def index_array(indices: Any) -> np.ndarray[Any, np.dtype[np.int64]]:
     return array.astype(np.int64, copy=False)
 
 
+def check_array_index(index: torch.Tensor | np.ndarray) -> None:
+    """Refuse a tensor or array batch index that does not hold integers, naming it by its
+    dtype and shape (once turned into a list, a mask would read as a list of bools).
+
+    Raises:
+        TypeError: a boolean mask (with how to select the rows it marks), or float values.
+    """
+    kind = type(index).__name__
+    shape = tuple(index.shape)
+    if isinstance(index, torch.Tensor):
+        dtype: Any = index.dtype
+        boolean = dtype == torch.bool
+        integer = not (dtype.is_floating_point or dtype.is_complex or boolean)
+    else:
+        dtype = index.dtype
+        boolean = dtype == np.bool_
+        integer = bool(np.issubdtype(dtype, np.integer))
+    if boolean:
+        fix = "ds[mask.nonzero().flatten()]" if kind == "Tensor" else "ds[np.flatnonzero(mask)]"
+        raise TypeError(
+            f"a boolean mask is not a batch index; received a bool {kind} of shape {shape}. "
+            f"A batch index lists the samples to read: select the rows the mask marks "
+            f"with {fix}."
+        )
+    size = index.numel() if isinstance(index, torch.Tensor) else index.size
+    if not integer and size:
+        raise TypeError(
+            f"sample indices must be integers; received a {kind} of {dtype} values, shape "
+            f"{shape}. Convert it to integers first (e.g. .long() or .astype(np.int64)), "
+            f"after checking that its values are whole."
+        )
+
+
 def scalar_index(index: Any) -> Any:
     """``index`` as an ``int`` when it is one sample's index, else unchanged.
 

@@ -3,13 +3,15 @@ of transformed samples, column by column, the way batches without a transform co
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import default_collate, get_worker_info
 
+from scramjet.data._args import check_array_index
 from scramjet.data._ring import share_memory
 from scramjet.data.format import ColumnSpec
 
@@ -55,14 +57,23 @@ def batch_indices(index: Any, n: int) -> list[Any]:
     1-D sequence, array or tensor of indices (their values are checked by the reader).
 
     Raises:
-        TypeError: an index of two or more dimensions (a batch is one row of samples), or
-            one that is not a slice, a sequence, an array or a tensor.
+        TypeError: an index of two or more dimensions (a batch is one row of samples), a
+            boolean mask or float tensor or array, a dict or a set, or one that is not a
+            slice, a sequence, an array or a tensor.
     """
     if isinstance(index, slice):
         return list(range(*index.indices(n)))
     if isinstance(index, torch.Tensor | np.ndarray):
+        check_array_index(index)
         shape: tuple[int, ...] = tuple(index.shape)
         values = index.tolist()
+    elif isinstance(index, Mapping | AbstractSet):
+        fix = "list(index)" if isinstance(index, Mapping) else "sorted(index)"
+        raise TypeError(
+            f"a batch index must be an ordered sequence of ints; received a "
+            f"{type(index).__name__} {index!r}, whose order (and, for a dict, whether its "
+            f"keys or values are meant) is not a batch. Pass a list, e.g. ds[{fix}]."
+        )
     elif isinstance(index, Iterable) and not isinstance(index, str | bytes):
         values = list(index)
         nested = {
