@@ -1,7 +1,9 @@
 """Run by test_uneven_streams.py under torchrun: each rank streams a different number of
 batches from an IterableDataset without a length (rank 0: 7, rank 1: 4).
 
-Each rank writes ``OUT/rank{r}.json`` with its optimizer steps and the batches it read.
+Each rank writes ``OUT/rank{r}.json`` with its optimizer steps, its weights and the number
+of all-reduces issued from Python during ``train()`` (DDP's gradient buckets are not among
+them).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -38,10 +41,22 @@ def main(out: Path) -> None:
         model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[]
     )
     stream = Stream(7 if dist.get_rank() == 0 else 4)
-    trainer.train(stream, num_epochs=2, per_device_batch_size=4)
+    issued = 0
+    all_reduce = torch.distributed.all_reduce
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal issued
+        issued += 1
+        return all_reduce(*args, **kwargs)
+
+    torch.distributed.all_reduce = counted
+    try:
+        trainer.train(stream, num_epochs=2, per_device_batch_size=4)
+    finally:
+        torch.distributed.all_reduce = all_reduce
     weights = [round(float(v), 6) for v in model.weight.detach().flatten()]
     (out / f"rank{dist.get_rank()}.json").write_text(
-        json.dumps({"global_step": trainer.state.global_step, "weights": weights})
+        json.dumps({"global_step": trainer.state.global_step, "weights": weights, "issued": issued})
     )
 
 

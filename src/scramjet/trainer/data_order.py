@@ -288,7 +288,9 @@ class Lockstep(Generic[T]):
             except StopIteration:
                 batch, real = last, False
             stuck = not real and not have_last
-            flags = dist.reduce(torch.tensor([float(real), float(stuck), float(self._stop)]), "max")
+            flags = dist.reduce(
+                torch.tensor([float(real), float(stuck), float(self._stop)]), "max", check=False
+            )
             if flags[2] > 0 or flags[0] == 0:  # a rank was asked to stop, or all are done
                 return
             if flags[1] > 0:
@@ -321,7 +323,7 @@ def even_end(batches: Iterable[T]) -> Iterator[T]:
             batch, have = next(iterator), 1.0
         except StopIteration:
             batch, have = None, 0.0
-        if float(dist.reduce(torch.tensor([have]), "min")[0]) == 0.0:
+        if float(dist.reduce(torch.tensor([have]), "min", check=False)[0]) == 0.0:
             return
         yield cast(T, batch)
 

@@ -729,7 +729,9 @@ class Trainer:
         if dist.is_distributed():
             votes = torch.zeros(dist.get_world_size(), device=self.device)
             votes[dist.get_rank()] = float(stop is not None)
-            deciders = [r for r, v in enumerate(dist.reduce(votes, op="sum").tolist()) if v]
+            deciders = [
+                r for r, v in enumerate(dist.reduce(votes, op="sum", check=False).tolist()) if v
+            ]
             if deciders and stop is None:
                 stop = StopTrainingError(
                     f"rank {deciders[0]} stopped the run after epoch {self.state.epoch + 1}; "
@@ -847,7 +849,7 @@ class Trainer:
         if isinstance(self.model, nn.parallel.DistributedDataParallel):  # it ran under no_sync
             for p in self.model.parameters():
                 if p.grad is not None:
-                    p.grad = dist.reduce(p.grad, op="mean")
+                    p.grad = dist.reduce(p.grad, op="mean", check=False)
         self._apply_update()
 
     def _apply_update(self) -> None:
