@@ -11,7 +11,9 @@ same directory, coordinated by ``flock`` locks held on files inside it:
   stale file). A process reading it holds a shared lock on it; eviction takes the
   exclusive lock without waiting, so a shard in use is never evicted.
 - ``<sha256>.part``: a download in progress, allocated at its full size before the first
-  byte arrives, so the bytes on disk never exceed what was reserved.
+  byte arrives, so the bytes on disk never exceed what was reserved. One whose download
+  lock nobody holds was left by a killed reader: removed when a cache opens, and when
+  room is made under ``cache_limit``.
 - ``.lock``: held while a process reserves room (evicting least-recently-used shards).
 - ``downloads.log``: one line per finished download (digest, bytes), for accounting.
 
@@ -273,6 +275,9 @@ class ShardCache:
         self.wait_for_room = wait_for_room
         self._failures: dict[int, tuple[float, Exception]] = {}  # shard: (when, error)
         (self.root / ".locks").mkdir(parents=True, exist_ok=True)
+        # Downloads of readers killed mid-way (OOM, SIGKILL) would stay forever without a
+        # limit to evict for, or for a shard never read again: removed as the cache opens.
+        self._drop_abandoned(keep=None)
         if cache_limit is not None:
             biggest = max((s.bytes for s in manifest.shards), default=0)
             if biggest > cache_limit:
@@ -399,9 +404,10 @@ class ShardCache:
                     total += entry.stat().st_size
         return total
 
-    def _drop_abandoned(self, keep: Path) -> None:
+    def _drop_abandoned(self, keep: Path | None) -> None:
         """Delete ``.part`` files no process is downloading into: left by a reader killed
-        in the middle of a download (OOM, SIGKILL), they would take room forever."""
+        in the middle of a download (OOM, SIGKILL), they would take room forever. A live
+        download holds its shard's lock, so its file is kept (as is ``keep``)."""
         for entry in os.scandir(self.root):
             if not entry.name.endswith(".part") or entry.path == str(keep):
                 continue
