@@ -26,7 +26,9 @@ distributed run); every rank may read.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import threading
 import warnings
 import weakref
@@ -72,7 +74,8 @@ from scramjet.checkpoint.records import (
     read_ranking,
     write_index,
 )
-from scramjet.runtime.files import TMP_PREFIX, temporary_writer
+from scramjet.runtime.files import TMP_PREFIX, atomic_write, temporary_writer
+from scramjet.runtime.processes import pid_alive
 
 __all__ = [
     "CheckpointError",
@@ -89,6 +92,23 @@ __all__ = [
 
 def _not_count(value: object) -> bool:
     return isinstance(value, bool) or not isinstance(value, int)
+
+
+_WRITER_MARK = ".scramjet-writer"
+"""``<pid> <host>`` of the process saving into a folder, written at its first save and
+removed by its ``close()``: a manager created on that folder in another live process of
+this machine is warned then, before its own saves rotate the other run's files away."""
+
+
+def _other_writer(directory: Path) -> int | None:
+    """The pid of another live process of this machine that saves into ``directory``."""
+    try:
+        pid_text, host = (directory / _WRITER_MARK).read_text(encoding="utf-8").split()
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    same_machine = host == socket.gethostname()
+    return pid if same_machine and pid != os.getpid() and pid_alive(pid) else None
 
 
 def _unlink_all(paths: list[Path]) -> None:
@@ -190,6 +210,33 @@ class CheckpointManager:
             )
         self.directory.mkdir(parents=True, exist_ok=True)
         self._key = os.path.realpath(self.directory)
+        self._claimed = False  # this manager wrote the folder's _WRITER_MARK
+        other = _other_writer(self.directory)
+        if other is not None:
+            self._warn_other_writer(other, stacklevel=3)
+
+    def _warn_other_writer(self, pid: int, *, stacklevel: int) -> None:
+        self._reported.add(f"pid {pid}")
+        warnings.warn(
+            f"Another process (pid {pid}) is saving checkpoints into "
+            f"{str(self.directory)!r}. Two runs in one folder number their checkpoints in "
+            "one sequence, rotate away each other's, and a resume takes whichever is "
+            "newest. Give each run its own folder.",
+            RuntimeWarning,
+            stacklevel=stacklevel + 1,
+        )
+
+    def _claim(self) -> None:
+        """Record this process as the folder's writer (at the first save)."""
+        text = f"{os.getpid()} {socket.gethostname()}".encode()
+        atomic_write(self.directory / _WRITER_MARK, lambda file: file.write(text), fsync=False)
+        self._claimed = True
+
+    def _release(self) -> None:
+        if self._claimed and _other_writer(self.directory) is None:
+            with contextlib.suppress(OSError):  # ours (or a dead run's): the run ends here
+                (self.directory / _WRITER_MARK).unlink()
+        self._claimed = False
 
     def __repr__(self) -> str:
         return (
@@ -329,6 +376,8 @@ class CheckpointManager:
         if epoch is not None:  # checked here: a file holding another type would not load
             epoch = check_count(epoch, "epoch", negative=True)
         self.wait()  # the previous write first: one in flight at most
+        if not self._claimed:
+            self._claim()
         existing, highest = self._scan()
         self._remove_stale_temporaries()
         seq = highest + 1  # past every checkpoint name, files or not: never overwrite
@@ -461,6 +510,7 @@ class CheckpointManager:
         try:
             self.wait()
         finally:
+            self._release()
             self._snapshots.release()
             writers = _WRITERS.get(self._key)
             if writers is not None:  # nothing in flight: readers need not wait for it
@@ -499,16 +549,7 @@ class CheckpointManager:
             if writer is None:
                 Path(entry.path).unlink(missing_ok=True)
             elif writer != os.getpid() and f"pid {writer}" not in self._reported:
-                self._reported.add(f"pid {writer}")
-                warnings.warn(
-                    f"Another process (pid {writer}) is writing {entry.name!r} into "
-                    f"{str(self.directory)!r}, where this process saves checkpoints too. Two "
-                    "runs in one folder number their checkpoints in one sequence, rotate "
-                    "away each other's, and a resume takes whichever is newest. Give each "
-                    "run its own folder.",
-                    RuntimeWarning,
-                    stacklevel=4,
-                )
+                self._warn_other_writer(writer, stacklevel=4)
 
     # ----------------------------------------------------------------- loading
 
