@@ -219,6 +219,17 @@ class EarlyStoppingCallback(TrainerCallback):
             raise ValueError(
                 f"early_stopping_patience must be ≥ 1; received {early_stopping_patience}."
             )
+        if not (
+            isinstance(early_stopping_threshold, int | float)
+            and math.isfinite(early_stopping_threshold)
+            and early_stopping_threshold >= 0
+        ):
+            raise ValueError(
+                f"early_stopping_threshold must be a finite number ≥ 0 (how much better a "
+                f"value must be to count as an improvement, whether greater_is_better or not); "
+                f"received {early_stopping_threshold!r}. A negative one lets a worsening metric "
+                f"count as improving, so the run never stops. Pass its size, e.g. 0.01, or 0.0."
+            )
         self.patience = early_stopping_patience
         self.threshold = early_stopping_threshold
         self.watch_metric = watch_metric
