@@ -293,11 +293,13 @@ class Tank:
             num_workers=num_workers,
         )
         self._it: Iterator[Any] | None = None
+        self._taken = 0  # batches given of the epoch under way
 
     def _start_epoch(self) -> None:
         self.sampler.set_epoch(self.epoch)
         self.dataset.epoch = self.epoch  # workers start below, with a copy of the dataset
         self._it = iter(self.loader)
+        self._taken = 0
 
     def next(self) -> Any:
         """The next batch; a new, reshuffled epoch starts when one ends.
@@ -317,19 +319,22 @@ class Tank:
             )
         if self._it is None:
             self._start_epoch()
-        try:
-            return next(self._it)  # type: ignore[arg-type]
-        except StopIteration:
+        elif self._taken >= self.MPE:  # the last epoch's batches are all given
             self.epoch += 1
             self._start_epoch()
-            return next(self._it)  # type: ignore[arg-type]
+        self._taken += 1
+        return next(self._it)  # type: ignore[arg-type]
 
     def __next__(self) -> Any:
         return self.next()
 
     def __iter__(self) -> Iterator[Any]:
-        """Yield :attr:`MPE` batches (one epoch's worth)."""
-        for _ in range(self.MPE):
+        """Yield the rest of the epoch under way: the batches :meth:`next` gives until it
+        ends, after some ``next()`` calls; a whole epoch (:attr:`MPE` batches) when none is
+        under way (a new Tank, or one whose epoch's last batch was given). So
+        ``for epoch in range(n): for batch in tank: ...`` reads ``n`` whole epochs."""
+        started = self._it is not None and self._taken < self.MPE
+        for _ in range(self.MPE - self._taken if started else self.MPE):
             yield self.next()
 
     @property
