@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 import warnings
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -215,9 +216,16 @@ class EarlyStoppingCallback(TrainerCallback):
         greater_is_better: bool = False,
         reset_on_train: bool = True,
     ) -> None:
-        if early_stopping_patience < 1:
+        try:  # an int or a NumPy integer; not 1.5 or "3"
+            patience = operator.index(early_stopping_patience)
+        except TypeError:
+            patience = 0
+        if isinstance(early_stopping_patience, bool) or patience < 1:
             raise ValueError(
-                f"early_stopping_patience must be ≥ 1; received {early_stopping_patience}."
+                f"early_stopping_patience must be a whole number ≥ 1 (epochs without "
+                f"improvement before stopping); received {early_stopping_patience!r}. Pass 1 to "
+                f"stop at the first epoch without improvement (what patience=0 means in Keras "
+                f"and AIToolbox)."
             )
         if not (
             isinstance(early_stopping_threshold, int | float)
@@ -230,7 +238,7 @@ class EarlyStoppingCallback(TrainerCallback):
                 f"received {early_stopping_threshold!r}. A negative one lets a worsening metric "
                 f"count as improving, so the run never stops. Pass its size, e.g. 0.01, or 0.0."
             )
-        self.patience = early_stopping_patience
+        self.patience = patience
         self.threshold = early_stopping_threshold
         self.watch_metric = watch_metric
         self.greater_is_better = greater_is_better
