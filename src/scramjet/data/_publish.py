@@ -1,5 +1,9 @@
 """Where :func:`scramjet.data.pack` may write, and how a finished pack is moved into place.
 
+A pack is written into a hidden ``.<dst>.partial-<id>`` folder next to ``dst``, locked
+(``flock`` on the folder) by its writer until it ends; one that nobody holds was left by
+a writer killed mid-way (SIGKILL, OOM) and is removed by the next pack into ``dst``.
+
 ``overwrite=True`` replaces what an earlier pack left at ``dst`` (a pack directory, an
 HDF5/npz file as nebulae's generator writes, a link), never the user's own files: the
 folder or list being packed, a folder of other files, or a file of another kind.
@@ -7,6 +11,9 @@ folder or list being packed, a folder of other files, or a file of another kind.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
 import shutil
 import uuid
@@ -59,6 +66,29 @@ def check_destination(out: Path, root: Path, file_list: Path, overwrite: bool) -
             f"{shown}); overwrite=True replaces packs only, never other folders. Choose "
             "another dst, or remove that folder yourself"
         )
+
+
+def partial_folder(out: Path) -> tuple[Path, int]:
+    """A new hidden folder next to ``out`` to write the pack into, and a descriptor that
+    holds its lock: close it when the pack is published or given up. The folders that
+    earlier, killed writers left for ``out`` (no lock held) are removed first."""
+    for entry in out.parent.glob(f".{out.name}.partial-*"):
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            fd = os.open(entry, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:  # a live writer holds it
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+            else:
+                shutil.rmtree(entry, ignore_errors=True)
+            finally:
+                os.close(fd)
+    tmp = out.parent / f".{out.name}.partial-{uuid.uuid4().hex[:12]}"
+    tmp.mkdir()
+    fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # nobody else knows the folder yet: taken at once
+    return tmp, fd
 
 
 def publish(tmp: Path, out: Path, overwrite: bool) -> None:

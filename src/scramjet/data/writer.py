@@ -25,7 +25,6 @@ import os
 import shutil
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, closing
@@ -43,7 +42,7 @@ from scramjet.data._pack_args import (
     check_workers,
     warn_local_storage_options,
 )
-from scramjet.data._publish import check_destination, publish
+from scramjet.data._publish import check_destination, partial_folder, publish
 from scramjet.data._remote import Retry, is_url, prepare_remote_dst, upload_pack
 from scramjet.data.csvlist import (
     Row,
@@ -332,8 +331,7 @@ def pack(
     _check_counts(len(rows), shards, skipped)  # before encoding: too few rows is known now
     columns = _column_specs(header, dtypes, enc, quality, height, width, channel, is_seq, keep_exif)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.partial-{uuid.uuid4().hex[:12]}"
-    tmp.mkdir()
+    tmp, held = partial_folder(out)  # held until it is published or removed
     try:
         opts = (height, width, channel, enc, quality, keep_exif, bool(exif_orientation))
         spooled = _spool_rows(rows, tmp, opts, (n_workers, pool), on_error, skipped, progress)
@@ -347,6 +345,8 @@ def pack(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        os.close(held)
     return PackReport(
         path=out,
         num_samples=manifest.num_samples,
