@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import numbers
 import operator
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -250,6 +251,19 @@ def _check_called(cls: type, received: object) -> None:
         )
 
 
+def _check_warmup_epochs(cls: type, epochs: object) -> None:
+    """``num_warmup_epochs`` of a ``create_scheduler_fn``: checked where it is given, not
+    when ``train()`` rounds it to updates."""
+    if isinstance(epochs, bool) or not (
+        isinstance(epochs, numbers.Real) and math.isfinite(epochs) and float(epochs) >= 0
+    ):
+        raise ValueError(
+            f"{cls.__name__}.create_scheduler_fn: num_warmup_epochs must be a finite number "
+            f"≥ 0 (epochs of warm-up, fractions allowed); received {epochs!r}. Pass e.g. "
+            f"num_warmup_epochs=1, or 0 for no warm-up."
+        )
+
+
 class _StepScheduler(LRScheduler):
     """Base: a multiplier of the base learning rate, as a pure function of the step.
 
@@ -352,6 +366,7 @@ class CosineWarmupScheduler(_StepScheduler):
     ) -> functools.partial[Any]:
         """A ``create_scheduler_fn`` for ``Trainer.train`` with epochs counted by the Trainer."""
         _check_called(cls, _uncalled)
+        _check_warmup_epochs(cls, num_warmup_epochs)
         steps = TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH
         kwargs: dict[str, Any] = dict(  # placeholders stand in for ints until resolved
             total_steps=TrainerPlaceholderValues.TOTAL_UPDATE_STEPS,
@@ -428,6 +443,7 @@ class WSDScheduler(_StepScheduler):
     ) -> functools.partial[Any]:
         """A ``create_scheduler_fn`` for ``Trainer.train``."""
         _check_called(cls, _uncalled)
+        _check_warmup_epochs(cls, num_warmup_epochs)
         steps = TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH
         kwargs: dict[str, Any] = dict(  # placeholders stand in for ints until resolved
             total_steps=TrainerPlaceholderValues.TOTAL_UPDATE_STEPS,
