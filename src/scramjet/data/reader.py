@@ -298,12 +298,27 @@ class PackedDataset(Dataset[Any]):
             self._verified.add(k)
             return
         if (digest or file_sha256(self._files[k])) != info.sha256:
+            if self._replaced_on_disk():
+                raise PackFormatError(
+                    f"shard {info.file} of pack {str(self.path)!r} was replaced: the pack "
+                    "was written again (pack(..., overwrite=True)) after this dataset "
+                    "opened it. Open it again, PackedDataset(path), to read the new pack"
+                )
             raise PackFormatError(
                 f"shard {info.file} of pack {str(self.path)!r} fails its SHA-256 check: "
                 "the file is corrupted; re-create or re-copy the pack (verify=False reads "
                 "it unchecked)"
             )
         self._verified.add(k)
+
+    def _replaced_on_disk(self) -> bool:
+        """Whether the pack's manifest on disk now lists other shards than the one this
+        dataset opened (the pack was re-packed in place since)."""
+        try:
+            now = Manifest.load(self.path)
+        except (OSError, PackFormatError, ValueError):
+            return False
+        return [s.sha256 for s in now.shards] != [s.sha256 for s in self.manifest.shards]
 
     def verify(self) -> None:
         """Hash every shard not yet verified by this dataset and compare with the manifest.
