@@ -13,8 +13,10 @@ continues exactly; ``PyTorchLocalModelLoader`` reads it back.
 
 from __future__ import annotations
 
+import datetime
 import os
 import sys
+import warnings
 from typing import Any
 
 from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import (
@@ -111,6 +113,56 @@ def check_cloud_destination(callback: Any, cloud: Any) -> None:
         ) from exc
 
 
+def claim_experiment_folder(callback: Any) -> None:
+    """Create the loop's experiment folder, moving to a later timestamp when it exists.
+
+    Timestamps have one-second resolution, so two loops of a sweep created within the same
+    second (in one process or several) named the same folder, and the second run overwrote
+    the first one's models and results. The folder is created with ``os.mkdir``, which
+    only one caller can win; the loop's ``experiment_timestamp`` moves on by a second
+    until a new folder is made. A loop claims its folder once (a later ``fit`` reuses it),
+    when its first file is written (``lazy_experiment_save``: at the first save).
+    """
+    from scramjet.compat.aitoolbox.experiment._paths import experiment_dir
+
+    loop = callback.train_loop_obj
+    names = (callback.local_model_result_folder_path, callback.project_name)
+    first = stamp = loop.experiment_timestamp
+    if getattr(loop, "_claimed_experiment_folder", None) == experiment_dir(
+        *names, callback.experiment_name, first
+    ):
+        return
+    os.makedirs(os.path.join(*names), exist_ok=True)
+    for attempt in range(1, 10_000):
+        try:
+            os.mkdir(experiment_dir(*names, callback.experiment_name, stamp))
+            break
+        except FileExistsError:
+            stamp = _later_timestamp(first, attempt)
+    folder = experiment_dir(*names, callback.experiment_name, stamp)
+    if stamp != first:
+        warnings.warn(
+            f"{type(callback).__name__}: the experiment folder "
+            f"{experiment_dir(*names, callback.experiment_name, first)!r} already exists "
+            f"(another run started in the same second); this run saves into {folder!r} "
+            f"instead, and its experiment_timestamp is now {stamp!r}.",
+            stacklevel=2,
+        )
+        loop.experiment_timestamp = stamp
+    loop._claimed_experiment_folder = folder
+
+
+def _later_timestamp(stamp: str, seconds: int) -> str:
+    """``stamp`` plus ``seconds`` in AIToolbox's format (a suffix for another format)."""
+    from scramjet.compat.aitoolbox.experiment._paths import TIMESTAMP_FORMAT
+
+    try:
+        when = datetime.datetime.strptime(stamp, TIMESTAMP_FORMAT)
+    except ValueError:  # a timestamp the user set in another format
+        return f"{stamp}_{seconds + 1}"
+    return (when + datetime.timedelta(seconds=seconds)).strftime(TIMESTAMP_FORMAT)
+
+
 class _SavesHyperparams(AbstractCallback):
     """Writes ``hyperparams_list.txt`` (and the launch script and ``source_code.zip``) once
     per experiment."""
@@ -132,6 +184,8 @@ class _SavesHyperparams(AbstractCallback):
 
     def save_hyperparams(self) -> None:
         """Write the hyperparameters file if it is not there yet (and copy it to the cloud)."""
+        if is_main_process(self.train_loop_obj):  # the first write makes the folder
+            claim_experiment_folder(self)
         if self._hyperparams_already_saved:
             return
         from scramjet.compat.aitoolbox.experiment.result_reporting.hyperparam_reporter import (
@@ -382,6 +436,8 @@ class ModelTrainEndSave(_SavesHyperparams):
     def on_train_loop_registration(self) -> None:
         """Point the packages at the experiment folder, open the saver, write the hyperparameters."""
         loop = self.train_loop_obj
+        if is_main_process(loop) and not getattr(loop, "lazy_experiment_save", False):
+            claim_experiment_folder(self)  # before the packages take the folder's path
         for pkg in (self.val_result_package, self.test_result_package):
             if pkg is not None:
                 pkg.set_experiment_dir_path_for_additional_results(
