@@ -29,12 +29,6 @@ def test_one_output_matches_sklearn() -> None:
     assert results["r2"] == pytest.approx(metrics.r2_score(y_true, y_pred))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scramjet.metrics.RegressionResults flattens [N, k] targets before R², so a "
-    "multi-output R² is the pooled one, not the mean of the per-output R² that "
-    "sklearn.metrics.r2_score (and torchmetrics' multioutput default) give",
-)
 def test_multi_output_r2_is_the_mean_of_the_per_output_r2() -> None:
     rng = np.random.default_rng(0)
     y_true = np.stack([rng.normal(size=30), 100 + 10 * rng.normal(size=30)], axis=1)

@@ -316,7 +316,12 @@ def _defined_or_nan(
 
 
 class RegressionResults(ResultPackage):
-    """Regression: MSE, MAE and R² (NaN for fewer than two samples: it is undefined)."""
+    """Regression: MSE, MAE and R² (NaN for fewer than two samples: it is undefined).
+
+    Targets ``[N, k]`` with predictions of the same shape are ``k`` outputs: R² is the mean
+    of the per-output R², as ``sklearn.metrics.r2_score`` gives by default (MSE and MAE are
+    the same pooled or per output).
+    """
 
     name = "regression"
 
@@ -327,6 +332,7 @@ class RegressionResults(ResultPackage):
         # float64: in float32, targets far from 0 (prices, years) lose R² to cancellation
         pred = as_tensor(y_pred, "y_pred").double()
         target = as_tensor(y_true, "y_true").double()
+        columns = target.shape[1] if target.dim() == 2 and pred.shape == target.shape else 1
         pred, target = _one_score_each(pred, target, "RegressionResults"), target.reshape(-1)
         if not target.numel():
             raise ValueError(
@@ -336,5 +342,13 @@ class RegressionResults(ResultPackage):
         return {
             "mse": float(R.mean_squared_error(pred, target)),
             "mae": float(R.mean_absolute_error(pred, target)),
-            "r2": float(R.r2_score(pred, target)) if target.numel() >= 2 else math.nan,
+            "r2": _r2(pred, target, columns) if target.numel() >= 2 else math.nan,
         }
+
+
+def _r2(pred: torch.Tensor, target: torch.Tensor, columns: int) -> float:
+    """R² of flat values, or the mean R² of ``columns`` outputs laid out row by row."""
+    if columns > 1 and target.numel() // columns >= 2:
+        shape = (-1, columns)
+        return float(R.r2_score(pred.reshape(shape), target.reshape(shape)))
+    return float(R.r2_score(pred, target))
