@@ -24,11 +24,27 @@ from scramjet.callbacks.control import (
 from scramjet.checkpoint import CheckpointManager, CheckpointWriteError, remote
 from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
-from scramjet.runtime.files import why_not_writable
+from scramjet.runtime.files import why_not_creatable, why_not_writable
 from scramjet.runtime.preemption import PreemptionWatcher, TrainingPreempted
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
+
+
+def _check_save_path(trainer: Trainer, path: Path, who: str) -> None:
+    """At a run's start: ``path`` (a file to write at a later save) can be created, or
+    every rank raises now, before any training that a failed save would lose."""
+    problem = None
+    if trainer.is_main_process:
+        problem = f"{str(path)!r} is a folder" if path.is_dir() else why_not_creatable(path)
+    problem = dist.broadcast_object(problem)
+    if problem is not None:
+        raise CheckpointWriteError(
+            f"{who} cannot write its save_path {str(path)!r}: {problem}. The run would train "
+            f"until its first save and fail there, so it stops before the first step. Pass a "
+            f"file path in a folder this process can write (e.g. save_path='runs/best.pt').",
+            path,
+        )
 
 
 class MoveModulesToDeviceCallback(TrainerCallback):
@@ -70,7 +86,8 @@ class SaveBestModelCallback(TrainerCallback):
     (it saves them when the metric improves), or evaluate without the EMA swap.
 
     Args:
-        save_path: checkpoint file (written atomically, by the main process).
+        save_path: checkpoint file (written atomically, by the main process; checked
+            when the run starts, so a path that cannot be written stops it at once).
         watch_metric: metric name in the run history.
         greater_is_better: whether larger values are better.
         reset_on_train: forget the best value at the start of each ``train()`` (not of a
@@ -105,6 +122,7 @@ class SaveBestModelCallback(TrainerCallback):
             self.best, self.saved = None, False
         self._seen = metric_values_recorded(trainer, self.watch_metric)
         warn_if_not_evaluated(trainer, self.watch_metric, type(self).__name__)
+        _check_save_path(trainer, self.save_path, type(self).__name__)
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Save when the watched metric has a new value that improved."""
@@ -147,7 +165,8 @@ class ModelEmaCallback(TrainerCallback):
     Args:
         decay: averaging factor per optimizer step.
         evaluate_during_training: evaluate with the EMA weights.
-        save_path: if given, the EMA weights' state dict is saved there at the end.
+        save_path: if given, the EMA weights' state dict is saved there at the end (a
+            local path is checked when the run starts).
     """
 
     def __init__(
@@ -190,7 +209,9 @@ class ModelEmaCallback(TrainerCallback):
         return self.ema_model
 
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Create the EMA copy (or keep the restored one)."""
+        """Create the EMA copy (or keep the restored one); check a local save path."""
+        if isinstance(self.save_path, Path):
+            _check_save_path(trainer, self.save_path, type(self).__name__)
         self._ensure(trainer).to(trainer.device)
 
     @torch.no_grad()
