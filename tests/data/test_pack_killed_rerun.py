@@ -82,3 +82,19 @@ def test_a_pack_running_into_the_same_folder_keeps_its_copy(
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_a_rerun_removes_the_old_pack_a_killed_overwrite_was_deleting(
+    folder: tuple[Path, list[tuple[str, np.ndarray]]], tmp_path: Path
+) -> None:
+    root, _ = folder
+    dst = tmp_path / "p"
+    _pack(root, dst)
+    # what an overwrite killed while deleting the replaced pack leaves: that pack, moved
+    # aside under the hidden name publish gives it, half deleted
+    aside = tmp_path / ".p.old-0123456789ab"
+    _pack(root, aside)
+    (aside / "manifest.json").unlink()
+    _pack(root, dst)
+    assert _partials(dst) == [], "the replaced pack stays on disk under a hidden name"
+    assert len(PackedDataset(dst)) == 12

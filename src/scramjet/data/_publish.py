@@ -95,7 +95,8 @@ def publish(tmp: Path, out: Path, overwrite: bool) -> None:
     """Move the finished pack into place; what was at ``out`` is swapped out, then removed.
 
     A link at ``out`` (one whose target is gone included) is moved aside as a link: the
-    pack takes its place, and what it pointed to is left alone.
+    pack takes its place, and what it pointed to is left alone. What earlier overwrites
+    killed mid-way left aside (``.<dst>.old-*``) is removed too.
     """
     old = None
     if out.exists() or out.is_symlink():
@@ -107,6 +108,10 @@ def publish(tmp: Path, out: Path, overwrite: bool) -> None:
     fsync_dir(out.parent)
     if old is not None:
         _remove_old(old)
+    # What an earlier overwrite killed before it finished deleting left aside: ``out``
+    # holds a finished pack now, so none of it is needed any more.
+    for leftover in out.parent.glob(f".{out.name}.old-*"):
+        _remove_old(leftover)
 
 
 def _remove_old(old: Path) -> None:
