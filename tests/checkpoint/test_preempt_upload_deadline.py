@@ -27,9 +27,13 @@ def remote_names(server: S3Server, bucket: str) -> list[str]:
     return sorted(k.rsplit("/", 1)[-1] for k in server.list_keys(bucket) if "/ckpt-" in k)
 
 
-def non_daemon_threads() -> list[str]:
-    main = threading.main_thread()
-    return [t.name for t in threading.enumerate() if not t.daemon and t is not main]
+def non_daemon_threads(before: set[threading.Thread] | None = None) -> list[str]:
+    """Threads that keep the process alive, less those in ``before`` (started by earlier
+    tests of the same process, such as a library's long-lived pool)."""
+    main, old = threading.main_thread(), before or set()
+    return [
+        t.name for t in threading.enumerate() if not t.daemon and t is not main and t not in old
+    ]
 
 
 def test_a_limit_set_during_an_upload_bounds_the_save_and_close_and_the_next_manager_uploads(
@@ -38,6 +42,7 @@ def test_a_limit_set_during_an_upload_bounds_the_save_and_close_and_the_next_man
 ) -> None:
     bucket = s3.new_bucket()
     url = f"s3://{bucket}/ckpt"
+    before = set(threading.enumerate())
     manager = RemoteCheckpointManager(url, tmp_path, keep_last=None)
     manager.save({"w": torch.full((3,), 1.0)}, step=1)
     manager.wait()
@@ -63,7 +68,7 @@ def test_a_limit_set_during_an_upload_bounds_the_save_and_close_and_the_next_man
     assert "resumes from the newest of them and uploads them" in message
     newest = tmp_path / "ckpt-000003-step3.pt"
     assert torch.equal(read_checkpoint(newest)["state"]["w"], torch.full((3,), 3.0))
-    assert non_daemon_threads() == []  # nothing left running keeps the process alive
+    assert non_daemon_threads(before) == []  # nothing left running keeps the process alive
 
     with pytest.warns(RuntimeWarning, match="ckpt-000003-step3.pt.*uploaded with the next save"):
         again = RemoteCheckpointManager(url, tmp_path, keep_last=None)
@@ -89,6 +94,7 @@ def test_an_upload_abandoned_at_the_limit_leaves_no_partial_checkpoint_on_a_file
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = tmp_path / "store"
+    before = set(threading.enumerate())
     manager = RemoteCheckpointManager(f"file://{store}", tmp_path / "local", keep_last=None)
     release = threading.Event()
     _hang_halfway(monkeypatch, manager.storage.fs, release)
@@ -99,7 +105,7 @@ def test_an_upload_abandoned_at_the_limit_leaves_no_partial_checkpoint_on_a_file
         with pytest.raises(CheckpointWriteError, match=r"ckpt-000001-step1\.pt"):
             manager.close()
         assert time.monotonic() - started < 3.0
-        assert non_daemon_threads() == []
+        assert non_daemon_threads(before) == []
         # The half-written upload has a temporary name; no checkpoint name is partial.
         assert [p.name for p in store.iterdir()] != []
         assert not list(store.glob("ckpt-*.pt"))
