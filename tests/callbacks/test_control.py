@@ -73,7 +73,8 @@ def test_terminate_on_nan_without_raising() -> None:
     )
     assert isinstance(trainer.stop_reason, TrainingNaNError)
     assert "batch 6 of epoch 1" in str(trainer.stop_reason)
-    assert len(trainer.run_history.get_metric_values("train_loss_epoch")) == 1
+    # On the CPU the NaN batch is caught at its own step, before epoch 1 ends.
+    assert len(trainer.run_history.get_metric_values("train_loss_epoch")) == 0
 
 
 def test_finite_losses_do_not_stop() -> None:

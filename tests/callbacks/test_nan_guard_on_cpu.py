@@ -26,14 +26,6 @@ def _nan_in_batch_3() -> TensorDataset:
     return TensorDataset(x, y)
 
 
-_GROUPED_ON_CPU = pytest.mark.xfail(
-    strict=True,
-    reason="on the CPU the default guard still checks losses in groups of 8: a NaN batch and "
-    "the batches after it update the weights (and every_n_steps checkpoints) before the stop",
-)
-
-
-@_GROUPED_ON_CPU
 def test_the_default_guard_on_cpu_stops_before_the_nan_update() -> None:
     model = TinyMLP()
     trainer = make_trainer(model, callbacks=[TerminateOnNaNCallback()])
@@ -46,7 +38,6 @@ def test_the_default_guard_on_cpu_stops_before_the_nan_update() -> None:
     assert all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
-@_GROUPED_ON_CPU
 def test_no_checkpoint_holds_nan_weights_the_guard_did_not_report(tmp_path: Path) -> None:
     saver = SaveTrainingStateCallback(
         tmp_path, every_n_steps=1, every_n_epochs=None, keep_last=None, save_on_preemption=False

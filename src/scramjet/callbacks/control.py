@@ -23,6 +23,9 @@ class TrainingNaNError(StopTrainingError):
     reraise = True
 
 
+_ACCELERATOR_GROUP = 8
+
+
 class TerminateOnNaNCallback(TrainerCallback):
     """Stops training cleanly when the training loss is NaN or infinite.
 
@@ -30,19 +33,27 @@ class TerminateOnNaNCallback(TrainerCallback):
     logs and trackers are closed) and ``train()`` then raises :class:`TrainingNaNError`
     naming the step; the process is never exited.
 
-    Losses are checked in groups of ``check_every`` steps so the loop needs no device
-    synchronisation per step; the first non-finite loss of a group is reported.
+    A loss on the CPU is checked at every step, before its update is applied, so the
+    weights never take a non-finite update. On an accelerator, losses are checked in
+    groups of 8 steps so the loop needs no device synchronisation per step: up to 7 more
+    updates apply before the stop. The first non-finite loss of a group is reported.
 
     Args:
-        check_every: how many training steps to check at once.
+        check_every: how many training steps to check at once; ``None`` (the default)
+            means every step on the CPU and every 8 steps on an accelerator.
         raise_error: raise :class:`TrainingNaNError` from ``train()`` after stopping; with
             False, training just stops, the main process prints the error's message and
             ``trainer.stop_reason`` holds the error.
     """
 
-    def __init__(self, check_every: int = 8, raise_error: bool = True) -> None:
-        if check_every < 1:
-            raise ValueError(f"check_every must be ≥ 1; received {check_every}.")
+    def __init__(self, check_every: int | None = None, raise_error: bool = True) -> None:
+        if check_every is not None and (
+            isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 1
+        ):
+            raise ValueError(
+                f"check_every must be a whole number ≥ 1, or None (every step on the CPU, "
+                f"every {_ACCELERATOR_GROUP} steps on an accelerator); received {check_every!r}."
+            )
         self.check_every = check_every
         self.raise_error = raise_error
         self._pending: list[torch.Tensor] = []
@@ -55,9 +66,13 @@ class TerminateOnNaNCallback(TrainerCallback):
 
     def on_train_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Collect the loss; check the group when full."""
-        self._pending.append(kwargs["batch_output"]["loss"].detach())
+        loss = kwargs["batch_output"]["loss"].detach()
+        self._pending.append(loss)
         self._steps.append(trainer.state.global_step)
-        if len(self._pending) >= self.check_every:
+        group = self.check_every
+        if group is None:  # a CPU loss is read without waiting: check it before its update
+            group = 1 if loss.device.type == "cpu" else _ACCELERATOR_GROUP
+        if len(self._pending) >= group:
             # The loop counts this batch as seen only after its backward step.
             self._check(trainer, trainer.state.batches_seen_in_epoch + 1)
 
@@ -71,7 +86,7 @@ class TerminateOnNaNCallback(TrainerCallback):
         finite = torch.isfinite(losses)
         all_finite = finite.all()
         if dist.get_world_size() > 1:  # every rank must stop together, or the others hang
-            all_finite = dist.reduce(all_finite.to(torch.int32), op="min").bool()
+            all_finite = dist.reduce(all_finite.to(torch.int32), op="min", check=False).bool()
         if bool(all_finite):
             return
         if bool(finite.all()):
