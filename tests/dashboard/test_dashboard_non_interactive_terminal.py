@@ -10,12 +10,6 @@ import pytest
 from scramjet.dashboard import Dashboard
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="callbacks/_display.py picks rich.live from console.is_terminal, not "
-    "console.is_interactive: with TTY_INTERACTIVE=0 rich's Live prints nothing until "
-    "it stops, so a CI log shows no progress for the whole run",
-)
 def test_progress_is_printed_during_the_run_when_the_terminal_is_not_interactive(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

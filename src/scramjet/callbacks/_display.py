@@ -59,8 +59,10 @@ class LiveOrPlain:
         from rich.console import Console
 
         self._console = Console(file=file, force_terminal=force_terminal)
-        #: True: drawn with ``rich.live``; False: plain lines from ``tick``.
-        self.live = self._console.is_terminal and not self._console.is_dumb_terminal
+        #: True: drawn with ``rich.live``; False: plain lines from ``tick``. A terminal
+        #: that cannot redraw in place (``TERM=dumb``, ``TTY_INTERACTIVE=0`` as CI logs set
+        #: it) gets plain lines: rich's live view would print nothing until the run ends.
+        self.live = self._console.is_interactive
         self._renderable = renderable
         self._tick = tick
         self._refresh_per_second = refresh_per_second
