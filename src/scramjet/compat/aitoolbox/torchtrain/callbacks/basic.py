@@ -128,13 +128,17 @@ class EarlyStopping(AbstractCallback):
         self.best_epoch = 0
         self.values_seen = -1  # history values of ``monitor`` already compared
         # AIToolbox stops once the count exceeds patience; the core once it reaches its own.
-        self.core = EarlyStoppingCallback(
-            early_stopping_patience=patience + 1,
-            early_stopping_threshold=min_delta,
-            watch_metric=monitor,
-            greater_is_better=mode == "max",
-            reset_on_train=False,
-        )
+        try:
+            self.core = EarlyStoppingCallback(
+                early_stopping_patience=patience + 1,
+                early_stopping_threshold=min_delta,
+                watch_metric=monitor,
+                greater_is_better=mode == "max",
+                reset_on_train=False,
+            )
+        except ValueError as err:  # the core's check, told in this class's own words
+            message = str(err).replace("early_stopping_threshold", "min_delta")
+            raise ValueError(f"EarlyStopping: {message}") from None
 
     @property
     def best_performance(self) -> float | None:
