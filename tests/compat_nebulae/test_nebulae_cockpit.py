@@ -363,6 +363,7 @@ def test_multiverse_reduce_backward_across_two_processes() -> None:
     assert [seen[r]["sum"]["grad"] for r in (0, 1)] == [[2.0, 2.0], [4.0, 4.0]]
 
 
+@pytest.mark.slow  # the default run covers Multiverse: test_multiverse_reduce_backward_...
 @pytest.mark.distributed
 def test_brochure_multiverse_example_runs_on_cpu(tmp_path: Path) -> None:
     script = HERE / "scripts" / "multiverse_example.py"
