@@ -161,6 +161,8 @@ def fast_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
             if key not in extra:
                 group.pop(key, None)
     new = _rebuild(optimizer, groups, extra)
+    # Before the state moves over: old.state_dict() runs the user's state_dict hooks, so
+    # new.load_state_dict() must run the matching load hooks (a rename and its inverse).
     _share_hooks(optimizer, new)
     # Built from the groups alone, ``new.defaults`` holds the class's defaults; a group added
     # later (add_param_group) must get the settings the user built the optimizer with.
