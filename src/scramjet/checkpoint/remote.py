@@ -488,15 +488,18 @@ class RemoteCheckpointManager(CheckpointManager):
 
         left = self._left()
         if left is None:
-            self._remove_rotated_remote()
-            self._update_store_index()
+            self._update_store_index(self._remove_rotated_remote())
         elif left > 0:
             with contextlib.suppress(TimeoutError):
-                call_with_deadline(self._remove_rotated_remote, timeout=left, name="rotation")
+                kept = call_with_deadline(
+                    self._remove_rotated_remote, timeout=left, name="rotation"
+                )
                 left = max(0.0, self._left() or 0.0)
-                call_with_deadline(self._update_store_index, timeout=left, name="the index")
+                call_with_deadline(self._update_store_index, kept, timeout=left, name="the index")
 
-    def _remove_rotated_remote(self) -> None:
+    def _remove_rotated_remote(self) -> list[tuple[int, str]] | None:
+        """Remove the store's rotated checkpoints; the ones left there when it listed them
+        (None when it did not list: no ``keep_last``, or the store failed)."""
         fs, root = self.storage.fs, self.storage.remote_root
         try:
             for name in sorted(self._leftovers):
@@ -505,22 +508,29 @@ class RemoteCheckpointManager(CheckpointManager):
                         self._bounded(f"the removal of {name}", fs.rm_file, f"{root}/{name}")
                 self._leftovers.discard(name)
             if self.keep_last is None:
-                return
+                return None
             names = self._bounded(f"the listing of {self.url}", _remote_names, fs, root)
-            for _, name in names[: max(0, len(names) - self.keep_last)]:
+            kept = names[max(0, len(names) - self.keep_last) :]
+            for entry in names[: max(0, len(names) - self.keep_last)]:
+                name = entry[1]
                 if self.keep_best and name not in self._rotated_away:
-                    continue  # among the best, or its metrics are unknown here: kept
+                    kept.append(entry)  # among the best, or its metrics are unknown here
+                    continue
                 self._bounded(f"the removal of {name}", fs.rm_file, f"{root}/{name}")
                 self._rotated_away.discard(name)
+            return kept
         except Exception as error:  # rotation is tidying: the next save tries again
             warnings.warn(f"could not rotate {self.url}: {error}", RuntimeWarning, stacklevel=2)
+            return None
 
-    def _update_store_index(self) -> None:
-        """Rewrite the store's index for the checkpoints on the store: what this machine
-        knows of each, else what the store's index said (another machine's saves)."""
+    def _update_store_index(self, names: list[tuple[int, str]] | None = None) -> None:
+        """Rewrite the store's index for the checkpoints on the store (``names``, as the
+        rotation just left them, else listed now): what this machine knows of each, else
+        what the store's index said (another machine's saves)."""
         fs, root, bounds = self.storage.fs, self.storage.remote_root, self.storage.timeouts
         try:
-            names = self._bounded(f"the listing of {self.url}", _remote_names, fs, root)
+            if names is None:
+                names = self._bounded(f"the listing of {self.url}", _remote_names, fs, root)
             if self._store_index is None:
                 what = f"the index of {self.url}"
                 args = (fs, root, self.directory, bounds)
