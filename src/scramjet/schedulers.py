@@ -25,6 +25,7 @@ import math
 import numbers
 import operator
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 from typing import Any
 
 import torch
@@ -381,7 +382,10 @@ class WSDScheduler(_StepScheduler):
     """Warmup–stable–decay: linear warmup, a constant plateau, then a final decay.
 
     ``decay_fraction`` of the total steps is spent decaying to ``min_lr_ratio`` with the
-    chosen shape (``"linear"``, ``"cosine"`` or ``"sqrt"``).
+    chosen shape (``"linear"``, ``"cosine"`` or ``"sqrt"``). The decay lasts
+    ``decay_fraction × total_steps`` updates rounded to the nearest integer, halves up
+    (0.5 × 5 = 2.5 → 3; the fraction is taken as written, 0.1 is exactly a tenth), so it grows
+    by at most one update per update of the run; the plateau is what warm-up and decay leave.
     """
 
     SHAPES = ("linear", "cosine", "sqrt")
@@ -403,7 +407,7 @@ class WSDScheduler(_StepScheduler):
         if not 0.0 <= decay_fraction <= 1.0:
             raise ValueError(f"decay_fraction must be in [0, 1]; received {decay_fraction}.")
         # total_steps None: the base class says what to pass
-        self.decay_steps = round((total_steps or 0) * decay_fraction)
+        self.decay_steps = _nearest_half_up((total_steps or 0), decay_fraction)
         self.decay_shape = decay_shape
         self.min_lr_ratio = float(min_lr_ratio)
         super().__init__(optimizer, total_steps, warmup_steps, warmup_start_factor, last_epoch)
@@ -454,6 +458,13 @@ class WSDScheduler(_StepScheduler):
             min_lr_ratio=min_lr_ratio,
         )
         return functools.partial(cls, **kwargs)
+
+
+def _nearest_half_up(total: int, fraction: float) -> int:
+    """``fraction × total`` to the nearest integer, halves up: ``round`` would send halves
+    to the even neighbour (2.5 → 2, 3.5 → 4), and the float product can miss a half by an ulp
+    (the fraction is read as its shortest decimal, ``0.1`` as ``1/10``)."""
+    return math.floor(int(total) * Fraction(str(float(fraction))) + Fraction(1, 2))
 
 
 class _WarmupSteps(_Expr):
