@@ -47,6 +47,7 @@ from scramjet.runtime import distributed as dist
 from scramjet.runtime import fsdp
 from scramjet.runtime.preemption import TrainingPreempted
 from scramjet.tracking import _files
+from scramjet.tracking._mirror import RunMirror
 from scramjet.tracking._params import (
     check_options,
     plain_hyperparams,
@@ -64,18 +65,17 @@ from scramjet.tracking.loggers.csv import CSVTracker
 from scramjet.tracking.metric_log import MetricLog
 from scramjet.tracking.storage import (
     RunStorage,
-    StorageCheckError,
     StorageTimeouts,
     UploadReport,
 )
-from scramjet.tracking.upload_process import ProcessRunStorage, open_storage
+from scramjet.tracking.upload_process import ProcessRunStorage
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
     from scramjet.trainer.state import RunHistory
 
 
-class Experiment(TrainerCallback):
+class Experiment(RunMirror, TrainerCallback):
     """Tracks a training run in its own folder: metrics, checkpoints, weights, plots, report.
 
     Args:
@@ -295,39 +295,6 @@ class Experiment(TrainerCallback):
         self._reopened = chosen[1]
         return self._run_dir
 
-    def _ensure_storage(self, check: bool = False) -> None:
-        if self.storage_url is not None and self._storage is None:
-            self._storage = open_storage(
-                self.run_dir,
-                str(self.remote_url),
-                self.storage_options,
-                process=self.upload_process,
-                max_attempts=self.upload_attempts,
-                timeouts=self.upload_timeouts,
-                check=check,
-            )
-
-    def _open_storage_checked(self) -> str | None:
-        """Open the storage after checking the remote; the check's error, if continuing locally."""
-        try:
-            self._ensure_storage(check=self.on_storage_error != "continue")
-        except StorageCheckError as exc:
-            if self.on_storage_error == "raise":
-                _files.record_end(self.run_dir, "failed", exc, **self._run_fields())
-                raise StorageCheckError(  # the same error, once, with the way out
-                    f"{exc} To train with local files only, pass "
-                    f"Experiment(..., on_storage_error='local')."
-                ) from None
-            warnings.warn(
-                f"{exc} Training continues with local files only in {self.run_dir} "
-                f"(on_storage_error='local').",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-            self.storage_url = None
-            return str(exc)
-        return None
-
     def _open(self, resumed: bool) -> None:
         run = self.run_dir
         written = _files.last_written(run)  # before a logger rewrites run.json
@@ -373,29 +340,6 @@ class Experiment(TrainerCallback):
         if ids:  # the MLflow or W&B run id: a resume continues that run
             self._write_json("run.json", {**info, **ids})
         return tracker
-
-    def _write_json(self, rel: str, data: Any, periodic: bool = False) -> None:
-        _files.write_json(self.run_dir / rel, data)
-        self._upload(rel, periodic=periodic)
-
-    def _upload(self, rel: str, periodic: bool = False) -> None:
-        if self._storage is None:
-            return
-        if not periodic or self.sync_every_s <= 0:
-            self._storage.upload(rel)
-            return
-        with self._defer_lock:  # called from the loop and from the writer thread
-            self._deferred.add(rel)
-            now = time.monotonic()
-            if now - self._last_sync < self.sync_every_s:
-                return
-            self._last_sync, pending, self._deferred = now, self._deferred, set()
-        for name in sorted(pending):
-            self._storage.upload(name)
-
-    def _upload_metric_files(self) -> None:
-        self._upload("metrics.csv", periodic=True)
-        self._upload("metrics.jsonl", periodic=True)
 
     # ----------------------------------------------------------------- events
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
@@ -713,13 +657,6 @@ class Experiment(TrainerCallback):
         if self._metric_log is not None:
             self._metric_log.unsubscribe(self._on_step_values)
             self._metric_log = None
-
-    def _sync(self, finished: dict[str, Any] | None = None) -> UploadReport:
-        assert self._storage is not None
-        self._syncing = True  # cut short (Ctrl-C), close() says the run is not mirrored
-        report = _files.sync_run(self._storage, self.run_dir, finished)
-        self._syncing = False
-        return report
 
     def close(self) -> None:
         """After a failed run: flush metrics, mark the run ``interrupted`` (a
