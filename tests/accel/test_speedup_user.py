@@ -1,4 +1,4 @@
-"""A nebulgym user's probe: decorated models and datasets in less common, realistic settings."""
+"""A nebulgym user's decorated models and datasets in less common, realistic settings."""
 
 from __future__ import annotations
 

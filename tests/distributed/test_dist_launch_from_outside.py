@@ -1,4 +1,4 @@
-"""A user's distributed script probed from outside: launcher environments, launch
+"""A user's distributed script checked from outside: launcher environments, launch
 commands and failures, checked in real processes (gloo on CPU)."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _torchrun(job: str, *args: str, timeout: float = 150) -> subprocess.Complete
 
 
 def test_predict_one_sample_on_two_ranks(tmp_path: Path) -> None:
-    done = _torchrun("probe4_small_predict_job.py", str(tmp_path))
+    done = _torchrun("small_predict_job.py", str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     for rank in (0, 1):
         saved = torch.load(tmp_path / f"rank{rank}.pt")

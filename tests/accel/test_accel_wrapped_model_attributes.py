@@ -1,4 +1,4 @@
-"""A nebulgym user's third look at ``scramjet.accel``: attributes set on a wrapped model,
+"""A nebulgym user's wrapped models in ``scramjet.accel``: attributes set on a wrapped model,
 parameters shared across the decorated boundary, complex outputs, and the arguments of
 ``accelerate_model`` that used to be taken without a word."""
 

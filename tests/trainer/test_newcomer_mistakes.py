@@ -1,4 +1,4 @@
-"""More mistakes a newcomer makes (a third pass): each error says what was received, what
+"""More mistakes a newcomer makes: each error says what was received, what
 was expected and how to fix it."""
 
 from __future__ import annotations

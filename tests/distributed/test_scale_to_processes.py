@@ -42,7 +42,7 @@ def test_plain_torchrun_restart_resumes_after_a_rank_is_killed(tmp_path: Path) -
     # torchrun shares its agent's store with every round of workers, keys of the killed
     # round included: the restarted rank 1 used to read rank 0's old address and fail
     # with "connectFullMesh ... Connection refused" (or wait on it until the timeout).
-    report = _torchrun(HERE / "scale_probe_restart_job.py", str(tmp_path), restarts=1)
+    report = _torchrun(HERE / "scale_restart_job.py", str(tmp_path), restarts=1)
     assert report.startswith("exit status 0"), report
     assert (tmp_path / "killed").exists(), report
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
@@ -143,7 +143,7 @@ def test_a_refused_launch_option_is_one_line_with_exit_status_2(
     assert captured.out == "" and captured.err.count("\n") == 1, captured.err
 
 
-DATA_JOB = HERE / "scale_probe_data_job.py"
+DATA_JOB = HERE / "scale_data_job.py"
 
 
 @pytest.mark.slow

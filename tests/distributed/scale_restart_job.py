@@ -1,4 +1,4 @@
-"""Run by test_scale_probe.py under plain ``torchrun --max-restarts 1``: a Trainer with
+"""Run by test_scale_to_processes.py under plain ``torchrun --max-restarts 1``: a Trainer with
 ``resume_from="auto"`` whose rank 1 kills itself with ``SIGKILL`` once, mid-epoch.
 
 ``python scale_probe_restart_job.py OUT``. In the restarted round rank 0 builds its Trainer

@@ -1,4 +1,4 @@
-"""Run by test_scale_probe.py under torchrun (2 processes): data that ranks see differently.
+"""Run by test_scale_to_processes.py under torchrun (2 processes): data that ranks see differently.
 
 ``python scale_probe_data_job.py MODE OUT`` with MODE:
 

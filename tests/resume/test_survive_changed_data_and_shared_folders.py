@@ -1,4 +1,4 @@
-"""Does a run survive failures? A third pass: resumes with a changed dataset, two runs
+"""Does a run survive failures? Resumes with a changed dataset, two runs
 writing into one checkpoint folder, a folder that cannot be written, a checkpoint already
 at or past the end of a shorter run.
 
