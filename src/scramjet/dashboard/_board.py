@@ -25,6 +25,7 @@ from scramjet.dashboard._values import (
     as_float,
     as_numbers,
     check_format,
+    check_stage,
     entry_values,
     integral,
 )
@@ -211,6 +212,7 @@ class Dashboard(TrainerCallback):
             raise ValueError(f"interval must be an int >= 1; received {interval!r}.")
         if not integral(epoch) or epoch < 0:
             raise ValueError(f"gauge() needs an int epoch >= 0 (0-based); received {epoch!r}.")
+        check_stage(stage)
         # NumPy integers (np.arange loops) count as ints; stored as Python ints.
         mile, epoch, mpe, interval = int(mile), int(epoch), int(mpe), int(interval)
         free = [k for k, (kind, _) in self.format.items() if kind in ("tailor", "inviz")]

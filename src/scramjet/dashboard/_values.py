@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -79,6 +80,28 @@ def as_numbers(values: Sequence[Any]) -> list[float]:
 def integral(value: Any) -> bool:
     """An int, NumPy integer or other integral number, but not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_stage(stage: Any) -> str:
+    """``stage`` as given to ``gauge()``: text, not blank, without control characters
+    (it names a row, a plain line and the CSV's ``stage`` column).
+
+    Raises:
+        TypeError: ``stage`` is not a ``str``.
+        ValueError: it is empty, only spaces, or holds a control character.
+    """
+    if not isinstance(stage, str):
+        raise TypeError(
+            f"gauge(): stage must be a str such as 'train' or 'test'; received "
+            f"{stage!r} ({type(stage).__name__}). Pass the stage's name as text."
+        )
+    if not stage.strip() or any(unicodedata.category(c) == "Cc" for c in stage):
+        raise ValueError(
+            f"gauge(): stage {stage!r} is blank or holds a control character (a newline, "
+            f"tab or escape code); it names a row of the display and the 'stage' column "
+            f"of the CSV files. Pass a visible name such as 'train' or 'test'."
+        )
+    return stage
 
 
 def detach(value: Any) -> Any:
