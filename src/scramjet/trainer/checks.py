@@ -174,6 +174,25 @@ def check_loss(
     _check_batch_size_entry(batch_output, hook)
 
 
+def check_samples(batch_output: Mapping[str, Any], batch: int, epoch: int | None = None) -> None:
+    """A batch of 0 samples whose loss is not finite (the mean over nothing is NaN): say so,
+    rather than let the NaN guard blame the learning rate or the epoch's loss turn NaN.
+    ``batch`` counts from 1; ``epoch`` is None in an evaluation. Reads the loss only then."""
+    if batch_output["batch_size"] != 0:
+        return
+    where = f"batch {batch} of " + ("the evaluation" if epoch is None else f"epoch {epoch}")
+    loss = batch_output["loss"]
+    if not isinstance(loss, torch.Tensor) or bool(torch.isfinite(loss.detach()).all()):
+        return
+    raise ValueError(
+        f"{where} holds 0 samples, so its loss is {float(loss.detach())} (a mean over "
+        f"nothing). Check what yields the batches: a collate_fn that filters samples out "
+        f"returned none, or a loader of your own slices past the end of the data. Leave "
+        f"empty batches out of the loader, or override calculate_train_batch_loss / "
+        f"calculate_eval_batch_loss to return a finite loss for them."
+    )
+
+
 def _no_gradient(model: nn.Module | None) -> str:
     """Why a training loss does not require grad: a frozen model, or a loss cut from the
     graph."""

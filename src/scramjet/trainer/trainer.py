@@ -58,6 +58,7 @@ from scramjet.trainer.checks import (
     check_loss,
     check_not_empty,
     check_optimizer,
+    check_samples,
     check_scheduler_fn,
     check_scheduler_optimizer,
     check_train_args,
@@ -820,6 +821,7 @@ class Trainer:
                     raise
             if self.state.batches_seen_in_epoch == 0 or self.state.global_step == 0:
                 check_loss(batch_output, model=self._unwrapped_model)
+            check_samples(batch_output, self.state.batches_seen_in_epoch + 1, self.state.epoch + 1)
             self.train_losses.add(batch_output["loss"], batch_output["batch_size"])
             if has_end:
                 handler.call_event(
@@ -982,6 +984,7 @@ class Trainer:
         if not real:
             return
         check_loss(batch_output, "calculate_eval_batch_loss")
+        check_samples(batch_output, len(self.eval_losses.losses) + 1)
         self.eval_losses.add(batch_output["loss"], batch_output["batch_size"])
         if handler.has(Event.EVAL_STEP_END):
             handler.call_event(Event.EVAL_STEP_END, self, batch=batch, batch_output=batch_output)
