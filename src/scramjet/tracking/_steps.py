@@ -8,6 +8,7 @@ import torch
 
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.distributed import PendingReduce
+from scramjet.tracking._params import plain_results
 from scramjet.tracking.loggers.base import MetricRow
 
 Value = torch.Tensor | float | PendingReduce
@@ -127,15 +128,20 @@ class StepLosses:
 
 
 def _to_floats(values: list[Value]) -> list[float]:
-    """Python floats, with one copy per device for the tensors among ``values``."""
+    """Python floats, with one copy per device and dtype for the tensors among ``values``.
+
+    A float16, bfloat16 or float32 value becomes the shortest decimal that reads back as
+    the same value in its precision (a float32 loss of 0.3 is 0.3, not
+    0.30000001192092896); a float64 one keeps every digit."""
     values = [v.result() if isinstance(v, PendingReduce) else v for v in values]
     out: list[float] = [v if isinstance(v, float) else 0.0 for v in values]
-    by_device: dict[torch.device, list[int]] = defaultdict(list)
+    groups: dict[tuple[torch.device, torch.dtype], list[int]] = defaultdict(list)
     for i, value in enumerate(values):
         if isinstance(value, torch.Tensor):
-            by_device[value.device].append(i)
-    for indices in by_device.values():
-        stacked = torch.stack([values[i].float() for i in indices])  # type: ignore[union-attr]
-        for i, number in zip(indices, stacked.cpu().tolist()):
+            dtype = value.dtype if value.dtype.is_floating_point else torch.float64
+            groups[(value.device, dtype)].append(i)
+    for (_, dtype), indices in groups.items():
+        stacked = torch.stack([values[i].reshape(()).to(dtype) for i in indices])  # type: ignore[union-attr]
+        for i, number in zip(indices, plain_results(stacked.cpu())):
             out[i] = float(number)
     return out
