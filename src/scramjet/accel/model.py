@@ -307,8 +307,9 @@ def _strip_reported_prefix(module: nn.Module, incompatible_keys: Any) -> None:
 class AcceleratedModel(nn.Module):
     """Wraps a model instance; ``.module`` gives the original back.
 
-    ``state_dict()`` and ``load_state_dict()`` use the wrapped module's own keys (no
-    ``module.`` prefix), so checkpoints move freely between the wrapped and unwrapped model.
+    ``state_dict()``, ``load_state_dict()``, ``named_parameters()``, ``named_buffers()`` and
+    ``named_modules()`` use the wrapped module's own names (no ``module.`` prefix), so
+    checkpoints and code that picks parameters by name work on the wrapped and plain model.
     Attributes not found on the wrapper are looked up on the wrapped module.
 
     Args:
@@ -382,6 +383,22 @@ class AcceleratedModel(nn.Module):
         if direct is not None:
             return direct(*args, **kwargs)
         return engine.run(self.module, raw, args, kwargs)
+
+    def named_modules(
+        self, memo: set[nn.Module] | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, nn.Module]]:
+        """The wrapper, then the wrapped module and its submodules by the names ``state_dict()``
+        gives (``encoder.0``, not ``module.encoder.0``); the wrapped module shares the
+        wrapper's name. ``named_parameters()`` and ``named_buffers()`` follow, so lookups by
+        name (freezing ``"encoder."``, weight-decay groups) work as on the plain model."""
+        inner = f"{prefix}.module" if prefix else "module"
+        for name, module in super().named_modules(memo, prefix, remove_duplicate):
+            if name == inner:
+                yield prefix, module
+            elif name.startswith(inner + "."):
+                yield (f"{prefix}." if prefix else "") + name[len(inner) + 1 :], module
+            else:
+                yield name, module
 
     def __getattr__(self, name: str) -> Any:
         try:
