@@ -625,17 +625,28 @@ def explain_input_dtype(error: RuntimeError, model: nn.Module, batch: Any, hook:
     if not found:
         return
     short = str(weights).removeprefix("torch.")
+    convert = _CONVERSIONS.get(weights, f"x.to(torch.{short})")
+    numpy = (
+        "numpy arrays are float64 by default, and torch.from_numpy / torch.as_tensor keep that. "
+        if "torch.float64" in found
+        else ""
+    )
     raise RuntimeError(
         f"{error}\nIn {hook}, the batch holds {' and '.join(found)} tensors, but the model's "
-        f"weights are {weights}: a layer needs its inputs in the dtype of its weights. numpy "
-        f"arrays are float64 by default, and torch.from_numpy / torch.as_tensor keep that. "
-        f"Convert the inputs in the dataset or a collate_fn (x.float(), or "
+        f"weights are {weights}: a layer needs its inputs in the dtype of its weights. "
+        f"{numpy}Convert the inputs in the dataset or a collate_fn ({convert}, or "
         f"torch.as_tensor(x, dtype=torch.{short})), or convert the model to the data's dtype "
         f"(model.to(dtype)) before creating the optimizer."
     ) from error
 
 
 _DTYPE_WORDS = {torch.float64: "double", torch.float16: "half", torch.bfloat16: "bfloat16"}
+_CONVERSIONS = {
+    torch.float32: "x.float()",
+    torch.float64: "x.double()",
+    torch.float16: "x.half()",
+    torch.bfloat16: "x.bfloat16()",
+}
 
 
 def _tensors(value: Any, depth: int = 0) -> Iterator[torch.Tensor]:
