@@ -91,9 +91,12 @@ def png_bytes(
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.font_manager import FontProperties
 
+    from scramjet.dashboard._fonts import plot_fonts
     from scramjet.dashboard._plot import smooth_series, smooths
 
+    families, drawn = plot_fonts(metric, [metric, *series])
     fig = Figure(figsize=(7, 4), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
@@ -105,15 +108,15 @@ def png_bytes(
             ax.plot(xs, ys, alpha=0.3, marker=marker)
             # NaN where the value is NaN: no averaged point the run never had
             average = [y for _, y in smooth_series(list(zip(xs, ys)), window)]
-            ax.plot(xs, average, label=f"{stage} (avg {window})")
+            ax.plot(xs, average, label=f"{drawn[stage]} (avg {window})")
         else:
-            ax.plot(xs, ys, label=stage, marker=marker)
+            ax.plot(xs, ys, label=drawn[stage], marker=marker)
     ax.set_xlabel("epoch")
-    ax.set_ylabel(metric)
-    ax.set_title(metric)
+    ax.set_ylabel(drawn[metric], fontfamily=families)
+    ax.set_title(drawn[metric], fontfamily=families)
     ax.grid(True, alpha=0.3)
     if series:
-        ax.legend()
+        ax.legend(prop=FontProperties(family=families))
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
