@@ -621,7 +621,15 @@ class TrainingLearner(AcceleratedModel):
     Args:
         model: the model to accelerate.
         backends: backend names in priority order (``None`` = measured default).
+        extend: nebulgym's flag; ``True`` (its default) is a learner that wraps ``model``
+            and reaches its attributes, as here. ``False`` is what nebulgym's class
+            decorator uses for a learner attached to the model it runs: use
+            ``@accelerate_model()`` on the class for that (a ``ValueError`` says so).
         **kwargs: the keyword options of :class:`AcceleratedModel`.
+
+    Raises:
+        ValueError: ``extend=False``.
+        TypeError: ``extend`` is not a bool.
 
     Example:
         >>> import torch
@@ -632,6 +640,27 @@ class TrainingLearner(AcceleratedModel):
     """
 
     def __init__(
-        self, model: nn.Module, backends: Sequence[str] | None = None, **kwargs: Any
+        self,
+        model: nn.Module,
+        backends: Sequence[str] | None = None,
+        extend: bool = True,
+        **kwargs: Any,
     ) -> None:
+        _check_extend(extend)
         super().__init__(model, backends, **kwargs)
+
+
+def _check_extend(extend: object) -> None:
+    """nebulgym's ``extend``: True is this wrapper; False belongs to its class decorator."""
+    if not isinstance(extend, bool):
+        raise TypeError(
+            f"TrainingLearner(extend=...): extend must be True or False; received {extend!r}. "
+            "Leave it out for nebulgym's default, True (a learner that wraps the model)."
+        )
+    if not extend:
+        raise ValueError(
+            "TrainingLearner(model, backends, extend=False): nebulgym uses extend=False only "
+            "inside its class decorator, for a learner attached to the model it runs. Decorate "
+            "the model class with @accelerate_model() (from scramjet.compat.nebulgym or "
+            "scramjet.accel) for that, or drop extend (True) to wrap this instance."
+        )
