@@ -295,6 +295,7 @@ def check_train_args(
     check_grad_mode()
     check_dataset(train_dataset, "train_dataset")
     if eval_dataset is not None:
+        _check_not_a_batch_size(eval_dataset)
         check_dataset(eval_dataset, "eval_dataset")
     check_batch_size(per_device_batch_size, "per_device_batch_size")
     if eval_per_device_batch_size is not None:
@@ -307,6 +308,18 @@ def check_train_args(
     for data, name in ((train_dataset, "train_dataset"), (eval_dataset, "eval_dataset")):
         check_read_once(data, name, num_epochs)
         check_not_empty(data, name)
+
+
+def _check_not_a_batch_size(eval_dataset: Any) -> None:
+    """``train(ds, 3, 32)``, as Keras' ``fit(x, epochs, batch_size)`` reads: the third
+    positional argument of ``train()`` is ``eval_dataset``, not the batch size."""
+    if isinstance(eval_dataset, int) and not isinstance(eval_dataset, bool):
+        raise TypeError(
+            f"eval_dataset must be a dataset or an iterable of samples; received the int "
+            f"{eval_dataset}. train()'s third positional argument is eval_dataset, not the "
+            f"batch size: pass the batch size by keyword, e.g. trainer.train(train_ds, "
+            f"num_epochs=3, per_device_batch_size={eval_dataset})."
+        )
 
 
 def check_not_empty(data: Any, name: str) -> None:
