@@ -112,11 +112,13 @@ def png_bytes(
         else:
             ax.plot(xs, ys, label=drawn[stage], marker=marker)
     ax.set_xlabel("epoch")
-    ax.set_ylabel(drawn[metric], fontfamily=families)
-    ax.set_title(drawn[metric], fontfamily=families)
+    # Names are drawn as written: ``$`` never starts math text (``$\\foo$`` would raise).
+    ax.set_ylabel(drawn[metric], fontfamily=families, parse_math=False)
+    ax.set_title(drawn[metric], fontfamily=families, parse_math=False)
     ax.grid(True, alpha=0.3)
     if series:
-        ax.legend(prop=FontProperties(family=families))
+        for text in ax.legend(prop=FontProperties(family=families)).get_texts():
+            text.set_parse_math(False)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
