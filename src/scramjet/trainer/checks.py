@@ -169,6 +169,13 @@ def check_loss(
             f"use reduction='mean' in the loss function, or call .mean()), and return the "
             f"tensor itself, not loss.item()."
         )
+    if loss.is_complex():
+        raise ValueError(
+            f"The loss from {hook} must be a real number; received a {loss.dtype} scalar, "
+            f"which backward() cannot start from and the logs cannot show. Reduce complex "
+            f"outputs to a real loss, e.g. (outputs - targets).abs().pow(2).mean(), or take "
+            f"loss.real."
+        )
     if not loss.requires_grad and torch.is_grad_enabled():
         raise ValueError(_no_gradient(model))
     _check_batch_size_entry(batch_output, hook)
