@@ -12,10 +12,12 @@ folder or list being packed, a folder of other files, or a file of another kind.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import os
 import shutil
+import sys
 import uuid
 import warnings
 from pathlib import Path
@@ -94,6 +96,9 @@ def partial_folder(out: Path) -> tuple[Path, int]:
 def publish(tmp: Path, out: Path, overwrite: bool) -> None:
     """Move the finished pack into place; what was at ``out`` is swapped out, then removed.
 
+    On Linux the two are exchanged in one step (``renameat2(RENAME_EXCHANGE)``): a reader
+    opening ``out`` meanwhile finds the old pack or the new one, never nothing. Where the
+    system or filesystem cannot exchange, the old one is moved aside, then the new one in.
     A link at ``out`` (one whose target is gone included) is moved aside as a link: the
     pack takes its place, and what it pointed to is left alone. What earlier overwrites
     killed mid-way left aside (``.<dst>.old-*``) is removed too.
@@ -103,8 +108,13 @@ def publish(tmp: Path, out: Path, overwrite: bool) -> None:
         if not overwrite:
             raise FileExistsError(f"{str(out)!r} appeared while packing; nothing was replaced")
         old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:12]}"
-        os.rename(out, old)
-    os.rename(tmp, out)
+        if _exchange(tmp, out):
+            os.rename(tmp, old)  # ``tmp`` holds what was at ``out`` now
+        else:
+            os.rename(out, old)
+            os.rename(tmp, out)
+    else:
+        os.rename(tmp, out)
     fsync_dir(out.parent)
     if old is not None:
         _remove_old(old)
@@ -112,6 +122,34 @@ def publish(tmp: Path, out: Path, overwrite: bool) -> None:
     # holds a finished pack now, so none of it is needed any more.
     for leftover in out.parent.glob(f".{out.name}.old-*"):
         _remove_old(leftover)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap ``a`` and ``b`` atomically (Linux ``renameat2``); ``False`` where that is not
+    possible (another system, a C library without it, a filesystem that refuses it: the
+    caller then moves them one after the other, which reports any error of its own)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):  # a C library older than glibc 2.28
+        return False
+    renameat2.argtypes = (
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    )
+    renameat2.restype = ctypes.c_int
+    # EINVAL (a filesystem without exchange), ENOSYS (an older kernel): ``False``.
+    return bool(
+        renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
+    )
 
 
 def _remove_old(old: Path) -> None:
