@@ -106,6 +106,16 @@ class ModelPerformanceEvaluation(AbstractCallback):
                 loop.local_model_result_folder_path,
             )
 
+    def on_train_begin(self) -> None:
+        """Fail before the first step when there is no validation data to evaluate on."""
+        if self.on_val_data and getattr(self.train_loop_obj, "validation_loader", ...) is None:
+            raise ValueError(
+                "ModelPerformanceEvaluation(on_val_data=True) was given to a TrainLoop whose "
+                "validation_loader is None, so there is no validation data to evaluate on; "
+                "pass a validation_loader to the TrainLoop, or evaluate on the training data "
+                "with ModelPerformanceEvaluation(..., on_train_data=True, on_val_data=False)."
+            )
+
     def _reset_metrics(self) -> None:
         for pkg in self._packages():
             metric = getattr(pkg, "metric", None)
