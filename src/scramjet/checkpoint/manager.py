@@ -594,7 +594,7 @@ class CheckpointManager:
         self.wait()  # a checkpoint saved in the background is visible here
         candidates = self._candidates(which)
         payload, path = self._load_first_readable(
-            candidates, fallback and not self._is_path(which), map_location
+            candidates, fallback and not self._is_path(which), map_location, which == "best"
         )
         return self._restore(dict(state or {}), payload, path, strict=strict, scope=scope)
 
@@ -648,7 +648,7 @@ class CheckpointManager:
         return [c.path for c in reversed(found)]
 
     def _load_first_readable(
-        self, candidates: list[Path], fallback: bool, map_location: MapLocation
+        self, candidates: list[Path], fallback: bool, map_location: MapLocation, best: bool
     ) -> tuple[dict[str, Any], Path]:
         # Memory-map on CPU: modules copy straight from the page cache, once; every other
         # tensor is cloned in _restore so nothing keeps the file mapped afterwards.
@@ -656,17 +656,22 @@ class CheckpointManager:
         errors: list[CorruptCheckpointError] = []
         for i, path in enumerate(candidates):
             try:
+                self._bring(path)
                 return read_checkpoint(path, map_location=map_location, mmap=mmap), path
             except CorruptCheckpointError as error:
                 errors.append(error)
                 if not fallback:
                     raise
                 if i + 1 < len(candidates):
+                    then = "next best" if best else "previous"
                     warnings.warn(
-                        f"{error}; trying the previous checkpoint {str(candidates[i + 1])!r}",
+                        f"{error}; trying the {then} checkpoint {str(candidates[i + 1])!r}",
                         stacklevel=3,
                     )
         raise none_readable(candidates, errors)
+
+    def _bring(self, path: Path) -> None:
+        """Make ``path`` readable before it is read (a remote manager downloads it)."""
 
     def _restore(
         self,

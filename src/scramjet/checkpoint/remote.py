@@ -72,10 +72,16 @@ from scramjet.checkpoint._remote_files import (
 )
 from scramjet.checkpoint._remote_index import (
     StoreIndex,
+    complete_store_index,
     publish_store_index,
     read_store_index,
 )
-from scramjet.checkpoint.manager import CheckpointManager, CheckpointWriteError
+from scramjet.checkpoint.manager import (
+    CheckpointError,
+    CheckpointManager,
+    CheckpointWriteError,
+    CorruptCheckpointError,
+)
 from scramjet.checkpoint.records import CheckpointInfo, LoadResult
 
 if TYPE_CHECKING:
@@ -289,9 +295,6 @@ class RemoteCheckpointManager(CheckpointManager):
         is downloaded into the local folder first. ``"best"`` ranks the local copies and
         those the store's index names, and downloads the best if only the store has it."""
         options: dict[str, Any] = {"strict": strict, "scope": scope, "map_location": map_location}
-        if which == "best":
-            self.wait()
-            self._fetch_best()
         if which == "latest":
             self.wait()
             if self._newer_on_store():
@@ -311,7 +314,10 @@ class RemoteCheckpointManager(CheckpointManager):
         """The best checkpoint here or on the store (downloaded into the local folder when
         only the store has it), or None if none has the metric."""
         self.wait()
-        self._fetch_best()
+        ranked = self._best_ranking()
+        if ranked and not ranked[0].path.is_file():
+            with contextlib.suppress(CheckpointError):  # warned: the local ranking answers
+                self._bring(ranked[0].path)
         return super().best_path
 
     def _recorded_ranking(self) -> tuple[str | None, str]:
@@ -322,24 +328,25 @@ class RemoteCheckpointManager(CheckpointManager):
             return monitor, mode
         return stored.monitor, stored.mode or mode
 
-    def _fetch_best(self) -> None:
-        """Read the store's index and download the best checkpoint it names when the local
-        folder lacks it (a fresh machine, or another machine's better save)."""
+    def _best_ranking(self) -> list[CheckpointInfo]:
+        """The checkpoints here and on the store, best first (what ranks: those with the
+        metric). The store's index supplies the stored ones; a checkpoint it lacks (no
+        index, a damaged one, a save whose index update failed) is read from its own
+        metadata, and the completed index is written back."""
         from scramjet.tracking.storage import call_with_deadline
 
         fs, root, bounds = self.storage.fs, self.storage.remote_root, self.storage.timeouts
+        local = {c.path.name: c for c in self._scan()[0]}
         try:  # reading: bounded by the call timeout, whatever the limit of the uploads
             listed = call_with_deadline(
                 _remote_names, fs, root, timeout=bounds.call, name="the listing"
             )
-            self._store_index = read_store_index(fs, root, self.directory, bounds)
-            local = {c.path.name: c for c in self._scan()[0]}
-            on_store = {name for _, name in listed} - set(local)
-            stored = [e for n, e in self._store_index.entries.items() if n in on_store]
-            ranked = self._ranked_best([*local.values(), *stored], self._recorded_ranking())
-            if ranked and ranked[0].path.name not in local:
-                name = ranked[0].path.name
-                _fetch(fs, f"{root}/{name}", self.directory / name, timeouts=bounds)
+            self._store_index = index = read_store_index(fs, root, self.directory, bounds)
+            names = [name for _, name in listed]
+            on_store = [name for name in names if name not in local]
+            if complete_store_index(fs, root, index, on_store, self.directory, bounds):
+                self._update_store_index([(0, n) for n in names])
+            stored = [index.entries[name] for name in on_store]
         except Exception as error:  # the store is down: the local copies are what there is
             warnings.warn(
                 f"could not read the checkpoints at {self.url} ({type(error).__name__}: "
@@ -347,6 +354,27 @@ class RemoteCheckpointManager(CheckpointManager):
                 RuntimeWarning,
                 stacklevel=4,
             )
+            stored = []
+        return self._ranked_best([*local.values(), *stored], self._recorded_ranking())
+
+    def _candidates(self, which: str | os.PathLike[str]) -> list[Path]:
+        if which != "best":
+            return super()._candidates(which)
+        ranked = self._best_ranking()  # downloaded in turn by _bring when they are read
+        return [c.path for c in ranked] if ranked else super()._candidates(which)
+
+    def _bring(self, path: Path) -> None:
+        """Download ``path`` from the store when only the store has it."""
+        if path.is_file():
+            return
+        fs, root = self.storage.fs, self.storage.remote_root
+        try:
+            _fetch(fs, f"{root}/{path.name}", path, timeouts=self.storage.timeouts)
+        except Exception as error:  # gone from the store, or it does not answer in time
+            raise CorruptCheckpointError(
+                path,
+                f"it could not be downloaded from {self.url} ({type(error).__name__}: {error})",
+            ) from error
 
     def _rotate(self, found: list[CheckpointInfo], *, background: bool = False) -> OSError | None:
         # A file that is not uploaded yet is never rotated away locally.
