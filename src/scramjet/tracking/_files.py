@@ -21,6 +21,7 @@ import torch
 from scramjet.checkpoint.payload import unwrap
 from scramjet.runtime.files import atomic_write, atomic_write_bytes, atomic_write_text
 from scramjet.runtime.processes import pid_alive
+from scramjet.tracking import _json as strict_json
 from scramjet.tracking.storage import UploadReport, is_manifest, unchecked_entry
 
 if TYPE_CHECKING:
@@ -44,14 +45,16 @@ _PACKAGES = (
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as indented JSON, atomically and durably (values JSON lacks as ``str``)."""
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str))
+    """Write ``data`` as indented strict JSON, atomically and durably (values JSON lacks as
+    ``str``; a non-finite float as ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``)."""
+    atomic_write_text(path, strict_json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
 def read_json(path: Path) -> Any:
-    """JSON content of ``path``, or ``{}`` when it is missing or unreadable."""
+    """JSON content of ``path`` (non-finite numbers as floats), or ``{}`` when it is
+    missing or unreadable."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return strict_json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return {}
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from scramjet.tracking import _json as strict_json
 from scramjet.tracking._files import cpu_model_name, run_status
 from scramjet.tracking._progress import Progress
 
@@ -50,9 +51,10 @@ _OPTIMIZER_FIRST = ("lr", "betas", "momentum", "weight_decay", "eps")
 
 
 def read_json(path: Path) -> Any:
-    """The JSON in ``path``; ``{}`` when it is missing or unreadable."""
+    """The JSON in ``path`` (non-finite numbers as floats); ``{}`` when it is missing or
+    unreadable."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return strict_json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 

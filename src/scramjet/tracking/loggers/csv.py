@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from scramjet.tracking import _json as strict_json
 from scramjet.tracking.loggers.base import MetricRow, Tracker
 
 CSV_FIELDS = ("scope", "epoch", "step", "time", "name", "value")
@@ -61,7 +62,7 @@ class CSVTracker(Tracker):
                         repr(float(value)),
                     ]
                 )
-            lines.append(json.dumps(_json_row(row), allow_nan=True))
+            lines.append(strict_json.dumps(_json_row(row)))
         with open(self.csv_path, "a", encoding="utf-8", newline="") as fh:
             fh.write(buf.getvalue())
         with open(self.jsonl_path, "a", encoding="utf-8") as fh:
@@ -72,7 +73,9 @@ class CSVTracker(Tracker):
         from scramjet.runtime.files import atomic_write_text  # see __init__
 
         rows = [r for r in read_metrics(self.run_dir) if _kept(r, step, epoch)]
-        atomic_write_text(self.jsonl_path, "".join(json.dumps(_json_row(r)) + "\n" for r in rows))
+        atomic_write_text(
+            self.jsonl_path, "".join(strict_json.dumps(_json_row(r)) + "\n" for r in rows)
+        )
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(CSV_FIELDS)
@@ -117,7 +120,7 @@ def read_metrics(run_dir: str | os.PathLike[str]) -> list[MetricRow]:
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = json.loads(line)  # a non-finite value is a string: float() reads it
         except json.JSONDecodeError:
             continue
         rows.append(
