@@ -384,6 +384,13 @@ def check_options(checkpoint: Any, mode: str, every: int, on_storage_error: str)
         )
 
 
+def declared_hyperparams(
+    project: str, experiment: str, run: str, hyperparams: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``hyperparams.json`` of a run without a Trainer: the run's names and the user's values."""
+    return {"project": project, "experiment": experiment, "run": run, "hyperparams": hyperparams}
+
+
 def run_hyperparams(
     trainer: Trainer, project: str, experiment: str, run: str, hyperparams: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -391,10 +398,7 @@ def run_hyperparams(
     opt = trainer.optimizer
     model = trainer.unwrapped_model
     return {
-        "project": project,
-        "experiment": experiment,
-        "run": run,
-        "hyperparams": hyperparams,
+        **declared_hyperparams(project, experiment, run, hyperparams),
         "trainer": trainer.run_config.to_dict() if trainer.has_run_config else {},
         "optimizer": {"class": type(opt).__name__, **optimizer_settings(opt)},
         "scheduler": scheduler_settings(trainer.scheduler),

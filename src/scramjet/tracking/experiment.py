@@ -50,6 +50,7 @@ from scramjet.tracking import _files
 from scramjet.tracking._mirror import RunMirror
 from scramjet.tracking._params import (
     check_options,
+    declared_hyperparams,
     plain_hyperparams,
     plain_results,
     result_numbers,
@@ -293,7 +294,17 @@ class Experiment(RunMirror, TrainerCallback):
         assert chosen is not None
         self._run_dir = Path(chosen[0]).resolve()
         self._reopened = chosen[1]
+        if dist.is_main_process():
+            self._record_hyperparams()
         return self._run_dir
+
+    def _record_hyperparams(self) -> None:
+        """A new folder's ``hyperparams.json`` with the declared values, for a run that never
+        trains (an evaluation whose results are logged); ``train()`` rewrites it in full."""
+        path = self.run_dir / "hyperparams.json"
+        if not path.exists():
+            run = (self.project, self.experiment, self.run_dir.name)
+            _files.write_json(path, declared_hyperparams(*run, self.hyperparams))
 
     def _open(self, resumed: bool) -> None:
         run = self.run_dir
