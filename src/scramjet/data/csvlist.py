@@ -55,10 +55,11 @@ def read_table(file_list: str | os.PathLike[str]) -> tuple[list[str], list[tuple
     row holding them becomes a bad row in :func:`parse_row` rather than failing the file.
 
     Raises:
-        ValueError: when the file is empty or its header is not UTF-8.
+        ValueError: when its header is not UTF-8.
 
     Returns:
-        The header names and ``(line number, cells)`` for every non-empty row.
+        The header names and ``(line number, cells)`` for every non-empty row: no names
+        and no rows for an empty file (see :func:`no_rows_message`).
     """
     path = Path(file_list)
     if path.is_dir():
@@ -71,7 +72,7 @@ def read_table(file_list: str | os.PathLike[str]) -> tuple[list[str], list[tuple
     text = path.read_bytes().decode("utf-8-sig", "surrogateescape")
     lines = text.splitlines()
     if not lines:
-        raise ValueError(f"file_list {str(path)!r} is empty; it needs a header row and rows")
+        return [], []
     if _not_utf8(lines[0]):
         raise ValueError(
             f"the header of file_list {str(path)!r} is not valid UTF-8 "
@@ -97,6 +98,23 @@ def read_table(file_list: str | os.PathLike[str]) -> tuple[list[str], list[tuple
     header = [h.strip() for h in records[0][1]]
     rows = [(line, cells) for line, cells in records[1:] if any(c.strip() for c in cells)]
     return header, rows
+
+
+def no_rows_message(file_list: object, header: list[str]) -> str:
+    """Why a list with no rows cannot be packed: empty, blank lines, or a header alone."""
+    path = Path(str(file_list))
+    if any(header):
+        what = f"has a header line ({', '.join(header)}) but no rows"
+    elif path.stat().st_size == 0:
+        what = "is empty (0 bytes), so it has no rows"
+    else:
+        what = "holds only blank lines, so it has no rows"
+    return (
+        f"file_list {str(path)!r} {what}. A list is a header line naming the image column, "
+        "then the value columns, and one row per image below it: its path (relative to "
+        "file_dir), then its values, e.g. 'image,label' then 'cats/001.jpg,3'. Add the "
+        "rows, or check that this is the list you meant"
+    )
 
 
 def _quoting_error(path: Path, line: int, delimiter: str, exc: csv.Error) -> str:

@@ -50,6 +50,7 @@ from scramjet.data.csvlist import (
     check_header,
     check_header_is_not_a_row,
     dtype_list,
+    no_rows_message,
     parse_row,
     read_table,
 )
@@ -377,12 +378,9 @@ def _read_sources(
         raise PackError(f"{problem}; choose a dst in a folder you can write")
     header, table = read_table(file_list)
     check_header_is_not_a_row(header, root, file_list)
-    dtypes = check_header(header, names)
     if not table:
-        raise PackError(
-            f"file_list {str(file_list)!r} has a header line ({', '.join(header)}) but no "
-            "rows; add one row per image below it: its path, then its values"
-        )
+        raise PackError(no_rows_message(file_list, header))
+    dtypes = check_header(header, names)
     return root, header, table, dtypes
 
 
