@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -48,6 +50,11 @@ class CosineLrScheduler(StatefulSchedulerBase):
         warmup_starting_lr_ratio: float | None = None,
         num_cooldown_epochs: int = 0,
     ) -> None:
+        _check_settings(
+            total_num_epochs=total_num_epochs, k_decay=k_decay, num_warmup_epochs=num_warmup_epochs,
+            num_cooldown_epochs=num_cooldown_epochs, lr_min=lr_min, min_lr_ratio=min_lr_ratio,
+            warmup_starting_lr=warmup_starting_lr, warmup_starting_lr_ratio=warmup_starting_lr_ratio,
+        )  # fmt: skip
         super().__init__(optimizer)
         if num_warmup_epochs + num_cooldown_epochs > total_num_epochs:
             raise SchedulerConfigError(
@@ -112,6 +119,38 @@ class CosineLrScheduler(StatefulSchedulerBase):
             num_cooldown_epochs=num_cooldown_epochs,
         )
         return functools.partial(cls, **kwargs)
+
+
+# What each setting must be, and why: a value outside it gives no error, only a schedule
+# that is not the one asked for (the floor from the first update for k_decay <= 0, NaN
+# learning rates, a decay longer than the run) or a ZeroDivisionError from step().
+_RULES: dict[str, tuple[str, Callable[[float], bool]]] = {
+    "total_num_epochs": ("a number ≥ 1", lambda v: v >= 1),
+    "k_decay": ("a number > 0 (1 is the plain cosine)", lambda v: v > 0),
+    "num_warmup_epochs": ("a number ≥ 0 (0: no warm-up)", lambda v: v >= 0),
+    "num_cooldown_epochs": ("a number ≥ 0 (0: no cool-down)", lambda v: v >= 0),
+    "lr_min": ("a learning rate ≥ 0", lambda v: v >= 0),
+    "min_lr_ratio": ("None or a fraction ≥ 0 of each group's learning rate", lambda v: v >= 0),
+    "warmup_starting_lr": ("a learning rate ≥ 0", lambda v: v >= 0),
+    "warmup_starting_lr_ratio": (
+        "None or a fraction ≥ 0 of each group's learning rate",
+        lambda v: v >= 0,
+    ),
+}
+
+
+def _check_settings(**settings: float | None) -> None:
+    """Every setting a finite number within its rule (a ratio may be None)."""
+    for name, value in settings.items():
+        if value is None and name.endswith("_ratio"):
+            continue
+        expected, rule = _RULES[name]
+        number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        if not (number and value is not None and math.isfinite(value) and rule(value)):
+            raise SchedulerConfigError(
+                f"CosineLrScheduler: {name} must be {expected}; received {value!r}. Pass a "
+                f"value in that range (see the class docstring for what each setting means)."
+            )
 
 
 __all__ = ["CosineLrScheduler"]
