@@ -85,7 +85,7 @@ def _outputs(trainer: Trainer, dl: Any) -> list[Any]:
                 with trainer._autocast():
                     try:
                         output = trainer.predict_step(batch)
-                    except RuntimeError as error:  # e.g. float64 inputs, float32 model
+                    except (RuntimeError, TypeError) as error:  # e.g. float64 inputs
                         explain_batch_error(error, model, batch, "predict")
                         raise
                 if real:  # a repeated batch only kept the forwards in step

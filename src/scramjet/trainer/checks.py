@@ -622,12 +622,35 @@ def explain_batch_error(
     error: Exception, model: nn.Module, batch: Any, hook: str, batches_before: int | None = None
 ) -> None:
     """Raise a clearer error for the usual causes of a failed forward on a batch (a
-    training batch of one sample; inputs of another floating dtype than the weights);
+    training batch of one sample; inputs of another floating dtype than the weights;
+    inputs left a list of tensors);
     return for any other error, which the caller re-raises as it is."""
     if isinstance(error, ValueError) and batches_before is not None:
         explain_one_sample_batch(error, batches_before)
     if isinstance(error, RuntimeError) and "type" in str(error):
         explain_input_dtype(error, model, batch, hook)
+    if isinstance(error, TypeError) and re.search(r"must be Tensor, not (list|tuple)", str(error)):
+        explain_sequence_inputs(error, batch, hook)
+
+
+def explain_sequence_inputs(error: TypeError, batch: Any, hook: str) -> None:
+    """An ``(inputs, targets)`` batch whose inputs are a list of tensors (a collate_fn that
+    left sequences of different lengths unpadded): torch only says a list is no tensor."""
+    inputs = batch[0] if isinstance(batch, list | tuple) and len(batch) >= 2 else None
+    if not isinstance(inputs, list | tuple) or not inputs:
+        return
+    if not all(isinstance(t, torch.Tensor) for t in inputs):
+        return
+    shapes = sorted({tuple(t.shape) for t in inputs})
+    shown = ", ".join(map(str, shapes[:4])) + (", ..." if len(shapes) > 4 else "")
+    raise TypeError(
+        f"{error}\nIn {hook}, the batch's inputs are a {type(inputs).__name__} of "
+        f"{len(inputs)} tensors (shapes {shown}), not one tensor, so the model received a "
+        f"{type(inputs).__name__}. Make the collate_fn return the inputs as one tensor: "
+        f"torch.stack(inputs) for samples of one shape, or "
+        f"torch.nn.utils.rnn.pad_sequence(inputs, batch_first=True) for sequences of "
+        f"different lengths (with their lengths or a mask if the model needs them)."
+    ) from error
 
 
 def explain_input_dtype(error: RuntimeError, model: nn.Module, batch: Any, hook: str) -> None:

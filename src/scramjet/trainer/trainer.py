@@ -815,7 +815,7 @@ class Trainer:
             with self._autocast():
                 try:
                     batch_output = self.calculate_train_batch_loss(batch)
-                except (ValueError, RuntimeError) as error:  # a batch of one, float64 inputs
+                except (ValueError, RuntimeError, TypeError) as error:  # e.g. float64 inputs
                     explain_batch_error(error, self._unwrapped_model, batch, "training",
                                         self.state.batches_seen_in_epoch)  # fmt: skip
                     raise
@@ -978,7 +978,7 @@ class Trainer:
         with self._autocast():
             try:
                 batch_output = self.calculate_eval_batch_loss(batch)
-            except RuntimeError as error:  # e.g. float64 inputs into a float32 model
+            except (RuntimeError, TypeError) as error:  # e.g. float64 inputs, float32 model
                 explain_batch_error(error, self._unwrapped_model, batch, "evaluation")
                 raise
         if not real:
