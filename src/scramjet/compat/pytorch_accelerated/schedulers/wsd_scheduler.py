@@ -64,6 +64,7 @@ class WSDLrScheduler(StatefulSchedulerBase):
             num_warmup_steps = 0
         elif num_warmup_steps is None:
             num_warmup_steps = int(0.01 * total_steps)
+        _check_warmup(num_warmup_steps, total_steps, warmup_starting_lr)
         self.num_warmup_steps = int(num_warmup_steps)
         self.decay_phase_ratio = float(decay_phase_ratio)
         self.lr_min = float(lr_min)
@@ -166,6 +167,21 @@ def _check(total_steps: int, decay_phase_ratio: float, lr_min: float, num_checkp
         )
     if num_checkpoints < 1:
         raise SchedulerConfigError(f"num_checkpoints must be ≥ 1; received {num_checkpoints}.")
+
+
+def _check_warmup(num_warmup_steps: int, total_steps: int, warmup_starting_lr: float) -> None:
+    """A warm-up inside the run, from a learning rate: a longer one would climb past the
+    run's end (above the base value, never decayed), a negative one is no warm-up."""
+    if not 0 <= num_warmup_steps <= total_steps:
+        raise SchedulerConfigError(
+            f"num_warmup_steps must be between 0 and total_steps ({total_steps}); received "
+            f"{num_warmup_steps}. Lower it, or pass None for 1% of the run."
+        )
+    if not (math.isfinite(warmup_starting_lr) and warmup_starting_lr >= 0):
+        raise SchedulerConfigError(
+            f"warmup_starting_lr must be a finite learning rate ≥ 0 (the warm-up's first "
+            f"value); received {warmup_starting_lr!r}. Pass e.g. warmup_starting_lr=1e-6."
+        )
 
 
 __all__ = ["WSDLrScheduler"]
