@@ -15,12 +15,12 @@ from torch.utils.data import DataLoader
 
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.devices import move_to_device
+from scramjet.trainer._explain import explain_batch_error
 from scramjet.trainer.batch import concat_outputs, in_dataset_order, map_leaves
 from scramjet.trainer.checks import (
     check_batch_size,
     check_dataset,
     check_not_empty,
-    explain_batch_error,
     recording_order,
 )
 from scramjet.trainer.data_order import (

@@ -43,6 +43,7 @@ from scramjet.schedulers import (
 )
 from scramjet.tracking.metric_log import MetricLog
 from scramjet.trainer import _predict
+from scramjet.trainer._explain import explain_batch_error
 from scramjet.trainer.batch import (
     batch_size_of,
     call_model,
@@ -65,7 +66,6 @@ from scramjet.trainer.checks import (
     check_trainer_args,
     check_yields_batches,
     empty_evaluation,
-    explain_batch_error,
     loader_batch_size,
     ready_loader_batch_size,
     warn_if_nothing_left,
