@@ -427,10 +427,29 @@ class AcceleratedModel(nn.Module):
         # Reads fall through to the wrapped model, so writes must too: ``fast.head =
         # nn.Linear(...)`` or ``fast.temperature = 0.5`` on the wrapper alone would read back
         # the new value while the forward kept using the old one.
-        if self._keeps(name):
+        if name == "module" and self.__dict__.get("_modules", {}).get("module") is not None:
+            self._replace_module(value)
+        elif self._keeps(name):
             super().__setattr__(name, value)
         else:
             setattr(self._modules["module"], name, value)
+
+    def _replace_module(self, value: Any) -> None:
+        """``fast.module = other``: wrap ``other`` with the same options; the backends built
+        and checked for the previous model are forgotten (the forward would run it)."""
+        if not isinstance(value, nn.Module):
+            raise TypeError(
+                f"AcceleratedModel.module must be a torch.nn.Module; received "
+                f"{type(value).__name__}. Assign a model instance, or wrap a new one with "
+                "accelerate_model(model)."
+            )
+        if value is self._modules["module"]:
+            return
+        engine: Engine = self.__dict__[_ENGINE_ATTR]
+        _prepare(value, engine.options)
+        super().__setattr__("module", value)
+        self.__dict__.pop("_scramjet_raw", None)
+        engine.reset()
 
     def __delattr__(self, name: str) -> None:
         if self._keeps(name):
