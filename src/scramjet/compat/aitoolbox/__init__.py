@@ -6,7 +6,10 @@ module paths (``scramjet.compat.aitoolbox.torchtrain.train_loop``, ...) hold the
 There is no second training loop: every TrainLoop runs :class:`scramjet.Trainer`. The
 TrainLoops here save into AIToolbox's experiment folders;
 ``scramjet.compat.aitoolbox.tracked`` has variants that save into a scramjet
-:class:`~scramjet.tracking.Experiment` run folder.
+:class:`~scramjet.tracking.Experiment` run folder. ``ModelCheckpoint`` and
+``ModelTrainEndSave`` here are those tracked variants (local unless given
+``cloud_save_mode``); AIToolbox's callbacks, with its ``checkpoint_model/`` folder and
+``'s3'`` default, are in ``scramjet.compat.aitoolbox.torchtrain.callbacks.model_save``.
 """
 
 from __future__ import annotations
