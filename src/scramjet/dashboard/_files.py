@@ -9,10 +9,13 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import math
 import os
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
+
+import numpy as np
 
 #: One recorded value: (x = epoch progress, step, epoch, mile, value).
 Row = tuple[float, int, int, int, float]
@@ -119,10 +122,19 @@ def png_bytes(
     if series:
         for text in ax.legend(prop=FontProperties(family=families)).get_texts():
             text.set_parse_math(False)
-    fig.tight_layout()
+    if not _fits_linear_axis(series):
+        ax.set_yscale("symlog")  # a linear axis over more than a float's range raises
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    with np.errstate(over="ignore"):  # symlog's inverse of the outermost ticks
+        fig.tight_layout()
+        fig.savefig(buf, format="png")
     return buf.getvalue()
+
+
+def _fits_linear_axis(series: Mapping[str, Sequence[Row]]) -> bool:
+    """Whether the finite values' range is a float (``1e308 - -1e308`` is not)."""
+    finite = [v for rows in series.values() for r in rows if math.isfinite(v := float(r[4]))]
+    return not finite or math.isfinite(max(finite) - min(finite))
 
 
 def append_record(path: Path, lines: Sequence[str]) -> None:
