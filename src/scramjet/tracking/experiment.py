@@ -200,6 +200,7 @@ class Experiment(RunMirror, TrainerCallback):
         self._last_sync = -math.inf
         self.upload_report: UploadReport | None = None
         self._run_dir: Path | None = None
+        self._opened_at = 0.0  # when start() opened the run folder
         self._reopened = False
         self._restored_dir: Path | None = None
         self._storage: RunStorage | ProcessRunStorage | None = None
@@ -294,6 +295,7 @@ class Experiment(RunMirror, TrainerCallback):
         assert chosen is not None
         self._run_dir = Path(chosen[0]).resolve()
         self._reopened = chosen[1]
+        self._opened_at = time.time()
         if dist.is_main_process():
             self._record_hyperparams()
         return self._run_dir
@@ -611,6 +613,8 @@ class Experiment(RunMirror, TrainerCallback):
         if trainer is not None:
             info["last_step"] = trainer.state.global_step
         info.pop("upload_error", None)
+        for key, value in {**self._run_fields(), "started": self._opened_at}.items():
+            info.setdefault(key, value)  # a run that never trained: only start() opened it
         if not (self._finished and info.get("status") == "finished"):
             _files.mark_ended(info, "finished")  # results logged after the run keep its end time
         _files.write_json(path, info)  # the report reads the final status and duration
