@@ -38,6 +38,7 @@ def explain_batch_error(
         explain_one_sample_batch(error, batches_before)
     if isinstance(error, RuntimeError) and "type" in str(error):
         explain_input_dtype(error, model, batch, hook)
+        explain_integer_inputs(error, model, batch, hook)
     if isinstance(error, TypeError) and re.search(r"must be Tensor, not (list|tuple)", str(error)):
         explain_sequence_inputs(error, batch, hook)
 
@@ -92,6 +93,40 @@ def explain_input_dtype(error: RuntimeError, model: nn.Module, batch: Any, hook:
     ) from error
 
 
+def explain_integer_inputs(error: RuntimeError, model: nn.Module, batch: Any, hook: str) -> None:
+    """Integer inputs of an ``(inputs, targets)`` batch into floating weights (uint8 images,
+    int64 numbers): torch names the dtypes only as 'Byte' or 'unsigned char'. Only the
+    inputs are read: integer targets are what classification losses take."""
+    weights = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+    inputs = batch[0] if isinstance(batch, list | tuple) and len(batch) >= 2 else None
+    if weights is None or inputs is None:
+        return
+    said = str(error).lower()
+    words = {t.dtype: _INT_WORDS.get(t.dtype, ()) for t in _tensors(inputs)}
+    found = sorted(
+        str(dtype) for dtype, names in words.items()
+        if any(re.search(rf"\b{name}\b", said) for name in names)
+    )  # fmt: skip
+    if not found:
+        return
+    convert = _CONVERSIONS.get(weights, f"x.to({weights})")
+    raise RuntimeError(
+        f"{error}\nIn {hook}, the batch's inputs are {' and '.join(found)} tensors, but the "
+        f"model's weights are {weights}: a layer computes in the dtype of its weights. "
+        f"Convert the inputs in the dataset or a collate_fn: images of 0-255 pixels as "
+        f"{convert} / 255 (then normalise them as the model expects), other numbers as "
+        f"{convert}. Token or category ids are not converted: they go through an "
+        f"nn.Embedding first."
+    ) from error
+
+
+_INT_WORDS: dict[torch.dtype, tuple[str, ...]] = {
+    torch.uint8: ("byte", "unsigned char"),
+    torch.int8: ("char",),
+    torch.int16: ("short",),
+    torch.int32: ("int",),
+    torch.int64: ("long",),
+}
 _DTYPE_WORDS = {torch.float64: "double", torch.float16: "half", torch.bfloat16: "bfloat16"}
 _CONVERSIONS = {
     torch.float32: "x.float()",
