@@ -48,3 +48,17 @@ def test_step_values_are_written_in_their_own_precision(tmp_path: Path) -> None:
     jsonl = [json.loads(line) for line in (exp.run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = [r["metrics"] for r in jsonl if r["scope"] == "step"]
     assert all(m["f32"] == 0.3 and m["f64"] == DOUBLE and m["third"] == 1 / 3 for m in steps)
+
+
+def test_a_step_mean_of_float32_values_is_written_in_float32(tmp_path: Path) -> None:
+    """With gradient accumulation a step's row holds the mean of its micro-batch losses:
+    the mean of float32 values is a float32 value too, written as its shortest decimal."""
+    exp = Experiment("p", "accum", root=tmp_path, checkpoint=None, save_script=False)
+    exp.log_every_n_steps = 1
+    trainer = make_trainer([exp])
+    trainer.train(tiny_data(64), 1, per_device_batch_size=8, gradient_accumulation_steps=4)
+    with open(exp.run_dir / "metrics.csv", newline="") as fh:
+        losses = [r["value"] for r in csv.DictReader(fh) if r["name"] == "train_loss"]
+    assert len(losses) == 2
+    for text in losses:
+        assert text == repr(float(str(np.float32(text)))), losses

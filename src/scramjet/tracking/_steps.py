@@ -59,17 +59,19 @@ class StepBuffer:
         else:
             taken = [e for e in self._entries if e[0] < before]
             kept = [e for e in self._entries if e[0] >= before]
-        values = _to_floats([value for _, _, value in taken])
+        values, dtypes = _to_floats([value for _, _, value in taken])
         sums: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for (step, name, _), number in zip(taken, values):
+        kinds: dict[tuple[int, str], set[torch.dtype | None]] = defaultdict(set)
+        for (step, name, _), number, dtype in zip(taken, values, dtypes):
             sums[step][name].append(number)
+            kinds[(step, name)].add(dtype)
         rows = [
             MetricRow(
                 scope="step",
                 step=step,
                 epoch=epoch,
                 time=self._times.get(step, default_time),
-                metrics={name: sum(vs) / len(vs) for name, vs in named.items()},
+                metrics={n: _mean(vs, kinds[(step, n)]) for n, vs in named.items()},
             )
             for step, named in sorted(sums.items())
         ]
@@ -127,14 +129,29 @@ class StepLosses:
         self._losses, self._in_flight = [], []
 
 
-def _to_floats(values: list[Value]) -> list[float]:
-    """Python floats, with one copy per device and dtype for the tensors among ``values``.
+def _mean(values: list[float], dtypes: set[torch.dtype | None]) -> float:
+    """The mean of one name's values at one step (the micro-batches of an accumulation
+    window): in the values' precision when they all share a float dtype narrower than
+    float64 (the mean of float32 losses is a float32 value, written as its shortest decimal)."""
+    if len(values) == 1:
+        return values[0]
+    mean = sum(values) / len(values)
+    (dtype,) = dtypes if len(dtypes) == 1 else (None,)
+    if dtype is None:
+        return mean
+    return float(plain_results(torch.tensor(mean, dtype=dtype)))
+
+
+def _to_floats(values: list[Value]) -> tuple[list[float], list[torch.dtype | None]]:
+    """Python floats, with one copy per device and dtype for the tensors among ``values``,
+    and the float dtype of each value narrower than float64 (None for the others).
 
     A float16, bfloat16 or float32 value becomes the shortest decimal that reads back as
     the same value in its precision (a float32 loss of 0.3 is 0.3, not
     0.30000001192092896); a float64 one keeps every digit."""
     values = [v.result() if isinstance(v, PendingReduce) else v for v in values]
     out: list[float] = [v if isinstance(v, float) else 0.0 for v in values]
+    narrow: list[torch.dtype | None] = [None] * len(values)
     groups: dict[tuple[torch.device, torch.dtype], list[int]] = defaultdict(list)
     for i, value in enumerate(values):
         if isinstance(value, torch.Tensor):
@@ -144,4 +161,5 @@ def _to_floats(values: list[Value]) -> list[float]:
         stacked = torch.stack([values[i].reshape(()).to(dtype) for i in indices])  # type: ignore[union-attr]
         for i, number in zip(indices, plain_results(stacked.cpu())):
             out[i] = float(number)
-    return out
+            narrow[i] = dtype if dtype.itemsize < 8 else None
+    return out, narrow
