@@ -5,6 +5,9 @@ never matplotlib's warning per glyph per plot."""
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -52,3 +55,26 @@ def test_a_glyph_another_installed_font_has_is_drawn_with_it(tmp_path: Path) -> 
 
 def test_names_the_default_font_has_give_no_warning(tmp_path: Path) -> None:
     assert _log(tmp_path, ["loss", "accuracy é"], stage="train") == []
+
+
+def test_looking_for_fonts_logs_nothing(tmp_path: Path) -> None:
+    # matplotlib's findfont logs a line per family without a regular face; a fresh
+    # process shows whether looking for a fallback font wrote any.
+    code = textwrap.dedent(
+        f"""
+        import io
+        from scramjet.dashboard import Dashboard
+        board = Dashboard(log_path={str(tmp_path)!r}, file=io.StringIO(), force_terminal=False)
+        board.gauge({{"損失 loss": 0.5, "a\\\\nb": 1.0}}, 0, 0, 1, "验证")
+        board.close()
+        board.log(tachograph=False)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore::RuntimeWarning", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr

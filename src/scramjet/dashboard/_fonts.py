@@ -12,6 +12,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable
 from functools import cache, lru_cache
+from typing import Any
 
 __all__ = ["plot_fonts"]
 
@@ -28,23 +29,37 @@ def _charmap(path: str) -> frozenset[int]:
 
 
 @lru_cache(maxsize=1)
-def _installed() -> tuple[tuple[str, str], tuple[tuple[str, str], ...]]:
-    """``(family, path)`` of the default font, then of the other installed families (the
-    file matplotlib draws each family with: a bold face of the same family is never used).
+def _default() -> tuple[str, str]:
+    """``(family, path)`` of the font matplotlib draws text with by default."""
+    from matplotlib import font_manager
 
-    matplotlib's "Last Resort" font draws every code point as a box; it is left out, so a
-    glyph no real font has becomes ``?`` and a warning, not a silent box.
+    path = font_manager.findfont(font_manager.FontProperties())
+    return font_manager.get_font(path).family_name, path
+
+
+@lru_cache(maxsize=1)
+def _others() -> tuple[tuple[str, str], ...]:
+    """``(family, path)`` of each other installed family: its regular face, the one
+    matplotlib draws the family with (a bold face's glyphs are never counted).
+
+    Read from matplotlib's font list, not ``findfont`` (which logs a line per family
+    without a regular face). matplotlib's "Last Resort" font draws every code point as a
+    box; it is left out, so a glyph no real font has becomes ``?`` and a warning.
     """
     from matplotlib import font_manager
 
-    def path_of(family: str | None) -> str:  # the file matplotlib draws ``family`` with
-        return font_manager.findfont(font_manager.FontProperties(family=family))
+    def distance(entry: Any) -> tuple[bool, float, bool]:
+        weight = font_manager.weight_dict.get(entry.weight, entry.weight)
+        weight = weight if isinstance(weight, int | float) else 400
+        return entry.style != "normal", abs(weight - 400), entry.stretch != "normal"
 
-    default_path = path_of(None)
-    default = font_manager.get_font(default_path).family_name
-    names = {f.name for f in font_manager.fontManager.ttflist} - {default}
-    others = [(n, path_of(n)) for n in sorted(names) if not n.startswith("Last Resort")]
-    return (default, default_path), tuple(others)
+    best: dict[str, Any] = {}
+    for entry in font_manager.fontManager.ttflist:
+        if entry.name == _default()[0] or entry.name.startswith("Last Resort"):
+            continue
+        if entry.name not in best or distance(entry) < distance(best[entry.name]):
+            best[entry.name] = entry
+    return tuple((name, best[name].fname) for name in sorted(best))
 
 
 def plot_fonts(metric: str, texts: Iterable[str]) -> tuple[list[str], dict[str, str]]:
@@ -64,11 +79,11 @@ def plot_fonts(metric: str, texts: Iterable[str]) -> tuple[list[str], dict[str, 
         (1, 'train')
     """
     texts = list(texts)
-    (family, path), others = _installed()
+    family, path = _default()
     missing = {ord(c) for text in texts for c in text if not c.isspace()} - _charmap(path)
     families = [family]
-    for name, other in others:
-        found = missing & _charmap(other) if missing else frozenset()
+    for name, other in _others() if missing else ():
+        found = missing & _charmap(other)
         if found:
             families.append(name)
             missing -= found
