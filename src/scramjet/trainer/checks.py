@@ -514,6 +514,19 @@ def check_device(device: str | torch.device) -> torch.device:
 
 def check_scheduler_optimizer(scheduler: Any, optimizer: torch.optim.Optimizer) -> None:
     """The scheduler from ``create_scheduler_fn`` must drive the Trainer's optimizer."""
+    if (
+        scheduler is None
+        or isinstance(scheduler, torch.optim.Optimizer)
+        or not callable(getattr(scheduler, "step", None))
+    ):
+        received = "None" if scheduler is None else type(scheduler).__name__
+        raise TypeError(
+            f"create_scheduler_fn returned {received}, not a learning-rate scheduler (an "
+            f"object with step(), such as torch.optim.lr_scheduler.StepLR), so it cannot "
+            f"schedule the learning rate. Return the scheduler built on the optimizer the function receives "
+            f"(a def needs its return statement), or pass create_scheduler_fn=None to train "
+            f"without one."
+        )
     held = getattr(scheduler, "optimizer", optimizer)
     if held is not optimizer:
         raise ValueError(
