@@ -82,10 +82,12 @@ class _Failed(Exception):
 
 
 class _Snapshot:
-    """Buffers and RNG state, so a trial or failed run can be undone."""
+    """Buffers and RNG state (and, for the check's trial runs, Python attributes), so a
+    trial or failed run can be undone."""
 
-    def __init__(self, module: torch.nn.Module) -> None:
+    def __init__(self, module: torch.nn.Module, attributes: _Attributes | None = None) -> None:
         self.module = module
+        self.attributes = attributes
         self.buffers = [(n, b, b.detach().clone()) for n, b in module.named_buffers()]
         self.cpu_rng = torch.get_rng_state()
         # torch.cuda.is_initialized is unannotated; it returns a bool.
@@ -105,6 +107,29 @@ class _Snapshot:
         torch.set_rng_state(self.cpu_rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)
+        if self.attributes is not None:
+            self.attributes.restore()
+
+
+_MISSING = object()
+
+
+class _Attributes:
+    """The public attributes of every submodule (``self.calls += 1``, ``self.seen = ...``),
+    put back between the check's trial runs so a forward's Python counters advance once per
+    call. Only rebound values are put back: a list the forward appends to stays changed."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.saved = [
+            (m.__dict__, {k: v for k, v in m.__dict__.items() if k[0] != "_" and k != "training"})
+            for m in module.modules()
+        ]
+
+    def restore(self) -> None:
+        for now, before in self.saved:
+            for key, value in before.items():
+                if now.get(key, _MISSING) is not value:
+                    now[key] = value
 
 
 class _Inputs:
@@ -581,26 +606,32 @@ class Engine:
             # The trial runs would change the caller's objects and they cannot be copied:
             # eager runs this call, and the check waits for a call it can make.
             return raw(*args, **kwargs), False
+        # Only the first call per mode is checked: the attributes are saved here, not on
+        # every step (a walk over every submodule's attributes).
+        snap = _Snapshot(module, _Attributes(module))
         try:
-            return self._trials(name, fn, module, raw, args, kwargs, inputs), True
+            return self._trials(name, fn, (module, raw), args, kwargs, inputs, snap), True
         except BaseException:
             inputs.restore()  # the next backend redoes the call on the caller's inputs
+            if snap.attributes is not None:
+                snap.attributes.restore()
             raise
 
     def _trials(
         self,
         name: str,
         fn: ForwardFn,
-        module: torch.nn.Module,
-        raw: Callable[..., Any],
+        model: tuple[torch.nn.Module, Callable[..., Any]],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         inputs: _Inputs,
+        snap: _Snapshot,
     ) -> Any:
-        """Eager, then the backend, from the same buffers, RNG state and inputs; compare."""
+        """Eager, then the backend, from the same buffers, RNG state, attributes and inputs
+        (``snap``: taken before the call); compare."""
+        module, raw = model
         params: list[torch.nn.Parameter] = [p for p in module.parameters() if p.requires_grad]
         want_grads = torch.is_grad_enabled()
-        snap = _Snapshot(module)
         trial_args, trial_kwargs = inputs.for_trial(args, kwargs)
         ref = raw(*trial_args, **trial_kwargs)
         ref_grads = _projected_grads(ref, params, keep_graph=False) if want_grads else []
