@@ -539,10 +539,14 @@ class RemoteCheckpointManager(CheckpointManager):
                 return None
             names = self._bounded(f"the listing of {self.url}", _remote_names, fs, root)
             kept = names[max(0, len(names) - self.keep_last) :]
+            known, best = self._ranked_on_store(names) if self.keep_best else (set(), set())
             for entry in names[: max(0, len(names) - self.keep_last)]:
                 name = entry[1]
-                if self.keep_best and name not in self._rotated_away:
-                    kept.append(entry)  # among the best, or its metrics are unknown here
+                if self.keep_best and name not in self._rotated_away and name not in known:
+                    kept.append(entry)  # its metrics are unknown here
+                    continue
+                if name in best:
+                    kept.append(entry)
                     continue
                 self._bounded(f"the removal of {name}", fs.rm_file, f"{root}/{name}")
                 self._rotated_away.discard(name)
@@ -550,6 +554,21 @@ class RemoteCheckpointManager(CheckpointManager):
         except Exception as error:  # rotation is tidying: the next save tries again
             warnings.warn(f"could not rotate {self.url}: {error}", RuntimeWarning, stacklevel=2)
             return None
+
+    def _ranked_on_store(self, names: list[tuple[int, str]]) -> tuple[set[str], set[str]]:
+        """Of the checkpoints ``names`` on the store: those whose metrics are known (local
+        copies, the store's index: earlier machines' saves), and the ``keep_best`` best of
+        the run, ranked with the local copies."""
+        if self._store_index is None:
+            what, fs, root = f"the index of {self.url}", self.storage.fs, self.storage.remote_root
+            args = (fs, root, self.directory, self.storage.timeouts)
+            self._store_index = self._bounded(what, read_store_index, *args)
+        local = {c.path.name: c for c in self._scan()[0]}
+        on_store = {name for _, name in names}
+        stored = {n: e for n, e in self._store_index.entries.items() if n in on_store}
+        infos = {**stored, **local}
+        best = self._ranked_best(list(infos.values()))[: self.keep_best]
+        return set(infos) & on_store, {c.path.name for c in best}
 
     def _update_store_index(self, names: list[tuple[int, str]] | None = None) -> None:
         """Rewrite the store's index for the checkpoints on the store (``names``, as the
