@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import functools
 import io
 import os
 import re
@@ -287,7 +288,8 @@ def _raise_missing(exc: OSError, line: int, name: str, base: str) -> NoReturn:
 
 def _other_form(base: str, name: str) -> str:
     """For a missing name: a hint when the file exists under the other Unicode form of
-    the name (macOS writes accents decomposed, NFD; most lists hold them composed, NFC)."""
+    the name (macOS writes accents decomposed, NFD; most lists hold them composed, NFC),
+    or under a name that differs only in case (the file ``Cat.PNG`` for ``cat.png``)."""
     for form in ("NFC", "NFD"):
         other = unicodedata.normalize(form, name)
         if other != name and os.path.isfile(os.path.join(base, other)):
@@ -296,7 +298,26 @@ def _other_form(base: str, name: str) -> str:
                 f"({other!a}, the list has {name!a}): write the names of the list "
                 f"in the same form, unicodedata.normalize({form!r}, name)"
             )
-    return ""
+    folder, _, leaf = name.rpartition("/")
+    try:
+        here = os.path.join(base, folder)
+        found = _names_by_case(here, os.stat(here).st_mtime_ns).get(leaf.casefold())
+    except OSError:
+        return ""
+    if found is None or found == leaf:  # the same name: a broken link, not a case mismatch
+        return ""
+    other = f"{folder}/{found}" if folder else found
+    return (
+        f"; {other!r} exists, a name that differs only in upper/lower case (a list written "
+        "on macOS or Windows, whose file systems ignore case): write the name as the file has it"
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _names_by_case(folder: str, mtime_ns: int) -> dict[str, str]:
+    """The files of ``folder`` by case-folded name (read again when the folder changes)."""
+    with os.scandir(folder) as entries:
+        return {e.name.casefold(): e.name for e in entries}
 
 
 def _os_reason(exc: OSError, name: str) -> str:
