@@ -10,7 +10,13 @@ from torchmetrics.functional import classification as C
 
 from scramjet.compat.aitoolbox.experiment.core_metrics.abstract_metric import AbstractBaseMetric
 
-__all__ = ["AccuracyMetric", "F1ScoreMetric", "PrecisionRecallCurveAUCMetric", "ROCAUCMetric"]
+__all__ = [
+    "AccuracyMetric",
+    "F1ScoreMetric",
+    "PrecisionRecallCurveAUCMetric",
+    "ROCAUCMetric",
+    "pr_curve_area",
+]
 
 
 def predicted_labels(y_predicted: np.ndarray, positive_class_thresh: float | None) -> np.ndarray:
@@ -75,15 +81,35 @@ class ROCAUCMetric(AbstractBaseMetric):
         return float(C.binary_auroc(*_binary_inputs(self.y_true, self.y_predicted)))
 
 
+def pr_curve_area(y_true: Any, scores: Any) -> float:
+    """Trapezoidal area under the precision-recall curve, AIToolbox's ``PrecisionRecall_AUC``.
+
+    AIToolbox computed ``auc(recall, precision)`` over sklearn's ``precision_recall_curve``
+    (one point per distinct score, and ``(recall 0, precision 1)``), which is not the
+    average precision (a step sum). NaN when there is no positive target.
+    """
+    score = np.asarray(scores, dtype=np.float64).reshape(-1)
+    order = np.argsort(-score, kind="mergesort")
+    positive = (np.asarray(y_true).reshape(-1)[order] == 1).astype(np.float64)
+    ends = np.r_[np.flatnonzero(np.diff(score[order])), score.size - 1]
+    tps = np.cumsum(positive)[ends]
+    if score.size == 0 or tps[-1] == 0:
+        return float("nan")
+    precision = np.r_[1.0, tps / (ends + 1)]
+    recall = np.r_[0.0, tps / tps[-1]]
+    return float(np.sum(np.diff(recall) * (precision[1:] + precision[:-1]) / 2))
+
+
 class PrecisionRecallCurveAUCMetric(AbstractBaseMetric):
-    """Area under the precision-recall curve (average precision) of positive-class scores."""
+    """Area under the precision-recall curve of positive-class scores (trapezoidal, as
+    AIToolbox computed it; see :func:`pr_curve_area`)."""
 
     def __init__(self, y_true: Any, y_predicted: Any) -> None:
         super().__init__(y_true, y_predicted, metric_name="PrecisionRecall_AUC")
 
     def calculate_metric(self) -> float:
-        """Binary average precision."""
-        return float(C.binary_average_precision(*_binary_inputs(self.y_true, self.y_predicted)))
+        """Trapezoidal PR-curve area."""
+        return pr_curve_area(self.y_true, self.y_predicted)
 
 
 class F1ScoreMetric(AbstractBaseMetric):
