@@ -95,13 +95,18 @@ def check_stage(stage: Any) -> str:
             f"gauge(): stage must be a str such as 'train' or 'test'; received "
             f"{stage!r} ({type(stage).__name__}). Pass the stage's name as text."
         )
-    if not stage.strip() or any(unicodedata.category(c) == "Cc" for c in stage):
+    if not _visible(stage):
         raise ValueError(
             f"gauge(): stage {stage!r} is blank or holds a control character (a newline, "
             f"tab or escape code); it names a row of the display and the 'stage' column "
             f"of the CSV files. Pass a visible name such as 'train' or 'test'."
         )
     return stage
+
+
+def _visible(text: str) -> bool:
+    """Not blank, and no control character (a newline, tab or escape code)."""
+    return bool(text.strip()) and not any(unicodedata.category(c) == "Cc" for c in text)
 
 
 def detach(value: Any) -> Any:
@@ -115,11 +120,18 @@ def entry_values(entry: Mapping[str, Any], free: Collection[str] = ()) -> dict[s
     shows them, or ``inviz`` ones) are kept as given, whatever they hold.
 
     Raises:
+        ValueError: a metric name is blank or holds a control character.
         TypeError: a value holds several numbers (a tensor, array, list or tuple); it
             would be drawn and logged as NaN.
     """
     kept = {}
     for name, value in entry.items():
+        if not _visible(str(name)):
+            raise ValueError(
+                f"gauge(): metric name {str(name)!r} is blank or holds a control character "
+                f"(a newline, tab or escape code); it is shown next to its value and names "
+                f"its files. Pass a visible name such as 'loss'."
+            )
         if str(name) in free:
             kept[str(name)] = detach(value)
             continue
