@@ -62,3 +62,20 @@ def test_a_step_mean_of_float32_values_is_written_in_float32(tmp_path: Path) -> 
     assert len(losses) == 2
     for text in losses:
         assert text == repr(float(str(np.float32(text)))), losses
+
+
+class _LogsNumPy(TrainerCallback):
+    def on_train_step_end(self, trainer: Any, **kwargs: Any) -> None:
+        trainer.log("np32", np.float32(0.3))
+        trainer.log("array32", np.array([0.7], dtype=np.float32))
+        trainer.log("np64", np.float64(DOUBLE))
+
+
+def test_numpy_single_precision_values_keep_their_decimal(tmp_path: Path) -> None:
+    exp = Experiment("p", "numpy", root=tmp_path, checkpoint=None, save_script=False)
+    exp.log_every_n_steps = 1
+    make_trainer([_LogsNumPy(), exp]).train(tiny_data(16), 1, per_device_batch_size=16)
+    with open(exp.run_dir / "metrics.csv", newline="") as fh:
+        values = {r["name"]: r["value"] for r in csv.DictReader(fh)}
+    assert values["np32"] == "0.3" and values["array32"] == "0.7", values
+    assert values["np64"] == repr(DOUBLE), values

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from scramjet.runtime import distributed as dist
+from scramjet.tracking._params import plain_results
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
@@ -127,9 +128,13 @@ def _value(value: Any, reduce: str | None, device: torch.device) -> torch.Tensor
             )
         out: torch.Tensor | float = value.detach().reshape(())
     elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-        out = float(value)  # Python numbers and NumPy scalars (np.float32, np.int64, ...)
+        # Python numbers and NumPy scalars (np.float32, np.int64, ...); a float32 one as its
+        # shortest float32 decimal (0.3, not 0.30000001192092896)
+        out = float(plain_results(value))
     elif _is_one_element_array(value):
-        out = float(value.item())
+        out = float(
+            plain_results(value.reshape(-1)[0]) if hasattr(value, "reshape") else value.item()
+        )
     else:
         raise TypeError(
             f"trainer.log received a value of type {type(value).__name__}; expected a number "
