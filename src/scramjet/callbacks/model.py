@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import numbers
 import os
 import warnings
 from collections.abc import Sequence
@@ -44,6 +45,18 @@ def _check_save_path(trainer: Trainer, path: Path, who: str) -> None:
             f"until its first save and fail there, so it stops before the first step. Pass a "
             f"file path in a folder this process can write (e.g. save_path='runs/best.pt').",
             path,
+        )
+
+
+def check_ema_decay(decay: object) -> None:
+    """An EMA's decay: a real number strictly between 0 and 1 (a string from a config file,
+    a bool or NaN is refused here, not at the first comparison or update)."""
+    number = isinstance(decay, numbers.Real) and not isinstance(decay, bool)
+    if not (number and 0.0 < decay < 1.0):  # type: ignore[operator]
+        raise ValueError(
+            f"decay must be in (0, 1): a number strictly between 0 and 1 (the weight of the "
+            f"average at each update); received {decay!r} ({type(decay).__name__}). Pass e.g. "
+            f"decay=0.999, converting a value read from a file with float(...)."
         )
 
 
@@ -175,8 +188,7 @@ class ModelEmaCallback(TrainerCallback):
         evaluate_during_training: bool = True,
         save_path: str | os.PathLike[str] | None = None,
     ) -> None:
-        if not 0.0 < decay < 1.0:
-            raise ValueError(f"decay must be in (0, 1); received {decay}.")
+        check_ema_decay(decay)
         self.decay = decay
         self.evaluate_during_training = evaluate_during_training
         from scramjet.checkpoint.remote import is_url

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from scramjet.callbacks.model import check_ema_decay
 from scramjet.runtime import distributed as dist
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -91,8 +92,7 @@ class ModelEma(nn.Module):
         self, model: nn.Module, decay: float = 0.9999, device: torch.device | str | None = None
     ) -> None:
         super().__init__()
-        if not 0.0 < decay < 1.0:
-            raise ValueError(f"decay must be in (0, 1); received {decay}.")
+        check_ema_decay(decay)
         self.module = copy.deepcopy(model).eval()
         for p in self.module.parameters():
             p.requires_grad_(False)
