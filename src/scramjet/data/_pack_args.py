@@ -94,3 +94,13 @@ def warn_local_storage_options(dst: Any, storage_options: Any) -> None:
         UserWarning,
         stacklevel=3,
     )
+
+
+def check_dst(dst: Any) -> None:
+    """Refuse an empty ``dst``: it would mean the current folder (an unset variable, most
+    likely), which ``overwrite=True`` would replace with the pack."""
+    if isinstance(dst, str | os.PathLike) and os.fspath(dst) == "":
+        raise ValueError(
+            "dst is empty (''); pass the path of the pack to create, e.g. 'photos.pack' "
+            "(an empty dst would mean the current folder, an unset variable most likely)"
+        )

@@ -37,6 +37,7 @@ import numpy as np
 from scramjet.data import _pool
 from scramjet.data._pack_args import (
     check_args,
+    check_dst,
     check_flags,
     check_quality,
     check_workers,
@@ -301,6 +302,7 @@ def pack(
         >>> report.num_samples, report.shard_sizes
         (4, [2, 2])
     """
+    check_dst(dst)
     check_workers(workers)
     quality = check_quality(quality)
     keep_exif, exif_orientation, is_seq, overwrite, progress = check_flags(
