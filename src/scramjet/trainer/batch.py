@@ -476,6 +476,17 @@ def _loss_hint(error: Exception, loss_func: Any, logits: Any, targets: Any) -> s
         )
     if tensors and "out of bounds" in str(error) and logits.ndim >= 2 and targets.numel():
         low, high, classes = int(targets.min()), int(targets.max()), logits.shape[1]
+        if low < 0:
+            skip = (
+                f"{type(loss_func).__name__}(ignore_index={low})"
+                if isinstance(loss_func, nn.Module)
+                else f"pass ignore_index={low} to the loss function"
+            )
+            return (
+                f"Class targets are indices from 0, but the smallest target in this batch is "
+                f"{low}. If {low} marks samples without a label, have the loss skip them: "
+                f"{skip}; otherwise map the labels to 0..{classes - 1} in the dataset."
+            )
         return (
             f"The model outputs {classes} classes (dimension 1 of the outputs), so the "
             f"targets must lie in 0..{classes - 1}, but the largest target in this batch is {high} and "
