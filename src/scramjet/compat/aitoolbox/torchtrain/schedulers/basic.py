@@ -147,6 +147,12 @@ class StepLRScheduler(GeneralLRSchedulerCallback):
     """``StepLR``: multiply the learning rate by ``gamma`` every ``step_size`` epochs."""
 
     def __init__(self, step_size: int, **kwargs: Any) -> None:
+        if isinstance(step_size, bool) or not isinstance(step_size, int) or step_size < 1:
+            raise ValueError(
+                f"StepLRScheduler: step_size must be a whole number of epochs >= 1; received "
+                f"{step_size!r}. Pass e.g. step_size=10 to decay the learning rate every 10 "
+                f"epochs."
+            )
         super().__init__(lr_scheduler.StepLR, step_size=step_size, **kwargs)
 
 
