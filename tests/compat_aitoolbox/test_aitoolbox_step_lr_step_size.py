@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from aitb_helpers import MyNeuralModel, dataset
@@ -16,6 +17,10 @@ def test_bad_step_size_is_refused_when_built(step_size: object) -> None:
     with pytest.raises(ValueError, match=r"step_size must be .* >= 1; received") as info:
         StepLRScheduler(step_size=step_size)  # type: ignore[arg-type]
     assert repr(step_size) in str(info.value)
+
+
+def test_numpy_integer_step_size_is_accepted() -> None:
+    assert StepLRScheduler(step_size=np.int64(3)).scheduler_args["step_size"] == 3
 
 
 def test_valid_step_size_decays_like_torch_step_lr() -> None:

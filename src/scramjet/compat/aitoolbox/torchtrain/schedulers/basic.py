@@ -9,6 +9,7 @@ what the model checkpoints save under ``schedulers_state_dict``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from numbers import Integral
 from typing import Any
 
 from torch.optim import lr_scheduler
@@ -147,7 +148,7 @@ class StepLRScheduler(GeneralLRSchedulerCallback):
     """``StepLR``: multiply the learning rate by ``gamma`` every ``step_size`` epochs."""
 
     def __init__(self, step_size: int, **kwargs: Any) -> None:
-        if isinstance(step_size, bool) or not isinstance(step_size, int) or step_size < 1:
+        if isinstance(step_size, bool) or not isinstance(step_size, Integral) or step_size < 1:
             raise ValueError(
                 f"StepLRScheduler: step_size must be a whole number of epochs >= 1; received "
                 f"{step_size!r}. Pass e.g. step_size=10 to decay the learning rate every 10 "
