@@ -178,13 +178,34 @@ def check_header_is_not_a_row(header: list[str], root: Path, file_list: object) 
         )
 
 
+def _bad_name(header: list[str]) -> str:
+    """What is wrong with the first bad column name of ``header`` and how to fix it."""
+    for i, name in enumerate(header, 1):
+        if not name:
+            return f"column {i} has no name; give it one in the header line"
+        if name.startswith("_"):
+            return (
+                f"{name!r} (column {i}) starts with '_', which the pack keeps for its own "
+                f"data; rename it, e.g. {name.lstrip('_') or 'value'!r}"
+            )
+        places = [j for j, other in enumerate(header, 1) if other == name]
+        if len(places) > 1:
+            where = ", ".join(map(str, places[:-1])) + f" and {places[-1]}"
+            return (
+                f"{name!r} is the name of columns {where}; rename all but one, e.g. {f'{name}_2'!r}"
+            )
+    return ""
+
+
 def check_header(header: list[str], dtype: list[str]) -> list[tuple[str, bool]]:
     """Validate column names against ``dtype`` and return parsed ``(base, variable)`` pairs."""
     if len(header) < 1 or not header[0]:
         raise ValueError("the CSV header must name at least the image column, e.g. 'image\tlabel'")
-    if len(set(header)) != len(header) or any(not h or h.startswith("_") for h in header):
+    bad = _bad_name(header)
+    if bad:
         raise ValueError(
-            f"CSV header names must be unique, non-empty and not start with '_', got {header}"
+            f"CSV header names must be unique, non-empty and not start with '_', got {header}: "
+            f"{bad}"
         )
     nested = [h for h in header if "/" in h or h == "."]
     if nested:
