@@ -79,3 +79,19 @@ def test_numpy_single_precision_values_keep_their_decimal(tmp_path: Path) -> Non
         values = {r["name"]: r["value"] for r in csv.DictReader(fh)}
     assert values["np32"] == "0.3" and values["array32"] == "0.7", values
     assert values["np64"] == repr(DOUBLE), values
+
+
+class _LogsAfterEvaluation(TrainerCallback):
+    def on_evaluation_run_end(self, trainer: Any, **kwargs: Any) -> None:
+        trainer.log("val_acc", torch.tensor(0.3))
+        trainer.log("val_np", np.float32(0.7))
+
+
+def test_epoch_values_logged_outside_the_batches_keep_their_decimal(tmp_path: Path) -> None:
+    exp = Experiment("p", "epoch", root=tmp_path, checkpoint=None, save_script=False)
+    trainer = make_trainer([_LogsAfterEvaluation(), exp])
+    trainer.train(tiny_data(16), 1, eval_dataset=tiny_data(8), per_device_batch_size=8)
+    with open(exp.run_dir / "metrics.csv", newline="") as fh:
+        values = {r["name"]: r["value"] for r in csv.DictReader(fh) if r["scope"] == "epoch"}
+    assert values["val_acc"] == "0.3" and values["val_np"] == "0.7", values
+    assert np.float32(trainer.run_history.get_latest_metric("val_acc")) == np.float32(0.3)

@@ -84,8 +84,8 @@ class MetricLog:
         for name, value in values.items():
             _check_name(name)
             reduced = _value(value, reduce, trainer.device)
-            number = reduced.item() if isinstance(reduced, torch.Tensor) else reduced
-            trainer.run_history.update_metric(name, float(number))
+            # a float32 tensor's value as its shortest float32 decimal, as the step rows have it
+            trainer.run_history.update_metric(name, float(plain_results(reduced)))
 
 
 def _check_name(name: Any) -> str:
