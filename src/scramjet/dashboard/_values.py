@@ -22,13 +22,20 @@ FORMAT_KINDS = ("raw", "percent", "tailor", "inviz")
 def check_format(fmt: Mapping[str, Any] | None) -> dict[str, tuple[str, Any]]:
     """``format=`` as ``{metric: (kind, arg)}``; an unknown kind, a ``tailor`` without a
     function or a spec that formats no number is refused, naming the metric."""
+    example = "{'acc': ('percent', '.2f'), 'loss': ('raw', '.4f')}"
+    if fmt is not None and not isinstance(fmt, Mapping):
+        raise TypeError(
+            f"format must be a dict {{metric: (kind, arg)}}; received {fmt!r} "
+            f"({type(fmt).__name__}), e.g. {example}."
+        )
     out: dict[str, tuple[str, Any]] = {}
     for name, spec in (fmt or {}).items():
-        kind, arg = (spec, None) if isinstance(spec, str) else (*tuple(spec), None)[:2]
+        pair = (spec,) if isinstance(spec, str) else spec
+        kind, arg = (*pair, None)[:2] if isinstance(pair, tuple | list) else (spec, None)
         if kind not in FORMAT_KINDS:
             raise ValueError(
-                f"format[{name!r}] = {spec!r}: the kind must be one of {FORMAT_KINDS}, e.g. "
-                f"{{'acc': ('percent', '.2f'), 'loss': ('raw', '.4f')}}."
+                f"format[{name!r}] = {spec!r}: expected a kind or a pair (kind, arg), the "
+                f"kind one of {FORMAT_KINDS}, e.g. {example}."
             )
         if kind == "tailor" and not callable(arg):
             raise TypeError(

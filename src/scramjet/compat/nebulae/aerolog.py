@@ -48,9 +48,14 @@ def convert_format(
     """
     out: dict[str, tuple[str, Any]] = {}
     inviz: dict[str, Callable[..., Any]] = {}
+    if fmt is not None and not isinstance(fmt, Mapping):
+        raise TypeError(
+            f"format must be a dict {{metric: (form, mode)}}; received {fmt!r} "
+            f"({type(fmt).__name__}), e.g. {_EXAMPLE}."
+        )
     for name, spec in (fmt or {}).items():
-        items = (spec, None) if isinstance(spec, str) else tuple(spec)
-        if len(items) != 2:
+        items: Any = (spec, None) if isinstance(spec, str) else spec
+        if not isinstance(items, tuple | list) or len(items) != 2:
             raise ValueError(
                 f"format[{name!r}] = {spec!r}: expected a pair (form, mode), e.g. {_EXAMPLE}."
             )
