@@ -39,6 +39,7 @@ def explain_batch_error(
     if isinstance(error, RuntimeError) and "type" in str(error):
         explain_input_dtype(error, model, batch, hook)
         explain_integer_inputs(error, model, batch, hook)
+        explain_complex_inputs(error, model, batch, hook)
     if isinstance(error, TypeError) and re.search(r"must be Tensor, not (list|tuple)", str(error)):
         explain_sequence_inputs(error, batch, hook)
 
@@ -117,6 +118,24 @@ def explain_integer_inputs(error: RuntimeError, model: nn.Module, batch: Any, ho
         f"{convert} / 255 (then normalise them as the model expects), other numbers as "
         f"{convert}. Token or category ids are not converted: they go through an "
         f"nn.Embedding first."
+    ) from error
+
+
+def explain_complex_inputs(error: RuntimeError, model: nn.Module, batch: Any, hook: str) -> None:
+    """Complex inputs (FFT features, I/Q signals) into real weights: torch says only
+    'ComplexFloat and Float', and converting with x.float() would drop the imaginary part."""
+    weights = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+    if weights is None or "complex" not in str(error).lower():
+        return
+    found = sorted({str(t.dtype) for t in _tensors(batch) if t.is_complex()})
+    if not found:
+        return
+    raise RuntimeError(
+        f"{error}\nIn {hook}, the batch holds {' and '.join(found)} tensors, but the model's "
+        f"weights are {weights}: its layers compute with real numbers. Turn the complex "
+        f"inputs into real ones in the dataset or a collate_fn: torch.view_as_real(x) "
+        f"(real and imaginary parts as a last dimension of 2; flatten it into the features "
+        f"or channels), or x.abs() and x.angle() for magnitude and phase."
     ) from error
 
 
