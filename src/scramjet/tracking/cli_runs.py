@@ -214,10 +214,11 @@ def hyperparams(run: Path) -> dict[str, Any]:
 
 
 def _flat(values: dict[str, Any], sep: str = ".", prefix: str = "") -> dict[str, Any]:
-    """Nested dicts flattened, their names joined with ``sep``."""
+    """Nested dicts flattened, their names joined with ``sep``; an empty one is a value
+    (``{}``: a settings group with nothing set), as the loggers and name checks have it."""
     out: dict[str, Any] = {}
     for key, value in values.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and value:
             out.update(_flat(value, sep, f"{prefix}{key}{sep}"))
         else:
             out[f"{prefix}{key}"] = value
