@@ -34,8 +34,8 @@ def check_format(fmt: Mapping[str, Any] | None) -> dict[str, tuple[str, Any]]:
         kind, arg = (*pair, None)[:2] if isinstance(pair, tuple | list) else (spec, None)
         if kind not in FORMAT_KINDS:
             raise ValueError(
-                f"format[{name!r}] = {spec!r}: expected a kind or a pair (kind, arg), the "
-                f"kind one of {FORMAT_KINDS}, e.g. {example}."
+                f"format[{name!r}] = {spec!r}: expected a kind or a pair (kind, arg); the "
+                f"kind must be one of {FORMAT_KINDS}, e.g. {example}."
             )
         if kind == "tailor" and not callable(arg):
             raise TypeError(
