@@ -19,7 +19,8 @@ def test_binary_package_results_keep_aitoolbox_metric_keys() -> None:
     results = BinaryClassificationResultPackage().prepare_result_package(y_true, scores)
     assert results["Accuracy"] == pytest.approx(0.6)
     assert results["ROC_AUC"] == pytest.approx(results["roc_auc"])
-    assert results["PrecisionRecall_AUC"] == pytest.approx(results["pr_auc"])
+    assert results["PrecisionRecall_AUC"] == pytest.approx(0.85)  # auc(recall, precision)
+    assert results["pr_auc"] == pytest.approx(0.8666666)  # the average precision
     assert results["F1_score"] == pytest.approx(results["f1"])
     assert results["accuracy"] == results["Accuracy"]
 

@@ -41,13 +41,6 @@ def test_metric_without_positive_target_is_nan() -> None:
     assert np.isnan(PrecisionRecallCurveAUCMetric([0, 0, 0], [0.1, 0.5, 0.9]).get_metric())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BinaryClassificationResultPackage's PrecisionRecall_AUC is scramjet's average "
-    "precision, not AIToolbox's trapezoidal PR-curve area; the fix (compute the key with "
-    "pr_curve_area) contradicts tests/compat_aitoolbox/test_aitoolbox_power_user.py, which "
-    "asserts PrecisionRecall_AUC == pr_auc, and needs that assertion changed with it",
-)
 def test_package_key_matches_aitoolbox_definition() -> None:
     y_true, scores = np.array([1, 0, 1, 1, 0]), np.array([0.9, 0.4, 0.2, 0.8, 0.6])
     results = BinaryClassificationResultPackage().prepare_result_package(

@@ -239,6 +239,20 @@ class BinaryResults(ResultPackage):
         self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """See the class docstring."""
+        pred, target = self.scores_and_labels(y_pred, y_true)
+        t = self.threshold
+        return {
+            "accuracy": float(C.binary_accuracy(pred, target, threshold=t)),
+            "roc_auc": _defined_or_nan(C.binary_auroc, pred, target, "ROC-AUC", both=True),
+            "pr_auc": _defined_or_nan(
+                C.binary_average_precision, pred, target, "PR-AUC", both=False
+            ),
+            "f1": float(C.binary_f1_score(pred, target, threshold=t)),
+        }
+
+    def scores_and_labels(self, y_pred: Any, y_true: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """The positive-class probabilities and 0/1 labels the results are computed from:
+        two scores per sample through a softmax, logits through a sigmoid, padding left out."""
         pred = as_tensor(y_pred, "y_pred").float()
         target = as_tensor(y_true, "y_true")
         two_scores = pred.dim() == 2 and pred.shape[1] == 2 and pred.shape[0] == target.numel()
@@ -249,16 +263,7 @@ class BinaryResults(ResultPackage):
         _refuse_nan(pred, kept, "BinaryResults")
         if not two_scores:
             pred = self._as_probabilities(pred, kept)
-        pred, target = pred[kept], _binary_labels(target[kept])
-        t = self.threshold
-        return {
-            "accuracy": float(C.binary_accuracy(pred, target, threshold=t)),
-            "roc_auc": _defined_or_nan(C.binary_auroc, pred, target, "ROC-AUC", both=True),
-            "pr_auc": _defined_or_nan(
-                C.binary_average_precision, pred, target, "PR-AUC", both=False
-            ),
-            "f1": float(C.binary_f1_score(pred, target, threshold=t)),
-        }
+        return pred[kept], _binary_labels(target[kept])
 
     def _as_probabilities(self, pred: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
         """``pred`` through a sigmoid when they are logits; checked when probabilities."""

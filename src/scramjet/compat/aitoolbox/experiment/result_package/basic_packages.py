@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from scramjet import metrics as M
+from scramjet.compat.aitoolbox.experiment.core_metrics.classification import pr_curve_area
 from scramjet.compat.aitoolbox.experiment.result_package.abstract_result_packages import (
     AbstractResultPackage,
 )
@@ -102,12 +103,19 @@ class BinaryClassificationResultPackage(MetricsResultPackage):
         **kwargs: Any,
     ) -> None:
         cut = positive_class_thresh if threshold is None else threshold
-        super().__init__("BinaryClassificationResult", M.BinaryResults(cut), strict_content_check)
+        self.binary = M.BinaryResults(cut)
+        super().__init__("BinaryClassificationResult", self.binary, strict_content_check)
 
     def prepare_results_dict(self) -> dict[str, Any]:
         """AIToolbox's ``Accuracy``, ``ROC_AUC``, ``PrecisionRecall_AUC`` and ``F1_score``
-        first, then scramjet's binary results."""
-        return _with_aitoolbox_keys(super().prepare_results_dict(), _BINARY_KEYS)
+        first, then scramjet's binary results.
+
+        ``PrecisionRecall_AUC`` is AIToolbox's trapezoidal area under the precision-recall
+        curve (:func:`pr_curve_area`); scramjet's ``pr_auc`` is the average precision."""
+        results = _with_aitoolbox_keys(super().prepare_results_dict(), _BINARY_KEYS)
+        scores, labels = self.binary.scores_and_labels(self.y_predicted, self.y_true)
+        results["PrecisionRecall_AUC"] = pr_curve_area(labels.numpy(), scores.numpy())
+        return results
 
 
 class RegressionResultPackage(MetricsResultPackage):
