@@ -1,5 +1,5 @@
-"""``ProgressBarCallback`` draws through the same display as the Dashboard; with
-``FORCE_COLOR`` on a log that is not a terminal it writes every live frame into it."""
+"""``ProgressBarCallback`` draws through the same display as the Dashboard: with
+``FORCE_COLOR`` on a log that is not a terminal it prints plain lines, not live frames."""
 
 from __future__ import annotations
 
@@ -13,11 +13,6 @@ from scramjet.callbacks import ProgressBarCallback
 from scramjet.trainer import Trainer
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="callbacks/_display.LiveOrPlain takes FORCE_COLOR as a terminal that redraws "
-    "(rich's is_terminal): ProgressBarCallback writes control codes into a CI log",
-)
 def test_progress_bar_with_force_color_on_a_log_prints_plain_lines(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

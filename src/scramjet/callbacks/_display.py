@@ -9,6 +9,8 @@ times a second; elsewhere (CI logs, files, dumb terminals) a daemon thread calls
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import IO, Any
@@ -20,8 +22,9 @@ class LiveOrPlain:
     """Draws ``renderable`` with ``rich.live`` on a terminal, or calls ``tick`` on a timer.
 
     The choice is made once, from a rich ``Console`` on ``file``: live drawing when it is
-    a terminal (rich's detection, which honours ``FORCE_COLOR`` and ``TTY_COMPATIBLE``)
-    that is not a dumb one (``TERM=dumb``), plain otherwise.
+    a terminal (rich's detection, which honours ``TTY_COMPATIBLE``) that is not a dumb one
+    (``TERM=dumb``), plain otherwise. ``FORCE_COLOR`` alone on a stream that is not a
+    terminal (a CI log) gives plain lines: it asks for colours, not for redraws.
 
     Args:
         renderable: What ``rich.live.Live`` draws; read again on every refresh.
@@ -58,7 +61,7 @@ class LiveOrPlain:
     ) -> None:
         from rich.console import Console
 
-        self._console = Console(file=file, force_terminal=force_terminal)
+        self._console = Console(file=file, force_terminal=_terminal_choice(file, force_terminal))
         #: True: drawn with ``rich.live``; False: plain lines from ``tick``. A terminal
         #: that cannot redraw in place (``TERM=dumb``, ``TTY_INTERACTIVE=0`` as CI logs set
         #: it) gets plain lines: rich's live view would print nothing until the run ends.
@@ -113,3 +116,28 @@ class LiveOrPlain:
         if thread is not None:
             self._stop.set()
             thread.join()
+
+
+def _terminal_choice(file: Any, force_terminal: bool | None) -> bool | None:
+    """``force_terminal`` for the display: ``False`` where only ``FORCE_COLOR`` makes
+    ``file`` look like a terminal, else as given (``None``: rich's detection).
+
+    ``FORCE_COLOR`` (set by CI systems for coloured logs) asks for colours; rich takes it
+    as a terminal that redraws in place, which writes every frame of the live view into
+    the log. Only a stream that is a terminal, ``TTY_COMPATIBLE=1`` or
+    ``TTY_INTERACTIVE=1`` (rich's names for a device that redraws) get the live view.
+
+    Example:
+        >>> import io
+        >>> _terminal_choice(io.StringIO(), True)
+        True
+    """
+    if force_terminal is not None or not os.environ.get("FORCE_COLOR"):
+        return force_terminal
+    if os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("TTY_INTERACTIVE") == "1":
+        return None
+    isatty = getattr(file if file is not None else sys.stdout, "isatty", None)
+    try:
+        return None if callable(isatty) and isatty() else False
+    except ValueError:  # a closed stream
+        return False

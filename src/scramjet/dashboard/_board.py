@@ -35,7 +35,6 @@ from scramjet.dashboard._view import (
     StageView,
     memory_text,
     plain_lines,
-    terminal_choice,
 )
 from scramjet.runtime.files import atomic_write_bytes
 from scramjet.trainer.data_order import safe_len
@@ -397,7 +396,7 @@ class Dashboard(TrainerCallback):
             LiveView(self.snapshot),
             lambda: self._print_plain(None, periodic=True),
             file=self.file,
-            force_terminal=terminal_choice(self.file, self.force_terminal),
+            force_terminal=self.force_terminal,
             refresh_per_second=self.refresh_per_second,
             interval=self.print_every,
             name="scramjet-dashboard",

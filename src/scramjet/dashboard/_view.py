@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -300,28 +299,3 @@ def _rss_bytes() -> int | None:
         return int(peak if sys.platform == "darwin" else peak * 1024)
     except Exception:
         return None
-
-
-def terminal_choice(file: Any, force_terminal: bool | None) -> bool | None:
-    """``force_terminal`` for the display: ``False`` where only ``FORCE_COLOR`` makes
-    ``file`` look like a terminal, else as given (``None``: rich's detection).
-
-    ``FORCE_COLOR`` (set by CI systems for coloured logs) asks for colours; rich takes it
-    as a terminal that redraws in place, which writes every frame of the live view into
-    the log. Only a stream that is a terminal, ``TTY_COMPATIBLE=1`` or
-    ``TTY_INTERACTIVE=1`` (rich's names for a device that redraws) get the live view.
-
-    Example:
-        >>> import io
-        >>> terminal_choice(io.StringIO(), True)
-        True
-    """
-    if force_terminal is not None or not os.environ.get("FORCE_COLOR"):
-        return force_terminal
-    if os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("TTY_INTERACTIVE") == "1":
-        return None
-    isatty = getattr(file if file is not None else sys.stdout, "isatty", None)
-    try:
-        return None if callable(isatty) and isatty() else False
-    except ValueError:  # a closed stream
-        return False
