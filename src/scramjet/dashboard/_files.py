@@ -7,35 +7,22 @@ crash while logging never leaves a half-written file behind.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import math
 import os
-import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from scramjet.runtime.files import digest_stem, safe_stem
+
 #: One recorded value: (x = epoch progress, step, epoch, mile, value).
 Row = tuple[float, int, int, int, float]
-
-# ``\w`` of a str pattern is any letter or digit, so ``損失`` stays as it is.
-_UNSAFE = re.compile(r"[^\w.-]+")
 
 #: Longest file stem, in UTF-8 bytes: with ``.csv`` and atomic_write's temporary
 #: name, far below the 255 bytes a file system takes.
 _MAX_STEM = 100
-
-
-def safe_name(metric: str) -> str:
-    """A file-name-safe version of a metric name (``val/acc`` -> ``val_acc``).
-
-    Example:
-        >>> safe_name("val/acc 1")
-        'val_acc_1'
-    """
-    return _UNSAFE.sub("_", metric).strip("_") or "metric"
 
 
 def file_stems(metrics: Iterable[str]) -> dict[str, str]:
@@ -51,7 +38,7 @@ def file_stems(metrics: Iterable[str]) -> dict[str, str]:
         >>> file_stems(["val_acc", "val/acc", "損失"])
         {'val_acc': 'val_acc', 'val/acc': 'val_acc-76c8b4d4', '損失': '損失'}
     """
-    stems = {metric: safe_name(metric) for metric in metrics}
+    stems = {metric: safe_stem(metric) for metric in metrics}
     groups: dict[str, list[str]] = {}
     for metric, stem in stems.items():
         groups.setdefault(stem.casefold(), []).append(metric)
@@ -60,9 +47,7 @@ def file_stems(metrics: Iterable[str]) -> dict[str, str]:
         for name in names:
             stem = stems[name]
             if name not in kept or len(stem.encode()) > _MAX_STEM:
-                digest = hashlib.sha1(name.encode()).hexdigest()[:8]
-                cut = stem.encode()[: _MAX_STEM - 9].decode(errors="ignore")
-                stems[name] = f"{cut}-{digest}"
+                stems[name] = digest_stem(stem, name, _MAX_STEM)
     return stems
 
 

@@ -11,7 +11,9 @@ replaced file keeps its permission bits. :func:`atomic_write_bytes` and
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
+import re
 import stat
 import threading
 import uuid
@@ -22,6 +24,8 @@ from typing import Any, BinaryIO
 from scramjet.runtime.processes import pid_alive
 
 __all__ = [
+    "digest_stem",
+    "safe_stem",
     "TMP_PREFIX",
     "atomic_write",
     "atomic_write_bytes",
@@ -274,3 +278,31 @@ def why_not_creatable(path: str | os.PathLike[str]) -> str | None:
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"cannot create {str(path)!r}: the folder {str(parent)!r} is not writable"
     return None
+
+
+# ``\w`` of a str pattern is any letter or digit, so ``損失`` stays as it is.
+_UNSAFE_IN_NAMES = re.compile(r"[^\w.-]+")
+
+
+def safe_stem(name: str) -> str:
+    """A file-name-safe stem for ``name``: letters of any script, digits, ``.``, ``-``
+    and ``_`` are kept, every other run of characters becomes ``_``.
+
+    Example:
+        >>> safe_stem("val/acc 1"), safe_stem("損失"), safe_stem("//")
+        ('val_acc_1', '損失', 'metric')
+    """
+    return _UNSAFE_IN_NAMES.sub("_", name).strip("_") or "metric"
+
+
+def digest_stem(stem: str, name: str, max_bytes: int) -> str:
+    """``stem`` cut to at most ``max_bytes`` UTF-8 bytes in all, ending in ``-`` and 8 hex
+    digits of ``name``'s SHA-1: a stem of its own for names whose safe stems are alike
+    or too long for a file name.
+
+    Example:
+        >>> digest_stem("val_acc", "val/acc", 100)
+        'val_acc-76c8b4d4'
+    """
+    digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+    return f"{stem.encode()[: max_bytes - 9].decode(errors='ignore')}-{digest}"

@@ -9,7 +9,6 @@ canvas: matplotlib's global state and style are never touched.
 from __future__ import annotations
 
 import base64
-import hashlib
 import html
 import io
 import json
@@ -143,17 +142,13 @@ def _plot_stem(name: str, suffix: str, taken: set[str]) -> str:
     compared without case, for case-insensitive file systems) or too long for a file name
     (at most 255 bytes, counting the temporary name of the atomic write) is cut and ends
     with a hash of the metric name instead."""
-    stem = _safe(name) + suffix
+    from scramjet.runtime.files import digest_stem, safe_stem
+
+    stem = safe_stem(name) + suffix
     if stem.casefold() in taken or len(stem.encode()) > _MAX_STEM_BYTES:
-        digest = hashlib.sha256((name + suffix).encode()).hexdigest()[:10]
-        head = _safe(name).encode()[: _MAX_STEM_BYTES - 11 - len(suffix)]
-        stem = f"{head.decode(errors='ignore')}{suffix}-{digest}"
+        stem = digest_stem(stem, name + suffix, _MAX_STEM_BYTES)
     taken.add(stem.casefold())
     return stem
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
 def _write(path: Path, data: bytes) -> Path:

@@ -76,7 +76,8 @@ class ModelTrainHistoryPlot(_EpochOrTrainEnd):
         self.written = []
 
     def _act(self) -> None:
-        from scramjet.tracking.report import _plot_lines, _safe, _write
+        from scramjet.runtime.files import safe_stem
+        from scramjet.tracking.report import _plot_lines, _write
 
         assert self.train_loop_obj is not None
         out = _output_dir(self.train_loop_obj, self.folder, "plots")
@@ -86,7 +87,7 @@ class ModelTrainHistoryPlot(_EpochOrTrainEnd):
                 xs = list(range(1, len(numbers) + 1))
                 self.written.append(
                     _write(
-                        out / f"{_safe(name)}.png",
+                        out / f"{safe_stem(name)}.png",
                         _plot_lines(name, [(name, xs, numbers)], "epoch"),
                     )
                 )
