@@ -266,7 +266,12 @@ class Manifest:
         path = Path(pack_dir) / MANIFEST_NAME
         if not path.is_file():
             raise PackFormatError(no_pack_message(Path(pack_dir)))
-        return cls.from_json(path.read_text(encoding="utf-8"), where=str(path))
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            # removed or replaced (e.g. by a rerun of pack) since the check above
+            raise PackFormatError(no_pack_message(Path(pack_dir))) from None
+        return cls.from_json(text, where=str(path))
 
 
 def _packs_in(folder: Path, limit: int = 2000) -> list[str]:
