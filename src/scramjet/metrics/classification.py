@@ -323,9 +323,9 @@ def _defined_or_nan(
 class RegressionResults(ResultPackage):
     """Regression: MSE, MAE and R² (NaN for fewer than two samples: it is undefined).
 
-    Targets ``[N, k]`` with predictions of the same shape are ``k`` outputs: R² is the mean
-    of the per-output R², as ``sklearn.metrics.r2_score`` gives by default (MSE and MAE are
-    the same pooled or per output).
+    Targets ``[N, k]`` with predictions of the same shape are ``k`` outputs of ``N``
+    samples: R² is the mean of the per-output R², as ``sklearn.metrics.r2_score`` gives by
+    default, and NaN when ``N`` is 1 (MSE and MAE are the same pooled or per output).
     """
 
     name = "regression"
@@ -347,13 +347,16 @@ class RegressionResults(ResultPackage):
         return {
             "mse": float(R.mean_squared_error(pred, target)),
             "mae": float(R.mean_absolute_error(pred, target)),
-            "r2": _r2(pred, target, columns) if target.numel() >= 2 else math.nan,
+            "r2": _r2(pred, target, columns),
         }
 
 
 def _r2(pred: torch.Tensor, target: torch.Tensor, columns: int) -> float:
-    """R² of flat values, or the mean R² of ``columns`` outputs laid out row by row."""
-    if columns > 1 and target.numel() // columns >= 2:
+    """R² of flat values, or the mean R² of ``columns`` outputs laid out row by row; NaN
+    for fewer than two samples (one row of ``columns`` outputs is one sample)."""
+    if target.numel() // columns < 2:
+        return math.nan
+    if columns > 1:
         shape = (-1, columns)
         return float(R.r2_score(pred.reshape(shape), target.reshape(shape)))
     return float(R.r2_score(pred, target))

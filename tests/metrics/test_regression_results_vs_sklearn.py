@@ -1,0 +1,39 @@
+"""``RegressionResults`` against ``sklearn.metrics`` on multi-output and degenerate inputs."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn import metrics as skm
+
+from scramjet.metrics import RegressionResults
+
+
+@pytest.mark.parametrize("outputs", [2, 5])
+def test_one_sample_of_several_outputs_has_no_r2(outputs: int) -> None:
+    # R² of one sample is undefined however many outputs it has: sklearn gives NaN (with
+    # a warning), and so does the documented contract; pooling the outputs of that one
+    # sample as if they were samples gave a number (0.0 for [1, 2] against [1.5, 2.5]).
+    pred = torch.arange(outputs, dtype=torch.float32).unsqueeze(0)
+    target = pred + 0.5
+    out = RegressionResults()(pred, target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = skm.r2_score(target.double().numpy(), pred.double().numpy())
+    assert math.isnan(reference)
+    assert math.isnan(out["r2"]), out
+    assert out["mse"] == pytest.approx(0.25, rel=1e-12)
+    assert out["mae"] == pytest.approx(0.5, rel=1e-12)
+
+
+def test_several_samples_of_several_outputs_match_sklearn() -> None:
+    rng = np.random.default_rng(7)
+    target = rng.normal(size=(2, 3))
+    pred = target + rng.normal(scale=0.3, size=(2, 3))
+    out = RegressionResults()(torch.tensor(pred), torch.tensor(target))
+    assert out["r2"] == pytest.approx(skm.r2_score(target, pred), abs=1e-12)
+    assert out["mse"] == pytest.approx(skm.mean_squared_error(target, pred), rel=1e-12)
