@@ -381,14 +381,15 @@ def reduce(
 
     Returns:
         A new tensor on the input's device (the input is not modified). Integer and bool
-        inputs give a float64 mean; the sum of bools is an int64 count (as ``torch.sum``
+        inputs give a float64 mean; complex inputs a complex mean or sum; the sum of bools is an int64 count (as ``torch.sum``
         gives), their max is "any" and their min "all". A NaN on any rank makes the max
         and min NaN, as ``torch.amax`` does. In a single process, a copy of
         the input (a bool sum as int64).
 
     Raises:
-        ValueError: Unknown ``op``, or the ranks' tensors differ in shape or dtype (raised
-            on every rank alike, naming each rank's).
+        ValueError: Unknown ``op``, ``"max"``/``"min"`` of complex values, or the ranks'
+            tensors differ in shape or dtype (raised on every rank alike, naming each
+            rank's).
     """
     ops = {"mean": "sum", "sum": "sum", "max": "max", "min": "min"}
     if op not in ops:
@@ -422,7 +423,15 @@ def _extreme_keeping_nan(work: torch.Tensor, op: str) -> torch.Tensor:
 
 def _promoted(value: torch.Tensor, op: str) -> torch.Tensor:
     """``value`` in the dtype its reduction is computed in: float64 for the mean of
-    integers or bools, int64 for a sum of bools (a count: gloo sums bools as an OR)."""
+    integers or bools, int64 for a sum of bools (a count: gloo sums bools as an OR).
+    Complex values keep their dtype; they have no max or min (a ValueError)."""
+    if value.is_complex():
+        if op in ("max", "min"):
+            raise ValueError(
+                f"reduce: op {op!r} is undefined for complex values ({value.dtype}); use "
+                f"'mean' or 'sum', or reduce a real part (e.g. value.abs() or value.real)"
+            )
+        return value
     if op == "mean" and not value.is_floating_point():
         return value.double()  # the mean of integers is not an integer
     if op == "sum" and value.dtype == torch.bool:
