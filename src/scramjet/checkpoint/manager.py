@@ -360,7 +360,7 @@ class CheckpointManager:
                 Other values must be tensors, numpy arrays, numbers, strings, or
                 lists/tuples/dicts of these.
             step: Training step (a non-negative int); it is encoded in the file name.
-            epoch: Optional epoch number.
+            epoch: Optional epoch number (a non-negative int).
             metrics: Optional ``{name: number}``; ``monitor`` ranks checkpoints by it.
 
         Returns:
@@ -368,13 +368,13 @@ class CheckpointManager:
 
         Raises:
             TypeError: A value cannot be stored safely (named in the message).
-            ValueError: ``step`` is not a non-negative int.
+            ValueError: ``step`` or ``epoch`` is not a non-negative int.
             CheckpointWriteError: The previous background write failed (this checkpoint
                 is then not saved).
         """
         step = check_count(step, "step")
         if epoch is not None:  # checked here: a file holding another type would not load
-            epoch = check_count(epoch, "epoch", negative=True)
+            epoch = check_count(epoch, "epoch", optional=True)
         self.wait()  # the previous write first: one in flight at most
         if not self._claimed:
             self._claim()

@@ -193,21 +193,24 @@ def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
     return out
 
 
-def check_count(value: Any, what: str, *, negative: bool = False) -> int:
-    """``value`` as a plain int (``step``; ``epoch`` with ``negative``): numpy integers and
-    one-element integer tensors are accepted; anything else is refused at save time,
-    because a file holding it would not read back."""
+def check_count(value: Any, what: str, *, optional: bool = False) -> int:
+    """``value`` (``step``; ``epoch`` with ``optional``: None is checked by the caller) as
+    a plain non-negative int: numpy integers and one-element integer tensors are accepted;
+    anything else is refused at save time, because a file holding it would not read back
+    (or, negative, would be listed and resumed from as no run counts)."""
     number: int | None = None
     if not isinstance(value, bool | np.bool_ | float | str | bytes):
         try:
             number = operator.index(value)
         except TypeError:
             number = None
-    if number is None or (number < 0 and not negative):
-        expected = "an int or None" if negative else "a non-negative int"
+    if number is None or number < 0:
+        expected = ("a non-negative int" if number is not None or not optional else "an int") + (
+            " or None" if optional else ""
+        )
+        fix = f"{what}s count from 0" if number is not None else f"pass e.g. {what}=int(...)"
         raise ValueError(
-            f"{what} must be {expected}, got {type(value).__qualname__}: {_short(value)}; "
-            f"pass e.g. {what}=int(...)"
+            f"{what} must be {expected}, got {type(value).__qualname__}: {_short(value)}; {fix}"
         )
     return number
 
@@ -225,7 +228,7 @@ def build_payload(
         raise TypeError(f"state must be a dict of entries, got {type(state).__qualname__}")
     step = check_count(step, "step")
     if epoch is not None:
-        epoch = check_count(epoch, "epoch", negative=True)
+        epoch = check_count(epoch, "epoch", optional=True)
     payload_state: dict[str, Any] = {}
     stateful: list[str] = []
     for key, value in state.items():
