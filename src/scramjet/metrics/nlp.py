@@ -32,10 +32,12 @@ _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 def tokenize(text: str) -> list[str]:
     """Lower-cased runs of letters and digits of any script; each Chinese or Japanese
     character is a token of its own (those scripts put no spaces between words). Marks
-    (accents, the vowel signs of Indic scripts) stay in their word."""
+    (accents, the vowel signs of Indic scripts) stay in their word. The text is first put
+    in Unicode's composed form (NFC), so an accent written as a letter plus a combining
+    mark (``e`` + U+0301) is the same as the accented letter (U+00E9)."""
     tokens: list[str] = []
     word: list[str] = []
-    for char in text.lower():
+    for char in unicodedata.normalize("NFC", text).lower():
         if unicodedata.category(char)[0] in "LNM" and not _CJK.match(char):
             word.append(char)
             continue
