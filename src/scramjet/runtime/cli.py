@@ -241,7 +241,35 @@ def _checked_script(args: argparse.Namespace) -> argparse.Namespace:
         )
     if not args.module and not Path(args.script).is_file():
         raise ValueError(f"script {args.script!r} does not exist (to run a module, pass -m)")
+    if args.module:
+        _check_module(args.script)
     return args
+
+
+def _check_module(name: str) -> None:
+    """Raise a ValueError when ``python -m name``, run from this folder as the workers run
+    it, could not find the module's top-level package (nothing is imported)."""
+    import importlib.util
+
+    if name.endswith(".py") and Path(name).is_file():
+        raise ValueError(
+            f"-m {name}: {name!r} is a script file, not a module name; run it without -m "
+            f"(scramjet launch {name}), or give its module name (-m {name[:-3]})"
+        )
+    top = name.split(".")[0]
+    sys.path.insert(0, os.getcwd())  # the workers look in the working folder first
+    try:
+        found = top in sys.modules or importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        found = False
+    finally:
+        sys.path.pop(0)
+    if not found:
+        raise ValueError(
+            f"-m {name}: no module named {top!r} in the working folder {os.getcwd()} or on the "
+            "Python path; check the name, run from the folder that holds it (or add that "
+            "folder to PYTHONPATH), or pass a script file without -m"
+        )
 
 
 class _NoticeAsSigterm:
