@@ -237,6 +237,33 @@ def check_prefetch_factor(kwargs: dict[str, Any]) -> int | None:
     return int(value)
 
 
+def column_selection(columns: Any, available: list[str]) -> list[str]:
+    """The names ``columns=`` selects (all of ``available`` for None; a ``str`` is one
+    column, not the letters of its name).
+
+    Raises:
+        ValueError: an unknown name, a name given twice, or no name at all.
+    """
+    if columns is None:
+        return list(available)
+    names = [columns] if isinstance(columns, str) else list(columns)
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise ValueError(f"unknown columns {unknown}; this pack has {available}")
+    if not names:
+        raise ValueError(
+            f"columns={columns!r} selects no column, so every sample would be empty; pass "
+            f"names from {available}, or columns=None to read them all"
+        )
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(
+            f"columns={columns!r} names {', '.join(map(repr, twice))} more than once; a "
+            f"batch holds each column once, so list each name once"
+        )
+    return names
+
+
 def check_transform(transform: Any, names: list[str]) -> None:
     """A dataset's ``transform``: None, a callable, or a mapping of read columns to callables.
 

@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 from scramjet.data._args import (
     check_reader_options,
     check_transform,
+    column_selection,
     index_array,
     one_index,
     scalar_index,
@@ -166,12 +167,7 @@ class PackedDataset(Dataset[Any]):
         self._prefetcher: Prefetcher | None = None
         self._warned_room = False
         by_name = {c.name: c for c in self.manifest.columns}
-        if isinstance(columns, str):  # one column, not the letters of its name
-            columns = [columns]
-        names = list(by_name) if columns is None else list(columns)
-        unknown = [n for n in names if n not in by_name]
-        if unknown:
-            raise ValueError(f"unknown columns {unknown}; this pack has {list(by_name)}")
+        names = column_selection(columns, list(by_name))
         self.columns: list[ColumnSpec] = [by_name[n] for n in names]
         check_transform(transform, names)
         self.transform = transform
