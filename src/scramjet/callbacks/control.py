@@ -210,7 +210,8 @@ class EarlyStoppingCallback(TrainerCallback):
 
     Only epochs that record a new value of the metric count: one measured every few epochs
     uses up patience only when it is measured. A NaN value counts as no improvement and is
-    never the best. A run resumed from a checkpoint keeps the best value and the count.
+    never the best. A run resumed from a checkpoint keeps the best value and the count;
+    one resumed from a checkpoint of a run it had already stopped stops before training.
     When it stops the run, the main process prints why (the epoch, the metric's best and
     latest values, the threshold); ``trainer.stop_reason`` holds the same message.
 
@@ -264,10 +265,29 @@ class EarlyStoppingCallback(TrainerCallback):
 
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
         """Reset the counters when asked (a resumed run keeps the restored ones)."""
-        if self.reset_on_train and not is_resumed_run(trainer):
+        resumed = is_resumed_run(trainer)
+        if self.reset_on_train and not resumed:
             self.best, self.epochs_without_improvement = None, 0
         self._seen = metric_values_recorded(trainer, self.watch_metric)
         warn_if_not_evaluated(trainer, self.watch_metric, type(self).__name__)
+        if resumed and self.epochs_without_improvement >= self.patience:
+            self._stop_resumed_run(trainer)
+
+    def _stop_resumed_run(self, trainer: Trainer) -> None:
+        """The checkpoint was saved by a run this callback had already stopped: a rerun
+        (``resume_from="auto"`` after a crash past ``train()``, a requeue) trains no further."""
+        best = "it has been NaN" if self.best is None else f"best {self.best:.6g}"
+        err = StopTrainingError(
+            f"Early stopping: the checkpoint resumed from was saved by a run that early stopping "
+            f"had already stopped ({self.watch_metric}: {best}, "
+            f"{self.epochs_without_improvement} epoch(s) without improvement, "
+            f"early_stopping_patience={self.patience}); nothing more is trained. To train on, "
+            f"pass a larger early_stopping_patience."
+        )
+        say = getattr(trainer, "print", None)
+        if say is not None:
+            say(err, flush=True)
+        raise err
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Compare this epoch's metric with the best so far (an epoch without one: skipped)."""
