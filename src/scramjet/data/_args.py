@@ -136,6 +136,26 @@ def check_reader_options(at_url: bool, prefetch: Any, streaming: Mapping[str, An
     return None if prefetch is None else int(prefetch)
 
 
+def check_shuffle_window(shuffle_window: Any) -> int | None:
+    """``shuffle_window`` as a count of shards >= 1, or None.
+
+    Raises:
+        ValueError: a value that is not a whole number >= 1 (a fraction, a string, a bool).
+    """
+    if shuffle_window is None:
+        return None
+    if (
+        isinstance(shuffle_window, bool)
+        or not isinstance(shuffle_window, int | np.integer)
+        or shuffle_window < 1
+    ):
+        raise ValueError(
+            f"shuffle_window must be a whole number of shards >= 1 (or None for the default); "
+            f"received {type(shuffle_window).__name__} {shuffle_window!r}."
+        )
+    return int(shuffle_window)
+
+
 def check_batch_size(batch_size: Any) -> int:
     """A loader's ``batch_size``: an int >= 1.
 

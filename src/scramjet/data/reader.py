@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from scramjet.data._args import (
     check_reader_options,
+    check_shuffle_window,
     check_transform,
     column_selection,
     index_array,
@@ -156,13 +157,7 @@ class PackedDataset(Dataset[Any]):
                 root = root.parent
             self.path = root
             self.manifest = Manifest.load(root)
-        if shuffle_window is not None and (
-            int(shuffle_window) < 1 or isinstance(shuffle_window, bool)
-        ):
-            raise ValueError(
-                f"shuffle_window must be a number of shards >= 1 or None, got {shuffle_window!r}"
-            )
-        self.shuffle_window = None if shuffle_window is None else int(shuffle_window)
+        self.shuffle_window = check_shuffle_window(shuffle_window)
         self.prefetch = prefetch if prefetch is not None else (self.shuffle_window or 4)
         self._prefetcher: Prefetcher | None = None
         self._warned_room = False
