@@ -77,7 +77,6 @@ from scramjet.checkpoint._remote_index import (
     read_store_index,
 )
 from scramjet.checkpoint.manager import (
-    CheckpointError,
     CheckpointManager,
     CheckpointWriteError,
     CorruptCheckpointError,
@@ -311,14 +310,19 @@ class RemoteCheckpointManager(CheckpointManager):
 
     @property
     def best_path(self) -> Path | None:
-        """The best checkpoint here or on the store (downloaded into the local folder when
-        only the store has it), or None if none has the metric."""
+        """The checkpoint ``load(which="best")`` loads: the best here or on the store that
+        can be read (downloaded into the local folder when only the store has it). A
+        better one that is damaged or cannot be downloaded is skipped with a warning, as
+        ``load`` does; None if none has the metric.
+
+        Raises:
+            CorruptCheckpointError: None of the ranked checkpoints can be read.
+        """
         self.wait()
-        ranked = self._best_ranking()
-        if ranked and not ranked[0].path.is_file():
-            with contextlib.suppress(CheckpointError):  # warned: the local ranking answers
-                self._bring(ranked[0].path)
-        return super().best_path
+        ranked = [c.path for c in self._best_ranking()]
+        if not ranked:
+            return None
+        return self._load_first_readable(ranked, True, "cpu", True)[1]
 
     def _recorded_ranking(self) -> tuple[str | None, str]:
         """This manager's ranking rule, else the local index's, else the store's index's."""
