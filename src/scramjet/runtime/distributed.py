@@ -613,7 +613,16 @@ def broadcast_object(obj: T, src: int = 0) -> T:
 
     Returns:
         ``src``'s object on every rank; ``obj`` itself in a single process.
+
+    Raises:
+        ValueError: ``src`` is not a rank of the group (in a single process: not 0).
     """
+    world = get_world_size()
+    if isinstance(src, bool) or not isinstance(src, int) or not 0 <= src < world:
+        raise ValueError(
+            f"broadcast_object: src={src!r} is not a rank of this run; expected a rank from "
+            f"0 to {world - 1} (the world size is {world}), e.g. src=0 for the main process"
+        )
     if not is_distributed():
         return obj
     box: list[T] = [obj]
