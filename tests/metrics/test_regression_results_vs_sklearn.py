@@ -37,3 +37,17 @@ def test_several_samples_of_several_outputs_match_sklearn() -> None:
     out = RegressionResults()(torch.tensor(pred), torch.tensor(target))
     assert out["r2"] == pytest.approx(skm.r2_score(target, pred), abs=1e-12)
     assert out["mse"] == pytest.approx(skm.mean_squared_error(target, pred), rel=1e-12)
+
+
+@pytest.mark.parametrize("where", ["y_pred", "y_true"])
+def test_nan_is_refused_as_sklearn_does(where: str) -> None:
+    # A NaN prediction (a diverged model) or target (a missing value) made every metric
+    # NaN without a word; sklearn refuses such input, as ClassificationResults does.
+    target = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    pred = target + 0.1
+    bad = pred if where == "y_pred" else target
+    bad[2] = float("nan")
+    with pytest.raises(ValueError, match="Input contains NaN"):
+        skm.mean_squared_error(target.numpy(), pred.numpy())
+    with pytest.raises(ValueError, match=rf"{where} holds 1 NaN .*index 2"):
+        RegressionResults()(pred, target)

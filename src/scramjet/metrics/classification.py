@@ -326,6 +326,7 @@ class RegressionResults(ResultPackage):
     Targets ``[N, k]`` with predictions of the same shape are ``k`` outputs of ``N``
     samples: R² is the mean of the per-output R², as ``sklearn.metrics.r2_score`` gives by
     default, and NaN when ``N`` is 1 (MSE and MAE are the same pooled or per output).
+    NaN predictions or targets are refused, as ``sklearn.metrics`` refuses them.
     """
 
     name = "regression"
@@ -344,11 +345,27 @@ class RegressionResults(ResultPackage):
                 "RegressionResults: y_pred and y_true are empty; pass the predictions and "
                 "targets of the evaluated samples."
             )
+        diverged = "a model that outputs NaN has diverged: lower the learning rate and train again"
+        _refuse_nan_values(pred, "y_pred", diverged)
+        _refuse_nan_values(
+            target, "y_true", "a NaN target is a missing value: leave that sample out"
+        )
         return {
             "mse": float(R.mean_squared_error(pred, target)),
             "mae": float(R.mean_absolute_error(pred, target)),
             "r2": _r2(pred, target, columns),
         }
+
+
+def _refuse_nan_values(values: torch.Tensor, what: str, cause: str) -> None:
+    """Raise when flat ``values`` hold a NaN, which would make every metric NaN."""
+    nan = values.isnan()
+    if bool(nan.any()):
+        raise ValueError(
+            f"RegressionResults: {what} holds {int(nan.sum())} NaN value(s) (the first at "
+            f"index {int(nan.nonzero()[0, 0])} of the flattened values), which would make "
+            f"MSE, MAE and R² NaN; {cause}."
+        )
 
 
 def _r2(pred: torch.Tensor, target: torch.Tensor, columns: int) -> float:
