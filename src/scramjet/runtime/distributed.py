@@ -390,11 +390,12 @@ def reduce(
         ValueError: Unknown ``op``, ``"max"``/``"min"`` of complex values, or the ranks'
             tensors differ in shape or dtype (raised on every rank alike, naming each
             rank's).
+        TypeError: ``tensor`` is neither a tensor nor a number (or list of numbers).
     """
     ops = {"mean": "sum", "sum": "sum", "max": "max", "min": "min"}
     if op not in ops:
         raise ValueError(f"op must be one of {sorted(ops)}, got {op!r}")
-    value = _promoted(torch.as_tensor(tensor).detach(), op)
+    value = _promoted(_as_tensor(tensor).detach(), op)
     if not is_distributed():
         return value.clone()
     device = value.device
@@ -407,6 +408,18 @@ def reduce(
     if op == "mean":
         work /= dist.get_world_size()
     return work.to(device)
+
+
+def _as_tensor(value: object) -> torch.Tensor:
+    """``value`` as a tensor for :func:`reduce`, or a TypeError that says what to pass."""
+    try:
+        return torch.as_tensor(value)
+    except (TypeError, RuntimeError, ValueError):
+        raise TypeError(
+            f"reduce: expected a tensor or a number, got {type(value).__name__} "
+            f"({value!r:.80}); reduce each tensor of a dict or list on its own, or collect "
+            "other Python objects with gather_object"
+        ) from None
 
 
 def _extreme_keeping_nan(work: torch.Tensor, op: str) -> torch.Tensor:
@@ -526,7 +539,14 @@ def gather(tensor: torch.Tensor, pad_value: float | None = None) -> torch.Tensor
     Raises:
         ValueError: the ranks' parts differ in their number of dimensions or dtype, or in
             a dimension after the first and ``pad_value`` is None (on every rank alike).
+        TypeError: ``tensor`` is not a tensor (use :func:`gather_object` for other values).
     """
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(
+            f"gather: expected a torch.Tensor, got {type(tensor).__name__} ({tensor!r:.80}); "
+            "pass torch.as_tensor(...) for numbers, or collect other Python objects with "
+            "gather_object"
+        )
     value = tensor.detach()
     if value.dim() == 0:
         value = value.reshape(1)
