@@ -746,10 +746,13 @@ def warn_length_fell_short(length: int, accum: int, loader: Any = None) -> None:
         cause = (
             f"With num_workers={workers}, each worker batches its own share of the "
             f"IterableDataset, so each worker's last batch can be partial and an epoch can "
-            f"hold up to {workers - 1} more batches than len(dataset) / batch_size (no sample "
-            f"is lost or repeated). To make them agree, give each worker a share that is a "
-            f"multiple of the batch size, or use num_workers=1 (or 0), or remove __len__ so "
-            f"that the length is treated as unknown."
+            f"hold up to {workers - 1} more batches than len(dataset) / batch_size. That holds "
+            f"only if __iter__ splits the samples among the workers (by "
+            f"torch.utils.data.get_worker_info()): one that does not has every worker yield "
+            f"all of them, so each sample is trained {workers} times per epoch. To make them "
+            f"agree, split the samples so each worker's share is a multiple of the batch "
+            f"size, or use num_workers=1 (or 0), or remove __len__ so that the length is "
+            f"treated as unknown."
         )
     else:
         cause = (
