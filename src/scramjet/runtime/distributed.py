@@ -499,7 +499,16 @@ def reduce_async(tensor: torch.Tensor, op: Literal["mean", "sum"] = "mean") -> P
     an int64 count for a sum of bools). Unlike :func:`reduce`, the ranks' shapes and
     dtypes are not checked (that would wait on the other ranks): pass the same on every
     rank. In a single process the result is a copy of the input.
+
+    Raises:
+        ValueError: ``op`` is not ``"mean"`` or ``"sum"`` (for ``"max"``/``"min"``, use
+            :func:`reduce`).
     """
+    if op not in ("mean", "sum"):
+        raise ValueError(
+            f"reduce_async: op must be 'mean' or 'sum', got {op!r}; use reduce(tensor, {op!r}) "
+            "for a max or min (it waits for the result)"
+        )
     value = _promoted(tensor.detach(), op)
     if not is_distributed():
         return PendingReduce(None, value.clone(), value.device, 1)
