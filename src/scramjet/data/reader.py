@@ -366,20 +366,27 @@ class PackedDataset(Dataset[Any]):
         """Shard ``k`` from the cache, held in use; the oldest held shards are let go."""
         assert self._remote is not None
         exit_with_parent()  # a worker waiting on a download ends if its parent is killed
+        keep = max(2, (self.shuffle_window or 1) + 1)
+        with self._held_lock:  # room for shard k: its download may need an idle one's space
+            self._let_go_idle(keep - 1, k)
         path, held = self._remote.open(k)
         with self._held_lock:
             self._hold(k, held)
+            self._let_go_idle(keep, k)
         return str(path)
 
     def _hold(self, k: int, held: Any) -> None:
-        assert self._remote is not None
         if k in self._held:  # another thread opened it meanwhile: keep one hold
             held.close()
             return
         self._held[k] = held
+
+    def _let_go_idle(self, keep: int, k: int) -> None:
+        """With a ``cache_limit``, close the oldest held shards but ``k`` and pinned ones
+        until at most ``keep`` are held (without a limit every map stays open)."""
+        assert self._remote is not None
         if self._remote.limit is None:  # nothing is ever evicted: keep every map open
             return
-        keep = max(2, (self.shuffle_window or 1) + 1)
         idle = [old for old in self._held if old != k and not self._pins.get(old)]
         for old in idle[: max(0, len(self._held) - keep)]:  # oldest first, never a pinned one
             self._shards[old] = None
