@@ -547,7 +547,8 @@ def gather(tensor: torch.Tensor, pad_value: float | None = None) -> torch.Tensor
 
     Raises:
         ValueError: the ranks' parts differ in their number of dimensions or dtype, or in
-            a dimension after the first and ``pad_value`` is None (on every rank alike).
+            a dimension after the first and ``pad_value`` is None (on every rank alike);
+            or ``pad_value`` does not fit a signed integer dtype (NaN, 0.5, out of range).
         TypeError: ``tensor`` is not a tensor (use :func:`gather_object` for other values).
     """
     if not isinstance(tensor, torch.Tensor):
@@ -559,6 +560,8 @@ def gather(tensor: torch.Tensor, pad_value: float | None = None) -> torch.Tensor
     value = tensor.detach()
     if value.dim() == 0:
         value = value.reshape(1)
+    if pad_value is not None:
+        _check_pad_value(value.dtype, pad_value)  # before any collective: alike on every rank
     if not is_distributed():
         return value
     device = value.device
@@ -581,6 +584,22 @@ def gather(tensor: torch.Tensor, pad_value: float | None = None) -> torch.Tensor
     parts = [torch.empty_like(work) for _ in range(world)]
     dist.all_gather(parts, work.contiguous())
     return torch.cat([p[: int(n)] for p, n in zip(parts, shapes[:, 0])]).to(device)
+
+
+def _check_pad_value(dtype: torch.dtype, pad_value: float) -> None:
+    """Raise a ValueError when a signed integer ``dtype`` cannot hold ``pad_value``
+    exactly (NaN, a fraction, out of range); floats, bools and unsigned ones are fine."""
+    if dtype.is_floating_point or dtype.is_complex or not dtype.is_signed:
+        return
+    info = torch.iinfo(dtype)
+    if not (math.isfinite(pad_value) and float(pad_value).is_integer()) or not (
+        info.min <= pad_value <= info.max
+    ):
+        raise ValueError(
+            f"gather: pad_value={pad_value!r} cannot be stored in the tensors' dtype {dtype}; "
+            f"pass a whole number from {info.min} to {info.max} (e.g. pad_value=-1), or "
+            f"convert the tensors to a float dtype to pad with NaN"
+        )
 
 
 # Every dtype torch defines, in a fixed order: a dtype travels between ranks as its index.
