@@ -34,3 +34,10 @@ def test_selected_columns_keep_their_order(packed):
     assert PackedDataset(packed, columns="label").column_names == ["label"]
     with pytest.raises(ValueError, match=r"unknown columns \['nope'\]"):
         PackedDataset(packed, columns=["nope"])
+
+
+def test_a_set_of_columns_is_refused_for_its_order(packed):
+    # Before: a set was taken, and its order (so the order of each sample's columns) follows
+    # string hashing, which differs from process to process.
+    with pytest.raises(TypeError, match=r"is a set.*pass a list"):
+        PackedDataset(packed, columns={"image", "label"})

@@ -128,8 +128,10 @@ def check_reader_options(at_url: bool, prefetch: Any, streaming: Mapping[str, An
     given = [name for name, value in streaming.items() if value is not None]
     if given and not at_url:
         warnings.warn(
-            f"{', '.join(given)} apply to packs at a URL (s3://, gs://, file://...); this "
-            f"local pack is read in place, so they are ignored. Leave them out.",
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to packs at a "
+            f"URL (s3://, gs://, file://...); this local pack is read in place, so "
+            f"{'it is' if len(given) == 1 else 'they are'} ignored. Leave "
+            f"{'it' if len(given) == 1 else 'them'} out.",
             UserWarning,
             stacklevel=3,
         )
@@ -263,9 +265,16 @@ def column_selection(columns: Any, available: list[str]) -> list[str]:
 
     Raises:
         ValueError: an unknown name, a name given twice, or no name at all.
+        TypeError: a set (its order differs between processes).
     """
     if columns is None:
         return list(available)
+    if isinstance(columns, set | frozenset) and len(columns) > 1:
+        raise TypeError(
+            f"columns={columns!r} is a set, whose order (and so the order of every sample's "
+            f"columns) can differ between processes; pass a list, e.g. "
+            f"columns={sorted(map(str, columns))!r}"
+        )
     names = [columns] if isinstance(columns, str) else list(columns)
     unknown = [n for n in names if n not in available]
     if unknown:
