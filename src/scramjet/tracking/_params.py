@@ -201,7 +201,8 @@ def _as_written(value: Any) -> Any:
         if not dtype.is_floating_point or dtype.itemsize >= 8:
             return value.tolist()
         if dtype in (torch.float16, torch.float32):
-            return _shortest(value.detach().cpu().numpy())
+            host = value.detach()  # one copy to the host, none for a tensor already there
+            return _shortest((host if host.device.type == "cpu" else host.cpu()).numpy())
         narrow = lambda v: torch.tensor(v, dtype=dtype).item()  # noqa: E731
         return _map_floats(value.tolist(), narrow)  # bfloat16: no NumPy type
     if getattr(dtype, "kind", "") != "f" or getattr(dtype, "itemsize", 8) >= 8:
