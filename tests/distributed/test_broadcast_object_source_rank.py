@@ -4,12 +4,10 @@ process and on every rank of a real two-process gloo run."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.common.torchrun import run_torchrun
 
 from scramjet.runtime import broadcast_object
 
@@ -37,15 +35,7 @@ destroy_distributed()
 def test_a_source_rank_outside_the_group_is_a_clear_error_on_every_rank(tmp_path: Path) -> None:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    done = subprocess.run(
-        [*cmd, str(script), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        check=False,
-    )
+    done = run_torchrun(script, str(tmp_path), timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]
     for rank in (0, 1):
         seen = json.loads((tmp_path / f"rank{rank}.json").read_text())

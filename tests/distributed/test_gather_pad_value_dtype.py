@@ -5,13 +5,11 @@ the other waits out the timeout."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from tests.common.torchrun import run_torchrun
 
 from scramjet.runtime import gather
 
@@ -39,15 +37,7 @@ destroy_distributed()
 def test_a_pad_value_the_dtype_cannot_hold_is_an_error_on_every_rank(tmp_path: Path) -> None:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    done = subprocess.run(
-        [*cmd, str(script), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        check=False,
-    )
+    done = run_torchrun(script, str(tmp_path), timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]
     for rank in (0, 1):
         seen = json.loads((tmp_path / f"rank{rank}.json").read_text())

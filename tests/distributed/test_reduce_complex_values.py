@@ -4,13 +4,11 @@ with the same arithmetic done by torch in one process."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from tests.common.torchrun import run_torchrun
 
 from scramjet.runtime import reduce
 
@@ -44,15 +42,7 @@ destroy_distributed()
 def test_complex_mean_and_sum_keep_the_imaginary_part(tmp_path: Path) -> None:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    done = subprocess.run(
-        [*cmd, str(script), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        check=False,
-    )
+    done = run_torchrun(script, str(tmp_path), timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]
     parts = [torch.tensor([1 + 2j, 3 - 1j]) * (rank + 1) for rank in (0, 1)]
     expected = {"sum": parts[0] + parts[1], "mean": (parts[0] + parts[1]) / 2}
