@@ -338,6 +338,7 @@ class RegressionResults(ResultPackage):
         # float64: in float32, targets far from 0 (prices, years) lose R² to cancellation
         pred = as_tensor(y_pred, "y_pred").double()
         target = as_tensor(y_true, "y_true").double()
+        _check_regression_shapes(pred, target)
         columns = target.shape[1] if target.dim() == 2 and pred.shape == target.shape else 1
         pred, target = _one_score_each(pred, target, "RegressionResults"), target.reshape(-1)
         if not target.numel():
@@ -355,6 +356,25 @@ class RegressionResults(ResultPackage):
             "mae": float(R.mean_absolute_error(pred, target)),
             "r2": _r2(pred, target, columns),
         }
+
+
+def _without_last_one(shape: torch.Size) -> tuple[int, ...]:
+    """``shape`` without a trailing dimension of size 1 (one output per sample, ``[N, 1]``)."""
+    return tuple(shape[:-1]) if len(shape) > 1 and shape[-1] == 1 else tuple(shape)
+
+
+def _check_regression_shapes(pred: torch.Tensor, target: torch.Tensor) -> None:
+    """Raise unless ``pred`` and ``target`` hold the same values per sample: equal shapes,
+    or equal but for a trailing dimension of size 1 (``[N]`` against ``[N, 1]``)."""
+    if _without_last_one(pred.shape) == _without_last_one(target.shape):
+        return
+    raise ValueError(
+        f"RegressionResults needs one prediction per target, laid out alike; y_pred has "
+        f"shape {tuple(pred.shape)} and y_true {tuple(target.shape)}, which would pair "
+        f"predictions with other samples' or outputs' targets. Pass both as [N] (one "
+        f"output) or both as [N, k] (k outputs per sample): reshape the one that is "
+        f"flattened, or transpose the one that is [k, N]."
+    )
 
 
 def _refuse_nan_values(values: torch.Tensor, what: str, cause: str) -> None:
