@@ -319,10 +319,19 @@ class CheckpointManager:
 
     @property
     def best_path(self) -> Path | None:
-        """The checkpoint with the best ``monitor`` value, or None if none has that metric.
-        A manager made without ``monitor`` ranks by the one the folder's index records."""
+        """The checkpoint ``load(which="best")`` loads: the best by ``monitor`` that can be
+        read, or None if none has that metric. A better one that is damaged is skipped with
+        a warning, as ``load`` does (its checksum is checked and its tensors memory-mapped,
+        not read). A manager made without ``monitor`` ranks by the one the folder's index
+        records.
+
+        Raises:
+            CorruptCheckpointError: None of the ranked checkpoints can be read.
+        """
         ranked = self._ranked_best(self.checkpoints(), self._recorded_ranking())
-        return ranked[0].path if ranked else None
+        if not ranked:
+            return None
+        return self._load_first_readable([c.path for c in ranked], True, "cpu", True)[1]
 
     def _recorded_ranking(self) -> tuple[str | None, str]:
         """``(monitor, mode)``: this manager's, else those its folder's index records."""
