@@ -12,10 +12,14 @@ import math
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from scramjet.runtime.files import digest_stem, safe_stem
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: One recorded value: (x = epoch progress, step, epoch, mile, value).
 Row = tuple[float, int, int, int, float]
@@ -69,11 +73,24 @@ def csv_bytes(series: Mapping[str, Sequence[Row]]) -> bytes:
 def png_bytes(
     metric: str, series: Mapping[str, Sequence[Row]], window: int, as_is: Collection[str] = ()
 ) -> bytes:
-    """A PNG line plot of one metric, one line per stage (raw and moving average).
+    """The PNG of :func:`plot_figure`."""
+    buf = io.BytesIO()
+    fig = plot_figure(metric, series, window, as_is)
+    with np.errstate(over="ignore"):  # symlog's inverse of the outermost ticks
+        fig.tight_layout()
+        fig.savefig(buf, format="png")
+    return buf.getvalue()
 
-    Only stages with several points per epoch are averaged; per-epoch values (evaluation)
-    and the stages in ``as_is`` (evaluation results, also several per epoch) are drawn as
-    they are.
+
+def plot_figure(
+    metric: str, series: Mapping[str, Sequence[Row]], window: int, as_is: Collection[str] = ()
+) -> Figure:
+    """A line plot of one metric, one line per stage (raw and moving average).
+
+    Only stages with several points per epoch are averaged (the average drawn in the
+    raw line's colour); per-epoch values (evaluation) and the stages in ``as_is``
+    (evaluation results, also several per epoch) are drawn as they are. Every stage is
+    in the legend, also one whose name starts with ``_`` (which matplotlib would hide).
 
     Uses a private matplotlib ``Figure`` with the Agg canvas: no pyplot, no global style.
     """
@@ -88,32 +105,32 @@ def png_bytes(
     fig = Figure(figsize=(7, 4), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
+    handles, labels = [], []
     for stage, rows in series.items():
         xs = [r[0] for r in rows]
         ys = [float(r[4]) for r in rows]
         marker = "o" if len(rows) < 50 else None
         if window > 1 and stage not in as_is and smooths(list(zip(xs, ys))):
-            ax.plot(xs, ys, alpha=0.3, marker=marker)
+            (raw,) = ax.plot(xs, ys, alpha=0.3, marker=marker)
             # NaN where the value is NaN: no averaged point the run never had
             average = [y for _, y in smooth_series(list(zip(xs, ys)), window)]
-            ax.plot(xs, average, label=f"{drawn[stage]} (avg {window})")
+            handles += ax.plot(xs, average, color=raw.get_color())
+            labels.append(f"{drawn[stage]} (avg {window})")
         else:
-            ax.plot(xs, ys, label=drawn[stage], marker=marker)
+            handles += ax.plot(xs, ys, marker=marker)
+            labels.append(drawn[stage])
     ax.set_xlabel("epoch")
     # Names are drawn as written: ``$`` never starts math text (``$\\foo$`` would raise).
     ax.set_ylabel(drawn[metric], fontfamily=families, parse_math=False)
     ax.set_title(drawn[metric], fontfamily=families, parse_math=False)
     ax.grid(True, alpha=0.3)
-    if series:
-        for text in ax.legend(prop=FontProperties(family=families)).get_texts():
+    if series:  # handles and labels given: a label starting with "_" is shown too
+        legend = ax.legend(handles, labels, prop=FontProperties(family=families))
+        for text in legend.get_texts():
             text.set_parse_math(False)
     if not _fits_linear_axis(series):
         ax.set_yscale("symlog")  # a linear axis over more than a float's range raises
-    buf = io.BytesIO()
-    with np.errstate(over="ignore"):  # symlog's inverse of the outermost ticks
-        fig.tight_layout()
-        fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return fig
 
 
 def _fits_linear_axis(series: Mapping[str, Sequence[Row]]) -> bool:
