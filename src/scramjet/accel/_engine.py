@@ -333,27 +333,52 @@ def _exact_problem(out: Any, ref: Any, full: Any = None) -> str | None:
     return None
 
 
+def _finite_abs_max(t: torch.Tensor) -> float:
+    """The largest finite ``|t|`` entry (0.0 when there is none)."""
+    finite = t.detach()[t.detach().isfinite()]
+    return float(finite.abs().max()) if finite.numel() else 0.0
+
+
+def _split_non_finite(c: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``c`` and ``e`` (as float64) at the entries where ``e`` is finite, or None when ``c``
+    does not have eager's NaN and ±inf (masked logits, a fully padded row) exactly."""
+    c64, e64 = c.detach().double(), e.detach().double()
+    finite = e64.isfinite()
+    special_c, special_e = c64[~finite], e64[~finite]
+    if not bool(((special_c == special_e) | (special_c.isnan() & special_e.isnan())).all()):
+        return None
+    return c64[finite], e64[finite]
+
+
 def _mismatch(
     c: torch.Tensor, e: torch.Tensor, rtol: float, atol: float, scale: float = 0.0
 ) -> float | None:
-    """Return the error when ``c`` is outside tolerance of ``e``, else None."""
+    """Return the error when ``c`` is outside tolerance of ``e``, else None. NaN and ±inf
+    must sit where eager has them; the finite entries are held to the bound."""
     if c.shape != e.shape:
         return float("inf")
-    c64, e64 = c.detach().double(), e.detach().double()
-    biggest = max(float(e64.abs().max()) if e64.numel() else 0.0, scale)
-    bound = atol + rtol * biggest
+    split = _split_non_finite(c, e)
+    if split is None:
+        return float("nan")
+    c64, e64 = split
+    bound = atol + rtol * max(_finite_abs_max(e64), scale)
     err = float((c64 - e64).abs().max()) if e64.numel() else 0.0
-    if err != err or err > bound:  # NaN counts as a mismatch
+    if err != err or err > bound:  # NaN where eager is finite counts as a mismatch
         return err
     return None
 
 
 def _rounding_excess(b: torch.Tensor, e: torch.Tensor, f: torch.Tensor, atol: float) -> float:
     """How far the backend's L2 error against full precision ``f`` exceeds what rounding
-    explains: ``||b - f|| - (2 ||e - f|| + 0.01 ||f|| + atol sqrt(n))``; > 0 fails."""
-    b64, e64, f64 = b.detach().double(), e.detach().double(), f.detach().double()
-    if not b64.shape == e64.shape == f64.shape:
+    explains: ``||b - f|| - (2 ||e - f|| + 0.01 ||f|| + atol sqrt(n))``; > 0 fails.
+    NaN and ±inf of ``f`` must be ``b``'s too; the rest is measured where ``f`` is finite."""
+    if not b.shape == e.shape == f.shape:
         return float("inf")
+    split = _split_non_finite(b, f)
+    if split is None:
+        return float("inf")
+    b64, f64 = split
+    e64 = e.detach().double()[f.detach().isfinite()]
     norm = torch.linalg.vector_norm
     allowed = 2 * float(norm(e64 - f64)) + 0.01 * float(norm(f64)) + atol * f64.numel() ** 0.5
     err = float(norm(b64 - f64))
@@ -726,10 +751,7 @@ class Engine:
         # Each gradient is held to the scale of the largest eager gradient entry: a tensor
         # whose gradient is ~0 by construction (a bias before BatchNorm) only carries float
         # noise, which a per-tensor relative bound would reject.
-        scale = max(
-            (float(g.detach().abs().max()) for g in ref_grads if g is not None and g.numel()),
-            default=0.0,
-        )
+        scale = max((_finite_abs_max(g) for g in ref_grads if g is not None), default=0.0)
         for p, ge, gc in zip(params, ref_grads, got_grads):
             if ge is None and gc is None:
                 continue
