@@ -17,7 +17,6 @@ import os
 import sys
 import warnings
 import weakref
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -28,6 +27,15 @@ import torch.distributed as dist
 from torch.utils.data import Dataset, DistributedSampler
 
 from scramjet.runtime._ddp import wrap_data_parallel
+from scramjet.runtime._dist_checks import (
+    PICKLE_ERRORS,
+    InputFailed,
+    as_tensor,
+    check_pad_value,
+    check_same_kind,
+    check_same_shape_and_dtype,
+    raise_for_ranks,
+)
 
 if TYPE_CHECKING:
     from torch._C._distributed_c10d import Store
@@ -393,33 +401,27 @@ def reduce(
         TypeError: ``tensor`` is neither a tensor nor a number (or list of numbers).
     """
     ops = {"mean": "sum", "sum": "sum", "max": "max", "min": "min"}
-    if op not in ops:
-        raise ValueError(f"op must be one of {sorted(ops)}, got {op!r}")
-    value = _promoted(_as_tensor(tensor).detach(), op)
+    problem: TypeError | ValueError | None = None
+    try:  # a bad input on one rank: every rank raises (with check=True), none waits
+        if op not in ops:
+            raise ValueError(f"op must be one of {sorted(ops)}, got {op!r}")
+        value = _promoted(as_tensor(tensor).detach(), op)
+    except (TypeError, ValueError) as error:
+        if not (check and is_distributed()):
+            raise
+        problem, value = error, torch.zeros(0)
     if not is_distributed():
         return value.clone()
     device = value.device
     work = value.to(_comm_device(), copy=True)
     if check:
-        _check_same_shape_and_dtype(work)
+        check_same_shape_and_dtype(work, problem)
     if op in ("max", "min") and work.is_floating_point():
         return _extreme_keeping_nan(work, op).to(device)
     dist.all_reduce(work, op=getattr(dist.ReduceOp, ops[op].upper()))
     if op == "mean":
         work /= dist.get_world_size()
     return work.to(device)
-
-
-def _as_tensor(value: object) -> torch.Tensor:
-    """``value`` as a tensor for :func:`reduce`, or a TypeError that says what to pass."""
-    try:
-        return torch.as_tensor(value)
-    except (TypeError, RuntimeError, ValueError):
-        raise TypeError(
-            f"reduce: expected a tensor or a number, got {type(value).__name__} "
-            f"({value!r:.80}); reduce each tensor of a dict or list on its own, or collect "
-            "other Python objects with gather_object"
-        ) from None
 
 
 def _extreme_keeping_nan(work: torch.Tensor, op: str) -> torch.Tensor:
@@ -450,25 +452,6 @@ def _promoted(value: torch.Tensor, op: str) -> torch.Tensor:
     if op == "sum" and value.dtype == torch.bool:
         return value.long()
     return value
-
-
-def _check_same_shape_and_dtype(work: torch.Tensor) -> None:
-    """Raise the same ValueError on every rank when the ranks' tensors differ in shape or
-    dtype (gloo would abort the process, or give a rank wrong values and another a
-    timeout). One all-reduce of four numbers whatever the world size; the ranks' shapes
-    and dtypes travel only when they differ, for the message."""
-    described = f"{work.dtype} {list(work.shape)}"
-    key = torch.tensor([work.numel(), zlib.crc32(described.encode())], dtype=torch.long)
-    both = torch.cat([key, -key]).to(work.device)
-    dist.all_reduce(both, op=dist.ReduceOp.MAX)  # max == min on every rank: all equal
-    if torch.equal(both[:2], -both[2:]):
-        return
-    ranks = ", ".join(f"{d} on rank {r}" for r, d in enumerate(gather_object(described)))
-    raise ValueError(
-        f"reduce: the ranks' tensors differ ({ranks}); every rank must pass the same shape "
-        f"and dtype. Convert with .to(dtype), and give every rank the same number of "
-        f"values (a Python int is int64 and a float float32: pass floats on every rank)."
-    )
 
 
 class PendingReduce:
@@ -551,23 +534,19 @@ def gather(tensor: torch.Tensor, pad_value: float | None = None) -> torch.Tensor
             or ``pad_value`` does not fit a signed integer dtype (NaN, 0.5, out of range).
         TypeError: ``tensor`` is not a tensor (use :func:`gather_object` for other values).
     """
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(
-            f"gather: expected a torch.Tensor, got {type(tensor).__name__} ({tensor!r:.80}); "
-            "pass torch.as_tensor(...) for numbers, or collect other Python objects with "
-            "gather_object"
-        )
-    value = tensor.detach()
-    if value.dim() == 0:
-        value = value.reshape(1)
-    if pad_value is not None:
-        _check_pad_value(value.dtype, pad_value)  # before any collective: alike on every rank
+    problem: TypeError | ValueError | None = None
+    try:  # a bad input on one rank: every rank raises in check_same_kind, none waits
+        value = _gather_input(tensor, pad_value)
+    except (TypeError, ValueError) as error:
+        if not is_distributed():
+            raise
+        problem, value = error, torch.zeros(0)
     if not is_distributed():
         return value
     device = value.device
     work = value.to(_comm_device())
     world, rank = dist.get_world_size(), dist.get_rank()
-    _check_same_kind(work)
+    check_same_kind(work, problem)
     shapes = torch.zeros((world, work.dim()), dtype=torch.long, device=work.device)
     shapes[rank] = torch.tensor(work.shape, dtype=torch.long)
     dist.all_reduce(shapes)  # all_gather of shapes via one small sum
@@ -586,53 +565,18 @@ def gather(tensor: torch.Tensor, pad_value: float | None = None) -> torch.Tensor
     return torch.cat([p[: int(n)] for p, n in zip(parts, shapes[:, 0])]).to(device)
 
 
-def _check_pad_value(dtype: torch.dtype, pad_value: float) -> None:
-    """Raise a ValueError when a signed integer ``dtype`` cannot hold ``pad_value``
-    exactly (NaN, a fraction, out of range); floats, bools and unsigned ones are fine."""
-    if dtype.is_floating_point or dtype.is_complex or not dtype.is_signed:
-        return
-    info = torch.iinfo(dtype)
-    if not (math.isfinite(pad_value) and float(pad_value).is_integer()) or not (
-        info.min <= pad_value <= info.max
-    ):
-        raise ValueError(
-            f"gather: pad_value={pad_value!r} cannot be stored in the tensors' dtype {dtype}; "
-            f"pass a whole number from {info.min} to {info.max} (e.g. pad_value=-1), or "
-            f"convert the tensors to a float dtype to pad with NaN"
+def _gather_input(tensor: torch.Tensor, pad_value: float | None) -> torch.Tensor:
+    """This rank's part for :func:`gather` (at least 1-d), or the error its input earns."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(
+            f"gather: expected a torch.Tensor, got {type(tensor).__name__} ({tensor!r:.80}); "
+            "pass torch.as_tensor(...) for numbers, or collect other Python objects with "
+            "gather_object"
         )
-
-
-# Every dtype torch defines, in a fixed order: a dtype travels between ranks as its index.
-_DTYPES: tuple[torch.dtype, ...] = tuple(
-    sorted({v for v in vars(torch).values() if isinstance(v, torch.dtype)}, key=str)
-)
-
-
-def _check_same_kind(work: torch.Tensor) -> None:
-    """Raise the same ValueError on every rank when the ranks' tensors differ in their
-    number of dimensions or dtype (gloo would abort the process on the size mismatch)."""
-    world, rank = dist.get_world_size(), dist.get_rank()
-    header = torch.zeros((world, 2), dtype=torch.long, device=work.device)
-    header[rank, 0] = work.dim()
-    header[rank, 1] = _DTYPES.index(work.dtype) if work.dtype in _DTYPES else -1
-    dist.all_reduce(header)  # all_gather of (ndim, dtype) via one small sum
-    ndims, codes = header[:, 0].tolist(), header[:, 1].tolist()
-    if min(ndims) != max(ndims):
-        raise ValueError(
-            f"gather: the ranks' tensors have different numbers of dimensions "
-            f"({ndims} by rank); every rank must pass the same kind of tensor."
-        )
-    if min(codes) != max(codes):
-        names = ", ".join(
-            f"{_DTYPES[c] if 0 <= c < len(_DTYPES) else 'unknown'} on rank {r}"
-            for r, c in enumerate(codes)
-        )
-        raise ValueError(
-            f"gather: the ranks' tensors have different dtypes ({names}); every rank must "
-            f"pass the same dtype. Convert them with .to(dtype) before gathering (an empty "
-            f"part made with torch.empty(0) or torch.tensor([]) is float32: give it the "
-            f"others' dtype, e.g. torch.empty(0, dtype=torch.float16))."
-        )
+    value = tensor.detach()
+    if pad_value is not None:
+        check_pad_value(value.dtype, pad_value)
+    return value.reshape(1) if value.dim() == 0 else value
 
 
 def gather_object(obj: T) -> list[T]:
@@ -648,7 +592,18 @@ def gather_object(obj: T) -> list[T]:
     if not is_distributed():
         return [obj]
     out: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(out, obj)
+    try:
+        dist.all_gather_object(out, obj)
+    except PICKLE_ERRORS as error:
+        # torch pickles before its first collective: send why instead, so no rank waits.
+        dist.all_gather_object(out, InputFailed(error))
+    failed = [isinstance(o, InputFailed) for o in out]
+    if any(failed):
+        raise_for_ranks(
+            "gather_object",
+            [o.message if bad else None for o, bad in zip(out, failed)],
+            [o.kind if bad else "" for o, bad in zip(out, failed)],
+        )
     return out
 
 
@@ -673,9 +628,19 @@ def broadcast_object(obj: T, src: int = 0) -> T:
         )
     if not is_distributed():
         return obj
-    box: list[T] = [obj]
-    dist.broadcast_object_list(box, src=src)
-    return box[0]
+    box: list[Any] = [obj]
+    try:
+        dist.broadcast_object_list(box, src=src)
+    except PICKLE_ERRORS as error:
+        # torch pickles on src before its first collective: send why instead.
+        box = [InputFailed(error)]
+        dist.broadcast_object_list(box, src=src)
+    if isinstance(box[0], InputFailed):
+        problems: list[str | None] = [None] * dist.get_world_size()
+        problems[src] = box[0].message
+        kinds = [box[0].kind] * len(problems)
+        raise_for_ranks("broadcast_object", problems, kinds)
+    return box[0]  # type: ignore[no-any-return]
 
 
 @overload
