@@ -123,6 +123,10 @@ class TrainState:
             of the evaluation the epoch runs after its training; not for one called by
             hand): a checkpoint saved now (in ``on_eval_epoch_end``, say) resumes at the
             epoch's end, without evaluating again.
+        planned: the run's ``num_epochs`` and ``max_num_train_steps`` (0: none), as its
+            checkpoints record them.
+        resumed_stopped_run: restored from a checkpoint saved after ``stop_training()``
+            ended its run (not saved).
     """
 
     global_step: int = 0
@@ -133,11 +137,13 @@ class TrainState:
     epoch_finished: bool = False
     train_done: bool = False
     eval_done: bool = False
+    planned: tuple[int, int] = (0, 0)
+    resumed_stopped_run: bool = False
 
     def state_dict(self) -> dict[str, Any]:
         """Counters as a plain dict, as a resumed run should start from them."""
         state = asdict(self)
-        del state["epoch_finished"]
+        del state["epoch_finished"], state["resumed_stopped_run"]
         if self.epoch_finished:  # saved between epochs: resume at the next epoch's start
             state.update(epoch=self.epoch + 1, batches_seen_in_epoch=0)
             state.update(train_done=False, eval_done=False)
@@ -148,7 +154,10 @@ class TrainState:
         for key, value in state.items():
             if hasattr(self, key):
                 setattr(self, key, value)
-        # A stop asked for in the saved run ended that run; the resumed one trains on.
+        # A stop asked for in the saved run ended that run: a rerun stops before training
+        # unless it plans a longer run (scramjet.trainer._rerun).
+        self.resumed_stopped_run = bool(state.get("stop_requested", False))
+        self.planned = (int(self.planned[0]), int(self.planned[1]))
         self.stop_requested = self.epoch_finished = False
 
 

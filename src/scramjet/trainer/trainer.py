@@ -42,7 +42,7 @@ from scramjet.schedulers import (
     resolve_placeholders,
 )
 from scramjet.tracking.metric_log import MetricLog
-from scramjet.trainer import _predict
+from scramjet.trainer import _predict, _rerun
 from scramjet.trainer._explain import explain_batch_error
 from scramjet.trainer.batch import (
     batch_size_of,
@@ -68,7 +68,6 @@ from scramjet.trainer.checks import (
     empty_evaluation,
     loader_batch_size,
     ready_loader_batch_size,
-    warn_if_nothing_left,
     warn_zero_learning_rate,
 )
 from scramjet.trainer.data_order import (
@@ -654,8 +653,7 @@ class Trainer:
         self._prepare_model_for_training()
         train_dl = self.create_train_dataloader(per_device_batch_size, train_dataloader_kwargs)
         check_yields_batches(train_dl, train_dataset, per_device_batch_size)
-        self._train_dl = train_dl
-        self._eval_dl = None
+        self._train_dl, self._eval_dl = train_dl, None
         if eval_dataset is not None:
             self._eval_dl = self.create_eval_dataloader(eval_bs, eval_dataloader_kwargs)
         self._run_config = self._create_run_config(
@@ -666,7 +664,7 @@ class Trainer:
         self.scheduler = self.create_scheduler()
         if resume_from is not None:
             resume.restore(self, resume_from, check_plan=True)
-            warn_if_nothing_left(self.state, self.run_config)
+            _rerun.check_resumed(self, resume_from)
         self._run_training(train_dl)
 
     def _run_training(self, train_dl: Iterable[Any]) -> None:
@@ -677,6 +675,7 @@ class Trainer:
         try:
             self.training_run_start()
             self.callback_handler.call_event(Event.TRAINING_RUN_START, self)
+            _rerun.start_planned_run(self)  # a rerun of a run stop_training() ended stops here
             while self.state.epoch < self.run_config.num_epochs and not self._reached_max_steps():
                 if not self.state.train_done:  # saved at the epoch's training end: resume after it
                     self._run_train_epoch(train_dl)
@@ -875,7 +874,8 @@ class Trainer:
         self._end_epoch_requested = True
 
     def stop_training(self) -> None:
-        """Ask the loop to stop after the current optimizer update (no error raised)."""
+        """Ask the loop to stop after the current optimizer update (no error raised). The same
+        run again with ``resume_from="auto"`` stops too, unless it plans more epochs or steps."""
         self.state.stop_requested = True
 
     def _reached_max_steps(self) -> bool:
