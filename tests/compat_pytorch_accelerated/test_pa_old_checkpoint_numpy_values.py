@@ -65,9 +65,9 @@ def test_code_in_a_peer_file_is_still_refused(
     assert "ran" not in capsys.readouterr().out
 
 
-def test_numpy_arrays_stay_refused(tmp_path: Path) -> None:
-    # Only scalars and dtypes are allowed: an array is rebuilt by another numpy function.
+def test_numpy_object_arrays_stay_refused(tmp_path: Path) -> None:
+    # Numeric arrays load (test_pa_old_checkpoint_numpy_arrays.py); arrays of objects do not.
     path = tmp_path / "best_model.pt"
-    _peer_file(path, _trainer(), history=np.arange(3.0))
-    with pytest.raises(Exception, match=r"_reconstruct"):
+    _peer_file(path, _trainer(), history=np.array([1.0, "a"], dtype=object))
+    with pytest.raises(Exception, match=r"dtype=object"):
         _trainer().load_checkpoint(path)

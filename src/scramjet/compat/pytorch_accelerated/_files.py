@@ -13,14 +13,16 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch.torch_version import TorchVersion
 
-from scramjet.checkpoint import CorruptCheckpointError, read_checkpoint
+from scramjet.checkpoint import CheckpointError, CorruptCheckpointError, read_checkpoint
 from scramjet.checkpoint._reading import _unreadable_reason
 from scramjet.checkpoint.payload import (
     MARKER,
@@ -71,20 +73,13 @@ def read_file(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, A
 
     The peer view has the top-level keys (state dicts and ``checkpoint_kwargs`` entries);
     a file written by pytorch-accelerated itself (no scramjet marker) is read as it is,
-    with ``weights_only=True`` (numpy scalars and dtypes allowed), and has no state entries.
+    with ``weights_only=True`` (numpy scalars, dtypes and numeric arrays allowed), and has
+    no state entries.
     """
     try:
         payload = read_checkpoint(path)
     except CorruptCheckpointError as error:
-        try:
-            with _numpy_scalars_allowed():
-                raw = torch.load(path, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as refused:  # name what this reader refused
-            raise CorruptCheckpointError(
-                Path(path), _unreadable_reason(Path(path), refused)
-            ) from None
-        except Exception:
-            raise error from None
+        raw = _read_peer_file(Path(path), error)
         if isinstance(raw, dict) and MARKER not in raw and "model_state_dict" in raw:
             return raw, {}
         raise
@@ -94,18 +89,78 @@ def read_file(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, A
     return view, saved
 
 
-def _numpy_scalars_allowed() -> contextlib.AbstractContextManager[Any]:
-    """Let ``weights_only=True`` rebuild numpy scalars and dtypes (data, not code).
+def _read_peer_file(path: Path, error: CorruptCheckpointError) -> Any:
+    """The file read as pytorch-accelerated wrote it (plain ``torch.save``); ``error``
+    (why it is no scramjet checkpoint) is raised again if it cannot be read that way."""
+    try:
+        with _numpy_data_allowed():
+            raw = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as refused:  # intact, but holds what this reader refuses
+        raise CheckpointError(_refusal(path, refused)) from None
+    except Exception:
+        raise error from None
+    holder = _object_array_in(raw)
+    if holder is not None:
+        raise CheckpointError(_refusal(path, pickle.UnpicklingError(holder)))
+    return raw
+
+
+_NUMPY_OBJECTS = re.compile(r"but got <class 'numpy\.dtypes\.(?:Object|Void)DType'>|^entry ")
+
+
+def _refusal(path: Path, refused: Exception) -> str:
+    """Why ``path``, read as a pytorch-accelerated file, is refused, and how to load it."""
+    if _NUMPY_OBJECTS.search(str(refused)) is None:
+        return f"checkpoint {str(path)!r} cannot be read: {_unreadable_reason(path, refused)}"
+    return (
+        f"checkpoint {str(path)!r} (a pytorch-accelerated file) holds a numpy array of "
+        "Python objects (dtype=object) or of structured records; "
+        "torch.load(weights_only=True) does not build those, since their elements could be "
+        "any object. Numeric arrays, numpy scalars and dtypes load. If you trust this file, "
+        "read it with torch.load(path, weights_only=False), turn such arrays into lists or "
+        "numeric arrays, and save it again"
+    )
+
+
+def _object_array_in(value: Any, where: str = "") -> str | None:
+    """``"entry <key>"`` of the first numpy array that holds Python objects, else None."""
+    if isinstance(value, np.ndarray) and value.dtype.hasobject:
+        return f"entry {where or '<top level>'}"
+    if isinstance(value, dict):
+        items: Iterable[tuple[object, Any]] = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _object_array_in(item, f"{where}[{key!r}]")
+        if found is not None:
+            return found
+    return None
+
+
+def _numpy_data_allowed() -> contextlib.AbstractContextManager[Any]:
+    """Let ``weights_only=True`` rebuild numpy scalars, dtypes and numeric arrays (data,
+    not code).
 
     pytorch-accelerated saved ``checkpoint_kwargs`` as given, so its files often hold
-    ``np.float64`` metrics; unpickling one calls numpy's scalar constructor with a dtype,
-    nothing else. Arrays and any other global stay refused. torch 2.4 has no scoped
-    allow-list (``torch.serialization.safe_globals``): there the file is read as before.
+    ``np.float64`` metrics or ``np.array`` per-class scores. Unpickling one calls numpy's
+    scalar constructor or ``_reconstruct`` with ``ndarray`` and a dtype, then sets the
+    array's shape, dtype and raw bytes; nothing else. An array of Python objects or of
+    structured records stays refused: its dtype's class (``ObjectDType``, ``VoidDType``)
+    is not allowed. Files of numpy 1.x name these functions ``numpy.core.multiarray.*``.
+    torch 2.4 has no scoped allow-list (``torch.serialization.safe_globals``): there the
+    file is read as before.
     """
     safe_globals = getattr(torch.serialization, "safe_globals", None)
     if safe_globals is None:
         return contextlib.nullcontext()
     dtype_types = {type(np.dtype(code)) for code in np.typecodes["All"] if code not in "OV"}
-    scalar = np.array(0.0)[()].__reduce__()[0]  # numpy's multiarray.scalar, 1.x and 2.x
-    allowed: list[Any] = [scalar, np.dtype, *sorted(dtype_types, key=lambda t: t.__name__)]
+    scalar: Any = np.array(0.0)[()].__reduce__()[0]  # numpy's multiarray.scalar
+    reconstruct: Any = np.array([0.0]).__reduce__()[0]  # numpy's multiarray._reconstruct
+    # bytes: protocol 2 pickles empty raw data (an empty array's) as a call of bytes()
+    allowed: list[Any] = [scalar, reconstruct, np.dtype, np.ndarray, bytes]
+    allowed += sorted(dtype_types, key=lambda t: t.__name__)
+    if TorchVersion(torch.__version__) >= "2.6":  # (object, name) pairs are understood
+        allowed += [(f, f"numpy.core.multiarray.{f.__name__}") for f in (scalar, reconstruct)]
     return safe_globals(allowed)  # type: ignore[no-any-return]
