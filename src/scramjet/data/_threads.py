@@ -45,6 +45,7 @@ import torch
 from torch.utils.data import BatchSampler, Sampler
 
 from scramjet.data._epoch import SharedEpoch
+from scramjet.data._start import check_start
 
 if TYPE_CHECKING:
     from scramjet.data.reader import PackedDataset
@@ -138,7 +139,7 @@ class EpochOrder(Sampler[int]):
     def set_start(self, start: int) -> None:
         """Skip the first ``start`` indices of the next iteration (resuming mid-epoch);
         the iterations after it start from their beginning again."""
-        self.start, self._skipped = max(0, int(start)), 0
+        self.start, self._skipped = check_start(start), 0
 
     def __iter__(self) -> Iterator[int]:
         if self._reseed:

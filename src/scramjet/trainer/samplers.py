@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
+from scramjet.data._start import check_start
 from scramjet.runtime.seeding import get_rng_states, set_rng_states
 
 T = TypeVar("T")
@@ -82,12 +83,12 @@ class EpochSampler(Sampler[int]):
 
     def set_start(self, start: int) -> None:
         """Skip the first ``start`` indices of this rank's order (every rank did the same)."""
-        self.set_consumed(max(0, int(start)) * self.num_replicas)
+        self.set_consumed(check_start(start) * self.num_replicas)
 
     def set_consumed(self, consumed: int) -> None:
         """Skip the first ``consumed`` positions of the epoch's global order (a resume,
         possibly saved by a run with another number of processes)."""
-        self.consumed = max(0, int(consumed))
+        self.consumed = check_start(consumed, "positions of the global order")
 
     def global_order(self) -> list[int]:
         """The epoch's order over every sample: a function of (seed, epoch) only."""
@@ -186,7 +187,7 @@ class SkipSampler(Sampler[int]):
 
     def set_start(self, start: int) -> None:
         """Skip the first ``start`` indices of the next iteration."""
-        self.start = max(0, int(start))
+        self.start = check_start(start)
 
     def set_draw_seed(self, seed: int | None) -> None:
         """Seed the global generators while the next iteration draws its order."""
@@ -221,7 +222,7 @@ class SkipBatches(Sampler[list[int]]):
 
     def set_start(self, start: int) -> None:
         """Skip the first ``start`` batches of the next iteration."""
-        self.start = max(0, int(start))
+        self.start = check_start(start, "batches")
 
     def set_draw_seed(self, seed: int | None) -> None:
         """Seed the global generators while the next iteration draws its batches (see
