@@ -48,6 +48,25 @@ def _class_distributions(target: torch.Tensor, scores: torch.Tensor) -> bool:
     return bool((rows >= 0).all()) and bool(((rows.sum(dim=-1) - 1).abs() <= 1e-3).all())
 
 
+def _refuse_multi_hot(scores: torch.Tensor, target: torch.Tensor) -> None:
+    """Raise when ``target`` holds several 0/1 labels per sample ``[N, L]`` (rows that are
+    not one-hot) next to predictions of the same shape: a multi-label problem, whose
+    element-by-element scores would be read as accuracy and F1 of samples."""
+    if target.dim() != 2 or target.shape[1] < 2 or scores.shape != target.shape:
+        return
+    if not target.numel() or not bool(((target == 0) | (target == 1)).all()):
+        return
+    raise ValueError(
+        f"ClassificationResults scores one class per sample, but y_true {tuple(target.shape)} "
+        f"holds several 0/1 labels per sample (multi-hot rows) next to y_pred "
+        f"{tuple(scores.shape)}: a multi-label problem. Use "
+        f"scramjet.metrics.multilabel.MultiLabelResults, whose "
+        f"subset_accuracy and per-label macro/micro F1 match sklearn.metrics; to score "
+        f"every label as a separate two-class sample, pass y_pred.reshape(-1) and "
+        f"y_true.reshape(-1)."
+    )
+
+
 def _refuse_nan(scores: torch.Tensor, scored: torch.Tensor, package: str) -> None:
     """Raise when a scored prediction is NaN (``scored``: a mask of ``scores``' rows, or of
     its elements, that count): an arg-max or threshold would turn it into a class."""
@@ -155,6 +174,7 @@ class ClassificationResults(ResultPackage):
             scores, target = _next_token(scores, target)
         if _class_distributions(target, scores):  # one-hot or soft targets [N, C]
             target = target.argmax(dim=-1)
+        _refuse_multi_hot(scores, target)
         target = target.long()
         if target.dim() > 1 and target.shape[-1] == 1:  # one label per sample, as [N, 1]
             target = target.squeeze(-1)
