@@ -409,6 +409,17 @@ def _validate(preloaded_data: int, max_memory_size: float | None) -> int | None:
     return int(max_memory_size)
 
 
+def _check_transform(transform: object) -> None:
+    """``transform`` must be None or one callable (a list of them is a common slip)."""
+    if transform is not None and not callable(transform):
+        raise TypeError(
+            f"transform must be a callable (sample -> sample) or None, got "
+            f"{type(transform).__name__} {transform!r:.80}. To apply several, chain them in "
+            "one callable: transform=lambda s: crop(flip(s)) (or torchvision's "
+            "transforms.Compose([...]))."
+        )
+
+
 def _normalise(index: Any, n: int, length: Callable[[], int]) -> int | None:
     """The cached position of ``index`` (an int, NumPy integer or 0-d integer tensor, as
     samplers and ``Subset`` indices give), or None when it is not one of the ``n`` cached
@@ -453,6 +464,7 @@ class _CachingMixin:
     def _setup_cache(self, n: int, settings: dict[str, Any]) -> None:
         settings = dict(settings)
         self._scramjet_transform = settings.pop("transform", None)
+        _check_transform(self._scramjet_transform)
         probe = settings.pop("probe", True)
         if probe and n > 0 and not self._probe():
             warnings.warn(
@@ -717,4 +729,5 @@ def accelerate_dataset(
         "probe": probe,
     }
     _validate(preloaded_data, max_memory_size)
+    _check_transform(transform)
     return functools.partial(_decorate_dataset, settings=settings)
