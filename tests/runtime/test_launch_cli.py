@@ -39,6 +39,10 @@ def test_rendezvous_endpoint_and_elastic_node_counts_pass_through() -> None:
     assert "--nnodes=1:3" in argv and "--rdzv-endpoint=127.0.0.1:29400" in argv
     assert "--rdzv-backend=c10d" in argv and "--rdzv-id=job7" in argv
     assert not any(a.startswith("--master") for a in argv)
+    conf = ["--rdzv-endpoint", "h:1", "--rdzv_conf", "join_timeout=30,last_call_timeout=2", "t.py"]
+    assert "--rdzv-conf=join_timeout=30,last_call_timeout=2" in launch_cli.build_torchrun_argv(
+        _parse(conf)
+    )
 
 
 @pytest.mark.parametrize(
@@ -48,6 +52,10 @@ def test_rendezvous_endpoint_and_elastic_node_counts_pass_through() -> None:
         (["--nproc-per-node", "lots"], "got 'lots'"),
         (["--nnodes", "3:1"], "--nnodes must be a number >= 1 or MIN:MAX"),
         (["--nnodes", "2"], "needs --master-addr"),
+        (["--rdzv-conf", "join_timeout=5"], "--rdzv-conf join_timeout=5 is only used with"),
+        (["--rdzv-endpoint", "h:1", "--rdzv-conf", "join_timeout"], "KEY=VALUE pairs"),
+        (["--rdzv-endpoint", "h:1", "--rdzv-conf", "join_timeout=soon"], "got 'soon'"),
+        (["--rdzv-endpoint", "h:1", "--rdzv-conf", "join_timeout=0"], "seconds > 0"),
     ],
 )
 def test_bad_options_are_one_line_on_stderr_with_exit_2(

@@ -46,6 +46,7 @@ from scramjet.runtime.preemption import PREEMPTED_EXIT_CODE
 __all__ = ["build_torchrun_argv", "configure_parser", "run"]
 
 DEFAULT_MULTI_NODE_PORT = 29500
+DEFAULT_JOIN_TIMEOUT = 600  # torch elastic's c10d rendezvous waits this long for the nodes
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +91,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     add("--rdzv-endpoint", "--rdzv_endpoint", dest="rdzv_endpoint", default=None, help="HOST:PORT")
     add("--rdzv-backend", "--rdzv_backend", dest="rdzv_backend", default=None, help="e.g. c10d")
     add("--rdzv-id", "--rdzv_id", dest="rdzv_id", default=None, help="run id shared by all nodes")
+    add(
+        "--rdzv-conf",
+        "--rdzv_conf",
+        dest="rdzv_conf",
+        default=None,
+        help="KEY=VALUE,... for the c10d rendezvous, e.g. join_timeout=120 (seconds the "
+        f"started nodes wait for the others; default {DEFAULT_JOIN_TIMEOUT})",
+    )
     add("--standalone", action="store_true", help="one node, free port (the default on one node)")
     add(
         "--max-restarts",
@@ -148,11 +157,13 @@ def _check_rendezvous(args: argparse.Namespace, high: int) -> None:
                 "node, e.g. --rdzv-endpoint 10.0.0.1:29400); or leave --rdzv-backend out and "
                 "give each node --master-addr and its own --node-rank"
             )
-        if args.rdzv_id:
-            raise ValueError(
-                f"--rdzv-id {args.rdzv_id} is only used with --rdzv-endpoint HOST:PORT (torch "
-                "elastic's c10d rendezvous); add it, or leave --rdzv-id out"
-            )
+        for option, value in (("--rdzv-id", args.rdzv_id), ("--rdzv-conf", args.rdzv_conf)):
+            if value:
+                raise ValueError(
+                    f"{option} {value} is only used with --rdzv-endpoint HOST:PORT (torch "
+                    f"elastic's c10d rendezvous); add it, or leave {option} out"
+                )
+    _join_timeout(args.rdzv_conf)
     if getattr(args, "standalone", False) and (
         high > 1 or args.master_addr or args.master_port is not None or args.rdzv_endpoint
     ):
@@ -161,6 +172,33 @@ def _check_rendezvous(args: argparse.Namespace, high: int) -> None:
             "--nnodes > 1, --master-addr, --master-port or --rdzv-endpoint: leave out "
             "--standalone, or those options"
         )
+
+
+def _join_timeout(conf: str | None) -> float:
+    """The c10d join timeout in seconds that ``--rdzv-conf`` sets (torch's default if none);
+    a ValueError for a malformed ``--rdzv-conf``."""
+    if conf is None:
+        return DEFAULT_JOIN_TIMEOUT
+    settings: dict[str, str] = {}
+    for item in conf.split(","):
+        key, sep, value = item.partition("=")
+        if not (sep and key.strip() and value.strip()):
+            raise ValueError(
+                f"--rdzv-conf must be KEY=VALUE pairs separated by commas, got {conf!r} "
+                "(e.g. --rdzv-conf join_timeout=120)"
+            )
+        settings[key.strip()] = value.strip()
+    value = settings.get("join_timeout", str(DEFAULT_JOIN_TIMEOUT))
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(
+            f"--rdzv-conf join_timeout must be a number of seconds > 0, got {value!r} "
+            "(e.g. --rdzv-conf join_timeout=120)"
+        )
+    return seconds
 
 
 def build_torchrun_argv(args: argparse.Namespace) -> list[str]:
@@ -196,6 +234,7 @@ def build_torchrun_argv(args: argparse.Namespace) -> list[str]:
             f"--rdzv-endpoint={args.rdzv_endpoint}",
         ]
         argv += [f"--rdzv-id={args.rdzv_id}"] if args.rdzv_id else []
+        argv += [f"--rdzv-conf={args.rdzv_conf}"] if args.rdzv_conf else []
     elif high == 1 and args.master_addr is None and args.master_port is None:
         argv.append("--standalone")  # c10d rendezvous on localhost, port chosen by the OS
     else:
@@ -318,6 +357,7 @@ def run(args: argparse.Namespace) -> int:
     parse_args = cast("Callable[[list[str]], argparse.Namespace]", torch_run.parse_args)
     torchrun = cast("Callable[[argparse.Namespace], None]", torch_run.run)
     from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.rendezvous.api import RendezvousTimeoutError
 
     from scramjet.runtime.launch import _fresh_store_per_round
 
@@ -357,6 +397,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return PREEMPTED_EXIT_CODE
+    except RendezvousTimeoutError:
+        print(f"scramjet launch: error: {_missing_nodes(args)}", file=sys.stderr)
+        return 1
     except Exception as error:  # the launcher itself failed: rendezvous, bad settings
         print(
             f"scramjet launch: error: the launcher failed before or between runs: "
@@ -365,6 +408,26 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _missing_nodes(args: argparse.Namespace) -> str:
+    """What a rendezvous timeout means: which nodes were awaited, and the setting to change."""
+    low, high = _nnodes(str(args.nnodes))
+    needed = f"{low} node(s)" if low == high else f"at least {low} of {high} node(s)"
+    if not args.rdzv_endpoint:  # static rendezvous on --master-addr: torch's own timeout
+        return (
+            f"{needed} must meet at {args.master_addr}, but fewer had joined when the "
+            "rendezvous timed out, so no process of the script started. Start `scramjet "
+            "launch` with the same --master-addr, --master-port and --nnodes and its own "
+            "--node-rank on every node, and check that each node can reach that address"
+        )
+    return (
+        f"{needed} must join the rendezvous at {args.rdzv_endpoint}, but fewer had joined after "
+        f"the join timeout of {_join_timeout(args.rdzv_conf):g} s, so no process of the script "
+        "started. Start `scramjet launch` with the same --rdzv-endpoint and --nnodes on every "
+        "node (check that each node can reach that address), or wait longer with --rdzv-conf "
+        "join_timeout=SECONDS"
+    )
 
 
 def _port_hint(error: Exception, args: argparse.Namespace) -> str:
