@@ -33,6 +33,13 @@ from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sequent
 
 from scramjet.callbacks import DEFAULT_CALLBACKS, TrainerCallback
 from scramjet.compat.aitoolbox.experiment.training_history import TrainingHistory
+from scramjet.compat.aitoolbox.torchtrain.train_loop._collate import (
+    _append,
+    _concat,
+    _loss_format,
+    _merge_meta,
+    _rows,
+)
 from scramjet.compat.aitoolbox.torchtrain.train_loop._trainer import (
     LoopEvents,
     OptimizerProxy,
@@ -232,10 +239,12 @@ class TrainLoop:
         return (self.iteration + 1) % self.grad_accumulation == 0 or self.iteration == last
 
     def get_num_training_steps(self) -> int:
-        """Optimizer updates in the whole run (``num_iterations`` counts batches)."""
-        if self.num_iterations:
-            return self.num_iterations // self.grad_accumulation
-        return math.ceil(len(self.train_loader) / self.grad_accumulation) * self.num_epochs
+        """Optimizer updates in the whole run (``num_iterations`` counts batches; each epoch's
+        last, shorter accumulation window makes one update too)."""
+        per_epoch, accum = len(self.train_loader), self.grad_accumulation
+        epochs, rest = divmod(self.num_iterations, per_epoch) if self.num_iterations else (0, 0)
+        epochs = epochs if self.num_iterations else self.num_epochs
+        return math.ceil(per_epoch / accum) * epochs + math.ceil(rest / accum)
 
     def get_schedulers(self) -> list[Any]:
         """The registered callbacks that are learning-rate schedulers."""
@@ -700,50 +709,6 @@ def _check_not_a_model_file(resume_from: Any, given: str | None = None) -> None:
         f"experiment_name={experiment!r}, local_model_result_folder_path="
         f"{os.path.dirname(project_dir)!r})])."
     )
-
-
-def _append(part: Any, collected: list[Any]) -> list[Any]:
-    collected.append(part)
-    return collected
-
-
-def _concat(parts: list[Any]) -> Any:
-    """Per-batch predictions joined: tensors concatenated, anything else flattened into a list."""
-    if parts and all(isinstance(p, torch.Tensor) for p in parts):
-        return torch.cat(
-            [p.detach().cpu().reshape(-1, *p.shape[1:]) if p.dim() else p.reshape(1) for p in parts]
-        )
-    out: list[Any] = []
-    for p in parts:
-        out.extend(p.tolist() if hasattr(p, "tolist") else list(p))
-    return out
-
-
-def _loss_format(loss: Any, float_dict_format: bool) -> Any:
-    """A stored loss (a float, or a dict of floats per loss) as AIToolbox returned it: 0-d
-    float64 CPU tensors unless ``float_dict_format``."""
-    if float_dict_format:
-        return loss
-    if isinstance(loss, Mapping):
-        return {k: torch.tensor(v, dtype=torch.float64) for k, v in loss.items()}
-    return torch.tensor(loss, dtype=torch.float64)
-
-
-def _merge_meta(metas: list[Any]) -> dict[str, list[Any]] | None:
-    """Per-batch metadata dicts joined key by key; None when no batch had metadata."""
-    dicts = [m for m in metas if isinstance(m, Mapping)]
-    if not dicts:
-        return None
-    merged: dict[str, list[Any]] = {}
-    for m in dicts:
-        for k, v in m.items():
-            merged.setdefault(k, []).extend(v.tolist() if hasattr(v, "tolist") else list(v))
-    return merged
-
-
-def _rows(value: Any) -> Any:
-    """A collated result as something :func:`gather_shards` takes (a tensor or a list)."""
-    return value if isinstance(value, torch.Tensor | list | Mapping) else list(value)
 
 
 def _is_scheduler(callback: Any) -> bool:
