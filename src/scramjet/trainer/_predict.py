@@ -89,11 +89,20 @@ def _outputs(trainer: Trainer, dl: Any) -> list[Any]:
                         explain_batch_error(error, model, batch, "predict")
                         raise
                 if real:  # a repeated batch only kept the forwards in step
-                    outputs.append(output)
+                    outputs.append(output if trainer.precision == "no" else _full(output))
     finally:
         trainer.model = wrapped
         restore_modes(modes)
     return outputs
+
+
+def _full(output: Any) -> Any:
+    """An output computed under autocast with its fp16/bf16 tensors in float32 (as the
+    autocast wrapper hands them back): ``.numpy()`` and metric code take them."""
+    half = (torch.float16, torch.bfloat16)
+    return map_leaves(
+        output, lambda leaf: leaf.float() if getattr(leaf, "dtype", None) in half else leaf
+    )
 
 
 def _with_empty_share(outputs: list[Any], device: torch.device) -> list[Any]:

@@ -1000,8 +1000,8 @@ class Trainer:
 
         Across processes, each rank predicts its share and the outputs are gathered on
         every rank without the sampler's padding (N samples → exactly N outputs).
-        Tensors are concatenated along the first dimension; other outputs come back as a
-        list with one entry per batch. Across processes the data must be map-style (or a
+        Tensors are concatenated along the first dimension (in float32 for fp16/bf16 ones of
+        a mixed-precision run); other outputs, a list with one entry per batch. Across processes the data must be map-style (or a
         DataLoader with a :class:`ShardSampler`): a stream has no dataset order. Without
         ``collate_fn``, the one the last ``train()`` was given batches the data.
         """
