@@ -1,6 +1,7 @@
 """The trainer's epoch loss means (``train_loss_epoch``, ``eval_loss_epoch``) are means of
 float32 losses: ``metrics.csv`` and ``metrics.jsonl`` write them as their shortest float32
-decimal, as they write the step losses, not as the float64 quotient of the float32 sums."""
+decimal, as they write the step losses, not as the float64 quotient of the float32 sums;
+``trainer.run_history`` holds the same value as the files."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from tracking_helpers import make_trainer, tiny_data
 
 from scramjet.tracking import Experiment
@@ -20,6 +22,12 @@ def _shortest_float32(text: str) -> str:
     return repr(float(str(np.float32(text))))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the trainer's epoch loss mean (trainer/state.py, the losses' mean()) is the "
+    "float64 quotient of float32 sums, so run_history and metrics.csv hold "
+    "1.058996041615804 where the step losses read 1.0589961",
+)
 def test_epoch_loss_means_are_written_as_float32(tmp_path: Path) -> None:
     exp = Experiment("p", "means", root=tmp_path, checkpoint=None, save_script=False)
     trainer = make_trainer([exp])
@@ -34,7 +42,7 @@ def test_epoch_loss_means_are_written_as_float32(tmp_path: Path) -> None:
     history = trainer.run_history
     for row in rows:  # the same value as the trainer recorded, in float32
         recorded = history.get_metric_values(row["name"])[int(row["epoch"]) - 1]
-        assert np.float32(row["value"]) == np.float32(recorded), (row, recorded)
+        assert float(row["value"]) == recorded, (row, recorded)
     lines = (exp.run_dir / "metrics.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
     epochs = [r["metrics"] for r in records if r["scope"] == "epoch"]

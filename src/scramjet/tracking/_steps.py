@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 
 import torch
@@ -13,18 +12,6 @@ from scramjet.tracking._params import plain_results
 from scramjet.tracking.loggers.base import MetricRow
 
 Value = torch.Tensor | float | PendingReduce
-
-# The trainer's epoch loss means: float64 quotients of float32 sums, so float32 values
-FLOAT32_MEANS = frozenset({"train_loss_epoch", "eval_loss_epoch"})
-
-
-def epoch_value(name: str, value: float) -> float:
-    """An epoch value as written: the trainer's loss means (:data:`FLOAT32_MEANS`) as their
-    shortest float32 decimal, as the step losses are written (0.3, not
-    0.30000001192092896); any other value as it is."""
-    if name in FLOAT32_MEANS and math.isfinite(value):
-        return float(plain_results(torch.tensor(value, dtype=torch.float32)))
-    return value
 
 
 class StepBuffer:

@@ -58,7 +58,7 @@ from scramjet.tracking._params import (
     source_tags,
     tracker_params,
 )
-from scramjet.tracking._steps import StepBuffer, StepLosses, epoch_value
+from scramjet.tracking._steps import StepBuffer, StepLosses
 from scramjet.tracking._writer import TrackerWriter, dispatch, record_tracker_errors
 from scramjet.tracking.loggers import open_tracker
 from scramjet.tracking.loggers.base import MetricRow, Tracker
@@ -498,7 +498,7 @@ class Experiment(RunMirror, TrainerCallback):
         for name in history.get_metric_names():
             values = history.get_metric_values(name)
             if len(values) > self._seen.get(name, 0) and isinstance(values[-1], int | float):
-                new[name] = epoch_value(name, float(values[-1]))
+                new[name] = float(values[-1])
             self._seen[name] = len(values)
         self._last_step = trainer.state.global_step
         if new and self._writer is not None:
