@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import numbers
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -272,6 +273,7 @@ class TrainLoop:
         Returns:
             The trained model.
         """
+        _check_fit_args(num_epochs, num_iterations, callbacks, grad_accumulation)
         if (num_epochs > 0) == (num_iterations > 0):
             raise ValueError(
                 f"fit needs exactly one of num_epochs > 0 or num_iterations > 0; received "
@@ -709,6 +711,34 @@ def _check_not_a_model_file(resume_from: Any, given: str | None = None) -> None:
         f"experiment_name={experiment!r}, local_model_result_folder_path="
         f"{os.path.dirname(project_dir)!r})])."
     )
+
+
+def _check_fit_args(
+    num_epochs: Any, num_iterations: Any, callbacks: Any, grad_accumulation: Any
+) -> None:
+    """Refuse ``fit`` arguments of the wrong type, naming the argument as the user wrote it."""
+    for name, value in (("num_epochs", num_epochs), ("num_iterations", num_iterations)):
+        if not isinstance(value, numbers.Real):
+            raise TypeError(
+                f"{name} must be an int; received {type(value).__name__} ({value!r}). "
+                f"Pass e.g. {name}=3."
+            )
+    if (
+        isinstance(grad_accumulation, bool)
+        or not isinstance(grad_accumulation, numbers.Integral)
+        or grad_accumulation < 1
+    ):
+        raise ValueError(
+            f"grad_accumulation must be an int ≥ 1 (batches per optimizer update); received "
+            f"{grad_accumulation!r}. Pass e.g. grad_accumulation=1 (no accumulation)."
+        )
+    if callbacks is not None and (
+        isinstance(callbacks, str | Mapping) or not isinstance(callbacks, Iterable)
+    ):
+        raise TypeError(
+            f"callbacks must be a list of callbacks; received {type(callbacks).__name__} "
+            f"({callbacks!r}). Pass callbacks=[callback] for a single one."
+        )
 
 
 def _is_scheduler(callback: Any) -> bool:
