@@ -49,14 +49,18 @@ def _png_bytes(fig: Any) -> bytes:
 def _line_figure(
     title: str, lines: Sequence[tuple[str, list[int], list[float]]], xlabel: str
 ) -> tuple[Any, Any]:
-    """A figure with one line per ``(label, xs, ys)``; whole-number ticks on the x axis."""
+    """A figure with one line per ``(label, xs, ys)``; whole-number ticks on the x axis.
+
+    Names are drawn as written: a ``$`` never starts math text (``$\\foo$`` would raise),
+    and a label starting with ``_`` is in the legend too (matplotlib hides such labels)."""
     from matplotlib.ticker import MaxNLocator
 
     fig, ax = _figure()
-    for label, xs, ys in lines:
+    handles = []
+    for _, xs, ys in lines:
         marker = "o" if len(xs) <= 30 else None
-        ax.plot(xs, ys, label=label, marker=marker, linewidth=1.6)
-    ax.set_title(title)
+        handles += ax.plot(xs, ys, marker=marker, linewidth=1.6)
+    ax.set_title(title, parse_math=False)
     ax.set_xlabel(xlabel)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs and steps: no 1.5
     distinct = sorted({x for _, xs, _ in lines for x in xs})
@@ -64,7 +68,9 @@ def _line_figure(
         ax.set_xticks(distinct)
     ax.grid(True, alpha=0.3)
     if len(lines) > 1:
-        ax.legend(fontsize=8)
+        legend = ax.legend(handles, [label for label, _, _ in lines], fontsize=8)
+        for text in legend.get_texts():
+            text.set_parse_math(False)
     return fig, ax
 
 
