@@ -355,6 +355,8 @@ class RegressionResults(ResultPackage):
         self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """See the class docstring."""
+        _refuse_ragged(y_pred, "y_pred")
+        _refuse_ragged(y_true, "y_true")
         # float64: in float32, targets far from 0 (prices, years) lose R² to cancellation
         pred = as_tensor(y_pred, "y_pred").double()
         target = as_tensor(y_true, "y_true").double()
@@ -376,6 +378,22 @@ class RegressionResults(ResultPackage):
             "mae": float(R.mean_absolute_error(pred, target)),
             "r2": _r2(pred, target, columns),
         }
+
+
+def _refuse_ragged(value: Any, what: str) -> None:
+    """Raise when ``value`` is a list of tensors or arrays of different lengths (batches,
+    the last one smaller): padded to one tensor with -100, the padding would be scored."""
+    if not isinstance(value, list) or len(value) < 2:
+        return
+    shapes = {tuple(item.shape) for item in value if hasattr(item, "shape")}
+    if len(shapes) < 2:
+        return
+    raise ValueError(
+        f"RegressionResults: {what} is a list of {len(value)} tensors or arrays of "
+        f"different shapes ({', '.join(map(str, sorted(shapes)[:3]))}); padded to one "
+        f"tensor with {PAD_VALUE}, the padding would be scored as values. If they are "
+        f"batches, pass torch.cat({what}) (and the targets joined the same way)."
+    )
 
 
 def _without_last_one(shape: torch.Size) -> tuple[int, ...]:
