@@ -381,22 +381,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"scramjet launch: {failed}", file=sys.stderr)
         return 1
     except SignalException as error:  # the launcher itself was told to stop (preemption)
-        if error.sigval == signal.SIGINT:  # Ctrl-C: no checkpoint is promised
-            print(
-                "scramjet launch: interrupted (Ctrl-C); the workers were stopped",
-                file=sys.stderr,
-            )
-            return 130
-        name = error.sigval.name
-        if notice.received and error.sigval == signal.SIGTERM:
-            name = "SIGUSR1 (passed on as SIGTERM)"
-        print(
-            f"scramjet launch: stopped by {name}: the workers were sent "
-            f"{error.sigval.name} (a Trainer with SaveTrainingStateCallback saves at its next "
-            "step); run the same command again to resume (resume_from='auto')",
-            file=sys.stderr,
-        )
-        return PREEMPTED_EXIT_CODE
+        return _stopped_by(error.sigval, notice)
     except RendezvousTimeoutError:
         print(f"scramjet launch: error: {_missing_nodes(args)}", file=sys.stderr)
         return 1
@@ -408,6 +393,23 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _stopped_by(sigval: signal.Signals, notice: _NoticeAsSigterm) -> int:
+    """Say why the launcher stopped on a signal; its exit status (130 for Ctrl-C, else 143)."""
+    if sigval == signal.SIGINT:  # Ctrl-C: no checkpoint is promised
+        print("scramjet launch: interrupted (Ctrl-C); the workers were stopped", file=sys.stderr)
+        return 130
+    name = sigval.name
+    if notice.received and sigval == signal.SIGTERM:
+        name = "SIGUSR1 (passed on as SIGTERM)"
+    print(
+        f"scramjet launch: stopped by {name}: the workers were sent {sigval.name} (a Trainer "
+        "with SaveTrainingStateCallback saves at its next step); run the same command again "
+        "to resume (resume_from='auto')",
+        file=sys.stderr,
+    )
+    return PREEMPTED_EXIT_CODE
 
 
 def _missing_nodes(args: argparse.Namespace) -> str:
