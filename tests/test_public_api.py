@@ -288,6 +288,7 @@ EXPECTED: dict[str, set[str]] = {
         "BleuResults",
         "ClassificationResults",
         "CombinedResults",
+        "MultiLabelResults",
         "PerplexityResults",
         "QAResults",
         "RegressionResults",

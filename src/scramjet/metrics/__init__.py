@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from scramjet.metrics.base import CombinedResults, ResultPackage
 from scramjet.metrics.classification import BinaryResults, ClassificationResults, RegressionResults
+from scramjet.metrics.multilabel import MultiLabelResults
 from scramjet.metrics.nlp import (
     BleuResults,
     PerplexityResults,
@@ -26,6 +27,7 @@ __all__ = [
     "BleuResults",
     "ClassificationResults",
     "CombinedResults",
+    "MultiLabelResults",
     "PerplexityResults",
     "QAResults",
     "RegressionResults",
