@@ -182,7 +182,8 @@ def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
         if isinstance(value, torch.Tensor) and value.numel() == 1:
             value = value.item()
         try:
-            if isinstance(value, str | bytes):  # float("0.5") would parse it
+            # float("0.5") would parse a string; a bool would be stored as 1.0 or 0.0
+            if isinstance(value, str | bytes | bool | np.bool_):
                 raise TypeError
             out[str(name)] = float(value)
         except (TypeError, ValueError, OverflowError):
