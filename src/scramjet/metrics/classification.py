@@ -7,6 +7,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from torchmetrics.functional import classification as C
 from torchmetrics.functional import regression as R
@@ -346,7 +347,10 @@ class RegressionResults(ResultPackage):
     Targets ``[N, k]`` with predictions of the same shape are ``k`` outputs of ``N``
     samples: R² is the mean of the per-output R², as ``sklearn.metrics.r2_score`` gives by
     default, and NaN when ``N`` is 1 (MSE and MAE are the same pooled or per output).
-    NaN predictions or targets are refused, as ``sklearn.metrics`` refuses them.
+    NaN predictions or targets are refused, as ``sklearn.metrics`` refuses them. A list of
+    equal-shape tensors is joined as ``_join_pieces`` reads it (batches or per-sample rows,
+    told by the other argument's shape); two such lists of 1-d tensors are ambiguous and
+    refused, naming ``torch.cat`` and ``torch.stack``.
     """
 
     name = "regression"
@@ -357,6 +361,10 @@ class RegressionResults(ResultPackage):
         """See the class docstring."""
         _refuse_ragged(y_pred, "y_pred")
         _refuse_ragged(y_true, "y_true")
+        y_pred, y_true = (
+            _join_pieces(y_pred, y_true, "y_pred"),
+            _join_pieces(y_true, y_pred, "y_true"),
+        )
         # float64: in float32, targets far from 0 (prices, years) lose R² to cancellation
         pred = as_tensor(y_pred, "y_pred").double()
         target = as_tensor(y_true, "y_true").double()
@@ -393,6 +401,46 @@ def _refuse_ragged(value: Any, what: str) -> None:
         f"different shapes ({', '.join(map(str, sorted(shapes)[:3]))}); padded to one "
         f"tensor with {PAD_VALUE}, the padding would be scored as values. If they are "
         f"batches, pass torch.cat({what}) (and the targets joined the same way)."
+    )
+
+
+def _pieces_shape(value: Any) -> tuple[int, ...] | None:
+    """The one shape of a list of two or more tensors or arrays, or None for anything else
+    (lists of numbers, one-item lists, shapes that differ: see ``_refuse_ragged``)."""
+    if not isinstance(value, list) or len(value) < 2:
+        return None
+    if not all(isinstance(item, torch.Tensor | np.ndarray) for item in value):
+        return None
+    shapes = {tuple(item.shape) for item in value}
+    return shapes.pop() if len(shapes) == 1 else None
+
+
+def _join_pieces(value: Any, other: Any, what: str) -> Any:
+    """``value``, a list of equal-shape tensors or arrays, as one tensor: batches ``[B, ...]``
+    are joined with ``torch.cat``; 1-d pieces ``[L]`` are per-sample rows of ``L`` outputs
+    (``torch.stack``) when ``other`` is ``[len(value), L]``, batches when ``other`` holds
+    ``len(value) * L`` values in one column, and ambiguous (an error) when ``other`` is a
+    list of such pieces too. Anything else is returned as it is."""
+    shape = _pieces_shape(value)
+    if shape is None or len(shape) == 0 or shape == (1,):
+        return value
+    tensors = [torch.as_tensor(item) for item in value]
+    if len(shape) >= 2:  # a per-sample row is 1-d: these are batches
+        return torch.cat(tensors)
+    if isinstance(other, torch.Tensor | np.ndarray):
+        if tuple(other.shape) == (len(value), shape[0]):
+            return torch.stack(tensors)
+        if _without_last_one(torch.Size(other.shape)) == (len(value) * shape[0],):
+            return torch.cat(tensors)
+        return value
+    if _pieces_shape(other) is None:
+        return value
+    raise ValueError(
+        f"RegressionResults: {what} is a list of {len(value)} tensors of shape {shape}, "
+        f"which reads two ways: {len(value)} batches of {shape[0]} samples, or "
+        f"{len(value)} samples of {shape[0]} outputs each. Join both lists yourself: "
+        f"torch.cat(y_pred) and torch.cat(y_true) for batches, torch.stack(y_pred) and "
+        f"torch.stack(y_true) for per-sample rows."
     )
 
 
