@@ -47,20 +47,32 @@ def _png_bytes(fig: Any) -> bytes:
 
 
 def _line_figure(
-    title: str, lines: Sequence[tuple[str, list[int], list[float]]], xlabel: str
+    title: str,
+    lines: Sequence[tuple[str, list[int], list[float]]],
+    xlabel: str,
+    missing: set[str] | None = None,
 ) -> tuple[Any, Any]:
     """A figure with one line per ``(label, xs, ys)``; whole-number ticks on the x axis.
 
     Names are drawn as written: a ``$`` never starts math text (``$\\foo$`` would raise),
-    and a label starting with ``_`` is in the legend too (matplotlib hides such labels)."""
+    and a label starting with ``_`` is in the legend too (matplotlib hides such labels).
+    A glyph no installed font has is drawn as ``?`` and added to ``missing`` (without
+    ``missing``: one warning for this figure)."""
+    from matplotlib.font_manager import FontProperties
     from matplotlib.ticker import MaxNLocator
 
+    absent: set[str] = set()
+    families, drawn = _plot_fonts([title, *(label for label, _, _ in lines)], absent)
+    if missing is None:
+        _warn_missing_glyphs(absent, f"the plot {title!r}")
+    else:
+        missing.update(absent)
     fig, ax = _figure()
     handles = []
     for _, xs, ys in lines:
         marker = "o" if len(xs) <= 30 else None
         handles += ax.plot(xs, ys, marker=marker, linewidth=1.6)
-    ax.set_title(title, parse_math=False)
+    ax.set_title(drawn[title], fontfamily=families, parse_math=False)
     ax.set_xlabel(xlabel)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs and steps: no 1.5
     distinct = sorted({x for _, xs, _ in lines for x in xs})
@@ -68,16 +80,46 @@ def _line_figure(
         ax.set_xticks(distinct)
     ax.grid(True, alpha=0.3)
     if len(lines) > 1:
-        legend = ax.legend(handles, [label for label, _, _ in lines], fontsize=8)
+        labels = [drawn[label] for label, _, _ in lines]
+        legend = ax.legend(handles, labels, prop=FontProperties(family=families, size=8))
         for text in legend.get_texts():
             text.set_parse_math(False)
     return fig, ax
 
 
+def _plot_fonts(texts: list[str], missing: set[str]) -> tuple[list[str], dict[str, str]]:
+    """The font families that draw ``texts`` (the dashboard's choice: the default font,
+    then installed fonts that have the glyphs it lacks) and each text as drawn, with
+    ``?`` for a glyph no installed font has, added to ``missing`` (no warning per glyph)."""
+    from scramjet.dashboard._fonts import plot_fonts
+
+    with warnings.catch_warnings():  # its warning names a dashboard metric: ours is below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        families, drawn = plot_fonts(texts[0], texts)
+    missing.update(c for t in texts for c, d in zip(t, drawn[t]) if c != d)
+    return families, drawn
+
+
+def _warn_missing_glyphs(missing: set[str], page: str) -> None:
+    """One warning for a page whose plots show ``?`` for glyphs no installed font has."""
+    if missing:
+        warnings.warn(
+            f"report: no installed font has the glyphs {''.join(sorted(missing))!r} of the "
+            f"names plotted in {page}; its plots show '?' in their place (the page's tables "
+            "and metrics.jsonl keep the names). Install a font that has them (e.g. Noto "
+            "Sans CJK, Noto Emoji) and run `scramjet report` again to draw them.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
 def _plot_lines(
-    title: str, lines: Sequence[tuple[str, list[int], list[float]]], xlabel: str
+    title: str,
+    lines: Sequence[tuple[str, list[int], list[float]]],
+    xlabel: str,
+    missing: set[str] | None = None,
 ) -> bytes:
-    return _png_bytes(_line_figure(title, lines, xlabel)[0])
+    return _png_bytes(_line_figure(title, lines, xlabel, missing)[0])
 
 
 def _epoch_curves(
@@ -119,16 +161,19 @@ def build_plots(run_dir: str | os.PathLike[str]) -> dict[str, Path]:
     (epoch, axis), step = _epoch_curves(rows), metric_series(rows, "step")
     out: dict[str, Path] = {}
     taken: set[str] = set()
+    missing: set[str] = set()
     loss_lines = [(n, *epoch[n]) for n in _LOSS_NAMES if n in epoch]
     if loss_lines:
         title = "loss per epoch" if axis == "epoch" else "loss per step (evaluations within epochs)"
-        _add_plot(out, taken, plots, "loss", "", _plot_lines(title, loss_lines, axis))
+        _add_plot(out, taken, plots, "loss", "", _plot_lines(title, loss_lines, axis, missing))
     for name, (xs, ys) in sorted(step.items()):
-        figure = _plot_lines(f"{name} per step", [(name, xs, ys)], "step")
+        figure = _plot_lines(f"{name} per step", [(name, xs, ys)], "step", missing)
         _add_plot(out, taken, plots, name, "_step", figure)
     for name, (xs, ys) in sorted(epoch.items()):
         if name not in _LOSS_NAMES:
-            _add_plot(out, taken, plots, name, "", _plot_lines(name, [(name, xs, ys)], axis))
+            figure = _plot_lines(name, [(name, xs, ys)], axis, missing)
+            _add_plot(out, taken, plots, name, "", figure)
+    _warn_missing_glyphs(missing, f"the report of {run}")
     return out
 
 
@@ -373,18 +418,20 @@ def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
     for metric in sorted(set().union(*epoch_series)):
         final.append([metric, *(s[metric][1][-1] if metric in s else "" for s in epoch_series)])
     sections.append("<h2>Final epoch metrics</h2>" + parts.table(final, ["metric", *names]))
-    imgs = []
+    imgs: list[str] = []
+    glyphs: set[str] = set()
     by_step = any(_has_mid_epoch_rows(s) for s in epoch_series)  # one x axis for all runs
     curves = [_epoch_curves(rows, by_step) for rows in all_rows]
     axis = curves[0][1] if curves else "epoch"
     for metric in sorted(set().union(*epoch_series)):
         lines = [(n, *c[metric]) for n, (c, _) in zip(names, curves) if metric in c]
-        imgs.append(_img(_plot_lines(metric, lines, axis), metric))
+        imgs.append(_img(_plot_lines(metric, lines, axis, glyphs), metric))
     step_series = [metric_series(rows, "step") for rows in all_rows]
     for metric in sorted(set().union(*step_series)):
         lines = [(n, *s[metric]) for n, s in zip(names, step_series) if metric in s]
-        imgs.append(_img(_plot_lines(f"{metric} per step", lines, "step"), metric))
+        imgs.append(_img(_plot_lines(f"{metric} per step", lines, "step", glyphs), metric))
     sections.append("<h2>Curves</h2>" + "".join(imgs))
+    _warn_missing_glyphs(glyphs, "the comparison")
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     _write(out, _page("Run comparison: " + ", ".join(names), sections).encode("utf-8"))
