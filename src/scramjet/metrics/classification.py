@@ -45,8 +45,20 @@ def _class_distributions(target: torch.Tensor, scores: torch.Tensor) -> bool:
     like_scores = scores.shape == target.shape and scores.is_floating_point()
     if not like_scores and scores.shape != target.shape[:-1]:
         return False
+    if like_scores and _independent_probabilities(scores):
+        return False  # sigmoid outputs: a multi-label batch whose rows hold one label each
     rows = target.double()
     return bool((rows >= 0).all()) and bool(((rows.sum(dim=-1) - 1).abs() <= 1e-3).all())
+
+
+def _independent_probabilities(scores: torch.Tensor) -> bool:
+    """Whether ``scores`` ``[..., C]`` are probabilities in [0, 1] whose rows do not sum to
+    1 (one sigmoid per label, as a multi-label model gives; a softmax's rows sum to 1, even
+    in float16 within 1e-2). Logits cannot be told apart: they are read as one class."""
+    rows = scores.double()
+    if not bool(((rows >= 0) & (rows <= 1)).all()):
+        return False
+    return bool(((rows.sum(dim=-1) - 1).abs() > 1e-2).any())
 
 
 def _refuse_multi_hot(scores: torch.Tensor, target: torch.Tensor) -> None:
@@ -59,7 +71,8 @@ def _refuse_multi_hot(scores: torch.Tensor, target: torch.Tensor) -> None:
         return
     raise ValueError(
         f"ClassificationResults scores one class per sample, but y_true {tuple(target.shape)} "
-        f"holds several 0/1 labels per sample (multi-hot rows) next to y_pred "
+        f"holds 0/1 labels per sample (multi-hot rows, or one-hot rows next to per-label "
+        f"sigmoid probabilities or 0/1 decisions whose rows do not sum to 1) next to y_pred "
         f"{tuple(scores.shape)}: a multi-label problem. Use "
         f"scramjet.metrics.multilabel.MultiLabelResults, whose "
         f"subset_accuracy and per-label macro/micro F1 match sklearn.metrics; to score "
@@ -129,7 +142,10 @@ class ClassificationResults(ResultPackage):
     ``y_pred`` is either class scores ``[N, C]`` (arg-maxed) or labels ``[N]``; ``y_true``
     is class indices ``[N]``, or one distribution over the classes per sample ``[N, C]``
     (one-hot rows, or probabilities such as smoothed labels), read as its most likely
-    class. A binary
+    class. Multi-hot targets are refused (see :class:`MultiLabelResults`), and so are one-hot
+    ones next to per-label sigmoid probabilities or 0/1 decisions (rows that do not sum to
+    1: a multi-label batch whose rows hold one label each); next to logits, one-hot targets
+    are read as one class per sample, since logits cannot tell the two apart. A binary
     classifier's one score per sample (``[N, 1]``, or ``[N]`` values that are not whole
     numbers) predicts class 1 when it is a probability above 0.5, or a logit above 0
     (values outside [0, 1], as :class:`BinaryResults` reads them). Per-token
