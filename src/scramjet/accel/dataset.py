@@ -176,7 +176,7 @@ class _Cache:
         spill: bool,
         cache_dir: str | None,
     ) -> None:
-        budget = _validate(preloaded_data, max_memory_size)
+        budget = _validate(preloaded_data, max_memory_size, spill)
         if cache_dir is not None and not os.path.isdir(cache_dir):
             raise ValueError(
                 f"cache_dir={cache_dir!r} is not an existing folder ("
@@ -390,11 +390,22 @@ def _destroy_if_owner(store: SharedStore | None, pid: int) -> None:
         store.destroy()
 
 
-def _validate(preloaded_data: int, max_memory_size: float | None) -> int | None:
+def _validate(preloaded_data: int, max_memory_size: float | None, spill: bool) -> int | None:
     """Check the settings; returns ``max_memory_size`` as an int (``4e9`` is 4000000000)."""
     if not isinstance(preloaded_data, int) or preloaded_data < 0:
         raise ValueError(
             f"preloaded_data must be an int >= 0 (background preloaders), got {preloaded_data!r}"
+        )
+    if not isinstance(spill, (bool, np.bool_)):
+        raise TypeError(
+            f"spill must be True (samples beyond max_memory_size go to disk) or False (they "
+            f"are not cached), got {type(spill).__name__} {spill!r}"
+        )
+    if max_memory_size is not None and max_memory_size == 0 and not spill:
+        raise ValueError(
+            "max_memory_size=0 with spill=False caches nothing: no sample may stay in RAM and "
+            "none may go to disk. Pass spill=True for a cache on disk only, a max_memory_size "
+            "above 0 for one in RAM, or use the dataset without CachedDataset."
         )
     if max_memory_size is None:
         return None
@@ -507,8 +518,9 @@ class _CachingMixin:
         return samples if fn is None else [fn(s) for s in samples]
 
     def cache_stats(self) -> dict[str, int]:
-        """Counts and bytes of cached samples: ``samples``, ``in_memory``, ``on_disk``,
-        ``memory_bytes``, ``disk_bytes``."""
+        """``samples`` (the dataset's length), and the counts and bytes of the samples
+        cached per tier: ``in_memory``, ``on_disk``, ``memory_bytes``, ``disk_bytes`` (all 0
+        after :meth:`close_cache`, which deletes them)."""
         return self._scramjet_cache.stats()
 
     def close_cache(self) -> None:
@@ -529,7 +541,8 @@ class CachedDataset(Dataset[Any], _CachingMixin):
             threads elsewhere; one set per cache, at most ``max(1, usable cores - readers)``;
             they end once every sample is cached. No index is decoded twice.
         max_memory_size: bytes the in-memory tier may hold (``None`` = no limit); a whole
-            float such as ``4e9`` is taken as that int.
+            float such as ``4e9`` is taken as that int; ``0`` is a cache on disk only
+            (refused with ``spill=False``, which would cache nothing).
         transform: applied to every sample after the cache (random augmentations go here).
         spill: beyond ``max_memory_size``, store samples in a temporary directory on disk
             (True) or leave them uncached (False).
@@ -728,6 +741,6 @@ def accelerate_dataset(
         "transform": transform,
         "probe": probe,
     }
-    _validate(preloaded_data, max_memory_size)
+    _validate(preloaded_data, max_memory_size, spill)
     _check_transform(transform)
     return functools.partial(_decorate_dataset, settings=settings)
