@@ -9,11 +9,12 @@ progress. Each stateful part saves and restores itself
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import math
 import os
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -271,6 +272,23 @@ class RunHistory:
         self._metrics = defaultdict(list, {k: list(v) for k, v in state["metrics"].items()})
         self._steps = {}  # unknown until the checkpoint's record of them is restored
         self.current_epoch = int(state["epoch"])
+
+
+@contextlib.contextmanager
+def last_trained_epoch(history: object, standalone: bool) -> Iterator[None]:
+    """While a ``standalone`` ``evaluate()`` (not one inside ``train()``) runs after
+    training, ``history.current_epoch`` is the last epoch trained (the weights it measures),
+    not the next one, which has not started. A history of another kind is left as it is."""
+    core = history if standalone and isinstance(history, RunHistory) else None
+    state = core._state if core is not None else None
+    shift = int(state is not None and state.epoch > 0 and state.batches_seen_in_epoch == 0)
+    if core is not None:
+        core._epoch -= shift
+    try:
+        yield
+    finally:
+        if core is not None:
+            core._epoch += shift
 
 
 class EpochLosses:

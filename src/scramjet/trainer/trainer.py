@@ -84,6 +84,7 @@ from scramjet.trainer.state import (
     RunConfig,
     RunHistory,
     TrainState,
+    last_trained_epoch,
     module_modes,
     plan_run,
     restore_modes,
@@ -868,9 +869,7 @@ class Trainer:
 
     def end_epoch(self) -> None:
         """Ask the loop to end the current train or eval epoch after the current batch.
-
-        In training, an unfinished accumulation window is applied as an update first.
-        """
+        In training, an unfinished accumulation window is applied as an update first."""
         self._end_epoch_requested = True
 
     def stop_training(self) -> None:
@@ -905,7 +904,8 @@ class Trainer:
             self._run_config = self._evaluation_run_config(dataset, per_device_batch_size)
         try:
             eval_dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
-            self._evaluate_now(eval_dl)
+            with last_trained_epoch(self.run_history, standalone=not self._in_training_run):
+                self._evaluate_now(eval_dl)
         except BaseException:
             if not self._in_training_run:  # inside train(), the run's own crash handler closes
                 self.callback_handler.close_all(self)  # e.g. the progress bar stops drawing
