@@ -382,8 +382,8 @@ class RegressionResults(ResultPackage):
             _join_pieces(y_true, y_pred, "y_true"),
         )
         # float64: in float32, targets far from 0 (prices, years) lose R² to cancellation
-        pred = as_tensor(y_pred, "y_pred").double()
-        target = as_tensor(y_true, "y_true").double()
+        pred = as_tensor(_float64_numbers(y_pred), "y_pred").double()
+        target = as_tensor(_float64_numbers(y_true), "y_true").double()
         _check_regression_shapes(pred, target)
         columns = target.shape[1] if target.dim() == 2 and pred.shape == target.shape else 1
         pred, target = _one_score_each(pred, target, "RegressionResults"), target.reshape(-1)
@@ -418,6 +418,21 @@ def _refuse_ragged(value: Any, what: str) -> None:
         f"tensor with {PAD_VALUE}, the padding would be scored as values. If they are "
         f"batches, pass torch.cat({what}) (and the targets joined the same way)."
     )
+
+
+def _float64_numbers(value: Any) -> Any:
+    """A (nested) list of Python numbers as a float64 array, as scikit-learn reads it
+    (``torch.as_tensor`` would make it float32, losing the decimals of values ~1e6);
+    anything else (tensors, arrays, lists of them, ragged lists) as it is."""
+    if not isinstance(value, list) or not value:
+        return value
+    items = [row for item in value for row in (item if isinstance(item, list) else [item])]
+    if not all(isinstance(item, int | float) and not isinstance(item, bool) for item in items):
+        return value
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except ValueError:  # ragged rows: as_tensor pads them
+        return value
 
 
 def _pieces_shape(value: Any) -> tuple[int, ...] | None:
