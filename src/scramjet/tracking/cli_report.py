@@ -9,6 +9,7 @@ from pathlib import Path
 
 from scramjet.runtime.files import why_not_creatable
 from scramjet.tracking._files import is_run_folder
+from scramjet.tracking.cli_runs import by_start
 from scramjet.tracking.report import build_report, compare_runs
 
 #: The comparison page's name when ``-o`` is not given, or names a folder.
@@ -20,7 +21,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "runs",
         nargs="+",
-        help="run folder(s); HTML pages among them (a glob such as runs/PROJECT/* also "
+        help="run folder(s), reported and compared in start order (as `scramjet runs` lists "
+        "them); HTML pages among them (a glob such as runs/PROJECT/* also "
         "matches the compare.html written there before) are skipped",
     )
     parser.add_argument(
@@ -65,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     skipped = [p for p in given if p.is_file() and p.suffix.lower() in (".html", ".htm")]
     unique = {p.resolve(): p for p in reversed(given) if p not in skipped}  # a run named twice
     paths = [p for p in given if p not in skipped and unique.get(p.resolve()) is p]
+    paths = by_start(paths)  # as `scramjet runs` lists them, whatever order they came in
     not_runs = [str(p) for p in paths if not is_run_folder(p)]
     if not_runs or not paths:
         return _error(

@@ -79,7 +79,13 @@ def find_runs(root: str | Path, project: str | None = None) -> list[Path]:
             found += [p for p in sorted(base.iterdir()) if p.is_dir() and is_run_folder(p)]
     if project:
         found = [p for p in found if p.parent.name == project]
-    return sorted(found, key=lambda p: (_started(_info(p)), str(p)))
+    return by_start(found)
+
+
+def by_start(runs: list[Path]) -> list[Path]:
+    """``runs`` in the order ``scramjet runs`` lists them: by start time (``run.json``'s
+    ``started``; a run without one first), then by path."""
+    return sorted(runs, key=lambda p: (_started(_info(p)), str(p)))
 
 
 def list_runs(root: str | Path = "runs", project: str | None = None) -> list[dict[str, Any]]:
