@@ -4,6 +4,7 @@ value a user means, and stored as 1.0 it would rank checkpoints silently."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from tests.tracking.s3_helpers import S3Server, s3, s3_server  # noqa: F401  (fi
 from scramjet.checkpoint import CheckpointManager
 from scramjet.checkpoint.remote import RemoteCheckpointManager
 
-BOOLS = [True, False, np.bool_(True), torch.tensor(True), torch.tensor([False])]
+BOOLS = [True, False, np.bool_(True), np.array(True), torch.tensor(True), torch.tensor([False])]
 
 
 @pytest.mark.parametrize("value", BOOLS, ids=repr)
@@ -23,8 +24,11 @@ def test_local_manager_refuses_a_bool_metric(tmp_path: Path, value: object) -> N
     with pytest.raises(TypeError, match=r"metric 'loss' must be a number.*bool"):
         manager.save({"w": torch.zeros(2)}, step=0, metrics={"loss": value})
     assert list(tmp_path.glob("ckpt-*.pt")) == []
-    # numbers are still accepted, including a one-element float tensor
-    manager.save({"w": torch.zeros(2)}, step=1, metrics={"loss": torch.tensor(0.5), "n": 3})
+    # numbers are still accepted, including one-element tensors and arrays (no warning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        metrics = {"loss": torch.tensor(0.5), "n": 3, "acc": np.array([0.25])}
+        manager.save({"w": torch.zeros(2)}, step=1, metrics=metrics)
 
 
 def test_remote_manager_refuses_a_bool_metric(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811

@@ -179,7 +179,11 @@ def is_stateful(obj: Any) -> bool:
 def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
     out: dict[str, float] = {}
     for name, value in (metrics or {}).items():
-        if isinstance(value, torch.Tensor) and value.numel() == 1:
+        # one-element arrays too: float() of a 0-d bool array reads 1.0, and of a 1-d one
+        # is deprecated in numpy
+        if (isinstance(value, torch.Tensor) and value.numel() == 1) or (
+            isinstance(value, np.ndarray) and value.size == 1
+        ):
             value = value.item()
         try:
             # float("0.5") would parse a string; a bool would be stored as 1.0 or 0.0
