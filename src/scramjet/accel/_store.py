@@ -112,11 +112,30 @@ def _write_all(fd: int, data: bytes | memoryview, offset: int) -> None:
         view, offset = view[written:], offset + written
 
 
-def _rebuild_tensor(array: np.ndarray, dtype: str, device: str = "cpu") -> torch.Tensor:
+def _rebuild_tensor(
+    array: np.ndarray,
+    dtype: str,
+    device: str = "cpu",
+    order: tuple[int, ...] | None = None,
+    parameter: bool | None = None,
+) -> torch.Tensor:
     t = torch.from_numpy(array)
     target = getattr(torch, dtype)
     t = t if t.dtype == target else t.view(target)
-    return t if device == "cpu" else t.to(device)  # on the device the dataset returned it
+    if order is not None:  # the memory layout it was returned in (channels_last, permuted)
+        t = t.permute([order.index(d) for d in range(t.dim())])
+    t = t if device == "cpu" else t.to(device)  # on the device the dataset returned it
+    return t if parameter is None else torch.nn.Parameter(t, requires_grad=parameter)
+
+
+def _memory_order(t: torch.Tensor) -> tuple[int, ...] | None:
+    """The dims of a dense tensor from the outermost in memory to the innermost (None:
+    already in order, or not dense), so that its layout can be rebuilt."""
+    strides = t.stride()
+    order = tuple(sorted(range(t.dim()), key=lambda d: -strides[d]))
+    if order == tuple(range(t.dim())) or not t.permute(order).is_contiguous():
+        return None
+    return order
 
 
 _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -130,7 +149,9 @@ class _Pickler(pickle.Pickler):
             return NotImplemented
         if obj.layout != torch.strided or obj.is_nested or obj.is_quantized:
             return NotImplemented  # sparse, nested, quantized: torch's own pickling
-        t = obj.detach().cpu().resolve_conj().resolve_neg().contiguous()
+        t = obj.detach().cpu().resolve_conj().resolve_neg()
+        order = _memory_order(t)
+        t = (t if order is None else t.permute(order)).contiguous()
         name = str(t.dtype).split(".")[1]
         try:
             array = t.numpy()
@@ -139,9 +160,10 @@ class _Pickler(pickle.Pickler):
             if as_int is None:
                 return NotImplemented
             array = t.view(as_int).numpy()
-        if obj.device.type == "cpu":
+        parameter = obj.requires_grad if type(obj) is torch.nn.Parameter else None
+        if obj.device.type == "cpu" and order is None and parameter is None:
             return _rebuild_tensor, (array, name)
-        return _rebuild_tensor, (array, name, str(obj.device))
+        return _rebuild_tensor, (array, name, str(obj.device), order, parameter)
 
 
 def encode(sample: Any) -> bytes:
