@@ -434,6 +434,7 @@ class SaveTrainingStateCallback(TrainerCallback):
             )
             self._watcher = PreemptionWatcher(signals)
         self._last_path: Path | None = None
+        self._saved_step = 0  # the step of the last checkpoint (or of the one resumed from)
         self._reported = False  # the preemption warned about checkpoints not uploaded
 
     @property
@@ -449,6 +450,7 @@ class SaveTrainingStateCallback(TrainerCallback):
     def _save(self, trainer: Trainer) -> None:
         self._open_manager(trainer)
         self._last_path = trainer.save_to_manager(self._manager)
+        self._saved_step = trainer.state.global_step
 
     def _open_manager(self, trainer: Trainer, upload_limit: float | None = None) -> None:
         """Open the manager on the main process (``upload_limit``: a remote one gets that
@@ -486,7 +488,7 @@ class SaveTrainingStateCallback(TrainerCallback):
             )
         if isinstance(self._manager, remote.RemoteCheckpointManager):
             self._manager.limit_uploads(None)  # set at a preemption: the uploads wait again
-        self._reported = False
+        self._reported, self._saved_step = False, trainer.state.global_step
         if self._watcher is not None:
             self._watcher.install()
 
@@ -548,10 +550,14 @@ class SaveTrainingStateCallback(TrainerCallback):
         raise error
 
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Wait until the last checkpoint is durable (all ranks: the files exist after this)."""
+        """Save a run ``stop_training()`` ended after the last save (a rerun with
+        ``resume_from="auto"`` then keeps the stop); wait until the last checkpoint is
+        durable (all ranks: the files exist after this)."""
         if self._watcher is not None:
             self._watcher.finish()
             self._watcher.restore()
+        if trainer.state.stop_requested and trainer.state.global_step != self._saved_step:
+            self._save(trainer)
         flush_checkpoints(self._manager)
 
     def close(self) -> None:
