@@ -379,6 +379,17 @@ def _deeper_roots(root: Path) -> str:
     )
 
 
+def _unknown_project(root: Path, project: str) -> str:
+    """Why ``--project`` matched no run: the projects that exist under ``root``."""
+    projects = sorted({p.parent.name for p in find_runs(root)})
+    if not projects:
+        return f"no runs of project {project!r} under {root}: it holds no runs at all."
+    return (
+        f"no runs of project {project!r} under {root}; its projects: "
+        f"{', '.join(projects)}. Pass one of them to --project."
+    )
+
+
 def _print_table(table: list[list[str]]) -> None:
     """Columns two spaces apart, widths in terminal cells (a CJK character or an emoji
     takes two, a combining accent none), so wide names keep the columns aligned."""
@@ -389,10 +400,11 @@ def _print_table(table: list[list[str]]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print a table of runs; returns 1 when ``root`` is a URL or does not exist.
+    """Print a table of runs; returns 1 when ``root`` is a URL or does not exist, or when
+    ``--project`` names no project under it (the projects there are named on stderr).
 
     A metric asked for with ``--metrics`` that no run has is named on stderr, with the
-    names that exist; an unknown ``--project`` is answered with the projects there.
+    names that exist.
     """
     problem = _root_problem(args.root)
     if problem:
@@ -403,11 +415,11 @@ def run(args: argparse.Namespace) -> int:
     metrics = split_names(args.metrics if asked else [DEFAULT_METRICS])
     runs = find_runs(root, args.project)
     rows = [summarize(r, metrics) for r in runs]
-    if not rows:
-        projects = sorted({p.parent.name for p in find_runs(root)}) if args.project else []
-        there = f"; its projects: {', '.join(projects)}" if projects else ""
-        print(f"No runs of project {args.project!r} under {root}{there}." if args.project
-              else f"No runs under {root}{_deeper_roots(root)}.")  # fmt: skip
+    if not rows and args.project:
+        print(f"scramjet runs: error: {_unknown_project(root, args.project)}", file=sys.stderr)
+        return 1
+    if not rows:  # an empty root is an empty listing, not an error
+        print(f"No runs under {root}{_deeper_roots(root)}.")
         return 0
     missing_everywhere = [m for m in metrics if all(row[_METRIC + m] is None for row in rows)]
     if missing_everywhere and asked:  # a typo, or a name kept elsewhere: say which exist
