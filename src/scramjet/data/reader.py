@@ -36,6 +36,7 @@ from scramjet.data._args import (
     scalar_index,
 )
 from scramjet.data._batches import batch_buffer, batch_indices, collate_samples
+from scramjet.data._cache_readers import register_reader
 from scramjet.data._epoch import SharedEpoch
 from scramjet.data._loaders import make_loader
 from scramjet.data._orphans import exit_with_parent
@@ -367,6 +368,7 @@ class PackedDataset(Dataset[Any]):
         assert self._remote is not None
         exit_with_parent()  # a worker waiting on a download ends if its parent is killed
         keep = max(2, (self.shuffle_window or 1) + 1)
+        register_reader(self._remote, keep)  # refused if other processes leave no room
         with self._held_lock:  # room for shard k: its download may need an idle one's space
             self._let_go_idle(keep - 1, k)
         path, held = self._remote.open(k)
