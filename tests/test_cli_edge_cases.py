@@ -245,9 +245,9 @@ def test_runs_with_an_unknown_project_names_the_projects_that_exist(
 ) -> None:
     _tracked_run(tmp_path, project="mnist")
     capsys.readouterr()
-    assert main(["runs", str(tmp_path), "--project", "mnsit"]) == 0
-    out = capsys.readouterr().out
-    assert "'mnsit'" in out and "mnist" in out, out
+    assert main(["runs", str(tmp_path), "--project", "mnsit"]) == 1
+    err = capsys.readouterr().err
+    assert "'mnsit'" in err and "mnist" in err, err
 
 
 def test_runs_default_columns_do_not_warn_about_a_metric_nobody_asked_for(
