@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -23,8 +24,11 @@ def _train(exp: Experiment, epochs: int = 3, **train_kwargs) -> object:
     return trainer
 
 
-def test_run_folder_layout_and_contents(tmp_path: Path) -> None:
+def test_run_folder_layout_and_contents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "missing" / "runs"  # the root is created
+    script = tmp_path / "train_mlp.py"
+    script.write_text("print('training')\n")
+    monkeypatch.setattr(sys.modules["__main__"], "__file__", str(script), raising=False)
     exp = Experiment(
         "proj", "mlp", root=root, hyperparams={"lr": 0.2, "layers": [16]}, log_every_n_steps=4
     )
@@ -45,7 +49,7 @@ def test_run_folder_layout_and_contents(tmp_path: Path) -> None:
         "plots/train_loss_step.png",
     ):
         assert (run / rel).is_file(), rel
-    assert list((run / "code").iterdir()), "a copy of the launching script"
+    assert (run / "code" / "train_mlp.py").read_text() == script.read_text(), "the script's copy"
     hyper = json.loads((run / "hyperparams.json").read_text())
     assert hyper["hyperparams"] == {"lr": 0.2, "layers": [16]}
     assert hyper["trainer"]["num_epochs"] == 3 and hyper["optimizer"]["class"] == "SGD"

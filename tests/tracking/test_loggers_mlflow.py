@@ -14,6 +14,19 @@ import pytest
 from logger_runs import csv_series, tracked_run
 
 
+def _launching_script_in_a_git_repository(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A committed train.py, made the launching script (``__main__.__file__``) of the runs
+    whatever runs the tests (pytest's own ``__main__``, or a worker without a file)."""
+    folder.mkdir()
+    script = folder / "train.py"
+    script.write_text("print('training')\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for cmd in (["init", "-q"], ["add", "train.py"], ["commit", "-q", "-m", "first"]):
+        subprocess.run([*git, *cmd], cwd=folder, check=True, capture_output=True)
+    monkeypatch.setattr(sys.modules["__main__"], "__file__", str(script), raising=False)
+    return script
+
+
 def test_mlflow_runs_share_one_store_and_read_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -21,6 +34,7 @@ def test_mlflow_runs_share_one_store_and_read_back(
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
+    script = _launching_script_in_a_git_repository(tmp_path / "project", monkeypatch)
     first = tracked_run(tmp_path / "runs", ("mlflow",), "a")
     second = tracked_run(tmp_path / "runs", ("mlflow",), "b")
     store = tmp_path / "mlruns"
@@ -52,12 +66,11 @@ def test_mlflow_runs_share_one_store_and_read_back(
         "world_size": "1",
     }
     tags = run.data.tags
-    assert tags["mlflow.user"] and tags["mlflow.source.name"]
-    launcher = Path(sys.modules["__main__"].__file__ or ".").resolve().parent
+    assert tags["mlflow.user"] and tags["mlflow.source.name"] == str(script)
     commit = subprocess.run(
-        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=launcher
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=script.parent
     ).stdout.strip()
-    assert tags.get("mlflow.source.git.commit") == (commit or None)
+    assert len(commit) == 40 and tags.get("mlflow.source.git.commit") == commit
 
     csv = csv_series(first.run_dir)
     assert set(run.data.metrics) == set(csv) | {"epoch", "test/accuracy", "test/per_class/a"}
