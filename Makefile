@@ -51,8 +51,14 @@ format: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(BIN)/mypy
 
+# The default suite on TEST_WORKERS processes (pytest-xdist), then the tests that bound a
+# wall-clock time (marked `serial`) alone, so that a busy neighbour cannot break their bounds.
+TEST_WORKERS ?= 2
+TEST_SELECT := not slow and not gpu
+
 test: install-dev lint typecheck
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "$(TEST_SELECT) and not serial"
+	$(BIN)/python -m pytest -q -m "$(TEST_SELECT) and serial"
 
 test-slow: install-dev
 	$(BIN)/python -m pytest -q -m slow

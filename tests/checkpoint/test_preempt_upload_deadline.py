@@ -36,6 +36,7 @@ def non_daemon_threads(before: set[threading.Thread] | None = None) -> list[str]
     ]
 
 
+@pytest.mark.serial  # a wall-clock bound: run alone, not beside other tests
 def test_a_limit_set_during_an_upload_bounds_the_save_and_close_and_the_next_manager_uploads(
     s3: S3Server,  # noqa: F811
     tmp_path: Path,

@@ -98,6 +98,7 @@ class TermAt(TrainerCallback):
 # ------------------------------------------------------------------ defect 1
 
 
+@pytest.mark.serial  # a wall-clock bound: run alone, not beside other tests
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_the_first_save_at_preemption_is_bounded_by_the_limit_on_a_silent_store(
     black_hole: BlackHole, tmp_path: Path
@@ -125,6 +126,7 @@ def test_the_first_save_at_preemption_is_bounded_by_the_limit_on_a_silent_store(
     save.close()  # already reported by the preemption: no second error
 
 
+@pytest.mark.serial  # a wall-clock bound: run alone, not beside other tests
 def test_a_manager_opened_with_a_limit_lists_a_silent_store_within_it(
     black_hole: BlackHole, tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ from scramjet.data import PackedDataset, pack
 from scramjet.data._remote import Retry, ShardCache, ShardDownloadError
 
 
+@pytest.mark.serial  # a wall-clock bound: run alone, not beside other tests
 def test_a_hung_store_fails_a_download_after_the_readers_own_attempts(
     s3: S3Server, tmp_path: Path
 ) -> None:

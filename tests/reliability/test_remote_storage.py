@@ -175,6 +175,7 @@ def _local_snapshot(run: Path) -> dict[str, bytes]:
     }
 
 
+@pytest.mark.serial  # a wall-clock bound: run alone, not beside other tests
 @pytest.mark.parametrize(
     ("endpoint", "process"),
     [("frozen", True), ("dead", True), ("frozen", False)],
@@ -219,6 +220,7 @@ def test_bound_with_default_timeouts(endpoint: str, tmp_path: Path) -> None:
     assert after_last_epoch <= bound(StorageTimeouts()) <= 60
 
 
+@pytest.mark.serial  # a wall-clock bound: run alone, not beside other tests
 def test_generic_filesystem_calls_have_a_deadline(tmp_path: Path) -> None:
     """fsspec's HTTP filesystem has no timeout of its own that we set: the per-call
     deadline bounds its calls against a server that never answers."""
@@ -246,6 +248,7 @@ def s3_server() -> Iterator[S3Server]:
     server.stop()
 
 
+@pytest.mark.serial  # a wall-clock bound: run alone, not beside other tests
 def test_missing_bucket_fails_fast_with_a_fix(
     s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

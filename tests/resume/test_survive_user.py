@@ -248,6 +248,7 @@ class StopServerAt(TrainerCallback):
 # Before: the preemption save waited for every pending upload's retries (about 100 s for
 # 3 files), far past the 30 s torch's elastic agent and Slurm give after SIGTERM, so the
 # process was killed (137) instead of exiting 143.
+@pytest.mark.serial  # a wall-clock bound: run alone, not beside other tests
 @pytest.mark.slow  # 10 s of uploads after the signal, then a rerun: about 20 s
 def test_a_preempted_run_with_its_store_down_stops_within_the_grace_period(
     tmp_path: Path,

@@ -41,6 +41,7 @@ class _Steps(TrainerCallback):
         self.steps += 1
 
 
+@pytest.mark.serial  # a wall-clock bound: run alone, not beside other tests
 @pytest.mark.parametrize("problem", ["credentials", "bucket"])
 def test_unwritable_storage_fails_fast_with_one_error_before_training(
     s3: S3Server,
