@@ -125,9 +125,9 @@ def test_mid_epoch_evaluations_are_plotted_at_their_steps_not_stacked_on_the_epo
     drawn: list[tuple[str, list[tuple[str, list[int], list[float]]], str]] = []
     real = report._plot_lines
 
-    def spy(title: str, lines: Any, xlabel: str) -> bytes:
+    def spy(title: str, lines: Any, xlabel: str, *rest: Any, **kw: Any) -> bytes:
         drawn.append((title, [(n, list(xs), list(ys)) for n, xs, ys in lines], xlabel))
-        return real(title, lines, xlabel)
+        return real(title, lines, xlabel, *rest, **kw)
 
     monkeypatch.setattr(report, "_plot_lines", spy)
     runs = []
