@@ -67,3 +67,34 @@ def test_failures_in_the_same_second_are_ordered_by_their_error_files(tmp_path: 
     error = _launch_error(ChildFailedError("train.py", failures))
     assert error.rank == 1
     assert "rank 1 gave up" in error.message
+
+
+def test_a_rank_stopped_after_recording_its_error_is_still_named(tmp_path: Path) -> None:
+    # The agent reports the first process it sees end and stops the others: under load,
+    # rank 0 (which lost its connection when rank 1's error closed the group) ended first,
+    # and rank 1, whose error file was already written, went unnamed.
+    import json
+
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    from scramjet.runtime.launch import _launch_error
+
+    attempt = tmp_path / "attempt_0"
+    for rank, (when, message) in enumerate(
+        [(20.0, "RuntimeError: Connection closed by peer"), (10.0, "train called sys.exit(3)")]
+    ):
+        path = attempt / str(rank) / "error.json"
+        path.parent.mkdir(parents=True)
+        extra = {"py_callstack": f"trace {rank}", "timestamp": str(int(when))}
+        record = {"message": message, "extraInfo": extra}
+        path.write_text(json.dumps({"message": record}))
+        os.utime(path, (when, when))
+    reported = {
+        0: ProcessFailure(
+            local_rank=0, pid=100, exitcode=1, error_file=str(attempt / "0" / "error.json")
+        )
+    }
+    error = _launch_error(ChildFailedError("train", reported))
+    assert error.rank == 1, str(error)
+    assert "sys.exit(3)" in error.message and "trace 1" in str(error)
+    assert "Connection closed by peer" in error.failures[0]

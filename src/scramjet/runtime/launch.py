@@ -9,6 +9,7 @@ one machine never collide on a hard-coded port.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import uuid
@@ -194,14 +195,48 @@ def launch(
 
 
 def _launch_error(error: Any) -> LaunchError:
+    found = {**_recorded_elsewhere(error.failures), **error.failures}
     failures: dict[int, str] = {}
     tracebacks: dict[int, str] = {}
-    for rank, failure in sorted(error.failures.items()):
+    for rank, failure in sorted(found.items()):
         failures[rank], tracebacks[rank] = _describe_failure(failure)
-    rank = min(error.failures, key=lambda r: _failed_at(error.failures[r]))
+    rank = min(found, key=lambda r: _failed_at(found[r]))
     return LaunchError(
         rank, failures.get(rank, "unknown error"), tracebacks.get(rank, ""), failures
     )
+
+
+def _recorded_elsewhere(failures: dict[int, Any]) -> dict[int, Any]:
+    """The errors other ranks recorded (``<attempt>/<rank>/error.json``) that the agent's
+    report left out: it reports the first process it sees end, and stops the others. A rank
+    whose error closed the group ends later than the rank that then lost its connection,
+    so without these the rank at fault went unnamed."""
+    import json
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    recorded: dict[int, Any] = {}
+    for failure in failures.values():
+        try:
+            attempt = Path(failure.error_file).parent.parent
+            files = list(attempt.glob("*/error.json"))
+        except (OSError, TypeError, ValueError):
+            continue
+        for file in files:
+            if not file.parent.name.isdigit() or int(file.parent.name) in failures:
+                continue
+            try:
+                data = json.loads(file.read_text())
+            except (OSError, ValueError):
+                continue
+            recorded[int(file.parent.name)] = SimpleNamespace(
+                message=None,
+                error_file_data=data,
+                error_file=str(file),
+                exitcode=None,
+                timestamp=math.inf,
+            )
+    return recorded
 
 
 def _failed_at(failure: Any) -> float:
