@@ -240,12 +240,12 @@ class TrainLoop:
         return (self.iteration + 1) % self.grad_accumulation == 0 or self.iteration == last
 
     def get_num_training_steps(self) -> int:
-        """Optimizer updates in the whole run (``num_iterations`` counts batches; each epoch's
-        last, shorter accumulation window makes one update too)."""
-        per_epoch, accum = len(self.train_loader), self.grad_accumulation
-        epochs, rest = divmod(self.num_iterations, per_epoch) if self.num_iterations else (0, 0)
-        epochs = epochs if self.num_iterations else self.num_epochs
-        return math.ceil(per_epoch / accum) * epochs + math.ceil(rest / accum)
+        """Optimizer updates in the whole run, counted as AIToolbox counts them: with
+        ``num_iterations`` (batches), ``num_iterations // grad_accumulation``, which leaves
+        out the update that each epoch's last, shorter accumulation window makes."""
+        if self.num_iterations:
+            return self.num_iterations // self.grad_accumulation
+        return math.ceil(len(self.train_loader) / self.grad_accumulation) * self.num_epochs
 
     def get_schedulers(self) -> list[Any]:
         """The registered callbacks that are learning-rate schedulers."""
