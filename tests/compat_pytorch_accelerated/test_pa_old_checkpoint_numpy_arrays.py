@@ -13,27 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tests.compat_pytorch_accelerated.test_pa_old_checkpoint_numpy_values import (
+    _peer_file,
+    _trainer,
+)
 
 from scramjet.checkpoint import CorruptCheckpointError
-from scramjet.compat.pytorch_accelerated import Trainer
-
-
-def _trainer() -> Trainer:
-    torch.manual_seed(0)
-    model = torch.nn.Linear(3, 2)
-    return Trainer(model, torch.nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.1))
-
-
-def _peer_file(path: Path, trainer: Trainer, **kwargs: object) -> None:
-    # As pytorch-accelerated's Trainer.save_checkpoint writes it: plain torch.save.
-    torch.save(
-        {
-            "model_state_dict": trainer.model.state_dict(),
-            "optimizer_state_dict": trainer.optimizer.state_dict(),
-            **kwargs,
-        },
-        path,
-    )
 
 
 def _as_numpy_1(path: Path) -> None:
