@@ -24,7 +24,10 @@ class Score(TrainerCallback):
         trainer.run_history.update_metric("score", SCORES[trainer.state.epoch])
 
 
-def run(ckpt: Path) -> Trainer:
+def train_again_or_anew(ckpt: Path, callbacks: list[TrainerCallback], num_epochs: int) -> Trainer:
+    """A seeded 4-2 linear classifier on 16 samples, 4 per batch, trained with ``callbacks``
+    and an epoch-end SaveTrainingStateCallback into ``ckpt``, resumed from it if it holds
+    a checkpoint (``resume_from="auto"``)."""
     torch.manual_seed(0)
     model = nn.Linear(4, 2)
     g = torch.Generator().manual_seed(1)
@@ -33,17 +36,18 @@ def run(ckpt: Path) -> Trainer:
         model,
         nn.CrossEntropyLoss(),
         torch.optim.SGD(model.parameters(), lr=0.1),
-        callbacks=[
-            Score(),
-            EarlyStoppingCallback(
-                early_stopping_patience=2, early_stopping_threshold=0.0, watch_metric="score"
-            ),
-            SaveTrainingStateCallback(ckpt, every_n_epochs=1),
-        ],
+        callbacks=[*callbacks, SaveTrainingStateCallback(ckpt, every_n_epochs=1)],
         seed=0,
     )
-    trainer.train(data, num_epochs=len(SCORES), per_device_batch_size=4, resume_from="auto")
+    trainer.train(data, num_epochs=num_epochs, per_device_batch_size=4, resume_from="auto")
     return trainer
+
+
+def run(ckpt: Path) -> Trainer:
+    stopper = EarlyStoppingCallback(
+        early_stopping_patience=2, early_stopping_threshold=0.0, watch_metric="score"
+    )
+    return train_again_or_anew(ckpt, [Score(), stopper], len(SCORES))
 
 
 def test_rerunning_an_early_stopped_run_trains_no_further(tmp_path: Path) -> None:

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tests.resume.test_early_stopped_run_rerun import train_again_or_anew
 from torch import nn
 from torch.utils.data import TensorDataset
 
 from scramjet import Trainer
-from scramjet.callbacks import SaveTrainingStateCallback, TrainerCallback
+from scramjet.callbacks import TrainerCallback
 
 STOP_AFTER_EPOCHS = 3
 PLANNED_EPOCHS = 8
@@ -37,19 +38,7 @@ class MidEpochStop(TrainerCallback):
 
 
 def run(ckpt: Path, stopper: TrainerCallback, num_epochs: int = PLANNED_EPOCHS) -> Trainer:
-    torch.manual_seed(0)
-    model = nn.Linear(4, 2)
-    g = torch.Generator().manual_seed(1)
-    data = TensorDataset(torch.randn(16, 4, generator=g), torch.randint(0, 2, (16,), generator=g))
-    trainer = Trainer(
-        model,
-        nn.CrossEntropyLoss(),
-        torch.optim.SGD(model.parameters(), lr=0.1),
-        callbacks=[stopper, SaveTrainingStateCallback(ckpt, every_n_epochs=1)],
-        seed=0,
-    )
-    trainer.train(data, num_epochs=num_epochs, per_device_batch_size=4, resume_from="auto")
-    return trainer
+    return train_again_or_anew(ckpt, [stopper], num_epochs)
 
 
 def test_rerunning_a_stopped_run_trains_no_further(tmp_path: Path) -> None:
