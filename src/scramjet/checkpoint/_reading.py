@@ -62,6 +62,12 @@ def read_checkpoint(
     check_map_location(map_location)  # else torch's refusal would read as a damaged file
     for manager in list(_WRITERS.get(os.path.realpath(path.parent), ())):
         manager._writer.join()  # a file being written by this process: read it once complete
+    return read_complete(path, map_location=map_location, mmap=mmap)
+
+
+def read_complete(path: Path, *, map_location: MapLocation, mmap: bool) -> dict[str, Any]:
+    """:func:`read_checkpoint` of a file no write of this process is still making (the
+    writer's own thread calls this: it must not wait for itself)."""
     try:
         checked = verify_file(path)  # before parsing: damaged bytes never reach the unpickler
     except ChecksumMismatch as error:

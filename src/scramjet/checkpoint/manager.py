@@ -42,6 +42,7 @@ from torch import nn
 
 from scramjet.checkpoint._map_location import MapLocation, maps_to_cpu
 from scramjet.checkpoint._reading import _WRITERS, read_checkpoint
+from scramjet.checkpoint._rotation import BestChecker, keep_seqs
 from scramjet.checkpoint.background import BackgroundWriter, Snapshotter, register_for_exit
 from scramjet.checkpoint.payload import (
     FORMAT_VERSION,
@@ -198,6 +199,7 @@ class CheckpointManager:
         self.on_saved = on_saved
         self._meta_cache: dict[str, CheckpointInfo] = {}
         self._reported: set[str] = set()  # names in the way, warned about once
+        self._best_checker = BestChecker()  # a damaged best never costs a readable one
         self._deleter: threading.Thread | None = None
         self._writer = BackgroundWriter("scramjet-checkpoint-writer")
         self._snapshots = Snapshotter()
@@ -426,6 +428,7 @@ class CheckpointManager:
         # an earlier checkpoint.
         write_checked(info.path, write, fsync=self.fsync)
         self._meta_cache[info.path.name] = info
+        self._best_checker.written(info.path)
         index_error = self._rotate([*existing, info], background=background)
         if self.on_saved is not None:
             try:
@@ -453,10 +456,9 @@ class CheckpointManager:
 
     def _keep_seqs(self, found: list[CheckpointInfo]) -> set[int]:
         """The ``seq`` of every checkpoint rotation keeps: the last ``keep_last``, and the
-        ``keep_best`` best by ``monitor``."""
-        keep = {c.seq for c in (found if self.keep_last is None else found[-self.keep_last :])}
-        keep.update(c.seq for c in self._ranked_best(found)[: self.keep_best])
-        return keep
+        ``keep_best`` best by ``monitor`` that can be read."""
+        ranked = self._ranked_best(found)
+        return keep_seqs(found, self.keep_last, self.keep_best, ranked, self._best_checker)
 
     def _rotate(self, found: list[CheckpointInfo], *, background: bool = False) -> OSError | None:
         """Delete what no longer needs keeping; return the error of the index write, if any
@@ -466,6 +468,7 @@ class CheckpointManager:
         doomed = [c.path for c in found if c.seq not in keep]
         for path in doomed:
             self._meta_cache.pop(path.name, None)
+            self._best_checker.forget(path)
         index_error: OSError | None = None
         try:
             self._write_index(kept)

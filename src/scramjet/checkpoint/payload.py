@@ -30,7 +30,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import mmap
-import operator
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
@@ -41,6 +40,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from scramjet.checkpoint._values import check_count, clean_metrics
+from scramjet.checkpoint._values import short as _short
 from scramjet.runtime.files import atomic_write
 
 FORMAT_VERSION = 2
@@ -176,50 +177,6 @@ def is_stateful(obj: Any) -> bool:
     )
 
 
-def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for name, value in (metrics or {}).items():
-        # one-element arrays too: float() of a 0-d bool array reads 1.0, and of a 1-d one
-        # is deprecated in numpy
-        if (isinstance(value, torch.Tensor) and value.numel() == 1) or (
-            isinstance(value, np.ndarray) and value.size == 1
-        ):
-            value = value.item()
-        try:
-            # float("0.5") would parse a string; a bool would be stored as 1.0 or 0.0
-            if isinstance(value, str | bytes | bool | np.bool_):
-                raise TypeError
-            out[str(name)] = float(value)
-        except (TypeError, ValueError, OverflowError):
-            raise TypeError(
-                f"metric {name!r} must be a number (or a one-element tensor), got "
-                f"{type(value).__qualname__}: {_short(value)}; pass e.g. float(value)"
-            ) from None
-    return out
-
-
-def check_count(value: Any, what: str, *, optional: bool = False) -> int:
-    """``value`` (``step``; ``epoch`` with ``optional``: None is checked by the caller) as
-    a plain non-negative int: numpy integers and one-element integer tensors are accepted;
-    anything else is refused at save time, because a file holding it would not read back
-    (or, negative, would be listed and resumed from as no run counts)."""
-    number: int | None = None
-    if not isinstance(value, bool | np.bool_ | float | str | bytes):
-        try:
-            number = operator.index(value)
-        except TypeError:
-            number = None
-    if number is None or number < 0:
-        expected = ("a non-negative int" if number is not None or not optional else "an int") + (
-            " or None" if optional else ""
-        )
-        fix = f"{what}s count from 0" if number is not None else f"pass e.g. {what}=int(...)"
-        raise ValueError(
-            f"{what} must be {expected}, got {type(value).__qualname__}: {_short(value)}; {fix}"
-        )
-    return number
-
-
 def build_payload(
     state: Mapping[str, Any],
     *,
@@ -326,11 +283,6 @@ def _malformed_field(payload: dict[Any, Any]) -> str | None:
                 f"({_short(value)}), expected {expected[key]}"
             )
     return None
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # --------------------------------------------------------------------------- checksum

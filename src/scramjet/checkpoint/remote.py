@@ -76,6 +76,7 @@ from scramjet.checkpoint._remote_index import (
     publish_store_index,
     read_store_index,
 )
+from scramjet.checkpoint._store_rotation import StoreBestChecker
 from scramjet.checkpoint.manager import (
     CheckpointManager,
     CheckpointWriteError,
@@ -168,6 +169,9 @@ class RemoteCheckpointManager(CheckpointManager):
             workers=1,
             max_attempts=upload_attempts,
             timeouts=timeouts,
+        )
+        self._store_checker = StoreBestChecker(
+            self.storage.fs, self.storage.remote_root, self.url, self.storage.timeouts
         )
         self.not_uploaded: dict[str, str] = {}  # file name -> last upload error
         self._late_uploads = False  # uploaded after the rotation that followed their save
@@ -499,6 +503,8 @@ class RemoteCheckpointManager(CheckpointManager):
             if error is None:
                 self.not_uploaded.pop(name, None)
                 self._remote_highest = max(self._remote_highest, _seq(name))
+                if self.keep_best and self.keep_last is not None:  # checked as written
+                    self._store_checker.uploaded(name)
                 continue
             self.not_uploaded[name] = error
             if self._deadline is None:  # under a limit, close() names them all at once
@@ -571,8 +577,51 @@ class RemoteCheckpointManager(CheckpointManager):
         on_store = {name for _, name in names}
         stored = {n: e for n, e in self._store_index.entries.items() if n in on_store}
         infos = {**stored, **local}
-        best = self._ranked_best(list(infos.values()))[: self.keep_best]
-        return set(infos) & on_store, {c.path.name for c in best}
+        ranked = self._ranked_best(list(infos.values()))
+        best = {c.path.name for c in ranked[: self.keep_best]}
+        older = {name for _, name in names[: max(0, len(names) - (self.keep_last or 0))]}
+        if older - best - {n for n in older if n not in infos and n not in self._rotated_away}:
+            best = self._readable_best(ranked, set(local))  # it deletes: check the best
+        return set(infos) & on_store, best
+
+    def _readable_best(self, ranked: list[CheckpointInfo], local: set[str]) -> set[str]:
+        """The names of the first ``keep_best`` of ``ranked`` that can be read: a local
+        copy is checked here, a checkpoint only the store holds on the store."""
+        best: set[str] = set()
+        for info in ranked:
+            if len(best) == self.keep_best:
+                break
+            if info.path.name not in local:
+                good = self._store_checker.readable(info, self.keep_best)
+            else:
+                good = self._best_checker.readable(info, self.keep_best)
+                if good:
+                    self._repair_stored(info.path.name)
+            if good:
+                best.add(info.path.name)
+        return best
+
+    def _repair_stored(self, name: str) -> None:
+        """Upload the readable local copy ``name`` again when the store's copy is damaged."""
+        reason = self._store_checker.damage(name)
+        if reason is None:
+            return
+        fs, root, bounds = self.storage.fs, self.storage.remote_root, self.storage.timeouts
+        local, attempts = self.directory / name, self.storage.max_attempts
+        failed = _upload_file(fs, local, f"{root}/{name}", self._protocol, attempts, bounds)
+        error = None if failed is None else f"{type(failed).__name__}: {failed}"
+        if error is None:
+            self._store_checker.uploaded(name)
+        warnings.warn(
+            f"{reason}. It ranks among the keep_best={self.keep_best} best checkpoints; "
+            + (
+                f"its readable local copy {str(self.directory / name)!r} was uploaded again"
+                if error is None
+                else f"uploading its readable local copy again failed: {error}"
+            ),
+            UserWarning,
+            stacklevel=2,
+        )
 
     def _update_store_index(self, names: list[tuple[int, str]] | None = None) -> None:
         """Rewrite the store's index for the checkpoints on the store (``names``, as the
