@@ -111,13 +111,25 @@ def test_a_resume_skips_whole_shards_without_downloading_them(store: Path, tmp_p
     assert downloads(tmp_path / "cache") == SHARDS - 2  # the skipped window never came
 
 
+class _CountedPins(dict[int, int]):
+    """The reader's pins, recording the most shards pinned at once."""
+
+    most = 0
+
+    def __setitem__(self, key: int, value: int) -> None:
+        super().__setitem__(key, value)
+        self.most = max(self.most, len(self))
+
+
 def test_breaking_off_or_failing_leaves_no_shard_in_use(store: Path, tmp_path: Path) -> None:
     shard = PackedDataset(store).manifest.shards[0].bytes
     ds = streamed(store, tmp_path / "cache", cache_limit=6 * shard, shuffle_window=2)
     loader = ds.loader(4, sampler=EpochSampler(ds, seed=1), num_workers=2)
+    ds._shard_reset()  # this process's handles, so the pins below are the ones read
+    ds._pins = pins = _CountedPins()  # the reading threads may be idle by the check below
     batches = iter(loader)
     next(batches)
-    assert ds._pins  # batches being read hold their shards
+    assert pins.most > 0  # batches being read held their shards
     batches.close()  # the consumer breaks off the epoch
     assert ds._pins == {} and ds._held == {}
     # a shard deleted from the store: the epoch fails naming it, and lets go of the rest

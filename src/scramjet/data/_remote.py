@@ -44,7 +44,7 @@ from typing import Any
 from scramjet.data._remote_fs import _FILESYSTEMS as _FILESYSTEMS
 from scramjet.data._remote_fs import Retry as Retry
 from scramjet.data._remote_fs import ShardDownloadError as ShardDownloadError
-from scramjet.data._remote_fs import _filesystem, _refused, _retried, _transient
+from scramjet.data._remote_fs import _filesystem, _refused, _retried, _transient, check_cache_wait
 from scramjet.data._remote_fs import is_url as is_url
 from scramjet.data._remote_fs import parse_size as parse_size
 from scramjet.data.format import MANIFEST_NAME, Manifest, PackFormatError, ShardInfo
@@ -244,6 +244,21 @@ class _Locked:
         self.close()
 
 
+_owners: dict[tuple[int, str], _Locked] = {}  # (pid, cache folder): its owner file
+
+
+def _hold_owner(root: Path) -> None:
+    """Lock ``<root>/.readers/<pid>.owner`` for as long as this process lives: the readers
+    of the caches it made (its DataLoader workers, one generation per epoch) keep their
+    place in the cache while it lives (``_cache_readers``)."""
+    key = (os.getpid(), str(root))
+    if key in _owners:
+        return
+    (root / ".readers").mkdir(exist_ok=True)
+    with _Locked(root / ".lock", exclusive=True, create=True):  # not seen half-made
+        _owners[key] = _Locked(root / ".readers" / f"{key[0]}.owner", exclusive=True, create=True)
+
+
 class ShardCache:
     """Local cache of one remote pack's shards, shared by every process of a node.
 
@@ -254,6 +269,8 @@ class ShardCache:
         cache_limit: bytes the cache directory may hold (None: no limit).
         storage_options: passed to fsspec (``anon``, ``key``, ``endpoint_url``...).
         retry: how failed downloads are retried.
+        wait_for_room: seconds a download waits for room in a full cache before it fails
+            (None: 120 s).
     """
 
     def __init__(
@@ -264,7 +281,7 @@ class ShardCache:
         cache_limit: int | None,
         storage_options: Mapping[str, Any] | None = None,
         retry: Retry | None = None,
-        wait_for_room: float = 120.0,
+        wait_for_room: float | None = None,
     ) -> None:
         self.url = pack_url(url)
         self.manifest = manifest
@@ -272,8 +289,9 @@ class ShardCache:
         self.limit = cache_limit
         self.options = dict(storage_options or {})
         self.retry = retry or Retry()
-        self.wait_for_room = wait_for_room
+        self.wait_for_room = check_cache_wait(wait_for_room)
         self._failures: dict[int, tuple[float, Exception]] = {}  # shard: (when, error)
+        self.owner = os.getpid()  # the process that made it; its loader's workers read for it
         (self.root / ".locks").mkdir(parents=True, exist_ok=True)
         # Downloads of readers killed mid-way (OOM, SIGKILL) would stay forever without a
         # limit to evict for, or for a shard never read again: removed as the cache opens.
@@ -286,6 +304,7 @@ class ShardCache:
                     f"{url!r} ({biggest} bytes); raise it to at least a few shards "
                     f"(the shuffle window plus the shards read ahead)"
                 )
+            _hold_owner(self.root)
 
     def room(self, shards: int) -> tuple[bool, int]:
         """Whether the limit holds ``shards`` of the pack's largest shards at once, and
@@ -468,9 +487,10 @@ class ShardCache:
                 raise RuntimeError(
                     f"cache_limit={self.limit} bytes: no room for shard "
                     f"{self.manifest.shards[k].file} ({size} bytes) of {self.url!r} in "
-                    f"{str(self.root)!r}: {used} bytes are held by shards in use. Raise "
-                    "cache_limit (to at least (shuffle_window + prefetch + 2) shards, for "
-                    "every pack read at once) or lower prefetch"
+                    f"{str(self.root)!r}: {used} bytes are held by shards in use after "
+                    f"waiting cache_wait={self.wait_for_room:g} s for readers to move on. "
+                    "Raise cache_limit (to at least (shuffle_window + prefetch + 2) shards, "
+                    "for every pack read at once), lower prefetch, or raise cache_wait"
                 )
             time.sleep(0.2)  # shards in use are released as readers move on
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import numbers
 import os
 import re
@@ -183,3 +184,29 @@ def _retried(what: str, retry: Retry, request: Callable[[], _T]) -> _T:
         f"cannot {what} after {retry.attempts} attempts ({type(last).__name__}: {last}); "
         "check that the store is reachable (the endpoint, the network), then run again"
     )
+
+
+CACHE_WAIT_DEFAULT = 120.0  # seconds a download waits for room in a full cache
+
+
+def check_cache_wait(cache_wait: Any) -> float:
+    """``cache_wait`` as seconds >= 0 (None: the default, 120 s).
+
+    Raises:
+        ValueError: a value that is not a finite number of seconds >= 0 (a string, a bool,
+            a negative number, NaN, infinity).
+    """
+    if cache_wait is None:
+        return CACHE_WAIT_DEFAULT
+    if (
+        isinstance(cache_wait, bool)
+        or not isinstance(cache_wait, numbers.Real)
+        or not math.isfinite(cache_wait)
+        or cache_wait < 0
+    ):
+        raise ValueError(
+            f"cache_wait must be a finite number of seconds >= 0 (or None for "
+            f"{CACHE_WAIT_DEFAULT:g} s); received {cache_wait!r}. Pass e.g. cache_wait=600 "
+            "to let downloads wait longer for readers to free room in a full cache."
+        )
+    return float(cache_wait)

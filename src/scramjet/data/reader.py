@@ -91,6 +91,8 @@ class PackedDataset(Dataset[Any]):
             (default ``$SCRAMJET_CACHE_DIR`` or ``~/.cache/scramjet/packs``).
         cache_limit: bytes the cache directory may hold (an int, or ``"20GB"``); least
             recently used shards not in use are evicted. None: no limit.
+        cache_wait: seconds a download waits for room in a full cache (every shard in use
+            by readers) before it fails (default 120); see ``docs/streaming.md``.
         storage_options: fsspec options for the URL (credentials, endpoint...).
         prefetch: shards downloaded ahead of the reader, per process, in the order the
             epoch reads them (streamed packs only); default ``shuffle_window`` (the next
@@ -131,13 +133,17 @@ class PackedDataset(Dataset[Any]):
         decoder: str = "auto",
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | str | None = None,
+        cache_wait: float | None = None,
         storage_options: Mapping[str, Any] | None = None,
         prefetch: int | None = None,
         shuffle_window: int | None = None,
     ) -> None:
         self._remote: ShardCache | None = None
         streaming = dict(
-            cache_dir=cache_dir, cache_limit=cache_limit, storage_options=storage_options
+            cache_dir=cache_dir,
+            cache_limit=cache_limit,
+            storage_options=storage_options,
+            cache_wait=cache_wait,
         )
         prefetch = check_reader_options(is_url(path), prefetch, streaming)
         if is_url(path):
@@ -150,6 +156,7 @@ class PackedDataset(Dataset[Any]):
                 Path(cache_dir) if cache_dir is not None else default_cache_dir(),
                 parse_size(cache_limit),
                 storage_options,
+                wait_for_room=cache_wait,
             )
             shuffle_window = 8 if shuffle_window is None else shuffle_window
         else:
