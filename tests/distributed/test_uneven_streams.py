@@ -23,6 +23,8 @@ def test_uneven_streams_end_the_epoch_together(tmp_path: Path) -> None:
     assert r0["global_step"] == r1["global_step"] == 8
     assert r0["weights"] == r1["weights"]  # the same updates: DDP kept them in step
     # Per epoch: one all-reduce per batch of the shorter stream and one at its end, then
-    # the epoch's loss and its stop vote; none doubled by reduce()'s shape check.
+    # the epoch's loss and its stop vote; none doubled by reduce()'s shape check. Once per
+    # run: the flag with which the ranks agree that each could read rank 0's drawn seed
+    # (gather_object).
     per_epoch = (4 + 1) + 2
-    assert r0["issued"] == r1["issued"] <= 2 * per_epoch, (r0["issued"], r1["issued"])
+    assert r0["issued"] == r1["issued"] <= 2 * per_epoch + 1, (r0["issued"], r1["issued"])

@@ -8,22 +8,22 @@ small collective every rank runs anyway, so every rank raises the same error at 
 
 from __future__ import annotations
 
+import functools
 import math
-import pickle
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 import torch
 import torch.distributed as dist
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # Every dtype torch defines, in a fixed order: a dtype travels between ranks as its index.
 _DTYPES: tuple[torch.dtype, ...] = tuple(
     sorted({v for v in vars(torch).values() if isinstance(v, torch.dtype)}, key=str)
 )
-
-# What pickling a bad object raises: PicklingError, TypeError ("cannot pickle
-# '_thread.lock' object"), AttributeError ("Can't pickle local object").
-PICKLE_ERRORS = (pickle.PicklingError, TypeError, AttributeError)
 
 
 class InputFailed:
@@ -138,13 +138,44 @@ def check_same_shape_and_dtype(work: torch.Tensor, problem: BaseException | None
     )
 
 
-def as_tensor(value: object) -> torch.Tensor:
-    """``value`` as a tensor for ``reduce``, or a TypeError that says what to pass."""
+def as_tensor(value: object, op: str = "reduce") -> torch.Tensor:
+    """``value`` as a tensor for ``op`` (``reduce``, ``reduce_async``), or a TypeError
+    that says what to pass."""
     try:
         return torch.as_tensor(value)
     except (TypeError, RuntimeError, ValueError):
         raise TypeError(
-            f"reduce: expected a tensor or a number, got {type(value).__name__} "
+            f"{op}: expected a tensor or a number, got {type(value).__name__} "
             f"({value!r:.80}); reduce each tensor of a dict or list on its own, or collect "
             "other Python objects with gather_object"
         ) from None
+
+
+def explains_timeout(op: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Wrap a collective so that gloo's bare timeout (``Timed out waiting 3000ms for recv
+    operation``) says which collective waited and what usually causes it."""
+
+    def wrap(function: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(function)
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return function(*args, **kwargs)
+            except RuntimeError as error:
+                # gloo: "Timed out waiting 3000ms for recv operation", or, on a pair
+                # that an earlier timeout closed, "Application timeout caused pair closure"
+                text = str(error).lower()
+                if "timed out" not in text and "timeout" not in text:
+                    raise
+                rank = dist.get_rank() if dist.is_initialized() else 0
+                raise RuntimeError(
+                    f"{op}: rank {rank} waited past the group's timeout for the other ranks "
+                    f"({error}). Usually a collective that only some ranks call (e.g. "
+                    f"`if rank == 0: {op}(...)`), or a rank that is stuck, slower than the "
+                    f"timeout, or finished early: every rank must call the same collectives "
+                    f"in the same order. The group cannot be used after this error (later "
+                    f"collectives fail at once): end the run and fix the calls."
+                ) from error
+
+        return call
+
+    return wrap

@@ -28,14 +28,13 @@ from torch.utils.data import Dataset, DistributedSampler
 
 from scramjet.runtime._ddp import wrap_data_parallel
 from scramjet.runtime._dist_checks import (
-    PICKLE_ERRORS,
-    InputFailed,
     as_tensor,
     check_pad_value,
     check_same_kind,
     check_same_shape_and_dtype,
-    raise_for_ranks,
+    explains_timeout,
 )
+from scramjet.runtime._dist_objects import broadcast_object_impl, gather_object_impl
 
 if TYPE_CHECKING:
     from torch._C._distributed_c10d import Store
@@ -360,6 +359,7 @@ def is_main_process() -> bool:
     return get_rank() == 0
 
 
+@explains_timeout("barrier")
 def barrier() -> None:
     """Wait until every rank reaches this point (no-op in a single process)."""
     if is_distributed():
@@ -373,6 +373,7 @@ def _comm_device() -> torch.device:
     return torch.device("cpu")
 
 
+@explains_timeout("reduce")
 def reduce(
     tensor: torch.Tensor | float, op: ReduceOp = "mean", *, check: bool = True
 ) -> torch.Tensor:
@@ -474,25 +475,30 @@ class PendingReduce:
         return self._tensor.to(self._device)
 
 
-def reduce_async(tensor: torch.Tensor, op: Literal["mean", "sum"] = "mean") -> PendingReduce:
+def reduce_async(
+    tensor: torch.Tensor | float, op: Literal["mean", "sum"] = "mean"
+) -> PendingReduce:
     """Start combining a tensor over all ranks and return without waiting.
 
     Collective, like :func:`reduce`: every rank calls it, in the same order as its other
     collectives, and gets the dtypes :func:`reduce` gives (a float64 mean of integers,
     an int64 count for a sum of bools). Unlike :func:`reduce`, the ranks' shapes and
     dtypes are not checked (that would wait on the other ranks): pass the same on every
-    rank. In a single process the result is a copy of the input.
+    rank; a rank whose input is bad raises alone, and the others wait in the collective
+    until the timeout. A Python number is turned into a tensor as :func:`reduce` does.
+    In a single process the result is a copy of the input.
 
     Raises:
         ValueError: ``op`` is not ``"mean"`` or ``"sum"`` (for ``"max"``/``"min"``, use
             :func:`reduce`).
+        TypeError: ``tensor`` is neither a tensor nor a number (or list of numbers).
     """
     if op not in ("mean", "sum"):
         raise ValueError(
             f"reduce_async: op must be 'mean' or 'sum', got {op!r}; use reduce(tensor, {op!r}) "
             "for a max or min (it waits for the result)"
         )
-    value = _promoted(tensor.detach(), op)
+    value = _promoted(as_tensor(tensor, "reduce_async").detach(), op)
     if not is_distributed():
         return PendingReduce(None, value.clone(), value.device, 1)
     work_tensor = value.to(_comm_device(), copy=True)
@@ -510,6 +516,7 @@ def pad_end(tensor: torch.Tensor, shape: Sequence[int], value: float) -> torch.T
     return out
 
 
+@explains_timeout("gather")
 def gather(tensor: torch.Tensor, pad_value: float | None = None) -> torch.Tensor:
     """Concatenate a tensor from all ranks along dim 0, in rank order.
 
@@ -579,6 +586,7 @@ def _gather_input(tensor: torch.Tensor, pad_value: float | None) -> torch.Tensor
     return value.reshape(1) if value.dim() == 0 else value
 
 
+@explains_timeout("gather_object")
 def gather_object(obj: T) -> list[T]:
     """Collect one picklable object from every rank, in rank order.
 
@@ -588,25 +596,19 @@ def gather_object(obj: T) -> list[T]:
     Returns:
         ``[obj from rank 0, obj from rank 1, ...]`` on every rank; ``[obj]`` in a single
         process.
+
+    Raises:
+        TypeError: a rank's object cannot be pickled (a lock, an open file).
+        ValueError: a rank's object pickles but cannot be unpickled on some rank (its
+            class exists on some ranks only, its loader raises). Both are raised on
+            every rank alike, naming the rank.
     """
     if not is_distributed():
         return [obj]
-    out: list[Any] = [None] * dist.get_world_size()
-    try:
-        dist.all_gather_object(out, obj)
-    except PICKLE_ERRORS as error:
-        # torch pickles before its first collective: send why instead, so no rank waits.
-        dist.all_gather_object(out, InputFailed(error))
-    failed = [isinstance(o, InputFailed) for o in out]
-    if any(failed):
-        raise_for_ranks(
-            "gather_object",
-            [o.message if bad else None for o, bad in zip(out, failed)],
-            [o.kind if bad else "" for o, bad in zip(out, failed)],
-        )
-    return out
+    return gather_object_impl(obj)
 
 
+@explains_timeout("broadcast_object")
 def broadcast_object(obj: T, src: int = 0) -> T:
     """Send a picklable object from rank ``src`` to every rank.
 
@@ -618,7 +620,9 @@ def broadcast_object(obj: T, src: int = 0) -> T:
         ``src``'s object on every rank; ``obj`` itself in a single process.
 
     Raises:
-        ValueError: ``src`` is not a rank of the group (in a single process: not 0).
+        ValueError: ``src`` is not a rank of the group (in a single process: not 0), or
+            its object cannot be unpickled on some rank (raised on every rank alike).
+        TypeError: ``src``'s object cannot be pickled (raised on every rank alike).
     """
     world = get_world_size()
     if isinstance(src, bool) or not isinstance(src, int) or not 0 <= src < world:
@@ -628,19 +632,7 @@ def broadcast_object(obj: T, src: int = 0) -> T:
         )
     if not is_distributed():
         return obj
-    box: list[Any] = [obj]
-    try:
-        dist.broadcast_object_list(box, src=src)
-    except PICKLE_ERRORS as error:
-        # torch pickles on src before its first collective: send why instead.
-        box = [InputFailed(error)]
-        dist.broadcast_object_list(box, src=src)
-    if isinstance(box[0], InputFailed):
-        problems: list[str | None] = [None] * dist.get_world_size()
-        problems[src] = box[0].message
-        kinds = [box[0].kind] * len(problems)
-        raise_for_ranks("broadcast_object", problems, kinds)
-    return box[0]  # type: ignore[no-any-return]
+    return broadcast_object_impl(obj, src)
 
 
 @overload
