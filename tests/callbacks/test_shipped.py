@@ -112,6 +112,7 @@ FACTORIES: dict[type[TrainerCallback], Callable[[Path], TrainerCallback]] = {
     pa_callbacks.EarlyStoppingCallback: lambda tmp: pa_callbacks.EarlyStoppingCallback(
         early_stopping_patience=1
     ),
+    pa_callbacks.TerminateOnNaNCallback: lambda tmp: pa_callbacks.TerminateOnNaNCallback(),
     # TinyMLP's class probabilities stand in for a one-step attention over three "tokens".
     AttentionHeatmapCallback: lambda tmp: AttentionHeatmapCallback(
         lambda model, batch: (

@@ -41,7 +41,7 @@ import difflib
 import enum
 import inspect
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -408,23 +408,41 @@ class CallbackHandler:
         """Whether any callback handles ``event`` (cheap check for hot loops)."""
         return event in self._table
 
-    def call_event(self, event: str, trainer: Trainer, **kwargs: Any) -> None:
+    def call_event(
+        self,
+        event: str,
+        trainer: Trainer,
+        *,
+        agree: Callable[[StopTrainingError | None], StopTrainingError | None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """Call ``event`` on every callback that implements it, in registration order
         (those that write a checkpoint in ``event`` last: see ``checkpoint_events``).
 
         A callback that raises :class:`StopTrainingError` stops the run after the event:
         the callbacks after it still get the event (the last epoch's metrics are printed
-        and its checkpoint written), then the first such error is raised.
+        and its checkpoint written), then the first such error is raised. The stop counts
+        as ``trainer.stop_training()`` (unless the callback keeps its own state in checkpoints,
+        as early stopping does): the checkpoint written records it, so the same run again
+        with ``resume_from="auto"`` stops too.
+
+        ``agree`` (the Trainer's, across processes) is called once, before the callbacks
+        that write a checkpoint in ``event``, with this process's stop; it returns the stop
+        the processes agreed on, so the checkpoint records a stop another rank decided.
         """
-        entries = self._table.get(event)
-        if not entries:
+        entries = self._table.get(event, [])
+        if not entries and agree is None:
             return
         stop: StopTrainingError | None = None
+        agreed = agree is None
         for callback, method in entries:
+            if agree is not None and not agreed and event in callback.checkpoint_events:
+                stop, agreed = agree(stop), True
             try:
                 method(trainer, **kwargs)
             except StopTrainingError as exc:
                 stop = stop or exc
+                _record_stop(trainer, callback)
             except Exception as exc:
                 name = str(getattr(event, "value", event))
                 written = getattr(method, "__name__", name)
@@ -433,5 +451,19 @@ class CallbackHandler:
                     f"Callback {type(callback).__name__} raised {type(exc).__name__} in "
                     f"{where}: {exc}"
                 ) from exc
+        if not agreed and agree is not None:
+            stop = agree(stop)
         if stop is not None:
             raise stop
+
+
+def _record_stop(trainer: Trainer, callback: TrainerCallback) -> None:
+    """Mark the run stopped in its counters, as ``stop_training()`` does, so that the same
+    run again with ``resume_from="auto"`` stops too. A callback that keeps its own state in
+    the checkpoint (``EarlyStoppingCallback``) judges that rerun from it (a larger patience
+    trains on); a stand-in trainer without counters (a compat layer's) has nothing to mark."""
+    if type(callback).state_dict is not TrainerCallback.state_dict:
+        return
+    state = getattr(trainer, "state", None)
+    if state is not None and hasattr(state, "stop_requested"):
+        state.stop_requested = True

@@ -1,4 +1,5 @@
-"""A run resumed from a checkpoint that ``trainer.stop_training()`` had ended (the same
+"""A run resumed from a checkpoint that ``trainer.stop_training()`` had ended (or a
+callback's ``StopTrainingError``: :meth:`CallbackHandler.call_event` records it; the same
 command run again with ``resume_from="auto"`` after a crash past ``train()``, a requeue)
 stops before training, unless it plans a longer run than the stopped one. A checkpoint
 named by its path continues the stopped run, as pytorch-accelerated's resume does."""
@@ -38,8 +39,8 @@ def start_planned_run(trainer: Trainer) -> None:
     state.stop_requested = True
     cap = f", max_num_train_steps={before[1]}" if before[1] else ""
     err = StopTrainingError(
-        f"The checkpoint resumed from was saved by a run that trainer.stop_training() had "
-        f"ended (at step {state.global_step}; it had planned num_epochs={before[0]}{cap}); "
+        f"The checkpoint resumed from was saved by a run that trainer.stop_training() (or a "
+        f"callback's StopTrainingError) had ended (at step {state.global_step}; it had planned num_epochs={before[0]}{cap}); "
         f"nothing more is trained. To train on, pass a larger num_epochs (or "
         f"max_num_train_steps) than that run planned; to start afresh, resume_from=None."
     )

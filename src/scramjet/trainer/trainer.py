@@ -16,7 +16,6 @@ devices, precision and collectives to :mod:`scramjet.runtime`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -42,7 +41,7 @@ from scramjet.schedulers import (
     resolve_placeholders,
 )
 from scramjet.tracking.metric_log import MetricLog
-from scramjet.trainer import _predict, _rerun
+from scramjet.trainer import _evaluation, _predict, _rerun
 from scramjet.trainer._explain import explain_batch_error
 from scramjet.trainer.batch import (
     batch_size_of,
@@ -65,14 +64,11 @@ from scramjet.trainer.checks import (
     check_train_args,
     check_trainer_args,
     check_yields_batches,
-    empty_evaluation,
     loader_batch_size,
-    ready_loader_batch_size,
     warn_zero_learning_rate,
 )
 from scramjet.trainer.data_order import (
     DataOrder,
-    Lockstep,
     check_ready_loader,
     even_end,
     safe_len,
@@ -84,10 +80,7 @@ from scramjet.trainer.state import (
     RunConfig,
     RunHistory,
     TrainState,
-    last_trained_epoch,
-    module_modes,
     plan_run,
-    restore_modes,
 )
 from scramjet.trainer.wrapping import rewrap_if_trainable_changed, trainable
 
@@ -684,7 +677,7 @@ class Trainer:
                     # a cut epoch goes on after a resume: this pass must not move its RNGs
                     rng_states = get_rng_states() if self._epoch_cut else None
                     self._epoch_eval = True  # marks state.eval_done at its end
-                    self._run_evaluation(self._eval_dl)
+                    _evaluation.run_evaluation(self, self._eval_dl)
                     if rng_states is not None:
                         set_rng_states(rng_states)
                 # An epoch cut short by a stop or the step limit is not finished: its state
@@ -722,24 +715,27 @@ class Trainer:
         """``TRAINING_RUN_EPOCH_END``. Across processes, the ranks agree on a stop raised by
         its callbacks (early stopping on a value each rank holds for itself): a rank that
         stops alone would leave the others training into a closed process group."""
-        stop: StopTrainingError | None = None
-        try:
-            self.callback_handler.call_event(Event.TRAINING_RUN_EPOCH_END, self)
-        except StopTrainingError as err:
-            stop = err
-        if dist.is_distributed():
-            votes = torch.zeros(dist.get_world_size(), device=self.device)
-            votes[dist.get_rank()] = float(stop is not None)
-            deciders = [
-                r for r, v in enumerate(dist.reduce(votes, op="sum", check=False).tolist()) if v
-            ]
-            if deciders and stop is None:
-                stop = StopTrainingError(
-                    f"rank {deciders[0]} stopped the run after epoch {self.state.epoch + 1}; "
-                    "every rank stops with it"
-                )
-        if stop is not None:
-            raise stop
+        agree = self._agree_on_stop if dist.is_distributed() else None
+        self.callback_handler.call_event(Event.TRAINING_RUN_EPOCH_END, self, agree=agree)
+
+    def _agree_on_stop(self, stop: StopTrainingError | None) -> StopTrainingError | None:
+        """Every rank learns whether any rank's callbacks stopped the run, before the
+        checkpoint of the epoch is written: a stop recorded as ``stop_training()`` on one
+        rank is recorded on all, so the checkpoint keeps it whichever rank writes it. The
+        checkpoint holds rank 0's callback states: a stop another rank's early stopping
+        decided, which rank 0's count does not show, is recorded as ``stop_training()``."""
+        votes = torch.zeros(dist.get_world_size(), device=self.device)
+        votes[dist.get_rank()] = 0.0 if stop is None else 1.0 + self.state.stop_requested
+        ranks = dist.reduce(votes, op="sum", check=False).tolist()
+        deciders = [r for r, v in enumerate(ranks) if v]
+        if any(v > 1 for v in ranks) or (deciders and not ranks[0]):
+            self.state.stop_requested = True  # a rerun with resume_from="auto" stops too
+        if deciders and stop is None:
+            stop = StopTrainingError(
+                f"rank {deciders[0]} stopped the run after epoch {self.state.epoch + 1}; "
+                "every rank stops with it"
+            )
+        return stop
 
     def _close_after_crash(self) -> None:
         """A crash (at the run's start, in an epoch or at its end): callbacks release
@@ -900,16 +896,7 @@ class Trainer:
         )
         self.eval_dataset, self.collate_fn = dataset, collate_fn or self._train_collate_fn
         self._place_model()
-        if not self._in_training_run:  # a standalone evaluation: its batch size, recorded
-            self._run_config = self._evaluation_run_config(dataset, per_device_batch_size)
-        try:
-            eval_dl = self.create_eval_dataloader(per_device_batch_size, dataloader_kwargs)
-            with last_trained_epoch(self.run_history, standalone=not self._in_training_run):
-                self._evaluate_now(eval_dl)
-        except BaseException:
-            if not self._in_training_run:  # inside train(), the run's own crash handler closes
-                self.callback_handler.close_all(self)  # e.g. the progress bar stops drawing
-            raise
+        _evaluation.evaluate(self, dataset, per_device_batch_size, dataloader_kwargs)
 
     def run_evaluation(self) -> None:
         """Evaluate on the run's ``eval_dataset`` now (e.g. every N steps), then resume training."""
@@ -918,76 +905,7 @@ class Trainer:
                 "run_evaluation() needs train(..., eval_dataset=...) to be running; pass an "
                 "eval_dataset to train(), or call evaluate(dataset) to evaluate other data."
             )
-        self._evaluate_now(self._eval_dl)
-
-    def _evaluate_now(self, eval_dl: Iterable[Any]) -> None:
-        """An evaluation that leaves a training epoch in progress as it was: the module
-        modes, its loader, the logging of its batches, and a pending end_epoch() (which must
-        not end this evaluation and must still end the training epoch afterwards)."""
-        modes = module_modes(self.model)
-        outer = (self._end_epoch_requested, self._current_dl, self._in_train_batches)
-        self._end_epoch_requested = self._in_train_batches = False
-        try:
-            self._run_evaluation(eval_dl)
-        finally:
-            self._end_epoch_requested, self._current_dl, self._in_train_batches = outer
-            restore_modes(modes)
-
-    def _run_evaluation(self, eval_dl: Iterable[Any]) -> None:
-        self.evaluation_run_start()
-        self.callback_handler.call_event(Event.EVALUATION_RUN_START, self)
-        self._run_eval_epoch(eval_dl)
-        self.evaluation_run_end()
-        self.callback_handler.call_event(Event.EVALUATION_RUN_END, self)
-
-    def _run_eval_epoch(self, eval_dl: Iterable[Any]) -> None:
-        handler = self.callback_handler
-        # Evaluate through the unwrapped module: ranks may hold different numbers of
-        # batches (no padding), and the DDP wrapper would try to sync buffers. (An FSDP
-        # model is sharded in place: the unwrapped module is the sharded one.)
-        wrapped, self.model = self.model, self._unwrapped_model
-        self._current_dl = eval_dl
-        try:
-            self.eval_losses.start_epoch()
-            self.eval_epoch_start()
-            handler.call_event(Event.EVAL_EPOCH_START, self)
-            steps, seen = Lockstep(eval_dl, self._collective_forwards()), 0
-            with torch.no_grad():
-                for batch, real in steps:
-                    self._eval_step(batch, real)
-                    seen += 1
-                    if self._end_epoch_requested:  # every rank stops before the next step
-                        steps.stop()
-            if not seen and dist.get_world_size() == 1:
-                raise empty_evaluation(eval_dl)
-            self._end_epoch_requested = False
-            self.eval_epoch_end()
-            if self._epoch_eval and self.state.train_done:  # the epoch's, not a cut one's
-                self.state.eval_done = True
-            handler.call_event(Event.EVAL_EPOCH_END, self)
-        finally:
-            self.model, self._current_dl, self._epoch_eval = wrapped, None, False
-
-    def _eval_step(self, batch: Any, real: bool) -> None:
-        """One evaluation batch; a repeated one (``real`` False) only keeps ranks in step."""
-        handler = self.callback_handler
-        if self.device.type != "cpu":
-            batch = move_to_device(batch, self.device, non_blocking=True)
-        if real and handler.has(Event.EVAL_STEP_START):
-            handler.call_event(Event.EVAL_STEP_START, self)
-        with self._autocast():
-            try:
-                batch_output = self.calculate_eval_batch_loss(batch)
-            except (RuntimeError, TypeError) as error:  # e.g. float64 inputs, float32 model
-                explain_batch_error(error, self._unwrapped_model, batch, "evaluation")
-                raise
-        if not real:
-            return
-        check_loss(batch_output, "calculate_eval_batch_loss")
-        check_samples(batch_output, len(self.eval_losses.losses) + 1)
-        self.eval_losses.add(batch_output["loss"], batch_output["batch_size"])
-        if handler.has(Event.EVAL_STEP_END):
-            handler.call_event(Event.EVAL_STEP_END, self, batch=batch, batch_output=batch_output)
+        _evaluation.evaluate_now(self, self._eval_dl)
 
     def predict(
         self,
@@ -1134,14 +1052,6 @@ class Trainer:
             train_dl, self._eval_dl, epochs, train_bs, eval_bs, max_steps, accum, clips,
             self.precision, self.device,
         )  # fmt: skip
-
-    def _evaluation_run_config(self, data: DataSource, batch_size: int) -> RunConfig:
-        # The last train()'s settings (if any) with this evaluation's batch size.
-        if yields_batches(data):
-            batch_size = ready_loader_batch_size(data, batch_size)
-        if self._run_config is None:
-            return self._create_run_config(1, batch_size, batch_size, None, 1, (None, None))
-        return dataclasses.replace(self._run_config, eval_per_device_batch_size=batch_size)
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         # The one autocast path; full precision skips even the call into runtime.precision.
