@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from scramjet.runtime.files import why_not_creatable
+from scramjet.runtime.files import TMP_PREFIX, why_not_creatable
 from scramjet.tracking._files import is_run_folder
 from scramjet.tracking.cli_runs import by_start
 from scramjet.tracking.report import build_report, compare_runs
@@ -46,7 +46,18 @@ def _output(arg: str | None, first_run: Path) -> tuple[Path, str | None]:
         out = out / COMPARE_PAGE
     if out.is_dir():
         return out, f"{str(out)!r} is a folder; name the HTML file to write"
+    run = _run_holding(out)
+    if run is not None and out.is_file():  # -o RUN/metrics.csv would replace the run's data
+        return out, (
+            f"{str(out)!r} is a file of the run folder {str(run)!r}, which the comparison "
+            f"page would replace; name a new file, e.g. {str(run.parent / COMPARE_PAGE)!r}"
+        )
     return out, why_not_creatable(out)
+
+
+def _run_holding(path: Path) -> Path | None:
+    """The run folder that ``path`` lies in (at any depth), or None."""
+    return next((p for p in path.resolve().parents if is_run_folder(p)), None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,16 +101,29 @@ def run(args: argparse.Namespace) -> int:
             "run folder)",
             file=sys.stderr,
         )
+    target: Path | None = None  # the page being written: named in an error, not its temp file
     try:
         for path in paths:
+            target = path / "report.html"
             print(f"report: {build_report(path)}")
         if out is not None:
+            target = out
             print(f"comparison: {compare_runs(paths, out)}")
     except OSError as error:  # a full disk, a folder that turned read-only meanwhile
-        where = f" {error.filename!r}" if error.filename else ""
+        where = _failed_path(error, target)
         print(
-            f"scramjet report: error: could not write{where}: {error.strerror or error}",
+            f"scramjet report: error: could not write{f' {where!r}' if where else ''}: "
+            f"{error.strerror or error}",
             file=sys.stderr,
         )
         return 1
     return 0
+
+
+def _failed_path(error: OSError, target: Path | None) -> str | None:
+    """The file ``error`` is about, as the user knows it: the page being written in place of
+    the hidden temporary file its atomic write used."""
+    name = os.fsdecode(error.filename) if error.filename else None
+    if name is None or Path(name).name.startswith(TMP_PREFIX):
+        return str(target) if target is not None else name
+    return name

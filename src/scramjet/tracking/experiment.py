@@ -46,7 +46,8 @@ from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
 from scramjet.runtime import fsdp
 from scramjet.runtime.preemption import TrainingPreempted
-from scramjet.tracking import _files
+from scramjet.tracking import _evaluation, _files
+from scramjet.tracking._failure import record_traceback
 from scramjet.tracking._mirror import RunMirror
 from scramjet.tracking._params import (
     check_options,
@@ -58,6 +59,7 @@ from scramjet.tracking._params import (
     source_tags,
     tracker_params,
 )
+from scramjet.tracking._run_folder import RunFolder
 from scramjet.tracking._steps import StepBuffer, StepLosses
 from scramjet.tracking._writer import TrackerWriter, dispatch, record_tracker_errors
 from scramjet.tracking.loggers import open_tracker
@@ -76,7 +78,7 @@ if TYPE_CHECKING:
     from scramjet.trainer.state import RunHistory
 
 
-class Experiment(RunMirror, TrainerCallback):
+class Experiment(RunMirror, RunFolder, TrainerCallback):
     """Tracks a training run in its own folder: metrics, checkpoints, weights, plots, report.
 
     Args:
@@ -212,6 +214,7 @@ class Experiment(RunMirror, TrainerCallback):
         self._tracker_errors: list[str] = []
         self._metric_log: MetricLog | None = None
         self._last_step = 0  # the step results logged now are recorded at
+        self._eval_before: dict[str, int] = {}  # metric counts as a standalone evaluate() began
         self._state: Any = None  # the trainer's counters: run.json's last step after a crash
         self._history: RunHistory | None = None
         self._seen: dict[str, int] = {}
@@ -323,8 +326,9 @@ class Experiment(RunMirror, TrainerCallback):
         self._writer = TrackerWriter(trackers, self._upload_metric_files)
         info = _files.read_json(run / "run.json")  # may already hold the MLflow run id
         _files.begin_session(info, run, resumed, written)
-        for stale in ("error", "upload_error", "storage_error", "finished", "ended", "duration"):
-            info.pop(stale, None)
+        stale = ("error", "traceback", "upload_error", "storage_error", "finished", "ended")
+        for key in (*stale, "duration"):
+            info.pop(key, None)
         if storage_error:
             info["storage_error"] = storage_error
         info.setdefault("started", time.time())
@@ -412,45 +416,6 @@ class Experiment(RunMirror, TrainerCallback):
             if copy is not None:
                 self._upload(copy.relative_to(self.run_dir).as_posix(), periodic=True)
 
-    def _next_run(self, trainer: Trainer) -> None:
-        """A new ``train()`` from step 0 with this Experiment: a new run folder.
-
-        Its rows would repeat the earlier run's steps and its checkpoints would mix with
-        them, so the earlier folder stays as it ended and the new one names it
-        (``previous_run`` in ``run.json``). A ``train()`` that resumes a checkpoint (its
-        step > 0) continues the current folder instead.
-        """
-        previous = self._run_dir
-        if self._writer is not None or self._storage is not None:  # never closed: a crash
-            self.close()
-        self._run_dir, self._reopened, self._restored_dir = None, False, None
-        self.resume, self._manager, self._finished = None, None, False
-        self._trackers, self._tracker_errors, self._last_step = [], [], 0
-        self._previous_run = previous
-        if previous is not None:
-            trainer.print(
-                f"Experiment: train() started again from step 0, so this is a new run; the "
-                f"earlier one stays in {previous}."
-            )
-
-    def _self_restore(self, trainer: Trainer) -> None:
-        ckpts = self.checkpoint_dir
-        if not ckpts.is_dir() or CheckpointManager(ckpts, keep_last=None).latest_path is None:
-            return
-        trainer.load_checkpoint(ckpts)
-
-    def _write_environment(self, trainer: Trainer, resumed: bool) -> None:
-        path = self.run_dir / "environment.json"
-        current = _files.environment(trainer.seed, trainer.device, trainer.num_processes)
-        if resumed and path.exists():
-            env = _files.read_json(path)
-            env.setdefault("resumes", []).append(
-                {"time": time.time(), "step": trainer.state.global_step, "environment": current}
-            )
-        else:
-            env = current
-        self._write_json("environment.json", env, periodic=True)
-
     def _on_step_values(self, step: int, values: dict[str, Any], wall_time: float) -> None:
         """Listener of ``trainer.log``: keep step values (tensors stay on their device)."""
         if self._writer is not None:
@@ -484,6 +449,7 @@ class Experiment(RunMirror, TrainerCallback):
             if step % self.log_every_n_steps == 0:  # this step's row waits for later callbacks
                 self._flush_steps(trainer, before=step)
         if isinstance(self.checkpoint, int) and step % self.checkpoint == 0:
+            self._recreate_if_removed(trainer)
             self._save_checkpoint(trainer)
 
     def _flush_steps(self, trainer: Trainer, before: int | None = None) -> None:
@@ -517,10 +483,17 @@ class Experiment(RunMirror, TrainerCallback):
     def on_train_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         self._mid_epoch = False
 
+    def on_evaluation_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        if not trainer.in_training_run:
+            self._eval_before = _evaluation.metric_counts(trainer.run_history)
+
     def on_evaluation_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """An evaluation inside a training epoch (every N steps) is logged now, at its step;
-        the one after the epoch is logged with the epoch's row."""
-        if self._mid_epoch and self._writer is not None:
+        the one after the epoch is logged with the epoch's row; a standalone one becomes
+        the results ``evaluate`` (``evaluate_2``, ...)."""
+        if not trainer.in_training_run:
+            self._record_evaluation(trainer)
+        elif self._mid_epoch and self._writer is not None:
             # the step rows before it first: loggers such as W&B take steps in order only
             self._flush_steps(trainer, before=trainer.state.global_step)
             self._log_epoch_metrics(trainer)
@@ -529,6 +502,7 @@ class Experiment(RunMirror, TrainerCallback):
         """Log the epoch's metrics; checkpoint; queue uploads."""
         self._losses.settle()
         if self._writer is not None:
+            self._recreate_if_removed(trainer)
             self._flush_steps(trainer)
             self._log_epoch_metrics(trainer)
             self._writer.put("sync", None)
@@ -548,6 +522,7 @@ class Experiment(RunMirror, TrainerCallback):
 
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Final checkpoint and weights, plots, report; then wait for and verify uploads."""
+        self._recreate_if_removed(trainer)
         if self.checkpoint is not None and self._last_ckpt_step != trainer.state.global_step:
             self._save_checkpoint(trainer)
         # Every checkpoint durable and rotated files gone before the final sync (all ranks).
@@ -565,6 +540,25 @@ class Experiment(RunMirror, TrainerCallback):
         if self._storage is not None:
             self._storage.close()
             self._storage = None
+
+    def _record_evaluation(self, trainer: Trainer) -> None:
+        """A standalone ``evaluate()``: its numbers as results; a run that never trained
+        opens its loggers for them and is finished (results logged later reopen it)."""
+        values = _evaluation.new_values(trainer.run_history, self._eval_before)
+        never_trained = not self._trained and not self._finished
+        if not values:
+            return
+        if never_trained:
+            self.start()  # collective: every rank opens the folder together
+        if not trainer.is_main_process:
+            return
+        if never_trained and not self._trackers:
+            self._trackers = [CSVTracker(self.run_dir)]
+            self._trackers += [self._make_tracker(s) for s in self.logger_specs if s != "csv"]
+        self._last_step = trainer.state.global_step
+        self.log_results(_evaluation.results_name(self.start()), values)
+        if never_trained:
+            self.finish(trainer)
 
     # ----------------------------------------------------------------- results & finish
     def log_results(
@@ -687,12 +681,16 @@ class Experiment(RunMirror, TrainerCallback):
             except Exception as exc:
                 warnings.warn(f"Experiment: {exc}", RuntimeWarning, stacklevel=2)
         if self._writer is not None:
+            if dist.is_main_process():
+                self._recreate_if_removed(None)
             self._flush_pending()
             self._end_trackers(status)
             if not self._finished and self._run_dir is not None and dist.is_main_process():
                 # last_step: the optimizer updates completed before the end
                 done = {} if self._state is None else {"last_step": int(self._state.global_step)}
                 _files.record_end(self.run_dir, status, error, **done)
+                if error is not None and not stopped:
+                    record_traceback(self.run_dir, error)
                 from scramjet.tracking.report import report_of_an_ended_run
 
                 report_of_an_ended_run(self.run_dir)

@@ -1,0 +1,150 @@
+"""The run folder across ``train()`` calls: a new folder for a new run from step 0, the
+restore of a continued folder's checkpoint, and ``environment.json`` (with each resume).
+A base class of :class:`~scramjet.tracking.experiment.Experiment`, which holds the state
+it reads."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scramjet.checkpoint import CheckpointManager, CheckpointWriteError
+from scramjet.tracking import _files
+from scramjet.tracking._params import run_hyperparams
+from scramjet.tracking.loggers.csv import CSVTracker
+
+if TYPE_CHECKING:
+    from scramjet.trainer.trainer import Trainer
+
+
+class RunFolder:
+    """Which folder a ``train()`` writes to, and what it records of the environment."""
+
+    project: str
+    experiment: str
+    hyperparams: dict[str, Any]
+    checkpoint: str | int | None
+    resume: Any
+    _opened_at: float
+    _state: Any
+    _run_dir: Path | None
+    _reopened: bool
+    _restored_dir: Path | None
+    _manager: CheckpointManager | None
+    _finished: bool
+    _trackers: list[Any]
+    _tracker_errors: list[str]
+    _last_step: int
+    _previous_run: Path | None
+    _writer: Any
+    _storage: Any
+
+    if TYPE_CHECKING:
+
+        @property
+        def run_dir(self) -> Path: ...
+
+        @property
+        def checkpoint_dir(self) -> Path: ...
+
+        def close(self) -> None: ...
+
+        def _run_fields(self) -> dict[str, Any]: ...
+
+        def _write_json(self, rel: str, data: Any, periodic: bool = False) -> None: ...
+
+    def _next_run(self, trainer: Trainer) -> None:
+        """A new ``train()`` from step 0 with this Experiment: a new run folder.
+
+        Its rows would repeat the earlier run's steps and its checkpoints would mix with
+        them, so the earlier folder stays as it ended and the new one names it
+        (``previous_run`` in ``run.json``). A ``train()`` that resumes a checkpoint (its
+        step > 0) continues the current folder instead.
+        """
+        previous = self._run_dir
+        if self._writer is not None or self._storage is not None:  # never closed: a crash
+            self.close()
+        self._run_dir, self._reopened, self._restored_dir = None, False, None
+        self.resume, self._manager, self._finished = None, None, False
+        self._trackers, self._tracker_errors, self._last_step = [], [], 0
+        self._previous_run = previous
+        if previous is not None:
+            trainer.print(
+                f"Experiment: train() started again from step 0, so this is a new run; the "
+                f"earlier one stays in {previous}."
+            )
+
+    def _self_restore(self, trainer: Trainer) -> None:
+        ckpts = self.checkpoint_dir
+        if not ckpts.is_dir() or CheckpointManager(ckpts, keep_last=None).latest_path is None:
+            return
+        trainer.load_checkpoint(ckpts)
+
+    def _write_environment(self, trainer: Trainer, resumed: bool) -> None:
+        path = self.run_dir / "environment.json"
+        current = _files.environment(trainer.seed, trainer.device, trainer.num_processes)
+        if resumed and path.exists():
+            env = _files.read_json(path)
+            env.setdefault("resumes", []).append(
+                {"time": time.time(), "step": trainer.state.global_step, "environment": current}
+            )
+        else:
+            env = current
+        self._write_json("environment.json", env, periodic=True)
+
+    def _recreate_if_removed(self, trainer: Trainer | None) -> None:
+        """The run folder deleted while training (a cleanup script, a user): create it
+        again with ``run.json``, the hyperparameters, the environment, empty metric files
+        and the checkpoints folder, say once what was lost, and let training continue.
+        Without ``trainer`` (``close()`` after a failure) the folder is created again to
+        record how the run ended, without the hyperparameters and environment."""
+        run = self._run_dir
+        if run is None or self._writer is None or (run / "run.json").is_file():
+            return
+        unsaved = self._unsaved_checkpoint()
+        self._writer.flush()  # rows in flight fail against the missing folder: counted below
+        lost = [e for e in self._writer.errors if e.startswith("csv: metrics: FileNotFoundError")]
+        self._writer.errors[:] = [e for e in self._writer.errors if e not in lost]
+        (run / "checkpoints").mkdir(parents=True, exist_ok=True)
+        CSVTracker(run)  # metrics.csv (its header) and metrics.jsonl, appended from now on
+        state = self._state if trainer is None else trainer.state
+        step = 0 if state is None else int(state.global_step)
+        info = {"started": self._opened_at, "status": "running", **self._run_fields()}
+        info["folder_recreated"] = {"time": time.time(), "step": step}
+        if self._previous_run is not None:
+            info["previous_run"] = self._previous_run.name
+        self._write_json("run.json", info)
+        if trainer is not None:
+            names = (self.project, self.experiment, run.name)
+            self._write_json("hyperparams.json", run_hyperparams(trainer, *names, self.hyperparams))
+            self._write_environment(trainer, resumed=False)
+        lost_text = "the metric rows" + (" and checkpoints" if self.checkpoint is not None else "")
+        lost_text += " written before"
+        if lost:
+            lost_text += f", {len(lost)} batch(es) of rows written while it was gone"
+        if unsaved:
+            lost_text += f", the checkpoint being written then ({unsaved})"
+        then = "and training continues" if trainer else "to record how the run ended"
+        later = "Rows and checkpoints are written to it again from now on; " if trainer else ""
+        warnings.warn(
+            f"Experiment: the run folder {run} was removed while training (noticed at step "
+            f"{step}); it was created again {then}. Lost with it: {lost_text}. "
+            f"{later}its run.json records 'folder_recreated'.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+    def _unsaved_checkpoint(self) -> str | None:
+        """The background checkpoint write that the folder's removal made fail, if any."""
+        if self._manager is None:
+            return None
+        try:
+            self._manager.wait()
+        except CheckpointWriteError as exc:
+            return str(exc).split("'", 2)[1] if str(exc).count("'") >= 2 else str(exc)
+        return None
+
+
+__all__ = ["RunFolder"]
