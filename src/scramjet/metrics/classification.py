@@ -34,21 +34,49 @@ def _labels(y_pred: torch.Tensor, target_shape: torch.Size) -> torch.Tensor:
     return y_pred.long()
 
 
-def _class_distributions(target: torch.Tensor, scores: torch.Tensor) -> bool:
+def _class_distributions(
+    target: torch.Tensor, scores: torch.Tensor, multi_label: bool | None = None
+) -> bool:
     """Whether ``target`` gives each sample a distribution over its classes ``[..., C]``:
     one-hot rows (integer or float) or class probabilities (smoothed or mixed labels, as
     ``torch.nn.CrossEntropyLoss`` takes them), next to scores of the same shape or labels
     ``[...]``. Rows that do not sum to 1 (several labels per sample, or per-element 0/1
-    targets) are not: they are scored element by element, as before."""
+    targets) are not: they are scored element by element, as before. One-hot rows next to
+    logits read both ways: a warning says so, unless ``multi_label=False`` stated it."""
     if target.dim() < 2 or target.shape[-1] < 2 or not target.numel():
         return False
-    like_scores = scores.shape == target.shape and scores.is_floating_point()
+    like_scores = scores.shape == target.shape and (
+        scores.is_floating_point() or multi_label is False
+    )
     if not like_scores and scores.shape != target.shape[:-1]:
         return False
-    if like_scores and _independent_probabilities(scores):
+    if like_scores and multi_label is None and _independent_probabilities(scores):
         return False  # sigmoid outputs: a multi-label batch whose rows hold one label each
     rows = target.double()
-    return bool((rows >= 0).all()) and bool(((rows.sum(dim=-1) - 1).abs() <= 1e-3).all())
+    if not (bool((rows >= 0).all()) and bool(((rows.sum(dim=-1) - 1).abs() <= 1e-3).all())):
+        return False
+    if like_scores and multi_label is None and _ambiguous_one_hot(rows, scores):
+        warnings.warn(
+            f"ClassificationResults: y_true {tuple(target.shape)} holds one-hot 0/1 rows "
+            f"next to logits y_pred {tuple(scores.shape)}: a multi-class batch, or a "
+            f"multi-label one whose rows hold one label each, which logits cannot tell "
+            f"apart. They are scored as one class per sample (arg-max). State the task: "
+            f"ClassificationResults(multi_label=False) for one class per sample (no "
+            f"warning), or multi_label=True (or MultiLabelResults) for per-label sigmoid "
+            f"outputs, scored label by label with subset accuracy as sklearn.metrics does.",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
+    return True
+
+
+def _ambiguous_one_hot(rows: torch.Tensor, scores: torch.Tensor) -> bool:
+    """Whether ``rows`` (float64 targets summing to 1) are 0/1 one-hot rows and ``scores``
+    logits (not probabilities in [0, 1]): what a multi-label model could give as well."""
+    if not bool(((rows == 0) | (rows == 1)).all()):
+        return False  # soft targets (smoothed labels): one class per sample
+    values = scores.double()
+    return not bool(((values >= 0) & (values <= 1)).all())
 
 
 def _independent_probabilities(scores: torch.Tensor) -> bool:
@@ -144,8 +172,9 @@ class ClassificationResults(ResultPackage):
     (one-hot rows, or probabilities such as smoothed labels), read as its most likely
     class. Multi-hot targets are refused (see :class:`MultiLabelResults`), and so are one-hot
     ones next to per-label sigmoid probabilities or 0/1 decisions (rows that do not sum to
-    1: a multi-label batch whose rows hold one label each); next to logits, one-hot targets
-    are read as one class per sample, since logits cannot tell the two apart. A binary
+    1: a multi-label batch whose rows hold one label each); next to logits, which cannot
+    tell the two apart, one-hot targets are read as one class per sample with a warning
+    unless ``multi_label`` states the task. A binary
     classifier's one score per sample (``[N, 1]``, or ``[N]`` values that are not whole
     numbers) predicts class 1 when it is a probability above 0.5, or a logit above 0
     (values outside [0, 1], as :class:`BinaryResults` reads them). Per-token
@@ -168,6 +197,11 @@ class ClassificationResults(ResultPackage):
             for labels.
         shift_labels: score the scores at ``t`` against the target at ``t + 1`` (True) or
             at ``t`` (False, the default); needs per-token targets ``[N, T]``.
+        multi_label: the task, where the inputs leave it open: False for one class per
+            sample (one-hot targets ``[N, C]`` are read as classes next to any scores,
+            without a warning), True for several 0/1 labels per sample (the results of
+            :class:`MultiLabelResults`, threshold 0.5), None (the default) to read it
+            from the inputs as above.
 
     Example:
         >>> import torch
@@ -177,9 +211,21 @@ class ClassificationResults(ResultPackage):
 
     name = "classification"
 
-    def __init__(self, num_classes: int | None = None, shift_labels: bool | None = None) -> None:
+    def __init__(
+        self,
+        num_classes: int | None = None,
+        shift_labels: bool | None = None,
+        multi_label: bool | None = None,
+    ) -> None:
+        if multi_label not in (None, True, False):
+            raise ValueError(
+                f"ClassificationResults: multi_label must be None, True or False; received "
+                f"{multi_label!r}. Pass multi_label=False for one class per sample, True "
+                f"for several 0/1 labels per sample."
+            )
         self.num_classes = num_classes
         self.shift_labels = shift_labels
+        self.multi_label = multi_label
 
     def compute(
         self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
@@ -187,9 +233,13 @@ class ClassificationResults(ResultPackage):
         """See the class docstring."""
         warn_if_unshifted(y_pred, self.shift_labels, "ClassificationResults")
         scores, target = as_tensor(y_pred, "y_pred"), as_tensor(y_true, "y_true")
+        if self.multi_label:
+            from scramjet.metrics.multilabel import MultiLabelResults  # imports this module
+
+            return MultiLabelResults().compute(scores, target, metadata)
         if self.shift_labels:
             scores, target = _next_token(scores, target)
-        if _class_distributions(target, scores):  # one-hot or soft targets [N, C]
+        if _class_distributions(target, scores, self.multi_label):  # one-hot or soft [N, C]
             target = target.argmax(dim=-1)
         _refuse_multi_hot(scores, target)
         target = target.long()
@@ -264,11 +314,7 @@ class BinaryResults(ResultPackage):
         threshold: float = 0.5,
         scores: Literal["auto", "logits", "probabilities"] = "auto",
     ) -> None:
-        if scores not in ("auto", "logits", "probabilities"):
-            raise ValueError(
-                f"BinaryResults: scores must be 'auto', 'logits' or 'probabilities'; "
-                f"received {scores!r}. Pass scores='logits' for a model's raw outputs."
-            )
+        check_scores_kind("BinaryResults", scores)
         self.threshold = threshold
         self.scores = scores
 
@@ -276,13 +322,13 @@ class BinaryResults(ResultPackage):
         self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """See the class docstring."""
-        pred, target = self.scores_and_labels(y_pred, y_true)
+        pred, target, order = self._scores_labels_order(y_pred, y_true)
         t = self.threshold
         return {
             "accuracy": float(C.binary_accuracy(pred, target, threshold=t)),
-            "roc_auc": _defined_or_nan(C.binary_auroc, pred, target, "ROC-AUC", both=True),
+            "roc_auc": _defined_or_nan(C.binary_auroc, order, target, "ROC-AUC", both=True),
             "pr_auc": _defined_or_nan(
-                C.binary_average_precision, pred, target, "PR-AUC", both=False
+                C.binary_average_precision, order, target, "PR-AUC", both=False
             ),
             "f1": float(C.binary_f1_score(pred, target, threshold=t)),
         }
@@ -290,30 +336,66 @@ class BinaryResults(ResultPackage):
     def scores_and_labels(self, y_pred: Any, y_true: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """The positive-class probabilities and 0/1 labels the results are computed from:
         two scores per sample through a softmax, logits through a sigmoid, padding left out."""
-        pred = as_tensor(y_pred, "y_pred").float()
+        pred, target, _ = self._scores_labels_order(y_pred, y_true)
+        return pred, target
+
+    def _scores_labels_order(
+        self, y_pred: Any, y_true: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`scores_and_labels`, and the scores' ranks in [0, 1] that ROC-AUC and PR-AUC
+        are computed from: taken from the scores as given (a logit, or the margin of two), not
+        from probabilities, which round to 1.0 in float32 for logits above ~17 and so would
+        tie a confident model's best samples."""
+        raw = as_tensor(y_pred, "y_pred")
         target = as_tensor(y_true, "y_true")
+        pred = raw.float()
         two_scores = pred.dim() == 2 and pred.shape[1] == 2 and pred.shape[0] == target.numel()
+        keys = raw.double()
         if two_scores:
-            pred = pred.softmax(dim=-1)[:, 1]
+            pred, keys = pred.softmax(dim=-1)[:, 1], keys[:, 1] - keys[:, 0]
         pred, target = _one_score_each(pred, target, "BinaryResults"), target.reshape(-1)
         kept = target != PAD_VALUE
         _refuse_nan(pred, kept, "BinaryResults")
         if not two_scores:
             pred = self._as_probabilities(pred, kept)
-        return pred[kept], _binary_labels(target[kept])
+        return pred[kept], _binary_labels(target[kept]), _ranks(keys.reshape(-1)[kept])
 
     def _as_probabilities(self, pred: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
         """``pred`` through a sigmoid when they are logits; checked when probabilities."""
         if self.scores == "logits":
             return pred.sigmoid()
-        outside = pred[kept & ((pred < 0) | (pred > 1))]
-        if self.scores == "probabilities" and outside.numel():
-            raise ValueError(
-                f"BinaryResults(scores='probabilities'): y_pred holds {int(outside.numel())} "
-                f"value(s) outside [0, 1] (the first: {float(outside[0])}). Pass "
-                f"scores='logits' if the model outputs logits, or apply its sigmoid first."
-            )
+        if self.scores == "probabilities":
+            check_probabilities("BinaryResults", pred[kept])
         return pred
+
+
+def check_scores_kind(owner: str, scores: str) -> None:
+    """Refuse a ``scores=`` other than ``"auto"``, ``"logits"`` or ``"probabilities"``."""
+    if scores not in ("auto", "logits", "probabilities"):
+        raise ValueError(
+            f"{owner}: scores must be 'auto', 'logits' or 'probabilities'; "
+            f"received {scores!r}. Pass scores='logits' for a model's raw outputs."
+        )
+
+
+def check_probabilities(owner: str, pred: torch.Tensor) -> None:
+    """Refuse scores stated as probabilities that hold values outside [0, 1]."""
+    outside = pred[(pred < 0) | (pred > 1)]
+    if outside.numel():
+        raise ValueError(
+            f"{owner}(scores='probabilities'): y_pred holds {int(outside.numel())} "
+            f"value(s) outside [0, 1] (the first: {float(outside[0])}). Pass "
+            f"scores='logits' if the model outputs logits, or apply its sigmoid first."
+        )
+
+
+def _ranks(scores: torch.Tensor) -> torch.Tensor:
+    """``scores`` replaced by their dense ranks scaled to [0, 1] (float64): the same order
+    and ties, so the same ROC-AUC and average precision, with no value a sigmoid rounds."""
+    if not scores.numel():
+        return scores
+    inverse: torch.Tensor = torch.unique(scores, return_inverse=True)[1]
+    return inverse.double() / max(int(inverse.max()), 1)
 
 
 def _binary_labels(target: torch.Tensor) -> torch.Tensor:

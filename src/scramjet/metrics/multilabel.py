@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torchmetrics.functional import classification as C
 
 from scramjet.metrics.base import ResultPackage, as_tensor
-from scramjet.metrics.classification import _refuse_nan
+from scramjet.metrics.classification import (
+    _refuse_nan,
+    check_probabilities,
+    check_scores_kind,
+)
 from scramjet.trainer.batch import PAD_VALUE
 
 
@@ -26,14 +30,26 @@ class MultiLabelResults(ResultPackage):
     with ``average=`` that (``zero_division=0``: a label no sample holds or is predicted
     to hold counts 0 in the macro averages). Targets equal to -100 are left out.
 
+    Logits that all happen to lie in [0, 1] (an untrained model's, say) cannot be told from
+    probabilities: pass ``scores="logits"`` when the model outputs logits (they then always
+    go through a sigmoid), as :class:`BinaryResults` takes it.
+
     Args:
         threshold: probability above which a label counts as predicted.
+        scores: what the scores are: ``"auto"`` (the default: read from their values, as
+            above), ``"logits"`` or ``"probabilities"`` (values outside [0, 1] refused).
     """
 
     name = "multilabel"
 
-    def __init__(self, threshold: float = 0.5) -> None:
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        scores: Literal["auto", "logits", "probabilities"] = "auto",
+    ) -> None:
+        check_scores_kind("MultiLabelResults", scores)
         self.threshold = threshold
+        self.scores = scores
 
     def compute(
         self, y_pred: Any, y_true: Any, metadata: Mapping[str, Any] | None = None
@@ -43,6 +59,7 @@ class MultiLabelResults(ResultPackage):
         _check_multilabel(pred, target)
         if pred.is_floating_point():
             _refuse_nan(pred, target != PAD_VALUE, "MultiLabelResults")
+            pred = self._as_probabilities(pred, target != PAD_VALUE)
         else:
             pred = pred.float()
         target = target.long()
@@ -61,6 +78,14 @@ class MultiLabelResults(ResultPackage):
             )
             out[f"f1_{avg}"] = float(C.multilabel_f1_score(pred, target, labels, average=avg, **kw))
         return out
+
+    def _as_probabilities(self, pred: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+        """``pred`` through a sigmoid when stated logits; checked when stated probabilities."""
+        if self.scores == "logits":
+            return pred.float().sigmoid()
+        if self.scores == "probabilities":
+            check_probabilities("MultiLabelResults", pred[kept])
+        return pred
 
 
 def _check_multilabel(pred: torch.Tensor, target: torch.Tensor) -> None:
