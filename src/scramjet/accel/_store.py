@@ -118,14 +118,20 @@ def _rebuild_tensor(
     device: str = "cpu",
     order: tuple[int, ...] | None = None,
     parameter: bool | None = None,
+    requires_grad: bool = False,
 ) -> torch.Tensor:
+    """Inverse of ``_Pickler.reducer_override``: ``parameter`` is an ``nn.Parameter``'s
+    ``requires_grad`` (None: a plain tensor, which ``requires_grad`` marks as a leaf that
+    requires grad, as the dataset returned it)."""
     t = torch.from_numpy(array)
     target = getattr(torch, dtype)
     t = t if t.dtype == target else t.view(target)
     if order is not None:  # the memory layout it was returned in (channels_last, permuted)
         t = t.permute([order.index(d) for d in range(t.dim())])
     t = t if device == "cpu" else t.to(device)  # on the device the dataset returned it
-    return t if parameter is None else torch.nn.Parameter(t, requires_grad=parameter)
+    if parameter is not None:
+        return torch.nn.Parameter(t, requires_grad=parameter)
+    return t.requires_grad_() if requires_grad else t
 
 
 def _memory_order(t: torch.Tensor) -> tuple[int, ...] | None:
@@ -161,9 +167,10 @@ class _Pickler(pickle.Pickler):
                 return NotImplemented
             array = t.view(as_int).numpy()
         parameter = obj.requires_grad if type(obj) is torch.nn.Parameter else None
-        if obj.device.type == "cpu" and order is None and parameter is None:
+        grad = parameter is None and obj.requires_grad
+        if obj.device.type == "cpu" and order is None and parameter is None and not grad:
             return _rebuild_tensor, (array, name)
-        return _rebuild_tensor, (array, name, str(obj.device), order, parameter)
+        return _rebuild_tensor, (array, name, str(obj.device), order, parameter, grad)
 
 
 def encode(sample: Any) -> bytes:
@@ -377,21 +384,29 @@ class SharedStore:
                 tier, exc = failed
                 hdr[_MEM_USED if tier == MEM else _DISK_USED] -= size
                 self._close(tier, f"writing {size} bytes failed ({exc})")
-            flags = int(hdr[_FLAGS])
-            if not flags & _MEM_CLOSED and hdr[_MEM_USED] + size <= hdr[_CAPACITY]:
-                if self._has_room(self.root, size, in_ram=True):
-                    hdr[_MEM_USED] += size
-                    return (MEM, *self._reserve(MEM, size))
-                flags = int(hdr[_FLAGS])
+            if not int(hdr[_FLAGS]) & _MEM_CLOSED and hdr[_MEM_USED] + size <= hdr[_CAPACITY]:
+                booked = self._try_book(MEM, self.root, size)
+                if booked is not None:
+                    return booked
             spill = self.spill_dir
-            if (
-                spill is not None
-                and not flags & _DISK_CLOSED
-                and self._has_room(spill, size, False)
-            ):
-                hdr[_DISK_USED] += size
-                return (DISK, *self._reserve(DISK, size))
+            if spill is not None and not int(hdr[_FLAGS]) & _DISK_CLOSED:
+                booked = self._try_book(DISK, spill, size)
+                if booked is not None:
+                    return booked
             return NONE, 0, 0
+
+    def _try_book(self, tier: int, folder: str, size: int) -> tuple[int, int, int] | None:
+        """Reserve ``size`` bytes on ``tier`` (lock held), or None once it is closed: no room
+        left, or its folder was removed under the cache (a temporary-file cleaner)."""
+        try:
+            if not self._has_room(folder, size, in_ram=tier == MEM):
+                return None
+            seg, offset = self._reserve(tier, size)
+        except OSError as exc:
+            self._close(tier, str(exc), full=False)
+            return None
+        self.index[_MEM_USED if tier == MEM else _DISK_USED] += size
+        return tier, seg, offset
 
     def _has_room(self, folder: str, size: int, in_ram: bool) -> bool:
         """Whether ``size`` more bytes leave the folder's reserve free; closes the tier if not
@@ -408,25 +423,33 @@ class SharedStore:
         )
         return False
 
-    def _close(self, tier: int, why: str) -> None:
-        """Close ``tier`` for every process; the first process to close it warns (lock held)."""
+    def _close(self, tier: int, why: str, full: bool = True) -> None:
+        """Close ``tier`` for every process; the first process to close it warns (lock held).
+        ``full``: it ran out of room (else its folder cannot be written: removed, read-only)."""
         bit = _MEM_CLOSED if tier == MEM else _DISK_CLOSED
         flags = int(self.index[_FLAGS])
         if flags & bit:
             return
         self.index[_FLAGS] = flags | bit
+        if flags & _REMOVED:  # released by its owner (a preloader was still writing): no fault
+            return
         if tier == MEM and self.spill_dir is not None and not flags & _DISK_CLOSED:
             then = f"later samples spill to disk in {self.spill_dir}"
         else:
             then = "later samples are not cached (they are loaded by the dataset each time)"
         fix = (
-            "give the container more shared memory (e.g. docker run --shm-size=8g), lower "
+            "keep its folder while the cache is in use (a temporary-file cleaner such as "
+            "systemd-tmpfiles may have removed it: exclude scramjet-* folders from it), or pass "
+            "cache_dir= / set TMPDIR to a folder nothing removes"
+            if not full
+            else "give the container more shared memory (e.g. docker run --shm-size=8g), lower "
             "max_memory_size, or pass cache_dir= a RAM folder with room"
             if tier == MEM
             else "free disk space or set TMPDIR to a folder with room"
         )
         tier_name = "memory" if tier == MEM else "disk"
-        _warn(f"the dataset cache's {tier_name} tier is full: {why}; {then}. To cache more, {fix}.")
+        state = "is full" if full else "cannot be written"
+        _warn(f"the dataset cache's {tier_name} tier {state}: {why}; {then}. To cache more, {fix}.")
 
     def post_hints(self, indices: list[int]) -> None:
         """Ask preloaders to decode ``indices`` next (the last one first)."""

@@ -434,7 +434,9 @@ def _check_transform(transform: object) -> None:
 def _normalise(index: Any, n: int, length: Callable[[], int]) -> int | None:
     """The cached position of ``index`` (an int, NumPy integer or 0-d integer tensor, as
     samplers and ``Subset`` indices give), or None when it is not one of the ``n`` cached
-    ones. A negative index counts from the dataset's current end (``length()``)."""
+    ones. A negative index counts from the dataset's current end (``length()``); an index
+    past that end is not cached (the dataset raises its own error, as uncached), so a
+    dataset that shrank never serves a stale sample."""
     if isinstance(index, torch.Tensor):
         if index.ndim != 0 or index.dtype.is_floating_point or index.dtype.is_complex:
             return None
@@ -445,8 +447,9 @@ def _normalise(index: Any, n: int, length: Callable[[], int]) -> int | None:
         i = int(index)
     else:
         return None
-    i = i + length() if i < 0 else i
-    return i if 0 <= i < n else None
+    current = length()
+    i = i + current if i < 0 else i
+    return i if 0 <= i < min(n, current) else None
 
 
 class _CachingMixin:

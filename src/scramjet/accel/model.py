@@ -26,7 +26,8 @@ import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from scramjet.accel._engine import Engine, Tolerance, _device_of, map_output_tensors
+from scramjet.accel._compare import map_output_tensors
+from scramjet.accel._engine import Engine, Tolerance, _device_of
 from scramjet.accel.extras import inputs_to_channels_last, resolve_autocast, to_channels_last
 from scramjet.accel.sparse_backprop import (
     SparseBackpropConfig,
