@@ -106,7 +106,8 @@ class Img:
         self.limits: tuple[float, float] | None
         if t.dtype.is_floating_point:
             self.scale = 1.0
-            unit = t.numel() > 0 and float(t.min()) >= 0 and float(t.max()) <= 1
+            seen = t.detach()  # reading the range is no step of the graph: no grad warning
+            unit = seen.numel() > 0 and float(seen.min()) >= 0 and float(seen.max()) <= 1
             self.limits = (0.0, 1.0) if unit else None
         else:
             info = torch.iinfo(t.dtype)

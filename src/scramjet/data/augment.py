@@ -33,7 +33,6 @@ import contextvars
 import inspect
 import math
 import numbers
-import operator
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -42,6 +41,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from scramjet.data import _augment_args as _args
 from scramjet.data._augment_input import Img as _Img
 
 __all__ = [
@@ -103,127 +103,11 @@ def sample_context(index: int, epoch: int = 0) -> Iterator[None]:
         >>> np.array_equal(inside, aug(img, index=7, epoch=1))
         True
     """
-    token = _SAMPLE.set(_Sample(_count(index, "index"), _count(epoch, "epoch")))
+    token = _SAMPLE.set(_Sample(_args.count(index, "index"), _args.count(epoch, "epoch")))
     try:
         yield
     finally:
         _SAMPLE.reset(token)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _pair(value: Any, name: str) -> tuple[float, float]:
-    """``value`` as a ``(low, high)`` pair of finite numbers; anything else is an error
-    saying what to pass."""
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-        value = tuple(value.tolist())
-    ok = (
-        isinstance(value, Sequence)
-        and not isinstance(value, (str, bytes))
-        and len(value) == 2
-        and all(_is_number(v) for v in value)
-    )
-    if not ok:
-        raise ValueError(
-            f"{name} must be a (low, high) pair of numbers such as (0.5, 1.0); received "
-            f"{value!r}. For a fixed value pass it twice, as (v, v)"
-        )
-    low, high = float(value[0]), float(value[1])
-    if not (math.isfinite(low) and math.isfinite(high)):
-        raise ValueError(f"{name} must be finite numbers; received {value!r}")
-    return low, high
-
-
-def _finite(value: Any, name: str) -> Any:
-    """``value`` itself; a single number that is nan or infinite is an error."""
-    if _is_number(value) and not math.isfinite(value):
-        raise ValueError(f"{name} must be finite numbers; received {value!r}")
-    return value
-
-
-def _probability(p: Any) -> float:
-    if not _is_number(p) or not 0.0 <= p <= 1.0:  # nan fails the comparison
-        raise ValueError(
-            f"p must be a probability, a number in [0, 1]; received {p!r}. "
-            "Pass e.g. p=0.5 (half the calls), or p=1.0 (every call)"
-        )
-    return float(p)
-
-
-def _seed(seed: Any) -> int | None:
-    if seed is None:
-        return None
-    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(
-            f"seed must be an int >= 0 or None (fresh randomness every call); received "
-            f"{seed!r}. Pass e.g. seed=0"
-        )
-    return int(seed)
-
-
-def _count(value: Any, name: str) -> int:
-    """A sample index or an epoch: an int >= 0 (numpy ints and 0-d integer tensors too)."""
-    try:
-        number = operator.index(value)
-    except TypeError:
-        number = -1
-    if isinstance(value, bool) or number < 0:
-        raise ValueError(
-            f"{name} must be an int >= 0 (the sample's position in its dataset, and the "
-            f"epoch counted from 0); received {value!r}. A negative position counts from "
-            "the end of the dataset: pass index % len(dataset)"
-        )
-    return number
-
-
-def _size(size: Any) -> tuple[int, int]:
-    """An output size, ``n`` or ``(height, width)``, as a pair of positive ints."""
-    pair = (size, size) if isinstance(size, int | np.integer) else size
-    ok = (
-        isinstance(pair, Sequence)
-        and not isinstance(pair, (str, bytes))
-        and len(pair) == 2
-        and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in pair)
-        and all(v >= 1 for v in pair)
-    )
-    if not ok:
-        raise ValueError(
-            f"size must be a positive int or a (height, width) pair of positive ints; "
-            f"received {size!r}. Pass e.g. size=224 or size=(224, 160)"
-        )
-    return int(pair[0]), int(pair[1])
-
-
-def _nonnegative(low_high: tuple[float, float], value: Any, name: str) -> tuple[float, float]:
-    """A range of sigmas or standard deviations: both ends must be >= 0."""
-    if low_high[0] < 0:
-        raise ValueError(
-            f"{name} must be >= 0 (a number, or a (low, high) pair with 0 <= low <= high); "
-            f"received {value!r}"
-        )
-    return low_high
-
-
-def _range(value: Any, center: float, name: str) -> tuple[float, float]:
-    """One number ``d`` as ``(center - d, center + d)``, or a ``(low, high)`` pair."""
-    if _is_number(value):
-        d = float(value)
-        if not math.isfinite(d):
-            raise ValueError(f"{name} must be finite numbers; received {value!r}")
-        if d < 0:
-            means = "(-d, d)" if center == 0 else f"({center:g} - d, {center:g} + d)"
-            raise ValueError(
-                f"{name} must be a number >= 0 or a (low, high) pair; received {value!r}. "
-                f"One number d means {means}: pass {-d:g}, or a pair such as "
-                f"({center - abs(d):g}, {center:g})"
-            )
-        return center - d, center + d
-    low, high = _pair(value, name)
-    if low > high:
-        raise ValueError(f"{name} range must be (low, high) with low <= high; received {value!r}")
-    return low, high
 
 
 class Augmentation:
@@ -235,8 +119,8 @@ class Augmentation:
     """
 
     def __init__(self, p: float = 1.0, seed: int | None = None) -> None:
-        self.p = _probability(p)
-        self.seed = _seed(seed)
+        self.p = _args.probability(p)
+        self.seed = _args.rng_seed(seed)
         self._gen: np.random.Generator | None = None
 
     def _rng(self, rng: np.random.Generator | None, index: int | None, epoch: int) -> Any:
@@ -245,9 +129,7 @@ class Augmentation:
         if self.seed is None:
             return np.random.default_rng()  # fresh OS entropy: never shared by forked workers
         if index is not None:
-            return np.random.default_rng(
-                [self.seed, _count(epoch, "epoch"), _count(index, "index")]
-            )
+            return np.random.default_rng([self.seed, epoch, index])
         sample = _SAMPLE.get()
         if sample is not None:  # inside sample_context: per sample, like an explicit index
             calls = sample.calls.get(id(self), 0)
@@ -275,6 +157,9 @@ class Augmentation:
                 (default: the index of the enclosing :func:`sample_context`, if any).
             epoch: epoch mixed into the seed with ``index``.
         """
+        if index is not None:  # checked on every call, not only where a seed uses it
+            index = _args.count(index, "index")
+        epoch = _args.count(epoch, "epoch")
         img = _Img(x)
         self.forward(img, self._rng(rng, index, epoch))
         return img.result()
@@ -353,7 +238,12 @@ class Flip(Augmentation):
         seed: int | None = None,
     ) -> None:
         super().__init__(p, seed)
-        self.horizontal, self.vertical = horizontal, vertical
+        hint = (
+            ". A probability goes in p=, e.g. Flip(p=1.0) flips every call "
+            "(Flip(1.0) is Flip(horizontal=1.0))"
+        )
+        self.horizontal = _args.flag(horizontal, "horizontal", hint)
+        self.vertical = _args.flag(vertical, "vertical", hint)
 
     def forward(self, img: _Img, rng: np.random.Generator) -> None:
         """Draw each direction's flip with probability ``p`` (no draw for the whole call)."""
@@ -395,13 +285,13 @@ class Crop(Augmentation):
         seed: int | None = None,
     ) -> None:
         super().__init__(p, seed)
-        area, ratio = _pair(area, "area"), _pair(ratio, "ratio")
+        area, ratio = _args.pair(area, "area"), _args.pair(ratio, "ratio")
         if not 0 < area[0] <= area[1] <= 1:
             raise ValueError(f"area must satisfy 0 < low <= high <= 1, got {area}")
         if not 0 < ratio[0] <= ratio[1]:
             raise ValueError(f"ratio must satisfy 0 < low <= high, got {ratio}")
         self.area, self.ratio = area, ratio
-        self.size = None if size is None else _size(size)
+        self.size = None if size is None else _args.out_size(size)
 
     def params(self, rng: np.random.Generator, img: _Img) -> tuple[int, int, int, int]:
         height, width = img.t.shape[-2:]
@@ -442,7 +332,7 @@ class Rotate(Augmentation):
         self, degrees: float | tuple[float, float] = 15.0, p: float = 1.0, seed: int | None = None
     ) -> None:
         super().__init__(p, seed)
-        self.degrees = _range(degrees, 0.0, "degrees")
+        self.degrees = _args.span(degrees, 0.0, "degrees")
 
     def params(self, rng: np.random.Generator, img: _Img) -> float:
         return float(rng.uniform(*self.degrees))
@@ -489,7 +379,7 @@ class Brighten(Augmentation):
         self, factor: float | tuple[float, float] = 0.2, p: float = 1.0, seed: int | None = None
     ) -> None:
         super().__init__(p, seed)
-        self.factor = _range(factor, 1.0, "factor")
+        self.factor = _args.span(factor, 1.0, "factor")
         if self.factor[0] < 0:
             raise ValueError(
                 f"{type(self).__name__}(factor={factor!r}) draws factors from {self.factor}, "
@@ -536,7 +426,7 @@ class Hue(Augmentation):
         self, shift: float | tuple[float, float] = 0.05, p: float = 1.0, seed: int | None = None
     ) -> None:
         super().__init__(p, seed)
-        self.shift = _range(shift, 0.0, "shift")
+        self.shift = _args.span(shift, 0.0, "shift")
 
     def params(self, rng: np.random.Generator, img: _Img) -> float:
         return float(rng.uniform(*self.shift))
@@ -572,9 +462,9 @@ class Blur(Augmentation):
         seed: int | None = None,
     ) -> None:
         super().__init__(p, seed)
-        one = _is_number(_finite(sigma, "sigma"))  # one sigma, not (-sigma, sigma)
-        span = _range((sigma, sigma) if one else sigma, 0.0, "sigma")
-        self.sigma = _nonnegative(span, sigma, "sigma")
+        one = _args.is_number(_args.finite(sigma, "sigma"))  # one sigma, not (-sigma, sigma)
+        span = _args.span((sigma, sigma) if one else sigma, 0.0, "sigma")
+        self.sigma = _args.nonnegative(span, sigma, "sigma")
 
     def params(self, rng: np.random.Generator, img: _Img) -> float:
         return float(rng.uniform(*self.sigma))
@@ -610,12 +500,12 @@ class Noise(Augmentation):
         seed: int | None = None,
     ) -> None:
         super().__init__(p, seed)
-        one = _is_number(_finite(std, "std"))  # (0, std)
+        one = _args.is_number(_args.finite(std, "std"))  # (0, std)
         given: Any = std
         if one and float(given) < 0:
-            _nonnegative((float(given), 0.0), std, "std")
-        span = _range((0.0, std) if one else std, 0.0, "std")
-        self.std = _nonnegative((min(span), span[1]), std, "std")  # Noise(-0.1) too
+            _args.nonnegative((float(given), 0.0), std, "std")
+        span = _args.span((0.0, std) if one else std, 0.0, "std")
+        self.std = _args.nonnegative((min(span), span[1]), std, "std")  # Noise(-0.1) too
 
     def params(self, rng: np.random.Generator, img: _Img) -> tuple[float, int]:
         return float(rng.uniform(*self.std)), int(rng.integers(0, 2**62))
@@ -633,7 +523,7 @@ class Resize(Augmentation):
 
     def __init__(self, size: int | tuple[int, int]) -> None:
         super().__init__(1.0, None)
-        self.size = _size(size)
+        self.size = _args.out_size(size)
 
     def apply(self, img: _Img, params: Any) -> torch.Tensor:
         return _resize(img.t, self.size)
@@ -647,7 +537,7 @@ class Normalize(Augmentation):
         super().__init__(1.0, None)
         for name, values in (("mean", mean), ("std", std)):
             ok = isinstance(values, Sequence | np.ndarray) and not isinstance(values, str)
-            if not ok or len(values) == 0 or not all(_is_number(v) for v in values):
+            if not ok or len(values) == 0 or not all(_args.is_number(v) for v in values):
                 raise ValueError(
                     f"Normalize: {name} must be a list of numbers, one per channel (or one "
                     f"for all); received {values!r}. Pass e.g. {name}=[{values!r}]"
@@ -656,6 +546,11 @@ class Normalize(Augmentation):
             raise ValueError(
                 f"Normalize got {len(mean)} mean values and {len(std)} std values; pass one "
                 "value per channel for both (or one value for all channels)"
+            )
+        if not all(math.isfinite(v) for v in mean):
+            raise ValueError(
+                f"Normalize: mean values must be finite (a nan or infinite mean makes every "
+                f"pixel nan or infinite); received {mean!r}"
             )
         if not all(math.isfinite(v) and v > 0 for v in std):
             raise ValueError(f"Normalize: std values must be finite and > 0; received {std!r}")
@@ -690,7 +585,7 @@ class Sample(Augmentation):
                 f"theta must be a positive int (keep one frame in every theta); received {theta!r}"
             )
         self.theta: int = int(theta)
-        self.jitter: bool = jitter
+        self.jitter: bool = _args.flag(jitter, "jitter")
 
     def params(self, rng: np.random.Generator, img: _Img) -> list[int]:
         if not img.seq:
