@@ -393,7 +393,7 @@ class Dashboard(TrainerCallback):
             return
         self._started = True
         self._display = LiveOrPlain(
-            LiveView(self.snapshot),
+            LiveView(self.snapshot, lambda: self._started),  # close(): a whole last frame
             lambda: self._print_plain(None, periodic=True),
             file=self.file,
             force_terminal=self.force_terminal,

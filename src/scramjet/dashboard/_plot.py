@@ -9,6 +9,7 @@ curve and per-epoch eval points line up in time.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Collection, Mapping, Sequence
 
 #: Marker of each stage, in the order stages first appear (cycled if there are more).
@@ -38,7 +39,10 @@ def moving_average(values: Sequence[float], window: int) -> list[float]:
     out: list[float] = []
     for i in range(len(values)):
         chunk = [float(v) for v in values[max(0, i - window + 1) : i + 1] if math.isfinite(v)]
-        out.append(sum(chunk) / len(chunk) if chunk else math.nan)
+        mean = sum(chunk) / len(chunk) if chunk else math.nan
+        if math.isinf(mean):  # finite values whose sum overflows (1e308 + 1e308)
+            mean = sum(v / len(chunk) for v in chunk)
+        out.append(mean)
     return out
 
 
@@ -126,6 +130,8 @@ def _y_range(values: Sequence[float], divisor: int) -> tuple[float, float]:
         return y_lo, y_hi
     step = (0.2 * abs(y_hi) or 2e-6) / (divisor - 1)
     above = (divisor - 1) // 2  # rows above the value's
+    if abs(y_hi) + step * (divisor - 1) > sys.float_info.max:  # near the largest float:
+        above = 0 if y_hi > 0 else divisor - 1  # the value on the top or bottom row, never inf
     return y_hi - step * (divisor - 1 - above), y_hi + step * above
 
 
@@ -133,13 +139,19 @@ def _ticks(y_lo: float, y_hi: float, divisor: int) -> list[float]:
     """The value of each row, top first: weighted between the two ends, so the top and
     bottom labels are the values drawn there (``y_hi - (y_hi - y_lo)`` is 0, not 0.9, when
     y_hi is 1e29), and the rounding residue of an inner row at zero is shown as 0."""
-    step = (y_hi - y_lo) / (divisor - 1)
+    k = _scale(y_hi, y_lo)
+    step = (y_hi * k - y_lo * k) / (divisor - 1)  # of the values times k
     out = []
     for r in range(divisor):
         tick = y_hi * (1 - r / (divisor - 1)) + y_lo * (r / (divisor - 1))
         inner = 0 < r < divisor - 1
-        out.append(0.0 if inner and abs(tick) <= 1e-9 * step else tick)
+        out.append(0.0 if inner and abs(tick) * k <= 1e-9 * step else tick)
     return out
+
+
+def _scale(a: float, b: float) -> float:
+    """1, or 0.5 where ``a - b`` overflows a float (-1e308 to 1e308, a run that blew up)."""
+    return 0.5 if math.isinf(a - b) else 1.0
 
 
 def _x_axis(
@@ -207,10 +219,11 @@ def render_curve(
     cols = _columns(smoothed, x_lo, x_hi, dx, span)
     y_lo, y_hi = _y_range([v for per_stage in cols.values() for v in per_stage.values()], divisor)
     grid = [[" "] * span for _ in range(divisor)]
+    k = _scale(y_hi, y_lo)
     for i, stage in enumerate(cols):
         marker = MARKERS[i % len(MARKERS)]
         for col, value in cols[stage].items():
-            row = round((y_hi - value) / (y_hi - y_lo) * (divisor - 1))
+            row = round((y_hi * k - value * k) / (y_hi * k - y_lo * k) * (divisor - 1))
             grid[row][col] = marker
     labels = [_format_tick(tick) for tick in _ticks(y_lo, y_hi, divisor)]
     pad = max(len(s) for s in labels) + 1

@@ -194,8 +194,14 @@ def _pad(text: str, width: int) -> str:
     return text + " " * max(width - cell_len(text), 0)
 
 
-def render(snapshot: Snapshot, width: int) -> Any:
-    """A rich renderable of ``snapshot`` laid out for ``width`` columns."""
+def render(snapshot: Snapshot, width: int, height: int | None = None) -> Any:
+    """A rich renderable of ``snapshot`` laid out for ``width`` columns.
+
+    With ``height`` (the rows of a terminal redrawn in place), curves that would start
+    below the screen are not drawn, only counted in one line: rich crops them anyway, and
+    drawing hundreds of them would cost the display thread (and the loop, through the
+    GIL) hundreds of milliseconds per redraw.
+    """
     from rich.console import Group
     from rich.text import Text
 
@@ -216,7 +222,12 @@ def render(snapshot: Snapshot, width: int) -> Any:
             parts.append(line)
     if snapshot.memory:
         parts.append(Text(snapshot.memory, style="dim"))
-    for metric, series in snapshot.curves.items():
+    rows = sum(_rows(part.plain, width) for part in parts)
+    for drawn, (metric, series) in enumerate(snapshot.curves.items()):
+        if height is not None and rows >= height:
+            parts.append(_hidden_curves(len(snapshot.curves) - drawn, height))
+            break
+        rows += snapshot.divisor + 4  # the caption, the grid and its axis, labels, legend
         if not any(series.values()):  # a chosen curve nothing was recorded under
             known = ", ".join(repr(n) for n in snapshot.recorded) or "none yet"
             parts.append(Text(f"{metric}: no values recorded yet (curves with values: {known})"))
@@ -226,12 +237,31 @@ def render(snapshot: Snapshot, width: int) -> Any:
         parts.append(Text(caption, style="bold"))
         # The grid is cropped, never wrapped; a note under it (or in its place) is wrapped,
         # so a narrow terminal still says that the values are NaN or infinite.
-        height = snapshot.divisor + 3  # the rows, the axis, its labels, the legend
-        grid, notes = (curve[:height], curve[height:]) if len(curve) >= height else ([], curve)
+        grid_rows = snapshot.divisor + 3  # the rows, the axis, its labels, the legend
+        grid, notes = (
+            (curve[:grid_rows], curve[grid_rows:]) if len(curve) >= grid_rows else ([], curve)
+        )
         if grid:
             parts.append(Text("\n".join(grid), no_wrap=True, overflow="crop"))
         parts.extend(Text(note if len(note) <= width else note.strip()) for note in notes)
     return Group(*parts)
+
+
+def _rows(text: str, width: int) -> int:
+    """Terminal rows ``text`` takes once wrapped at ``width`` columns."""
+    from rich.cells import cell_len
+
+    return sum(max(1, -(-cell_len(line) // max(width, 1))) for line in text.split("\n"))
+
+
+def _hidden_curves(count: int, height: int) -> Any:
+    from rich.text import Text
+
+    return Text(
+        f"... {count} more curve(s) below the screen ({height} rows): "
+        "choose the ones to draw with Dashboard(curves=[...])",
+        style="dim",
+    )
 
 
 def fitted_curve(
@@ -256,11 +286,16 @@ def fitted_curve(
 class LiveView:
     """The object handed to ``rich.live.Live``: asks for a fresh snapshot on every refresh."""
 
-    def __init__(self, take_snapshot: Any) -> None:
+    def __init__(self, take_snapshot: Any, redrawn: Any = None) -> None:
+        """``redrawn()``: whether the screen is still redrawn in place, so that curves
+        below its last row are not drawn; false for the last frame, which stays printed
+        whole (default: always redrawn)."""
         self._take_snapshot = take_snapshot
+        self._redrawn = redrawn or (lambda: True)
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
-        yield render(self._take_snapshot(), options.max_width)
+        height = options.size.height if self._redrawn() else None
+        yield render(self._take_snapshot(), options.max_width, height)
 
 
 def memory_text() -> str:
