@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
+from pathlib import PurePath
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -91,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     except (ValueError, TypeError, OSError) as exc:
-        print(f"scramjet pack: error: {_as_options(str(exc))}", file=sys.stderr)
+        print(f"scramjet pack: error: {_message(exc, args.dst)}", file=sys.stderr)
         return 1
     for row in report.skipped:
         print(f"skipped CSV line {row.line} ({row.file}): {row.reason}", file=sys.stderr)
@@ -111,3 +113,13 @@ def _as_options(message: str) -> str:
     """pack()'s advice said as the options are typed here: ``quality=95`` -> ``--quality 95``."""
     message = message.replace("on_error=", "--on-error ").replace("overwrite=True", "--overwrite")
     return re.sub(rf"\b({'|'.join(_OPTIONS)})=", r"--\1 ", message)
+
+
+def _message(exc: Exception, dst: str) -> str:
+    """``exc`` as one line for the user: an error about the hidden ``.<dst>.partial-<id>``
+    folder the pack is written into (or a file in it) names ``dst`` itself."""
+    if isinstance(exc, OSError) and exc.filename:
+        partial = f".{PurePath(dst.rstrip('/')).name}.partial-"
+        if any(p.startswith(partial) for p in PurePath(os.fsdecode(exc.filename)).parts):
+            return f"could not write the pack {dst!r}: {exc.strerror or exc}"
+    return _as_options(str(exc))
