@@ -41,6 +41,7 @@ from scramjet.checkpoint.payload import (
     write_checked,
 )
 from scramjet.compat.nebulae.astro import dock
+from scramjet.compat.nebulae.kit import _check_least_mem
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.devices import (
     NoGpuAvailableError,
@@ -95,7 +96,7 @@ class Engine:
         if kind == GPU and (isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1):
             raise ValueError(f"ngpus must be an int >= 1 (GPUs to take); received {wanted!r}.")
         self.ngpus = wanted
-        self.least_mem = int(least_mem)
+        self.least_mem = int(_check_least_mem(least_mem))
         self.gpus: list[int] = []
         if kind == CPU:
             self.device = torch.device("cpu")

@@ -7,6 +7,7 @@ nothing ever stops, signals or otherwise touches another process.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -14,6 +15,27 @@ from typing import Any
 from scramjet.runtime.devices import GpuInfo, NoGpuAvailableError, query_gpus
 
 __all__ = ["GPUtil", "NoGpuAvailableError", "summarize_samples"]
+
+
+def _check_least_mem(least_mem: Any) -> float:
+    """``least_mem`` as a number of MiB, or an error saying what was given and what to give.
+
+    Raises:
+        TypeError: not a number (a string such as ``"2GB"``, None, a bool).
+        ValueError: negative or NaN.
+    """
+    if isinstance(least_mem, bool) or not isinstance(least_mem, int | float):
+        raise TypeError(
+            f"least_mem must be a number of MiB (the free GPU memory a GPU needs); received "
+            f"{type(least_mem).__name__} {least_mem!r}. Pass a number, e.g. least_mem=2048 "
+            "for 2 GiB."
+        )
+    if math.isnan(least_mem) or least_mem < 0:
+        raise ValueError(
+            f"least_mem must be a number of MiB >= 0; received {least_mem!r}. Pass e.g. "
+            "least_mem=2048 for 2 GiB, or least_mem=0 to take any GPU."
+        )
+    return float(least_mem)
 
 
 def _read_gpus() -> list[GpuInfo]:
@@ -116,9 +138,8 @@ class GPUtil:
         """
         if isinstance(ngpus, bool) or not isinstance(ngpus, int) or ngpus < 1:
             raise ValueError(f"ngpus must be an int >= 1; received {ngpus!r}.")
-        if least_mem < 0:
-            raise ValueError(f"least_mem must be >= 0 MiB; received {least_mem!r}.")
-        fit = [g for g in self._reader() if g.free_mib >= least_mem]
+        least = _check_least_mem(least_mem)
+        fit = [g for g in self._reader() if g.free_mib >= least]
         fit.sort(key=lambda g: (-g.free_mib, g.index))
         return [_describe(g) for g in fit[:ngpus]]
 

@@ -55,7 +55,9 @@ _ARGS_EXAMPLE = {
 }
 
 
-def _model_decorator(name: str, patch_backprop: Any, backends: Any) -> Callable[[type[T]], type[T]]:
+def _model_decorator(
+    name: str, patch_backprop: Any, backends: Any, reduce_memory: bool | None
+) -> Callable[[type[T]], type[T]]:
     _no_class(name, patch_backprop, "patch_backprop")
     # nebulgym's first parameter is patch_backprop; a list (or a name) first is the
     # backends, as this layer's earlier signature and nebulgym's document order had it.
@@ -65,8 +67,9 @@ def _model_decorator(name: str, patch_backprop: Any, backends: Any) -> Callable[
         patch_backprop, backends = (True if backends is None else backends), patch_backprop
     elif isinstance(patch_backprop, bool) and isinstance(backends, bool):
         # nebulgym's second positional parameter is reduce_memory (backends came by keyword).
-        _warn_reduce_memory(name, backends)
-        backends = None
+        _reduce_memory_once(name, backends, reduce_memory)
+        reduce_memory, backends = backends, None
+    _warn_reduce_memory(name, bool(reduce_memory))
     if not isinstance(patch_backprop, bool):
         raise TypeError(
             f"@{name}(): patch_backprop must be True or False; received {patch_backprop!r}. "
@@ -74,6 +77,15 @@ def _model_decorator(name: str, patch_backprop: Any, backends: Any) -> Callable[
             "backends=['PYTORCH'])."
         )
     return _accelerate_model(backends=backends, patch_backprop=patch_backprop)  # type: ignore[no-any-return]
+
+
+def _reduce_memory_once(name: str, positional: bool, by_keyword: bool | None) -> None:
+    """nebulgym's ``reduce_memory`` both second and by keyword: Python's own error there."""
+    if by_keyword is not None:
+        raise TypeError(
+            f"@{name}(): reduce_memory given twice, as the second argument ({positional!r}) "
+            f"and as reduce_memory={by_keyword!r}. Keep one, e.g. @{name}(True, {by_keyword!r})."
+        )
 
 
 def _warn_reduce_memory(name: str, reduce_memory: bool) -> None:
@@ -94,7 +106,7 @@ def accelerate_model(
     patch_backprop: bool = True,
     backends: Sequence[str] | None = None,
     *,
-    reduce_memory: bool = False,
+    reduce_memory: bool | None = None,
 ) -> Callable[[type[T]], type[T]]:
     """Class decorator with nebulgym's signature; see :func:`scramjet.accel.accelerate_model`.
 
@@ -108,24 +120,23 @@ def accelerate_model(
             nebulgym's second positional parameter, ``reduce_memory`` (Gist activation
             compression, not implemented: ``True`` warns once with an
             :class:`~scramjet.accel.AccelerationWarning` and trains with the exact backward).
-        reduce_memory: the same nebulgym parameter given by keyword.
+        reduce_memory: the same nebulgym parameter given by keyword (``None`` = False);
+            giving it both ways is a ``TypeError``, as in nebulgym.
 
     Returns:
         A decorator returning a same-named subclass.
     """
-    _warn_reduce_memory("accelerate_model", reduce_memory)
-    return _model_decorator("accelerate_model", patch_backprop, backends)
+    return _model_decorator("accelerate_model", patch_backprop, backends, reduce_memory)
 
 
 def patch_torch_module(
     patch_backprop: bool = True,
     backends: Sequence[str] | None = None,
     *,
-    reduce_memory: bool = False,
+    reduce_memory: bool | None = None,
 ) -> Callable[[type[T]], type[T]]:
     """nebulgym's older name for :func:`accelerate_model`."""
-    _warn_reduce_memory("patch_torch_module", reduce_memory)
-    return _model_decorator("patch_torch_module", patch_backprop, backends)
+    return _model_decorator("patch_torch_module", patch_backprop, backends, reduce_memory)
 
 
 def accelerate_dataset(

@@ -4,6 +4,7 @@ Most callbacks are scramjet's own classes under the peer's names. Adapted here:
 :class:`SaveBestModelCallback` (``save_scheduler``), :class:`ModelEmaCallback` (saves the
 EMA weights when ``watch_metric`` improves; ``model_ema``, ``callbacks``),
 :class:`LimitEvalStepsCallback` (``limit_intermediate_only``),
+:class:`TerminateOnNaNCallback` (evaluation losses too; ``triggered``),
 :class:`SaveTrainingStateCallback` (``save_dir``, ``save_every_n_epochs``,
 ``save_every_n_steps``, ``save_at_end``, ``max_checkpoints``), the
 :class:`WSDCheckpointCallback` for ``WSDLrScheduler`` runs, and the peer's
@@ -13,13 +14,14 @@ EMA weights when ``watch_metric`` improves; ``model_ema``, ``callbacks``),
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from scramjet.callbacks import DEFAULT_CALLBACKS
+from scramjet.callbacks import DEFAULT_CALLBACKS as _CORE_DEFAULTS
 from scramjet.callbacks import CallbackHandler as _CoreHandler
 from scramjet.callbacks import LimitEvalStepsCallback as _CoreLimitEval
 from scramjet.callbacks import ModelEmaCallback as _CoreEma
@@ -29,9 +31,10 @@ from scramjet.callbacks.control import EarlyStoppingCallback as _CoreEarlyStoppi
 from scramjet.callbacks.control import (
     LimitBatchesCallback,
     StepBasedEvaluationCallback,
-    TerminateOnNaNCallback,
+    TrainingNaNError,
     improved,
 )
+from scramjet.callbacks.control import TerminateOnNaNCallback as _CoreTerminateOnNaN
 from scramjet.callbacks.model import ConvertSyncBatchNormCallback, MoveModulesToDeviceCallback
 from scramjet.callbacks.progress import LogMetricsCallback as _CoreLogMetrics
 from scramjet.callbacks.progress import PrintProgressCallback, ProgressBarCallback
@@ -154,6 +157,52 @@ class LogMetricsCallback(_CoreLogMetrics):
         names = history.get_metric_names()
         grew = [n for n in names if len(history.get_metric_values(n)) > before.get(n, 0)]
         self._log(trainer, grew)
+
+
+class TerminateOnNaNCallback(_CoreTerminateOnNaN):
+    """scramjet's NaN guard that, as the peer's, also stops on a non-finite evaluation loss.
+
+    A training loss is checked as :class:`scramjet.callbacks.TerminateOnNaNCallback` checks
+    it. During a training run, a NaN or infinite ``eval_loss_epoch`` (the mean over the
+    evaluation batches, so non-finite when any batch's loss is) stops the run after that
+    evaluation, with the same :class:`TrainingNaNError`. ``triggered`` is True once a
+    non-finite loss has stopped the run.
+    """
+
+    def __init__(self, check_every: int | None = None, raise_error: bool = True) -> None:
+        super().__init__(check_every, raise_error)
+        self.triggered = False
+
+    def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Clear ``triggered`` from an earlier run."""
+        self.triggered = False
+
+    def on_eval_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Stop the training run if the evaluation loss is not finite."""
+        history = trainer.run_history
+        if not trainer.in_training_run or "eval_loss_epoch" not in history.get_metric_names():
+            return
+        value = float(history.get_latest_metric("eval_loss_epoch"))
+        if not math.isfinite(value):
+            self._stop(
+                trainer,
+                TrainingNaNError(
+                    f"Training stopped: the evaluation loss (eval_loss_epoch) is {value} "
+                    f"after epoch {history.current_epoch}. Lower the learning rate, clip "
+                    f"gradients (gradient_clip_value=...), or check the evaluation data for "
+                    f"NaN/inf values."
+                ),
+            )
+
+    def _stop(self, trainer: Trainer, err: TrainingNaNError) -> NoReturn:
+        self.triggered = True
+        super()._stop(trainer, err)
+
+
+#: The default callbacks, with this module's :class:`TerminateOnNaNCallback`.
+DEFAULT_CALLBACKS: tuple[type[TrainerCallback], ...] = tuple(
+    TerminateOnNaNCallback if cls is _CoreTerminateOnNaN else cls for cls in _CORE_DEFAULTS
+)
 
 
 def get_default_callbacks(progress_bar: bool = True) -> list[type[TrainerCallback]]:

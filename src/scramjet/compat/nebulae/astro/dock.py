@@ -218,7 +218,7 @@ def coat(datum: Any, as_const: bool = True) -> torch.Tensor:
     elif isinstance(datum, np.ndarray | np.generic):
         tensor = torch.as_tensor(datum)  # numpy data keeps its dtype, as torch.from_numpy
     elif isinstance(datum, int | float | bool | list | tuple):
-        tensor = torch.as_tensor(np.asarray(datum))
+        tensor = torch.as_tensor(_python_array(datum))
         if tensor.dtype == torch.float64 and not _holds_numpy(datum):
             # Python floats: torch's default dtype (float32), as torch.tensor(0.5) gives,
             # so coat([[0.1, 0.2]]) goes into a float32 layer.
@@ -237,6 +237,39 @@ def coat(datum: Any, as_const: bool = True) -> torch.Tensor:
 
 
 _NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
+
+
+def _python_array(datum: Any) -> np.ndarray[Any, Any]:
+    """A number or (nested) list/tuple as one numeric array, or an error saying why not."""
+    kind = type(datum).__name__
+    try:
+        array = np.asarray(datum)
+    except ValueError:  # rows of different lengths
+        raise ValueError(
+            f"coat() received a ragged {kind}: its rows have different lengths, so it is no "
+            "rectangular array. Pad the rows to one length, or coat() each row on its own."
+        ) from None
+    if array.dtype.kind in "biufc":
+        return array
+    found = _first_non_number(datum)
+    held = f"a {kind} holding {found}" if isinstance(datum, list | tuple) else found
+    raise TypeError(
+        f"coat() takes numbers (bool, int, float, in int64 range), alone or in nested lists "
+        f"of equal lengths; received {held}. Convert "
+        "the values to numbers first (e.g. labels to class indices), or keep them out of "
+        "coat()."
+    )
+
+
+def _first_non_number(datum: Any) -> str:
+    """The first value of a (nested) list that no numeric array can hold, described."""
+    if isinstance(datum, list | tuple):
+        return next((found for d in datum if (found := _first_non_number(d))), "")
+    if isinstance(datum, bool | float | np.generic | torch.Tensor):
+        return ""
+    if isinstance(datum, int):
+        return "" if -(2**63) <= datum < 2**64 else f"the int {datum}, outside int64"
+    return f"a {type(datum).__name__} ({datum!r:.40})"
 
 
 def _holds_numpy(datum: Any) -> bool:

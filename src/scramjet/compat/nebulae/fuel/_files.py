@@ -262,17 +262,30 @@ def open_file_pack(path: Path, columns: Sequence[str] | None) -> PackedDataset:
                 "another generate() call); generate the data again"
             )
         metas.append(meta)
-    readable = [_readable_copy(f) if f.suffix.lower() == NPZ_SUFFIX else f for f in files]
-    shards = [
-        ShardInfo(f.name, int(m.extra[_PART]["samples"]), f.stat().st_size, "")
-        for f, m in zip(readable, metas)
-    ]
-    manifest = Manifest(columns=metas[0].columns, shards=shards, created_by=metas[0].created_by)
-    dataset = FilePack(readable, manifest, columns, source=path)
-    for f, original in zip(readable, files):
-        if f != original:  # a temporary HDF5 copy of an npz file
-            weakref.finalize(dataset, _remove_owned, str(f), os.getpid())
+    copies: list[Path] = []  # temporary HDF5 copies of npz files, removed on any failure
+    try:
+        readable = [_readable(f, copies) for f in files]
+        shards = [
+            ShardInfo(f.name, int(m.extra[_PART]["samples"]), f.stat().st_size, "")
+            for f, m in zip(readable, metas)
+        ]
+        manifest = Manifest(columns=metas[0].columns, shards=shards, created_by=metas[0].created_by)
+        dataset = FilePack(readable, manifest, columns, source=path)
+    except BaseException:
+        for copy in copies:
+            _remove_owned(str(copy), os.getpid())
+        raise
+    for copy in copies:
+        weakref.finalize(dataset, _remove_owned, str(copy), os.getpid())
     return dataset
+
+
+def _readable(file: Path, copies: list[Path]) -> Path:
+    """``file``, or for an npz file a temporary HDF5 copy, recorded in ``copies``."""
+    if file.suffix.lower() != NPZ_SUFFIX:
+        return file
+    copies.append(_readable_copy(file))
+    return copies[-1]
 
 
 def _readable_copy(npz_path: Path) -> Path:

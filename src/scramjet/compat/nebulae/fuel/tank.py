@@ -59,10 +59,24 @@ class _ColumnView:
         return self._ds.read_column(self._name, index)
 
     def _many(self, indices: Sequence[int]) -> Any:
+        if not indices:
+            return self._empty()
         values = [self._ds.read_column(self._name, i) for i in indices]
         if values and len({np.shape(v) for v in values}) > 1:
             return values  # variable-length values: one array each
         return np.array(values)
+
+    def _empty(self) -> Any:
+        """No samples, as h5py gives them: the column's dtype and item shape."""
+        spec = next(c for c in self._ds.columns if c.name == self._name)
+        if spec.dtype == "str":
+            return np.empty((0,), np.str_)
+        if spec.kind == "image" and not spec.sequence:  # decoded to one size
+            shape = (0, spec.height or 0, spec.width or 0, spec.channels or 3)
+            return np.empty(shape, np.uint8)
+        if spec.variable or spec.sequence:
+            return []  # one array per sample, of its own length: none
+        return np.empty((0,), np.dtype(spec.dtype))
 
     def __len__(self) -> int:
         return len(self._ds)

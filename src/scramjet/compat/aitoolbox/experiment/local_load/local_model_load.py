@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from scramjet.checkpoint.manager import read_checkpoint
+from scramjet.checkpoint.payload import from_storable
 from scramjet.compat.aitoolbox.experiment._paths import experiment_dir
 from scramjet.compat.aitoolbox.experiment.local_save.local_model_save import model_file_name
 
@@ -78,8 +79,9 @@ class PyTorchLocalModelLoader(AbstractLocalModelLoader):
     def load_model_from_path(
         self, path: str, map_location: str | torch.device | None = "cpu"
     ) -> dict[str, Any]:
-        """Read the checkpoint file at ``path``."""
-        self.model_representation = dict(read_checkpoint(path, map_location=map_location)["state"])
+        """Read the checkpoint file at ``path`` (numpy arrays come back as arrays)."""
+        state = read_checkpoint(path, map_location=map_location)["state"]
+        self.model_representation = dict(from_storable(dict(state)))
         return self.model_representation
 
     def _loaded(self) -> dict[str, Any]:

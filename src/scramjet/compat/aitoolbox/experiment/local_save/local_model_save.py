@@ -13,11 +13,13 @@ from __future__ import annotations
 import datetime
 import os
 import time
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
 from scramjet.checkpoint.manager import write_checkpoint
+from scramjet.checkpoint.payload import to_storable
 from scramjet.compat.aitoolbox.experiment._paths import experiment_subdir, timestamp_now
 
 # ``datetime``, ``os`` and ``time`` are listed because AIToolbox's module had no __all__, so
@@ -35,6 +37,42 @@ __all__ = [
 ]
 
 REQUIRED_CHECKPOINT_KEYS = ("model_state_dict", "optimizer_state_dict", "epoch", "hyperparams")
+
+
+def storable_hyperparams(value: Any, where: str, replaced: list[str]) -> Any:
+    """``value`` with what a checkpoint cannot hold (functions, classes, ...) as its text.
+
+    AIToolbox pickled the hyperparameters with the checkpoint, so a function or a class
+    among them (``{"activation": torch.relu}``) was saved; a scramjet checkpoint holds only
+    data, so such a value is kept as its ``repr`` (as ``hyperparams_list.txt`` shows it)
+    and its place is appended to ``replaced``.
+    """
+    if isinstance(value, Mapping):
+        return {k: storable_hyperparams(v, f"{where}[{k!r}]", replaced) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        items = [storable_hyperparams(v, f"{where}[{i}]", replaced) for i, v in enumerate(value)]
+        return items if isinstance(value, list) or hasattr(value, "_fields") else tuple(items)
+    try:
+        to_storable(value, where)
+    except TypeError:
+        replaced.append(where)
+        return repr(value)
+    return value
+
+
+def with_storable_hyperparams(model: Mapping[str, Any]) -> dict[str, Any]:
+    """The checkpoint dict with its ``hyperparams`` made storable; warns about what changed."""
+    replaced: list[str] = []
+    hyperparams = storable_hyperparams(model["hyperparams"], "hyperparams", replaced)
+    if replaced:
+        warnings.warn(
+            f"{', '.join(replaced)}: the checkpoint keeps these hyperparameters as text (their "
+            f"repr), because a checkpoint holds data, not functions or objects. To keep them "
+            f"loadable, save a name or a number instead (e.g. 'relu' for torch.relu).",
+            UserWarning,
+            stacklevel=3,
+        )
+    return {**model, "hyperparams": hyperparams}
 
 
 def keras_unsupported(what: str) -> TypeError:
@@ -126,10 +164,14 @@ class PyTorchLocalModelSaver(BaseLocalModelSaver, AbstractLocalModelSaver):
         too (atomic, checksummed). ``iteration_idx`` names an in-epoch checkpoint
         ``..._E<epoch>_ITER<iteration>.pth``.
 
+        Hyperparameters a checkpoint cannot hold (functions, classes) are saved as their
+        text, with a warning (see :func:`storable_hyperparams`).
+
         Raises:
             ValueError: a required key is missing (see :meth:`check_model_dict_contents`).
         """
         self.check_model_dict_contents(model)
+        model = with_storable_hyperparams(model)
         stamp = experiment_timestamp or timestamp_now()
         folder = self.create_experiment_local_models_folder(project_name, experiment_name, stamp)
         name = model_file_name(experiment_name, stamp, epoch, ".pth", iteration_idx)
