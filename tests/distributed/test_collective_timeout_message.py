@@ -1,5 +1,6 @@
 """A collective that only some ranks call (``if rank == 0: gather(...)``) or a barrier
-that another rank never reaches: the rank left waiting gets, at the timeout, an error
+that another rank never reaches, or the result of a ``reduce_async`` the other rank never
+started: the rank left waiting gets, at the timeout, an error
 that names the collective and says what usually causes it, instead of gloo's bare
 ``Timed out waiting 3000ms for recv operation`` (real two-process gloo run)."""
 
@@ -17,11 +18,17 @@ WORKER = """
 import json, sys, time, torch
 from pathlib import Path
 from scramjet.runtime import barrier, gather, get_rank, init_distributed
+from scramjet.runtime.distributed import reduce_async
 
 init_distributed(timeout=3)
 rank = get_rank()
 seen = {}
-for name, call in (("gather", lambda: gather(torch.ones(2))), ("barrier", barrier)):
+calls = (
+    ("reduce_async", lambda: reduce_async(torch.ones(2)).result()),
+    ("gather", lambda: gather(torch.ones(2))),
+    ("barrier", barrier),
+)
+for name, call in calls:
     start = time.monotonic()
     try:
         call() if rank == 0 else time.sleep(5)
@@ -37,7 +44,7 @@ def test_the_waiting_rank_learns_which_collective_timed_out_and_why(tmp_path: Pa
     script.write_text(WORKER)
     run_torchrun(script, str(tmp_path), timeout=60)
     seen = json.loads((tmp_path / "rank0.json").read_text())
-    for name in ("gather", "barrier"):
+    for name in ("reduce_async", "gather", "barrier"):
         assert f"{name}: rank 0 waited" in seen[name], seen
         assert "every rank" in seen[name] and "same order" in seen[name], seen
-    assert "Timed out" in seen["gather"], seen  # torch's own message is kept
+    assert "Timed out" in seen["reduce_async"], seen  # torch's own message is kept

@@ -465,6 +465,7 @@ class PendingReduce:
         """Whether the result is there (waiting would not block)."""
         return self._work is None or bool(self._work.is_completed())
 
+    @explains_timeout("reduce_async")
     def result(self) -> torch.Tensor:
         """The combined value, on the input's device (on CUDA, without a host sync)."""
         if self._work is not None:
