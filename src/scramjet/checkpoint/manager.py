@@ -228,6 +228,24 @@ class CheckpointManager:
             stacklevel=stacklevel + 1,
         )
 
+    def _recreate_if_removed(self) -> None:
+        """The folder deleted while in use (a cleanup script, a user): created again with
+        one warning, so the run keeps saving; the checkpoints it held are gone."""
+        if self.directory.is_dir():
+            return
+        known = len(self._meta_cache)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._meta_cache.clear()
+        self._claimed = False
+        warnings.warn(
+            f"The checkpoint folder {str(self.directory)!r} was removed while in use, with "
+            f"the {known} checkpoint(s) it held; it is created again and this checkpoint "
+            "is saved into it. A resume can only use the checkpoints saved from now on; "
+            "keep the folder while the run saves into it.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
     def _claim(self) -> None:
         """Record this process as the folder's writer (at the first save)."""
         text = f"{os.getpid()} {socket.gethostname()}".encode()
@@ -387,6 +405,7 @@ class CheckpointManager:
         if epoch is not None:  # checked here: a file holding another type would not load
             epoch = check_count(epoch, "epoch", optional=True)
         self.wait()  # the previous write first: one in flight at most
+        self._recreate_if_removed()
         if not self._claimed:
             self._claim()
         existing, highest = self._scan()
@@ -507,6 +526,12 @@ class CheckpointManager:
             error, what = failure
             if isinstance(error, CheckpointWriteError):
                 raise error  # already says which file and what happened to it
+            if not self.directory.is_dir():
+                raise CheckpointWriteError(
+                    f"{what} failed: {type(error).__name__}: {error}. The folder "
+                    f"{str(self.directory)!r} was removed while in use, with the earlier "
+                    "checkpoints in it; the next save creates it again."
+                ) from error
             raise CheckpointWriteError(
                 f"{what} failed: {type(error).__name__}: {error}. That checkpoint was not "
                 f"saved; the earlier checkpoints in {str(self.directory)!r} are intact. Fix "

@@ -519,6 +519,14 @@ def _write_failure(path: Path, error: Exception, sink: ChecksumWriter | None) ->
     cause = sink.error if sink is not None and sink.error is not None else error
     if not isinstance(cause, OSError):
         return error  # not an I/O failure (e.g. a bug in a state_dict): raised as it is
+    if not path.parent.is_dir():
+        return CheckpointWriteError(
+            f"checkpoint {str(path)!r} was not saved: its folder {str(path.parent)!r} was "
+            f"removed while it was written ({type(cause).__name__}: {cause}), with the "
+            "earlier checkpoints in it. Keep the folder while the run saves into it; the "
+            "next save creates it again.",
+            path,
+        )
     return CheckpointWriteError(
         f"checkpoint {str(path)!r} was not saved: {type(cause).__name__}: {cause}. The "
         f"earlier checkpoints in {str(path.parent)!r} are intact. Fix the cause (disk "
