@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -202,6 +202,11 @@ class ClassificationResults(ResultPackage):
             without a warning), True for several 0/1 labels per sample (the results of
             :class:`MultiLabelResults`, threshold 0.5), None (the default) to read it
             from the inputs as above.
+        top_k: also report ``top{k}_accuracy`` for each ``k`` (an int or a sequence of
+            ints, e.g. ``(1, 5)``): the share of samples whose target is among the ``k``
+            highest class scores (ties go to the lower class index). Needs class scores
+            ``[N, C]`` (or per token, ``[N, T, C]``) with ``k <= C``; labels cannot be
+            ranked, and are refused.
 
     Example:
         >>> import torch
@@ -216,7 +221,9 @@ class ClassificationResults(ResultPackage):
         num_classes: int | None = None,
         shift_labels: bool | None = None,
         multi_label: bool | None = None,
+        top_k: int | Sequence[int] | None = None,
     ) -> None:
+        self.top_k = _check_top_k(top_k)
         if multi_label not in (None, True, False):
             raise ValueError(
                 f"ClassificationResults: multi_label must be None, True or False; received "
@@ -234,6 +241,12 @@ class ClassificationResults(ResultPackage):
         warn_if_unshifted(y_pred, self.shift_labels, "ClassificationResults")
         scores, target = as_tensor(y_pred, "y_pred"), as_tensor(y_true, "y_true")
         if self.multi_label:
+            if self.top_k:
+                raise ValueError(
+                    "ClassificationResults: top_k ranks the classes of one-class-per-sample "
+                    "scores; with multi_label=True each label is its own decision. Drop "
+                    "top_k, or pass multi_label=False."
+                )
             from scramjet.metrics.multilabel import MultiLabelResults  # imports this module
 
             return MultiLabelResults().compute(scores, target, metadata)
@@ -264,7 +277,50 @@ class ClassificationResults(ResultPackage):
         n = self.num_classes or max(width, int(max(int(pred.max()), int(target.max())) + 1))
         _check_labels(target, n, "y_true", "ClassificationResults")
         _check_labels(pred, n, "y_pred", "ClassificationResults")
-        return _multiclass_scores(pred, target, n)
+        out = _multiclass_scores(pred, target, n)
+        if self.top_k:
+            ranked = scores[kept] if width else None
+            out.update(_top_k_accuracy(ranked, target, self.top_k))
+        return out
+
+
+def _check_top_k(top_k: int | Sequence[int] | None) -> tuple[int, ...]:
+    """``top_k`` as a tuple of distinct positive ints, in the order given."""
+    if top_k is None:
+        return ()
+    values = (top_k,) if isinstance(top_k, int) else top_k
+    if (
+        isinstance(values, str | bytes)
+        or not isinstance(values, Sequence)
+        or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in values)
+    ):
+        raise ValueError(
+            f"ClassificationResults: top_k must be a positive int or a sequence of them "
+            f"(e.g. top_k=(1, 5)); received {top_k!r}."
+        )
+    return tuple(dict.fromkeys(values))
+
+
+def _top_k_accuracy(
+    scores: torch.Tensor | None, target: torch.Tensor, top_k: tuple[int, ...]
+) -> dict[str, float]:
+    """``top{k}_accuracy`` for each ``k``: the share of targets among the ``k`` highest
+    scores of their sample (a stable sort: ties go to the lower class index)."""
+    if scores is None:
+        raise ValueError(
+            "ClassificationResults: top_k needs class scores [N, C] (logits or "
+            "probabilities) to rank; y_pred holds one label per sample. Pass the model's "
+            "scores, or drop top_k."
+        )
+    width = scores.shape[-1]
+    if max(top_k) > width:
+        raise ValueError(
+            f"ClassificationResults: top_k={max(top_k)} is more than the {width} classes "
+            f"of y_pred's scores; pass k <= {width}."
+        )
+    order = torch.sort(scores.double(), dim=-1, descending=True, stable=True).indices
+    hit_at = (order == target.unsqueeze(-1)).long().argmax(dim=-1)  # the target's rank
+    return {f"top{k}_accuracy": float((hit_at < k).double().mean()) for k in top_k}
 
 
 def _multiclass_scores(pred: torch.Tensor, target: torch.Tensor, n: int) -> dict[str, Any]:
