@@ -197,6 +197,7 @@ class _Cache:
     def _init_process_state(self) -> None:
         self._started_pid = -1
         self._complete = False
+        self.warned_grown = False  # a dataset that grew past n: warned about once
         self._warned = False
         self._threads: list[threading.Thread] = []
 
@@ -500,6 +501,8 @@ class _CachingMixin:
             sample = self._raw_item(index)
             return sample if fn is None else fn(sample)
         i = _normalise(index, cache.n, self._length)
+        if i is None:
+            self._warn_if_grown(index, cache)
         sample = self._raw_item(index) if i is None else cache.get(i, self._raw_item)
         fn = self._scramjet_transform
         return sample if fn is None else fn(sample)
@@ -519,6 +522,22 @@ class _CachingMixin:
         samples = cache.get_many([int(i) for i in norm if i is not None], self._raw_item)
         fn = self._scramjet_transform
         return samples if fn is None else [fn(s) for s in samples]
+
+    def _warn_if_grown(self, index: Any, cache: _Cache) -> None:
+        """Once per cache: an index the dataset holds now but did not hold when the cache
+        was made (it grew: a list appended to) is read uncached; say so, and how to fix it."""
+        if cache.warned_grown or not isinstance(index, int | np.integer):
+            return
+        current = self._length()
+        if cache.n <= (int(index) + current if index < 0 else int(index)) < current:
+            cache.warned_grown = True
+            warnings.warn(
+                f"{self._source_name()} grew from {cache.n} to {current} samples after its "
+                f"cache was made: samples {cache.n} and on are read uncached, each time. "
+                "Make the cached dataset again once the dataset is complete to cache them.",
+                CacheWarning,
+                stacklevel=user_stacklevel(),
+            )
 
     def cache_stats(self) -> dict[str, int]:
         """``samples`` (the dataset's length), and the counts and bytes of the samples
