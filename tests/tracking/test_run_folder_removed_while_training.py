@@ -1,5 +1,6 @@
 """A run folder deleted while training runs (a cleanup script, a user): the Experiment
-recreates it with one warning and training continues to a finished run."""
+recreates it with one warning and training continues to a finished run; results logged after
+the run into a removed folder are kept in it, created again."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from s3_helpers import S3Server
 from tracking_helpers import make_trainer, tiny_data
 
 from scramjet import TrainerCallback
-from scramjet.tracking import Experiment
+from scramjet.tracking import Experiment, list_runs
 
 
 def _remove(run: Path) -> None:
@@ -137,3 +138,15 @@ def test_an_interrupted_run_whose_folder_was_removed_records_its_end(tmp_path: P
     assert info["last_step"] == 4
     messages = [str(w.message) for w in caught]
     assert len(messages) == 1 and "to record how the run ended" in messages[0], messages
+
+
+def test_results_logged_after_the_folder_was_removed_are_kept(tmp_path: Path) -> None:
+    exp = Experiment("p", "e", root=tmp_path / "runs", save_script=False)
+    make_trainer([exp]).train(tiny_data(), num_epochs=1, per_device_batch_size=32)
+    _remove(exp.run_dir)
+    with pytest.warns(RuntimeWarning, match=r"run folder .* was removed; it is created again"):
+        path = exp.log_results("test", {"accuracy": 0.5})
+    assert path is not None and json.loads(path.read_text()) == {"accuracy": 0.5}
+    assert json.loads((exp.run_dir / "run.json").read_text())["status"] == "finished"
+    (run,) = list_runs(tmp_path / "runs")
+    assert run["metrics"] == {"test/accuracy": 0.5}

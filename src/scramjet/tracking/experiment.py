@@ -580,7 +580,15 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
         if not dist.is_main_process():
             return None
         folder = self.start() / "results"
-        folder.mkdir(exist_ok=True)
+        if not folder.parent.is_dir():
+            warnings.warn(
+                f"Experiment.log_results: the run folder {folder.parent} was removed; it is "
+                f"created again to hold these results ({name!r}). What it held before (metric "
+                "rows, checkpoints, report) was lost with it.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        folder.mkdir(parents=True, exist_ok=True)
         self._write_json(f"results/{name}.json", plain_results(results))
         if predictions is not None:
             self._write_json(f"results/{name}_predictions.json", plain_results(predictions))
