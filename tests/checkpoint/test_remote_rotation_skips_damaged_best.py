@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -35,6 +36,15 @@ def _stored(s3: S3Server, bucket: str) -> list[str]:  # noqa: F811
     return sorted(k.rsplit("/", 1)[1] for k in s3.list_keys(bucket) if k.endswith(".pt"))
 
 
+OPTIONS: dict[str, Any] = {"keep_last": 1, "keep_best": 1, "monitor": "loss", "mode": "min"}
+
+
+def _best_then_runner_up(m: RemoteCheckpointManager) -> None:
+    """Step 1 (loss 0.1, the best) and step 2 (0.2, the runner-up)."""
+    for step, loss in [(1, 0.1), (2, 0.2)]:
+        m.save({"w": torch.full((64,), float(step))}, step=step, metrics={"loss": loss})
+
+
 @pytest.mark.parametrize("how", [_truncate, _flip])
 def test_damaged_stored_best_does_not_cost_the_readable_runner_up(
     s3: S3Server,  # noqa: F811
@@ -43,14 +53,12 @@ def test_damaged_stored_best_does_not_cost_the_readable_runner_up(
 ) -> None:
     bucket = s3.new_bucket()
     url = f"s3://{bucket}/run/ckpt"
-    options = {"keep_last": 1, "keep_best": 1, "monitor": "loss", "mode": "min"}
-    with RemoteCheckpointManager(url, tmp_path / "a", **options) as m:
-        for step, loss in [(1, 0.1), (2, 0.2)]:
-            m.save({"w": torch.full((64,), float(step))}, step=step, metrics={"loss": loss})
+    with RemoteCheckpointManager(url, tmp_path / "a", **OPTIONS) as m:
+        _best_then_runner_up(m)
     _damage(s3, bucket, "run/ckpt/ckpt-000001-step1.pt", how)
     # Another machine resumes (no local copies) and saves a worse checkpoint.
     warned = pytest.warns(UserWarning, match=rf"{url}/ckpt-000001-step1\.pt' cannot be read")
-    with warned, RemoteCheckpointManager(url, tmp_path / "b", **options) as m:
+    with warned, RemoteCheckpointManager(url, tmp_path / "b", **OPTIONS) as m:
         m.save({"w": torch.full((64,), 3.0)}, step=3, metrics={"loss": 0.3})
     stored = _stored(s3, bucket)
     assert "ckpt-000002-step2.pt" in stored, f"the readable runner-up was deleted: {stored}"
@@ -66,10 +74,8 @@ def test_a_stored_best_damaged_while_its_local_copy_is_readable_is_uploaded_agai
 ) -> None:
     bucket = s3.new_bucket()
     url = f"s3://{bucket}/run/ckpt"
-    options = {"keep_last": 1, "keep_best": 1, "monitor": "loss", "mode": "min"}
-    with RemoteCheckpointManager(url, tmp_path / "a", **options) as m:
-        for step, loss in [(1, 0.1), (2, 0.2)]:
-            m.save({"w": torch.full((64,), float(step))}, step=step, metrics={"loss": loss})
+    with RemoteCheckpointManager(url, tmp_path / "a", **OPTIONS) as m:
+        _best_then_runner_up(m)
         m.wait()
         _damage(s3, bucket, "run/ckpt/ckpt-000001-step1.pt", _truncate)
         with pytest.warns(UserWarning, match=r"ckpt-000001-step1\.pt.*uploaded again"):

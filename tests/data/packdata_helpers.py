@@ -151,3 +151,13 @@ def photo_folder(tmp_path: Path, n: int = 3) -> Path:
         Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).save(root / f"{i}.png")
     (root / "list.csv").write_text("image,label\n" + "".join(f"{i}.png,{i}\n" for i in range(n)))
     return root
+
+
+def raw_pack_of_images(tmp_path: Path, url: str, n: int, shards: int) -> str:
+    """``n`` 32x32 images with their index as label, packed raw into ``shards`` shards at
+    ``url`` (a local path or a store's URL); returns ``url``."""
+    names = write_images(tmp_path / "imgs", n, size=(32, 32))
+    csv = write_csv(tmp_path / "imgs" / "list.csv", ["image", "label"],
+                    [[name, str(i)] for i, (name, _) in enumerate(names)])  # fmt: skip
+    small_pack(tmp_path / "imgs", csv, url, height=32, width=32, encode="raw", shards=shards)
+    return url

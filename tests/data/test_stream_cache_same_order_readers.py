@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from packdata_helpers import write_csv, write_images
+from packdata_helpers import raw_pack_of_images
 from tests.tracking.s3_helpers import S3Server
 
-from scramjet.data import PackedDataset, pack
+from scramjet.data import PackedDataset
 
 _READ = """
 import sys, time
@@ -37,12 +37,7 @@ print("read", n, flush=True)
 
 
 def _packed(s3: S3Server, tmp_path: Path) -> tuple[str, int]:
-    names = write_images(tmp_path / "imgs", 32, size=(32, 32))
-    rows = [[n, str(i)] for i, (n, _) in enumerate(names)]
-    write_csv(tmp_path / "imgs" / "list.csv", ["image", "label"], rows)
-    url = f"s3://{s3.new_bucket()}/p.pack"
-    pack(tmp_path / "imgs", tmp_path / "imgs" / "list.csv", url, dtype=["int64"],
-         height=32, width=32, encode="raw", shards=8, workers=0, progress=False)  # fmt: skip
+    url = raw_pack_of_images(tmp_path, f"s3://{s3.new_bucket()}/p.pack", 32, shards=8)
     sizes = sorted(s.bytes for s in PackedDataset(url, cache_dir=tmp_path / "c0").manifest.shards)
     return url, sum(sizes[-3:])  # one shuffle window and the shard it leaves
 

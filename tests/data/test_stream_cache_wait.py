@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from packdata_helpers import write_csv, write_images
+from packdata_helpers import raw_pack_of_images
 from tests.tracking.s3_helpers import S3Server
 
-from scramjet.data import PackedDataset, pack
+from scramjet.data import PackedDataset
 
 _HOLD = """
 import sys, time
@@ -27,13 +27,7 @@ time.sleep(60)
 
 
 def _remote_pack(s3: S3Server, tmp_path: Path) -> str:
-    names = write_images(tmp_path / "imgs", 24, size=(32, 32))
-    rows = [[n, str(i)] for i, (n, _) in enumerate(names)]
-    write_csv(tmp_path / "imgs" / "list.csv", ["image", "label"], rows)
-    url = f"s3://{s3.new_bucket()}/p.pack"
-    pack(tmp_path / "imgs", tmp_path / "imgs" / "list.csv", url, dtype=["int64"],
-         height=32, width=32, encode="raw", shards=4, workers=0, progress=False)  # fmt: skip
-    return url
+    return raw_pack_of_images(tmp_path, f"s3://{s3.new_bucket()}/p.pack", 24, shards=4)
 
 
 def test_cache_wait_bounds_the_wait_for_room_held_by_another_process(
