@@ -9,9 +9,15 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from torchmetrics.functional import classification as C
 from torchmetrics.functional import regression as R
 
+from scramjet.metrics._counts import (
+    average_precision,
+    binary_counts,
+    decisions,
+    multiclass_metrics,
+    roc_auc,
+)
 from scramjet.metrics.base import ResultPackage, as_tensor, warn_if_unshifted
 from scramjet.runtime.stacklevel import user_stacklevel
 from scramjet.trainer.batch import PAD_VALUE
@@ -211,7 +217,7 @@ class ClassificationResults(ResultPackage):
     Example:
         >>> import torch
         >>> ClassificationResults()(torch.tensor([0, 1, 1]), torch.tensor([0, 1, 0]))["accuracy"]
-        0.6666666865348816
+        0.6666666666666666
     """
 
     name = "classification"
@@ -277,7 +283,7 @@ class ClassificationResults(ResultPackage):
         n = self.num_classes or max(width, int(max(int(pred.max()), int(target.max())) + 1))
         _check_labels(target, n, "y_true", "ClassificationResults")
         _check_labels(pred, n, "y_pred", "ClassificationResults")
-        out = _multiclass_scores(pred, target, n)
+        out = multiclass_metrics(pred, target, n)
         if self.top_k:
             ranked = scores[kept] if width else None
             out.update(_top_k_accuracy(ranked, target, self.top_k))
@@ -323,23 +329,6 @@ def _top_k_accuracy(
     return {f"top{k}_accuracy": float((hit_at < k).double().mean()) for k in top_k}
 
 
-def _multiclass_scores(pred: torch.Tensor, target: torch.Tensor, n: int) -> dict[str, Any]:
-    """The metrics of :class:`ClassificationResults` for labels in ``[0, n)``. torchmetrics
-    takes two classes at least: one class (every target and prediction the same) is
-    scored as two, with the empty one left out of the macro averages (as every class
-    that no target or prediction holds) and of the confusion matrix."""
-    m = max(n, 2)
-    out: dict[str, Any] = {
-        "accuracy": float(C.multiclass_accuracy(pred, target, m, average="micro"))
-    }
-    for avg in ("macro", "micro"):
-        out[f"precision_{avg}"] = float(C.multiclass_precision(pred, target, m, average=avg))
-        out[f"recall_{avg}"] = float(C.multiclass_recall(pred, target, m, average=avg))
-        out[f"f1_{avg}"] = float(C.multiclass_f1_score(pred, target, m, average=avg))
-    out["confusion_matrix"] = C.multiclass_confusion_matrix(pred, target, m)[:n, :n].tolist()
-    return out
-
-
 class BinaryResults(ResultPackage):
     """Binary: accuracy, ROC-AUC, PR-AUC (average precision), F1.
 
@@ -379,14 +368,12 @@ class BinaryResults(ResultPackage):
     ) -> dict[str, Any]:
         """See the class docstring."""
         pred, target, order = self._scores_labels_order(y_pred, y_true)
-        t = self.threshold
+        counts = binary_counts(decisions(pred, self.threshold), target)
         return {
-            "accuracy": float(C.binary_accuracy(pred, target, threshold=t)),
-            "roc_auc": _defined_or_nan(C.binary_auroc, order, target, "ROC-AUC", both=True),
-            "pr_auc": _defined_or_nan(
-                C.binary_average_precision, order, target, "PR-AUC", both=False
-            ),
-            "f1": float(C.binary_f1_score(pred, target, threshold=t)),
+            "accuracy": counts["accuracy"],
+            "roc_auc": _defined_or_nan(roc_auc, order, target, "ROC-AUC", both=True),
+            "pr_auc": _defined_or_nan(average_precision, order, target, "PR-AUC", both=False),
+            "f1": counts["f1"],
         }
 
     def scores_and_labels(self, y_pred: Any, y_true: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -404,7 +391,9 @@ class BinaryResults(ResultPackage):
         tie a confident model's best samples."""
         raw = as_tensor(y_pred, "y_pred")
         target = as_tensor(y_true, "y_true")
-        pred = raw.float()
+        # float64 scores stay float64: a probability within float32 rounding of the
+        # threshold keeps its side of it
+        pred = raw.double() if raw.dtype == torch.float64 else raw.float()
         two_scores = pred.dim() == 2 and pred.shape[1] == 2 and pred.shape[0] == target.numel()
         keys = raw.double()
         if two_scores:
@@ -473,7 +462,7 @@ def _binary_labels(target: torch.Tensor) -> torch.Tensor:
 
 
 def _defined_or_nan(
-    metric: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    metric: Callable[[torch.Tensor, torch.Tensor], float],
     pred: torch.Tensor,
     target: torch.Tensor,
     label: str,
@@ -483,7 +472,7 @@ def _defined_or_nan(
     needs: ROC-AUC needs both classes (``both``), average precision a positive."""
     positives = int(target.sum())
     if positives and (not both or positives < target.numel()):
-        return float(metric(pred, target))
+        return metric(pred, target)
     held = "no positive" if not positives else "no negative"
     warnings.warn(
         f"BinaryResults: {label} is undefined when the targets hold {held} (all "

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import torch
-from torchmetrics.functional import classification as C
 
+from scramjet.metrics._counts import decisions, multilabel_metrics
 from scramjet.metrics.base import ResultPackage, as_tensor
 from scramjet.metrics.classification import (
     _refuse_nan,
@@ -57,32 +57,18 @@ class MultiLabelResults(ResultPackage):
         """See the class docstring."""
         pred, target = as_tensor(y_pred, "y_pred"), as_tensor(y_true, "y_true")
         _check_multilabel(pred, target)
+        kept = target != PAD_VALUE
         if pred.is_floating_point():
-            _refuse_nan(pred, target != PAD_VALUE, "MultiLabelResults")
-            pred = self._as_probabilities(pred, target != PAD_VALUE)
+            _refuse_nan(pred, kept, "MultiLabelResults")
+            pred = self._as_probabilities(pred, kept)
         else:
             pred = pred.float()
-        target = target.long()
-        labels, t = target.shape[1], self.threshold
-        kw: dict[str, Any] = {"threshold": t, "ignore_index": PAD_VALUE}
-        out: dict[str, Any] = {
-            "subset_accuracy": float(C.multilabel_exact_match(pred, target, labels, **kw)),
-            "hamming_loss": float(C.multilabel_hamming_distance(pred, target, labels, **kw)),
-        }
-        for avg in ("macro", "micro"):
-            out[f"precision_{avg}"] = float(
-                C.multilabel_precision(pred, target, labels, average=avg, **kw)
-            )
-            out[f"recall_{avg}"] = float(
-                C.multilabel_recall(pred, target, labels, average=avg, **kw)
-            )
-            out[f"f1_{avg}"] = float(C.multilabel_f1_score(pred, target, labels, average=avg, **kw))
-        return out
+        return multilabel_metrics(decisions(pred, self.threshold), target, kept)
 
     def _as_probabilities(self, pred: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
         """``pred`` through a sigmoid when stated logits; checked when stated probabilities."""
         if self.scores == "logits":
-            return pred.float().sigmoid()
+            return (pred if pred.dtype == torch.float64 else pred.float()).sigmoid()
         if self.scores == "probabilities":
             check_probabilities("MultiLabelResults", pred[kept])
         return pred
