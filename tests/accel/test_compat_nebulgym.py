@@ -69,12 +69,13 @@ def test_seed_names_and_signatures():
     ]
     assert list(inspect.signature(ng.TrainingLearner).parameters)[:2] == ["model", "backends"]
     for fn in (ng.accelerate_model, ng.patch_torch_module):
-        # patch_backprop first, as in nebulgym; its reduce_memory comes second positionally
-        # (a bool where backends stands) or by keyword
+        # nebulgym's order: accelerate_model(patch_backprop=True, reduce_memory=False,
+        # **nebulgym_kwargs) with backends among the keywords; backend names given second
+        # (this layer's earlier order) are still read as backends
         assert list(inspect.signature(fn).parameters) == [
             "patch_backprop",
-            "backends",
             "reduce_memory",
+            "backends",
         ]
     for fn in (ng.accelerate_dataset, ng.patch_dataset):
         assert list(inspect.signature(fn).parameters) == ["preloaded_data", "max_memory_size"]

@@ -15,13 +15,6 @@ import torch
 import scramjet.compat.nebulgym as ng
 from scramjet.accel import AccelerationWarning, active_backend
 
-_SIGNATURE = pytest.mark.xfail(
-    strict=True,
-    reason="accelerate_model's second parameter is named backends (pinned by "
-    "test_compat_nebulgym.py::test_seed_names_and_signatures), so nebulgym's "
-    "(patch_backprop, reduce_memory, backends=...) call is Python's 'multiple values' error",
-)
-
 
 class _Net(torch.nn.Module):
     def __init__(self) -> None:
@@ -40,7 +33,6 @@ def _grads(cls: type[torch.nn.Module]) -> list[torch.Tensor]:
     return [p.grad.clone() for p in net.parameters() if p.grad is not None]
 
 
-@_SIGNATURE
 @pytest.mark.parametrize("decorator", [ng.accelerate_model, ng.patch_torch_module])
 def test_positional_flags_with_backends_keyword(decorator) -> None:
     with warnings.catch_warnings():
@@ -54,7 +46,6 @@ def test_positional_flags_with_backends_keyword(decorator) -> None:
     assert active_backend(net) == "PYTORCH"
 
 
-@_SIGNATURE
 def test_positional_reduce_memory_true_with_backends_keyword_warns_once() -> None:
     with pytest.warns(AccelerationWarning, match="reduce_memory=True") as caught:
         decorated = ng.accelerate_model(True, True, backends=["PYTORCH"])(_Net)
@@ -79,7 +70,50 @@ def test_reduce_memory_by_keyword_still_warns_with_backends_first() -> None:
     assert decorated()(torch.randn(3, 8)).shape == (3, 2)
 
 
-@_SIGNATURE
 def test_backends_given_twice_names_both() -> None:
     with pytest.raises(TypeError, match=r"backends.*twice|twice.*backends"):
         ng.accelerate_model(True, ["PYTORCH"], backends=["COMPILE"])
+
+
+def test_backends_given_twice_positionally_names_both() -> None:
+    with pytest.raises(TypeError, match=r"backends given twice, as the second argument"):
+        ng.accelerate_model(True, ["PYTORCH"], ["COMPILE"])
+
+
+def test_patch_backprop_given_twice_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match=r"patch_backprop given twice.*first argument"):
+        ng.patch_torch_module(False, patch_backprop=True)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        ((True, False, ["PYTORCH"]), {}),  # nebulgym's order, backends third
+        ((True, ["PYTORCH"]), {"reduce_memory": False}),  # earlier (patch_backprop, backends)
+        ((["PYTORCH"], True), {"reduce_memory": False}),  # earlier (backends, patch_backprop)
+        ((["PYTORCH"],), {"patch_backprop": True}),
+        ((True, None), {"backends": ["PYTORCH"]}),
+    ],
+)
+def test_every_call_form_reads_the_same(args, kwargs) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AccelerationWarning)
+        decorated = ng.accelerate_model(*args, **kwargs)(_Net)
+    net = decorated()
+    net(torch.randn(2, 8))
+    assert active_backend(net) == "PYTORCH"
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, message",
+    [
+        ((True,), {"backends": True}, r"backends must be backend names.*reduce_memory=True"),
+        ((True, 1), {}, r"reduce_memory .* must be True or False; received 1"),
+        ((), {"backend": ["PYTORCH"]}, r"unexpected keyword argument 'backend'"),
+        ((True, False, ["PYTORCH"], 1), {}, r"at most 3 positional arguments"),
+        ((["PYTORCH"], True, None), {}, r"backend names first .* patch_backprop only"),
+    ],
+)
+def test_bad_arguments_say_what_was_expected(args, kwargs, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        ng.accelerate_model(*args, **kwargs)

@@ -12,6 +12,9 @@ What differs, and why (details in docs/acceleration.md):
 - ``patch_backprop`` defaults to True here, as nebulgym documents it (the core
   :func:`scramjet.accel.accelerate_model` keeps it off: it trades accuracy for speed);
   when on, it never starves small layers or the head.
+- ``accelerate_model`` / ``patch_torch_module`` take nebulgym's order, ``(patch_backprop,
+  reduce_memory, backends)``; backend names given second (this layer's earlier order) are
+  read as ``backends``, and backend names given first as ``(backends, patch_backprop)``.
 - Failed backends are dropped once with one warning; every backend is checked against eager.
 - ``max_memory_size`` is enforced (spill to disk beyond it); ``preloaded_data`` is the
   number of background preloaders that decode ahead of the loop: forked processes on Linux,
@@ -21,9 +24,10 @@ What differs, and why (details in docs/acceleration.md):
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from torch.utils.data import Dataset
 
@@ -35,6 +39,8 @@ from scramjet.accel.model import accelerate_model as _accelerate_model
 from scramjet.runtime.stacklevel import user_stacklevel
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _no_class(name: str, value: object, first: str) -> None:
@@ -55,37 +61,115 @@ _ARGS_EXAMPLE = {
 }
 
 
+_PARAMETERS = ("patch_backprop", "reduce_memory", "backends")
+_ORDINALS = ("first", "second", "third")
+
+
+def _is_names(value: object) -> bool:
+    """Backend names: a list or tuple of them, or one name."""
+    return isinstance(value, str | list | tuple)
+
+
+def _positional_slots(name: str, args: tuple[Any, ...]) -> dict[str, tuple[str, Any]]:
+    """Which parameter each positional argument fills, and where it came from.
+
+    nebulgym's order is ``(patch_backprop, reduce_memory, backends)``. This layer's earlier
+    call forms stay readable: backend names second are ``backends`` (``(True, ["PYTORCH"])``),
+    and backend names first are ``(backends, patch_backprop)`` (``(["PYTORCH"], False)``).
+    """
+    if args and _is_names(args[0]):
+        if len(args) > 2:
+            raise TypeError(
+                f"@{name}(): backend names first ({args[0]!r}) may be followed by "
+                f"patch_backprop only; received {len(args)} positional arguments. Use "
+                f"nebulgym's order, e.g. @{name}(True, False, backends={args[0]!r})."
+            )
+        slots = {"backends": ("first argument", args[0])}
+        if len(args) == 2 and args[1] is not None:
+            slots["patch_backprop"] = ("second argument", args[1])
+        return slots
+    slots = {}
+    for ordinal, parameter, value in zip(_ORDINALS, _PARAMETERS, args, strict=False):
+        if parameter == "reduce_memory" and value is None:
+            continue  # the default, as this layer's earlier (patch_backprop, None) had it
+        if parameter == "reduce_memory" and _is_names(value):
+            parameter = "backends"
+        if parameter in slots:
+            _given_twice(name, parameter, slots[parameter], f"the {ordinal} argument ({value!r})")
+        slots[parameter] = (f"{ordinal} argument", value)
+    return slots
+
+
+def _given_twice(name: str, parameter: str, first: tuple[str, Any], second: str) -> None:
+    """Python's "multiple values" error, naming both places the value came from."""
+    where, value = first
+    raise TypeError(
+        f"@{name}(): {parameter} given twice, as the {where} ({value!r}) and as {second}. "
+        f"Keep one; nebulgym's order is @{name}(patch_backprop, reduce_memory, "
+        "backends=[...]), e.g. "
+        f"@{name}(True, False, backends=['PYTORCH'])."
+    )
+
+
+def _read_call(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The three parameters of one call of a model decorator, by name."""
+    unknown = [key for key in kwargs if key not in _PARAMETERS]
+    if unknown:
+        raise TypeError(
+            f"@{name}() got an unexpected keyword argument {unknown[0]!r}; its parameters "
+            f"are patch_backprop, reduce_memory and backends, e.g. "
+            f"@{name}(patch_backprop=True, backends=['PYTORCH'])."
+        )
+    if len(args) > len(_PARAMETERS):
+        raise TypeError(
+            f"@{name}() takes at most 3 positional arguments (patch_backprop, "
+            f"reduce_memory, backends) but {len(args)} were given: {args!r}."
+        )
+    if args:
+        _no_class(name, args[0], "patch_backprop")
+    slots = _positional_slots(name, args)
+    for key, value in kwargs.items():
+        if key in slots:
+            _given_twice(name, key, slots[key], f"{key}={value!r}")
+    given = {key: value for key, (_, value) in slots.items()}
+    return {"patch_backprop": True, "reduce_memory": False, "backends": None, **given, **kwargs}
+
+
+def _nebulgym_call(decorator: Callable[P, R]) -> Callable[P, R]:
+    """Read the arguments before Python binds them, so that every form above is accepted
+    and duplicates are reported with both places; the signature shown stays nebulgym's."""
+
+    @functools.wraps(decorator)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        given = _read_call(decorator.__name__, args, kwargs)
+        return cast("Callable[..., R]", decorator)(**given)
+
+    return call
+
+
 def _model_decorator(
-    name: str, patch_backprop: Any, backends: Any, reduce_memory: bool | None
+    name: str, patch_backprop: Any, reduce_memory: Any, backends: Any
 ) -> Callable[[type[T]], type[T]]:
-    _no_class(name, patch_backprop, "patch_backprop")
-    # nebulgym's first parameter is patch_backprop; a list (or a name) first is the
-    # backends, as this layer's earlier signature and nebulgym's document order had it.
-    if isinstance(patch_backprop, str | list | tuple) and (
-        backends is None or isinstance(backends, bool)
-    ):
-        patch_backprop, backends = (True if backends is None else backends), patch_backprop
-    elif isinstance(patch_backprop, bool) and isinstance(backends, bool):
-        # nebulgym's second positional parameter is reduce_memory (backends came by keyword).
-        _reduce_memory_once(name, backends, reduce_memory)
-        reduce_memory, backends = backends, None
-    _warn_reduce_memory(name, bool(reduce_memory))
     if not isinstance(patch_backprop, bool):
         raise TypeError(
             f"@{name}(): patch_backprop must be True or False; received {patch_backprop!r}. "
             f"Pass backends by keyword, e.g. @{name}(patch_backprop=False, "
             "backends=['PYTORCH'])."
         )
-    return _accelerate_model(backends=backends, patch_backprop=patch_backprop)  # type: ignore[no-any-return]
-
-
-def _reduce_memory_once(name: str, positional: bool, by_keyword: bool | None) -> None:
-    """nebulgym's ``reduce_memory`` both second and by keyword: Python's own error there."""
-    if by_keyword is not None:
+    if not isinstance(reduce_memory, bool | None):
         raise TypeError(
-            f"@{name}(): reduce_memory given twice, as the second argument ({positional!r}) "
-            f"and as reduce_memory={by_keyword!r}. Keep one, e.g. @{name}(True, {by_keyword!r})."
+            f"@{name}(): reduce_memory (the second argument, as in nebulgym) must be True "
+            f"or False; received {reduce_memory!r}. Backends are names, e.g. "
+            f"@{name}(True, False, backends=['PYTORCH'])."
         )
+    if isinstance(backends, bool):
+        raise TypeError(
+            f"@{name}(): backends must be backend names such as ['PYTORCH']; received "
+            f"{backends!r}. nebulgym's reduce_memory flag is the second argument or "
+            f"reduce_memory={backends!r}."
+        )
+    _warn_reduce_memory(name, bool(reduce_memory))
+    return _accelerate_model(backends=backends, patch_backprop=patch_backprop)  # type: ignore[no-any-return]
 
 
 def _warn_reduce_memory(name: str, reduce_memory: bool) -> None:
@@ -102,41 +186,48 @@ def _warn_reduce_memory(name: str, reduce_memory: bool) -> None:
         )
 
 
+@_nebulgym_call
 def accelerate_model(
     patch_backprop: bool = True,
+    reduce_memory: bool = False,
     backends: Sequence[str] | None = None,
-    *,
-    reduce_memory: bool | None = None,
 ) -> Callable[[type[T]], type[T]]:
     """Class decorator with nebulgym's signature; see :func:`scramjet.accel.accelerate_model`.
 
+    Positional arguments follow nebulgym's order, ``@accelerate_model(True, False,
+    backends=["PYTORCH"])``. Earlier call forms of this layer still work: backend names
+    given second (where ``reduce_memory`` stands) are ``backends``, as in
+    ``@accelerate_model(False, ["PYTORCH"])``, and backend names given first are
+    ``backends`` followed by ``patch_backprop``, as in ``@accelerate_model(["PYTORCH"], False)``.
+
     Args:
         patch_backprop: meProp sparse backward, on by default as in nebulgym (head and
-            small layers stay dense); ``False`` keeps the exact backward. nebulgym's first
-            positional parameter: ``@accelerate_model(False)`` turns it off. A list of
-            backends given first is taken as ``backends``.
+            small layers stay dense); ``False`` keeps the exact backward.
+        reduce_memory: nebulgym's Gist activation compression, not implemented: ``True``
+            warns once with an :class:`~scramjet.accel.AccelerationWarning` and trains with
+            the exact backward; ``False`` (nebulgym's default) is silent.
         backends: ``"PYTORCH"``, ``"COMPILE"``, ``"ONNXRUNTIME"``, ``"RAMMER"`` in priority
-            order (``None`` = the measured default for the model's device). A bool here is
-            nebulgym's second positional parameter, ``reduce_memory`` (Gist activation
-            compression, not implemented: ``True`` warns once with an
-            :class:`~scramjet.accel.AccelerationWarning` and trains with the exact backward).
-        reduce_memory: the same nebulgym parameter given by keyword (``None`` = False);
-            giving it both ways is a ``TypeError``, as in nebulgym.
+            order (``None`` = the measured default for the model's device).
 
     Returns:
         A decorator returning a same-named subclass.
+
+    Raises:
+        TypeError: a parameter given twice (positionally and by keyword, or backend names
+            both second and third), a flag that is not a bool, or the decorator applied
+            without parentheses.
     """
-    return _model_decorator("accelerate_model", patch_backprop, backends, reduce_memory)
+    return _model_decorator("accelerate_model", patch_backprop, reduce_memory, backends)
 
 
+@_nebulgym_call
 def patch_torch_module(
     patch_backprop: bool = True,
+    reduce_memory: bool = False,
     backends: Sequence[str] | None = None,
-    *,
-    reduce_memory: bool | None = None,
 ) -> Callable[[type[T]], type[T]]:
-    """nebulgym's older name for :func:`accelerate_model`."""
-    return _model_decorator("patch_torch_module", patch_backprop, backends, reduce_memory)
+    """nebulgym's older name for :func:`accelerate_model`, with the same parameters."""
+    return _model_decorator("patch_torch_module", patch_backprop, reduce_memory, backends)
 
 
 def accelerate_dataset(
