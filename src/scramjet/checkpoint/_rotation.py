@@ -1,6 +1,7 @@
 """Which checkpoints rotation keeps: the last ``keep_last`` and the ``keep_best`` best that
 can be read. A best-ranked file that was damaged after it was written (truncated, bytes
-flipped) never holds a place a readable checkpoint then loses."""
+flipped) never holds a place a readable checkpoint then loses, and is never the one
+``index.json`` names as ``"best"`` (:meth:`BestChecker.intact_best`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from scramjet.checkpoint._reading import read_complete
 from scramjet.checkpoint.payload import CorruptCheckpointError
 from scramjet.checkpoint.records import CheckpointInfo
+from scramjet.runtime.stacklevel import user_stacklevel
 
 __all__ = ["BestChecker", "keep_seqs"]
 
@@ -40,6 +42,30 @@ class BestChecker:
         return stat.st_size, stat.st_mtime_ns
 
     def readable(self, info: CheckpointInfo, places: int) -> bool:
+        """Whether ``info`` can be read, for rotation's ``keep_best`` places; a warning
+        names it the first time it is found damaged."""
+        return self._check(
+            info,
+            f"It ranks among the keep_best={places} best checkpoints, but rotation no longer "
+            "counts it: the best readable ones keep their places, and this file is removed "
+            "like any checkpoint rotation does not keep.",
+        )
+
+    def intact_best(self, info: CheckpointInfo, monitor: str | None) -> bool:
+        """Whether ``info``, ranked best by ``monitor``, can be read before ``index.json``
+        names it as best; a warning names it the first time it is found damaged."""
+        value = info.metrics.get(monitor or "")
+        return self._check(
+            info,
+            f"Its {monitor}={value} ranks it best, but index.json no longer names it as "
+            '"best": that is now the best checkpoint that can be read, and '
+            "load(which='best') skips this file too. Put back a good copy of it (from a "
+            "backup or the remote store), or delete it.",
+        )
+
+    def _check(self, info: CheckpointInfo, consequence: str) -> bool:
+        """Checksum and layout of ``info`` checked once per version of the file (a version
+        this manager wrote counts as checked); ``consequence`` ends the warning."""
         version = self._version(info.path)
         if version is None:
             return False
@@ -51,13 +77,7 @@ class BestChecker:
             good = True
         except (CorruptCheckpointError, OSError) as error:
             good = False
-            warnings.warn(
-                f"{error}. It ranks among the keep_best={places} best checkpoints, but "
-                "rotation no longer counts it: the best readable ones keep their places, "
-                "and this file is removed like any checkpoint rotation does not keep.",
-                UserWarning,
-                stacklevel=2,
-            )
+            warnings.warn(f"{error}. {consequence}", UserWarning, stacklevel=user_stacklevel())
         self._seen[info.path.name] = (version, good)
         return good
 

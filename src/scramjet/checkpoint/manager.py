@@ -559,8 +559,17 @@ class CheckpointManager:
 
     def _write_index(self, kept: list[CheckpointInfo]) -> None:
         # A manager without a monitor keeps the rule the folder records (which='best').
+        # "best" names an intact file: a damaged one (checked once per version of the
+        # file) is skipped with a warning, as load(which="best") skips it.
         monitor, mode = self._recorded_ranking()
-        write_index(self.directory, kept, monitor=monitor, mode=mode, version=FORMAT_VERSION)
+        write_index(
+            self.directory,
+            kept,
+            monitor=monitor,
+            mode=mode,
+            version=FORMAT_VERSION,
+            readable=lambda info: self._best_checker.intact_best(info, monitor),
+        )
 
     def _read_index(self) -> dict[str, CheckpointInfo]:
         return read_index(self.directory)

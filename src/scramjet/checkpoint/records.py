@@ -5,7 +5,9 @@ restored, :func:`load_training_object` whether a saved optimizer or scheduler fi
 one it is loaded into. ``index.json`` caches every checkpoint's step, epoch and metrics, and the
 ranking (monitor and mode) its manager used: :func:`write_index` replaces it atomically,
 :func:`read_index` and :func:`read_ranking` read it back and treat a missing or damaged
-index as empty (the manager rebuilds it from the files themselves).
+index as empty (the manager rebuilds it from the files themselves). A manager's index
+names as ``"best"`` only a checkpoint whose checksum it checked: a damaged best (truncated,
+bytes flipped on disk) gives its place to the best intact one at the next save.
 
 The index is strict JSON, readable by any JSON parser: a metric that is NaN or infinite (a
 diverged loss) is written as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``. Both
@@ -17,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,14 +219,25 @@ def _metric_json(value: float) -> float | str:
 
 
 def write_index(
-    directory: Path, kept: list[CheckpointInfo], *, monitor: str | None, mode: str, version: int
+    directory: Path,
+    kept: list[CheckpointInfo],
+    *,
+    monitor: str | None,
+    mode: str,
+    version: int,
+    readable: Callable[[CheckpointInfo], bool] | None = None,
 ) -> None:
-    """Replace ``directory``'s index with ``kept`` (oldest first) and the ranking rule."""
-    best = ranked_best(kept, monitor, mode)
+    """Replace ``directory``'s index with ``kept`` (oldest first) and the ranking rule.
+
+    ``"best"`` names the best of ``kept`` by ``monitor`` for which ``readable`` is true
+    (checked best first, stopping at the first readable one; without ``readable`` the
+    best by ``monitor``), or null when none is."""
+    ranked = ranked_best(kept, monitor, mode)
+    best = next((c for c in ranked if readable is None or readable(c)), None)
     data = {
         "format": version,
         "latest": kept[-1].path.name if kept else None,
-        "best": best[0].path.name if best else None,
+        "best": best.path.name if best is not None else None,
         "monitor": monitor,
         "mode": mode,
         "checkpoints": [
