@@ -44,10 +44,13 @@ _PACKAGES = (
 )
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any) -> str:
     """Write ``data`` as indented strict JSON, atomically and durably (values JSON lacks as
-    ``str``; a non-finite float as ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``)."""
-    atomic_write_text(path, strict_json.dumps(data, indent=2, sort_keys=True, default=str))
+    ``str``; a non-finite float as ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``); returns
+    the text written."""
+    text = strict_json.dumps(data, indent=2, sort_keys=True, default=str)
+    atomic_write_text(path, text)
+    return text
 
 
 def read_json(path: Path) -> Any:

@@ -14,6 +14,10 @@ from scramjet.tracking import _files
 from scramjet.tracking.storage import RunStorage, StorageCheckError, StorageTimeouts, UploadReport
 from scramjet.tracking.upload_process import ProcessRunStorage, open_storage
 
+#: The run's JSON files whose last content written is kept in memory (small), to write them
+#: back into a run folder removed while training.
+KEPT_JSON = ("run.json", "hyperparams.json", "environment.json")
+
 
 class RunMirror:
     """Uploads of a run folder's files to ``storage_url`` (nothing without one)."""
@@ -30,6 +34,7 @@ class RunMirror:
     _defer_lock: threading.Lock
     _last_sync: float
     _syncing: bool
+    _kept_json: dict[str, str]
 
     if TYPE_CHECKING:
 
@@ -75,7 +80,9 @@ class RunMirror:
         return None
 
     def _write_json(self, rel: str, data: Any, periodic: bool = False) -> None:
-        _files.write_json(self.run_dir / rel, data)
+        text = _files.write_json(self.run_dir / rel, data)
+        if rel in KEPT_JSON:  # written back if the run folder is removed while training
+            self._kept_json[rel] = text
         self._upload(rel, periodic=periodic)
 
     def _upload(self, rel: str, periodic: bool = False) -> None:

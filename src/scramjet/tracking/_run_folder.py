@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scramjet.checkpoint import CheckpointManager, CheckpointWriteError
+from scramjet.runtime.files import atomic_write_text
 from scramjet.tracking import _files
-from scramjet.tracking._params import run_hyperparams
-from scramjet.tracking.loggers.csv import CSVTracker
+from scramjet.tracking import _json as strict_json
 
 if TYPE_CHECKING:
     from scramjet.trainer.trainer import Trainer
@@ -40,6 +40,7 @@ class RunFolder:
     _previous_run: Path | None
     _writer: Any
     _storage: Any
+    _kept_json: dict[str, str]
 
     if TYPE_CHECKING:
 
@@ -55,6 +56,8 @@ class RunFolder:
 
         def _write_json(self, rel: str, data: Any, periodic: bool = False) -> None: ...
 
+        def _upload(self, rel: str, periodic: bool = False) -> None: ...
+
     def _next_run(self, trainer: Trainer) -> None:
         """A new ``train()`` from step 0 with this Experiment: a new run folder.
 
@@ -69,7 +72,7 @@ class RunFolder:
         self._run_dir, self._reopened, self._restored_dir = None, False, None
         self.resume, self._manager, self._finished = None, None, False
         self._trackers, self._tracker_errors, self._last_step = [], [], 0
-        self._previous_run = previous
+        self._previous_run, self._kept_json = previous, {}
         if previous is not None:
             trainer.print(
                 f"Experiment: train() started again from step 0, so this is a new run; the "
@@ -96,45 +99,72 @@ class RunFolder:
 
     def _recreate_if_removed(self, trainer: Trainer | None) -> None:
         """The run folder deleted while training (a cleanup script, a user): create it
-        again with ``run.json``, the hyperparameters, the environment, empty metric files
-        and the checkpoints folder, say once what was lost, and let training continue.
-        Without ``trainer`` (``close()`` after a failure) the folder is created again to
-        record how the run ended, without the hyperparameters and environment."""
+        again with what the run still knows (``run.json``, ``hyperparams.json`` and
+        ``environment.json`` as last written, the epoch metric rows, each logger's files
+        started again), say once what was lost, and let training continue. Without
+        ``trainer`` (``close()`` after a failure) the folder is created again to record how
+        the run ended. A logger's own files removed alone: one warning."""
         run = self._run_dir
-        if run is None or self._writer is None or (run / "run.json").is_file():
+        if run is None or self._writer is None:
+            return
+        if (run / "run.json").is_file():
+            self._warn_logger_notes()
             return
         unsaved = self._unsaved_checkpoint()
-        self._writer.flush()  # rows in flight fail against the missing folder: counted below
+        self._writer.put("reopen", None)  # each logger writes its files again
+        self._writer.flush()  # rows in flight may fail against the missing folder: counted
         lost = [e for e in self._writer.errors if e.startswith("csv: metrics: FileNotFoundError")]
         self._writer.errors[:] = [e for e in self._writer.errors if e not in lost]
         (run / "checkpoints").mkdir(parents=True, exist_ok=True)
-        CSVTracker(run)  # metrics.csv (its header) and metrics.jsonl, appended from now on
         state = self._state if trainer is None else trainer.state
         step = 0 if state is None else int(state.global_step)
-        info = {"started": self._opened_at, "status": "running", **self._run_fields()}
-        info["folder_recreated"] = {"time": time.time(), "step": step}
-        if self._previous_run is not None:
-            info["previous_run"] = self._previous_run.name
-        self._write_json("run.json", info)
-        if trainer is not None:
-            names = (self.project, self.experiment, run.name)
-            self._write_json("hyperparams.json", run_hyperparams(trainer, *names, self.hyperparams))
-            self._write_environment(trainer, resumed=False)
-        lost_text = "the metric rows" + (" and checkpoints" if self.checkpoint is not None else "")
-        lost_text += " written before"
+        self._write_back_json(step)
+        parts = ["the checkpoints written before"] if self.checkpoint is not None else []
         if lost:
-            lost_text += f", {len(lost)} batch(es) of rows written while it was gone"
+            parts.append(f"{len(lost)} batch(es) of metric rows written while it was gone")
         if unsaved:
-            lost_text += f", the checkpoint being written then ({unsaved})"
+            parts.append(f"the checkpoint being written then ({unsaved})")
+        notes = [n for t in self._trackers for n in t.take_notes()]
         then = "and training continues" if trainer else "to record how the run ended"
         later = "Rows and checkpoints are written to it again from now on; " if trainer else ""
         warnings.warn(
             f"Experiment: the run folder {run} was removed while training (noticed at step "
-            f"{step}); it was created again {then}. Lost with it: {lost_text}. "
-            f"{later}its run.json records 'folder_recreated'.",
+            f"{step}); it was created again {then}, with run.json, hyperparams.json and "
+            f"environment.json written back"
+            + "".join(f"; {n}" for n in notes)
+            + (f". Lost with it: {', '.join(parts)}" if parts else "")
+            + f". {later}its run.json records 'folder_recreated'.",
             RuntimeWarning,
             stacklevel=3,
         )
+
+    def _write_back_json(self, step: int) -> None:
+        """``run.json`` (status running, ``folder_recreated``), ``hyperparams.json`` and
+        ``environment.json`` as this run last wrote them."""
+        kept = self._kept_json
+        info = {"started": self._opened_at, **strict_json.loads(kept.get("run.json", "{}"))}
+        info.update(status="running", **self._run_fields())
+        info["folder_recreated"] = {"time": time.time(), "step": step}
+        if self._previous_run is not None:
+            info["previous_run"] = self._previous_run.name
+        self._write_json("run.json", info)
+        for rel in ("hyperparams.json", "environment.json"):
+            if rel in kept:
+                atomic_write_text(self.run_dir / rel, kept[rel])
+                self._upload(rel)
+
+    def _warn_logger_notes(self) -> None:
+        """A logger whose own files were removed (the run folder kept) started new ones:
+        say what it said, once."""
+        notes = [n for t in self._trackers for n in t.take_notes()]
+        if notes:
+            warnings.warn(
+                f"Experiment: files of the run's loggers in {self._run_dir} were removed "
+                f"while training; each started new ones and logging continues: "
+                f"{'; '.join(notes)}.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def _unsaved_checkpoint(self) -> str | None:
         """The background checkpoint write that the folder's removal made fail, if any."""

@@ -120,6 +120,8 @@ def dispatch(trackers: list[Tracker], kind: str, payload: Any, errors: list[str]
                 tracker.set_status(payload)
             elif kind == "close":
                 tracker.close()
+            elif kind == "reopen":
+                tracker.reopen_removed_files()
         except Exception as exc:
             errors.append(f"{tracker.name}: {kind}: {type(exc).__name__}: {exc}")
 

@@ -222,6 +222,7 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
         self._finished = False
         self._trained = False  # a train() used this Experiment already
         self._previous_run: Path | None = None
+        self._kept_json: dict[str, str] = {}  # the run's JSON files, last written
         self._mid_epoch = False  # between a training epoch's start and end events
         self._syncing = False  # the storage is being synced and checked
 
@@ -649,6 +650,7 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
             self._writer.close()
             self._tracker_errors.extend(self._writer.errors)
             self._writer = None
+            self._warn_logger_notes()  # a logger's files removed after the last check
             return
         if self._trackers:
             if status == "finished":

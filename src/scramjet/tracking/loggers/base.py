@@ -69,6 +69,23 @@ class Tracker:
     def close(self) -> None:
         """Flush and release files or connections."""
 
+    def reopen_removed_files(self) -> None:
+        """Start new files for those of this logger removed while the run goes on (its
+        folder deleted by a cleanup, say), noting what was lost (see :meth:`take_notes`).
+        The loggers that write into the run folder check this before each write too, so
+        the values logged after a removal are kept."""
+
+    def take_notes(self) -> list[str]:
+        """What this logger started again since the last call because its files were
+        removed, one phrase each (the Experiment says them in one warning)."""
+        notes: list[str] = self.__dict__.get("_notes", [])
+        taken = notes[: len(notes)]
+        del notes[: len(taken)]  # a note added meanwhile (another thread) stays for later
+        return taken
+
+    def _note(self, text: str) -> None:
+        self.__dict__.setdefault("_notes", []).append(text)
+
 
 def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """``{"opt": {"lr": 0.1}}`` → ``{"opt.lr": 0.1}``; non-scalar values become strings."""

@@ -38,15 +38,49 @@ class CSVTracker(Tracker):
         # (used by ``scramjet report``) must not.
         from scramjet.runtime.files import atomic_write_text
 
+        # The epoch rows in the files, written back if the folder is removed while the run
+        # goes on (None: files found here, read at the first write or truncate).
+        self._epoch_rows: list[MetricRow] | None = None
+        if not self.csv_path.exists() and not self.jsonl_path.exists():
+            self._epoch_rows = []
         if not self.csv_path.exists():
             atomic_write_text(self.csv_path, ",".join(CSV_FIELDS) + "\n")
         if not self.jsonl_path.exists():
             atomic_write_text(self.jsonl_path, "")
 
+    def _known_epoch_rows(self) -> list[MetricRow]:
+        if self._epoch_rows is None:
+            self._epoch_rows = [r for r in read_metrics(self.run_dir) if r["scope"] == "epoch"]
+        return self._epoch_rows
+
+    def reopen_removed_files(self) -> None:
+        """The metric files (or the whole run folder) removed: write them again. Without
+        ``metrics.jsonl`` they hold the epoch rows logged so far (kept in memory: one per
+        epoch and evaluation), the step rows being lost with the files; a removed
+        ``metrics.csv`` alone is written again from ``metrics.jsonl``."""
+        known = self._known_epoch_rows()
+        if self.csv_path.is_file() and self.jsonl_path.is_file():
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.jsonl_path.is_file():
+            rows = read_metrics(self.run_dir)
+            self._write_all(rows)
+            self._note(f"metrics.csv was written again from metrics.jsonl ({len(rows)} rows)")
+            return
+        self._write_all(known)
+        epochs = sorted({r["epoch"] for r in known})
+        span = f" (epochs {epochs[0]}-{epochs[-1]})" if epochs else ""
+        self._note(
+            f"metrics.csv and metrics.jsonl were written again with the {len(known)} epoch "
+            f"row(s) of the run so far{span}; the per-step rows written before were lost"
+        )
+
     def log_metrics(self, rows: Sequence[MetricRow]) -> None:
         """Append the rows to both files (one write per file)."""
         if not rows:
             return
+        self.reopen_removed_files()
+        self._known_epoch_rows().extend(r for r in rows if r["scope"] == "epoch")
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         lines = []
@@ -70,9 +104,14 @@ class CSVTracker(Tracker):
 
     def truncate(self, step: int, epoch: int) -> None:
         """Drop rows after the resumed checkpoint and rewrite both files atomically."""
+        rows = [r for r in read_metrics(self.run_dir) if _kept(r, step, epoch)]
+        self._write_all(rows)
+        self._epoch_rows = [r for r in rows if r["scope"] == "epoch"]
+
+    def _write_all(self, rows: Sequence[MetricRow]) -> None:
+        """Both files holding exactly ``rows``, each written atomically."""
         from scramjet.runtime.files import atomic_write_text  # see __init__
 
-        rows = [r for r in read_metrics(self.run_dir) if _kept(r, step, epoch)]
         atomic_write_text(
             self.jsonl_path, "".join(strict_json.dumps(_json_row(r)) + "\n" for r in rows)
         )
