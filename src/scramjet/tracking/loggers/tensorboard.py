@@ -165,14 +165,35 @@ class TensorBoardTracker(Tracker):
         self._started = False
         self._status = "finished"
         self._purge_step: int | None = None
+        self._session_start: Any = None  # the HParams session start, for a new event file
+        self._restart_session = False
 
     @property
     def events(self) -> EventFile:
-        """The event file scalars and HParams entries go to (a new one after :meth:`close`)."""
+        """The event file scalars and HParams entries go to (a new one after :meth:`close`,
+        or after the file was removed: see :meth:`reopen_removed_files`)."""
+        self.reopen_removed_files()
         if self._events is None:
             self._events = EventFile(self.log_dir, self._purge_step)
             self._purge_step = None
+            if self._restart_session and self._session_start is not None:
+                self._events.add_summary(self._session_start)  # the HParams session again
+            self._restart_session = False
         return self._events
+
+    def reopen_removed_files(self) -> None:
+        """The event file removed (the run folder deleted while training): its handle would
+        write on into the removed file, so the next scalars go to a new event file (the
+        folder created again if needed), which starts the HParams session again."""
+        if self._events is None or self._events.path.exists():
+            return
+        removed, self._events = self._events, None
+        removed.close()
+        self._restart_session = self._started
+        self._note(
+            f"TensorBoard: its event file {removed.path.name} was removed with the scalars "
+            f"written to it; the later ones go to a new event file in {self.log_dir}"
+        )
 
     @property
     def writer(self) -> Any:
@@ -190,6 +211,7 @@ class TensorBoardTracker(Tracker):
 
         kept = {k: v for k, v in params.items() if isinstance(v, _HPARAM_TYPES)}
         _, start, _ = hparams(kept, {})
+        self._session_start = start
         self.events.add_summary(start)
         self.events.flush()
         self._started = True
@@ -228,8 +250,9 @@ class TensorBoardTracker(Tracker):
 
     def close(self) -> None:
         """End the HParams session with the run's status, flush and close the event file."""
-        if self._started and self._events is not None:
-            self._events.add_summary(_session_end(self._status))
+        self.reopen_removed_files()
+        if self._started and (self._events is not None or self._restart_session):
+            self.events.add_summary(_session_end(self._status))
         self.close_files()
 
     def close_files(self) -> None:

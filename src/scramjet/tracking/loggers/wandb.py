@@ -74,11 +74,15 @@ class WandbTracker(Tracker):
         self._config: dict[str, Any] = {}
         self._exit_code = 0
         self._run: Any = None
+        self._log_file: Path | None = None  # an offline run's .wandb file, while it runs
+        self._log_seen = False  # that file was there once (W&B's process creates it)
         _ = self.run  # started now, on the training process's main thread: errors show at once
 
     @property
     def run(self) -> Any:
-        """The W&B run (started, or continued after :meth:`close`, on first use)."""
+        """The W&B run (started, or continued after :meth:`close`, on first use; continued
+        in new files after its offline files were removed: see :meth:`reopen_removed_files`)."""
+        self.reopen_removed_files()
         if self._run is None:
             import wandb
 
@@ -94,7 +98,35 @@ class WandbTracker(Tracker):
                 reinit="create_new",
                 settings=_settings(),
             )
+            log = Path(self._run.settings.sync_file or "")
+            self._log_file = log if self._run.offline and log.name else None
+            self._log_seen = log.is_file()
         return self._run
+
+    def reopen_removed_files(self) -> None:
+        """An offline run whose ``.wandb`` file was removed (the run folder or its
+        ``wandb/`` deleted while training): W&B's process writes on into the removed file,
+        which nothing could upload, so the run is finished and continued (same id) in a
+        new offline run folder, where the next rows go. Online runs are left to W&B."""
+        if self._run is None or self._log_file is None:
+            return
+        if self._log_file.exists():
+            self._log_seen = True
+            return
+        if not self._log_seen:  # not created yet
+            return
+        removed, self._run, self._log_file = self._run, None, None
+        said = ""
+        try:
+            removed.finish(exit_code=0)  # into the removed files: nothing of it is kept
+        except Exception as exc:  # the new run is what counts; the note says it
+            said = f" (finishing the removed one raised {type(exc).__name__}: {exc})"
+        self._note(
+            f"W&B: its offline run folder {Path(removed.settings.sync_dir).name} was removed "
+            f"with the rows, config and summary written to it; run {self.run_id} continues "
+            f"in a new offline run folder under {self.run_dir / 'wandb'}, with the config "
+            f"and the later rows{said}"
+        )
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
         """Store the settings in the run's config."""
