@@ -279,8 +279,8 @@ def agree_on_a_signal(signal_at: int) -> dict[str, int]:
         if watcher.agreed(step):
             stopped_at = step
             break
-        if watcher._pending is not pending:
-            issued, pending = issued + 1, watcher._pending
+        if watcher._vote._pending is not pending:
+            issued, pending = issued + 1, watcher._vote._pending
         time.sleep(0.0005)
     watcher.finish()
     both = dist.gather_object((stopped_at, issued, watcher.seen))

@@ -18,8 +18,13 @@ import torch
 from torch import nn
 from torch.utils.data import IterableDataset
 
+import scramjet.trainer._rank_stops as rank_stops
 from scramjet import Trainer
 from scramjet.runtime import distributed as dist
+
+# The ranks' vote on held stops checks at the first update, at the third, then about every
+# CHECK_INTERVAL_S seconds: never again in this run, so the count below is exact.
+rank_stops.CHECK_INTERVAL_S = 600.0
 
 
 class Stream(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):

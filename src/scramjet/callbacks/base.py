@@ -169,17 +169,31 @@ class StopTrainingError(Exception):
     (``training_run_end`` and ``on_training_run_end`` still run). The error is kept in
     ``trainer.stop_reason``.
 
+    Across processes, a stop raised on one rank in the middle of an epoch is held until
+    the ranks agree on it (within about a second, at an optimizer update, or at the epoch's
+    end), then every rank stops at the same step; raised with ``every_rank=True``, it stops
+    at once.
+
     Attributes:
         reraise: raise the error from ``train()`` once the run has ended cleanly (False by
             default: ``train()`` just returns).
+        every_rank: the callback raises it on every rank at the same step (from a value
+            every rank shares, or agreed across the processes, as
+            :class:`TerminateOnNaNCallback` does): the Trainer stops at once instead of
+            holding it for the ranks to agree (False by default).
     """
 
     reraise: bool = False
+    every_rank: bool = False
 
-    def __init__(self, *args: object, reraise: bool | None = None) -> None:
+    def __init__(
+        self, *args: object, reraise: bool | None = None, every_rank: bool | None = None
+    ) -> None:
         super().__init__(*args)
         if reraise is not None:
             self.reraise = reraise
+        if every_rank is not None:
+            self.every_rank = every_rank
 
 
 class CallbackError(RuntimeError):
@@ -352,6 +366,10 @@ class CallbackHandler:
         self.callbacks: list[TrainerCallback] = []
         self._known = EVENT_NAMES | frozenset(custom_events)
         self._table: dict[str, list[tuple[TrainerCallback, Any]]] = {}
+        #: Set by the Trainer while a run has several processes: a callback's stop raised in
+        #: an event without ``agree`` is handed to it (held until the ranks agree on it),
+        #: with whether it counts as ``stop_training()`` (see ``_record_stop``).
+        self.hold_stop: Callable[[StopTrainingError, bool], None] | None = None
         for cb in callbacks:
             self.add_callback(cb)
 
@@ -428,13 +446,17 @@ class CallbackHandler:
 
         ``agree`` (the Trainer's, across processes) is called once, before the callbacks
         that write a checkpoint in ``event``, with this process's stop; it returns the stop
-        the processes agreed on, so the checkpoint records a stop another rank decided.
+        the processes agreed on, so the checkpoint records a stop another rank decided. In
+        other events, while ``hold_stop`` is set, a stop not raised on every rank alike
+        (``every_rank``) is handed to it instead of raised.
         """
         entries = self._table.get(event, [])
         if not entries and agree is None:
             return
         stop: StopTrainingError | None = None
         agreed = agree is None
+        holding = agree is None and self.hold_stop is not None
+        deferred: list[TrainerCallback] = []  # held stops are recorded when the ranks agree
         for callback, method in entries:
             if agree is not None and not agreed and event in callback.checkpoint_events:
                 stop, agreed = agree(stop), True
@@ -442,7 +464,10 @@ class CallbackHandler:
                 method(trainer, **kwargs)
             except StopTrainingError as exc:
                 stop = stop or exc
-                _record_stop(trainer, callback)
+                if holding:
+                    deferred.append(callback)
+                else:
+                    _record_stop(trainer, callback)
             except Exception as exc:
                 name = str(getattr(event, "value", event))
                 written = getattr(method, "__name__", name)
@@ -453,8 +478,20 @@ class CallbackHandler:
                 ) from exc
         if not agreed and agree is not None:
             stop = agree(stop)
-        if stop is not None:
-            raise stop
+        if stop is None:
+            return
+        if holding and self.hold_stop is not None and not stop.every_rank:
+            self.hold_stop(stop, any(_counts_as_stop_training(cb) for cb in deferred))
+            return
+        for callback in deferred:
+            _record_stop(trainer, callback)
+        raise stop
+
+
+def _counts_as_stop_training(callback: TrainerCallback) -> bool:
+    """A callback that keeps no state of its own in checkpoints: its stop is recorded as
+    ``stop_training()``, so that a rerun of the run stops too."""
+    return type(callback).state_dict is TrainerCallback.state_dict
 
 
 def _record_stop(trainer: Trainer, callback: TrainerCallback) -> None:
@@ -462,7 +499,7 @@ def _record_stop(trainer: Trainer, callback: TrainerCallback) -> None:
     run again with ``resume_from="auto"`` stops too. A callback that keeps its own state in
     the checkpoint (``EarlyStoppingCallback``) judges that rerun from it (a larger patience
     trains on); a stand-in trainer without counters (a compat layer's) has nothing to mark."""
-    if type(callback).state_dict is not TrainerCallback.state_dict:
+    if not _counts_as_stop_training(callback):
         return
     state = getattr(trainer, "state", None)
     if state is not None and hasattr(state, "stop_requested"):

@@ -21,6 +21,7 @@ class TrainingNaNError(StopTrainingError):
     """The training loss became NaN or infinite. Raised from ``train()`` after a clean stop."""
 
     reraise = True
+    every_rank = True  # the callback's check is one collective: every rank raises it alike
 
 
 _ACCELERATOR_GROUP = 8

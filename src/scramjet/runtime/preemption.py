@@ -28,14 +28,12 @@ import gc
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
-import torch
-
 from scramjet.runtime import distributed as dist
+from scramjet.runtime._step_vote import StepVote
 
 __all__ = [
     "PREEMPTED_EXIT_CODE",
@@ -145,9 +143,7 @@ class PreemptionWatcher:
         self.signals = tuple(_catchable(sig) for sig in signals)
         self._previous: dict[signal.Signals, _Handler] = {}
         self._seen: int | None = None
-        self._pending: tuple[Any, torch.Tensor] | None = None  # the all-reduce in flight
-        self._next_check = 0  # the step of the next agreement (the same on every rank)
-        self._last: tuple[int, float] | None = None  # (step, time) of the last check
+        self._vote = StepVote(1, self.check_interval_s)
 
     @property
     def installed(self) -> bool:
@@ -215,36 +211,16 @@ class PreemptionWatcher:
         """
         if not dist.is_distributed():
             return self._seen is not None
-        if step < self._next_check:
+        agreed = self._vote.vote(step, [self._seen or 0])
+        if not agreed or not agreed[0]:
             return False
-        agreed, following = 0, step + 1
-        if self._pending is not None:
-            work, result = self._pending
-            work.wait()
-            agreed, following = int(result[0]), max(int(result[1]), step + 1)
-        proposal = following + self._steps_per_interval(step) if dist.get_rank() == 0 else 0
-        values = [self._seen or 0, proposal]
-        flag = torch.tensor(values, dtype=torch.int64, device=dist._comm_device())
-        work = torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, async_op=True)
-        self._pending, self._next_check = (work, flag), following
-        if agreed and self._seen is None:
-            self._seen = agreed  # another rank's signal: report it as this rank's reason
-        return agreed != 0
-
-    def _steps_per_interval(self, step: int) -> int:
-        """How many steps make about ``check_interval_s`` seconds (rank 0 measures)."""
-        now, last, self._last = time.monotonic(), self._last, (step, time.monotonic())
-        if last is None or step <= last[0]:
-            return 1
-        per_step = max(now - last[1], 1e-9) / (step - last[0])
-        return max(1, min(10_000, int(self.check_interval_s / per_step)))
+        if self._seen is None:
+            self._seen = agreed[0]  # another rank's signal: report it as this rank's reason
+        return True
 
     def finish(self) -> None:
         """Wait for the all-reduce still in flight, if any (every rank, e.g. when stopping)."""
-        pending, self._pending = self._pending, None
-        self._next_check, self._last = 0, None
-        if pending is not None:
-            pending[0].wait()
+        self._vote.finish()
 
 
 def shield_loader_worker(worker_id: int | None = None) -> None:

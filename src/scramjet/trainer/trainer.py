@@ -43,6 +43,7 @@ from scramjet.schedulers import (
 from scramjet.tracking.metric_log import MetricLog
 from scramjet.trainer import _evaluation, _predict, _rerun
 from scramjet.trainer._explain import explain_batch_error
+from scramjet.trainer._rank_stops import RankStops
 from scramjet.trainer.batch import (
     batch_size_of,
     call_model,
@@ -194,6 +195,7 @@ class Trainer:
         self._batches_in_epoch = 0
         self._in_training_run = False
         self._end_epoch_requested = False
+        self._rank_stops: RankStops | None = None  # across processes: stops held until agreed
         self._in_train_batches = False  # trainer.log: a step value now (see log_dict)
         self._epoch_eval = False  # the evaluation running is the epoch's own
         self._epoch_cut = False  # the run stopped before the epoch's last batch
@@ -666,9 +668,12 @@ class Trainer:
         # in the documented order (optimizer_zero_grad only after an update).
         self.optimizer.zero_grad(set_to_none=True)
         self._in_training_run = True
+        self._hold_stops(dist.is_distributed())
         try:
             self.training_run_start()
-            self.callback_handler.call_event(Event.TRAINING_RUN_START, self)
+            self.callback_handler.call_event(
+                Event.TRAINING_RUN_START, self, agree=self._agreement("at its start")
+            )
             _rerun.start_planned_run(self)  # a rerun of a run stop_training() ended stops here
             while self.state.epoch < self.run_config.num_epochs and not self._reached_max_steps():
                 if not self.state.train_done:  # saved at the epoch's training end: resume after it
@@ -697,10 +702,12 @@ class Trainer:
         except StopTrainingError as err:
             # kept without its frames: they hold the epoch's loader (and its worker processes)
             self.stop_reason = err.with_traceback(None)
+            self._hold_stops(False)
             self.callback_handler.call_event(Event.STOP_TRAINING_ERROR, self, error=err)
         except BaseException:
             self._close_after_crash()
             raise
+        self._hold_stops(False)
         try:
             self.training_run_end()
             self.callback_handler.call_event(Event.TRAINING_RUN_END, self)
@@ -713,29 +720,27 @@ class Trainer:
 
     def _epoch_end_event(self) -> None:
         """``TRAINING_RUN_EPOCH_END``. Across processes, the ranks agree on a stop raised by
-        its callbacks (early stopping on a value each rank holds for itself): a rank that
+        its callbacks (early stopping on a value each rank holds for itself) or held since
+        (see ``_rank_stops.py``), before the epoch's checkpoint is written: a rank that
         stops alone would leave the others training into a closed process group."""
-        agree = self._agree_on_stop if dist.is_distributed() else None
+        agree = self._agreement(f"after epoch {self.state.epoch + 1}")
         self.callback_handler.call_event(Event.TRAINING_RUN_EPOCH_END, self, agree=agree)
 
-    def _agree_on_stop(self, stop: StopTrainingError | None) -> StopTrainingError | None:
-        """Every rank learns whether any rank's callbacks stopped the run, before the
-        checkpoint of the epoch is written: a stop recorded as ``stop_training()`` on one
-        rank is recorded on all, so the checkpoint keeps it whichever rank writes it. The
-        checkpoint holds rank 0's callback states: a stop another rank's early stopping
-        decided, which rank 0's count does not show, is recorded as ``stop_training()``."""
-        votes = torch.zeros(dist.get_world_size(), device=self.device)
-        votes[dist.get_rank()] = 0.0 if stop is None else 1.0 + self.state.stop_requested
-        ranks = dist.reduce(votes, op="sum", check=False).tolist()
-        deciders = [r for r, v in enumerate(ranks) if v]
-        if any(v > 1 for v in ranks) or (deciders and not ranks[0]):
-            self.state.stop_requested = True  # a rerun with resume_from="auto" stops too
-        if deciders and stop is None:
-            stop = StopTrainingError(
-                f"rank {deciders[0]} stopped the run after epoch {self.state.epoch + 1}; "
-                "every rank stops with it"
-            )
-        return stop
+    def _hold_stops(self, hold: bool) -> None:
+        """Across processes, from the run's start to its end: stops asked for on one rank
+        are held until every rank agrees (``_rank_stops.py``). Off: the vote in flight ends."""
+        if self._rank_stops is not None:
+            self._rank_stops.finish()
+        self._rank_stops = stops = RankStops(self) if hold else None
+        self.callback_handler.hold_stop = stops.hold if stops is not None else None
+
+    def _agreement(
+        self, where: str
+    ) -> Callable[[StopTrainingError | None], StopTrainingError | None] | None:
+        stops = self._rank_stops
+        if stops is None:
+            return None
+        return lambda stop: stops.agree_now(stop, where)
 
     def _close_after_crash(self) -> None:
         """A crash (at the run's start, in an epoch or at its end): callbacks release
@@ -743,6 +748,7 @@ class Trainer:
         too: a pending end_epoch() would end the next run's first epoch at its first batch."""
         self._in_training_run = self._in_train_batches = self._end_epoch_requested = False
         self._current_dl = None
+        self._rank_stops = self.callback_handler.hold_stop = None  # no vote: ranks may differ
         self.callback_handler.close_all(self)
 
     def _run_train_epoch(self, train_dl: Iterable[Any]) -> None:
@@ -784,7 +790,7 @@ class Trainer:
             open_window = not is_update
             if is_update:
                 self._apply_update()
-                if self._reached_max_steps() or state.stop_requested:
+                if self._reached_max_steps() or self._stop_after_update():
                     self._epoch_cut = not known or state.batches_seen_in_epoch < known
                     break
             if self._end_epoch_requested:
@@ -865,13 +871,28 @@ class Trainer:
 
     def end_epoch(self) -> None:
         """Ask the loop to end the current train or eval epoch after the current batch.
-        In training, an unfinished accumulation window is applied as an update first."""
+        In training, an unfinished accumulation window is applied as an update first. Across
+        processes, call it on every rank at the same batch (from a value every rank shares)."""
         self._end_epoch_requested = True
 
     def stop_training(self) -> None:
         """Ask the loop to stop after the current optimizer update (no error raised). The same
-        run again with ``resume_from="auto"`` stops too, unless it plans more epochs or steps."""
+        run again with ``resume_from="auto"`` stops too, unless it plans more epochs or steps.
+        Across processes, it acts at once on the rank that calls it: in an epoch, call it on
+        every rank at the same step (from a value every rank shares), or raise
+        :class:`StopTrainingError` from a callback, which the ranks agree on; asked for at
+        an epoch's end (``on_train_epoch_end`` ...), it stops every rank after that epoch."""
         self.state.stop_requested = True
+
+    def _stop_after_update(self) -> bool:
+        """Whether the epoch stops after this update (``stop_training()``). Across processes,
+        a callback's stop held on any rank is raised here once the ranks agreed on it."""
+        if self.state.stop_requested or self._rank_stops is None:
+            return self.state.stop_requested
+        agreed = self._rank_stops.at_update()
+        if agreed is not None:
+            raise agreed
+        return False
 
     def _reached_max_steps(self) -> bool:
         limit = self.run_config.max_num_train_steps
