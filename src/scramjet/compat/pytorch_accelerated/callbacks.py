@@ -199,9 +199,16 @@ class TerminateOnNaNCallback(_CoreTerminateOnNaN):
         super()._stop(trainer, err)
 
 
-#: The default callbacks, with this module's :class:`TerminateOnNaNCallback`.
+#: The core classes this module replaces with its own, same-named ones.
+_PEER_CLASSES: dict[type[TrainerCallback], type[TrainerCallback]] = {
+    _CoreTerminateOnNaN: TerminateOnNaNCallback,
+    _CoreLogMetrics: LogMetricsCallback,
+}
+
+#: The default callbacks, each the class this module exports under its name (so a
+#: ``cb is not LogMetricsCallback`` filter, or an ``isinstance`` check, finds it).
 DEFAULT_CALLBACKS: tuple[type[TrainerCallback], ...] = tuple(
-    TerminateOnNaNCallback if cls is _CoreTerminateOnNaN else cls for cls in _CORE_DEFAULTS
+    _PEER_CLASSES.get(cls, cls) for cls in _CORE_DEFAULTS
 )
 
 
