@@ -432,21 +432,27 @@ def _check_transform(transform: object) -> None:
         )
 
 
+def _position(index: Any) -> int | None:
+    """``index`` as an int when it names one sample: an int, NumPy integer or 0-d integer
+    tensor. A bool (``True`` is an int to Python, but a mask to a tensor) or bool tensor is
+    None: it is passed to the dataset as it is, uncached, so it means what it means there."""
+    if isinstance(index, torch.Tensor):
+        if index.ndim != 0 or index.dtype.is_floating_point or index.dtype.is_complex:
+            return None
+        return None if index.dtype == torch.bool else int(index)
+    if isinstance(index, int | np.integer) and not isinstance(index, bool | np.bool_):
+        return int(index)
+    return None
+
+
 def _normalise(index: Any, n: int, length: Callable[[], int]) -> int | None:
     """The cached position of ``index`` (an int, NumPy integer or 0-d integer tensor, as
     samplers and ``Subset`` indices give), or None when it is not one of the ``n`` cached
     ones. A negative index counts from the dataset's current end (``length()``); an index
     past that end is not cached (the dataset raises its own error, as uncached), so a
     dataset that shrank never serves a stale sample."""
-    if isinstance(index, torch.Tensor):
-        if index.ndim != 0 or index.dtype.is_floating_point or index.dtype.is_complex:
-            return None
-        if index.dtype == torch.bool:
-            return None
-        i = int(index)
-    elif isinstance(index, (int, np.integer)) and not isinstance(index, bool):
-        i = int(index)
-    else:
+    i = _position(index)
+    if i is None:
         return None
     current = length()
     i = i + current if i < 0 else i
@@ -526,10 +532,11 @@ class _CachingMixin:
     def _warn_if_grown(self, index: Any, cache: _Cache) -> None:
         """Once per cache: an index the dataset holds now but did not hold when the cache
         was made (it grew: a list appended to) is read uncached; say so, and how to fix it."""
-        if cache.warned_grown or not isinstance(index, int | np.integer):
+        i = None if cache.warned_grown else _position(index)
+        if i is None:
             return
         current = self._length()
-        if cache.n <= (int(index) + current if index < 0 else int(index)) < current:
+        if cache.n <= (i + current if i < 0 else i) < current:
             cache.warned_grown = True
             warnings.warn(
                 f"{self._source_name()} grew from {cache.n} to {current} samples after its "
