@@ -21,6 +21,7 @@ from scramjet.callbacks._display import LiveOrPlain
 from scramjet.callbacks.base import TrainerCallback
 from scramjet.callbacks.control import epochs_in_history
 from scramjet.dashboard import _files
+from scramjet.dashboard._plot import check_span
 from scramjet.dashboard._values import (
     as_float,
     as_numbers,
@@ -96,7 +97,8 @@ class Dashboard(TrainerCallback):
         log_path: Folder for :meth:`log` (CSV and PNG per metric, record files).
         window: Moving-average window of the curves.
         divisor: Number of rows the y axis of a curve is divided into.
-        span: Width of the x axis of a curve, in steps.
+        span: Width of the x axis of a curve, in steps (an int from 2 to 10,000; a
+            terminal narrower than that shows the newest points that fit).
         format: ``{metric: (kind, arg)}`` with kind ``"raw"`` (arg: a format spec such as
             ``".4f"``), ``"percent"`` (value × 100, arg: spec), ``"tailor"`` (arg: a
             function value -> str) or ``"inviz"`` (recorded, not shown).
@@ -131,9 +133,10 @@ class Dashboard(TrainerCallback):
         force_terminal: bool | None = None,
         show_memory: bool = True,
     ) -> None:
-        for name, value, low in (("window", window, 1), ("divisor", divisor, 2), ("span", span, 2)):
+        for name, value, low in (("window", window, 1), ("divisor", divisor, 2)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an int >= {low}; received {value!r}.")
+        check_span(span)
         if not refresh_per_second > 0 or not print_every > 0:
             raise ValueError(
                 f"refresh_per_second and print_every must be > 0; received "

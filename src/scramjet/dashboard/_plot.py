@@ -15,6 +15,22 @@ from collections.abc import Collection, Mapping, Sequence
 #: Marker of each stage, in the order stages first appear (cycled if there are more).
 MARKERS: tuple[str, ...] = ("•", "o", "x", "+", "*", "#")
 
+#: Widest x axis, in columns: far wider than any terminal (a curve is fitted to the
+#: terminal's width anyway), small enough that a grid of it costs little memory.
+MAX_SPAN = 10_000
+
+
+def check_span(span: object) -> int:
+    """``span`` itself when it is an int from 2 to :data:`MAX_SPAN`, else a ValueError."""
+    if isinstance(span, bool) or not isinstance(span, int) or not 2 <= span <= MAX_SPAN:
+        raise ValueError(
+            f"span must be an int from 2 to {MAX_SPAN} (columns of the x axis, one per "
+            f"point); received {span!r} ({type(span).__name__}). Pass the number of latest "
+            f"points to draw, e.g. span=30; a terminal narrower than span shows fewer."
+        )
+    return span
+
+
 Points = Sequence[tuple[float, float]]
 
 
@@ -183,7 +199,7 @@ def render_curve(
         series: ``{stage: [(x, y), ...]}`` in increasing x; x is the epoch progress
             (``epoch + (mile + 1) / mpe``), so stages with different steps per epoch line up.
         span: Width of the x axis: the last ``span`` points of the densest stage, one
-            character column each.
+            character column each (an int from 2 to :data:`MAX_SPAN`).
         divisor: Number of rows the y axis is divided into (>= 2).
         window: Moving-average window of the stages with several points per epoch
             (per-step values); a stage with one point per epoch (evaluation) is drawn as
@@ -200,8 +216,7 @@ def render_curve(
         >>> lines[0], lines[1]
         ('   1 ┤•   ', ' 0.5 ┤ •  ')
     """
-    if isinstance(span, bool) or not isinstance(span, int) or span < 2:
-        raise ValueError(f"span must be an int >= 2 (columns of the x axis); received {span!r}.")
+    check_span(span)
     if isinstance(divisor, bool) or not isinstance(divisor, int) or divisor < 2:
         raise ValueError(f"divisor must be an int >= 2 (rows of the y axis); received {divisor!r}.")
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:

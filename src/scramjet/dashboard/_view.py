@@ -270,7 +270,7 @@ def fitted_curve(
     """``(span, lines)``: the curve with as many of the last ``snapshot.span`` points as
     fit in ``width`` columns, so a narrow terminal shows the newest points (cropping the
     right edge would hide them)."""
-    span = snapshot.span
+    span = max(2, min(snapshot.span, width))  # never a grid wider than the screen
     as_is = {stage for name, stage in snapshot.as_is if name == metric}
     for _ in range(3):  # fewer points may change the y labels' width: fit again
         lines = render_curve(
