@@ -82,9 +82,12 @@ def check_input(x: Any) -> None:
 class Img:
     """Internal form: float32 tensor ``TxCxHxW`` plus what is needed to convert back.
 
-    ``scale`` is the value range (255 for uint8, 65535 for uint16, 1 otherwise) and
-    ``limits`` the range the result is clipped to: an integer dtype's own range (no
-    wrap-around), ``[0, 1]`` for a float image whose values lie there, none otherwise.
+    ``scale`` is the value range (an integer dtype's ``max - min``: 255 for uint8 and int8,
+    65535 for uint16 and int16; 1 for floats), ``black`` its lowest value (``min``: -128 for
+    int8, 0 for unsigned and float images) and ``limits`` the range the result is clipped
+    to: an integer dtype's own range (no wrap-around), ``[0, 1]`` for a float image whose
+    values lie there, none otherwise. Integers wider than 16 bits are held as float64, so
+    that every int32 value survives.
     """
 
     def __init__(self, x: Any) -> None:
@@ -104,16 +107,18 @@ class Img:
             )
         self.dtype = t.dtype
         self.limits: tuple[float, float] | None
+        work = torch.float32
         if t.dtype.is_floating_point:
-            self.scale = 1.0
+            self.scale, self.black = 1.0, 0.0
             seen = t.detach()  # reading the range is no step of the graph: no grad warning
             unit = seen.numel() > 0 and float(seen.min()) >= 0 and float(seen.max()) <= 1
             self.limits = (0.0, 1.0) if unit else None
         else:
-            info = torch.iinfo(t.dtype)
-            self.scale = {torch.uint8: 255.0, torch.uint16: 65535.0}.get(t.dtype, 1.0)
+            info = torch.iinfo(t.dtype)  # signed too: int8 is -128..127, black at -128
+            self.scale, self.black = float(info.max) - float(info.min), float(info.min)
             self.limits = (float(info.min), float(info.max))
-        self.t = (t if self.seq else t.unsqueeze(0)).to(torch.float32)
+            work = torch.float64 if info.bits > 16 else torch.float32  # int32 needs 32 bits
+        self.t = (t if self.seq else t.unsqueeze(0)).to(work)
 
     def result(self) -> Any:
         t = self.t if self.seq else self.t[0]
@@ -121,7 +126,7 @@ class Img:
             t = t.round()
         if self.limits is not None:
             t = t.clamp(*self.limits)
-        if self.dtype != torch.float32:
+        if t.dtype != self.dtype:
             t = t.to(self.dtype)
         if self.numpy:
             return np.ascontiguousarray(t.movedim(-3, -1).numpy())

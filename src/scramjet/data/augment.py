@@ -6,7 +6,8 @@ Every augmentation works on
 - torch tensors in CHW layout (``TxCxHxW`` for sequences), ``uint8`` or float.
 
 The output has the input's type, layout and dtype (except :class:`Normalize`, which
-returns float). Integer images are clipped to their dtype's range (no wrap-around); float
+returns float). Integer images are clipped to their dtype's range (no wrap-around), and
+signed ones use it whole: black is the dtype's lowest value (-128 for int8); float
 images with values in ``[0, 1]`` stay in ``[0, 1]``, other float images are not clipped. Random parameters are drawn once per call from a numpy ``Generator`` and
 applied to every frame of a sequence, so the frames of one clip stay consistent.
 
@@ -346,7 +347,11 @@ class Rotate(Augmentation):
             [[c, -s * h / w, 0.0], [s * w / h, c, 0.0]], dtype=t.dtype, device=t.device
         )
         grid = F.affine_grid(theta.expand(t.shape[0], 2, 3), list(t.shape), align_corners=False)
-        return F.grid_sample(t, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        # outside the frame is black: the dtype's lowest value (-128 for int8, 0 unsigned)
+        out = F.grid_sample(
+            t - img.black, grid, mode="bilinear", padding_mode="zeros", align_corners=False
+        )
+        return out + img.black
 
 
 def _gray(t: torch.Tensor) -> torch.Tensor:
@@ -373,7 +378,10 @@ def _colours(t: torch.Tensor, fn: Any, name: str, any_channels: bool = False) ->
 
 
 class Brighten(Augmentation):
-    """Multiply intensities by a factor drawn from ``factor`` (``d`` means ``(1-d, 1+d)``)."""
+    """Multiply intensities by a factor drawn from ``factor`` (``d`` means ``(1-d, 1+d)``).
+
+    Intensity is the distance from black, the dtype's lowest value: -128 for int8 images,
+    -32768 for int16, 0 for unsigned and float ones."""
 
     def __init__(
         self, factor: float | tuple[float, float] = 0.2, p: float = 1.0, seed: int | None = None
@@ -392,7 +400,10 @@ class Brighten(Augmentation):
         return float(rng.uniform(*self.factor))
 
     def apply(self, img: _Img, params: float) -> torch.Tensor:
-        return _colours(img.t, lambda t: t * params, type(self).__name__, any_channels=True)
+        black = img.black
+        return _colours(
+            img.t, lambda t: (t - black) * params + black, type(self).__name__, any_channels=True
+        )
 
 
 class Contrast(Brighten):
@@ -440,7 +451,7 @@ class Hue(Augmentation):
         rot = torch.tensor(
             [[1, 0, 0], [0, math.cos(a), -math.sin(a)], [0, math.sin(a), math.cos(a)]]
         )
-        m = (torch.linalg.inv(to_yiq) @ rot @ to_yiq).to(img.t.device)
+        m = (torch.linalg.inv(to_yiq) @ rot @ to_yiq).to(img.t.device, img.t.dtype)
 
         def hue(t: torch.Tensor) -> torch.Tensor:  # a gray image has no hue to turn
             return t if t.shape[-3] == 1 else torch.einsum("ij,tjhw->tihw", m, t)
@@ -487,8 +498,8 @@ class Blur(Augmentation):
 
 
 class Noise(Augmentation):
-    """Add Gaussian noise; ``std`` is a fraction of the value range (255 for uint8,
-    65535 for uint16, 1 for floats).
+    """Add Gaussian noise; ``std`` is a fraction of the value range (an integer dtype's
+    ``max - min``: 255 for uint8 and int8, 65535 for uint16 and int16; 1 for floats).
 
     The same noise field is added to every frame of a sequence.
     """
@@ -530,8 +541,9 @@ class Resize(Augmentation):
 
 
 class Normalize(Augmentation):
-    """``(x / range - mean) / std`` per channel; returns float (range 255 for uint8,
-    65535 for uint16, 1 for floats)."""
+    """``((x - low) / range - mean) / std`` per channel; returns float. An integer image's
+    ``low`` and ``range`` are its dtype's ``min`` and ``max - min`` (so int8 -128..127, like
+    uint8 0..255, becomes 0..1 before ``mean`` and ``std``); a float image's are 0 and 1."""
 
     def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
         super().__init__(1.0, None)
@@ -566,8 +578,8 @@ class Normalize(Augmentation):
                 )
         mean = torch.tensor(self.mean, device=img.t.device).view(-1, 1, 1)
         std = torch.tensor(self.std, device=img.t.device).view(-1, 1, 1)
-        out = (img.t / img.scale - mean) / std
-        img.dtype, img.scale, img.limits = torch.float32, 1.0, None
+        out = ((img.t - img.black) / img.scale - mean) / std
+        img.dtype, img.scale, img.black, img.limits = torch.float32, 1.0, 0.0, None
         return out
 
 
