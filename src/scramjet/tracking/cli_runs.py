@@ -72,14 +72,32 @@ def find_runs(root: str | Path, project: str | None = None) -> list[Path]:
     base = Path(root)
     if is_run_folder(base):
         found = [base]
-    else:
-        found = sorted({p.parent for p in base.glob("*/*/run.json")})
-        found += sorted({p.parent for p in base.glob("*/*/hyperparams.json")} - set(found))
-        if base.is_dir():  # a project folder: its runs directly under it
-            found += [p for p in sorted(base.iterdir()) if p.is_dir() and is_run_folder(p)]
+    else:  # ROOT/PROJECT/RUN, and ROOT/RUN for a project folder
+        projects = _folders(base)
+        found = [run for p in projects for run in _folders(p) if is_run_folder(run)]
+        found += [p for p in projects if is_run_folder(p)]
     if project:
         found = [p for p in found if p.parent.name == project]
     return by_start(found)
+
+
+def _below(root: Path, depth: int) -> list[Path]:
+    """The folders ``depth`` levels below ``root`` (see :func:`_folders`)."""
+    level = [root]
+    for _ in range(depth):
+        level = [sub for folder in level for sub in _folders(folder)]
+    return level
+
+
+def _folders(folder: Path) -> list[Path]:
+    """The folders in ``folder``, by name. A folder removed after it was listed and before
+    it is scanned (a cleanup running beside ``scramjet runs``) has none, where ``Path.glob``
+    raises ``FileNotFoundError``; one that cannot be read has none, as ``Path.glob`` has it."""
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(Path(e.path) for e in entries if e.is_dir())
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return []
 
 
 def by_start(runs: list[Path]) -> list[Path]:
@@ -110,7 +128,8 @@ def list_runs(root: str | Path = "runs", project: str | None = None) -> list[dic
     problem = _root_problem(os.fspath(root), "list_runs")
     if problem:
         raise FileNotFoundError(f"list_runs: {problem}")
-    return [_run_record(run) for run in find_runs(Path(root), project)]
+    records = [(run, _run_record(run)) for run in find_runs(Path(root), project)]
+    return [record for run, record in records if run.is_dir()]  # not one removed meanwhile
 
 
 def _run_record(run: Path) -> dict[str, Any]:
@@ -364,11 +383,12 @@ def _deeper_roots(root: Path) -> str:
     ``runs/sweep1/PROJECT/RUN``): those roots and their run counts, as the end of a
     sentence; ``""`` when there are none."""
     counts: dict[Path, int] = {}
-    for pattern in ("*/*/*/run.json", "*/*/*/*/run.json"):
-        for found in root.glob(pattern):
-            run = found.parent
-            if not any(is_run_folder(p) for p in run.parents if root in p.parents):
-                counts[run.parent.parent] = counts.get(run.parent.parent, 0) + 1
+    three = _below(root, 3)
+    for run in three + [sub for folder in three for sub in _folders(folder)]:
+        if (run / "run.json").is_file() and not any(
+            is_run_folder(p) for p in run.parents if root in p.parents
+        ):
+            counts[run.parent.parent] = counts.get(run.parent.parent, 0) + 1
     if not counts:
         return ""
     shown = [f"{r} ({n} run{'s' if n > 1 else ''})" for r, n in sorted(counts.items())[:10]]
@@ -413,8 +433,9 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.root)
     asked = args.metrics is not None
     metrics = split_names(args.metrics if asked else [DEFAULT_METRICS])
-    runs = find_runs(root, args.project)
-    rows = [summarize(r, metrics) for r in runs]
+    found = [(r, summarize(r, metrics)) for r in find_runs(root, args.project)]
+    kept = [(r, row) for r, row in found if r.is_dir()]  # not a run removed meanwhile
+    runs, rows = [r for r, _ in kept], [row for _, row in kept]
     if not rows and args.project:
         print(f"scramjet runs: error: {_unknown_project(root, args.project)}", file=sys.stderr)
         return 1
