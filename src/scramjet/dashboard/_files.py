@@ -12,7 +12,7 @@ import math
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 #: One recorded value: (x = epoch progress, step, epoch, mile, value).
 Row = tuple[float, int, int, int, float]
+
+#: A series with fewer points has a marker on each; a longer one only on its isolated
+#: points (see :func:`_isolated`), so a long line is not cluttered.
+_MARK_ALL_BELOW = 50
 
 #: Longest file stem, in UTF-8 bytes: with ``.csv`` and atomic_write's temporary
 #: name, far below the 255 bytes a file system takes.
@@ -109,15 +113,15 @@ def plot_figure(
     for stage, rows in series.items():
         xs = [r[0] for r in rows]
         ys = [float(r[4]) for r in rows]
-        marker = "o" if len(rows) < 50 else None
+        every = len(rows) < _MARK_ALL_BELOW
         if window > 1 and stage not in as_is and smooths(list(zip(xs, ys))):
-            (raw,) = ax.plot(xs, ys, alpha=0.3, marker=marker)
+            (raw,) = ax.plot(xs, ys, alpha=0.3, **_marks(ys, every))
             # NaN where the value is NaN: no averaged point the run never had
             average = [y for _, y in smooth_series(list(zip(xs, ys)), window)]
-            handles += ax.plot(xs, average, color=raw.get_color())
+            handles += ax.plot(xs, average, color=raw.get_color(), **_marks(average, False))
             labels.append(f"{drawn[stage]} (avg {window})")
         else:
-            handles += ax.plot(xs, ys, marker=marker)
+            handles += ax.plot(xs, ys, **_marks(ys, every))
             labels.append(drawn[stage])
     ax.set_xlabel("epoch")
     # Names are drawn as written: ``$`` never starts math text (``$\\foo$`` would raise).
@@ -131,6 +135,26 @@ def plot_figure(
     if not _fits_linear_axis(series):
         ax.set_yscale("symlog")  # a linear axis over more than a float's range raises
     return fig
+
+
+def _isolated(ys: Sequence[float]) -> list[int]:
+    """Indices of the finite values with no finite neighbour (a value logged once between
+    NaNs or gaps, a series of one value): a line has no segment there, so without a
+    marker such a value is not drawn at all."""
+    ok = [math.isfinite(y) for y in ys]
+    last = len(ok) - 1
+    return [
+        i for i, f in enumerate(ok) if f and not (i and ok[i - 1]) and not (i < last and ok[i + 1])
+    ]
+
+
+def _marks(ys: Sequence[float], every_point: bool) -> dict[str, Any]:
+    """Line style keywords: a marker on every point, or on the isolated points only (a
+    long line stays uncluttered, a lone value still shows)."""
+    if every_point:
+        return {"marker": "o"}
+    lone = _isolated(ys)
+    return {"marker": "o", "markevery": lone} if lone else {"marker": None}
 
 
 def _fits_linear_axis(series: Mapping[str, Sequence[Row]]) -> bool:
