@@ -119,16 +119,22 @@ def _rebuild_tensor(
     order: tuple[int, ...] | None = None,
     parameter: bool | None = None,
     requires_grad: bool = False,
+    strides: tuple[int, ...] | None = None,
+    shape: tuple[int, ...] | None = None,
 ) -> torch.Tensor:
     """Inverse of ``_Pickler.reducer_override``: ``parameter`` is an ``nn.Parameter``'s
     ``requires_grad`` (None: a plain tensor, which ``requires_grad`` marks as a leaf that
-    requires grad, as the dataset returned it)."""
+    requires grad, as the dataset returned it). ``strides`` are those of a view with gaps
+    (``x[:, ::2]``), ``shape`` that of an expanded one (``x.expand(...)``, stride 0)."""
     t = torch.from_numpy(array)
     target = getattr(torch, dtype)
     t = t if t.dtype == target else t.view(target)
     if order is not None:  # the memory layout it was returned in (channels_last, permuted)
         t = t.permute([order.index(d) for d in range(t.dim())])
+    if strides is not None:
+        t = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=device).copy_(t)
     t = t if device == "cpu" else t.to(device)  # on the device the dataset returned it
+    t = t if shape is None else t.expand(shape)
     if parameter is not None:
         return torch.nn.Parameter(t, requires_grad=parameter)
     return t.requires_grad_() if requires_grad else t
@@ -144,6 +150,16 @@ def _memory_order(t: torch.Tensor) -> tuple[int, ...] | None:
     return order
 
 
+def _unexpanded(t: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...] | None]:
+    """``t`` with each expanded dim (stride 0, size > 1) cut to size 1, and the shape to
+    expand it back to (None: nothing was expanded): the cache stores the values once."""
+    cut = [t.stride(d) == 0 and t.size(d) > 1 for d in range(t.dim())]
+    if not any(cut):
+        return t, None
+    index = tuple(slice(0, 1) if c else slice(None) for c in cut)
+    return t[index], tuple(t.shape)
+
+
 _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
@@ -156,7 +172,9 @@ class _Pickler(pickle.Pickler):
         if obj.layout != torch.strided or obj.is_nested or obj.is_quantized:
             return NotImplemented  # sparse, nested, quantized: torch's own pickling
         t = obj.detach().cpu().resolve_conj().resolve_neg()
+        t, shape = _unexpanded(t)
         order = _memory_order(t)
+        strides = None if order is not None or t.is_contiguous() else t.stride()
         t = (t if order is None else t.permute(order)).contiguous()
         name = str(t.dtype).split(".")[1]
         try:
@@ -168,9 +186,11 @@ class _Pickler(pickle.Pickler):
             array = t.view(as_int).numpy()
         parameter = obj.requires_grad if type(obj) is torch.nn.Parameter else None
         grad = parameter is None and obj.requires_grad
-        if obj.device.type == "cpu" and order is None and parameter is None and not grad:
+        layout = (order, strides, shape)
+        if obj.device.type == "cpu" and layout == (None,) * 3 and parameter is None and not grad:
             return _rebuild_tensor, (array, name)
-        return _rebuild_tensor, (array, name, str(obj.device), order, parameter, grad)
+        args = (array, name, str(obj.device), order, parameter, grad, strides, shape)
+        return _rebuild_tensor, args
 
 
 def encode(sample: Any) -> bytes:
