@@ -55,8 +55,9 @@ def read_wandb_run(run_dir: Path) -> dict[str, Any]:
     """History rows, config, summary, run identity, saved files and exit codes of every
     offline run folder W&B wrote for this run (results logged after the run continue it)."""
     out: dict[str, Any] = {"history": [], "config": {}, "summary": {}, "files": set()}
-    out["exits"], out["runs"] = [], []
+    out["exits"], out["runs"], out["unfinished"] = [], [], 0
     for log in sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb")):
+        exits = len(out["exits"])
         for record in _records(log):
             kind = record.WhichOneof("record_type")
             if kind == "history":
@@ -78,15 +79,17 @@ def read_wandb_run(run_dir: Path) -> dict[str, Any]:
                 out["files"].update(f.path for f in record.files.files)
             elif kind == "exit":
                 out["exits"].append(record.exit.exit_code)
+        out["unfinished"] += len(out["exits"]) == exits  # no exit record in this file yet
     return out
 
 
 def read_finished_wandb_run(run_dir: Path, timeout: float = 20) -> dict[str, Any]:
-    """:func:`read_wandb_run` once the run's exit record is on disk (W&B's service process
-    may still be writing the file for a moment after ``finish()`` returns)."""
+    """:func:`read_wandb_run` once every offline run folder's exit record is on disk (W&B's
+    service process may still be writing a file for a moment after ``finish()`` returns;
+    results logged after the run continue it in a second folder, finished later)."""
     deadline = time.monotonic() + timeout
     data = read_wandb_run(run_dir)
-    while not data["exits"] and time.monotonic() < deadline:
+    while (not data["exits"] or data["unfinished"]) and time.monotonic() < deadline:
         time.sleep(0.2)
         data = read_wandb_run(run_dir)
     return data
