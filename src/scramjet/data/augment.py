@@ -3,12 +3,14 @@
 Every augmentation works on
 
 - numpy ``uint8`` arrays in HWC layout (``TxHxWxC`` for sequences), and
-- torch tensors in CHW layout (``TxCxHxW`` for sequences), ``uint8`` or float.
+- torch tensors in CHW layout (``TxCxHxW`` for sequences), of an integer dtype (``uint8``,
+  ``uint16``, signed ``int8`` ... ``int32``) or float.
 
 The output has the input's type, layout and dtype (except :class:`Normalize`, which
 returns float). Integer images are clipped to their dtype's range (no wrap-around), and
 signed ones use it whole: black is the dtype's lowest value (-128 for int8); float
-images with values in ``[0, 1]`` stay in ``[0, 1]``, other float images are not clipped. Random parameters are drawn once per call from a numpy ``Generator`` and
+images with values in ``[0, 1]`` stay in ``[0, 1]``, other float images are not clipped.
+Random parameters are drawn once per call from a numpy ``Generator`` and
 applied to every frame of a sequence, so the frames of one clip stay consistent.
 
 Reproducibility: give an augmentation (or a :class:`Compose`) a ``seed``, then call it
