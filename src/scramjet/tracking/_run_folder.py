@@ -14,6 +14,7 @@ from scramjet.checkpoint import CheckpointManager, CheckpointWriteError
 from scramjet.runtime.files import atomic_write_text
 from scramjet.tracking import _files
 from scramjet.tracking import _json as strict_json
+from scramjet.tracking._writer import dispatch
 
 if TYPE_CHECKING:
     from scramjet.trainer.trainer import Trainer
@@ -138,20 +139,50 @@ class RunFolder:
             stacklevel=3,
         )
 
-    def _write_back_json(self, step: int) -> None:
-        """``run.json`` (status running, ``folder_recreated``), ``hyperparams.json`` and
-        ``environment.json`` as this run last wrote them."""
+    def _recreate_after_run(self, name: str) -> None:
+        """The run folder deleted after the run (``log_results(name)`` then): create it
+        again as :meth:`_recreate_if_removed` does (each logger's files started again, with
+        the epoch metric rows; ``run.json``, ``hyperparams.json`` and ``environment.json`` as
+        last written) and say once what was written back; the report is rebuilt after."""
+        run = self.run_dir
+        run.mkdir(parents=True, exist_ok=True)
+        dispatch(self._trackers, "reopen", None, self._tracker_errors)
+        written = self._write_back_json(self._last_step, running=False)
+        notes = [n for t in self._trackers for n in t.take_notes()]
+        parts = ["the checkpoints"] if self.checkpoint is not None else []
+        parts.append("the files of the other loggers in it")
+        named = f"{', '.join(written[:-1])} and {written[-1]}" if written[1:] else written[0]
+        warnings.warn(
+            f"Experiment.log_results: the run folder {run} was removed; it is created again "
+            f"to hold these results ({name!r}), with {named} written back"
+            + "".join(f"; {n}" for n in notes)
+            + f". Lost with it: {', '.join(parts)}; the report "
+            "is written again and run.json records 'folder_recreated'.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+    def _write_back_json(self, step: int, running: bool = True) -> list[str]:
+        """``run.json`` (``folder_recreated``; status running unless ``running`` is False:
+        after the run), ``hyperparams.json`` and ``environment.json`` as this run last
+        wrote them; returns the names written."""
         kept = self._kept_json
         info = {"started": self._opened_at, **strict_json.loads(kept.get("run.json", "{}"))}
-        info.update(status="running", **self._run_fields())
+        if running:
+            info.update(status="running", **self._run_fields())
+        for key, value in self._run_fields().items():
+            info.setdefault(key, value)  # after a run that only start() opened
         info["folder_recreated"] = {"time": time.time(), "step": step}
         if self._previous_run is not None:
             info["previous_run"] = self._previous_run.name
         self._write_json("run.json", info)
+        written = ["run.json"]
         for rel in ("hyperparams.json", "environment.json"):
             if rel in kept:
                 atomic_write_text(self.run_dir / rel, kept[rel])
                 self._upload(rel)
+                written.append(rel)
+        return written
 
     def _warn_logger_notes(self) -> None:
         """A logger whose own files were removed (the run folder kept) started new ones:

@@ -310,7 +310,8 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
         path = self.run_dir / "hyperparams.json"
         if not path.exists():
             run = (self.project, self.experiment, self.run_dir.name)
-            _files.write_json(path, declared_hyperparams(*run, self.hyperparams))
+            text = _files.write_json(path, declared_hyperparams(*run, self.hyperparams))
+            self._kept_json["hyperparams.json"] = text  # written back if the folder goes
 
     def _open(self, resumed: bool) -> None:
         run = self.run_dir
@@ -581,7 +582,9 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
         if not dist.is_main_process():
             return None
         folder = self.start() / "results"
-        if not folder.parent.is_dir():
+        if not folder.parent.is_dir() and self._writer is None:
+            self._recreate_after_run(name)  # the run's files written back, with a warning
+        elif not folder.parent.is_dir():
             warnings.warn(
                 f"Experiment.log_results: the run folder {folder.parent} was removed; it is "
                 f"created again to hold these results ({name!r}). What it held before (metric "
@@ -620,7 +623,8 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
             info.setdefault(key, value)  # a run that never trained: only start() opened it
         if not (self._finished and info.get("status") == "finished"):
             _files.mark_ended(info, "finished")  # results logged after the run keep its end time
-        _files.write_json(path, info)  # the report reads the final status and duration
+        # The report reads the final status and duration; kept for a folder removed later
+        self._kept_json["run.json"] = _files.write_json(path, info)
         build_report(self.run_dir)
         self._end_trackers("finished")
         if self._tracker_errors:
