@@ -3,11 +3,10 @@ process and on every rank of a real two-process gloo run."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from tests.common.torchrun import run_torchrun
+from tests.common.torchrun import run_worker
 
 from scramjet.runtime import broadcast_object
 
@@ -33,12 +32,9 @@ destroy_distributed()
 
 
 def test_a_source_rank_outside_the_group_is_a_clear_error_on_every_rank(tmp_path: Path) -> None:
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    done = run_torchrun(script, str(tmp_path), timeout=60)
-    assert done.returncode == 0, done.stderr[-3000:]
+    records = run_worker(WORKER, tmp_path, timeout=60)
     for rank in (0, 1):
-        seen = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        seen = records[rank]
         for src in ("2", "-1"):
             assert seen[src].startswith("ValueError: "), seen
             assert f"src={src}" in seen[src] and "0 to 1" in seen[src], seen

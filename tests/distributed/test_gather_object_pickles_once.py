@@ -5,11 +5,10 @@ two-process gloo run, for an object defining either hook."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from tests.common.torchrun import run_torchrun
+from tests.common.torchrun import run_worker
 
 pytestmark = pytest.mark.distributed
 
@@ -55,12 +54,9 @@ destroy_distributed()
 
 
 def test_each_rank_pickles_its_object_once_per_call(tmp_path: Path) -> None:
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    done = run_torchrun(script, str(tmp_path), timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
+    records = run_worker(WORKER, tmp_path, timeout=120)
     for rank in (0, 1):
-        seen = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        seen = records[rank]
         assert seen["gather"] == {"result": [0, 1], "reduce": 1, "getstate": 0}, (rank, seen)
         assert seen["gather_state"] == {"result": [0, 1], "reduce": 0, "getstate": 1}, seen
         # only the source's object is sent, so only the source pickles

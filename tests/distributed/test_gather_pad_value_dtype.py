@@ -4,12 +4,11 @@ the other waits out the timeout."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
-from tests.common.torchrun import run_torchrun
+from tests.common.torchrun import run_worker
 
 from scramjet.runtime import gather
 
@@ -35,12 +34,9 @@ destroy_distributed()
 
 
 def test_a_pad_value_the_dtype_cannot_hold_is_an_error_on_every_rank(tmp_path: Path) -> None:
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    done = run_torchrun(script, str(tmp_path), timeout=60)
-    assert done.returncode == 0, done.stderr[-3000:]
+    records = run_worker(WORKER, tmp_path, timeout=60)
     for rank in (0, 1):
-        seen = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        seen = records[rank]
         for name in ("nan", "half", "huge"):
             assert seen[name].startswith("ValueError: ") and "torch.int64" in seen[name], seen
         assert seen["ok"] == [[1, 1, -1], [1, 1, 1]]

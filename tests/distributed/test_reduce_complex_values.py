@@ -3,12 +3,11 @@ with the same arithmetic done by torch in one process."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
-from tests.common.torchrun import run_torchrun
+from tests.common.torchrun import run_worker
 
 from scramjet.runtime import reduce
 
@@ -40,14 +39,11 @@ destroy_distributed()
 
 
 def test_complex_mean_and_sum_keep_the_imaginary_part(tmp_path: Path) -> None:
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    done = run_torchrun(script, str(tmp_path), timeout=60)
-    assert done.returncode == 0, done.stderr[-3000:]
+    records = run_worker(WORKER, tmp_path, timeout=60)
     parts = [torch.tensor([1 + 2j, 3 - 1j]) * (rank + 1) for rank in (0, 1)]
     expected = {"sum": parts[0] + parts[1], "mean": (parts[0] + parts[1]) / 2}
     for rank in (0, 1):
-        seen = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        seen = records[rank]
         for name in ("reduce", "async"):
             for op, want in expected.items():
                 dtype, pairs = seen[f"{name}_{op}"]

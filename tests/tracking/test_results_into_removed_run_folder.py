@@ -5,36 +5,18 @@ written), so the report and ``list_runs`` still show the run's epochs beside the
 
 from __future__ import annotations
 
-import csv
 import json
-import re
 import shutil
 import warnings
 from pathlib import Path
 from typing import Any
 
-from tracking_helpers import make_trainer, tiny_data
+from tracking_helpers import csv_epoch_values, make_trainer, report_epochs, tiny_data
 
 from scramjet.tracking import Experiment, list_runs
 
 EPOCHS = 3
 NAMES = ("train_loss_epoch", "eval_loss_epoch")
-
-
-def _csv_epoch_values(run: Path, name: str) -> dict[int, float]:
-    with (run / "metrics.csv").open(newline="") as fh:
-        return {
-            int(r["epoch"]): float(r["value"])
-            for r in csv.DictReader(fh)
-            if r["scope"] == "epoch" and r["name"] == name
-        }
-
-
-def _report_epochs(run: Path) -> list[int]:
-    """The epochs of the report's 'Metrics per epoch' table."""
-    page = (run / "report.html").read_text()
-    table = page.split("Metrics per epoch", 1)[1].split("</table>", 1)[0]
-    return [int(e) for e in re.findall(r"<tr><td>(\d+)</td>", table)]
 
 
 def _files(run: Path) -> dict[str, Any]:
@@ -66,7 +48,7 @@ def test_results_after_the_folder_was_removed_bring_back_the_epochs(tmp_path: Pa
         values = history.get_metric_values(name)
         assert len(values) == EPOCHS
         assert [r["metrics"][name] for r in epoch_rows] == values
-        assert _csv_epoch_values(run, name) == dict(enumerate(values, 1))
+        assert csv_epoch_values(run, name) == dict(enumerate(values, 1))
     assert _files(run) == before
     assert json.loads((run / "results" / "test.json").read_text()) == {"accuracy": 0.5}
 
@@ -74,7 +56,7 @@ def test_results_after_the_folder_was_removed_bring_back_the_epochs(tmp_path: Pa
     assert info["status"] == "finished"
     assert info["started"] == ended["started"] and info["finished"] == ended["finished"]
     assert "folder_recreated" in info
-    assert _report_epochs(run) == list(range(1, EPOCHS + 1))
+    assert report_epochs(run) == list(range(1, EPOCHS + 1))
     (listed,) = list_runs(tmp_path)
     assert listed["status"] == "finished" and listed["epochs"] == EPOCHS
     assert listed["metrics"]["test/accuracy"] == 0.5

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import shutil
 import warnings
 from pathlib import Path
 from typing import Any
 
-from tracking_helpers import make_trainer, tiny_data
+from tracking_helpers import csv_epoch_values, make_trainer, report_epochs, tiny_data
 
 from scramjet import TrainerCallback
 from scramjet.tracking import Experiment, list_runs
@@ -64,22 +63,6 @@ def _jsonl(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-def _csv_epoch_values(run: Path, name: str) -> dict[int, float]:
-    with (run / "metrics.csv").open(newline="") as fh:
-        return {
-            int(r["epoch"]): float(r["value"])
-            for r in csv.DictReader(fh)
-            if r["scope"] == "epoch" and r["name"] == name
-        }
-
-
-def _report_epochs(run: Path) -> list[int]:
-    """The epochs of the report's 'Metrics per epoch' table."""
-    page = (run / "report.html").read_text()
-    table = page.split("Metrics per epoch", 1)[1].split("</table>", 1)[0]
-    return [int(e) for e in re.findall(r"<tr><td>(\d+)</td>", table)]
-
-
 def test_the_recreated_folder_holds_every_epoch_and_the_run_files(tmp_path: Path) -> None:
     exp = Experiment("p", "e", root=tmp_path, save_script=False, log_every_n_steps=1)
     remover = RemoveRunFolder(exp, epoch=3)
@@ -91,13 +74,13 @@ def test_the_recreated_folder_holds_every_epoch_and_the_run_files(tmp_path: Path
     for name in ("train_loss_epoch", "eval_loss_epoch"):
         values = history.get_metric_values(name)
         assert [r["metrics"][name] for r in epoch_rows] == values
-        assert _csv_epoch_values(run, name) == dict(enumerate(values, 1))
+        assert csv_epoch_values(run, name) == dict(enumerate(values, 1))
     assert [r["step"] for r in epoch_rows] == [3, 6, 9, 12]
     # the per-step rows from the removal on are all kept; those before it are lost
     steps = [r["step"] for r in _jsonl(run) if r["scope"] == "step"]
     assert steps == list(range(2 * STEPS_PER_EPOCH + 1, 4 * STEPS_PER_EPOCH + 1))
 
-    assert _report_epochs(run) == [1, 2, 3, 4]
+    assert report_epochs(run) == [1, 2, 3, 4]
     (listed,) = list_runs(tmp_path)
     assert listed["epochs"] == 4
     assert listed["metrics"]["eval_loss_epoch"] == history.get_metric_values("eval_loss_epoch")[-1]
@@ -125,7 +108,7 @@ def test_a_resumed_run_writes_back_the_epochs_of_its_earlier_session(tmp_path: P
     assert [r["epoch"] for r in epoch_rows] == [1, 2, 3, 4]
     values = trainer.run_history.get_metric_values("train_loss_epoch")
     assert [r["metrics"]["train_loss_epoch"] for r in epoch_rows][-len(values) :] == values
-    assert _report_epochs(exp.run_dir) == [1, 2, 3, 4]
+    assert report_epochs(exp.run_dir) == [1, 2, 3, 4]
 
 
 class RemoveMetricsCsv(TrainerCallback):
@@ -151,7 +134,7 @@ def test_metrics_csv_removed_alone_is_written_again_from_metrics_jsonl(tmp_path:
     assert len(messages) == 1, messages
     assert "metrics.csv was written again from metrics.jsonl" in messages[0], messages
     values = trainer.run_history.get_metric_values("train_loss_epoch")
-    assert _csv_epoch_values(exp.run_dir, "train_loss_epoch") == dict(enumerate(values, 1))
+    assert csv_epoch_values(exp.run_dir, "train_loss_epoch") == dict(enumerate(values, 1))
     with (exp.run_dir / "metrics.csv").open(newline="") as fh:
         steps = sorted({int(r["step"]) for r in csv.DictReader(fh) if r["scope"] == "step"})
     assert steps == list(range(1, 3 * STEPS_PER_EPOCH + 1))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -64,3 +66,20 @@ def screenshot(html: Path, out: Path, tmp: Path) -> np.ndarray:
     from PIL import Image
 
     return np.asarray(Image.open(out).convert("RGB"))
+
+
+def csv_epoch_values(run: Path, name: str) -> dict[int, float]:
+    """The epoch rows of ``metrics.csv`` for ``name``: epoch -> value."""
+    with (run / "metrics.csv").open(newline="") as fh:
+        return {
+            int(r["epoch"]): float(r["value"])
+            for r in csv.DictReader(fh)
+            if r["scope"] == "epoch" and r["name"] == name
+        }
+
+
+def report_epochs(run: Path) -> list[int]:
+    """The epochs of the report's 'Metrics per epoch' table."""
+    page = (run / "report.html").read_text()
+    table = page.split("Metrics per epoch", 1)[1].split("</table>", 1)[0]
+    return [int(e) for e in re.findall(r"<tr><td>(\d+)</td>", table)]
