@@ -41,6 +41,10 @@ class StepVote:
         self._next_check = 0  # the step of the next check (the same on every rank)
         self._last: tuple[int, float] | None = None  # (step, time) of rank 0's last check
 
+    def due(self, step: int) -> bool:
+        """Whether ``step`` is a check (the same answer on every rank)."""
+        return step >= self._next_check
+
     def vote(self, step: int, values: Sequence[int]) -> list[int] | None:
         """Call at every optimizer step on every rank with this rank's ``values``.
 
@@ -48,25 +52,28 @@ class StepVote:
             None between checks; at a check, the maximum over the ranks of the values given
             now (in the background: at the previous check; zeros at the first).
         """
-        if step < self._next_check:
+        if not self.due(step):
             return None
         if not self.background:
-            proposal = step + 1 + self._steps_per_interval(step) if dist.get_rank() == 0 else 0
-            flag = torch.tensor([*values, proposal], dtype=torch.int64, device=dist._comm_device())
-            read = dist.reduce(flag, op="max", check=False).tolist()
-            self._next_check = max(read[self.size], step + 1)
-            return read[: self.size]
+            read = dist.reduce(self._ballot(values, step, step + 1), op="max", check=False)
+            agreed = read.tolist()
+            self._next_check = max(agreed.pop(), step + 1)
+            return agreed
         agreed, following = [0] * self.size, step + 1
         if self._pending is not None:
             work, result = self._pending
             work.wait()
-            read = result.tolist()
-            agreed, following = read[: self.size], max(read[self.size], step + 1)
-        proposal = following + self._steps_per_interval(step) if dist.get_rank() == 0 else 0
-        flag = torch.tensor([*values, proposal], dtype=torch.int64, device=dist._comm_device())
+            agreed = result.tolist()
+            following = max(agreed.pop(), step + 1)
+        flag = self._ballot(values, step, following)
         work = torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, async_op=True)
         self._pending, self._next_check = (work, flag), following
         return agreed
+
+    def _ballot(self, values: Sequence[int], step: int, following: int) -> torch.Tensor:
+        """This rank's values, then rank 0's choice of the check after ``following``."""
+        proposal = following + self._steps_per_interval(step) if dist.get_rank() == 0 else 0
+        return torch.tensor([*values, proposal], dtype=torch.int64, device=dist._comm_device())
 
     def _steps_per_interval(self, step: int) -> int:
         """How many steps make about ``interval_s`` seconds (rank 0 measures)."""

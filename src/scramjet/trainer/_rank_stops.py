@@ -58,6 +58,8 @@ class RankStops:
         """After an optimizer update, on every rank. At a check, the stop this rank takes
         when any rank holds one (its own when it holds one)."""
         state = self.trainer.state
+        if not self._vote.due(state.global_step):  # most updates: nothing to build or send
+            return None
         values = [0] * self.world_size
         values[self.rank] = 0 if self.held is None else 1 + 2 * self.held_records
         agreed = self._vote.vote(state.global_step, values)
