@@ -48,6 +48,7 @@ from scramjet.runtime import fsdp
 from scramjet.runtime.preemption import TrainingPreempted
 from scramjet.tracking import _evaluation, _files
 from scramjet.tracking._failure import record_traceback
+from scramjet.tracking._interrupts import keep_ctrl_c, raise_lost_ctrl_c
 from scramjet.tracking._mirror import RunMirror
 from scramjet.tracking._params import (
     check_options,
@@ -611,7 +612,11 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
 
     def finish(self, trainer: Trainer | None = None) -> UploadReport | None:
         """Write plots, report, status; wait for uploads and verify them; run ``on_complete``."""
-        from scramjet.tracking.report import build_report
+        with keep_ctrl_c():  # a Ctrl-C that a finalizer swallowed still stops it
+            return self._finish(trainer)
+
+    def _finish(self, trainer: Trainer | None) -> UploadReport | None:
+        from scramjet.tracking.report import report_of_an_ended_run
 
         self._ensure_storage()
         path = self.run_dir / "run.json"
@@ -625,8 +630,12 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
             _files.mark_ended(info, "finished")  # results logged after the run keep its end time
         # The report reads the final status and duration; kept for a folder removed later
         self._kept_json["run.json"] = _files.write_json(path, info)
-        build_report(self.run_dir)
+        report_of_an_ended_run(self.run_dir)
+        raise_lost_ctrl_c()
+        # Cut short from here on (the trackers closed), close() records the run as not mirrored
+        self._syncing = self._storage is not None
         self._end_trackers("finished")
+        raise_lost_ctrl_c()
         if self._tracker_errors:
             info = record_tracker_errors(path, self._tracker_errors)
         self._finished = True

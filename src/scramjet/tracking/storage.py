@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from scramjet.tracking._interrupts import raise_lost_ctrl_c
+
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
@@ -178,9 +180,11 @@ def call_with_deadline(fn: Callable[..., T], *args: Any, timeout: float, name: s
         except BaseException as exc:
             error.append(exc)
 
+    raise_lost_ctrl_c()  # the abandoned calls' objects are freed here: finalizers run
     worker = threading.Thread(target=run, name="scramjet-storage-call", daemon=True)
     worker.start()
     worker.join(max(timeout, 0.0))
+    raise_lost_ctrl_c()
     if worker.is_alive():
         raise TimeoutError(
             f"{name or getattr(fn, '__name__', 'call')} took more than {timeout:.1f} s"

@@ -51,6 +51,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from scramjet.tracking._interrupts import raise_lost_ctrl_c
 from scramjet.tracking.storage import (
     RunStorage,
     StorageCheckError,
@@ -410,6 +411,7 @@ class ProcessRunStorage:
                 self._send((kind, seq, *args))
                 while True:
                     reply = self._receive()
+                    raise_lost_ctrl_c()
                     if reply is None:
                         if self._process.poll() is not None:
                             raise _ChildGone

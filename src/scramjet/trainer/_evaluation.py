@@ -17,6 +17,7 @@ import torch
 from scramjet.callbacks.base import Event
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.devices import move_to_device
+from scramjet.tracking._interrupts import raise_lost_ctrl_c
 from scramjet.trainer._explain import explain_batch_error
 from scramjet.trainer.checks import (
     check_loss,
@@ -89,6 +90,7 @@ def run_eval_epoch(trainer: Trainer, eval_dl: Iterable[Any]) -> None:
         steps, seen = Lockstep(eval_dl, trainer._collective_forwards()), 0
         with torch.no_grad():
             for batch, real in steps:
+                raise_lost_ctrl_c()
                 eval_step(trainer, batch, real)
                 seen += 1
                 if trainer._end_epoch_requested:  # every rank stops before the next step

@@ -40,6 +40,7 @@ from scramjet.schedulers import (
     check_step_takes_no_arguments,
     resolve_placeholders,
 )
+from scramjet.tracking._interrupts import keep_ctrl_c, raise_lost_ctrl_c
 from scramjet.tracking.metric_log import MetricLog
 from scramjet.trainer import _evaluation, _predict, _rerun
 from scramjet.trainer._explain import explain_batch_error
@@ -661,7 +662,8 @@ class Trainer:
         if resume_from is not None:
             resume.restore(self, resume_from, check_plan=True)
             _rerun.check_resumed(self, resume_from)
-        self._run_training(train_dl)
+        with keep_ctrl_c():  # a Ctrl-C that a finalizer swallowed still stops the run
+            self._run_training(train_dl)
 
     def _run_training(self, train_dl: Iterable[Any]) -> None:
         # Drop gradients left over from before the run; not the hook, so hooks run exactly
@@ -772,6 +774,7 @@ class Trainer:
         window, open_window, self._epoch_cut, self._in_train_batches = accum, False, False, True
         known, base = n_batches, 0  # the epoch's length (0: unknown); where windows start
         for batch in batches:
+            raise_lost_ctrl_c()
             i = state.batches_seen_in_epoch
             if known and i >= known:  # the loader's length fell short (an estimate)
                 known, base = 0, known
