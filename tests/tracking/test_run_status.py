@@ -275,3 +275,31 @@ def test_train_again_after_a_failure_leaves_the_failed_run_as_it_ended(tmp_path:
     assert _status(failed)["status"] == "failed" and _train_loss_steps(failed) == list(range(1, 11))
     assert _status(exp.run_dir)["status"] == "finished"
     assert _train_loss_steps(exp.run_dir) == list(range(1, 7))
+
+
+def test_a_report_that_cannot_be_built_leaves_a_finished_run_finished_and_uploaded(
+    tmp_path: Path, s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The report is made from the run's files; a plotting library that fails (one left
+    # half-imported by a Ctrl-C in a notebook, say) must not turn a trained run into a failed one.
+    from scramjet.tracking import report
+
+    def broken(run_dir: Any) -> Any:
+        raise AttributeError("module 'matplotlib' has no attribute 'get_data_path'")
+
+    monkeypatch.setattr(report, "build_plots", broken)
+    bucket = s3.new_bucket()
+    exp = Experiment("p", "r", root=tmp_path, save_script=False, storage=f"s3://{bucket}/runs")
+    with pytest.warns(
+        RuntimeWarning, match=r"report of the ended run could not be built.*get_data_path"
+    ):
+        make_trainer([exp]).train(tiny_data(32), 1, per_device_batch_size=16)
+    assert _status(exp.run_dir)["status"] == "finished"
+    assert exp.upload_report is not None and exp.upload_report.ok
+    keys = s3.list_keys(bucket)
+    assert any(k.endswith("/run.json") for k in keys) and any(
+        k.endswith("/metrics.csv") for k in keys
+    )
+    monkeypatch.undo()  # the plots work again: the command in the warning builds the report
+    assert main(["report", str(exp.run_dir)]) == 0
+    assert (exp.run_dir / "report.html").is_file()

@@ -442,16 +442,18 @@ __all__ = ["build_plots", "build_report", "compare_runs"]
 
 
 def report_of_an_ended_run(run_dir: str | Path) -> None:
-    """``report.html`` of a failed or interrupted run: what it did up to the end.
+    """``report.html`` of a run that finished, failed or was interrupted.
 
-    Written atomically, so a second Ctrl-C while it is built leaves no partial page;
-    a report that cannot be built is a warning, never a second error.
+    Written atomically, so a Ctrl-C while it is built leaves no partial page. A report
+    that cannot be built (e.g. a plotting library left broken) is a warning, never an
+    error: the report is made from the run's files, which are all written by then.
     """
     try:
         build_report(run_dir)
     except Exception as exc:
         warnings.warn(
-            f"Experiment: the report of the ended run could not be built ({exc}); "
+            f"Experiment: the report of the ended run could not be built "
+            f"({type(exc).__name__}: {exc}); the run's files are intact, and "
             f"`scramjet report {run_dir}` tries again.",
             RuntimeWarning,
             stacklevel=3,
