@@ -6,7 +6,7 @@ a ``weakref.finalize``, which the garbage collector runs in the thread that free
 object), the ``KeyboardInterrupt`` raised by the handler cannot propagate: Python prints
 "Exception ignored in ..." and carries on, and the Ctrl-C is lost. During a run's final
 upload to an object store that does not answer, the abandoned network calls leave many
-such objects to free, and a Ctrl-C was lost that way about once in a dozen presses.
+such objects to free, and a Ctrl-C lands in one of them often enough to matter.
 
 Inside :func:`keep_ctrl_c` such a lost ``KeyboardInterrupt`` is noted (it reaches
 ``sys.unraisablehook``), and :func:`raise_lost_ctrl_c` raises it again: the Trainer calls it
