@@ -26,13 +26,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import threading
 from pathlib import Path
 
 from scramjet.data._remote import ShardCache, _Locked
 
 _registered: dict[tuple[int, str], _Locked] = {}  # (pid, cache folder): its held file
-_guard = threading.Lock()
 
 
 def register_reader(cache: ShardCache, keep: int) -> None:
@@ -44,33 +42,37 @@ def register_reader(cache: ShardCache, keep: int) -> None:
     if cache.limit is None:
         return
     key = (os.getpid(), str(cache.root))
-    with _guard:
+    if key in _registered:
+        return
+    folder = cache.root / ".readers"
+    folder.mkdir(exist_ok=True)
+    # The cache's lock is taken in turn by this process's threads too (an ``flock`` per
+    # open file), so the question is asked again under it; a thread lock instead would
+    # be copied held into a DataLoader worker forked meanwhile, which then never gets it.
+    with _Locked(cache.root / ".lock", exclusive=True, create=True):
         if key in _registered:
             return
-        folder = cache.root / ".readers"
-        folder.mkdir(exist_ok=True)
-        with _Locked(cache.root / ".lock", exclusive=True, create=True):
-            slot = _slot(cache)
-            kept = slot is not None and (folder / slot).exists()  # admitted at an earlier epoch
-            others, mine = _live_readers(folder, slot)
-            shards = sum(others) + keep
-            fits, need = cache.room(shards)
-            if others and not fits and not kept:  # alone: the reader's own checks (reader.py)
-                if mine is not None:
-                    mine.close()
-                raise ValueError(
-                    f"cache_limit={cache.limit} bytes of the cache folder {str(cache.root)!r} "
-                    f"cannot hold the shards {len(others) + 1} processes reading "
-                    f"{cache.url!r} from it keep in use at once ({shards} shards: each "
-                    "keeps its shuffle window and the shard it leaves): "
-                    f"{need} bytes are needed. Raise cache_limit to at least {need} bytes, "
-                    "give each process a cache_dir of its own, or read from one at a time"
-                )
-            if mine is None:
-                mine = _Locked(folder / f"{os.getpid()}.reader", exclusive=True, create=True)
-            os.ftruncate(mine.fd, 0)
-            os.pwrite(mine.fd, str(keep).encode(), 0)
-            _registered[key] = mine
+        slot = _slot(cache)
+        kept = slot is not None and (folder / slot).exists()  # admitted at an earlier epoch
+        others, mine = _live_readers(folder, slot)
+        shards = sum(others) + keep
+        fits, need = cache.room(shards)
+        if others and not fits and not kept:  # alone: the reader's own checks (reader.py)
+            if mine is not None:
+                mine.close()
+            raise ValueError(
+                f"cache_limit={cache.limit} bytes of the cache folder {str(cache.root)!r} "
+                f"cannot hold the shards {len(others) + 1} processes reading "
+                f"{cache.url!r} from it keep in use at once ({shards} shards: each "
+                "keeps its shuffle window and the shard it leaves): "
+                f"{need} bytes are needed. Raise cache_limit to at least {need} bytes, "
+                "give each process a cache_dir of its own, or read from one at a time"
+            )
+        if mine is None:
+            mine = _Locked(folder / f"{os.getpid()}.reader", exclusive=True, create=True)
+        os.ftruncate(mine.fd, 0)
+        os.pwrite(mine.fd, str(keep).encode(), 0)
+        _registered[key] = mine
 
 
 def _slot(cache: ShardCache) -> str | None:

@@ -213,11 +213,19 @@ def prepare_remote_dst(
 
 
 class _Locked:
-    """An open file with an ``flock`` held; closing the file releases the lock."""
+    """An open file with an ``flock`` held; :meth:`close` releases the lock.
+
+    A forked process (a DataLoader worker started while another thread holds a lock)
+    gets a copy of the descriptor, and an ``flock`` lives until the last copy is closed:
+    closing ours alone would leave the lock held by the child, which then waits forever
+    on that very lock. So the process that took the lock unlocks it before closing; a
+    child closing its inherited copy only closes it, leaving the parent's lock alone.
+    """
 
     def __init__(
         self, path: Path, exclusive: bool, wait: bool = True, create: bool = False
     ) -> None:
+        self.pid = os.getpid()
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT if create else os.O_RDONLY, 0o644)
         flags = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
         try:
@@ -231,8 +239,12 @@ class _Locked:
 
     def close(self) -> None:
         if getattr(self, "fd", -1) >= 0:
-            os.close(self.fd)
-            self.fd = -1
+            try:
+                if self.pid == os.getpid():
+                    fcntl.flock(self.fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self.fd)
+                self.fd = -1
 
     def __del__(self) -> None:  # a dropped hold (a cancelled prefetch) releases its lock
         self.close()
@@ -256,7 +268,12 @@ def _hold_owner(root: Path) -> None:
         return
     (root / ".readers").mkdir(exist_ok=True)
     with _Locked(root / ".lock", exclusive=True, create=True):  # not seen half-made
-        _owners[key] = _Locked(root / ".readers" / f"{key[0]}.owner", exclusive=True, create=True)
+        # Asked again under the cache's lock, which threads of one process take in turn
+        # too: a thread that found no owner above while another made it would otherwise
+        # wait forever on the owner file that other thread holds for this process.
+        if key not in _owners:
+            owner = root / ".readers" / f"{key[0]}.owner"
+            _owners[key] = _Locked(owner, exclusive=True, create=True)
 
 
 class ShardCache:
