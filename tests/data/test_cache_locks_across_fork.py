@@ -144,3 +144,24 @@ def test_a_worker_forked_while_a_thread_registers_registers_too(tmp_path: Path) 
         mine = _registered.pop((os.getpid(), str(cache.root)), None)
         if mine is not None:
             mine.close()
+
+
+def _open_a_filesystem(url: str) -> None:
+    from scramjet.data._remote_fs import _filesystem
+
+    _filesystem(url, None)
+    os._exit(0)
+
+
+def test_a_worker_forked_while_a_filesystem_is_being_made_makes_its_own(tmp_path: Path) -> None:
+    from scramjet.data import _remote_fs
+
+    with _remote_fs._FS_LOCK:  # another reading thread is making this process's filesystem
+        worker = fork.Process(target=_open_a_filesystem, args=(f"file://{tmp_path}",))
+        worker.start()
+        try:
+            worker.join(20)
+            assert worker.exitcode == 0, "the forked worker waits on a lock nobody will release"
+        finally:
+            if worker.is_alive():
+                worker.kill()

@@ -81,6 +81,17 @@ def default_cache_dir() -> Path:
 
 _FILESYSTEMS: dict[tuple[Any, ...], Any] = {}
 _FS_LOCK = threading.Lock()
+
+
+def _new_fs_lock() -> None:
+    """In a forked child: a lock of its own. Making a filesystem holds the lock (about a
+    second for S3), and a DataLoader worker forked meanwhile by another reading thread
+    would get it held, by a thread it does not have, and wait on it forever."""
+    global _FS_LOCK
+    _FS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_fs_lock)
 # Variables the stores' fsspec backends read credentials, endpoints and settings from.
 _ENV_PREFIXES = ("AWS_", "GOOGLE_", "GCLOUD", "GCS", "STORAGE_EMULATOR", "AZURE_", "FSSPEC_")
 
