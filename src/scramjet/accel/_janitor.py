@@ -45,6 +45,16 @@ _lock = threading.Lock()
 _janitor: tuple[int, int, int] | None = None  # (creator pid, janitor pid, write end of its pipe)
 
 
+def _new_lock() -> None:
+    """In a forked child (a DataLoader worker): a lock of its own, never a copy held by a
+    thread of the parent that was starting its janitor at the fork."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock)
+
+
 def _running() -> tuple[int, int, int] | None:
     """This process's janitor, if it is running."""
     if _janitor is None or _janitor[0] != os.getpid():
