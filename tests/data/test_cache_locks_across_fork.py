@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -90,9 +91,9 @@ def _waiters(path: Path) -> int:
         return sum("->" in line and f":{inode} " in line for line in locks)
 
 
-def _until(check: object, what: str) -> None:
+def _until(check: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + 20
-    while not check():  # type: ignore[operator]
+    while not check():
         assert time.monotonic() < deadline, what
         time.sleep(0.01)
 
