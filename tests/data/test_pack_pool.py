@@ -280,12 +280,16 @@ def test_ctrl_c_stops_pack_and_its_workers_quietly(tmp_path):
     """SIGINT to the terminal's process group (Ctrl-C): pack raises KeyboardInterrupt,
     the workers print nothing and are gone, and nothing is left at dst."""
     write_images(tmp_path / "imgs", 1, size=(600, 600))
-    write_csv(tmp_path / "l.csv", ["image", "label"], [["img_0.png", str(i)] for i in range(400)])
+    # ~10 s of work on two cores, so that pack is still encoding when the signal comes
+    write_csv(tmp_path / "l.csv", ["image", "label"], [["img_0.png", str(i)] for i in range(4000)])
     args = [tmp_path / "imgs", tmp_path / "l.csv", tmp_path / "p"]
     proc = start_in_session(INTERRUPT_SCRIPT, *args)
     try:
         deadline = time.monotonic() + 60
         while not any(p.name.startswith(".p.partial-") for p in tmp_path.iterdir()):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        while len(_session(proc.pid)) < 3:  # pack and its two worker processes
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.01)
         time.sleep(1.0)  # the workers are encoding
