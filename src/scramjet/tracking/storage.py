@@ -31,6 +31,7 @@ import os
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -362,7 +363,10 @@ class RunStorage:
         self._uploaded: dict[str, tuple[int, int]] = {}  # rel -> (size, mtime_ns) sent
         self._pending: set[str] = set()
         self._lock = threading.Lock()
-        self._queue: queue.Queue[str | None] = queue.Queue()
+        # Each queued upload carries the storage, so an idle upload thread holds none: a
+        # storage nobody uses any more (a closed checkpoint manager's) is collected, and
+        # its threads end with it, once what it queued has been sent.
+        self._queue: queue.Queue[tuple[str, RunStorage] | None] = queue.Queue()
         self._closed = False
         self._retry_noted = False  # the first retried failure is reported, the rest counted
         if check:
@@ -370,11 +374,14 @@ class RunStorage:
         else:
             self._warm_up()
         self._threads = [
-            threading.Thread(target=self._work, name=f"scramjet-upload-{i}", daemon=True)
+            threading.Thread(
+                target=_upload_worker, args=(self._queue,), name=f"scramjet-upload-{i}", daemon=True
+            )
             for i in range(workers)
         ]
         for thread in self._threads:
             thread.start()
+        self._stop_idle = weakref.finalize(self, _stop_workers, self._queue, workers)
 
     def _warm_up(self) -> None:
         # Creating the S3 client (botocore loads its service models) is a burst of Python
@@ -452,24 +459,16 @@ class RunStorage:
             if self._closed or rel in self._pending:
                 return  # already queued: the worker reads the newest version
             self._pending.add(rel)
-        self._queue.put(rel)
+        self._queue.put((rel, self))
 
     def remote_path(self, rel: str) -> str:
         """Remote path (inside the filesystem) of a relative path."""
         return f"{self.remote_root}/{rel}"
 
-    def _work(self) -> None:
-        while True:
-            rel = self._queue.get()
-            if rel is None:
-                self._queue.task_done()
-                return
-            with self._lock:
-                self._pending.discard(rel)
-            try:
-                self._put_with_retries(rel)
-            finally:
-                self._queue.task_done()
+    def _send_queued(self, rel: str) -> None:
+        with self._lock:
+            self._pending.discard(rel)
+        self._put_with_retries(rel)
 
     def _put_with_retries(self, rel: str, attempts: int | None = None) -> bool:
         local = self.local_dir / rel
@@ -659,6 +658,7 @@ class RunStorage:
             if self._closed:
                 return
             self._closed = True
+        self._stop_idle.detach()
         for _ in self._threads:
             self._queue.put(None)
         if self._deadline is not None:
@@ -666,6 +666,25 @@ class RunStorage:
         end = time.monotonic() + timeout
         for thread in self._threads:  # a thread stuck in a call is abandoned (daemon)
             thread.join(max(0.0, end - time.monotonic()))
+
+
+def _upload_worker(jobs: queue.Queue[tuple[str, RunStorage] | None]) -> None:
+    """An upload thread: sends what its storage queued, until told to stop (``None``)."""
+    while True:
+        job = jobs.get()
+        if job is None:
+            jobs.task_done()
+            return
+        try:
+            job[1]._send_queued(job[0])
+        finally:
+            del job  # idle, the thread keeps no storage alive
+            jobs.task_done()
+
+
+def _stop_workers(jobs: queue.Queue[tuple[str, RunStorage] | None], workers: int) -> None:
+    for _ in range(workers):
+        jobs.put(None)
 
 
 __all__ = [
