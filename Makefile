@@ -53,11 +53,13 @@ typecheck: $(STAMP_DEV)
 
 # The default suite on TEST_WORKERS processes (pytest-xdist), then the tests that bound a
 # wall-clock time (marked `serial`) alone, so that a busy neighbour cannot break their bounds.
+# `--dist loadfile` keeps each test file on one process, so that a file's shared set-up (a
+# module fixture: the docs blocks' runner, a reference training run) is made once.
 TEST_WORKERS ?= 2
 TEST_SELECT := not slow and not gpu
 
 test: install-dev lint typecheck
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "$(TEST_SELECT) and not serial"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "$(TEST_SELECT) and not serial"
 	$(BIN)/python -m pytest -q -m "$(TEST_SELECT) and serial"
 
 test-slow: install-dev

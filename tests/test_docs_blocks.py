@@ -633,7 +633,11 @@ class Outcome:
 
 @dataclass
 class BlockRunner:
-    """Runs the selected blocks a few at a time; each test waits for its own."""
+    """Runs the selected blocks a few at a time; each test waits for its own.
+
+    It starts every block the session selected, so the blocks' tests belong in one test
+    process: `make test` keeps a file's tests together (`--dist loadfile`).
+    """
 
     folder: Path
     env: dict[str, str]

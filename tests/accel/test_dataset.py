@@ -216,7 +216,10 @@ def _wait_until(predicate, timeout: float = 15.0) -> bool:
 
 
 def _background() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("scramjet-")]
+    """The dataset cache's threads alive in this process (other parts of scramjet that an
+    earlier test in the process used may keep threads of their own)."""
+    ours = ("scramjet-preload", "scramjet-reap")
+    return [t.name for t in threading.enumerate() if t.name in ours]
 
 
 def _alive(pid: int) -> bool:
