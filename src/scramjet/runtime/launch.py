@@ -9,11 +9,12 @@ one machine never collide on a hard-coded port.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 __all__ = ["LaunchError", "launch"]
@@ -188,10 +189,36 @@ def launch(
     if max_restarts:
         _fresh_store_per_round()  # a restarted group must not read the dead processes' keys
     try:
-        results = elastic_launch(config, _run_rank)(fn, tuple(args))
+        with _signal_handlers_kept():
+            results = elastic_launch(config, _run_rank)(fn, tuple(args))
     except ChildFailedError as error:
         raise _launch_error(error) from None
     return results[0]
+
+
+@contextlib.contextmanager
+def _signal_handlers_kept() -> Iterator[None]:
+    """Put back the handlers of the signals torch's elastic agent takes over.
+
+    While the processes run, the agent's handler stops them on Ctrl-C or SIGTERM; it is
+    left installed when the agent returns, so a later Ctrl-C in the calling script or
+    notebook would raise torch's ``SignalException`` instead of ``KeyboardInterrupt``, and
+    a handler the caller had set (a preemption watcher's) would be gone.
+    """
+    import threading
+
+    kept: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():  # where the agent sets them
+        names = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT")
+        for name in names.split(","):
+            sig = getattr(signal, name.strip(), None)
+            if isinstance(sig, signal.Signals) and signal.getsignal(sig) is not None:
+                kept[sig] = signal.getsignal(sig)  # None: set outside Python, left alone
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
 
 
 def _launch_error(error: Any) -> LaunchError:
