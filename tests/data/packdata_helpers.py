@@ -74,13 +74,16 @@ def encode_or_die(task: tuple[Any, ...]) -> tuple[int, Any]:
 
 def start_in_session(script: str, *args: object, stdout: Any = None) -> subprocess.Popen[str]:
     """``python -c script args...`` in a session of its own, its stderr piped as text: a
-    signal to the session reaches the script and every process it started."""
+    signal to the session reaches the script and every process it started. SIGINT is
+    handled as in a terminal's foreground job, even where the test runner was started with
+    it ignored (a background job of a shell)."""
     return subprocess.Popen(
         [sys.executable, "-c", script, *map(str, args)],
         stdout=stdout,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

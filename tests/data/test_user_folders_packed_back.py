@@ -184,7 +184,8 @@ def test_cli_ctrl_c_ends_with_one_line_and_status_130(tmp_path):
     root = _photos(tmp_path, n=20)
     args = [str(root), str(root / "list.csv"), str(tmp_path / "p")]
     proc = subprocess.Popen([sys.executable, "-c", _SLOW_CLI, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True,  # SIGINT as in a terminal:
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "encoding\n"
         proc.send_signal(signal.SIGINT)
