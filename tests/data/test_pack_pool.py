@@ -280,7 +280,7 @@ def test_ctrl_c_stops_pack_and_its_workers_quietly(tmp_path):
     """SIGINT to the terminal's process group (Ctrl-C): pack raises KeyboardInterrupt,
     the workers print nothing and are gone, and nothing is left at dst."""
     write_images(tmp_path / "imgs", 1, size=(600, 600))
-    # ~10 s of work on two cores, so that pack is still encoding when the signal comes
+    # ~15 s of work on two cores, so that pack is still encoding when the signal comes
     write_csv(tmp_path / "l.csv", ["image", "label"], [["img_0.png", str(i)] for i in range(4000)])
     args = [tmp_path / "imgs", tmp_path / "l.csv", tmp_path / "p"]
     proc = start_in_session(INTERRUPT_SCRIPT, *args)
