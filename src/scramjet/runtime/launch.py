@@ -13,6 +13,7 @@ import contextlib
 import math
 import os
 import signal
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
@@ -205,20 +206,19 @@ def _signal_handlers_kept() -> Iterator[None]:
     notebook would raise torch's ``SignalException`` instead of ``KeyboardInterrupt``, and
     a handler the caller had set (a preemption watcher's) would be gone.
     """
-    import threading
-
     kept: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():  # where the agent sets them
         names = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT")
         for name in names.split(","):
             sig = getattr(signal, name.strip(), None)
-            if isinstance(sig, signal.Signals) and signal.getsignal(sig) is not None:
-                kept[sig] = signal.getsignal(sig)  # None: set outside Python, left alone
+            if isinstance(sig, signal.Signals):
+                kept[sig] = signal.getsignal(sig)
     try:
         yield
     finally:
         for sig, handler in kept.items():
-            signal.signal(sig, handler)
+            if handler is not None:  # None: set outside Python, left alone
+                signal.signal(sig, handler)
 
 
 def _launch_error(error: Any) -> LaunchError:

@@ -658,9 +658,7 @@ class RunStorage:
             if self._closed:
                 return
             self._closed = True
-        self._stop_idle.detach()
-        for _ in self._threads:
-            self._queue.put(None)
+        self._stop_idle()  # one stop per thread, queued after the uploads
         if self._deadline is not None:
             timeout = min(timeout, max(0.0, self._remaining() or 0.0) + self.timeouts.call)
         end = time.monotonic() + timeout
