@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -363,9 +365,12 @@ def run(args: argparse.Namespace) -> int:
 
     _fresh_store_per_round()
     notice = _NoticeAsSigterm()
+    # The processes' error files go in a folder of this launch, removed when it ends
+    # (torchrun's default is a new ``torchelastic_*`` temp folder per launch, never removed).
+    log_dir = tempfile.mkdtemp(prefix="scramjet-launch-")
     try:
         with notice:
-            torchrun(parse_args(argv))
+            torchrun(parse_args([f"--log-dir={log_dir}", *argv]))
     except ChildFailedError as error:
         from scramjet.runtime.launch import _launch_error
 
@@ -392,6 +397,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
     return 0
 
 

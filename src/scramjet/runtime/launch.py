@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 __all__ = ["LaunchError", "launch"]
 
@@ -104,18 +106,35 @@ def _run_rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     from scramjet.runtime.preemption import TrainingPreempted
 
     try:
-        result = fn(*args)
-    except SystemExit as exit:
-        if exit.code in (0, None) or isinstance(exit, TrainingPreempted):
-            raise
-        # Recorded as this rank's error: a bare exit status left no message, and the exit
-        # handler then closed the group, so a rank waiting on it failed first and was named.
-        raise RuntimeError(
-            f"{getattr(fn, '__qualname__', fn)!s} called sys.exit({exit.code!r})"
-        ) from None
-    destroy_distributed()
-    _check_sendable(fn, result)
+        try:
+            result = fn(*args)
+        except SystemExit as exit:
+            if exit.code in (0, None) or isinstance(exit, TrainingPreempted):
+                raise
+            # Recorded as this rank's error: a bare exit status left no message, and the exit
+            # handler then closed the group, so a rank waiting on it failed first and was named.
+            raise RuntimeError(
+                f"{getattr(fn, '__qualname__', fn)!s} called sys.exit({exit.code!r})"
+            ) from None
+        destroy_distributed()
+        _check_sendable(fn, result)
+    except Exception as error:
+        _exit_recorded(error)
     return result
+
+
+def _exit_recorded(error: Exception) -> NoReturn:
+    """End this rank with ``error`` written where the launcher reads it (the elastic error
+    file), as torch's ``record`` would, then exit with status 1.
+
+    Raised instead, the error also went through torch.multiprocessing's own handler, which
+    pickles its traceback into a ``pytorch-errorfile-*.pickle`` in the temp folder that
+    nothing removes: one file per failed rank, per failed launch.
+    """
+    from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
+
+    ErrorHandler().record_exception(error)
+    raise SystemExit(1)
 
 
 def _check_sendable(fn: Callable[..., Any], result: Any) -> None:
@@ -172,9 +191,11 @@ def launch(
     """
     if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
         raise ValueError(f"nprocs must be an int >= 1, got {nprocs!r}")
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+    log_dir = tempfile.mkdtemp(prefix="scramjet-launch-")
     config = LaunchConfig(
         min_nodes=1,
         max_nodes=1,
@@ -186,6 +207,9 @@ def launch(
         max_restarts=max_restarts,
         monitor_interval=monitor_interval,
         start_method=start_method,
+        # The processes' error files go in a folder of this launch, removed when it ends
+        # (torch's default is a new ``torchelastic_*`` temp folder per launch, never removed).
+        logs_specs=DefaultLogsSpecs(log_dir=log_dir),
     )
     if max_restarts:
         _fresh_store_per_round()  # a restarted group must not read the dead processes' keys
@@ -194,6 +218,8 @@ def launch(
             results = elastic_launch(config, _run_rank)(fn, tuple(args))
     except ChildFailedError as error:
         raise _launch_error(error) from None
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
     return results[0]
 
 
