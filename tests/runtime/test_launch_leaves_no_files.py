@@ -31,11 +31,10 @@ from scramjet.runtime import LaunchError, launch
 import jobs
 
 print("result", launch(jobs.ok, 2, (5,)))
-for _ in range(2):
-    try:
-        launch(jobs.fails, 2, (7,))
-    except LaunchError as error:
-        print("failed", error.rank, error.message)
+try:
+    launch(jobs.fails, 2, (7,))
+except LaunchError as error:
+    print("failed", error.rank, error.message)
 """
 
 
@@ -52,7 +51,7 @@ def test_launches_that_return_or_fail_leave_the_temp_folder_empty(tmp_path: Path
     lines = done.stdout.splitlines()
     assert lines[0] == "result 5", done.stdout
     failed = [line for line in lines if line.startswith("failed")]
-    assert len(failed) == 2, done.stdout
+    assert len(failed) == 1, done.stdout
     assert all("ValueError: bad value 7 on rank" in line for line in failed), done.stdout
     # torch's compile cache (made when torch's logger formats the agent's failure report)
     # is meant to outlive the process; anything else is what the launches left.
@@ -60,23 +59,20 @@ def test_launches_that_return_or_fail_leave_the_temp_folder_empty(tmp_path: Path
     assert sorted(left) == [], done.stderr[-2000:]
 
 
-@pytest.mark.parametrize("fails", [False, True], ids=["returns", "raises"])
-def test_the_launch_command_leaves_the_temp_folder_empty(tmp_path: Path, fails: bool) -> None:
+def test_the_launch_command_leaves_the_temp_folder_empty(tmp_path: Path) -> None:
+    # A failed run: its error records are read, then removed with the launch's folder.
     temp = tmp_path / "temp"
     temp.mkdir()
     script = tmp_path / "job.py"
     script.write_text(
-        "import os\n"
-        f"if {fails} and os.environ['RANK'] == '1':\n"
-        "    raise ValueError('bad value on rank 1')\n"
+        "import os\nif os.environ['RANK'] == '1':\n    raise ValueError('bad value on rank 1')\n"
     )
     done = subprocess.run(
         [sys.executable, "-m", "scramjet", "launch", "--nproc-per-node", "2", str(script)],
         cwd=tmp_path, env={**os.environ, "TMPDIR": str(temp)},
         capture_output=True, text=True, timeout=180,
     )  # fmt: skip
-    assert done.returncode == (1 if fails else 0), done.stderr[-3000:]
-    if fails:
-        assert "rank 1 failed: ValueError: bad value on rank 1" in done.stderr, done.stderr
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "rank 1 failed: ValueError: bad value on rank 1" in done.stderr, done.stderr
     left = [name for name in os.listdir(temp) if not name.startswith("torchinductor_")]
     assert sorted(left) == [], done.stderr[-2000:]
