@@ -277,7 +277,7 @@ def test_launch_names_the_exit_status_of_a_script_that_exits_non_zero(tmp_path: 
     )
     assert proc.returncode == 1
     line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("scramjet launch:"))
-    assert "rank 0" in line and "status 3" in line, proc.stderr[-2000:]
+    assert "rank 0 failed" in line and "called sys.exit(3)" in line, proc.stderr[-2000:]
 
 
 @pytest.mark.slow

@@ -260,7 +260,9 @@ def test_scramjet_launch_with_a_stuck_rank_explains_the_timeout(tmp_path: Path) 
     )
     assert done.returncode == 1
     lines = done.stderr.splitlines()
-    (at,) = [i for i, line in enumerate(lines) if line.startswith("scramjet launch: rank 0")]
+    starts = [i for i, line in enumerate(lines) if line.startswith("scramjet launch: rank 0")]
+    assert len(starts) == 1, done.stderr[-3000:]
+    at = starts[0]
     assert "Timed out waiting 3000ms" in lines[at], lines[at]
     assert "rank 1: still running, stopped by the launcher" in lines[at + 1], lines[at + 1]
     assert "SCRAMJET_DIST_TIMEOUT (3 s here)" in lines[at + 1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,41 @@ def test_a_rank_stopped_after_recording_its_error_is_still_named(tmp_path: Path)
     assert error.rank == 1, str(error)
     assert "sys.exit(3)" in error.message and "trace 1" in str(error)
     assert "Connection closed by peer" in error.failures[0]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_rank_the_launcher_stopped_is_named_after_the_rank_that_failed(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    # Rank 0 timed out waiting for a stuck rank 1, and the launcher then stopped rank 1
+    # with SIGTERM in the same second. torch stamps rank 1's end in whole seconds, earlier
+    # than rank 0's error file within that second: rank 1 was named. A rank killed by
+    # SIGKILL (the kernel's out-of-memory killer) is a cause, and stays first.
+    import json
+    import time
+
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    from scramjet.runtime.launch import _launch_error
+
+    second = int(time.time())
+    path = tmp_path / "error0.json"
+    extra = {"timestamp": str(second)}
+    record = {"message": "RuntimeError: Timed out waiting 3000ms", "extraInfo": extra}
+    path.write_text(json.dumps({"message": record}))
+    os.utime(path, (second + 0.7, second + 0.7))
+    failures = {
+        0: ProcessFailure(local_rank=0, pid=100, exitcode=1, error_file=str(path)),
+        1: ProcessFailure(
+            local_rank=1, pid=101, exitcode=-signum, error_file=str(tmp_path / "none.json")
+        ),
+    }
+    failures[1].timestamp = second  # stamped in the same second as rank 0's error
+    error = _launch_error(ChildFailedError("train.py", failures))
+    if signum == signal.SIGTERM:
+        assert error.rank == 0, str(error)
+        assert "Timed out" in error.message
+        assert error.failures[1] == "killed by SIGTERM"
+    else:
+        assert error.rank == 1, str(error)
+        assert error.message == "killed by SIGKILL"

@@ -292,14 +292,21 @@ def _recorded_elsewhere(failures: dict[int, Any]) -> dict[int, Any]:
     return recorded
 
 
-def _failed_at(failure: Any) -> float:
+def _failed_at(failure: Any) -> tuple[bool, float]:
     """When a process failed, to order the failures: its error file's modification time
     (torch's own timestamp is in whole seconds, so a rank failing on a peer's exit in the
-    same second tied with it and the lower rank was named), else torch's timestamp."""
+    same second tied with it and the lower rank was named), else torch's timestamp.
+
+    A process ended by SIGTERM without an error record comes after every other: that is
+    how the launcher stops the ranks still running once one failed, and its whole-second
+    stamp, earlier than the failed rank's exact time within that second, named it (a
+    stuck rank, not the rank that reported the timeout).
+    """
+    stopped = getattr(failure, "exitcode", None) == -signal.SIGTERM
     try:
-        return os.stat(failure.error_file).st_mtime
+        return stopped, os.stat(failure.error_file).st_mtime
     except (OSError, TypeError, ValueError):
-        return float(failure.timestamp)
+        return stopped, float(failure.timestamp)
 
 
 def _describe_failure(failure: Any) -> tuple[str, str]:
