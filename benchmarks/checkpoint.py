@@ -210,6 +210,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     parent = args.dir or Path.cwd()
+    parent.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=".bench-checkpoint-", dir=parent))
     try:
         run(args.repeats, args.hidden, root)

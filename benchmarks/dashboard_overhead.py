@@ -87,16 +87,18 @@ def component_costs(make_board: Any, steps: int) -> tuple[float, float]:
         board.on_train_step_end(None, batch=None, batch_output=output)
     hook = (time.perf_counter() - start) / n
     board._pending.clear()
-    for i in range(steps):
-        board._pending.append(torch.tensor(1.0 / (i + 1)))
-    board.gauge({"loss": 0.5}, 0, 0, steps, "train", samples=64)
-    redraw = float("nan")
-    draw = board._live.refresh if board._live is not None else lambda: board._print_plain(None)
-    start = time.perf_counter()
-    for _ in range(50):
-        draw()
-    redraw = (time.perf_counter() - start) / 50
-    board.close()
+    try:  # closed in any case: a live view left running swallows the traceback
+        for i in range(steps):
+            board._pending.append(torch.tensor(1.0 / (i + 1)))
+        board.gauge({"loss": 0.5}, 0, 0, steps, "train", samples=64)
+        display = board._display
+        assert display is not None, "gauge() starts the display"
+        start = time.perf_counter()
+        for _ in range(50):
+            display.redraw()
+        redraw = (time.perf_counter() - start) / 50
+    finally:
+        board.close()
     return hook, redraw
 
 

@@ -336,6 +336,11 @@ def run_child(args: argparse.Namespace, name: str, mode: str, env: dict[str, str
            str(args.images), "--batch", str(args.batch), "--workers", str(args.workers),
            "--counter", args.counter, "--mode", mode]  # fmt: skip
     cmd += ["--window", str(args.window)] if args.window else []
+    # The children's temp files go under the root, removed at the end: their killed
+    # workers never remove their own (multiprocessing's pymp-* folders).
+    temp = Path(args.root) / "tmp"
+    temp.mkdir(exist_ok=True)
+    env = {**env, "TMPDIR": str(temp)}
     # A session of its own: the DataLoader workers a child leaves behind (it exits without
     # draining them) are killed with it, instead of slowing down the next reader measured.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -93,8 +94,20 @@ def main() -> None:
     parser.add_argument("--model", choices=["linear", "cnn"], default="linear",
                         help="linear: data-bound; cnn: the model shares the CPU")  # fmt: skip
     args = parser.parse_args()
+    if args.epochs < 2:
+        parser.error(
+            f"--epochs must be >= 2 (samples/s counts the epochs after the first), got {args.epochs}"
+        )
     print(f"machine: {machine()}\nload average (1 min) before: {os.getloadavg()[0]:.2f}")
     root = Path(tempfile.mkdtemp(prefix="scramjet-trainer-pack-"))
+    try:
+        compare(root, args)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def compare(root: Path, args: argparse.Namespace) -> None:
+    """Pack the images in ``root``, train each contender ``args.rounds`` times, print."""
     make_images(root, args.images, args.size, 90)
     pack(root, root / "list.csv", root / "p.pack", dtype=["int64"], height=args.size,
          width=args.size, encode="jpeg", quality=90, shards=8, progress=False)  # fmt: skip

@@ -99,6 +99,14 @@ class LiveOrPlain:
             self._thread = threading.Thread(target=self._loop, daemon=True, name=self._name)
             self._thread.start()
 
+    def redraw(self) -> None:
+        """Draw one frame now, as the display thread does on its timer: a full refresh of
+        the live view, or one ``tick`` in plain mode. Starts nothing."""
+        if self._rich_live is not None:
+            self._rich_live.refresh()
+        elif not self.live:
+            self._tick()
+
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
             self._tick()
