@@ -55,13 +55,20 @@ class _StepTracer(TrainerCallback):
             self.tracing = False
 
 
-def main() -> None:
+def model_and_data() -> tuple[torch.nn.Module, TensorDataset]:
+    """The small MLP and the 256 random samples every traced run trains on."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-    data = TensorDataset(torch.randn(256, 16), torch.randint(0, 4, (256,)))
-    tracer = _StepTracer()
+    return model, TensorDataset(torch.randn(256, 16), torch.randint(0, 4, (256,)))
+
+
+def trace_trainer_steps(device: str | None = None) -> _StepTracer:
+    """Train :func:`model_and_data` with ``DEFAULT_CALLBACKS`` (progress output to a
+    buffer), batch 16, and return the tracer of its ``TRACED_STEPS`` steady-state steps."""
     from scramjet.callbacks import DEFAULT_CALLBACKS, ProgressBarCallback
 
+    model, data = model_and_data()
+    tracer = _StepTracer()
     callbacks: list[Any] = [
         ProgressBarCallback(file=io.StringIO()) if cb is ProgressBarCallback else cb
         for cb in DEFAULT_CALLBACKS
@@ -71,8 +78,17 @@ def main() -> None:
         torch.nn.CrossEntropyLoss(),
         torch.optim.SGD(model.parameters(), lr=0.1),
         callbacks=[*callbacks, tracer],
+        device=device,
     )
-    trainer.train(data, num_epochs=1, per_device_batch_size=16)
+    try:
+        trainer.train(data, num_epochs=1, per_device_batch_size=16)
+    finally:
+        sys.setprofile(None)
+    return tracer
+
+
+def main() -> None:
+    tracer = trace_trainer_steps()
     files = sorted(f for f in tracer.files if not f.endswith("step_files.py"))
     print(f"{len(files)} files touched by a steady-state training step:")
     for name in files:

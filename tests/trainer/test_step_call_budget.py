@@ -12,18 +12,25 @@ made 364 calls per step and the Trainer 29 more; with that check, 61 more.
 
 from __future__ import annotations
 
-import io
+import importlib.util
 import sys
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
-from scramjet import Trainer, TrainerCallback
-from scramjet.callbacks import DEFAULT_CALLBACKS, ProgressBarCallback
-
-WARMUP, TRACED = 5, 10
 BUDGET = 45  # extra calls per step allowed over the plain loop (29 measured)
+
+
+def _step_files() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "scripts" / "step_files.py"
+    spec = importlib.util.spec_from_file_location("step_files", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class _Calls:
@@ -35,44 +42,9 @@ class _Calls:
             self.count += 1
 
 
-def _model_and_data() -> tuple[torch.nn.Module, TensorDataset]:
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-    return model, TensorDataset(torch.randn(256, 16), torch.randint(0, 4, (256,)))
-
-
-def _trainer_calls() -> float:
-    model, data = _model_and_data()
-    calls = _Calls()
-
-    class Tracer(TrainerCallback):
-        def on_optimizer_step_end(self, trainer: Any, **kwargs: Any) -> None:
-            if trainer.state.global_step == WARMUP:
-                sys.setprofile(calls)
-            elif trainer.state.global_step == WARMUP + TRACED:
-                sys.setprofile(None)
-
-    callbacks = [
-        ProgressBarCallback(file=io.StringIO()) if cb is ProgressBarCallback else cb
-        for cb in DEFAULT_CALLBACKS
-    ]
-    trainer = Trainer(
-        model,
-        torch.nn.CrossEntropyLoss(),
-        torch.optim.SGD(model.parameters(), lr=0.1),
-        callbacks=[*callbacks, Tracer()],
-        device="cpu",
-    )
-    try:
-        trainer.train(data, num_epochs=1, per_device_batch_size=16)
-    finally:
-        sys.setprofile(None)
-    assert trainer.state.global_step == 16
-    return calls.count / TRACED
-
-
-def _loop_calls() -> float:
-    model, data = _model_and_data()
+def _loop_calls(steps: ModuleType) -> float:
+    """Calls per step of the plain loop over the same model, data and steps as the script."""
+    model, data = steps.model_and_data()
     calls = _Calls()
     loss_fn = torch.nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -84,18 +56,20 @@ def _loop_calls() -> float:
             loss.backward()
             optimizer.step()
             total += loss.item() * len(y)  # the epoch loss such loops report
-            if step == WARMUP:
+            if step == steps.WARMUP_STEPS:
                 sys.setprofile(calls)
-            elif step == WARMUP + TRACED:
+            elif step == steps.WARMUP_STEPS + steps.TRACED_STEPS:
                 sys.setprofile(None)
     finally:
         sys.setprofile(None)
     assert total > 0
-    return calls.count / TRACED
+    return calls.count / steps.TRACED_STEPS
 
 
 def test_a_trainer_step_makes_at_most_a_budget_of_calls_more_than_a_plain_loop() -> None:
-    loop, trainer = _loop_calls(), _trainer_calls()
+    steps = _step_files()
+    loop = _loop_calls(steps)
+    trainer = steps.trace_trainer_steps(device="cpu").calls / steps.TRACED_STEPS
     assert loop > 100, loop  # the tracing saw the loop's steps
     extra = trainer - loop
     assert extra <= BUDGET, (

@@ -106,18 +106,17 @@ def _run_rank(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     from scramjet.runtime.preemption import TrainingPreempted
 
     try:
-        try:
-            result = fn(*args)
-        except SystemExit as exit:
-            if exit.code in (0, None) or isinstance(exit, TrainingPreempted):
-                raise
-            # Recorded as this rank's error: a bare exit status left no message, and the exit
-            # handler then closed the group, so a rank waiting on it failed first and was named.
-            raise RuntimeError(
-                f"{getattr(fn, '__qualname__', fn)!s} called sys.exit({exit.code!r})"
-            ) from None
+        result = fn(*args)
         destroy_distributed()
         _check_sendable(fn, result)
+    except SystemExit as exit:
+        if exit.code in (0, None) or isinstance(exit, TrainingPreempted):
+            raise
+        # Recorded as this rank's error: a bare exit status left no message, and the exit
+        # handler then closed the group, so a rank waiting on it failed first and was named.
+        _exit_recorded(
+            RuntimeError(f"{getattr(fn, '__qualname__', fn)!s} called sys.exit({exit.code!r})")
+        )
     except Exception as error:
         _exit_recorded(error)
     return result
