@@ -24,6 +24,7 @@ from scramjet.data._args import (
     check_shuffle_and_sampler,
 )
 from scramjet.data._ring import GenerationBatches, RingLoader, SlotRing
+from scramjet.runtime.processes import fit_socket_tempdir
 
 if TYPE_CHECKING:
     from scramjet.data._threads import EpochBatches, ThreadedLoader
@@ -92,6 +93,8 @@ def _process_loader(
     ds: PackedDataset, batches: EpochBatches, num_workers: int, kwargs: dict[str, Any]
 ) -> DataLoader[Any]:
     """A DataLoader whose worker processes read the whole batches of ``batches``."""
+    if num_workers > 0:
+        fit_socket_tempdir()  # Python < 3.13 with a long TMPDIR: workers could not deliver
     batch_size = batches.batch_size
     images = [c for c in ds.columns if c.kind == "image" and not c.sequence]
     plain = ds.transform is None

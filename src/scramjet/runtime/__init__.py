@@ -7,7 +7,8 @@
 - :mod:`~scramjet.runtime.fsdp`: :func:`shard_model` shards a model with FSDP2
   (``fully_shard``) for models that do not fit one device.
 - :mod:`~scramjet.runtime.files`: :func:`atomic_write` for crash-safe file writes.
-- :mod:`~scramjet.runtime.processes`: ``pid_alive``, whether a process still runs.
+- :mod:`~scramjet.runtime.processes`: ``pid_alive``, whether a process still runs, and
+  ``fit_socket_tempdir``, a temp folder short enough for DataLoader workers' sockets.
 - :mod:`~scramjet.runtime.launch`: :func:`launch` runs a function in N processes.
 - :mod:`~scramjet.runtime.preemption`: SIGTERM becomes a checkpoint at the next step and
   :class:`TrainingPreempted` (exit status :data:`PREEMPTED_EXIT_CODE`), on every rank at once.

@@ -34,6 +34,7 @@ from scramjet.runtime import distributed as dist
 from scramjet.runtime import fsdp
 from scramjet.runtime.devices import default_device, move_to_device
 from scramjet.runtime.precision import autocast_context, make_grad_scaler, resolve_precision
+from scramjet.runtime.processes import fit_socket_tempdir
 from scramjet.runtime.seeding import get_rng_states, seed_everything, set_rng_states
 from scramjet.schedulers import (
     adopt_new_learning_rates,
@@ -170,6 +171,7 @@ class Trainer:
         if seed is not None:
             seed_everything(seed)
         dist.init_distributed()
+        fit_socket_tempdir()  # DataLoader workers on Python < 3.13 and a long TMPDIR
         self.device = check_device(device) if device is not None else default_device()
         self.run_history = run_history if run_history is not None else RunHistory()
         # What a run sets and changes; public unless only the loop itself may touch it.

@@ -22,6 +22,7 @@ from scramjet.data.augment import Augmentation, sample_context
 from scramjet.data.format import parse_dtype
 from scramjet.data.reader import PackedDataset
 from scramjet.runtime import distributed as dist
+from scramjet.runtime.processes import fit_socket_tempdir
 from scramjet.trainer.data_order import EpochSampler
 
 __all__ = ["Tank"]
@@ -298,6 +299,8 @@ class Tank:
             rank=dist.get_rank(),
             drop_last=in_same_size,
         )
+        if num_workers > 0:
+            fit_socket_tempdir()  # Python < 3.13 with a long TMPDIR: workers could not deliver
         self.loader = DataLoader(
             self.dataset,
             batch_size=batch_size,
