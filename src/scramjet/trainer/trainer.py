@@ -642,11 +642,18 @@ class Trainer:
         self.train_dataset, self.eval_dataset = train_dataset, eval_dataset
         self.collate_fn = self._train_collate_fn = collate_fn
         self._create_scheduler_fn = create_scheduler_fn
+        # The last run ended inside an epoch it cut short (a stop, the step limit) after that
+        # epoch's end events: a history kept across runs numbers the next epoch after it
+        # (a history of the user's own counts epochs itself, with their end events).
+        after_cut = self._epoch_cut and not reset_run_history
+        after_cut &= isinstance(self.run_history, RunHistory)
         self.state, self.stop_reason = TrainState(), None
-        self._length_warned = False
+        self._length_warned = self._epoch_cut = False
         if reset_run_history:
             self.run_history.reset()
         self.run_history.follow(self.state)
+        if after_cut:
+            self.run_history._increment_epoch()
         self.data_order.new_run()
         self.train_losses = EpochLosses()
         self._prepare_model_for_training()

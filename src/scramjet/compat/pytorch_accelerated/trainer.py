@@ -332,7 +332,16 @@ class Trainer(CoreTrainer):
         """scramjet's evaluation loader; the kwargs in use go to ``run_config.eval_dl_kwargs``."""
         defaults = self.get_default_eval_dl_kwargs(batch_size)
         self._dl_kwargs["eval"] = {**defaults, **(eval_dl_kwargs or {})}
-        return super().create_eval_dataloader(batch_size, eval_dl_kwargs)
+        loader = super().create_eval_dataloader(batch_size, eval_dl_kwargs)
+        config = self._run_config
+        if isinstance(config, TrainerRunConfig) and not self._in_training_run:
+            # A standalone evaluate() set its batch size before its loader was made: the
+            # peer's fields follow it (a train() builds its settings after its loaders).
+            self._run_config = dataclasses.replace(
+                config, eval_dl_kwargs=self._dl_kwargs["eval"],
+                eval_total_batch_size=config.eval_per_device_batch_size * config.num_processes,
+            )  # fmt: skip
+        return loader
 
     def _create_run_config(self, *args: Any, **kwargs: Any) -> TrainerRunConfig:
         # The core's settings, with the peer's extra fields (a RunConfig subclass).
