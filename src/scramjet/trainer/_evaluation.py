@@ -116,7 +116,7 @@ def eval_step(trainer: Trainer, batch: Any, real: bool) -> None:
     with trainer._autocast():
         try:
             batch_output = trainer.calculate_eval_batch_loss(batch)
-        except (RuntimeError, TypeError) as error:  # e.g. float64 inputs, float32 model
+        except (RuntimeError, TypeError, ValueError) as error:  # float64 inputs, float32 model
             explain_batch_error(error, trainer._unwrapped_model, batch, "evaluation")
             raise
     if not real:

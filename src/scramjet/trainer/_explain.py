@@ -36,12 +36,33 @@ def explain_batch_error(
     return for any other error, which the caller re-raises as it is."""
     if isinstance(error, ValueError) and batches_before is not None:
         explain_one_sample_batch(error, batches_before)
+    if isinstance(error, ValueError):
+        explain_decoder_inputs(error, model, batch, hook)
     if isinstance(error, RuntimeError) and "type" in str(error):
         explain_input_dtype(error, model, batch, hook)
         explain_integer_inputs(error, model, batch, hook)
         explain_complex_inputs(error, model, batch, hook)
     if isinstance(error, TypeError) and re.search(r"must be Tensor, not (list|tuple)", str(error)):
         explain_sequence_inputs(error, batch, hook)
+
+
+def explain_decoder_inputs(error: ValueError, model: nn.Module, batch: Any, hook: str) -> None:
+    """An encoder-decoder model (T5, BART ...) given a dict batch without ``labels`` or
+    decoder inputs: its decoder has nothing to read, and transformers' error names the
+    decoder's missing ``input_ids`` while the batch holds the encoder's."""
+    config = getattr(model, "config", None)
+    if not getattr(config, "is_encoder_decoder", False) or not isinstance(batch, Mapping):
+        return
+    if {"labels", "decoder_input_ids", "decoder_inputs_embeds"} & set(batch):
+        return
+    raise ValueError(
+        f"{error}\nIn {hook}, {type(model).__name__} is an encoder-decoder model and the "
+        f"batch (keys {', '.join(map(repr, batch))}) holds no 'labels' and no "
+        f"'decoder_input_ids', so its decoder has no input. Add the target sequences as "
+        f"'labels' (the decoder inputs are made from them, and the logits are the "
+        f"teacher-forced ones), or 'decoder_input_ids'; to generate sequences from the "
+        f"inputs alone, call model.generate(...)."
+    ) from error
 
 
 def explain_sequence_inputs(error: TypeError, batch: Any, hook: str) -> None:

@@ -19,6 +19,7 @@ from scramjet.trainer._explain import explain_batch_error
 from scramjet.trainer.batch import concat_outputs, in_dataset_order, map_leaves
 from scramjet.trainer.checks import (
     check_batch_size,
+    check_batched_targets,
     check_dataset,
     check_not_empty,
     recording_order,
@@ -81,11 +82,13 @@ def _outputs(trainer: Trainer, dl: Any) -> list[Any]:
         model.eval()
         with torch.no_grad():
             for batch, real in Lockstep(dl, trainer._collective_forwards()):
+                if type(batch) in (tuple, list) and len(batch) >= 2:
+                    check_batched_targets(batch[1], "predict")  # zip(X, Y): samples
                 batch = move_to_device(batch, trainer.device, non_blocking=True)
                 with trainer._autocast():
                     try:
                         output = trainer.predict_step(batch)
-                    except (RuntimeError, TypeError) as error:  # e.g. float64 inputs
+                    except (RuntimeError, TypeError, ValueError) as error:  # float64 inputs ...
                         explain_batch_error(error, model, batch, "predict")
                         raise
                 if real:  # a repeated batch only kept the forwards in step

@@ -370,6 +370,32 @@ def check_yields_batches(loader: Any, dataset: Any, batch_size: int) -> None:
         )
 
 
+def check_batched_targets(targets: Any, hook: str) -> None:
+    """A batch's targets are one value per sample: a 0-dim tensor is a single sample's.
+
+    That is what a stream of samples read as a stream of batches gives (``zip(X, Y)``, a
+    generator of samples, ``DataLoader(batch_size=None)``): each step would train on one
+    sample, and ``per_device_batch_size`` would be ignored without a word.
+    """
+    if isinstance(targets, torch.Tensor):
+        if targets.ndim:
+            return
+        kind = "a 0-dim tensor"
+    elif isinstance(targets, int | float):
+        kind = f"a Python {type(targets).__name__}"
+    else:
+        return
+    raise ValueError(
+        f"in {hook}, the batch's targets are a single value ({targets!r}, {kind}), "
+        f"so the batch is one sample: the data yields samples where batches are expected. "
+        f"An iterator or generator (zip(X, Y), a generator of samples) or a DataLoader with "
+        f"batch_size=None is read as ready batches, one per step, and per_device_batch_size "
+        f"does not apply to it. Pass a list (list(zip(X, Y))) or a Dataset, which the Trainer "
+        f"batches with per_device_batch_size, or yield batches whose targets hold one value "
+        f"per sample (shape [N])."
+    )
+
+
 def loader_batch_size(kwargs: Any, batch_size: int, name: str) -> int:
     """The batch size a loader is built with: a ``batch_size`` in its dataloader kwargs takes
     precedence over the batch-size argument (as in pytorch-accelerated), and is checked."""

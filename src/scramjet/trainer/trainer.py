@@ -56,6 +56,7 @@ from scramjet.trainer.batch import (
 from scramjet.trainer.checks import (
     build_scheduler,
     check_batch_size,
+    check_batched_targets,
     check_dataset,
     check_device,
     check_loss,
@@ -1046,14 +1047,15 @@ class Trainer:
         else:
             inputs, targets = split_batch(batch, hook)
             outputs = call_model(self.model, inputs)
+        if isinstance(targets, torch.Tensor) and targets.ndim:
+            size = int(targets.shape[0])
+        else:
+            check_batched_targets(targets, hook)
+            size = batch_size_of(inputs, targets)
         if isinstance(outputs, torch.Tensor) and self.loss_func is not None and targets is not None:
             loss = tensor_loss(self.loss_func, outputs, targets, hook)
         else:
             loss = compute_loss(outputs, targets, self.loss_func, hook)
-        if isinstance(targets, torch.Tensor) and targets.ndim:
-            size = int(targets.shape[0])
-        else:
-            size = batch_size_of(inputs, targets)
         return {"loss": loss, "model_outputs": outputs, "batch_size": size}
 
     def _prepare_model_for_training(self) -> None:
