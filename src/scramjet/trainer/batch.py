@@ -551,14 +551,17 @@ def _field_names(output: Any) -> list[str]:
     return []
 
 
-def concat_outputs(outputs: list[Any]) -> Any:
+def concat_outputs(outputs: list[Any], rows: int | None = None) -> Any:
     """Join per-batch outputs into one of the same kind along the batch dimension.
 
     Tensors are concatenated (0-dim tensors, one per batch, are stacked; when their later
     dimensions differ, each is first padded at the end to the longest with
     :data:`PAD_VALUE`); dicts, dataclasses
     (Hugging Face ``ModelOutput`` included), named tuples and tuples are joined field by
-    field; lists are chained; None stays None. Anything else comes back as a list with one
+    field; lists are chained (one entry per sample, such as detection results), unless
+    ``rows``, the number of samples, says they are columns: lists of the same tensors in
+    every batch (one per head, say), each with a row per sample, are then joined tensor
+    by tensor, as a tuple is. None stays None. Anything else comes back as a list with one
     entry per batch.
     """
     first = outputs[0]
@@ -569,17 +572,42 @@ def concat_outputs(outputs: list[Any]) -> Any:
         return None
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
         names = [f.name for f in dataclasses.fields(first)]
-        joined = {n: _join_field([getattr(o, n) for o in outputs]) for n in names}
+        joined = {n: _join_field([getattr(o, n) for o in outputs], rows) for n in names}
         return type(first)(**joined)
     if isinstance(first, Mapping):
-        joined_map = {k: _join_field([o[k] for o in outputs]) for k in first}
+        joined_map = {k: _join_field([o[k] for o in outputs], rows) for k in first}
         return joined_map if type(first) is dict else _rebuild(first, joined_map)
     if isinstance(first, tuple):
-        columns = [_join_field([o[i] for o in outputs]) for i in range(len(first))]
+        columns = [_join_field([o[i] for o in outputs], rows) for i in range(len(first))]
         return type(first)(*columns) if hasattr(first, "_fields") else tuple(columns)
     if isinstance(first, list):
+        if rows is not None and _are_columns(outputs, rows):
+            return [_join_field([o[i] for o in outputs], rows) for i in range(len(first))]
         return [item for o in outputs for item in o]
     return list(outputs)
+
+
+def _are_columns(outputs: list[Any], rows: int) -> bool:
+    """Whether per-batch lists are columns (each list: the same number of tensors, each
+    with one row per sample of its batch) rather than one entry per sample."""
+    width = len(outputs[0])
+    if not width or sum(len(o) for o in outputs) == rows:  # one entry per sample
+        return False
+    if not all(type(o) is list and len(o) == width for o in outputs):
+        return False
+    if not all(isinstance(t, torch.Tensor) and t.ndim for o in outputs for t in o):
+        return False
+    return all(sum(int(o[i].shape[0]) for o in outputs) == rows for i in range(width))
+
+
+def are_columns(value: Any, rows: int) -> bool:
+    """A joined list of tensors, each with ``rows`` rows, that is not one entry per row."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and len(value) != rows
+        and all(isinstance(t, torch.Tensor) and t.ndim and t.shape[0] == rows for t in value)
+    )
 
 
 def _pad_to_longest(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -601,10 +629,10 @@ def _rebuild(like: Mapping[Any, Any], items: dict[Any, Any]) -> Any:
     return constructor(items)
 
 
-def _join_field(values: list[Any]) -> Any:
+def _join_field(values: list[Any], rows: int | None = None) -> Any:
     if all(v is None for v in values):
         return None
-    return concat_outputs(values)
+    return concat_outputs(values, rows)
 
 
 def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
@@ -631,6 +659,7 @@ __all__ = [
     "LOGITS_KEY",
     "PAD_VALUE",
     "TARGET_KEYS",
+    "are_columns",
     "batch_size_of",
     "call_model",
     "compute_loss",
@@ -687,6 +716,8 @@ def in_dataset_order(joined: Any, indices: list[int]) -> Any:
             return leaf[torch.tensor(perm, device=leaf.device)]
         if isinstance(leaf, list) and len(leaf) == n:
             return [leaf[i] for i in perm]
+        if are_columns(leaf, n):  # one tensor per head, a row per sample in each
+            return [reorder(column) for column in leaf]
         return leaf
 
     return map_leaves(joined, reorder)

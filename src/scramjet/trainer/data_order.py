@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.stacklevel import user_stacklevel
 from scramjet.trainer._collate import loader_options
-from scramjet.trainer.batch import PAD_VALUE, concat_outputs, map_leaves
+from scramjet.trainer.batch import PAD_VALUE, are_columns, concat_outputs, map_leaves
 from scramjet.trainer.samplers import EpochSampler as EpochSampler
 from scramjet.trainer.samplers import ShardSampler as ShardSampler
 from scramjet.trainer.samplers import SkipBatches as SkipBatches
@@ -774,7 +774,17 @@ def collect_predictions(outputs: list[Any], num_samples: int) -> Any:
     every rank's share and restore dataset order."""
     if not outputs:
         return outputs
-    joined = concat_outputs(outputs)
-    if dist.get_world_size() == 1:
+    world = dist.get_world_size()
+    mine = len(range(dist.get_rank(), num_samples, world)) if num_samples else None
+    joined = concat_outputs(outputs, mine)
+    if world == 1:
         return joined
-    return map_leaves(joined, lambda leaf: gather_shards(leaf, num_samples))
+    return map_leaves(joined, lambda leaf: _gather_leaf(leaf, num_samples, mine))
+
+
+def _gather_leaf(leaf: Any, num_samples: int, mine: int | None) -> Any:
+    """One leaf of a rank's predictions gathered in dataset order; a list of columns (one
+    tensor per head) column by column."""
+    if mine is not None and are_columns(leaf, mine):
+        return [gather_shards(column, num_samples) for column in leaf]
+    return gather_shards(leaf, num_samples)
