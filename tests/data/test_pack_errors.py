@@ -91,6 +91,7 @@ def test_undecodable_image_stops_midway_and_leaves_nothing(folder, tmp_path, wor
     [
         ("abc", "not an integer"),
         ("3.5", "not an integer"),
+        ("1_000", "holds an underscore"),
         ("1,2", "use the dtype 'vint64'"),
         ("", "expected one"),
     ],
@@ -100,6 +101,13 @@ def test_wrong_value_type_names_row(folder, tmp_path, value, msg):
     write_csv(root / "bad.csv", ["image", "label"], [[imgs[0][0], "1"], [imgs[1][0], value]])
     with pytest.raises(PackError, match=rf"column 'label'.*{msg}.*line 3.*'img_1.png'"):
         _pack(root, root / "bad.csv", tmp_path / "p")
+
+
+def test_a_float_with_an_underscore_is_rejected(folder, tmp_path):
+    root, imgs = folder
+    write_csv(root / "bad.csv", ["image", "label"], [[imgs[0][0], "1_0.5"]])
+    with pytest.raises(PackError, match=r"'1_0.5' holds an underscore.*line 2"):
+        _pack(root, root / "bad.csv", tmp_path / "p", dtype=["float32"])
 
 
 def test_out_of_range_value_rejected(folder, tmp_path):

@@ -108,6 +108,11 @@ def parse_scalar(text: str, dtype: str) -> Any:
         if low in _FALSE:
             return False
         raise ValueError(f"{text!r} is not a boolean; expected one of 1/0, true/false, yes/no")
+    if "_" in token and dtype != "bool":  # int() and float() read 1_000 as 1000: a typo
+        raise ValueError(
+            f"{text!r} holds an underscore, which is not part of a {dtype} value; write the "
+            f"number's digits only (1000, 10.5)"
+        )
     if dtype.startswith(("int", "uint")):
         try:
             value = int(token)
