@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from scramjet.callbacks.base import Event, TrainerCallback
+from scramjet.callbacks.control import is_last_update
 from scramjet.checkpoint import CheckpointInfo, CheckpointManager
 from scramjet.checkpoint.resume import flush_checkpoints
 from scramjet.runtime import distributed as dist
@@ -452,6 +453,8 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
             if step % self.log_every_n_steps == 0:  # this step's row waits for later callbacks
                 self._flush_steps(trainer, before=step)
         if isinstance(self.checkpoint, int) and step % self.checkpoint == 0:
+            if self.keep_best and is_last_update(trainer):
+                return  # the same weights are saved at the epoch's end, with its metrics
             self._recreate_if_removed(trainer)
             self._save_checkpoint(trainer)
 
@@ -509,8 +512,18 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
             self._flush_steps(trainer)
             self._log_epoch_metrics(trainer)
             self._writer.put("sync", None)
-        if self.checkpoint == "epoch":
+        if self.checkpoint == "epoch" or self._saves_at_epoch_end(trainer):
             self._save_checkpoint(trainer)
+
+    def _saves_at_epoch_end(self, trainer: Trainer) -> bool:
+        """With step checkpoints, whether this epoch's end is saved too: a checkpoint saved
+        mid-epoch carries no epoch metric (its weights are not the ones measured), so
+        keeping the best needs one saved with the epoch's metrics."""
+        return (
+            isinstance(self.checkpoint, int)
+            and self.keep_best > 0
+            and self._last_ckpt_step != trainer.state.global_step
+        )
 
     def _save_checkpoint(self, trainer: Trainer) -> None:
         # Collective: every rank takes part in gathering RNG states; rank 0 writes (in
