@@ -3,7 +3,8 @@
 Dynamo guards on the module's ``training`` flag, parameter dtypes/devices, submodule
 identity and (switched on here) the modules' hook dicts, so train/eval switches, ``.to()``
 moves, submodule replacement and hooks added or removed later recompile instead of running
-a stale graph. ``fallback_random`` makes dropout draw from the same
+a stale graph. Int attributes of modules are graph inputs (switched on here), so a counter
+the forward advances does not recompile every call. ``fallback_random`` makes dropout draw from the same
 generator as eager, so the first-step check can compare outputs exactly and training stays
 reproducible under ``torch.manual_seed``.
 """
@@ -46,21 +47,29 @@ def build_compile(forward_fn: ForwardFn, ctx: BuildContext) -> ForwardFn:
         options = {**list_mode_options(mode, dynamic), **options}  # an unknown mode raises
     compiled = torch.compile(_own_frame(forward_fn), dynamic=dynamic, options=options)
     config: Any = torch._dynamo.config
-    if not hasattr(config, "skip_nnmodule_hook_guards"):
+    # Set only around this model's calls (about 3 us each), where the torch has them:
+    # - by default Dynamo does not guard on module hook dicts, so a forward hook added (or
+    #   removed) after the first compile would be silently ignored (or kept);
+    # - by default an int attribute of a module is a constant of the graph, so a counter
+    #   the forward advances (``self.calls += 1``) recompiled at every call until Dynamo's
+    #   limit of 8, after which the model ran eagerly under the COMPILE name. Unspecialized,
+    #   it compiles once more as a graph input and keeps counting.
+    wanted = {"skip_nnmodule_hook_guards": False, "allow_unspec_int_on_nn_module": True}
+    flags = {name: value for name, value in wanted.items() if hasattr(config, name)}
+    if not flags:
         return compiled
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        # By default Dynamo does not guard on module hook dicts, so a forward hook added
-        # (or removed) after the first compile would be silently ignored (or kept). Guarding
-        # on them costs nothing measurable; the flag is set only around this model's calls.
-        previous = config.skip_nnmodule_hook_guards
-        if not previous:
+        previous = {name: getattr(config, name) for name in flags}
+        if previous == flags:
             return compiled(*args, **kwargs)
-        config.skip_nnmodule_hook_guards = False
+        for name, value in flags.items():
+            setattr(config, name, value)
         try:
             return compiled(*args, **kwargs)
         finally:
-            config.skip_nnmodule_hook_guards = previous
+            for name, value in previous.items():
+                setattr(config, name, value)
 
     return run
 
