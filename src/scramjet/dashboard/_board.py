@@ -173,6 +173,7 @@ class Dashboard(TrainerCallback):
         # perf_counter() when an evaluation inside a training epoch began: its time is no
         # part of the training stage's rate and time left.
         self._paused_at: float | None = None
+        self._train_unread = False  # the train stage ended; its epoch metrics not read yet
         self._trainer: Trainer | None = None
         self._display: LiveOrPlain | None = None
         self._started = False
@@ -443,6 +444,8 @@ class Dashboard(TrainerCallback):
             return
         self._started = False
         atexit.unregister(self.close)
+        if self._trainer is not None:  # a run that crashed (or a Ctrl-C) inside a stage:
+            self._end_stages()  # its row ends there, with no time left
         display, self._display = self._display, None
         if display is not None:
             display.stop()  # a live display draws its last frame itself
@@ -584,14 +587,27 @@ class Dashboard(TrainerCallback):
             self._pending.append(kwargs["batch_output"]["loss"].detach())
 
     def on_train_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Close the train stage and pick up the epoch metrics."""
+        """Close the train stage; its epoch metrics are read once every callback has
+        logged its own for this event (at the evaluation's start or the epoch's end)."""
         if not trainer.is_main_process:
             return
         self._drain()
         self._end_train_stage()
+        self._train_unread = True
+
+    def _read_train_metrics(self, trainer: Trainer) -> None:
+        """Pick up the training epoch's metrics, once, after ``on_train_epoch_end``."""
+        if not self._train_unread:
+            return
+        self._train_unread = False
         self._read_history(trainer, "train")
         if self._prints_plain:
             self._print_plain(["train"])
+
+    def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """The training metrics of an epoch without an evaluation."""
+        if trainer.is_main_process:
+            self._read_train_metrics(trainer)
 
     def _end_train_stage(self) -> None:
         """Freeze the train stage's counters: its epoch ended (or the run stopped in it)."""
@@ -607,23 +623,39 @@ class Dashboard(TrainerCallback):
 
     def on_stop_training_error(self, trainer: Trainer, **kwargs: Any) -> None:
         """A stop inside a stage (a NaN loss): its row shows where it ended, no time left."""
-        if not trainer.is_main_process:
-            return
+        if trainer.is_main_process:
+            self._end_stages()
+
+    def _end_stages(self) -> None:
+        """Freeze every stage still running (a stop, a crash, ``close()``): each row shows
+        where it ended (``ended early``), and its rate stops at that time."""
         self._drain()
         self._end_train_stage()
+        now = time.perf_counter()
         with self._lock:
-            st = self._stages.get("eval")
-            if st is not None and not st.finished:
-                st.finished, st.ended = True, time.perf_counter()
+            for st in self._stages.values():
+                if not st.finished:
+                    st.finished, st.ended = True, now
 
     def on_evaluation_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Show a standalone ``trainer.evaluate()`` (a training run's display is already on)."""
-        if trainer.is_main_process and not trainer.in_training_run:
+        """Show a standalone ``trainer.evaluate()`` (a training run's display is already on);
+        in a run, the training epoch before it is complete: its metrics are read."""
+        if not trainer.is_main_process:
+            return
+        if trainer.in_training_run:
+            self._read_train_metrics(trainer)
+        else:
             self._start()
 
     def on_evaluation_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Close the display a standalone ``evaluate()`` opened."""
-        if trainer.is_main_process and not trainer.in_training_run:
+        """Pick up the evaluation's metrics, now that every callback has logged its own in
+        ``on_eval_epoch_end``; close the display a standalone ``evaluate()`` opened."""
+        if not trainer.is_main_process:
+            return
+        self._read_history(trainer, "eval")
+        if self._prints_plain:
+            self._print_plain(["eval"])
+        if not trainer.in_training_run:
             self.close()
 
     def on_eval_epoch_start(self, trainer: Trainer, **kwargs: Any) -> None:
@@ -664,13 +696,11 @@ class Dashboard(TrainerCallback):
             train, paused, self._paused_at = self._stages.get("train"), self._paused_at, None
             if train is not None and paused is not None:  # the training clock goes on
                 train.started += time.perf_counter() - paused
-        self._read_history(trainer, "eval")
-        if self._prints_plain:
-            self._print_plain(["eval"])
 
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Draw a last time and stop."""
         if trainer.is_main_process:
+            self._read_train_metrics(trainer)  # a stop raised in the epoch's end
             self._drain()
             self._active = False
             self.close()
