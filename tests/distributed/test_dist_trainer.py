@@ -107,8 +107,10 @@ def test_predict_returns_every_sample_once_in_order(
         with torch.no_grad():
             torch.testing.assert_close(preds, model(data.x), atol=1e-6, rtol=0)
         torch.testing.assert_close(preds, single["predictions"], atol=TOL, rtol=0)
-        # A DataLoader with a ShardSampler gives the same rows (its len() counts batches).
-        assert torch.equal(rep["loader_predictions"], preds)
+        # A DataLoader with a ShardSampler gives the same rows (its len() counts batches);
+        # the Trainer's own loader splits one rank's last batch so that both ranks take
+        # as many steps, so the rows agree to float rounding rather than bit for bit.
+        torch.testing.assert_close(rep["loader_predictions"], preds, atol=1e-6, rtol=0)
         tiny, expected = rep["tiny_predict"]
         assert tiny.shape == (1, 3)
         torch.testing.assert_close(tiny, expected, atol=1e-6, rtol=0)

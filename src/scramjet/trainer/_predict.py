@@ -16,7 +16,15 @@ from torch.utils.data import DataLoader
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.devices import move_to_device
 from scramjet.trainer._explain import explain_batch_error
-from scramjet.trainer.batch import concat_outputs, in_dataset_order, map_leaves
+from scramjet.trainer.batch import (
+    HeadColumns,
+    batch_size_of,
+    column_flags,
+    concat_outputs,
+    in_dataset_order,
+    list_groups,
+    map_leaves,
+)
 from scramjet.trainer.checks import (
     check_batch_size,
     check_batched_targets,
@@ -29,7 +37,7 @@ from scramjet.trainer.data_order import (
     ShardSampler,
     check_predict_source,
     check_ready_loader,
-    collect_predictions,
+    gather_shards,
     safe_len,
 )
 from scramjet.trainer.state import module_modes, restore_modes
@@ -66,18 +74,22 @@ def predict(
     trainer._place_model()
     kwargs, recorder = recording_order(dataset, dataloader_kwargs, world)
     dl = trainer.create_eval_dataloader(per_device_batch_size, kwargs)
-    outputs = _outputs(trainer, dl)
+    outputs, sizes = _outputs(trainer, dl)
     if world > 1 and n_samples < world:  # some ranks hold no sample: zero rows of the kind
-        outputs = _with_empty_share(outputs, trainer.device)
-    joined = collect_predictions(outputs, n_samples)
-    return joined if recorder is None else in_dataset_order(joined, recorder.indices)
+        outputs, sizes = _with_empty_share(outputs, trainer.device), []
+    joined = collect_predictions(outputs, n_samples, sizes)
+    if recorder is not None:
+        joined = in_dataset_order(joined, recorder.indices)
+    return map_leaves(joined, lambda leaf: list(leaf) if isinstance(leaf, HeadColumns) else leaf)
 
 
-def _outputs(trainer: Trainer, dl: Any) -> list[Any]:
-    """``predict_step`` of every real batch of ``dl``, through the unwrapped model."""
+def _outputs(trainer: Trainer, dl: Any) -> tuple[list[Any], list[int]]:
+    """``predict_step`` of every real batch of ``dl``, through the unwrapped model, and
+    the number of samples of each of those batches."""
     model, modes = trainer._unwrapped_model, module_modes(trainer._unwrapped_model)
     wrapped, trainer.model = trainer.model, model
     outputs: list[Any] = []
+    sizes: list[int] = []
     try:
         model.eval()
         with torch.no_grad():
@@ -93,10 +105,18 @@ def _outputs(trainer: Trainer, dl: Any) -> list[Any]:
                         raise
                 if real:  # a repeated batch only kept the forwards in step
                     outputs.append(output if trainer.precision == "no" else _full(output))
+                    sizes.append(_samples(batch))
     finally:
         trainer.model = wrapped
         restore_modes(modes)
-    return outputs
+    return outputs, sizes
+
+
+def _samples(batch: Any) -> int:
+    """The samples in a batch: ``(inputs, targets)``, a dict or the inputs alone."""
+    if type(batch) in (tuple, list) and len(batch) >= 2:
+        return batch_size_of(batch[0], batch[1])
+    return batch_size_of(batch, None)
 
 
 def _full(output: Any) -> Any:
@@ -129,3 +149,34 @@ def _leaf_layout(leaf: Any) -> Any:
 
 def _empty_leaf(leaf: Any, device: torch.device) -> Any:
     return leaf.to(device) if isinstance(leaf, torch.Tensor) else []
+
+
+def collect_predictions(
+    outputs: list[Any], num_samples: int, sizes: list[int] | None = None
+) -> Any:
+    """Join per-batch outputs (same kind as the model returns); across processes, gather
+    every rank's share and restore dataset order. ``sizes``, the samples of each batch,
+    lets a list of one tensor per head be joined head by head: it is, when its lists can
+    be heads on every rank and cannot all be one entry per sample (ranks decide alike)."""
+    if not outputs:
+        return outputs
+    world = dist.get_world_size()
+    flags = [column_flags(g, sizes or []) for g in list_groups(outputs)]
+    everyone = dist.gather_object(flags) if world > 1 else [flags]  # every rank decides alike
+    alike = all(len(flags_of_rank) == len(flags) for flags_of_rank in everyone)
+    decisions = [
+        alike and all(r[i][0] for r in everyone) and not all(r[i][1] for r in everyone)
+        for i in range(len(flags))
+    ]
+    joined = concat_outputs(outputs, iter(decisions))
+    if world == 1:
+        return joined
+    return map_leaves(joined, lambda leaf: _gather_leaf(leaf, num_samples))
+
+
+def _gather_leaf(leaf: Any, num_samples: int) -> Any:
+    """One leaf of a rank's predictions gathered in dataset order; a list of one tensor per
+    head, head by head."""
+    if isinstance(leaf, HeadColumns):
+        return HeadColumns(gather_shards(column, num_samples) for column in leaf)
+    return gather_shards(leaf, num_samples)

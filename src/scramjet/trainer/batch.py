@@ -35,7 +35,7 @@ import inspect
 import sys
 import warnings
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -551,7 +551,11 @@ def _field_names(output: Any) -> list[str]:
     return []
 
 
-def concat_outputs(outputs: list[Any], rows: int | None = None) -> Any:
+class HeadColumns(list):  # type: ignore[type-arg]
+    """A model's list of per-head tensors joined head by head (each with a row per sample)."""
+
+
+def concat_outputs(outputs: list[Any], columns: Iterator[bool] | None = None) -> Any:
     """Join per-batch outputs into one of the same kind along the batch dimension.
 
     Tensors are concatenated (0-dim tensors, one per batch, are stacked; when their later
@@ -559,10 +563,9 @@ def concat_outputs(outputs: list[Any], rows: int | None = None) -> Any:
     :data:`PAD_VALUE`); dicts, dataclasses
     (Hugging Face ``ModelOutput`` included), named tuples and tuples are joined field by
     field; lists are chained (one entry per sample, such as detection results), unless
-    ``rows``, the number of samples, says they are columns: lists of the same tensors in
-    every batch (one per head, say), each with a row per sample, are then joined tensor
-    by tensor, as a tuple is. None stays None. Anything else comes back as a list with one
-    entry per batch.
+    ``columns`` (one decision per list, in the order of :func:`list_groups`) says they are
+    columns: one tensor per head, joined head by head into a :class:`HeadColumns`. None
+    stays None. Anything else comes back as a list with one entry per batch.
     """
     first = outputs[0]
     if isinstance(first, torch.Tensor):
@@ -572,42 +575,55 @@ def concat_outputs(outputs: list[Any], rows: int | None = None) -> Any:
         return None
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
         names = [f.name for f in dataclasses.fields(first)]
-        joined = {n: _join_field([getattr(o, n) for o in outputs], rows) for n in names}
+        joined = {n: _join_field([getattr(o, n) for o in outputs], columns) for n in names}
         return type(first)(**joined)
     if isinstance(first, Mapping):
-        joined_map = {k: _join_field([o[k] for o in outputs], rows) for k in first}
+        joined_map = {k: _join_field([o[k] for o in outputs], columns) for k in first}
         return joined_map if type(first) is dict else _rebuild(first, joined_map)
     if isinstance(first, tuple):
-        columns = [_join_field([o[i] for o in outputs], rows) for i in range(len(first))]
-        return type(first)(*columns) if hasattr(first, "_fields") else tuple(columns)
+        parts = [_join_field([o[i] for o in outputs], columns) for i in range(len(first))]
+        return type(first)(*parts) if hasattr(first, "_fields") else tuple(parts)
     if isinstance(first, list):
-        if rows is not None and _are_columns(outputs, rows):
-            return [_join_field([o[i] for o in outputs], rows) for i in range(len(first))]
+        if columns is not None and next(columns, False):
+            return HeadColumns(concat_outputs([o[i] for o in outputs]) for i in range(len(first)))
         return [item for o in outputs for item in o]
     return list(outputs)
 
 
-def _are_columns(outputs: list[Any], rows: int) -> bool:
-    """Whether per-batch lists are columns (each list: the same number of tensors, each
-    with one row per sample of its batch) rather than one entry per sample."""
-    width = len(outputs[0])
-    if not width or sum(len(o) for o in outputs) == rows:  # one entry per sample
-        return False
-    if not all(type(o) is list and len(o) == width for o in outputs):
-        return False
-    if not all(isinstance(t, torch.Tensor) and t.ndim for o in outputs for t in o):
-        return False
-    return all(sum(int(o[i].shape[0]) for o in outputs) == rows for i in range(width))
+def list_groups(outputs: list[Any]) -> Iterator[list[Any]]:
+    """The per-batch lists inside ``outputs``, in the order :func:`concat_outputs` meets them."""
+    first = outputs[0]
+    if dataclasses.is_dataclass(first) and not isinstance(first, type):
+        fields: list[list[Any]] = [
+            [getattr(o, f.name) for o in outputs] for f in dataclasses.fields(first)
+        ]
+    elif isinstance(first, Mapping):
+        fields = [[o[k] for o in outputs] for k in first]
+    elif isinstance(first, tuple):
+        fields = [[o[i] for o in outputs] for i in range(len(first))]
+    elif isinstance(first, list):
+        yield outputs
+        return
+    else:
+        return
+    for values in fields:
+        if not all(v is None for v in values):
+            yield from list_groups(values)
 
 
-def are_columns(value: Any, rows: int) -> bool:
-    """A joined list of tensors, each with ``rows`` rows, that is not one entry per row."""
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and len(value) != rows
-        and all(isinstance(t, torch.Tensor) and t.ndim and t.shape[0] == rows for t in value)
-    )
+def column_flags(group: list[Any], sizes: list[int]) -> tuple[bool, bool]:
+    """Whether per-batch lists can be columns (the same number of tensors in every batch,
+    each with one row per sample of its batch), and whether they can be one entry per
+    sample (as long as their batch)."""
+    width = len(group[0])
+    per_sample = len(group) == len(sizes) and all(len(o) == n for o, n in zip(group, sizes))
+    columns = bool(width) and len(group) == len(sizes)
+    for o, n in zip(group, sizes):
+        columns = columns and type(o) is list and len(o) == width
+        columns = columns and all(
+            isinstance(t, torch.Tensor) and t.ndim and t.shape[0] == n for t in o
+        )
+    return columns, per_sample
 
 
 def _pad_to_longest(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -629,10 +645,10 @@ def _rebuild(like: Mapping[Any, Any], items: dict[Any, Any]) -> Any:
     return constructor(items)
 
 
-def _join_field(values: list[Any], rows: int | None = None) -> Any:
+def _join_field(values: list[Any], columns: Iterator[bool] | None = None) -> Any:
     if all(v is None for v in values):
         return None
-    return concat_outputs(values, rows)
+    return concat_outputs(values, columns)
 
 
 def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
@@ -659,11 +675,13 @@ __all__ = [
     "LOGITS_KEY",
     "PAD_VALUE",
     "TARGET_KEYS",
-    "are_columns",
+    "HeadColumns",
     "batch_size_of",
     "call_model",
+    "column_flags",
     "compute_loss",
     "concat_outputs",
+    "list_groups",
     "logits_of",
     "map_leaves",
     "output_field",
@@ -714,10 +732,10 @@ def in_dataset_order(joined: Any, indices: list[int]) -> Any:
     def reorder(leaf: Any) -> Any:
         if isinstance(leaf, torch.Tensor) and leaf.ndim and leaf.shape[0] == n:
             return leaf[torch.tensor(perm, device=leaf.device)]
+        if isinstance(leaf, HeadColumns):  # one tensor per head, a row per sample in each
+            return HeadColumns(reorder(column) for column in leaf)
         if isinstance(leaf, list) and len(leaf) == n:
             return [leaf[i] for i in perm]
-        if are_columns(leaf, n):  # one tensor per head, a row per sample in each
-            return [reorder(column) for column in leaf]
         return leaf
 
     return map_leaves(joined, reorder)

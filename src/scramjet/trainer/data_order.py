@@ -25,12 +25,12 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.stacklevel import user_stacklevel
 from scramjet.trainer._collate import loader_options
-from scramjet.trainer.batch import PAD_VALUE, are_columns, concat_outputs, map_leaves
+from scramjet.trainer.batch import PAD_VALUE
 from scramjet.trainer.samplers import EpochSampler as EpochSampler
+from scramjet.trainer.samplers import EvenShardBatches, explain_index_errors, read_past
 from scramjet.trainer.samplers import ShardSampler as ShardSampler
 from scramjet.trainer.samplers import SkipBatches as SkipBatches
 from scramjet.trainer.samplers import SkipSampler as SkipSampler
-from scramjet.trainer.samplers import explain_index_errors, read_past
 from scramjet.trainer.samplers import safe_len as safe_len
 from scramjet.trainer.samplers import shard_window_order as shard_window_order
 
@@ -476,7 +476,14 @@ class DataOrder:
         threaded = pack_loader(dataset, sampler, kwargs)  # a pack: its threaded batch loader
         if threaded is not None:
             return threaded
-        loader = DataLoader(dataset, sampler=sampler, **_eval_options(kwargs))
+        options = _eval_options(kwargs)
+        size = options.get("batch_size", 1)
+        if isinstance(sampler, ShardSampler) and sampler.num_replicas > 1 and size:
+            # every rank the same number of steps (unless drop_last asks to drop a batch)
+            rest = {k: v for k, v in options.items() if k not in ("batch_size", "drop_last")}
+            if not options.get("drop_last"):
+                return DataLoader(dataset, batch_sampler=EvenShardBatches(sampler, size), **rest)
+        loader = DataLoader(dataset, sampler=sampler, **options)
         # The largest share (every rank's decision alike): below one batch, none gives one.
         most = safe_len(sampler)
         if isinstance(sampler, ShardSampler):
@@ -767,24 +774,3 @@ def warn_length_fell_short(length: int, accum: int, loader: Any = None) -> None:
         RuntimeWarning,
         stacklevel=5,
     )
-
-
-def collect_predictions(outputs: list[Any], num_samples: int) -> Any:
-    """Join per-batch outputs (same kind as the model returns); across processes, gather
-    every rank's share and restore dataset order."""
-    if not outputs:
-        return outputs
-    world = dist.get_world_size()
-    mine = len(range(dist.get_rank(), num_samples, world)) if num_samples else None
-    joined = concat_outputs(outputs, mine)
-    if world == 1:
-        return joined
-    return map_leaves(joined, lambda leaf: _gather_leaf(leaf, num_samples, mine))
-
-
-def _gather_leaf(leaf: Any, num_samples: int, mine: int | None) -> Any:
-    """One leaf of a rank's predictions gathered in dataset order; a list of columns (one
-    tensor per head) column by column."""
-    if mine is not None and are_columns(leaf, mine):
-        return [gather_shards(column, num_samples) for column in leaf]
-    return gather_shards(leaf, num_samples)

@@ -165,6 +165,36 @@ class ShardSampler(Sampler[int]):
         return len(range(self.rank, self.n, self.num_replicas))
 
 
+class EvenShardBatches(Sampler[list[int]]):
+    """A rank's :class:`ShardSampler` share in as many batches as every other rank's.
+
+    Shares differ by one sample at most, and so can their batch counts (33 samples on 2
+    ranks in batches of 4: 5 batches and 4). A callback that reduces or gathers at every
+    evaluation step would then pair one rank's call with another's different one (gloo
+    aborts). Here the rank one batch short splits its last full batch in two (``4, 4,
+    4, 3, 1``): no sample padded or repeated, at most ``batch_size`` per batch. With
+    batches of one sample that cannot be done; those shares keep their own counts.
+    """
+
+    def __init__(self, share: ShardSampler, batch_size: int) -> None:
+        self.share, self.batch_size = share, batch_size
+        most = -(-share.n // share.num_replicas)  # the largest share, rank 0's
+        self.count = -(-most // batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        indices, size = list(self.share), self.batch_size
+        batches = [indices[i : i + size] for i in range(0, len(indices), size)]
+        if len(batches) == self.count - 1 and size > 1 and batches:
+            last = batches.pop()
+            batches += [last[:-1], last[-1:]]
+        return iter(batches)
+
+    def __len__(self) -> int:
+        n, size = len(self.share), self.batch_size
+        short = -(-n // size) == self.count - 1 and size > 1 and n > 0
+        return self.count if short else -(-n // size)
+
+
 class SkipSampler(Sampler[int]):
     """Wraps any sampler and skips its first ``start`` indices (for user-given samplers).
 
