@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import torch
+from tests.common.pa_history import DictHistory
 from torch import nn
 from torch.utils.data import TensorDataset
 
@@ -44,36 +45,6 @@ def data(n: int = 100) -> TensorDataset:
     return TensorDataset(x, (x[:, 0] > 0).long())
 
 
-class OwnHistory(RunHistory):
-    """A run history of the user's own: the Trainer advances it with _increment_epoch()."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, list[Any]] = {}
-        self.epoch = 1
-
-    def get_metric_names(self) -> set[str]:
-        return set(self.values)
-
-    def get_metric_values(self, metric_name: str) -> list[Any]:
-        return list(self.values.get(metric_name, []))
-
-    def get_latest_metric(self, metric_name: str) -> Any:
-        return self.values[metric_name][-1]
-
-    def update_metric(self, metric_name: str, metric_value: Any) -> None:
-        self.values.setdefault(metric_name, []).append(metric_value)
-
-    @property
-    def current_epoch(self) -> int:
-        return self.epoch
-
-    def _increment_epoch(self) -> None:
-        self.epoch += 1
-
-    def reset(self) -> None:
-        self.values, self.epoch = {}, 1
-
-
 def make_trainer(*callbacks: TrainerCallback, history: RunHistory | None = None) -> Trainer:
     model = nn.Linear(4, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -87,7 +58,7 @@ def test_a_run_after_one_that_ended_inside_an_epoch_numbers_a_new_epoch(
     how: str, history: str
 ) -> None:
     numbers, stop = EpochNumbers(), StopAtStep(10)
-    own = OwnHistory() if history == "own" else None
+    own = DictHistory() if history == "own" else None
     if how == "max_num_train_steps":  # 7 updates an epoch: the second epoch stops after 3
         trainer = make_trainer(numbers, history=own)
         trainer.train(data(), num_epochs=2, per_device_batch_size=16, max_num_train_steps=10)

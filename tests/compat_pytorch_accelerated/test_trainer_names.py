@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
 from typing import Any
 
 import torch
+from tests.common.pa_history import DictHistory
 from torch.utils.data import TensorDataset
 
 from scramjet.compat.pytorch_accelerated import Trainer
@@ -18,7 +18,6 @@ from scramjet.compat.pytorch_accelerated.callbacks import (
     TrainerCallback,
 )
 from scramjet.compat.pytorch_accelerated.run_config import TrainerRunConfig
-from scramjet.compat.pytorch_accelerated.tracking import RunHistory
 from scramjet.compat.pytorch_accelerated.utils import LimitBatches
 
 
@@ -105,39 +104,6 @@ def test_limit_intermediate_only_leaves_end_of_epoch_evaluation_whole() -> None:
     trainer.train(_data(), num_epochs=1, per_device_batch_size=4, eval_dataset=_data(24))
     # After update 4 (limited); update 8 ends the epoch, so the epoch's end evaluates (whole).
     assert counter.runs == [2, 6]
-
-
-class DictHistory(RunHistory):
-    """A run history of the user's own, built on the abstract interface."""
-
-    def __init__(self) -> None:
-        self.values: defaultdict[str, list[Any]] = defaultdict(list)
-        self.epoch = 1
-
-    def get_metric_names(self) -> set[str]:
-        return set(self.values)
-
-    def get_metric_values(self, metric_name: str) -> list[Any]:
-        return list(self.values[metric_name])
-
-    def get_latest_metric(self, metric_name: str) -> Any:
-        if not self.values.get(metric_name):
-            raise ValueError(metric_name)
-        return self.values[metric_name][-1]
-
-    def update_metric(self, metric_name: str, metric_value: Any) -> None:
-        self.values[metric_name].append(metric_value)
-
-    @property
-    def current_epoch(self) -> int:
-        return self.epoch
-
-    def _increment_epoch(self) -> None:
-        self.epoch += 1
-
-    def reset(self) -> None:
-        self.values.clear()
-        self.epoch = 1
 
 
 def test_a_run_history_of_ones_own_is_recorded_and_advanced() -> None:

@@ -9,7 +9,8 @@ import threading
 import warnings
 from multiprocessing import util as mp_util
 
-# What multiprocessing appends to its temp folder for a socket: "/pymp-XXXXXXXX/listener-XXXXXXXX".
+# What multiprocessing appends to its temp folder for a socket: "/pymp-" and
+# "/listener-", each followed by 8 random characters.
 _SOCKET_SUFFIX = 32
 _SHORT_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
 _lock = threading.Lock()

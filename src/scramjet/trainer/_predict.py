@@ -162,7 +162,9 @@ def collect_predictions(
         return outputs
     world = dist.get_world_size()
     flags = [column_flags(g, sizes or []) for g in list_groups(outputs)]
-    everyone = dist.gather_object(flags) if world > 1 else [flags]  # every rank decides alike
+    # Every rank decides alike; list nodes follow the model's output structure, the same
+    # on every rank, so outputs without lists skip the collective everywhere.
+    everyone = dist.gather_object(flags) if world > 1 and flags else [flags]
     alike = all(len(flags_of_rank) == len(flags) for flags_of_rank in everyone)
     decisions = [
         alike and all(r[i][0] for r in everyone) and not all(r[i][1] for r in everyone)

@@ -181,18 +181,21 @@ class EvenShardBatches(Sampler[list[int]]):
         most = -(-share.n // share.num_replicas)  # the largest share, rank 0's
         self.count = -(-most // batch_size)
 
+    def _splits_last(self, n: int) -> bool:
+        """Whether a share of ``n`` samples is one batch short and can split its last."""
+        return self.batch_size > 1 and n > 0 and -(-n // self.batch_size) == self.count - 1
+
     def __iter__(self) -> Iterator[list[int]]:
         indices, size = list(self.share), self.batch_size
         batches = [indices[i : i + size] for i in range(0, len(indices), size)]
-        if len(batches) == self.count - 1 and size > 1 and batches:
+        if self._splits_last(len(indices)):
             last = batches.pop()
             batches += [last[:-1], last[-1:]]
         return iter(batches)
 
     def __len__(self) -> int:
-        n, size = len(self.share), self.batch_size
-        short = -(-n // size) == self.count - 1 and size > 1 and n > 0
-        return self.count if short else -(-n // size)
+        n = len(self.share)
+        return self.count if self._splits_last(n) else -(-n // self.batch_size)
 
 
 class SkipSampler(Sampler[int]):
