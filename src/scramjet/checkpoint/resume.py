@@ -498,12 +498,15 @@ def _storage_options(trainer: Trainer, url: str) -> dict[str, Any] | None:
 def _check_every_rank_sees(folder: str) -> None:
     """Every rank loads the checkpoint the main process found: a folder on one machine's
     own disk is an error on every rank, naming the ranks that cannot see it (collective)."""
-    sees = dist.gather_object(remote.has_checkpoints(folder))
-    blind = [rank for rank, seen in enumerate(sees) if not seen]
+    sees = dist.gather_object((folder, remote.has_checkpoints(folder)))
+    blind = [rank for rank, (_, seen) in enumerate(sees) if not seen]
     if blind:
-        ranks = ", ".join(f"rank {rank}" for rank in blind)
+        ranks = ", ".join(
+            f"rank {rank}" + ("" if sees[rank][0] == sees[0][0] else f" (in {sees[rank][0]!r})")
+            for rank in blind
+        )
         raise FileNotFoundError(
-            f"resume_from='auto': rank 0 found checkpoints in {folder!r}, but {ranks} "
+            f"resume_from='auto': rank 0 found checkpoints in {sees[0][0]!r}, but {ranks} "
             f"cannot see them (a folder on one machine's own disk). Every rank loads the "
             f"checkpoint, so the folder must be visible from every machine: put it on a "
             f"shared file system, or give SaveTrainingStateCallback a URL (s3://..., gs://...)."

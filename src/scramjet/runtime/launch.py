@@ -259,30 +259,40 @@ def _launch_error(error: Any) -> LaunchError:
 
 
 def _recorded_elsewhere(failures: dict[int, Any]) -> dict[int, Any]:
-    """The errors other ranks recorded (``<attempt>/<rank>/error.json``) that the agent's
-    report left out: it reports the first process it sees end, and stops the others. A rank
-    whose error closed the group ends later than the rank that then lost its connection,
-    so without these the rank at fault went unnamed."""
+    """The errors other ranks recorded (``<attempt>/<local rank>/error.json``) that the
+    agent's report left out: it reports the first process it sees end, and stops the
+    others. A rank whose error closed the group ends later than the rank that then lost its
+    connection, so without these the rank at fault went unnamed.
+
+    The folders are numbered by local rank; a node's global ranks are its first global
+    rank plus the local rank (read from a reported failure: its key minus its local rank),
+    so on the second node of a two-node run, folder ``1`` is global rank 3 of 4.
+    """
     import json
     from pathlib import Path
     from types import SimpleNamespace
 
     recorded: dict[int, Any] = {}
-    for failure in failures.values():
+    for global_rank, failure in failures.items():
         try:
             attempt = Path(failure.error_file).parent.parent
             files = list(attempt.glob("*/error.json"))
-        except (OSError, TypeError, ValueError):
+            first = global_rank - int(failure.local_rank)
+        except (AttributeError, OSError, TypeError, ValueError):
             continue
         for file in files:
-            if not file.parent.name.isdigit() or int(file.parent.name) in failures:
+            if not file.parent.name.isdigit():
+                continue
+            rank = first + int(file.parent.name)
+            if rank in failures or rank in recorded:
                 continue
             try:
                 data = json.loads(file.read_text())
             except (OSError, ValueError):
                 continue
-            recorded[int(file.parent.name)] = SimpleNamespace(
+            recorded[rank] = SimpleNamespace(
                 message=None,
+                local_rank=int(file.parent.name),
                 error_file_data=data,
                 error_file=str(file),
                 exitcode=None,
