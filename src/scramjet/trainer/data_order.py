@@ -204,6 +204,7 @@ def gather_shards(local: Any, num_samples: int) -> Any:
 
     Raises:
         TypeError: ``local`` is neither a tensor, a list nor a dict of those.
+        ValueError: the ranks' rows, together, are not ``num_samples`` (every rank alike).
     """
     world = dist.get_world_size()
     if world == 1:
@@ -215,11 +216,13 @@ def gather_shards(local: Any, num_samples: int) -> Any:
     )
     if isinstance(local, torch.Tensor):
         gathered = dist.gather(local, pad_value=PAD_VALUE)  # [rank 0 rows, rank 1 rows...]
+        _check_rows(len(gathered), num_samples, len(local) if local.dim() else 1)
         result = torch.empty_like(gathered)
         result[positions] = gathered
         return result
     if isinstance(local, list | tuple):
         parts = dist.gather_object(list(local))
+        _check_rows(sum(len(part) for part in parts), num_samples, len(local))
         ordered: list[Any] = [None] * num_samples
         for position, item in zip(positions.tolist(), itertools.chain.from_iterable(parts)):
             ordered[position] = item
@@ -228,6 +231,21 @@ def gather_shards(local: Any, num_samples: int) -> Any:
         f"gather_shards needs a tensor, a list or a dict of those (one row per sample); "
         f"received {type(local).__name__}."
     )
+
+
+def _check_rows(rows: int, num_samples: int, local: int) -> None:
+    """Refuse results that are not one row per sample: they have no dataset order."""
+    if rows != num_samples:
+        world, rank = dist.get_world_size(), dist.get_rank()
+        share = len(range(rank, num_samples, world))
+        raise ValueError(
+            f"The processes' outputs hold {rows} rows in all for {num_samples} samples "
+            f"(rank {rank}: {local} rows for its {share} samples). Across processes, each sample's output is put back in "
+            f"dataset order, so every output tensor or list needs one row per sample (its "
+            f"first dimension). One value per batch (a mean, a loss) or rows flattened over "
+            f"tokens have no such order: return per-sample outputs (reduction='none', keep "
+            f"the batch dimension), or run it in one process."
+        )
 
 
 def _eval_options(kwargs: dict[str, Any]) -> dict[str, Any]:
