@@ -20,11 +20,16 @@ def ratio(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
     return torch.where(den > 0, num / den.clamp_min(1), torch.zeros_like(num))
 
 
-def decisions(scores: torch.Tensor, threshold: float) -> torch.Tensor:
+def decisions(
+    scores: torch.Tensor, threshold: float, kept: torch.Tensor | None = None
+) -> torch.Tensor:
     """Positive decisions (bool) of probabilities above ``threshold``; scores that are not all
-    in [0, 1] are logits and go through a sigmoid first, as torchmetrics reads them."""
-    if not bool(((scores >= 0) & (scores <= 1)).all()):
-        scores = scores.sigmoid()
+    in [0, 1] are logits and go through a sigmoid first (in float32 at least: a float16
+    sigmoid rounds a logit of 4e-4 to 0.5), as torchmetrics reads them. ``kept``: the
+    scores that count (padded ones, -100, do not make probabilities logits)."""
+    scored = scores if kept is None else scores[kept]
+    if not bool(((scored >= 0) & (scored <= 1)).all()):
+        scores = (scores if scores.dtype == torch.float64 else scores.float()).sigmoid()
     return scores > threshold
 
 
@@ -113,10 +118,10 @@ def multilabel_metrics(
     fp = (decided & ~positive & kept).sum(dim=0)
     fn = (~decided & positive & kept).sum(dim=0)
     right = (decided == positive) | ~kept
-    scored = kept.sum(dim=0)
+    scored = kept.sum()
     out = {
         "subset_accuracy": float(ratio(right.all(dim=1).sum(), torch.tensor(target.shape[0]))),
-        "hamming_loss": float((1 - ratio(scored - fp - fn, scored)).mean()),
+        "hamming_loss": float(ratio((fp + fn).sum(), scored)),  # wrong / scored labels
     }
     out.update(averaged_rates(tp, fp, fn, counted=torch.ones_like(tp, dtype=torch.bool)))
     return out

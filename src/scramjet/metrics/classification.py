@@ -23,19 +23,23 @@ from scramjet.runtime.stacklevel import user_stacklevel
 from scramjet.trainer.batch import PAD_VALUE
 
 
-def _labels(y_pred: torch.Tensor, target_shape: torch.Size) -> torch.Tensor:
+def _labels(y_pred: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
     """Predicted classes: the arg-max of scores ``[..., C]``, labels as given, or the
-    thresholded score of a binary classifier (see :class:`ClassificationResults`)."""
-    if y_pred.dim() > len(target_shape) and y_pred.shape[-1] == 1:
+    thresholded score of a binary classifier (see :class:`ClassificationResults`).
+    ``kept``: the targets that are not padding (their shape is the targets')."""
+    if y_pred.dim() > kept.dim() and y_pred.shape[-1] == 1:
         y_pred = y_pred.squeeze(-1)  # one score per sample: its arg-max would always be 0
-    elif y_pred.dim() > len(target_shape):
+    elif y_pred.dim() > kept.dim():
         return y_pred.argmax(dim=-1)
     if y_pred.is_floating_point() and (
-        y_pred.shape != target_shape or not bool((y_pred == y_pred.round()).all())
+        y_pred.shape != kept.shape or not bool((y_pred == y_pred.round()).all())
     ):
         # Scores, not labels (truncating them would make every prediction class 0): a
         # probability above 0.5, or a logit above 0 (values outside [0, 1], as BinaryResults).
-        inside = bool(((y_pred >= 0) & (y_pred <= 1)).all())
+        # Padded positions (-100 where the target is padding) do not make probabilities
+        # logits.
+        scored = y_pred[kept] if y_pred.shape == kept.shape else y_pred
+        inside = bool(((scored >= 0) & (scored <= 1)).all())
         return (y_pred > (0.5 if inside else 0.0)).long()
     return y_pred.long()
 
@@ -132,6 +136,23 @@ def _refuse_nan(scores: torch.Tensor, scored: torch.Tensor, package: str) -> Non
             f"has no class, and counting it as one would misreport the model. A model that "
             f"outputs NaN has diverged: lower the learning rate or clip gradients and train "
             f"again, or leave those samples out of y_pred and y_true."
+        )
+
+
+def _refuse_nan_target(target: torch.Tensor) -> None:
+    """Raise when float class targets hold a NaN, an infinity or a fraction: as an integer
+    it would be a made-up class (NaN reads as -9223372036854775808)."""
+    if not target.is_floating_point():
+        return
+    bad = ~torch.isfinite(target) | (target != target.round())
+    if bool(bad.any()):
+        first = tuple(int(i) for i in bad.nonzero()[0])
+        raise ValueError(
+            f"ClassificationResults: y_true holds {int(bad.sum())} value(s) that are not "
+            f"class indices (the first, {target[first].item()}, at index "
+            f"{first[0] if len(first) == 1 else first}); targets are whole class numbers "
+            f"(or one distribution over the classes per sample). Leave samples without a "
+            f"label out, or mark them {PAD_VALUE} to skip them."
         )
 
 
@@ -261,10 +282,11 @@ class ClassificationResults(ResultPackage):
         if _class_distributions(target, scores, self.multi_label):  # one-hot or soft [N, C]
             target = target.argmax(dim=-1)
         _refuse_multi_hot(scores, target)
+        _refuse_nan_target(target)
         target = target.long()
         if target.dim() > 1 and target.shape[-1] == 1:  # one label per sample, as [N, 1]
             target = target.squeeze(-1)
-        pred = _labels(scores, target.shape)
+        pred = _labels(scores, target != PAD_VALUE)
         # class scores [..., C] that were arg-maxed: the model has C classes
         width = scores.shape[-1] if scores.dim() > target.dim() and scores.shape[-1] > 1 else 0
         if pred.shape != target.shape:
@@ -335,8 +357,8 @@ class BinaryResults(ResultPackage):
     ``y_pred`` are scores: probabilities in [0, 1], or logits (values outside [0, 1]
     are passed through a sigmoid, as torchmetrics does), one per sample. Two scores per
     sample ``[N, 2]`` (a two-class model trained with cross-entropy) are scored by the
-    positive class's softmax probability: logits and probabilities alike then give the
-    same decisions and ranking. Labels are 0/1 (integers, floats or booleans); targets
+    positive class's probability: rows in [0, 1] that sum to 1 are probabilities and their
+    second column is taken as it is; other rows are logits, through a softmax. Labels are 0/1 (integers, floats or booleans); targets
     equal to -100 (the padding ``predict`` and :meth:`evaluate` add) are left out. ROC-AUC
     is NaN when the targets hold one class only, and PR-AUC when they hold no positive:
     both are undefined there (each with a warning).
@@ -397,13 +419,26 @@ class BinaryResults(ResultPackage):
         two_scores = pred.dim() == 2 and pred.shape[1] == 2 and pred.shape[0] == target.numel()
         keys = raw.double()
         if two_scores:
-            pred, keys = pred.softmax(dim=-1)[:, 1], keys[:, 1] - keys[:, 0]
+            rows = target.reshape(-1) != PAD_VALUE
+            if self.scores == "logits" or not self._two_probabilities(pred, rows):
+                pred = pred.softmax(dim=-1)
+            pred, keys = pred[:, 1], keys[:, 1] - keys[:, 0]
         pred, target = _one_score_each(pred, target, "BinaryResults"), target.reshape(-1)
         kept = target != PAD_VALUE
         _refuse_nan(pred, kept, "BinaryResults")
         if not two_scores:
             pred = self._as_probabilities(pred, kept)
         return pred[kept], _binary_labels(target[kept]), _ranks(keys.reshape(-1)[kept])
+
+    def _two_probabilities(self, pred: torch.Tensor, rows: torch.Tensor) -> bool:
+        """Whether two scores per sample ``[N, 2]`` are already class probabilities (rows
+        in [0, 1] that sum to 1), taken as they are; else they are logits (softmax)."""
+        scored = pred[rows]
+        if self.scores == "probabilities":
+            check_probabilities("BinaryResults", scored)
+            return True
+        in_range = bool(((scored >= 0) & (scored <= 1)).all())
+        return in_range and bool(((scored.double().sum(dim=-1) - 1).abs() <= 1e-3).all())
 
     def _as_probabilities(self, pred: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
         """``pred`` through a sigmoid when they are logits; checked when probabilities."""

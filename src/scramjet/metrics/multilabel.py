@@ -63,7 +63,7 @@ class MultiLabelResults(ResultPackage):
             pred = self._as_probabilities(pred, kept)
         else:
             pred = pred.float()
-        return multilabel_metrics(decisions(pred, self.threshold), target, kept)
+        return multilabel_metrics(decisions(pred, self.threshold, kept), target, kept)
 
     def _as_probabilities(self, pred: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
         """``pred`` through a sigmoid when stated logits; checked when stated probabilities."""

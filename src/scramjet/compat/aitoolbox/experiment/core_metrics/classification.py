@@ -1,4 +1,4 @@
-"""AIToolbox's classification metrics over numpy and torchmetrics."""
+"""AIToolbox's classification metrics over numpy and :mod:`scramjet.metrics`."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from torchmetrics.functional import classification as C
 
 from scramjet.compat.aitoolbox.experiment.core_metrics.abstract_metric import AbstractBaseMetric
+from scramjet.metrics._counts import binary_counts, roc_auc
+from scramjet.metrics.classification import BinaryResults, _defined_or_nan
 
 __all__ = [
     "AccuracyMetric",
@@ -63,22 +64,20 @@ class AccuracyMetric(AbstractBaseMetric):
         return float(np.mean(self.y_true.reshape(-1) == labels))
 
 
-def _binary_inputs(
-    y_true: np.ndarray, y_predicted: np.ndarray
-) -> tuple[torch.Tensor, torch.Tensor]:
-    scores = torch.as_tensor(y_predicted.reshape(-1), dtype=torch.float32)
-    return scores, torch.as_tensor(y_true.reshape(-1)).long()
-
-
 class ROCAUCMetric(AbstractBaseMetric):
-    """Area under the ROC curve of positive-class scores."""
+    """Area under the ROC curve of positive-class scores, ranked as given (in float64, no
+    sigmoid: large logits keep their order), as ``sklearn.metrics.roc_auc_score``. NaN,
+    with a warning, when the targets hold one class only (it is undefined there)."""
 
     def __init__(self, y_true: Any, y_predicted: Any) -> None:
         super().__init__(y_true, y_predicted, metric_name="ROC_AUC")
 
     def calculate_metric(self) -> float:
         """Binary AUROC."""
-        return float(C.binary_auroc(*_binary_inputs(self.y_true, self.y_predicted)))
+        scores = torch.as_tensor(np.asarray(self.y_predicted, dtype=np.float64).reshape(-1))
+        target = torch.as_tensor(np.asarray(self.y_true).reshape(-1))
+        _, labels, order = BinaryResults()._scores_labels_order(scores, target)
+        return _defined_or_nan(roc_auc, order, labels, "ROC-AUC", both=True)
 
 
 def pr_curve_area(y_true: Any, scores: Any) -> float:
@@ -113,13 +112,20 @@ class PrecisionRecallCurveAUCMetric(AbstractBaseMetric):
 
 
 class F1ScoreMetric(AbstractBaseMetric):
-    """F1 of the positive class from scores cut at ``positive_class_thresh``."""
+    """F1 of the positive class from scores cut at ``positive_class_thresh`` (a score equal
+    to it is positive, as in :class:`AccuracyMetric`); ``None``: ``y_predicted`` holds 0/1
+    labels."""
 
-    def __init__(self, y_true: Any, y_predicted: Any, positive_class_thresh: float = 0.5) -> None:
+    def __init__(
+        self, y_true: Any, y_predicted: Any, positive_class_thresh: float | None = 0.5
+    ) -> None:
         self.positive_class_thresh = positive_class_thresh
         super().__init__(y_true, y_predicted, metric_name="F1_score")
 
     def calculate_metric(self) -> float:
-        """Binary F1."""
-        scores, target = _binary_inputs(self.y_true, self.y_predicted)
-        return float(C.binary_f1_score(scores, target, threshold=self.positive_class_thresh))
+        """Binary F1 (in float64)."""
+        scores = np.asarray(self.y_predicted, dtype=np.float64).reshape(-1)
+        cut = self.positive_class_thresh
+        decided = scores >= cut if cut is not None else scores == 1
+        target = torch.as_tensor(np.asarray(self.y_true).reshape(-1) == 1)
+        return binary_counts(torch.as_tensor(decided), target.long())["f1"]

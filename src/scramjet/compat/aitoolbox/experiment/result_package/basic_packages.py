@@ -14,6 +14,7 @@ from scramjet.compat.aitoolbox.experiment.core_metrics.classification import pr_
 from scramjet.compat.aitoolbox.experiment.result_package.abstract_result_packages import (
     AbstractResultPackage,
 )
+from scramjet.metrics._counts import binary_counts
 
 __all__ = [
     "BinaryClassificationResultPackage",
@@ -30,7 +31,9 @@ class MetricsResultPackage(AbstractResultPackage):
     Args:
         pkg_name: the package's name.
         package: the scramjet package; it receives ``(y_pred, y_true, metadata)``, where
-            ``metadata`` is the ``metadata=`` keyword of ``prepare_result_package``.
+            ``metadata`` is the ``metadata=`` keyword of ``prepare_result_package``, or else
+            its ``additional_results=`` keyword (where AIToolbox's evaluation callbacks
+            put the metadata the loop's predictions collected).
         strict_content_check: see :class:`AbstractResultPackage`.
     """
 
@@ -46,7 +49,10 @@ class MetricsResultPackage(AbstractResultPackage):
 
     def prepare_results_dict(self) -> dict[str, Any]:
         """The wrapped scramjet package's results."""
-        metadata = (self.additional_results or {}).get("metadata")
+        extra = self.additional_results or {}
+        metadata = extra.get("metadata")
+        if metadata is None:
+            metadata = extra.get("additional_results")
         return self.package.compute(self.y_predicted, self.y_true, metadata)
 
 
@@ -102,8 +108,8 @@ class BinaryClassificationResultPackage(MetricsResultPackage):
         threshold: float | None = None,
         **kwargs: Any,
     ) -> None:
-        cut = positive_class_thresh if threshold is None else threshold
-        self.binary = M.BinaryResults(cut)
+        self.cut = positive_class_thresh if threshold is None else threshold
+        self.binary = M.BinaryResults(self.cut)
         super().__init__("BinaryClassificationResult", self.binary, strict_content_check)
 
     def prepare_results_dict(self) -> dict[str, Any]:
@@ -111,9 +117,13 @@ class BinaryClassificationResultPackage(MetricsResultPackage):
         first, then scramjet's binary results.
 
         ``PrecisionRecall_AUC`` is AIToolbox's trapezoidal area under the precision-recall
-        curve (:func:`pr_curve_area`); scramjet's ``pr_auc`` is the average precision."""
-        results = _with_aitoolbox_keys(super().prepare_results_dict(), _BINARY_KEYS)
+        curve (:func:`pr_curve_area`); scramjet's ``pr_auc`` is the average precision.
+        Accuracy and F1 count a score equal to the threshold as positive, as AIToolbox
+        did (``BinaryResults`` alone counts scores above it)."""
+        results = super().prepare_results_dict()
         scores, labels = self.binary.scores_and_labels(self.y_predicted, self.y_true)
+        results.update(binary_counts(scores >= self.cut, labels))
+        results = _with_aitoolbox_keys(results, _BINARY_KEYS)
         results["PrecisionRecall_AUC"] = pr_curve_area(labels.numpy(), scores.numpy())
         return results
 
