@@ -38,3 +38,17 @@ def test_report_output_as_a_new_page_in_a_run_folder_is_written(tmp_path: Path) 
     assert main(["report", str(a), str(b), "-o", str(a / "vs_b.html")]) == 0
     assert (a / "vs_b.html").read_text().startswith("<!DOCTYPE html>")
     assert (a / "metrics.csv").read_text().startswith("scope,")
+
+
+def test_report_output_in_a_run_folder_can_be_written_again(tmp_path: Path) -> None:
+    # The same command twice: the comparison page it wrote into the run folder is its
+    # own, and replaced (it was refused as "a file of the run folder" the second time).
+    a, b = _run_folder(tmp_path, "a", 0.1), _run_folder(tmp_path, "b", 0.01)
+    page = a / "compare.html"
+    for _ in range(2):
+        assert main(["report", str(a), str(b), "-o", str(page)]) == 0
+    assert page.read_text().startswith("<!DOCTYPE html>")
+    # a run's own page is still refused: it is not a comparison page
+    kept = (a / "report.html").read_bytes()
+    assert main(["report", str(a), str(b), "-o", str(a / "report.html")]) == 2
+    assert (a / "report.html").read_bytes() == kept

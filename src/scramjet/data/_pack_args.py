@@ -32,6 +32,7 @@ def check_args(
             raise ValueError(f"{name} must be a positive int, got {val!r}")
     if channel not in (1, 3):
         raise ValueError(f"channel must be 3 (RGB) or 1 (grayscale), got {channel!r}")
+    _check_frame_size(enc, int(height), int(width), int(channel))
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if pool not in _pool.POOLS:
@@ -42,6 +43,32 @@ def check_args(
             "Use pool='threads' (the default)."
         )
     return enc
+
+
+JPEG_MAX_SIDE = 65500  # the largest height or width a JPEG frame can have (libjpeg)
+
+
+def _check_frame_size(enc: str, height: int, width: int, channel: int) -> None:
+    """Refuse a frame size no image of the pack could be resized to: more pixels than
+    Pillow opens (its decompression-bomb limit; a typo such as 99999 x 99999 would ask for
+    about 30 GB per image), or a side over JPEG's limit with ``encode="jpeg"``."""
+    from PIL import Image
+
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit and height * width > limit:
+        raise ValueError(
+            f"height x width is {height} x {width} = {height * width:,} pixels per image, "
+            f"more than Pillow opens ({limit:,}, PIL.Image.MAX_IMAGE_PIXELS); each image "
+            f"is resized to that size, so every one would take "
+            f"{height * width * channel / 2**30:.1f} GiB. Check height and width (the size "
+            f"every image is resized to), or raise PIL.Image.MAX_IMAGE_PIXELS if you mean it."
+        )
+    if enc == "jpeg" and max(height, width) > JPEG_MAX_SIDE:
+        raise ValueError(
+            f"height x width is {height} x {width}, but a JPEG frame is at most "
+            f"{JPEG_MAX_SIDE} pixels on a side; pass smaller height and width, or "
+            f"encode='png' or 'raw'."
+        )
 
 
 def check_quality(quality: Any) -> int:

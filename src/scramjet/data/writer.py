@@ -126,17 +126,27 @@ def _encode_task(task: tuple[Any, ...]) -> tuple[int, Any]:
     encoder = "simplejpeg" if fast else "pil"
     frames = []
     for path in files:
+        step = "read"
         try:
             out = None
             got = read_jpeg(path, height, width, channel, upright) if fast else None
             if got is not None:
                 pixels, exif, comment = got
+                step = "encode"
                 out = encode_pixels(pixels, encode, quality, exif if keep_exif else None, comment)
             if out is None:
+                step = "read"
                 img, exif = load_image(path, height, width, channel, upright)
+                step = "encode"
                 out = encode_image(img, encode, quality, exif if keep_exif else None, encoder)
-        except Exception as exc:  # any decoder failure is reported for this row
+        except Exception as exc:  # any failure is reported for this row, with its step
             name = os.path.basename(path)
+            if step == "encode":
+                return index, (
+                    f"cannot encode image {name!r} as {encode} at {height} x {width} "
+                    f"({type(exc).__name__}: {exc}); the file was read, check encode, "
+                    f"height and width"
+                )
             return index, f"cannot read image {name!r} ({type(exc).__name__}: {exc})"
         frames.append(out.tobytes() if isinstance(out, np.ndarray) else out)
     return index, frames

@@ -306,9 +306,15 @@ def optimizer_settings(opt: Any) -> dict[str, Any]:
         start = "initial_lr" if key == "lr" else key
         values = [plain_setting(g.get(start, g.get(key, default))) for g in opt.param_groups]
         if values and all(v is not None for v in values):
-            same = all(v == values[0] for v in values)
+            same = all(v == values[0] or _both_nan(v, values[0]) for v in values)
             out[key] = values[0] if same else {"per_group": values}
     return out
+
+
+def _both_nan(a: Any, b: Any) -> bool:
+    """NaN settings agree with each other (``nan == nan`` is False): one group's NaN
+    learning rate is one value, not ``{"per_group": [NaN]}``."""
+    return isinstance(a, float) and isinstance(b, float) and a != a and b != b
 
 
 def plain_setting(value: Any) -> Any:

@@ -10,7 +10,7 @@ from pathlib import Path
 from scramjet.runtime.files import TMP_PREFIX, why_not_creatable
 from scramjet.tracking._files import is_run_folder
 from scramjet.tracking.cli_runs import by_start
-from scramjet.tracking.report import build_report, compare_runs
+from scramjet.tracking.report import build_report, compare_runs, is_comparison_page
 
 #: The comparison page's name when ``-o`` is not given, or names a folder.
 COMPARE_PAGE = "compare.html"
@@ -47,7 +47,9 @@ def _output(arg: str | None, first_run: Path) -> tuple[Path, str | None]:
     if out.is_dir():
         return out, f"{str(out)!r} is a folder; name the HTML file to write"
     run = _run_holding(out)
-    if run is not None and out.is_file():  # -o RUN/metrics.csv would replace the run's data
+    if run is not None and out.is_file() and not is_comparison_page(out):
+        # -o RUN/metrics.csv would replace the run's data; a comparison page written there
+        # before is replaced, as anywhere else
         return out, (
             f"{str(out)!r} is a file of the run folder {str(run)!r}, which the comparison "
             f"page would replace; name a new file, e.g. {str(run.parent / COMPARE_PAGE)!r}"

@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.cells import cell_len
 
+from scramjet.tracking import _json as strict_json
 from scramjet.tracking._files import is_run_folder, read_json, run_status
 from scramjet.tracking._progress import run_progress
 from scramjet.tracking.loggers.base import MetricRow
@@ -158,7 +159,7 @@ def _run_record(run: Path) -> dict[str, Any]:
             metrics=metrics,
             hyperparams=hyperparams(run),
         )
-        if not info and (run / "run.json").is_file():  # the rest of the folder still counts
+        if not info and _damaged(run):  # the rest of the folder still counts
             record["status"] = "unreadable (run.json is not a JSON object)"
     except Exception as error:  # one damaged run folder must not hide the others
         record["status"] = f"unreadable ({type(error).__name__}: {error})"[:80]
@@ -168,6 +169,17 @@ def _run_record(run: Path) -> dict[str, Any]:
 def _info(run: Path) -> dict[str, Any]:
     info = read_json(run / "run.json")
     return info if isinstance(info, dict) else {}  # a damaged file: no information
+
+
+def _damaged(run: Path) -> bool:
+    """Whether ``run.json`` exists but holds no JSON object (``{}`` is an object: a run
+    whose status is unknown, as ``scramjet report`` shows it)."""
+    try:
+        return not isinstance(strict_json.loads((run / "run.json").read_text("utf-8")), dict)
+    except FileNotFoundError:
+        return False
+    except (OSError, UnicodeDecodeError, ValueError):
+        return True
 
 
 def _started(info: dict[str, Any]) -> float:
@@ -199,7 +211,7 @@ def _summarize(run: Path, metrics: list[str]) -> dict[str, Any]:
     info = _info(run)
     epochs, last = metric_summary(run)
     started = _started(info)
-    damaged = not info and (run / "run.json").is_file()  # said as list_runs says it
+    damaged = not info and _damaged(run)  # said as list_runs says it
     row: dict[str, Any] = {
         "run": f"{run.parent.name}/{run.name}",
         "status": "unreadable (run.json is not a JSON object)" if damaged else run_status(info),
@@ -306,7 +318,9 @@ def metric_names(run: Path) -> set[str]:
     """Every metric name ``--metrics`` can show for ``run``."""
     names = set(metric_summary(run)[1])
     for source, values in _results(run).items():
-        numbers = [k for k, v in values.items() if isinstance(v, int | float)]
+        numbers = [
+            k for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)
+        ]
         names.update(numbers)
         names.update(f"{source}/{k}" for k in numbers)
     return names

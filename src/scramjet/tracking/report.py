@@ -230,9 +230,23 @@ table.confusion td.cm{text-align:right;min-width:36px}table.confusion th.corner{
 """
 
 
-def _page(title: str, sections: Sequence[str]) -> str:
+COMPARISON_MARK = "<meta name='scramjet-page' content='comparison'>"
+
+
+def is_comparison_page(path: Path) -> bool:
+    """Whether ``path`` is a comparison page :func:`compare_runs` wrote (its mark is in the
+    page's head), which a new comparison may replace."""
+    try:
+        with open(path, "rb") as file:
+            return COMPARISON_MARK.encode() in file.read(512)
+    except OSError:
+        return False
+
+
+def _page(title: str, sections: Sequence[str], mark: str = "") -> str:
     return (
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'>{mark}"
+        f"<title>{html.escape(title)}</title>"
         f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
         + "".join(sections)
         + "</body></html>"
@@ -434,7 +448,8 @@ def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
     _warn_missing_glyphs(glyphs, "the comparison")
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _write(out, _page("Run comparison: " + ", ".join(names), sections).encode("utf-8"))
+    page = _page("Run comparison: " + ", ".join(names), sections, COMPARISON_MARK)
+    _write(out, page.encode("utf-8"))
     return out
 
 
