@@ -24,7 +24,7 @@ import inspect
 import math
 import numbers
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -513,14 +513,17 @@ def check_step_takes_no_arguments(scheduler: object) -> None:
         )
 
 
-def adopt_new_learning_rates(optimizer: torch.optim.Optimizer, previous: Any) -> None:
+def adopt_new_learning_rates(
+    optimizer: torch.optim.Optimizer, rates_at_end: Sequence[float] | None
+) -> None:
     """A learning rate set by hand between two ``train()`` calls is where the next
-    schedule starts: torch's schedulers start from a group's ``initial_lr``, which the
-    previous run's scheduler left at that run's peak. A rate the previous scheduler set
-    itself is left to restart from that peak, as before."""
-    last = getattr(previous, "get_last_lr", None)
-    if not callable(last):
+    schedule starts: torch's schedulers start from a group's ``initial_lr``, which an
+    earlier run's scheduler left at that run's peak. ``rates_at_end``: the groups' rates
+    when the previous run ended (None before a first run). A rate that is still the one
+    the previous run ended with is left to restart from that peak, as before; this holds
+    also when the previous run had no scheduler of its own."""
+    if rates_at_end is None:
         return
-    for group, scheduled in zip(optimizer.param_groups, last(), strict=False):
-        if "initial_lr" in group and group["lr"] != scheduled:
+    for group, ended in zip(optimizer.param_groups, rates_at_end, strict=False):
+        if "initial_lr" in group and group["lr"] != ended:
             group["initial_lr"] = group["lr"]

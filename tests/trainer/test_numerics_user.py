@@ -204,24 +204,31 @@ class FirstLr(TrainerCallback):
         self.lrs.append(trainer.optimizer.param_groups[0]["lr"])
 
 
+@pytest.mark.parametrize("middle", [False, True], ids=["", "after-a-run-without-schedule"])
 @pytest.mark.parametrize("change", [True, False])
 def test_a_second_train_call_schedules_from_the_learning_rate_set_in_between(
-    change: bool,
+    change: bool, middle: bool
 ) -> None:
     """Two-stage fine-tuning: stage 2 lowers the learning rate by hand and trains with a
     new schedule, which starts from that rate, not from stage 1's peak (the 'initial_lr'
     stage 1's scheduler left on the group). Left unchanged, stage 2 restarts at stage
-    1's peak, as each train() call builds its scheduler anew."""
+    1's peak, as each train() call builds its scheduler anew. A run without a scheduler
+    in between does not change this (the hand-set rate was ignored after one)."""
     seen = FirstLr()
     trainer = make_trainer(TinyMLP(), lr=0.1, callbacks=[seen])
     schedule = CosineWarmupScheduler.create_scheduler_fn()
     trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=4,
                   create_scheduler_fn=schedule)  # fmt: skip
+    if middle:
+        trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=4)
     if change:
         for group in trainer.optimizer.param_groups:
             group["lr"] = 0.001
     seen.lrs.clear()
     trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=4,
                   create_scheduler_fn=schedule)  # fmt: skip
-    assert seen.lrs[0] == pytest.approx(0.001 if change else 0.1)
-    assert max(seen.lrs) == pytest.approx(0.001 if change else 0.1)
+    if change or not middle:
+        assert seen.lrs[0] == pytest.approx(0.001 if change else 0.1)
+        assert max(seen.lrs) == pytest.approx(0.001 if change else 0.1)
+    else:  # the rate the middle run kept (stage 1's last) is not a rate set by hand
+        assert max(seen.lrs) == pytest.approx(0.1)

@@ -178,6 +178,7 @@ class Trainer:
         # What a run sets and changes; public unless only the loop itself may touch it.
         self.state = TrainState()
         self.scheduler: Scheduler | None = None
+        self._rates_at_end: list[float] | None = None  # the groups' rates when a run ended
         self.scaler: torch.amp.GradScaler | None = make_grad_scaler(
             self.precision, self.device.type
         )
@@ -667,13 +668,16 @@ class Trainer:
             num_epochs, per_device_batch_size, eval_bs, max_num_train_steps,
             gradient_accumulation_steps, (gradient_clip_value, gradient_clip_norm),
         )  # fmt: skip
-        adopt_new_learning_rates(self.optimizer, self.scheduler)
+        adopt_new_learning_rates(self.optimizer, self._rates_at_end)
         self.scheduler = self.create_scheduler()
         if resume_from is not None:
             resume.restore(self, resume_from, check_plan=True)
             _rerun.check_resumed(self, resume_from)
-        with keep_ctrl_c():  # a Ctrl-C that a finalizer swallowed still stops the run
-            self._run_training(train_dl)
+        try:
+            with keep_ctrl_c():  # a Ctrl-C that a finalizer swallowed still stops the run
+                self._run_training(train_dl)
+        finally:  # a rate that differs at the next train() was set by hand
+            self._rates_at_end = [group["lr"] for group in self.optimizer.param_groups]
 
     def _run_training(self, train_dl: Iterable[Any]) -> None:
         # Drop gradients left over from before the run; not the hook, so hooks run exactly
