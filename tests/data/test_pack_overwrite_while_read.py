@@ -21,14 +21,20 @@ def _pack(root: Path, dst: Path, offset: int) -> None:
          workers=0, progress=False, overwrite=True)  # fmt: skip
 
 
-def test_a_shard_opened_after_an_overwrite_is_named_as_replaced(tmp_path: Path) -> None:
+@pytest.mark.parametrize("verify", ["open", False, True])
+def test_a_shard_opened_after_an_overwrite_is_named_as_replaced(
+    tmp_path: Path, verify: bool | str
+) -> None:
+    # verify=False (no hash) and verify=True (every shard hashed when the dataset was
+    # made) read a shard opened after the overwrite from the new pack: two packs' samples
+    # mixed in one dataset.
     root = tmp_path / "raw"
     root.mkdir()
     for i in range(12):
         Image.fromarray(np.full((8, 8, 3), i, np.uint8)).save(root / f"{i}.png")
     dst = tmp_path / "p.pack"
     _pack(root, dst, 0)
-    ds = PackedDataset(dst)
+    ds = PackedDataset(dst, verify=verify)
     assert int(ds[0]["label"]) == 0  # shard 0 open
     _pack(root, dst, 100)
     assert int(ds[1]["label"]) == 1  # an open shard keeps the samples it had

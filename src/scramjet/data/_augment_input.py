@@ -86,8 +86,8 @@ class Img:
     65535 for uint16 and int16; 1 for floats), ``black`` its lowest value (``min``: -128 for
     int8, 0 for unsigned and float images) and ``limits`` the range the result is clipped
     to: an integer dtype's own range (no wrap-around), ``[0, 1]`` for a float image whose
-    values lie there, none otherwise. Integers wider than 16 bits are held as float64, so
-    that every int32 value survives.
+    values lie there, none otherwise. Integers wider than 16 bits and float64 images are held as
+    float64, so that every int32 value survives and a flip or crop of float64 is exact.
     """
 
     def __init__(self, x: Any) -> None:
@@ -109,6 +109,7 @@ class Img:
         self.limits: tuple[float, float] | None
         work = torch.float32
         if t.dtype.is_floating_point:
+            work = torch.float64 if t.dtype == torch.float64 else torch.float32  # kept exact
             self.scale, self.black = 1.0, 0.0
             seen = t.detach()  # reading the range is no step of the graph: no grad warning
             unit = seen.numel() > 0 and float(seen.min()) >= 0 and float(seen.max()) <= 1

@@ -128,6 +128,12 @@ class Augmentation:
 
     def _rng(self, rng: np.random.Generator | None, index: int | None, epoch: int) -> Any:
         if rng is not None:
+            if not isinstance(rng, np.random.Generator):
+                raise TypeError(
+                    f"{type(self).__name__}: rng must be a numpy Generator; received "
+                    f"{type(rng).__name__} {rng!r:.60}. Pass rng=np.random.default_rng(seed), "
+                    f"or give the augmentation seed=... instead."
+                )
             return rng
         if self.seed is None:
             return np.random.default_rng()  # fresh OS entropy: never shared by forked workers

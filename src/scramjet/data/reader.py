@@ -61,6 +61,15 @@ Transform = Callable[[Any], Any] | Mapping[str, Callable[[Any], Any]]
 VERIFY_MODES = ("open", True, False)
 
 
+
+def _file_id(path: Path) -> tuple[int, int, int] | None:
+    """A file's identity: a pack written again (a new folder renamed in place) changes it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns
+
 class PackedDataset(Dataset[Any]):
     """Map-style dataset over a pack written by :func:`scramjet.data.pack`.
 
@@ -164,6 +173,7 @@ class PackedDataset(Dataset[Any]):
             if root.name == MANIFEST_NAME and root.is_file():
                 root = root.parent
             self.path = root
+            self._manifest_id = _file_id(root / MANIFEST_NAME)  # before reading it
             self.manifest = Manifest.load(root)
         self.shuffle_window = check_shuffle_window(shuffle_window)
         self.prefetch = prefetch if prefetch is not None else (self.shuffle_window or 4)
@@ -298,17 +308,29 @@ class PackedDataset(Dataset[Any]):
             return
         if (digest or file_sha256(self._files[k])) != info.sha256:
             if self._replaced_on_disk():
-                raise PackFormatError(
-                    f"shard {info.file} of pack {str(self.path)!r} was replaced: the pack "
-                    "was written again (pack(..., overwrite=True)) after this dataset "
-                    "opened it. Open it again, PackedDataset(path), to read the new pack"
-                )
+                raise self._replaced_error(k)
             raise PackFormatError(
                 f"shard {info.file} of pack {str(self.path)!r} fails its SHA-256 check: "
                 "the file is corrupted; re-create or re-copy the pack (verify=False reads "
                 "it unchecked)"
             )
         self._verified.add(k)
+
+    def _replaced_error(self, k: int) -> PackFormatError:
+        return PackFormatError(
+            f"shard {self.manifest.shards[k].file} of pack {str(self.path)!r} was replaced: "
+            "the pack was written again (pack(..., overwrite=True)) after this dataset "
+            "opened it. Open it again, PackedDataset(path), to read the new pack"
+        )
+
+    def _manifest_moved(self) -> bool:
+        """Whether the pack on disk is another one than this dataset opened, checked
+        without hashing (a stat, then the manifest only when the file changed): so that
+        ``verify=False``, and shards verified before, never mix two packs' samples."""
+        opened = self.__dict__.get("_manifest_id")
+        if opened is None or _file_id(Path(self.path) / MANIFEST_NAME) == opened:
+            return False
+        return self._replaced_on_disk()
 
     def _replaced_on_disk(self) -> bool:
         """Whether the pack's manifest on disk now lists other shards than the one this
@@ -467,6 +489,8 @@ class PackedDataset(Dataset[Any]):
                 file = str(self._files[k])
                 if self.verify_mode == "open" and k not in self._verified:
                     self._verify_shard(k)  # before HDF5 parses anything of the file
+                elif self._manifest_moved():
+                    raise self._replaced_error(k)
             try:
                 shard = Shard(file, info, self.columns)
             except (OSError, KeyError, ValueError) as exc:

@@ -55,12 +55,25 @@ class EpochSampler(Sampler[int]):
         rank: int = 0,
         drop_last: bool = False,
     ) -> None:
+        for name, value in (("num_replicas", num_replicas), ("rank", rank)):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                raise TypeError(
+                    f"EpochSampler: {name} must be an int; received "
+                    f"{type(value).__name__} {value!r}."
+                )
+        if num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ValueError(
+                f"EpochSampler: rank must be in [0, num_replicas - 1] and num_replicas >= 1; "
+                f"received rank={rank}, num_replicas={num_replicas}. Pass "
+                f"num_replicas=get_world_size() and rank=get_rank() "
+                f"(scramjet.runtime.distributed)."
+            )
         self.data_source = data_source
         self.n = len(data_source)
         self.shuffle = shuffle
         self.seed = int(seed)
-        self.num_replicas = num_replicas
-        self.rank = rank
+        self.num_replicas = int(num_replicas)
+        self.rank = int(rank)
         self.drop_last = drop_last
         self.epoch = 0
         self.consumed = 0
