@@ -408,7 +408,11 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
                     f"training starts from step 0 and the folder's metric rows are reset.",
                     stacklevel=2,
                 )
-            self._writer.put("truncate", (trainer.state.global_step, trainer.state.epoch))
+            # rows of the checkpoint's own step stay for a finished epoch, and inside an
+            # epoch that goes on (its step-end rows, an evaluation, are not logged again)
+            state = trainer.state
+            going_on = state.batches_seen_in_epoch > 0 and not is_last_update(trainer)
+            self._writer.put("truncate", (state.global_step, state.epoch + going_on))
         params = run_hyperparams(
             trainer, self.project, self.experiment, self.run_dir.name, self.hyperparams
         )

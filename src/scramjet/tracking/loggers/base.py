@@ -64,7 +64,9 @@ class Tracker:
         """How the run ended (one of :data:`RUN_STATUSES`); called before :meth:`close`."""
 
     def truncate(self, step: int, epoch: int) -> None:
-        """Forget rows logged after a checkpoint (``step`` / ``epoch``) that a resume restarts from."""
+        """Forget rows logged after a checkpoint that a resume restarts from: ``step``
+        updates; ``epoch``, the epochs whose epoch-scope rows at ``step`` itself stay
+        (the finished ones, and the epoch the checkpoint is inside of when it goes on)."""
 
     def close(self) -> None:
         """Flush and release files or connections."""

@@ -134,8 +134,13 @@ class CSVTracker(Tracker):
 
 
 def _kept(row: MetricRow, step: int, epoch: int) -> bool:
+    """Whether a row logged before a resume stays: it came before the restored checkpoint
+    (``step`` updates; ``epoch``: the epochs whose rows at that step stay, the finished
+    ones and an epoch that goes on after the checkpoint). An epoch-scope row of an earlier
+    step (an evaluation inside the epoch) stays; one of the checkpoint's own step stays
+    unless its epoch's end events run again (a checkpoint saved before them)."""
     if row["scope"] == "epoch":
-        return row["epoch"] <= epoch
+        return row["step"] < step or (row["step"] == step and row["epoch"] <= epoch)
     return row["step"] <= step
 
 

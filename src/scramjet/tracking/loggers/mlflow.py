@@ -68,6 +68,15 @@ def mlflow_name(name: str) -> str:
     return out
 
 
+def _renamed_because(name: str, owner: str) -> str:
+    """Why MLflow gets another name than ``name`` (``owner`` holds the name it would get)."""
+    if len(name) > MAX_NAME_LENGTH:
+        return f"MLflow refuses names longer than {MAX_NAME_LENGTH} characters ({len(name)})"
+    if owner != name:
+        return f"MLflow already records {owner!r} under the name this one would get"
+    return "MLflow refuses the name (it allows letters, digits, '_', '-', '.', ' ', ':' and '/')"
+
+
 def _reads_as_path(name: str) -> bool:
     """MLflow's check: a name must be its own normal path, and not ``.``, ``..`` or ``/``."""
     norm = posixpath.normpath(name)
@@ -158,21 +167,26 @@ class MLflowTracker(Tracker):
         self.run_id: str = run_id
         self._status = "FINISHED"
         self._names: dict[str, str] = {}
+        self._owners: dict[str, str] = {}  # MLflow name -> the name it records
 
     def _name(self, name: str) -> str:
-        """The name MLflow records ``name`` under; a changed one is said once per run."""
+        """The name MLflow records ``name`` under; a changed one is said once per run. Two
+        names that MLflow's rules make one (``acc@1`` and ``acc_1``) stay two: the later
+        one ends with a hash of its own name."""
         found = self._names.get(name)
         if found is None:
-            found = self._names[name] = mlflow_name(name)
+            found = mlflow_name(name)
+            owner = self._owners.setdefault(found, name)
+            if owner != name:
+                digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+                found = f"{found[: MAX_NAME_LENGTH - 11].rstrip('/')}-{digest}"
+                self._owners[found] = name
+            self._names[name] = found
             if found != name:
-                why = (
-                    f"names longer than {MAX_NAME_LENGTH} characters ({len(name)})"
-                    if len(name) > MAX_NAME_LENGTH
-                    else "the name (it allows letters, digits, '_', '-', '.', ' ', ':' and '/')"
-                )
                 warnings.warn(
-                    f"MLflow refuses {why}: {name!r}; MLflow records it as {found!r}, the "
-                    f"other loggers as {name!r}. Rename it to keep one name everywhere.",
+                    f"{_renamed_because(name, owner)}: {name!r}; MLflow records it as "
+                    f"{found!r}, the other loggers as {name!r}. Rename it to keep one name "
+                    f"everywhere.",
                     UserWarning,
                     stacklevel=2,
                 )
@@ -240,8 +254,8 @@ class MLflowTracker(Tracker):
             stamp, step = int(row["time"] * 1000), row["step"]
             for name, value in row["metrics"].items():
                 metrics.append(Metric(self._name(name), float(value), stamp, step))
-            if row["scope"] == "epoch":
-                metrics.append(Metric("epoch", float(row["epoch"]), stamp, step))
+            if row["scope"] == "epoch" and "epoch" not in row["metrics"]:  # the user's kept
+                metrics.append(Metric(self._name("epoch"), float(row["epoch"]), stamp, step))
         for i in range(0, len(metrics), 900):
             self.client.log_batch(self.run_id, metrics=metrics[i : i + 900])
 

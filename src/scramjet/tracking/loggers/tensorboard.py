@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import socket
 import struct
@@ -52,7 +53,16 @@ def _scalar_value(name: str, value: float) -> bytes:
     if tag is None:
         raw = name.encode()
         tag = _TAGS[name] = b"\x0a" + _varint(len(raw)) + raw + b"\x15"
-    return b"\x0a" + _varint(len(tag) + 4) + tag + _FLOAT.pack(value)
+    return b"\x0a" + _varint(len(tag) + 4) + tag + _float32(value)
+
+
+def _float32(value: float) -> bytes:
+    """``value`` packed as a float32; beyond float32's range it is +-inf (as protobuf
+    stores it), instead of an error that lost the whole batch of rows it came with."""
+    try:
+        return _FLOAT.pack(value)
+    except OverflowError:
+        return _FLOAT.pack(math.copysign(math.inf, value))
 
 
 class EventFile:
@@ -222,8 +232,8 @@ class TensorBoardTracker(Tracker):
         events = self.events
         for row in rows:
             values = row["metrics"]
-            if row["scope"] == "epoch":
-                values = {**values, "epoch": float(row["epoch"])}
+            if row["scope"] == "epoch":  # a value the user named "epoch" is kept as given
+                values = {"epoch": float(row["epoch"]), **values}
             events.add_scalars(values, row["step"], row["time"])
         events.flush()
 

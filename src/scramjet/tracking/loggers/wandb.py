@@ -138,8 +138,8 @@ class WandbTracker(Tracker):
         run = self.run
         for row in rows:
             values: dict[str, Any] = dict(row["metrics"])
-            if row["scope"] == "epoch":
-                values["epoch"] = row["epoch"]
+            if row["scope"] == "epoch":  # a value the user named "epoch" is kept as given
+                values.setdefault("epoch", row["epoch"])
             values["_timestamp"] = row["time"]
             run.log(values, step=row["step"])
 
