@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from scramjet.data import _pool
+from scramjet.data._remote_fs import refuse_folded_url
 from scramjet.data.format import ENCODINGS
 
 
@@ -131,3 +132,4 @@ def check_dst(dst: Any) -> None:
             "dst is empty (''); pass the path of the pack to create, e.g. 'photos.pack' "
             "(an empty dst would mean the current folder, an unset variable most likely)"
         )
+    refuse_folded_url(dst, "dst")

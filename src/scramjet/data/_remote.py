@@ -79,6 +79,20 @@ def pack_url(url: str) -> str:
     return url
 
 
+def _no_bucket(exc: BaseException) -> bool:
+    """Whether a ``FileNotFoundError`` is the store's "no such bucket" (S3's NoSuchBucket,
+    GCS's 404 for the bucket), not a missing object: said by it or its causes."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = f"{type(current).__name__} {current}".lower()
+        if "nosuchbucket" in text or "bucket does not exist" in text:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def read_manifest(url: str, options: Mapping[str, Any] | None, retry: Retry) -> Manifest:
     """The manifest of the pack at ``url`` (the pack's folder or its manifest), read with
     retries.
@@ -96,7 +110,9 @@ def read_manifest(url: str, options: Mapping[str, Any] | None, retry: Retry) -> 
             fs, path = _filesystem(where, options)
             text = fs.cat_file(path).decode("utf-8")
             return Manifest.from_json(text, where=where)
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
+            if _no_bucket(exc):  # s3fs says FileNotFoundError for a missing bucket too
+                raise _refused(f"read {where}", exc) from exc
             raise PackFormatError(
                 f"no pack at {url!r}: {MANIFEST_NAME} is missing. A pack is complete only "
                 "once its manifest exists; pass the URL given to scramjet.data.pack"
@@ -540,6 +556,13 @@ class ShardCache:
             try:
                 digest, size = self._fetch(remote, part, info.bytes)
             except Exception as exc:
+                replaced = self._replaced(info) if isinstance(exc, FileNotFoundError) else ""
+                if replaced:  # removed by a re-pack into fewer shards, or being re-uploaded
+                    raise PackFormatError(
+                        f"shard {info.file} of pack {self.url!r} is not the one this "
+                        f"dataset's manifest names: {replaced}. Make a new "
+                        f"PackedDataset({self.url!r}) to read the pack now stored there"
+                    ) from exc
                 if not _transient(exc):
                     raise ShardDownloadError(
                         f"cannot download shard {info.file} of pack {self.url!r} "

@@ -48,6 +48,35 @@ def is_url(path: object) -> bool:
     return isinstance(path, str) and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) is not None
 
 
+def url_text(url: str) -> str:
+    """``url`` with its scheme in lower case (``S3://b/x`` is ``s3://b/x``: schemes are
+    case-insensitive, and fsspec read ``S3:`` as the bucket's name)."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme.lower()}://{rest}"
+
+
+def refuse_folded_url(path: object, what: str) -> None:
+    """Refuse a local path that is a store URL with one slash lost (``s3:/bucket/x.pack``,
+    or ``Path("s3://bucket/x.pack")``, which pathlib folds so): it would be written to, or
+    read from, a local folder named ``s3:``."""
+    if is_url(path) or not isinstance(path, str | os.PathLike):
+        return
+    text = os.fspath(path)
+    found = re.match(r"^([A-Za-z][A-Za-z0-9+.-]+):/+(?=[^/])", str(text))
+    if found is None:
+        return
+    from fsspec.registry import known_implementations
+
+    scheme = found.group(1).lower()
+    if scheme in known_implementations:
+        fixed = f"{scheme}://{str(text)[found.end() :]}"
+        raise ValueError(
+            f"{what} {str(text)!r} reads as a URL that lost a slash (a pathlib.Path folds "
+            f"'//' into '/'), and would be a local folder named '{found.group(1)}:'. Pass "
+            f"the URL as a string: {fixed!r}"
+        )
+
+
 def parse_size(value: float | str | None, what: str = "cache_limit") -> int | None:
     """Bytes from a whole number (``500_000_000``, ``20e9``, a NumPy integer) or a string
     such as ``"500MB"`` or ``"20GiB"`` (None: no limit).

@@ -18,7 +18,6 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +38,17 @@ from scramjet.data._batches import batch_buffer, batch_indices, collate_samples
 from scramjet.data._cache_readers import register_reader
 from scramjet.data._epoch import SharedEpoch
 from scramjet.data._loaders import make_loader
+from scramjet.data._local_checks import LocalPackChecks, file_id
 from scramjet.data._orphans import exit_with_parent
 from scramjet.data._remote import Prefetcher, ShardCache, read_manifest
-from scramjet.data._remote_fs import Retry, default_cache_dir, is_url, parse_size
+from scramjet.data._remote_fs import (
+    Retry,
+    default_cache_dir,
+    is_url,
+    parse_size,
+    refuse_folded_url,
+    url_text,
+)
 from scramjet.data._ring import BatchRequest, SlotRef, SlotRing
 from scramjet.data._shard import BatchPlan, Shard, copy_rows
 from scramjet.data.format import (
@@ -49,8 +56,6 @@ from scramjet.data.format import (
     ColumnSpec,
     Manifest,
     PackFormatError,
-    file_sha256,
-    shard_path,
 )
 from scramjet.data.images import jpeg_decoder, png_decoder
 
@@ -61,16 +66,7 @@ Transform = Callable[[Any], Any] | Mapping[str, Callable[[Any], Any]]
 VERIFY_MODES = ("open", True, False)
 
 
-
-def _file_id(path: Path) -> tuple[int, int, int] | None:
-    """A file's identity: a pack written again (a new folder renamed in place) changes it."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino, st.st_mtime_ns
-
-class PackedDataset(Dataset[Any]):
+class PackedDataset(LocalPackChecks, Dataset[Any]):
     """Map-style dataset over a pack written by :func:`scramjet.data.pack`.
 
     A sample is a dict: image columns give ``uint8`` HWC arrays (``TxHxWxC`` for
@@ -155,8 +151,9 @@ class PackedDataset(Dataset[Any]):
             cache_wait=cache_wait,
         )
         prefetch = check_reader_options(is_url(path), prefetch, streaming)
+        refuse_folded_url(path, "path")
         if is_url(path):
-            url = str(path).rstrip("/")
+            url = url_text(str(path)).rstrip("/")
             self.path: Path | str = url
             self.manifest = read_manifest(url, storage_options, Retry())
             self._remote = ShardCache(
@@ -173,7 +170,7 @@ class PackedDataset(Dataset[Any]):
             if root.name == MANIFEST_NAME and root.is_file():
                 root = root.parent
             self.path = root
-            self._manifest_id = _file_id(root / MANIFEST_NAME)  # before reading it
+            self._manifest_id = file_id(root / MANIFEST_NAME)  # before reading it
             self.manifest = Manifest.load(root)
         self.shuffle_window = check_shuffle_window(shuffle_window)
         self.prefetch = prefetch if prefetch is not None else (self.shuffle_window or 4)
@@ -261,16 +258,7 @@ class PackedDataset(Dataset[Any]):
         if self._remote is None or self._remote.limit is None:
             return self.prefetch
         window = self.shuffle_window or 1
-        fits, need = self._remote.room(readers * (window + 1))
-        if not fits:
-            who = f"{readers} reading processes" if readers > 1 else "one reader"
-            raise ValueError(
-                f"cache_limit={self._remote.limit} bytes cannot hold the shards {who} of "
-                f"{self.path!r} keeps in use with shuffle_window={self.shuffle_window} "
-                f"(the window and the shard it leaves): at least {need} bytes are needed. "
-                f"Raise cache_limit (to (shuffle_window + prefetch + 2) shards per reader "
-                "for full speed) or lower shuffle_window"
-            )
+        self._check_window_room(readers)
         ahead = self.prefetch
         while ahead and not self._remote.room(readers * (window + 1) + 1 + ahead)[0]:
             ahead -= 1
@@ -285,90 +273,6 @@ class PackedDataset(Dataset[Any]):
                 stacklevel=2,
             )
         return ahead
-
-    def _check_files(self) -> list[Path]:
-        files = []
-        for info in self.manifest.shards:
-            file = shard_path(self.path, info.file)
-            if not file.is_file():
-                raise PackFormatError(f"shard {info.file} of pack {str(self.path)!r} is missing")
-            size = file.stat().st_size
-            if size != info.bytes:
-                raise PackFormatError(
-                    f"shard {info.file} has {size} bytes, the manifest says {info.bytes}: "
-                    "the file is truncated or was modified; re-create the pack"
-                )
-            files.append(file)
-        return files
-
-    def _verify_shard(self, k: int, digest: str | None = None) -> None:
-        info = self.manifest.shards[k]
-        if self._remote is not None:  # every download is checked before it enters the cache
-            self._verified.add(k)
-            return
-        if (digest or file_sha256(self._files[k])) != info.sha256:
-            if self._replaced_on_disk():
-                raise self._replaced_error(k)
-            raise PackFormatError(
-                f"shard {info.file} of pack {str(self.path)!r} fails its SHA-256 check: "
-                "the file is corrupted; re-create or re-copy the pack (verify=False reads "
-                "it unchecked)"
-            )
-        self._verified.add(k)
-
-    def _replaced_error(self, k: int) -> PackFormatError:
-        return PackFormatError(
-            f"shard {self.manifest.shards[k].file} of pack {str(self.path)!r} was replaced: "
-            "the pack was written again (pack(..., overwrite=True)) after this dataset "
-            "opened it. Open it again, PackedDataset(path), to read the new pack"
-        )
-
-    def _manifest_moved(self) -> bool:
-        """Whether the pack on disk is another one than this dataset opened, checked
-        without hashing (a stat, then the manifest only when the file changed): so that
-        ``verify=False``, and shards verified before, never mix two packs' samples."""
-        opened = self.__dict__.get("_manifest_id")
-        if opened is None or _file_id(Path(self.path) / MANIFEST_NAME) == opened:
-            return False
-        return self._replaced_on_disk()
-
-    def _replaced_on_disk(self) -> bool:
-        """Whether the pack's manifest on disk now lists other shards than the one this
-        dataset opened (the pack was re-packed in place since)."""
-        try:
-            now = Manifest.load(self.path)
-        except (OSError, PackFormatError, ValueError):
-            return False
-        return [s.sha256 for s in now.shards] != [s.sha256 for s in self.manifest.shards]
-
-    def verify(self) -> None:
-        """Hash every shard not yet verified by this dataset and compare with the manifest.
-
-        Copies of the dataset made afterwards (DataLoader workers, pickles) skip the
-        shards verified here.
-
-        Raises:
-            PackFormatError: naming the first shard whose SHA-256 differs.
-        """
-        todo = [k for k in range(len(self.manifest.shards)) if k not in self._verified]
-        if self._remote is not None:
-            return  # streamed shards are verified as they download, before any use
-        if len(todo) < 2:
-            for k in todo:
-                self._verify_shard(k)
-            return
-        # hashlib releases the GIL on large blocks: shards hash in parallel on threads.
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-        workers = min(len(todo), cores or os.cpu_count() or 1, 8)
-        with ThreadPoolExecutor(workers) as pool:
-            digests = list(pool.map(file_sha256, [self._files[k] for k in todo]))
-        for k, digest in zip(todo, digests):
-            self._verify_shard(k, digest)
-
-    @property
-    def verified_shards(self) -> set[int]:
-        """Indices of the shards whose SHA-256 this dataset (or its parent) has checked."""
-        return set(self._verified)
 
     # -- pickling and lazy per-process handles --------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -392,11 +296,29 @@ class PackedDataset(Dataset[Any]):
             self._held, self._prefetcher, self._pins = {}, None, {}
             self._held_lock = threading.Lock()  # reading threads share the held shards
 
+    def _check_window_room(self, readers: int) -> None:
+        """Refuse a ``cache_limit`` that cannot hold what ``readers`` readers keep in use:
+        their shuffle windows and the shards they leave (reading would stall on a full
+        cache, waiting for itself)."""
+        assert self._remote is not None
+        fits, need = self._remote.room(readers * ((self.shuffle_window or 1) + 1))
+        if not fits:
+            who = f"{readers} reading processes" if readers > 1 else "one reader"
+            raise ValueError(
+                f"cache_limit={self._remote.limit} bytes cannot hold the shards {who} of "
+                f"{self.path!r} keeps in use with shuffle_window={self.shuffle_window} "
+                f"(the window and the shard it leaves): at least {need} bytes are needed. "
+                f"Raise cache_limit (to (shuffle_window + prefetch + 2) shards per reader "
+                "for full speed) or lower shuffle_window"
+            )
+
     def _open_streamed(self, k: int) -> str:
         """Shard ``k`` from the cache, held in use; the oldest held shards are let go."""
         assert self._remote is not None
         exit_with_parent()  # a worker waiting on a download ends if its parent is killed
         keep = max(2, (self.shuffle_window or 1) + 1)
+        if self._remote.limit is not None and not self._held:  # also for ds[i], a plain
+            self._check_window_room(1)  # DataLoader: no epoch start checked the limit
         register_reader(self._remote, keep)  # refused if other processes leave no room
         with self._held_lock:  # room for shard k: its download may need an idle one's space
             self._let_go_idle(keep - 1, k)

@@ -45,6 +45,7 @@ from scramjet.data._pack_args import (
 )
 from scramjet.data._publish import check_destination, partial_folder, publish
 from scramjet.data._remote import Retry, is_url, prepare_remote_dst, upload_pack
+from scramjet.data._remote_fs import url_text
 from scramjet.data.csvlist import (
     Row,
     RowError,
@@ -321,7 +322,7 @@ def pack(
     )  # fmt: skip
     if is_url(dst):
         return _pack_to_url(
-            str(dst), storage_options, overwrite,
+            url_text(str(dst)), storage_options, overwrite,
             lambda local: pack(
                 file_dir, file_list, local, dtype=dtype, height=height, width=width,
                 channel=channel, encode=encode, quality=quality, shards=shards,

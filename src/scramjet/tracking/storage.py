@@ -116,7 +116,7 @@ def permanent_error(exc: BaseException) -> str | None:
     Permanent: an HTTP 4xx answer other than 408 (timeout) and 429 (slow down), found on
     the exception or its causes (s3fs turns botocore's ``ClientError`` into
     ``FileNotFoundError``/``PermissionError`` and keeps it as the cause); a
-    ``PermissionError``; botocore's ``NoCredentialsError``.
+    ``PermissionError``; botocore's ``NoCredentialsError`` and ``ParamValidationError``.
     """
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -130,6 +130,8 @@ def permanent_error(exc: BaseException) -> str | None:
             return None
         if type(current).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
             return "no credentials"
+        if type(current).__name__ == "ParamValidationError":  # botocore: an invalid bucket
+            return "invalid request (the URL's bucket or key is not a valid name)"
         current = current.__cause__ or current.__context__
     if isinstance(exc, PermissionError):
         return "permission denied"
