@@ -317,8 +317,11 @@ class PackedDataset(LocalPackChecks, Dataset[Any]):
         assert self._remote is not None
         exit_with_parent()  # a worker waiting on a download ends if its parent is killed
         keep = max(2, (self.shuffle_window or 1) + 1)
-        if self._remote.limit is not None and not self._held:  # also for ds[i], a plain
-            self._check_window_room(1)  # DataLoader: no epoch start checked the limit
+        # Read without an epoch sampler (ds[i], a plain DataLoader), a limit below the
+        # window's shards is checked by no epoch start: hold what fits, or the download
+        # of shard k would wait for room this process's own idle shards take.
+        while keep > 1 and not self._remote.room(keep)[0]:
+            keep -= 1
         register_reader(self._remote, keep)  # refused if other processes leave no room
         with self._held_lock:  # room for shard k: its download may need an idle one's space
             self._let_go_idle(keep - 1, k)
