@@ -558,11 +558,7 @@ class ShardCache:
             except Exception as exc:
                 replaced = self._replaced(info) if isinstance(exc, FileNotFoundError) else ""
                 if replaced:  # removed by a re-pack into fewer shards, or being re-uploaded
-                    raise PackFormatError(
-                        f"shard {info.file} of pack {self.url!r} is not the one this "
-                        f"dataset's manifest names: {replaced}. Make a new "
-                        f"PackedDataset({self.url!r}) to read the pack now stored there"
-                    ) from exc
+                    raise self._replaced_error(info, replaced) from exc
                 if not _transient(exc):
                     raise ShardDownloadError(
                         f"cannot download shard {info.file} of pack {self.url!r} "
@@ -577,11 +573,7 @@ class ShardCache:
             if bad_digests >= 2:  # the same wrong bytes twice: the stored file is damaged
                 replaced = self._replaced(info)
                 if replaced:
-                    raise PackFormatError(
-                        f"shard {info.file} of pack {self.url!r} is not the one this "
-                        f"dataset's manifest names: {replaced}. Make a new "
-                        f"PackedDataset({self.url!r}) to read the pack now stored there"
-                    )
+                    raise self._replaced_error(info, replaced)
                 got = (
                     f"{size} bytes, the manifest says {info.bytes}"
                     if size >= 0
@@ -596,6 +588,13 @@ class ShardCache:
             f"cannot download shard {info.file} of pack {self.url!r} after "
             f"{self.retry.attempts} attempts ({type(last).__name__}: {last}); check that "
             "the store is reachable"
+        )
+
+    def _replaced_error(self, info: ShardInfo, how: str) -> PackFormatError:
+        return PackFormatError(
+            f"shard {info.file} of pack {self.url!r} is not the one this dataset's manifest "
+            f"names: {how}. Make a new PackedDataset({self.url!r}) to read the pack now "
+            "stored there"
         )
 
     def _replaced(self, info: ShardInfo) -> str | None:
