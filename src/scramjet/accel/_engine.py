@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -74,6 +75,15 @@ class Tolerance:
     atol: float = 1e-5
     low_precision_rtol: float = 5e-2
 
+    def __post_init__(self) -> None:
+        for name in ("rtol", "atol", "low_precision_rtol"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+                raise ValueError(
+                    f"Tolerance({name}={value!r}): a bound must be a number >= 0 (a negative "
+                    f"one fails every backend's check); e.g. Tolerance(rtol=1e-3, atol=1e-5)"
+                )
+
 
 class CheckFailed(RuntimeError):
     """A backend's first step disagreed with eager beyond the tolerance."""
@@ -123,11 +133,14 @@ _MISSING = object()
 class _Attributes:
     """The public attributes of every submodule (``self.calls += 1``, ``self.seen = ...``),
     put back between the check's trial runs so a forward's Python counters advance once per
-    call. Only rebound values are put back: a list the forward appends to stays changed."""
+    call. Only rebound values are put back: a list the forward appends to stays changed.
+    A layer's own ``forward`` is not state of a call: sparse backprop rebinds it when its
+    first backward (the eager trial's) finds the heads, and that choice must stay."""
 
     def __init__(self, module: torch.nn.Module) -> None:
+        skip = ("training", "forward")
         self.saved = [
-            (m.__dict__, {k: v for k, v in m.__dict__.items() if k[0] != "_" and k != "training"})
+            (m.__dict__, {k: v for k, v in m.__dict__.items() if k[0] != "_" and k not in skip})
             for m in module.modules()
         ]
 
@@ -294,6 +307,16 @@ def _check_arguments(backends: list[Any] | None, options: dict[str, Any], tolera
         raise TypeError(
             f"tolerance must be a scramjet.accel.Tolerance, got {tolerance!r}; pass "
             "tolerance=Tolerance(rtol=1e-3, atol=1e-5) (or leave it out for those defaults)"
+        )
+    for flag in ("channels_last", "cuda_graphs", "patch_backprop"):
+        value = options.get(flag, False)
+        config = flag == "patch_backprop" and type(value).__name__ == "SparseBackpropConfig"
+        if isinstance(value, bool | np.bool_) or config:
+            continue
+        also = " or a SparseBackpropConfig" if flag == "patch_backprop" else ""
+        raise TypeError(
+            f"{flag} must be True or False{also}; received {type(value).__name__} {value!r}, "
+            f"which is not read as a yes/no (the string 'no' is true in Python)"
         )
     mode = options.get("compile_mode")
     if mode not in (None, "default"):

@@ -393,7 +393,11 @@ def _destroy_if_owner(store: SharedStore | None, pid: int) -> None:
 
 def _validate(preloaded_data: int, max_memory_size: float | None, spill: bool) -> int | None:
     """Check the settings; returns ``max_memory_size`` as an int (``4e9`` is 4000000000)."""
-    if not isinstance(preloaded_data, int) or preloaded_data < 0:
+    if (
+        isinstance(preloaded_data, bool)
+        or not isinstance(preloaded_data, int)
+        or preloaded_data < 0
+    ):
         raise ValueError(
             f"preloaded_data must be an int >= 0 (background preloaders), got {preloaded_data!r}"
         )

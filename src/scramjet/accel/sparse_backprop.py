@@ -150,13 +150,17 @@ def in_function_transform() -> bool:
 def _patched_forward(
     layer: nn.Linear, k: int, x: torch.Tensor, dense_if: Callable[[], bool] | None = None
 ) -> torch.Tensor:
+    if torch.compiler.is_compiling():
+        if dense_if is not None:
+            # Heads are not known yet and a traced graph cannot ask: trace the dense forward.
+            # scramjet's COMPILE backend runs one eager step first, so it never gets here.
+            return F.linear(x, layer.weight, layer.bias)
+        # (functorch's interpreter stack reads as a transform while Dynamo traces: the
+        # top-k Function is traced, forward and backward, as the eager step ran it)
+        return sparse_linear(x, layer.weight, layer.bias, k)
     if in_function_transform():
         # Per-sample gradients, Jacobians: the exact dense backward (the top-k Function has
         # no functorch rule, and a per-sample top-k is not meProp's batch-wide choice).
-        return F.linear(x, layer.weight, layer.bias)
-    if dense_if is not None and torch.compiler.is_compiling():
-        # Heads are not known yet and a traced graph cannot ask: trace the dense forward.
-        # scramjet's COMPILE backend always runs one eager step first, so it never gets here.
         return F.linear(x, layer.weight, layer.bias)
     return sparse_linear(x, layer.weight, layer.bias, k, dense_if)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -11,12 +12,14 @@ import torch
 _LIBRARY_DIRS = (
     str(Path(__file__).resolve().parents[1]) + os.sep,
     str(Path(torch.__file__).resolve().parent) + os.sep,
+    # a ``with`` block of ours (a @contextmanager) warns from inside contextlib's __exit__
+    str(Path(contextlib.__file__).resolve()),
 )
 
 
 def user_stacklevel() -> int:
     """The ``stacklevel`` for ``warnings.warn`` that points at the user's line: the first
-    caller outside scramjet and torch, counted from the function that warns. Users can
+    caller outside scramjet, torch and ``contextlib``, counted from the function that warns. Users can
     then filter the warning by their own module, and see which call of theirs it was."""
     frame = sys._getframe(1)  # the function that warns: stacklevel 1
     level = 1
