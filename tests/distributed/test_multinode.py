@@ -11,11 +11,22 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from tests.common.torchrun import free_port
-from tests.distributed.test_elastic import JOB, RUN_LIMIT_S, STEPS, env, launch_cmd, results
+from tests.distributed.test_elastic import (  # noqa: F401  (uninterrupted: a fixture)
+    JOB,
+    RUN_LIMIT_S,
+    STEPS,
+    assert_bitwise,
+    env,
+    launch_cmd,
+    read_int,
+    results,
+    uninterrupted,
+)
 
 pytestmark = pytest.mark.distributed
 
@@ -58,3 +69,36 @@ def test_two_launch_agents_with_c10d_rendezvous_match_one_process(tmp_path: Path
     assert got.keys() == want.keys()
     torch.testing.assert_close(got, want, rtol=0, atol=1e-5)  # train_loss_epoch per epoch
     torch.testing.assert_close(got, want, rtol=0, atol=1e-5)  # train_loss_epoch per epoch
+
+
+@pytest.mark.slow  # 15-40 s: a reference run, two agents, a killed rank, a second round
+def test_two_agents_restart_a_killed_rank_and_end_bitwise(
+    tmp_path: Path,
+    uninterrupted: dict[str, Any],  # noqa: F811  (the fixture imported above)
+) -> None:
+    """``--max-restarts`` across nodes through the c10d rendezvous (what ``scramjet
+    launch`` refuses the static one for): rank 1, on the second agent, dies mid-epoch; both
+    agents restart the group, which resumes from its checkpoint and ends bitwise equal to
+    an uninterrupted run of 2 processes on one node."""
+    out = tmp_path / "nodes"
+    endpoint, run_id = f"127.0.0.1:{free_port()}", uuid.uuid4().hex[:8]
+    shared = ["--nnodes", "2", "--nproc-per-node", "1", "--max-restarts", "1"]
+    shared += ["--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", run_id]
+    job = [JOB, str(out), str(out / "ckpt"), "--kill-rank-at", "9"]
+    agents = [
+        subprocess.Popen(
+            launch_cmd(*shared, "--node-rank", str(node), *job),
+            env=env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for node in (0, 1)
+    ]
+    for agent in agents:
+        _, err = agent.communicate(timeout=2 * RUN_LIMIT_S)
+        assert agent.returncode == 0, err[-4000:]
+    assert read_int(out / "killed") == 9
+    for rank in results(out):
+        assert 0 < rank["started_at"] <= 9 and rank["step"] == STEPS
+        assert_bitwise(rank["weights"], uninterrupted["weights"])

@@ -84,3 +84,22 @@ def test_auto_resume_names_rank_zeros_folder_and_the_blind_ranks_own(tmp_path: P
         assert message is not None, record
         assert f"rank 0 found checkpoints in {r0['folder']!r}" in message, message
         assert f"rank 1 (in {r1['folder']!r}) cannot see them" in message, message
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_resume_on_another_world_size_is_said_once_by_rank_zero(
+    rank: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every rank printed the same warning (twice with 2 ranks, 8 times with 8)
+    import warnings
+
+    from scramjet.checkpoint import resume
+    from scramjet.runtime.seeding import get_rng_states
+
+    monkeypatch.setattr(resume.dist, "get_rank", lambda: rank)
+    monkeypatch.setattr(resume.dist, "get_world_size", lambda: 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resume._restore_rng([get_rng_states()])  # saved by 1 process, resumed by 2
+    said = [w for w in caught if "saved by 1 process(es) and is resumed by 2" in str(w.message)]
+    assert len(said) == (1 if rank == 0 else 0), [str(w.message) for w in caught]

@@ -56,6 +56,11 @@ def test_rendezvous_endpoint_and_elastic_node_counts_pass_through() -> None:
         (["--rdzv-endpoint", "h:1", "--rdzv-conf", "join_timeout"], "KEY=VALUE pairs"),
         (["--rdzv-endpoint", "h:1", "--rdzv-conf", "join_timeout=soon"], "got 'soon'"),
         (["--rdzv-endpoint", "h:1", "--rdzv-conf", "join_timeout=0"], "seconds > 0"),
+        (
+            ["--nnodes", "2", "--master-addr", "10.0.0.1", "--max-restarts", "1"],
+            "needs the c10d rendezvous, which starts each round afresh: give every node "
+            "--rdzv-endpoint 10.0.0.1:29500",
+        ),
     ],
 )
 def test_bad_options_are_one_line_on_stderr_with_exit_2(
@@ -121,3 +126,32 @@ def test_launch_without_a_script_says_what_to_pass(capsys: pytest.CaptureFixture
     assert main(["launch", "--nproc-per-node", "2"]) == 2
     err = capsys.readouterr().err
     assert "no script to run" in err and "script_args" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("option", ["--n", "--max", "--nproc", "--rdzv", "--master"])
+def test_script_options_that_start_like_a_launcher_option_reach_the_script(option: str) -> None:
+    # argparse matched them by prefix: '--n 63' was an ambiguous launcher option (exit 2)
+    argv = launch_cli.build_torchrun_argv(_parse(["t.py", option, "63", "--lr", "1"]))
+    assert argv[-5:] == ["t.py", option, "63", "--lr", "1"], argv
+    assert "--nproc-per-node=1" in argv
+
+
+def test_a_script_option_like_a_torchrun_option_reaches_the_running_script(
+    tmp_path: Path,
+) -> None:
+    # torchrun's own parser read '--n 63' as an ambiguous abbreviation of its options
+    script = tmp_path / "t.py"
+    script.write_text(
+        "import json, sys\nfrom pathlib import Path\n"
+        "Path(sys.argv[0]).with_name('argv.json').write_text(json.dumps(sys.argv[1:]))\n"
+    )
+    launch = [sys.executable, "-m", "scramjet.cli", "launch", "--nproc-per-node", "1"]
+    done = subprocess.run(
+        [*launch, str(script), "--n", "63", "--max", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "argv.json").read_text() == '["--n", "63", "--max", "2"]'

@@ -580,13 +580,14 @@ def _restore_rng(per_rank: list[dict[str, Any]] | None) -> None:
     if not per_rank:
         return
     rank, world = dist.get_rank(), dist.get_world_size()
-    if len(per_rank) != world:
+    if len(per_rank) != world and rank == 0:  # said once, not by every rank
         warnings.warn(
             f"The checkpoint was saved by {len(per_rank)} process(es) and is resumed by "
             f"{world}; every rank takes rank 0's RNG state, so randomness differs from "
             f"an uninterrupted run.",
             stacklevel=4,
         )
+    if len(per_rank) != world:
         rank = 0
     set_rng_states(per_rank[rank])
 

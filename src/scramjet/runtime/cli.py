@@ -48,6 +48,7 @@ from scramjet.runtime.preemption import PREEMPTED_EXIT_CODE
 __all__ = ["build_torchrun_argv", "configure_parser", "run"]
 
 DEFAULT_MULTI_NODE_PORT = 29500
+_RUNNER = "scramjet.runtime._script"  # the module torchrun starts; it runs the script
 DEFAULT_JOIN_TIMEOUT = 600  # torch elastic's c10d rendezvous waits this long for the nodes
 
 
@@ -57,6 +58,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     Args:
         parser: The sub-command parser created by ``scramjet.cli``.
     """
+    # Options after the script are the script's: no launcher option is matched by a prefix
+    # of its name (the script's --n 63 was taken as an ambiguous --nproc-per-node/--nnodes).
+    parser.allow_abbrev = False
     add = parser.add_argument
     add(
         "--nproc-per-node",
@@ -245,6 +249,17 @@ def build_torchrun_argv(args: argparse.Namespace) -> list[str]:
                 f"--nnodes {nodes} needs --master-addr (the address of node 0, the same on "
                 "every node) or --rdzv-endpoint HOST:PORT"
             )
+        if high > 1 and args.max_restarts:
+            # The static rendezvous hands a restarted round the store of the dead one
+            # (torch shares it whatever TORCH_DISABLE_SHARE_RDZV_TCP_STORE says): the new
+            # group fails with 'connectFullMesh ... Connection refused', or hangs.
+            addr = args.master_addr
+            raise ValueError(
+                f"--max-restarts {args.max_restarts} on {nodes} nodes needs the c10d "
+                f"rendezvous, which starts each round afresh: give every node "
+                f"--rdzv-endpoint {addr}:{args.master_port or DEFAULT_MULTI_NODE_PORT} "
+                f"(and the same --rdzv-id) instead of --master-addr/--master-port/--node-rank"
+            )
         port = args.master_port if args.master_port is not None else DEFAULT_MULTI_NODE_PORT
         argv += [
             f"--nnodes={nodes}",
@@ -257,7 +272,7 @@ def build_torchrun_argv(args: argparse.Namespace) -> list[str]:
         script_args = script_args[1:]
     target = ["-m", args.script] if getattr(args, "module", False) else [args.script]
     # The runner module makes an uncaught exception show up in the launcher's summary.
-    return [*argv, "--module", "scramjet.runtime._script", *target, *script_args]
+    return [*argv, "--module", _RUNNER, *target, *script_args]
 
 
 def _preempted(error: Any) -> bool:
@@ -370,7 +385,7 @@ def run(args: argparse.Namespace) -> int:
     log_dir = tempfile.mkdtemp(prefix="scramjet-launch-")
     try:
         with notice:
-            torchrun(parse_args([f"--log-dir={log_dir}", *argv]))
+            torchrun(_torchrun_args(parse_args, [f"--log-dir={log_dir}", *argv]))
     except ChildFailedError as error:
         from scramjet.runtime.launch import _launch_error
 
@@ -400,6 +415,18 @@ def run(args: argparse.Namespace) -> int:
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)
     return 0
+
+
+def _torchrun_args(
+    parse_args: Callable[[list[str]], argparse.Namespace], argv: list[str]
+) -> argparse.Namespace:
+    """torchrun's options parsed without the script's arguments, which are set as they
+    are: torchrun's parser would read a script option such as ``--n 63`` as an ambiguous
+    abbreviation of its own (``--nnodes``, ``--nproc-per-node``...) and exit."""
+    cut = argv.index(_RUNNER) + 1
+    args = parse_args(argv[:cut])
+    args.training_script_args = argv[cut:]
+    return args
 
 
 def _stopped_by(sigval: signal.Signals, notice: _NoticeAsSigterm) -> int:

@@ -260,8 +260,11 @@ def _round_store(env: DistEnv, seconds: float) -> Store | None:
             warnings.warn(
                 "torchrun --max-restarts on several nodes shares the launcher's store across "
                 "restarts: a restarted group can fail with 'connectFullMesh ... Connection "
-                "refused' or wait until the timeout. Set TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 "
-                "on every node before torchrun, or start with `scramjet launch`, which does.",
+                "refused' or wait until the timeout. Start every node with the c10d "
+                "rendezvous (--rdzv-backend c10d --rdzv-endpoint HOST:PORT; the static one "
+                "of --master-addr/--master-port always shares it) and "
+                "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 set, or with `scramjet launch "
+                "--rdzv-endpoint HOST:PORT`, which sets it.",
                 stacklevel=3,
             )
         return None
