@@ -58,9 +58,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     Args:
         parser: The sub-command parser created by ``scramjet.cli``.
     """
-    # Options after the script are the script's: no launcher option is matched by a prefix
-    # of its name (the script's --n 63 was taken as an ambiguous --nproc-per-node/--nnodes).
-    parser.allow_abbrev = False
+    parser.allow_abbrev = False  # the script's --n 63 is its own, no prefix of --nnodes
     add = parser.add_argument
     add(
         "--nproc-per-node",
