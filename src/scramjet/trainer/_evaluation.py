@@ -45,6 +45,8 @@ def evaluate(
         trainer._run_config = evaluation_run_config(trainer, dataset, batch_size)
     try:
         eval_dl = trainer.create_eval_dataloader(batch_size, dataloader_kwargs)
+        if standalone:
+            trainer._evaluate_dl = eval_dl
         with last_trained_epoch(trainer.run_history, standalone=standalone):
             evaluate_now(trainer, eval_dl)
     except BaseException:

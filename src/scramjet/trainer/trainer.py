@@ -196,6 +196,7 @@ class Trainer:
         self._create_scheduler_fn: Callable[..., Any] | None = None
         self._train_dl: Iterable[Any] | None = None
         self._eval_dl: Iterable[Any] | None = None
+        self._evaluate_dl: Iterable[Any] | None = None  # the last standalone evaluate()'s
         self._current_dl: Iterable[Any] | None = None
         self._batches_in_epoch = 0
         self._in_training_run = False
@@ -661,7 +662,7 @@ class Trainer:
         self._prepare_model_for_training()
         train_dl = self.create_train_dataloader(per_device_batch_size, train_dataloader_kwargs)
         check_yields_batches(train_dl, train_dataset, per_device_batch_size)
-        self._train_dl, self._eval_dl = train_dl, None
+        self._train_dl, self._eval_dl, self._evaluate_dl = train_dl, None, None
         if eval_dataset is not None:
             self._eval_dl = self.create_eval_dataloader(eval_bs, eval_dataloader_kwargs)
         self._run_config = self._create_run_config(

@@ -149,8 +149,10 @@ class Trainer(CoreTrainer):
 
     @property
     def _eval_dataloader(self) -> Iterable[Any] | None:
-        """The peer's name for :attr:`eval_dataloader` (read-only)."""
-        return self.eval_dataloader
+        """The peer's evaluation loader (read-only): the last standalone ``evaluate()``'s
+        (set before its first event, as the peer does) until the next ``train()``, else
+        :attr:`eval_dataloader`."""
+        return self._evaluate_dl if self._evaluate_dl is not None else self.eval_dataloader
 
     @property
     def create_scheduler_fn(self) -> Callable[..., Any] | None:

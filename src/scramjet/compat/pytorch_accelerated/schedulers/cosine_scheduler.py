@@ -98,18 +98,22 @@ class CosineLrScheduler(StatefulSchedulerBase):
     @classmethod
     def create_scheduler_fn(
         cls,
+        total_num_epochs: Any = TrainerPlaceholderValues.NUM_EPOCHS,
+        num_update_steps_per_epoch: Any = TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH,
+        k_decay: float = 1.0,
+        lr_min: float = 1e-6,
+        min_lr_ratio: float | None = None,
         num_warmup_epochs: int = 0,
         warmup_starting_lr: float = 1e-6,
         warmup_starting_lr_ratio: float | None = None,
-        lr_min: float = 1e-6,
-        min_lr_ratio: float | None = None,
         num_cooldown_epochs: int = 0,
-        k_decay: float = 1.0,
     ) -> functools.partial[Any]:
-        """A ``create_scheduler_fn`` for ``Trainer.train``: the run's lengths filled in."""
-        kwargs: dict[str, Any] = dict(  # placeholders stand in for ints until resolved
-            total_num_epochs=TrainerPlaceholderValues.NUM_EPOCHS,
-            num_update_steps_per_epoch=TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH,
+        """A ``create_scheduler_fn`` for ``Trainer.train``, with pytorch-accelerated's
+        arguments in its order: the run's lengths are filled in by the Trainer unless given
+        (placeholders stand in for ints until resolved)."""
+        kwargs: dict[str, Any] = dict(
+            total_num_epochs=total_num_epochs,
+            num_update_steps_per_epoch=num_update_steps_per_epoch,
             k_decay=k_decay,
             lr_min=lr_min,
             min_lr_ratio=min_lr_ratio,

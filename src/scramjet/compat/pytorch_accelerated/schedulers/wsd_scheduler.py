@@ -33,6 +33,8 @@ class WSDLrScheduler(StatefulSchedulerBase):
 
     Args:
         optimizer: the optimizer to schedule.
+        num_epochs, num_update_steps_per_epoch: the run's length, when ``total_steps`` is
+            not given (their product); pytorch-accelerated's first arguments.
         total_steps: optimizer updates in the run (> 0).
         num_warmup_steps: updates of linear warm-up from ``warmup_starting_lr`` (absolute);
             None means 1% of ``total_steps``. A continuation never warms up.
@@ -48,7 +50,9 @@ class WSDLrScheduler(StatefulSchedulerBase):
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
-        total_steps: int,
+        num_epochs: int | None = None,
+        num_update_steps_per_epoch: int | None = None,
+        total_steps: int | None = None,
         num_warmup_steps: int | None = 0,
         decay_phase_ratio: float = 0.1,
         lr_min: float = 1e-6,
@@ -57,6 +61,7 @@ class WSDLrScheduler(StatefulSchedulerBase):
         num_checkpoints: int = 1,
         is_continuation_from_checkpoint: bool = False,
     ) -> None:
+        total_steps = _total_steps(num_epochs, num_update_steps_per_epoch, total_steps)
         _check(total_steps, decay_phase_ratio, lr_min, num_checkpoints)
         super().__init__(optimizer)
         self.total_steps = int(total_steps)
@@ -148,10 +153,62 @@ class WSDLrScheduler(StatefulSchedulerBase):
         self._get_checkpoint_info.cache_clear()
 
     @classmethod
-    def create_scheduler_fn(cls, **kwargs: Any) -> functools.partial[Any]:
-        """A ``create_scheduler_fn`` for ``Trainer.train`` with ``total_steps`` filled in."""
-        kwargs.setdefault("total_steps", TrainerPlaceholderValues.TOTAL_UPDATE_STEPS)
-        return functools.partial(cls, **kwargs)
+    def create_scheduler_fn(
+        cls,
+        total_num_epochs: Any = TrainerPlaceholderValues.NUM_EPOCHS,
+        num_update_steps_per_epoch: Any = TrainerPlaceholderValues.NUM_UPDATE_STEPS_PER_EPOCH,
+        num_warmup_steps: Any = None,
+        decay_phase_ratio: float = 0.1,
+        lr_min: float = 1e-6,
+        warmup_starting_lr: float = 1e-6,
+        use_inverse_sqrt_decay: bool = True,
+        num_checkpoints: int = 1,
+        *,
+        num_warmup_epochs: float | None = None,
+        total_steps: Any = None,
+    ) -> functools.partial[Any]:
+        """A ``create_scheduler_fn`` for ``Trainer.train``, with pytorch-accelerated's
+        arguments in its order: the run's length is filled in by the Trainer unless given
+        (``total_steps``, or epochs times updates per epoch). ``num_warmup_steps=None``
+        warms up for 1% of the run; ``num_warmup_epochs`` gives it in epochs instead."""
+        if num_warmup_epochs is not None:
+            num_warmup_steps = num_warmup_epochs * num_update_steps_per_epoch
+        length: dict[str, Any] = (
+            {"total_steps": total_steps}
+            if total_steps is not None
+            else {
+                "num_epochs": total_num_epochs,
+                "num_update_steps_per_epoch": num_update_steps_per_epoch,
+            }
+        )
+        return functools.partial(
+            cls,
+            **length,
+            num_warmup_steps=num_warmup_steps,
+            decay_phase_ratio=decay_phase_ratio,
+            lr_min=lr_min,
+            warmup_starting_lr=warmup_starting_lr,
+            use_inverse_sqrt_decay=use_inverse_sqrt_decay,
+            num_checkpoints=num_checkpoints,
+        )
+
+
+def _total_steps(epochs: int | None, per_epoch: int | None, total: int | None) -> int:
+    """The run's updates: ``total``, or ``epochs x per_epoch`` (not both, one of them)."""
+    if total is not None and (epochs is not None or per_epoch is not None):
+        raise SchedulerConfigError(
+            f"give the run's length once: total_steps={total}, or num_epochs={epochs} and "
+            f"num_update_steps_per_epoch={per_epoch}, not both."
+        )
+    if total is not None:
+        return total
+    if epochs is None or per_epoch is None:
+        raise SchedulerConfigError(
+            "WSDLrScheduler needs the run's length: total_steps=..., or num_epochs=... and "
+            "num_update_steps_per_epoch=... (WSDLrScheduler.create_scheduler_fn() fills "
+            "them in from the Trainer)."
+        )
+    return int(epochs * per_epoch)
 
 
 def _check(total_steps: int, decay_phase_ratio: float, lr_min: float, num_checkpoints: int) -> None:
