@@ -72,7 +72,7 @@ def test_a_run_with_every_key_it_may_record(tmp_path: Path) -> None:
     # per class: cat precision 3/5, recall 3/4; dog precision 4/5, recall 4/6
     per_class = page.split("<h3>Per class</h3>", 1)[1].split("</table>", 1)[0]
     assert "<td>cat</td><td>0.6</td><td>0.75</td>" in per_class
-    assert "<td>dog</td><td>0.8</td><td>0.666667</td>" in per_class
+    assert "<td>dog</td><td>0.8</td><td>0.6666666666666666</td>" in per_class
 
 
 def test_a_contradicting_learning_rate_and_batch_size_are_flagged(tmp_path: Path) -> None:

@@ -76,11 +76,12 @@ def flat(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def fmt(value: Any) -> str:
-    """A cell's text: short floats, JSON for lists and dicts, ``""`` for None."""
+    """A cell's text: a float's shortest exact digits, JSON for lists and dicts, ``""``
+    for None."""
     if value is None:
         return ""
-    if isinstance(value, float):
-        return f"{value:.6g}" if math.isfinite(value) else str(value)
+    if isinstance(value, float):  # every digit: two values that differ never read alike
+        return repr(value) if math.isfinite(value) else str(value)
     if isinstance(value, dict | list | tuple):
         return json.dumps(value, default=str)
     return str(value)
@@ -101,11 +102,17 @@ def run_labels(paths: Sequence[Path]) -> list[str]:
     continued elsewhere), as many of its last path parts as tell them apart
     (``a/proj/run_...`` and ``b/proj/run_...``); the same folder twice gets ``#1``, ``#2``."""
     full = [p.resolve().parts for p in paths]
-    for depth in range(1, max((len(parts) for parts in full), default=0) + 1):
-        labels = ["/".join(parts[-depth:]) for parts in full]
-        if len(set(labels)) == len(labels):
-            return labels
-    return [f"{p.name} #{i}" for i, p in enumerate(paths, 1)]
+    if len(set(full)) < len(full):  # a folder named twice
+        return [f"{p.name} #{i}" for i, p in enumerate(paths, 1)]
+    labels = []
+    for i, parts in enumerate(full):  # each run as short as tells it from every other
+        others = [o for j, o in enumerate(full) if j != i]
+        depth = next(
+            (d for d in range(1, len(parts) + 1) if all(o[-d:] != parts[-d:] for o in others)),
+            len(parts),
+        )
+        labels.append("/".join(parts[-depth:]))
+    return labels
 
 
 # ---------------------------------------------------------------------- the run summary
@@ -399,17 +406,23 @@ def _class_names(data: Mapping[str, Any], n: int) -> list[str]:
 
 
 def _count(value: float) -> str:
+    if not math.isfinite(value):  # a row of a normalised matrix with no sample: nan
+        return str(value)
     return str(int(value)) if value == int(value) else f"{value:.4g}"
+
+
+def _shade(value: float, top: float) -> float:
+    return 0.08 + 0.75 * value / top if math.isfinite(value) else 0.0
 
 
 def confusion_html(name: str, matrix: list[list[float]], labels: list[str]) -> str:
     """The matrix (rows: true class, columns: predicted), shaded by count."""
-    top = max((c for row in matrix for c in row), default=0.0) or 1.0
+    top = max((c for row in matrix for c in row if math.isfinite(c)), default=0.0) or 1.0
     head = "".join(f"<th>{html.escape(lab)}</th>" for lab in labels)
     body = []
     for lab, row in zip(labels, matrix):
         cells = "".join(
-            f'<td class="cm" style="background:rgba(74,123,208,{0.08 + 0.75 * c / top:.2f})">'
+            f'<td class="cm" style="background:rgba(74,123,208,{_shade(c, top):.2f})">'
             f"{_count(c)}</td>"
             for c in row
         )

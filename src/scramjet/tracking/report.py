@@ -12,6 +12,7 @@ import base64
 import html
 import io
 import json
+import math
 import os
 import warnings
 from collections.abc import Sequence
@@ -46,18 +47,24 @@ def _png_bytes(fig: Any) -> bytes:
     return buf.getvalue()
 
 
+_LINE_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
+
+
 def _line_figure(
     title: str,
     lines: Sequence[tuple[str, list[int], list[float]]],
     xlabel: str,
     missing: set[str] | None = None,
+    runs: Sequence[int] | None = None,
 ) -> tuple[Any, Any]:
     """A figure with one line per ``(label, xs, ys)``; whole-number ticks on the x axis.
 
     Names are drawn as written: a ``$`` never starts math text (``$\\foo$`` would raise),
     and a label starting with ``_`` is in the legend too (matplotlib hides such labels).
     A glyph no installed font has is drawn as ``?`` and added to ``missing`` (without
-    ``missing``: one warning for this figure)."""
+    ``missing``: one warning for this figure). ``runs``: each line's run in a comparison,
+    which then keeps its colour, line and marker in every plot (ten colours, then other
+    lines and markers) and is always in the legend."""
     from matplotlib.font_manager import FontProperties
     from matplotlib.ticker import MaxNLocator
 
@@ -69,17 +76,23 @@ def _line_figure(
         missing.update(absent)
     fig, ax = _figure()
     handles = []
-    for _, xs, ys in lines:
-        marker = "o" if len(xs) <= 30 else None
-        handles += ax.plot(xs, ys, marker=marker, linewidth=1.6)
+    for k, (_, xs, ys) in enumerate(lines):
+        i = runs[k] if runs is not None else k
+        style, shape = _LINE_STYLES[i // 10 % len(_LINE_STYLES)]
+        marker = shape if len(xs) <= 30 else None
+        handles += ax.plot(xs, ys, marker=marker, linewidth=1.6, color=f"C{i % 10}", ls=style)
     ax.set_title(drawn[title], fontfamily=families, parse_math=False)
     ax.set_xlabel(xlabel)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs and steps: no 1.5
     distinct = sorted({x for _, xs, _ in lines for x in xs})
     if len(distinct) == 1:  # one epoch or step: the locator would tick 0.96, 0.98, ...
         ax.set_xticks(distinct)
+    if distinct and not any(math.isfinite(y) for _, _, ys in lines for y in ys):
+        ax.set_xlim(distinct[0] - 0.5, distinct[-1] + 0.5)  # no point sets the axis
+        ax.text(0.5, 0.5, "no finite value (each is nan or inf)", transform=ax.transAxes,
+                ha="center", va="center", color="0.4")  # fmt: skip
     ax.grid(True, alpha=0.3)
-    if len(lines) > 1:
+    if len(lines) > 1 or runs is not None:
         labels = [drawn[label] for label, _, _ in lines]
         legend = ax.legend(handles, labels, prop=FontProperties(family=families, size=8))
         for text in legend.get_texts():
@@ -118,8 +131,9 @@ def _plot_lines(
     lines: Sequence[tuple[str, list[int], list[float]]],
     xlabel: str,
     missing: set[str] | None = None,
+    runs: Sequence[int] | None = None,
 ) -> bytes:
-    return _png_bytes(_line_figure(title, lines, xlabel, missing)[0])
+    return _png_bytes(_line_figure(title, lines, xlabel, missing, runs)[0])
 
 
 def _epoch_curves(
@@ -438,12 +452,15 @@ def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
     curves = [_epoch_curves(rows, by_step) for rows in all_rows]
     axis = curves[0][1] if curves else "epoch"
     for metric in sorted(set().union(*epoch_series)):
-        lines = [(n, *c[metric]) for n, (c, _) in zip(names, curves) if metric in c]
-        imgs.append(_img(_plot_lines(metric, lines, axis, glyphs), metric))
+        runs = [i for i, (c, _) in enumerate(curves) if metric in c]
+        lines = [(names[i], *curves[i][0][metric]) for i in runs]
+        imgs.append(_img(_plot_lines(metric, lines, axis, glyphs, runs), metric))
     step_series = [metric_series(rows, "step") for rows in all_rows]
     for metric in sorted(set().union(*step_series)):
-        lines = [(n, *s[metric]) for n, s in zip(names, step_series) if metric in s]
-        imgs.append(_img(_plot_lines(f"{metric} per step", lines, "step", glyphs), metric))
+        runs = [i for i, s in enumerate(step_series) if metric in s]
+        lines = [(names[i], *step_series[i][metric]) for i in runs]
+        title = f"{metric} per step"
+        imgs.append(_img(_plot_lines(title, lines, "step", glyphs, runs), metric))
     sections.append("<h2>Curves</h2>" + "".join(imgs))
     _warn_missing_glyphs(glyphs, "the comparison")
     out = Path(output)
