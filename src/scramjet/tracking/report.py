@@ -452,15 +452,15 @@ def compare_runs(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
     curves = [_epoch_curves(rows, by_step) for rows in all_rows]
     axis = curves[0][1] if curves else "epoch"
     for metric in sorted(set().union(*epoch_series)):
-        runs = [i for i, (c, _) in enumerate(curves) if metric in c]
-        lines = [(names[i], *curves[i][0][metric]) for i in runs]
-        imgs.append(_img(_plot_lines(metric, lines, axis, glyphs, runs), metric))
+        shown = [i for i, (c, _) in enumerate(curves) if metric in c]
+        lines = [(names[i], *curves[i][0][metric]) for i in shown]
+        imgs.append(_img(_plot_lines(metric, lines, axis, glyphs, shown), metric))
     step_series = [metric_series(rows, "step") for rows in all_rows]
     for metric in sorted(set().union(*step_series)):
-        runs = [i for i, s in enumerate(step_series) if metric in s]
-        lines = [(names[i], *step_series[i][metric]) for i in runs]
+        shown = [i for i, s in enumerate(step_series) if metric in s]
+        lines = [(names[i], *step_series[i][metric]) for i in shown]
         title = f"{metric} per step"
-        imgs.append(_img(_plot_lines(title, lines, "step", glyphs, runs), metric))
+        imgs.append(_img(_plot_lines(title, lines, "step", glyphs, shown), metric))
     sections.append("<h2>Curves</h2>" + "".join(imgs))
     _warn_missing_glyphs(glyphs, "the comparison")
     out = Path(output)
