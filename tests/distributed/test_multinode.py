@@ -31,6 +31,23 @@ from tests.distributed.test_elastic import (  # noqa: F401  (uninterrupted: a fi
 pytestmark = pytest.mark.distributed
 
 
+def _two_agents(shared: list[str], job: list[str], limit: float) -> None:
+    """Start ``scramjet launch`` as node 0 and node 1 of one run; both must end with 0."""
+    agents = [
+        subprocess.Popen(
+            launch_cmd(*shared, "--node-rank", str(node), *job),
+            env=env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for node in (0, 1)
+    ]
+    for agent in agents:
+        _, err = agent.communicate(timeout=limit)
+        assert agent.returncode == 0, err[-4000:]
+
+
 @pytest.mark.slow  # 35-45 s on a shared 2-core machine: three interpreter starts, a rendezvous
 def test_two_launch_agents_with_c10d_rendezvous_match_one_process(tmp_path: Path) -> None:
     single = tmp_path / "single"
@@ -46,19 +63,7 @@ def test_two_launch_agents_with_c10d_rendezvous_match_one_process(tmp_path: Path
     shared = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d"]
     shared += ["--rdzv-endpoint", endpoint, "--rdzv-id", run_id]
     job = [JOB, str(out), str(out / "ckpt"), "--dropout", "0"]
-    agents = [
-        subprocess.Popen(
-            launch_cmd(*shared, "--node-rank", str(node), *job),
-            env=env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for node in (0, 1)
-    ]
-    for agent in agents:
-        _, err = agent.communicate(timeout=RUN_LIMIT_S)
-        assert agent.returncode == 0, err[-4000:]
+    _two_agents(shared, job, RUN_LIMIT_S)
     one = results(single, world=1)[0]
     ranks = results(out, world=2)
     assert one["world"] == 1 and all(r["world"] == 2 and r["step"] == STEPS for r in ranks)
@@ -85,19 +90,7 @@ def test_two_agents_restart_a_killed_rank_and_end_bitwise(
     shared = ["--nnodes", "2", "--nproc-per-node", "1", "--max-restarts", "1"]
     shared += ["--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", run_id]
     job = [JOB, str(out), str(out / "ckpt"), "--kill-rank-at", "9"]
-    agents = [
-        subprocess.Popen(
-            launch_cmd(*shared, "--node-rank", str(node), *job),
-            env=env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for node in (0, 1)
-    ]
-    for agent in agents:
-        _, err = agent.communicate(timeout=2 * RUN_LIMIT_S)
-        assert agent.returncode == 0, err[-4000:]
+    _two_agents(shared, job, 2 * RUN_LIMIT_S)
     assert read_int(out / "killed") == 9
     for rank in results(out):
         assert 0 < rank["started_at"] <= 9 and rank["step"] == STEPS

@@ -82,15 +82,10 @@ def pack_url(url: str) -> str:
 def _no_bucket(exc: BaseException) -> bool:
     """Whether a ``FileNotFoundError`` is the store's "no such bucket" (S3's NoSuchBucket,
     GCS's 404 for the bucket), not a missing object: said by it or its causes."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        text = f"{type(current).__name__} {current}".lower()
-        if "nosuchbucket" in text or "bucket does not exist" in text:
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    from scramjet.tracking.storage import error_chain
+
+    texts = (f"{type(e).__name__} {e}".lower() for e in error_chain(exc))
+    return any("nosuchbucket" in t or "bucket does not exist" in t for t in texts)
 
 
 def read_manifest(url: str, options: Mapping[str, Any] | None, retry: Retry) -> Manifest:

@@ -119,6 +119,12 @@ def _refuse_multi_hot(scores: torch.Tensor, target: torch.Tensor) -> None:
     )
 
 
+def _first(mask: torch.Tensor) -> int | tuple[int, ...]:
+    """The index of ``mask``'s first True entry, as an error message names it."""
+    first = tuple(int(i) for i in mask.nonzero()[0])
+    return first[0] if len(first) == 1 else first
+
+
 def _refuse_nan(scores: torch.Tensor, scored: torch.Tensor, package: str) -> None:
     """Raise when a scored prediction is NaN (``scored``: a mask of ``scores``' rows, or of
     its elements, that count): an arg-max or threshold would turn it into a class."""
@@ -129,10 +135,9 @@ def _refuse_nan(scores: torch.Tensor, scored: torch.Tensor, package: str) -> Non
         nan = nan.any(dim=-1)
     nan = nan.reshape(scored.shape) & scored
     if bool(nan.any()):
-        first = tuple(int(i) for i in nan.nonzero()[0])
         raise ValueError(
             f"{package}: y_pred holds {int(nan.sum())} NaN score(s) among the predictions "
-            f"scored (the first at index {first[0] if len(first) == 1 else first}); a NaN "
+            f"scored (the first at index {_first(nan)}); a NaN "
             f"has no class, and counting it as one would misreport the model. A model that "
             f"outputs NaN has diverged: lower the learning rate or clip gradients and train "
             f"again, or leave those samples out of y_pred and y_true."
@@ -149,8 +154,8 @@ def _refuse_nan_target(target: torch.Tensor) -> None:
         first = tuple(int(i) for i in bad.nonzero()[0])
         raise ValueError(
             f"ClassificationResults: y_true holds {int(bad.sum())} value(s) that are not "
-            f"class indices (the first, {target[first].item()}, at index "
-            f"{first[0] if len(first) == 1 else first}); targets are whole class numbers "
+            f"class indices (the first, {target[first].item()}, at index {_first(bad)}); "
+            f"targets are whole class numbers "
             f"(or one distribution over the classes per sample). Leave samples without a "
             f"label out, or mark them {PAD_VALUE} to skip them."
         )

@@ -32,7 +32,7 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -110,6 +110,16 @@ def _error_code(exc: BaseException) -> str:
     return ""
 
 
+def error_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the errors it was raised from or during (each once)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
 def permanent_error(exc: BaseException) -> str | None:
     """What makes ``exc`` permanent (text for the report), or None if a retry may help.
 
@@ -118,10 +128,7 @@ def permanent_error(exc: BaseException) -> str | None:
     ``FileNotFoundError``/``PermissionError`` and keeps it as the cause); a
     ``PermissionError``; botocore's ``NoCredentialsError`` and ``ParamValidationError``.
     """
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in error_chain(exc):
         status = _http_status(current)
         if status is not None:
             if 400 <= status < 500 and status not in _TRANSIENT_STATUS:
@@ -132,7 +139,6 @@ def permanent_error(exc: BaseException) -> str | None:
             return "no credentials"
         if type(current).__name__ == "ParamValidationError":  # botocore: an invalid bucket
             return "invalid request (the URL's bucket or key is not a valid name)"
-        current = current.__cause__ or current.__context__
     if isinstance(exc, PermissionError):
         return "permission denied"
     return None
