@@ -128,3 +128,28 @@ def test_get_model_strips_torch_compile_only_when_asked() -> None:
     trainer = Trainer(compiled, loss, opt, callbacks=())
     assert trainer.get_model() is compiled
     assert trainer.get_model(keep_torch_compile=False) is model
+
+
+class RecordIntermediate(TrainerCallback):
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, bool]] = []
+
+    def on_eval_epoch_start(self, trainer: Any, **kwargs: Any) -> None:
+        self.seen.append(("start", kwargs["is_intermediate"]))
+
+    def on_eval_epoch_end(self, trainer: Any, **kwargs: Any) -> None:
+        self.seen.append(("end", kwargs["is_intermediate"]))
+
+
+def test_eval_epoch_events_say_whether_the_evaluation_is_intermediate() -> None:
+    # As pytorch-accelerated passes is_intermediate to on_eval_epoch_start/end.
+    record = RecordIntermediate()
+    callbacks = (StepBasedEvaluationCallback(eval_every_n_steps=3), record)
+    trainer = Trainer(*_parts(), callbacks=callbacks)
+    trainer.train(_data(), num_epochs=1, per_device_batch_size=4, eval_dataset=_data(8))
+    # Update 3 and 6 evaluate inside the epoch; update 8 ends it and its own evaluation runs.
+    inside, own = [("start", True), ("end", True)], [("start", False), ("end", False)]
+    assert record.seen == inside * 2 + own
+    record.seen.clear()
+    trainer.evaluate(_data(8), per_device_batch_size=4)
+    assert record.seen == own

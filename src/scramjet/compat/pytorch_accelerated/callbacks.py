@@ -79,8 +79,10 @@ class CallbackHandler(_CoreHandler):
 
         On the Trainer's own handler: before ``on_train_epoch_end`` / ``on_eval_epoch_end``
         the epoch's loss is recorded (after the hook of the same name, which need not call
-        ``super()``), and ``on_train_step_end`` receives ``step``, the batch's index in the
-        epoch.
+        ``super()``), ``on_train_step_end`` receives ``step``, the batch's index in the
+        epoch, and ``on_eval_epoch_start`` / ``on_eval_epoch_end`` receive
+        ``is_intermediate``: True for an evaluation inside a training epoch (one that
+        ``StepBasedEvaluationCallback`` runs), False for an epoch's own or a standalone one.
         """
         if getattr(trainer, "callback_handler", None) is self:
             name = str(getattr(event, "value", event))
@@ -89,6 +91,8 @@ class CallbackHandler(_CoreHandler):
                 record(_LOSS_EVENTS[name])
             if name == "on_train_step_end":
                 kwargs.setdefault("step", trainer.state.batches_seen_in_epoch)
+            if name in ("on_eval_epoch_start", "on_eval_epoch_end"):
+                kwargs.setdefault("is_intermediate", trainer._intermediate_evaluation())
             super().call_event(event, trainer, **kwargs)
             return
         super().call_event(event, trainer, **kwargs)

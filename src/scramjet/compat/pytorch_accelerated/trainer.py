@@ -212,6 +212,11 @@ class Trainer(CoreTrainer):
         if metric == "eval_loss_epoch" and not self.in_training_run:
             self.run_history.update_metric("evaluation_loss", value)
 
+    def _intermediate_evaluation(self) -> bool:
+        # The peer's is_intermediate: an evaluation inside a training run that is not the
+        # epoch's own (a step-based one).
+        return self.in_training_run and not self._epoch_eval
+
     # ------------------------------------------------------------------ peer names
     def get_model(self, keep_torch_compile: bool = True) -> nn.Module:
         """The model without its distributed wrapper (and without ``torch.compile``'s if asked)."""
