@@ -48,3 +48,36 @@ def test_a_counter_in_forward_neither_recompiles_every_call_nor_falls_back_to_ea
     assert counters["stats"]["unique_graphs"] <= 3, dict(counters["stats"])
     torch.testing.assert_close(out, plain(x), rtol=1e-5, atol=1e-6)
     torch._dynamo.reset()
+
+
+class Tagged(nn.Module):
+    """A forward that takes a Python string: each new string is a new graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor, tag: str = "a") -> torch.Tensor:
+        return self.fc(x) * len(tag)
+
+
+def test_at_dynamos_recompile_limit_compile_is_dropped_by_name(monkeypatch) -> None:
+    # Dynamo runs a frame eagerly once it has compiled recompile_limit graphs of it; the
+    # model used to go on under the COMPILE name. Now COMPILE is dropped, with the cause.
+    torch._dynamo.reset()
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)
+    torch.manual_seed(0)
+    fast = accelerate_model(Tagged(), backends=["COMPILE"])
+    plain = Tagged()
+    plain.load_state_dict(fast.state_dict())
+    x = torch.randn(4, 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", AccelerationWarning)
+        outs = [fast(x, tag="t" * n) for n in range(1, 5)]
+    assert active_backend(fast) == "PYTORCH"
+    dropped = [str(w.message) for w in caught if issubclass(w.category, AccelerationWarning)]
+    assert len(dropped) == 1 and "recompile limit (2 graphs" in dropped[0], dropped
+    assert "torch._dynamo.config.recompile_limit" in dropped[0]
+    for n, out in enumerate(outs, start=1):  # every call still returned the right values
+        torch.testing.assert_close(out, plain(x, tag="t" * n), rtol=1e-5, atol=1e-6)
+    torch._dynamo.reset()

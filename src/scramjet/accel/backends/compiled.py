@@ -54,7 +54,13 @@ def build_compile(forward_fn: ForwardFn, ctx: BuildContext) -> ForwardFn:
     #   the forward advances (``self.calls += 1``) recompiled at every call until Dynamo's
     #   limit of 8, after which the model ran eagerly under the COMPILE name. Unspecialized,
     #   it compiles once more as a graph input and keeps counting.
-    wanted = {"skip_nnmodule_hook_guards": False, "allow_unspec_int_on_nn_module": True}
+    # - at Dynamo's recompile limit the frame ran eagerly, still under the COMPILE name:
+    #   failing there instead lets the engine drop COMPILE with a warning naming the cause.
+    wanted = {
+        "skip_nnmodule_hook_guards": False,
+        "allow_unspec_int_on_nn_module": True,
+        "fail_on_recompile_limit_hit": True,
+    }
     flags = {name: value for name, value in wanted.items() if hasattr(config, name)}
     if not flags:
         return compiled
@@ -62,16 +68,32 @@ def build_compile(forward_fn: ForwardFn, ctx: BuildContext) -> ForwardFn:
     def run(*args: Any, **kwargs: Any) -> Any:
         previous = {name: getattr(config, name) for name in flags}
         if previous == flags:
-            return compiled(*args, **kwargs)
+            return _explained(compiled, args, kwargs)
         for name, value in flags.items():
             setattr(config, name, value)
         try:
-            return compiled(*args, **kwargs)
+            return _explained(compiled, args, kwargs)
         finally:
             for name, value in previous.items():
                 setattr(config, name, value)
 
     return run
+
+
+def _explained(compiled: ForwardFn, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    try:
+        return compiled(*args, **kwargs)
+    except Exception as error:
+        if type(error).__name__ != "FailOnRecompileLimitHit":
+            raise
+        limit = getattr(torch._dynamo.config, "recompile_limit", "its")
+        raise RuntimeError(
+            f"torch.compile reached Dynamo's recompile limit ({limit} graphs of this "
+            "model's forward): a value that changes from call to call (a Python string, "
+            "float or list passed to forward, or a module attribute) is compiled as a "
+            "constant, so each new value compiles again. Dynamo's log line 'last reason' "
+            "names it; pass it as a tensor, or raise torch._dynamo.config.recompile_limit"
+        ) from error
 
 
 _frames = itertools.count()
