@@ -28,7 +28,7 @@ def tracked_run(root: Path, loggers: tuple[Any, ...], experiment: str = "log") -
         experiment,
         root=root,
         loggers=loggers,
-        hyperparams={"lr": 0.2, "width": 16, "note": "baseline"},
+        hyperparams={"lr": 0.2, "width": 16, "note": "baseline", "layers": [16, 8], "seed": None},
         log_every_n_steps=4,
     )
     trainer = make_trainer([exp, LogExtra()])

@@ -86,6 +86,10 @@ def test_odd_hyperparameter_values_are_recorded_as_values(tmp_path: Path) -> Non
     assert got["cfg.optim.lr"] == 0.1 and got["cfg.data"] == "/data/train", "one name per field"
     assert got["warmup"] == 0.25 and got["dropout"] == 0.5 and got["3"] == recorded["3"]
     assert isinstance(got["dropout"], float)
+    # a list of plain values and None reach the trackers as they are, anything else as text
+    assert got["layers"] == [16, 8] and got["cfg.optim.betas"] == [0.9, 0.99]
+    assert got["seed"] is None and got["cfg.note"] is None and got["tags"] == ["a", "b"]
+    assert got["embedding"] == "Tensor(shape=[10, 10], dtype=float32)"
 
 
 def test_settings_objects_are_taken_as_hyperparameters(tmp_path: Path) -> None:

@@ -54,6 +54,8 @@ def test_mlflow_runs_share_one_store_and_read_back(
         "lr": "0.2",
         "width": "16",
         "note": "baseline",
+        "layers": "[16, 8]",
+        "seed": "None",
         "optimizer": "SGD",
         "optimizer.lr": "0.2",
         "optimizer.momentum": "0",

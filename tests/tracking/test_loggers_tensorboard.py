@@ -38,6 +38,7 @@ def test_tensorboard_reads_back_what_metrics_csv_says(tmp_path: Path) -> None:
     start = data["_hparams_/session_start_info"].session_start_info.hparams
     assert start["lr"].number_value == 0.2 and start["width"].number_value == 16
     assert start["note"].string_value == "baseline"
+    assert start["layers"].string_value == "[16, 8]" and start["seed"].string_value == "None"
     assert start["optimizer"].string_value == "SGD"
     assert start["optimizer.lr"].number_value == 0.2
     assert start["batch_size"].number_value == 16 and start["precision"].string_value

@@ -38,6 +38,8 @@ def test_wandb_offline_run_reads_back(tmp_path: Path, monkeypatch: pytest.Monkey
     config = data["config"]
     assert config["lr"] == 0.2 and config["optimizer"] == "SGD" and config["batch_size"] == 16
     assert "is_local_process_zero" not in config
+    # lists and None as W&B keeps them (runs filter and group by them), not their text
+    assert config["layers"] == [16, 8] and config["seed"] is None
     assert data["summary"]["test/accuracy"] == 0.75
     assert data["summary"]["test/per_class/a"] == 0.5
     assert {"report.html", "results/test.json", "model/model.pt"} <= data["files"]

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from scramjet.tracking._files import git_commit, launch_script
-from scramjet.tracking.loggers.base import flatten_params
+from scramjet.tracking.loggers.base import flatten_params, param_value
 
 if TYPE_CHECKING:
     from scramjet.trainer import Trainer
@@ -267,13 +267,7 @@ def tracker_params(trainer: Trainer, hyperparams: Mapping[str, Any]) -> dict[str
             world_size=config.num_processes,
         )
     params.update(flatten_params(hyperparams))
-    return {k: _scalar(v) for k, v in params.items()}
-
-
-def _scalar(value: Any) -> bool | int | float | str:
-    if isinstance(value, bool | int | float | str):
-        return value
-    return str(value)
+    return {k: param_value(v) for k, v in params.items()}
 
 
 def source_tags() -> dict[str, str]:

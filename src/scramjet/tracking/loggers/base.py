@@ -46,8 +46,9 @@ class Tracker:
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
         """Record the run's hyperparameters (called once per training run): a flat
-        ``{name: bool | int | float | str}`` of the user's hyperparameters and the
-        trainer's meaningful settings (``optimizer``, ``optimizer.lr``, ``batch_size``, ...)."""
+        ``{name: value}`` of the user's hyperparameters and the trainer's meaningful
+        settings (``optimizer``, ``optimizer.lr``, ``batch_size``, ...); each value is a
+        bool, int, float, str, None, or a list of those (:func:`param_value`)."""
 
     def log_metrics(self, rows: Sequence[MetricRow]) -> None:
         """Record a batch of metric rows."""
@@ -90,14 +91,26 @@ class Tracker:
 
 
 def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"opt": {"lr": 0.1}}`` → ``{"opt.lr": 0.1}``; non-scalar values become strings."""
+    """``{"opt": {"lr": 0.1}}`` → ``{"opt.lr": 0.1}``; see :func:`param_value` for values."""
     flat: dict[str, Any] = {}
     for key, value in params.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
             flat.update(flatten_params(value, f"{name}."))
-        elif isinstance(value, bool | int | float | str) or value is None:
-            flat[name] = value
         else:
-            flat[name] = str(value)
+            flat[name] = param_value(value)
     return flat
+
+
+def param_value(value: Any) -> Any:
+    """A hyperparameter as trackers take it: a bool, int, float, str or None as it is, a
+    list or tuple of those as a list (W&B filters and groups runs by them), anything else
+    as its text."""
+    if isinstance(value, _PLAIN) or value is None:
+        return value
+    if isinstance(value, list | tuple) and all(isinstance(v, _PLAIN) or v is None for v in value):
+        return list(value)
+    return str(value)
+
+
+_PLAIN = (bool, int, float, str)

@@ -216,10 +216,11 @@ class TensorBoardTracker(Tracker):
         return self._writer
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
-        """Start the HParams session with the hyperparameters (scalars and strings)."""
+        """Start the HParams session with the hyperparameters (scalars and strings; None
+        and lists as their text, the only other types HParams takes)."""
         from torch.utils.tensorboard.summary import hparams
 
-        kept = {k: v for k, v in params.items() if isinstance(v, _HPARAM_TYPES)}
+        kept = {k: v if isinstance(v, _HPARAM_TYPES) else str(v) for k, v in params.items()}
         _, start, _ = hparams(kept, {})
         self._session_start = start
         self.events.add_summary(start)
