@@ -33,13 +33,19 @@ class _ColumnView:
 
     As an h5py dataset is: an integer gives one value; a slice (``data['label'][i:i + 4]``)
     or a list of integers gives the values stacked into one array (a list when their
-    shapes differ: variable-length columns). Anything else (a float, a mask) is refused.
+    shapes differ: variable-length columns); ``()`` or ``...`` the whole column; a tuple
+    indexes samples with its first item and each value with the rest
+    (``data['image'][idx, :, :, 0]``). Anything else (a float, a mask) is refused.
     """
 
     def __init__(self, ds: PackedDataset, name: str) -> None:
         self._ds, self._name = ds, name
 
     def __getitem__(self, idx: Any) -> Any:
+        if isinstance(idx, tuple):
+            return self._axes(idx)
+        if idx is Ellipsis:
+            return self._many(range(len(self._ds)))
         if isinstance(idx, slice):
             return self._many(range(*idx.indices(len(self._ds))))
         if isinstance(idx, list | tuple | np.ndarray) and np.ndim(idx) == 1:
@@ -58,6 +64,36 @@ class _ColumnView:
                 "int(i)."
             ) from None
         return self._ds.read_column(self._name, index)
+
+    def _axes(self, idx: tuple[Any, ...]) -> Any:
+        if not idx:  # h5py's ds[()]: everything
+            return self[...]
+        first, rest = idx[0], idx[1:]
+        values = self[first]
+        if not rest:
+            return values
+        if isinstance(values, list):
+            raise TypeError(
+                f"data[{self._name!r}][{idx!r}]: the values of this column differ in shape, "
+                "so they cannot be indexed together; index each one, e.g. "
+                f"data[{self._name!r}][i][...]."
+            )
+        if first is Ellipsis:
+            return values[idx]
+        one = not isinstance(first, slice) and np.ndim(first) == 0
+        return np.asarray(values)[rest if one else (slice(None), *rest)]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Samples, then a value's shape (as h5py's; samples only for a ragged column)."""
+        item = self._empty()
+        return (len(self._ds), *(item.shape[1:] if isinstance(item, np.ndarray) else ()))
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The values' dtype (object for a column whose values differ in shape)."""
+        item = self._empty()
+        return item.dtype if isinstance(item, np.ndarray) else np.dtype(object)
 
     def _many(self, indices: Sequence[int]) -> Any:
         if not indices:
