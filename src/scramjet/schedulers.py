@@ -514,7 +514,7 @@ def check_step_takes_no_arguments(scheduler: object) -> None:
 
 
 def adopt_new_learning_rates(
-    optimizer: torch.optim.Optimizer, rates_at_end: Sequence[float] | None
+    optimizer: torch.optim.Optimizer, rates_at_end: Sequence[float | None] | None
 ) -> None:
     """A learning rate set by hand between two ``train()`` calls is where the next
     schedule starts: torch's schedulers start from a group's ``initial_lr``, which an
@@ -525,5 +525,5 @@ def adopt_new_learning_rates(
     if rates_at_end is None:
         return
     for group, ended in zip(optimizer.param_groups, rates_at_end, strict=False):
-        if "initial_lr" in group and group["lr"] != ended:
+        if "initial_lr" in group and "lr" in group and group["lr"] != ended:
             group["initial_lr"] = group["lr"]

@@ -178,7 +178,7 @@ class Trainer:
         # What a run sets and changes; public unless only the loop itself may touch it.
         self.state = TrainState()
         self.scheduler: Scheduler | None = None
-        self._rates_at_end: list[float] | None = None  # the groups' rates when a run ended
+        self._rates_at_end: list[float | None] | None = None  # the groups' rates when a run ended
         self.scaler: torch.amp.GradScaler | None = make_grad_scaler(
             self.precision, self.device.type
         )
@@ -678,7 +678,7 @@ class Trainer:
             with keep_ctrl_c():  # a Ctrl-C that a finalizer swallowed still stops the run
                 self._run_training(train_dl)
         finally:  # a rate that differs at the next train() was set by hand
-            self._rates_at_end = [group["lr"] for group in self.optimizer.param_groups]
+            self._rates_at_end = [group.get("lr") for group in self.optimizer.param_groups]
 
     def _run_training(self, train_dl: Iterable[Any]) -> None:
         # Drop gradients left over from before the run; not the hook, so hooks run exactly

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import warnings
 from collections.abc import ItemsView, Iterator, KeysView, Mapping
 from typing import Any
@@ -30,19 +31,35 @@ class TrainingHistory:
         if has_validation:
             self.empty_train_history["val_loss"] = []
         self.train_history: dict[str, list[Any]] = copy.deepcopy(self.empty_train_history)
+        self._epochs: dict[str, list[int | None]] = {}
 
     def insert_single_result_into_history(
         self, metric_name: str, metric_result: Any, epoch: int | None = None
     ) -> None:
         """Append ``metric_result`` to ``metric_name``'s list (created if new).
 
-        ``epoch`` is accepted for compatibility: values are appended in order.
+        Values are appended in order; ``epoch``, when given (the TrainLoop gives its own),
+        is kept as the epoch the value belongs to (see :meth:`epochs_of`).
         """
-        self.train_history.setdefault(metric_name, []).append(metric_result)
+        values = self.train_history.setdefault(metric_name, [])
+        epochs = self.epochs_of(metric_name)
+        values.append(metric_result)
+        epochs.append(epoch)
+
+    def epochs_of(self, metric_name: str) -> list[int | None]:
+        """The epoch of each of ``metric_name``'s values, None where none was given (a
+        value appended to the list directly, or a history from before epochs were kept)."""
+        store = self.__dict__.setdefault("_epochs", {})
+        values = self.train_history.get(metric_name, [])
+        epochs: list[int | None] = store.setdefault(metric_name, [])
+        if len(epochs) != len(values):  # the list was changed directly: epochs unknown
+            epochs[:] = [None] * len(values)
+        return epochs
 
     def wrap_pre_prepared_history(self, history: Mapping[str, list[Any]]) -> TrainingHistory:
         """Use ``history`` (e.g. a Keras ``History.history``) as this object's content."""
         self.train_history = dict(history)
+        self._epochs = {}
         return self
 
     def get_train_history(self) -> dict[str, list[Any]]:
@@ -89,7 +106,7 @@ class TrainingHistory:
 
     def __iadd__(self, other: Any) -> TrainingHistory:
         added = self._added(other)
-        self.train_history = added.train_history
+        self.train_history, self._epochs = added.train_history, added.__dict__.get("_epochs", {})
         return self
 
     def __str__(self) -> str:
@@ -121,3 +138,17 @@ class TrainingHistory:
     def items(self) -> ItemsView[str, list[Any]]:
         """``(name, values)`` pairs."""
         return self.train_history.items()
+
+
+#: Names (or ``_``/``-``/``.``/``/``-separated parts of names) of metrics where lower is better.
+_ERROR_NAMES = frozenset({"mse", "mae", "rmse", "mape", "msle", "nll", "perplexity", "ppl"})
+
+
+def lower_is_better(metric_name: str) -> bool:
+    """Whether lower values of ``metric_name`` are better: AIToolbox's rule (the name
+    contains ``loss`` or ``error``), and names such as ``val_mse`` or ``mae`` (the keys
+    scramjet's regression package adds)."""
+    name = metric_name.lower()
+    if "loss" in name or "error" in name:
+        return True
+    return any(part in _ERROR_NAMES for part in re.split(r"[_\-./ ]+", name))

@@ -21,6 +21,7 @@ from typing import Any
 from scramjet.checkpoint.manager import write_checkpoint
 from scramjet.checkpoint.payload import to_storable
 from scramjet.compat.aitoolbox.experiment._paths import experiment_subdir, timestamp_now
+from scramjet.compat.aitoolbox.experiment.training_history import lower_is_better
 
 # ``datetime``, ``os`` and ``time`` are listed because AIToolbox's module had no __all__, so
 # ``from ...local_model_save import *`` gave them to code written against it.
@@ -221,12 +222,15 @@ class KerasLocalModelSaver(BaseLocalModelSaver, AbstractLocalModelSaver):
 class LocalSubOptimalModelRemover:
     """Keeps the ``num_best_kept`` best saved checkpoints by a history metric; deletes the rest.
 
-    A metric whose name contains ``loss`` is better when lower, any other when higher. The
-    default metrics (the losses a TrainLoop records) are known when a checkpoint is saved.
-    Another metric ranks the n-th checkpoint (one per epoch) by its n-th value: a value
-    recorded before the checkpoint call (a callback that runs first, as
-    ``ModelPerformanceEvaluation`` does before ``ModelCheckpoint``) ranks it at once, one
-    recorded later ranks it on a later call.
+    A metric is better when lower if its name says it is an error (:func:`lower_is_better`:
+    ``loss``, ``error``, ``mse``, ...), else when higher. The default metrics (the losses a
+    TrainLoop records) are known when a checkpoint is saved. Another metric ranks the
+    checkpoint of epoch n by its value of epoch n (a TrainLoop's history keeps each value's
+    epoch), whether recorded before the checkpoint call (a callback that runs first, as
+    ``ModelPerformanceEvaluation`` does before ``ModelCheckpoint``) or after it; a
+    checkpoint whose epoch ended without a value (a metric evaluated every few epochs)
+    cannot rank and is deleted. Without epochs (a plain dict history), the n-th checkpoint
+    is ranked by the n-th value.
 
     Args:
         metric_name: the training-history metric to rank by.
@@ -240,7 +244,7 @@ class LocalSubOptimalModelRemover:
             raise ValueError(f"num_best_kept must be at least 1; received {num_best_kept}.")
         self.metric_name = metric_name
         self.num_best_kept = num_best_kept
-        self.decrease_metric = "loss" in metric_name
+        self.decrease_metric = lower_is_better(metric_name)
         self.is_default_metric = metric_name in self.default_metrics_list
         self.model_save_history: list[tuple[list[str], float]] = []
         self.non_default_metric_buffer: list[str] | None = None
@@ -248,10 +252,16 @@ class LocalSubOptimalModelRemover:
         self._calls = 0
 
     def decide_if_remove_suboptimal_model(
-        self, history: Mapping[str, list[float]], new_model_dump_paths: list[str]
+        self,
+        history: Mapping[str, list[float]],
+        new_model_dump_paths: list[str],
+        epoch: int | None = None,
     ) -> None:
-        """Record the newest checkpoint's score and delete the ones that fell out of the best."""
+        """Record the newest checkpoint's score and delete the ones that fell out of the
+        best; ``epoch`` is the checkpoint's (the n-th call's is taken as n without it)."""
         values = history.get(self.metric_name) or []
+        epochs_of = getattr(history, "epochs_of", None)
+        epochs = epochs_of(self.metric_name) if callable(epochs_of) else None
         if self.is_default_metric:
             if not values:
                 raise ValueError(
@@ -261,6 +271,8 @@ class LocalSubOptimalModelRemover:
                     "validation loader for 'val_loss'."
                 )
             self.model_save_history.append((new_model_dump_paths, values[-1]))
+        elif epoch is not None and epochs is not None and None not in epochs:
+            self._rank_by_epoch(dict(zip(epochs, values, strict=True)), new_model_dump_paths, epoch)
         else:
             self._pending.append((self._calls, new_model_dump_paths))
             waiting = []
@@ -272,6 +284,22 @@ class LocalSubOptimalModelRemover:
             self._pending = waiting
             self.non_default_metric_buffer = waiting[-1][1] if waiting else None
         self._calls += 1
+        self._keep_best()
+
+    def _rank_by_epoch(self, by_epoch: dict[int | None, float], paths: list[str], epoch: int) -> None:
+        self._pending.append((epoch, paths))
+        waiting = []
+        for number, pending in self._pending:
+            if number in by_epoch:  # the last value recorded in that epoch
+                self.model_save_history.append((pending, by_epoch[number]))
+            elif number < epoch:  # its epoch ended without a value: it cannot rank
+                self.rm_suboptimal_model(pending)
+            else:
+                waiting.append((number, pending))
+        self._pending = waiting
+        self.non_default_metric_buffer = waiting[-1][1] if waiting else None
+
+    def _keep_best(self) -> None:
         if len(self.model_save_history) > self.num_best_kept:
             ranked = sorted(
                 self.model_save_history, key=lambda item: item[1], reverse=not self.decrease_metric

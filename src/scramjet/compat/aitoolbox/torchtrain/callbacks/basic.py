@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from scramjet.callbacks.base import StopTrainingError, TrainerCallback
 from scramjet.callbacks.control import EarlyStoppingCallback, TerminateOnNaNCallback
+from scramjet.compat.aitoolbox.experiment.training_history import lower_is_better
 from scramjet.compat.aitoolbox.torchtrain.callbacks.abstract import (
     GCS_MODES,
     S3_MODES,
@@ -34,12 +35,6 @@ __all__ = [
     "TerminateOnNaN",
     "ThresholdEarlyStopping",
 ]
-
-
-def lower_is_better(metric_name: str) -> bool:
-    """AIToolbox's rule: a metric whose name contains ``loss`` or ``error`` is minimised."""
-    name = metric_name.lower()
-    return "loss" in name or "error" in name
 
 
 def latest_value(loop: Any, metric_name: str, who: str) -> Any:

@@ -321,8 +321,9 @@ class ModelCheckpoint(_SavesHyperparams):
         paths = self.save_checkpoint()
         if self.subopt_model_remover is not None:
             local_path = paths[-1] if isinstance(paths, list | tuple) else paths
+            loop = self.train_loop_obj
             self.subopt_model_remover.decide_if_remove_suboptimal_model(
-                self.train_loop_obj.train_history, [local_path]
+                loop.train_history, [local_path], epoch=loop.epoch
             )
 
 

@@ -19,6 +19,7 @@ from scramjet.compat.aitoolbox.torchtrain.model import route_forward
 from scramjet.compat.aitoolbox.torchtrain.multi_loss_optim import MultiLoss, MultiOptimizer
 from scramjet.runtime import distributed as dist
 from scramjet.trainer import Trainer
+from scramjet.trainer.batch import batch_size_of as core_batch_size_of
 from scramjet.trainer.state import RunHistory
 
 if TYPE_CHECKING:
@@ -35,17 +36,17 @@ __all__ = ["LoopEvents", "OptimizerProxy", "TTTrainer", "batch_size_of", "per_lo
 
 
 def batch_size_of(batch: Any) -> int:
-    """Samples in a collated batch: the first tensor's rows, or the length of a plain list."""
-    if isinstance(batch, torch.Tensor):
-        return int(batch.shape[0]) if batch.dim() else 1
-    if isinstance(batch, Mapping) and batch:
-        return batch_size_of(next(iter(batch.values())))
+    """Samples in a collated batch, counted as the Trainer counts them: in an ``(inputs,
+    targets, ...)`` sequence the targets' first dimension (a time-major ``[T, B, F]``
+    input, ``nn.LSTM``'s default layout, has the B samples its ``[B]`` targets have), else
+    the first tensor's rows; a list of per-sample dicts counts its records, a list of plain
+    values its length."""
     if isinstance(batch, list | tuple) and batch:
-        first = batch[0]
-        if isinstance(first, torch.Tensor | Mapping | list | tuple):
-            return batch_size_of(first)
-        return len(batch)
-    return 1
+        if not any(isinstance(b, torch.Tensor | Mapping | list | tuple) for b in batch):
+            return len(batch)
+        if len(batch) >= 2 and not all(isinstance(b, Mapping) for b in batch):
+            return core_batch_size_of(batch[0], batch[1])
+    return core_batch_size_of(batch, None)
 
 
 def per_loss_mean(parts: Sequence[tuple[Mapping[str, Any], int]]) -> dict[str, float]:
@@ -103,11 +104,15 @@ class OptimizerProxy(torch.optim.Optimizer):
 
     Its parameter groups are the wrapped optimizers' own (so gradient scaling, clipping
     and learning-rate readers see the real ones); ``step`` and ``zero_grad`` call the
-    wrapped object once. The Trainer's own clearing of stale gradients before a run uses
-    :meth:`clear_grads`, which touches only the parameters.
+    wrapped object once: a :class:`MultiOptimizer` (or a subclass that steps its
+    optimizers its own way) as AIToolbox's loop did, ``step(optimizer_idx, iteration,
+    amp_grad_scaler)`` and ``zero_grad(optimizer_idx, iteration)`` for each optimizer. The
+    scaler it gets is a disabled one: the Trainer's scaler has unscaled the gradients and
+    skips the whole update on inf. The Trainer's own clearing of stale gradients before a
+    run uses :meth:`clear_grads`, which touches only the parameters.
     """
 
-    def __init__(self, wrapped: Any, model: nn.Module) -> None:
+    def __init__(self, wrapped: Any, model: nn.Module, iteration: Any = lambda: 0) -> None:
         inner = list(wrapped.optimizer_list) if isinstance(wrapped, MultiOptimizer) else [wrapped]
         groups = [g for o in inner for g in getattr(o, "param_groups", [])]
         params = [p for g in groups for p in g["params"]] or list(model.parameters())
@@ -115,13 +120,15 @@ class OptimizerProxy(torch.optim.Optimizer):
         if groups:
             self.param_groups = groups
         self.wrapped = wrapped
+        self.iteration = iteration  # the loop's total_iteration_idx, when asked
         self.forward_zero_grad = False
 
     def step(self, closure: Any = None) -> Any:
         """Step every wrapped optimizer."""
         if isinstance(self.wrapped, MultiOptimizer):
-            for optimizer in self.wrapped.optimizer_list:
-                optimizer.step()
+            scaler = torch.amp.GradScaler("cpu", enabled=False)  # step() is optimizer.step()
+            for idx in range(len(self.wrapped.optimizer_list)):
+                self.wrapped.step(idx, self.iteration(), scaler)
             return None
         return self.wrapped.step()
 
@@ -131,8 +138,8 @@ class OptimizerProxy(torch.optim.Optimizer):
             super().zero_grad(set_to_none)
             return
         if isinstance(self.wrapped, MultiOptimizer):
-            for optimizer in self.wrapped.optimizer_list:
-                optimizer.zero_grad()
+            for idx in range(len(self.wrapped.optimizer_list)):
+                self.wrapped.zero_grad(idx, self.iteration())
         else:
             self.wrapped.zero_grad()
 
@@ -175,6 +182,11 @@ class TTTrainer(Trainer):
         super().__init__(
             loop.model, None, optimizer, callbacks=callbacks, precision=precision, device=device
         )
+        shared = getattr(loop, "amp_scaler", None)
+        if self.scaler is not None and shared is not None and shared.is_enabled():
+            # One scaler: the loop's scales a MultiLoss's backward (and is what AIToolbox's
+            # checkpoints save), so it must also be the one that unscales and steps.
+            self.scaler = shared
 
     def training_run_start(self) -> None:
         """A fresh run starts at the loop's ``epoch``: ``loop.epoch = 5; fit(num_epochs=10)`` trains 5.
@@ -290,14 +302,16 @@ class TTTrainer(Trainer):
 
     # ----------------------------------------------------------------- evaluation, prediction
     @contextlib.contextmanager
-    def _eval_source(self, loader: Any) -> Iterator[tuple[Any, int]]:
-        """``(dataset, batch size)`` to evaluate ``loader`` with; a loader that cannot be rebuilt is used as is."""
+    def _eval_source(self, loader: Any) -> Iterator[tuple[Any, int, dict[str, Any]]]:
+        """``(dataset, batch size, DataLoader settings)`` to evaluate ``loader`` with (its
+        own collate function, workers and ``drop_last``); a loader that cannot be rebuilt
+        is used as is."""
         from scramjet.compat.aitoolbox.torchtrain.train_loop.train_loop import loader_spec
 
         spec = loader_spec(loader, train=False)
         outer, self.eval_loader_override = self.eval_loader_override, loader if spec.as_is else None
         try:
-            yield spec.dataset, spec.batch_size
+            yield spec.dataset, spec.batch_size, spec.kwargs
         finally:
             self.eval_loader_override = outer
 
@@ -315,8 +329,8 @@ class TTTrainer(Trainer):
         eval_dataset, self.loss_parts = self.eval_dataset, []
         was_training = self.model.training
         try:
-            with self._eval_source(loader) as (dataset, batch_size):
-                self.evaluate(dataset, batch_size)
+            with self._eval_source(loader) as (dataset, batch_size, kwargs):
+                self.evaluate(dataset, batch_size, kwargs)
             loss = self.run_history.get_latest_metric("eval_loss_epoch")
         finally:
             self.run_history, self.eval_dataset = history, eval_dataset
@@ -348,8 +362,8 @@ class TTTrainer(Trainer):
     def predict_batches(self, loader: Any) -> list[tuple[Any, Any, Any]]:
         """``get_predictions`` output for each of this rank's batches of ``loader``, in order."""
         self.prediction_batches = []
-        with self._eval_source(loader) as (dataset, batch_size):
-            numbers = self.predict(dataset, batch_size)
+        with self._eval_source(loader) as (dataset, batch_size, kwargs):
+            numbers = self.predict(dataset, batch_size, kwargs)
         recorded, self.prediction_batches = self.prediction_batches, []
         world, rank = dist.get_world_size(), dist.get_rank()
         mine: list[int] = numbers[rank::world].tolist() if isinstance(numbers, torch.Tensor) else []

@@ -88,12 +88,18 @@ class LoaderSpec(NamedTuple):
 
 
 def loader_spec(loader: Any, train: bool) -> LoaderSpec:
-    """Dataset, batch size and settings of a plain DataLoader; ``as_is`` for any other loader."""
+    """Dataset, batch size and settings of a plain DataLoader; ``as_is`` for any other loader.
+
+    Plain: a map-style dataset in batches of ``batch_size`` drawn in order or shuffled
+    (``shuffle=True``). Any other sampler (a subclass, ``RandomSampler(replacement=True,
+    num_samples=...)``, ``WeightedRandomSampler``) decides the order and the epoch's
+    length itself, so its loader is used as it is.
+    """
     rebuildable = (
         isinstance(loader, DataLoader)
         and loader.batch_size is not None
         and not isinstance(loader.dataset, IterableDataset)
-        and isinstance(loader.sampler, SequentialSampler | RandomSampler)
+        and _plain_sampler(loader.sampler)
     )
     if not rebuildable:
         return LoaderSpec(loader, getattr(loader, "batch_size", None) or 1, {}, True)
@@ -104,8 +110,16 @@ def loader_spec(loader: Any, train: bool) -> LoaderSpec:
             persistent_workers=loader.persistent_workers, prefetch_factor=loader.prefetch_factor
         )
     if train:
-        kwargs.update(shuffle=isinstance(loader.sampler, RandomSampler), drop_last=loader.drop_last)
+        kwargs.update(shuffle=isinstance(loader.sampler, RandomSampler))
+    if train or loader.drop_last:  # evaluating the training set drops what training drops
+        kwargs.update(drop_last=loader.drop_last)
     return LoaderSpec(loader.dataset, int(loader.batch_size), kwargs, False)
+
+
+def _plain_sampler(sampler: Any) -> bool:
+    if type(sampler) is SequentialSampler:
+        return True
+    return type(sampler) is RandomSampler and not sampler.replacement and sampler._num_samples is None
 
 
 def _new_amp_scaler(enabled: bool) -> Any:
@@ -252,8 +266,10 @@ class TrainLoop:
         return [c for c in self.callbacks if _is_scheduler(c)]
 
     def insert_metric_result_into_history(self, metric_name: str, metric_result: Any) -> None:
-        """Append ``metric_result`` to ``train_history[metric_name]``."""
-        self.train_history.insert_single_result_into_history(metric_name, metric_result)
+        """Append ``metric_result`` to ``train_history[metric_name]`` (as this epoch's)."""
+        self.train_history.insert_single_result_into_history(
+            metric_name, metric_result, epoch=self.epoch
+        )
 
     # ----------------------------------------------------------------- fit
     def fit(
@@ -414,7 +430,7 @@ class TrainLoop:
     ) -> TTTrainer:
         optimizer = self.optimizer
         if not isinstance(optimizer, torch.optim.Optimizer):
-            optimizer = OptimizerProxy(optimizer, self.model)
+            optimizer = OptimizerProxy(optimizer, self.model, lambda: self.total_iteration_idx)
         if predict_only and not _holds_model_params(optimizer, self.model):
             # Predictions never step: an optimizer built for another model (AIToolbox
             # accepts one there) is only checked when fit() trains with it.
