@@ -392,7 +392,10 @@ class Trainer:
             return cast(Iterable[Any], self.eval_dataset)
         kwargs = {**self.get_default_eval_dl_kwargs(batch_size), **(eval_dl_kwargs or {})}
         kwargs.pop("shuffle", None)
-        if self.collate_fn is not None:  # the collate_fn argument wins over the kwargs' one
+        # A collate_fn argument wins over the kwargs' one; the training one carried over
+        # from train() does not (a mixup collate must not batch the evaluation).
+        carried = self.collate_fn is self._train_collate_fn
+        if self.collate_fn is not None and not (carried and "collate_fn" in (eval_dl_kwargs or {})):
             kwargs["collate_fn"] = self.collate_fn
         return self.data_order.eval_loader(self.eval_dataset, kwargs)
 
