@@ -71,6 +71,7 @@ def predict(
         )
     trainer.eval_dataset = dataset
     trainer.collate_fn = collate_fn or trainer._train_collate_fn
+    trainer._collate_carried = collate_fn is None
     trainer._place_model()
     kwargs, recorder = recording_order(dataset, dataloader_kwargs, world)
     dl = trainer.create_eval_dataloader(per_device_batch_size, kwargs)

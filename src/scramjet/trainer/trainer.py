@@ -187,6 +187,7 @@ class Trainer:
         self.eval_dataset: DataSource | None = None
         self.collate_fn: Callable[..., Any] | None = None
         self._train_collate_fn: Callable[..., Any] | None = None  # evaluate/predict default
+        self._collate_carried = True  # collate_fn is train()'s, not an evaluate/predict one
         self.data_order = DataOrder(seed)
         self.train_losses = EpochLosses()
         self.eval_losses = EpochLosses()
@@ -385,7 +386,7 @@ class Trainer:
         """
         if yields_batches(self.eval_dataset):
             # the last train()'s collate_fn, carried over, is for datasets: not counted here
-            given = None if self.collate_fn is self._train_collate_fn else self.collate_fn
+            given = None if self._collate_carried else self.collate_fn
             self._check_ready_loader(
                 self.eval_dataset, "the evaluation data", eval_dl_kwargs, given
             )
@@ -394,8 +395,8 @@ class Trainer:
         kwargs.pop("shuffle", None)
         # A collate_fn argument wins over the kwargs' one; the training one carried over
         # from train() does not (a mixup collate must not batch the evaluation).
-        carried = self.collate_fn is self._train_collate_fn
-        if self.collate_fn is not None and not (carried and "collate_fn" in (eval_dl_kwargs or {})):
+        carried = self._collate_carried and "collate_fn" in (eval_dl_kwargs or {})
+        if self.collate_fn is not None and not carried:
             kwargs["collate_fn"] = self.collate_fn
         return self.data_order.eval_loader(self.eval_dataset, kwargs)
 
@@ -647,6 +648,7 @@ class Trainer:
         )
         self.train_dataset, self.eval_dataset = train_dataset, eval_dataset
         self.collate_fn = self._train_collate_fn = collate_fn
+        self._collate_carried = True
         self._create_scheduler_fn = create_scheduler_fn
         # The last run ended inside an epoch it cut short (a stop, the step limit) after that
         # epoch's end events: a history kept across runs numbers the next epoch after it
@@ -937,6 +939,7 @@ class Trainer:
             dataloader_kwargs, per_device_batch_size, "dataloader_kwargs"
         )
         self.eval_dataset, self.collate_fn = dataset, collate_fn or self._train_collate_fn
+        self._collate_carried = collate_fn is None
         self._place_model()
         _evaluation.evaluate(self, dataset, per_device_batch_size, dataloader_kwargs)
 
