@@ -446,6 +446,10 @@ class PackedDataset(LocalPackChecks, Dataset[Any]):
             cell = self._epoch_cell = SharedEpoch()
         return cell
 
+    #: ``set_epoch`` reaches the copies in running worker processes (shared memory): the
+    #: Trainer does not warn about it with ``persistent_workers=True``.
+    epoch_in_shared_memory = True
+
     def set_epoch(self, epoch: int) -> None:
         """Set the epoch mixed into the seeds of :mod:`scramjet.data.augment` transforms.
 

@@ -356,6 +356,7 @@ def _set_dataset_epoch(loader: Any, dataset: Any, epoch: int) -> None:
     ``ConcatDataset``, ...) pass it to what they wrap (``.dataset``, ``.datasets``).
     """
     seen: set[int] = set()
+    selected: list[Any] = []
 
     def select(target: Any, depth: int) -> bool:
         if target is None or id(target) in seen or depth > 8:
@@ -363,6 +364,7 @@ def _set_dataset_epoch(loader: Any, dataset: Any, epoch: int) -> None:
         seen.add(id(target))
         if callable(getattr(target, "set_epoch", None)):
             target.set_epoch(epoch)
+            selected.append(target)
             return True
         parts = getattr(target, "datasets", None)
         inner = [*parts] if isinstance(parts, list | tuple) else []
@@ -371,6 +373,28 @@ def _set_dataset_epoch(loader: Any, dataset: Any, epoch: int) -> None:
 
     if not select(dataset, 0):
         select(getattr(loader, "dataset", None), 0)
+    _warn_unseen_epoch(loader, selected)
+
+
+def _warn_unseen_epoch(loader: Any, selected: list[Any]) -> None:
+    """Say once when ``set_epoch`` cannot reach running persistent workers' copies."""
+    running = isinstance(loader, DataLoader) and loader.persistent_workers
+    if not running or getattr(loader, "_iterator", None) is None:
+        return  # workers start after the call (or there are none): they copy the epoch
+    unseen = [t for t in selected if not getattr(t, "epoch_in_shared_memory", False)]
+    if not unseen or getattr(loader, "_scramjet_epoch_warned", False):
+        return
+    loader._scramjet_epoch_warned = True
+    warnings.warn(
+        f"{type(unseen[0]).__name__}.set_epoch() reaches only this process's copy of the "
+        f"dataset: the DataLoader keeps persistent worker processes, which hold the copies "
+        f"they started with, so they go on with the epoch they started in (the same "
+        f"shuffle or augmentations every epoch). Pass persistent_workers=False, or keep "
+        f"the epoch in shared memory (a torch.multiprocessing.Value or a shared tensor) and "
+        f"set the class attribute epoch_in_shared_memory = True to silence this warning.",
+        RuntimeWarning,
+        stacklevel=user_stacklevel(),
+    )
 
 
 def _loader_batch_size(loader: Any, sampler: Any) -> int | None:

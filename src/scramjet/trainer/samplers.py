@@ -69,7 +69,6 @@ class EpochSampler(Sampler[int]):
                 f"(scramjet.runtime.distributed)."
             )
         self.data_source = data_source
-        self.n = len(data_source)
         self.shuffle = shuffle
         self.seed = int(seed)
         self.num_replicas = int(num_replicas)
@@ -77,6 +76,12 @@ class EpochSampler(Sampler[int]):
         self.drop_last = drop_last
         self.epoch = 0
         self.consumed = 0
+
+    @property
+    def n(self) -> int:
+        """The dataset's length now: read at every epoch, as torch's samplers do, so a
+        dataset that grows or shrinks between epochs (curriculum learning) is covered."""
+        return len(self.data_source)
 
     @property
     def start(self) -> int:
@@ -167,9 +172,14 @@ class ShardSampler(Sampler[int]):
     """
 
     def __init__(self, data_source: Sized, num_replicas: int = 1, rank: int = 0) -> None:
-        self.n = len(data_source)
+        self.data_source = data_source
         self.num_replicas = num_replicas
         self.rank = rank
+
+    @property
+    def n(self) -> int:
+        """The dataset's length now (read at every evaluation)."""
+        return len(self.data_source)
 
     def __iter__(self) -> Iterator[int]:
         return iter(range(self.rank, self.n, self.num_replicas))
@@ -191,8 +201,12 @@ class EvenShardBatches(Sampler[list[int]]):
 
     def __init__(self, share: ShardSampler, batch_size: int) -> None:
         self.share, self.batch_size = share, batch_size
-        most = -(-share.n // share.num_replicas)  # the largest share, rank 0's
-        self.count = -(-most // batch_size)
+
+    @property
+    def count(self) -> int:
+        """Batches of the largest share (rank 0's), for the dataset's length now."""
+        most = -(-self.share.n // self.share.num_replicas)
+        return -(-most // self.batch_size)
 
     def _splits_last(self, n: int) -> bool:
         """Whether a share of ``n`` samples is one batch short and can split its last."""
