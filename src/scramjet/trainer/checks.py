@@ -635,10 +635,18 @@ def ready_loader_batch_size(loader: Any, batch_size: int) -> int:
 
 def empty_evaluation(data: Any) -> ValueError:
     """The error for evaluation data of unknown length that gave no batch."""
+    dropped = (
+        " It is read with drop_last=True: a stream shorter than one batch yields none; pass "
+        "drop_last=False or a smaller batch size."
+        if getattr(data, "drop_last", False)
+        else ""
+    )
+    inner = getattr(data, "dataset", None)
+    name = type(data).__name__ + (f" over {type(inner).__name__}" if inner is not None else "")
     return ValueError(
-        f"the evaluation data ({type(data).__name__}, of unknown length) yielded no batch, so "
+        f"the evaluation data ({name}, of unknown length) yielded no batch, so "
         f"eval_loss_epoch would be NaN. Check the stream's source (path, filter, shard), and "
-        f"that its __iter__ returns a new iterator every time it is called."
+        f"that its __iter__ returns a new iterator every time it is called.{dropped}"
     )
 
 
