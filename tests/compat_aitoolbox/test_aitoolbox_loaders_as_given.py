@@ -51,7 +51,10 @@ def test_time_major_batches_are_weighted_by_their_samples_not_their_length() -> 
         losses = [nn.MSELoss()(model(x), y).item() for x, y in batches]
     per_sample = sum(loss * len(y) for loss, (_, y) in zip(losses, batches, strict=True)) / 10
     for name in ("accumulated_loss", "loss", "val_loss"):
-        assert abs(loop.train_history[name][0] - per_sample) < 1e-6, (name, loop.train_history[name])
+        assert abs(loop.train_history[name][0] - per_sample) < 1e-6, (
+            name,
+            loop.train_history[name],
+        )
 
 
 class Recording(TTModel):

@@ -67,12 +67,23 @@ def test_checkpoints_are_ranked_by_their_own_epochs_value_lowest_error_first(
     torch.manual_seed(0)
     model = Regressor()
     loop = TrainLoopCheckpoint(
-        model, *_loaders(), None, torch.optim.SGD(model.parameters(), lr=0.05), nn.MSELoss(),
-        "p", "e", str(tmp_path), {}, cloud_save_mode=None,
-        rm_subopt_local_models=metric, num_best_checkpoints_kept=2,
+        model,
+        *_loaders(),
+        None,
+        torch.optim.SGD(model.parameters(), lr=0.05),
+        nn.MSELoss(),
+        "p",
+        "e",
+        str(tmp_path),
+        {},
+        cloud_save_mode=None,
+        rm_subopt_local_models=metric,
+        num_best_checkpoints_kept=2,
     )
     package = RegressionResultPackage()
-    loop.fit(num_epochs=6, callbacks=[ModelPerformanceEvaluation(package, {}, eval_frequency=frequency)])
+    loop.fit(
+        num_epochs=6, callbacks=[ModelPerformanceEvaluation(package, {}, eval_frequency=frequency)]
+    )
     values = loop.train_history[metric]
     epochs = loop.train_history.epochs_of(metric)
     assert epochs == ([0, 2, 4] if frequency else list(range(6))), epochs

@@ -29,14 +29,26 @@ def test_whole_column_and_per_value_indexing_read_as_from_h5py(tmp_path: Path) -
     def fetcher(data: Any, idx: int) -> dict[str, Any]:
         label, image = data["label"], data["image"]
         seen.update(
-            labels=label[()], ellipsis=label[...], images=image[()], red=image[1:4, :, :, 0],
-            pixel=image[2, 3, 4], green=image[..., 1], shape=image.shape, dtype=image.dtype,
-            label_shape=label.shape, label_dtype=label.dtype,
+            labels=label[()],
+            ellipsis=label[...],
+            images=image[()],
+            red=image[1:4, :, :, 0],
+            pixel=image[2, 3, 4],
+            green=image[..., 1],
+            shape=image.shape,
+            dtype=image.dtype,
+            label_shape=label.shape,
+            label_dtype=label.dtype,
         )
         return {"label": label[idx]}
 
-    depot.Tank(str(dst), {"image": "uint8", "label": "int64"}, batch_size=1,
-               shuffle=False, fetch_fn=fetcher).next()
+    depot.Tank(
+        str(dst),
+        {"image": "uint8", "label": "int64"},
+        batch_size=1,
+        shuffle=False,
+        fetch_fn=fetcher,
+    ).next()
     with h5py.File(dst, "r") as h5:
         labels = h5["label"][()]
         assert seen["label_shape"] == h5["label"].shape and seen["label_dtype"] == h5["label"].dtype
@@ -69,5 +81,10 @@ def test_a_ragged_column_is_not_indexed_along_its_values(tmp_path: Path) -> None
             tokens[:, 0]
         return {"label": idx}
 
-    depot.Tank(str(dst), {"image": "uint8", "tokens": "vint64"}, batch_size=1,
-               shuffle=False, fetch_fn=fetcher).next()
+    depot.Tank(
+        str(dst),
+        {"image": "uint8", "tokens": "vint64"},
+        batch_size=1,
+        shuffle=False,
+        fetch_fn=fetcher,
+    ).next()

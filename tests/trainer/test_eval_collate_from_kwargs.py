@@ -22,7 +22,9 @@ def test_eval_kwargs_collate_is_used_inside_and_after_train() -> None:
     x, y = torch.randn(12, 4), torch.randn(12, 1)
     data = TensorDataset(x, y)
     model = nn.Linear(4, 1)
-    trainer = Trainer(model, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[])
+    trainer = Trainer(
+        model, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[]
+    )
     plain = {"collate_fn": default_collate}
     trainer.train(data, 1, eval_dataset=data, per_device_batch_size=4, collate_fn=_masked,
                   eval_dataloader_kwargs=plain)  # fmt: skip

@@ -33,11 +33,15 @@ class SharedEpoch(EpochAware):
 
 def _warnings(dataset: Dataset, persistent: bool) -> list[str]:
     model = nn.Linear(1, 1)
-    trainer = Trainer(model, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[])
+    trainer = Trainer(
+        model, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[]
+    )
     kwargs = {"num_workers": 1, "persistent_workers": persistent}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        trainer.train(dataset, num_epochs=3, per_device_batch_size=4, train_dataloader_kwargs=kwargs)
+        trainer.train(
+            dataset, num_epochs=3, per_device_batch_size=4, train_dataloader_kwargs=kwargs
+        )
     return [str(w.message) for w in caught if "set_epoch() reaches only" in str(w.message)]
 
 

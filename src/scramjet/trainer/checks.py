@@ -676,6 +676,22 @@ def warn_unordered_loader(loader: Any) -> None:
     )
 
 
+def _warn_interleaved_stream(data: Any, workers: int) -> None:
+    """``predict()`` of a stream read by several worker processes: each reads its own
+    part, and the DataLoader takes their batches in turn, so the outputs come in that
+    interleaved order, not the stream's."""
+    inner = data.dataset if isinstance(data, torch.utils.data.DataLoader) else data
+    if workers < 2 or not isinstance(inner, torch.utils.data.IterableDataset):
+        return
+    warnings.warn(
+        f"predict() reads the stream {type(inner).__name__} with {workers} worker processes: "
+        f"the DataLoader takes their batches in turn, so the outputs come in that "
+        f"interleaved order, not the stream's. For outputs in the stream's order, predict "
+        f"with num_workers=0 or 1, or keep an id with each sample and sort by it.",
+        stacklevel=user_stacklevel(),
+    )
+
+
 def _check_predicts_every_sample(loader: Any) -> None:
     """A ready DataLoader given to ``predict()`` must not drop its short last batch."""
     if not isinstance(loader, torch.utils.data.DataLoader) or not loader.drop_last:
@@ -701,7 +717,11 @@ def recording_order(
     if yields_batches(dataset):
         _check_predicts_every_sample(dataset)
         warn_unordered_loader(dataset)
+        _warn_interleaved_stream(
+            dataset, dataset.num_workers if isinstance(dataset, torch.utils.data.DataLoader) else 0
+        )
         return given, None
+    _warn_interleaved_stream(dataset, given.get("num_workers") or 0)
     if given.get("drop_last"):
         raise ValueError(
             "predict() returns one output per sample of its dataset, but its "

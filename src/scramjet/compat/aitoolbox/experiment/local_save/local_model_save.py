@@ -286,7 +286,9 @@ class LocalSubOptimalModelRemover:
         self._calls += 1
         self._keep_best()
 
-    def _rank_by_epoch(self, by_epoch: dict[int | None, float], paths: list[str], epoch: int) -> None:
+    def _rank_by_epoch(
+        self, by_epoch: dict[int | None, float], paths: list[str], epoch: int
+    ) -> None:
         self._pending.append((epoch, paths))
         waiting = []
         for number, pending in self._pending:

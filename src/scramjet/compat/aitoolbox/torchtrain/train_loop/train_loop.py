@@ -119,7 +119,9 @@ def loader_spec(loader: Any, train: bool) -> LoaderSpec:
 def _plain_sampler(sampler: Any) -> bool:
     if type(sampler) is SequentialSampler:
         return True
-    return type(sampler) is RandomSampler and not sampler.replacement and sampler._num_samples is None
+    return (
+        type(sampler) is RandomSampler and not sampler.replacement and sampler._num_samples is None
+    )
 
 
 def _new_amp_scaler(enabled: bool) -> Any:
