@@ -137,7 +137,7 @@ def test_a_validation_loaders_own_collate_batches_its_evaluations() -> None:
         x, y = data[:]
         expected = nn.MSELoss()(model(x), y).item()
     assert abs(loop.train_history["val_loss"][0] - expected) < 1e-5, loop.train_history["val_loss"]
-    predicted, truth, _ = loop.predict_on_validation_set()
+    _, truth, _ = loop.predict_on_validation_set()
     assert torch.equal(torch.as_tensor(truth).flatten(), y.flatten())
 
 

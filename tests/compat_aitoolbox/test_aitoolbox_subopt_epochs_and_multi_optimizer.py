@@ -90,7 +90,7 @@ def test_checkpoints_are_ranked_by_their_own_epochs_value_lowest_error_first(
     best = sorted(sorted(epochs, key=lambda e: values[epochs.index(e)])[:2])
     # The two lowest errors; with a value every 2nd epoch the unevaluated checkpoints go,
     # except the last epoch's, which the run ended before any value could rank.
-    assert _kept(tmp_path) == (best + [5] if frequency else best), (values, _kept(tmp_path))
+    assert _kept(tmp_path) == ([*best, 5] if frequency else best), (values, _kept(tmp_path))
     assert max(values) == values[0]  # the error falls: the newest are the best, not the first
 
 

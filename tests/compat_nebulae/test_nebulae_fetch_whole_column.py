@@ -77,7 +77,7 @@ def test_a_ragged_column_is_not_indexed_along_its_values(tmp_path: Path) -> None
         tokens = data["tokens"]
         assert [t.tolist() for t in tokens[()]] == [[1, 2], [3], [4, 5, 6]]
         assert tokens.shape == (3,) and tokens.dtype == np.dtype(object)
-        with pytest.raises(TypeError, match="differ in shape.*index each one"):
+        with pytest.raises(TypeError, match=r"differ in shape.*index each one"):
             tokens[:, 0]
         return {"label": idx}
 
