@@ -91,8 +91,9 @@ class CallbackHandler(_CoreHandler):
                 record(_LOSS_EVENTS[name])
             if name == "on_train_step_end":
                 kwargs.setdefault("step", trainer.state.batches_seen_in_epoch)
-            if name in ("on_eval_epoch_start", "on_eval_epoch_end"):
-                kwargs.setdefault("is_intermediate", trainer._intermediate_evaluation())
+            intermediate = getattr(trainer, "_intermediate_evaluation", None)
+            if intermediate is not None and name in ("on_eval_epoch_start", "on_eval_epoch_end"):
+                kwargs.setdefault("is_intermediate", intermediate())
             super().call_event(event, trainer, **kwargs)
             return
         super().call_event(event, trainer, **kwargs)
