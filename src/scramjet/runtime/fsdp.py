@@ -335,24 +335,62 @@ def load_full_model_state(model: nn.Module, state: dict[str, Any]) -> None:
     set_model_state_dict(model, state, options=_full_options())
 
 
+def _check_optimizer_fits(
+    optimizer: torch.optim.Optimizer, state: dict[str, Any], names: list[str]
+) -> None:
+    """Refuse a checkpoint's optimizer state saved from other parameter groups or another
+    model (the loader below is not strict: parameters without saved state are allowed)."""
+    groups = state.get("param_groups", [])
+    held = [len(g.get("params", ())) for g in groups]
+    own = [len(g["params"]) for g in optimizer.param_groups]
+    if len(held) != len(own):
+        raise ValueError(
+            f"The checkpoint's optimizer has {len(held)} parameter group(s); this optimizer "
+            f"has {len(own)}. Create the optimizer with the same parameter groups as the run "
+            f"that saved it."
+        )
+    if held != own:
+        raise ValueError(
+            f"The checkpoint's optimizer has parameter groups of sizes {held}; this "
+            f"optimizer's groups have sizes {own}. The checkpoint was saved from another model "
+            f"or other parameter groups: create the model and the optimizer as in the run "
+            f"that saved it."
+        )
+    unknown = [i for i in state.get("state", {}) if not 0 <= int(i) < len(names)]
+    if unknown:
+        raise ValueError(
+            f"The checkpoint's optimizer holds state for parameter position(s) "
+            f"{sorted(unknown)[:5]}; this optimizer has {len(names)} parameters (positions "
+            f"0 to {len(names) - 1}). The checkpoint was saved from another model: create "
+            f"the model and the optimizer as in the run that saved it."
+        )
+
+
 def load_full_optimizer_state(
     model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
 ) -> None:
-    """Load a plain (position-keyed) optimizer state dict into a sharded model's optimizer."""
-    from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+    """Load a plain (position-keyed) optimizer state dict into a sharded model's optimizer.
+
+    A parameter the checkpoint holds no state for (one that never had a gradient, such as
+    a head the loss does not use yet) is left without state, as in the run that saved it.
+    """
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
     _reshard(model)
     names = _param_names(model, optimizer)
-    if len(state.get("param_groups", [])) != len(optimizer.param_groups):
-        raise ValueError(
-            f"The checkpoint's optimizer has {len(state.get('param_groups', []))} parameter "
-            f"group(s); this optimizer has {len(optimizer.param_groups)}. Create the "
-            f"optimizer with the same parameter groups as the run that saved it."
-        )
+    _check_optimizer_fits(optimizer, state, names)
     keyed: dict[str, Any] = {
         "state": {names[int(i)]: v for i, v in state["state"].items()},
         "param_groups": [
             {**g, "params": [names[int(i)] for i in g["params"]]} for g in state["param_groups"]
         ],
     }
-    set_optimizer_state_dict(model, optimizer, keyed, options=_full_options())
+    # Not strict: torch refuses a parameter that requires grad but has no saved state.
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True, strict=False)
+    set_optimizer_state_dict(model, optimizer, keyed, options=options)
+    # torch creates state for every parameter first (a step with zero gradients and lr 0);
+    # the ones the checkpoint has none for get none, as a plain load_state_dict leaves them.
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    for name, param in zip(names, params, strict=True):
+        if name not in keyed["state"]:
+            optimizer.state.pop(param, None)
