@@ -65,22 +65,29 @@ def _sync_buffers_after_forward(module: torch.nn.Module, args: Any, output: Any)
     if not isinstance(ddp, torch.nn.parallel.DistributedDataParallel):
         return
     if ddp.training and torch.is_grad_enabled() and ddp.require_backward_grad_sync:
-        _broadcast_buffers(ddp)
+        broadcast_buffers(ddp.module, ddp.process_group)
 
 
-def _broadcast_buffers(ddp: torch.nn.parallel.DistributedDataParallel) -> None:
-    """Rank 0's buffers copied into every rank's module (one broadcast per dtype)."""
-    buffers = [b for b in ddp.module.buffers() if b is not None]
+def broadcast_buffers(module: torch.nn.Module, group: Any = None) -> None:
+    """Rank 0's buffers copied into every rank's ``module`` (one broadcast per dtype).
+
+    Collective over ``group`` (default: every process); nothing to do for a module
+    without buffers. The Trainer calls it after an update whose last forward ran without
+    the hook's sync (a window cut short under ``no_sync``).
+    """
+    buffers = [b for b in module.buffers() if b is not None]
+    if not buffers:
+        return
     # A buffer an autograd graph saved (x * buffer) must not look modified to the backward:
     # the copy keeps its version counter, as DDP's own buffer sync does.
     keep_version = getattr(torch.autograd, "_unsafe_preserve_version_counter", None)
     unchanged = keep_version(tuple(buffers)) if keep_version else contextlib.nullcontext()
     with torch.no_grad(), unchanged:
-        for group in _by_dtype(buffers):
-            flat = torch.cat([b.reshape(-1) for b in group])
-            dist.broadcast(flat, src=0, group=ddp.process_group)
+        for alike in _by_dtype(buffers):
+            flat = torch.cat([b.reshape(-1) for b in alike])
+            dist.broadcast(flat, src=0, group=group)
             offset = 0
-            for b in group:
+            for b in alike:
                 b.copy_(flat[offset : offset + b.numel()].view_as(b))
                 offset += b.numel()
 

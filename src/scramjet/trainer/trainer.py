@@ -874,9 +874,13 @@ class Trainer:
         # averages the ``held`` batches it really has, then apply it.
         _scale_gradients(self.optimizer, window / held)
         if isinstance(self.model, nn.parallel.DistributedDataParallel):  # it ran under no_sync
+            from scramjet.runtime._ddp import broadcast_buffers
+
             for p in self.model.parameters():
                 if p.grad is not None:
                     p.grad = dist.reduce(p.grad, op="mean", check=False)
+            # nor were the buffers broadcast after its forward: rank 0's BatchNorm statistics
+            broadcast_buffers(self.model.module, self.model.process_group)
         self._apply_update()
 
     def _apply_update(self) -> None:
