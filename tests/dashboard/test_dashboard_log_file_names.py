@@ -51,3 +51,12 @@ def test_a_very_long_metric_name_is_logged(tmp_path: Path) -> None:
     found = _logged(tmp_path, {"x" * 300: 1.0, "x" * 299 + "y": 2.0})
     assert set(found) == {1.0, 2.0}
     assert all(len(path.name.encode()) <= 128 for path in found.values())
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_a_metric_named_like_a_folder_is_written_inside_log_path(tmp_path: Path, name: str) -> None:
+    # "." became <log_path>.csv beside the folder; ".." its parent's
+    found = _logged(tmp_path, {name: 1.0, "loss": 2.0})
+    assert set(found) == {1.0, 2.0}
+    assert all(path.parent == tmp_path / "logs" for path in found.values()), found
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]

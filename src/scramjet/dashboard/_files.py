@@ -70,7 +70,8 @@ def csv_bytes(series: Mapping[str, Sequence[Row]]) -> bytes:
     writer.writerow(["stage", "epoch", "mile", "step", "value"])
     for stage, rows in series.items():
         for _, step, epoch, mile, value in rows:
-            writer.writerow([stage, epoch, mile, f"{step:g}", repr(float(value))])
+            count = int(step) if float(step).is_integer() else repr(float(step))  # not 1.2e+06
+            writer.writerow([stage, epoch, mile, count, repr(float(value))])
     return out.getvalue().encode("utf-8")
 
 

@@ -75,7 +75,8 @@ def as_numbers(values: Sequence[Any]) -> list[float]:
             out[i] = as_float(value)
     for indices in by_device.values():
         try:
-            stacked = torch.stack([values[i].detach().reshape(()).float() for i in indices])
+            # float64: a float64 or int64 value keeps its digits (float32 made 1e300 inf)
+            stacked = torch.stack([values[i].detach().reshape(()).double() for i in indices])
             numbers: list[float] = stacked.tolist()
         except (RuntimeError, TypeError, ValueError):  # the display never stops the loop
             numbers = [as_float(values[i]) for i in indices]

@@ -288,11 +288,15 @@ def safe_stem(name: str) -> str:
     """A file-name-safe stem for ``name``: letters of any script, digits, ``.``, ``-``
     and ``_`` are kept, every other run of characters becomes ``_``.
 
+    A stem of dots alone (``.``, ``..``: the folder itself or its parent) is ``metric``
+    too.
+
     Example:
-        >>> safe_stem("val/acc 1"), safe_stem("損失"), safe_stem("//")
-        ('val_acc_1', '損失', 'metric')
+        >>> safe_stem("val/acc 1"), safe_stem("損失"), safe_stem("//"), safe_stem("..")
+        ('val_acc_1', '損失', 'metric', 'metric')
     """
-    return _UNSAFE_IN_NAMES.sub("_", name).strip("_") or "metric"
+    stem = _UNSAFE_IN_NAMES.sub("_", name).strip("_")
+    return stem if stem.strip(".") else "metric"
 
 
 def digest_stem(stem: str, name: str, max_bytes: int) -> str:
