@@ -482,9 +482,23 @@ class _CachingMixin:
 
     def _probe(self) -> bool:
         """:func:`probe_deterministic` on index 0, leaving the dataset's attributes (and the
-        wrapped dataset's) as they were."""
+        wrapped dataset's) as they were. Sample 0 that cannot be read (a dataset keyed by
+        names, a damaged first file) is no error here, where the plain dataset raises only
+        when that sample is read: the probe is skipped, with a warning."""
         with _attributes_kept(_nested_datasets(self)):
-            return probe_deterministic(self._raw_item)
+            try:
+                return probe_deterministic(self._raw_item)
+            except Exception as error:  # the user's __getitem__ may raise anything
+                warnings.warn(
+                    f"{self._source_name()}[0] raised {type(error).__name__}: {error}; so "
+                    "whether __getitem__ is random could not be checked, and caching goes "
+                    "on unchecked. If it draws random augmentations, move them to "
+                    "transform=..., which runs after the cache; pass probe=False to skip "
+                    "this check.",
+                    CacheWarning,
+                    stacklevel=user_stacklevel(),
+                )
+                return True
 
     def _setup_cache(self, n: int, settings: dict[str, Any]) -> None:
         settings = dict(settings)
@@ -504,8 +518,15 @@ class _CachingMixin:
             )
         self._scramjet_cache = _Cache(n, **settings)
 
+    def _ready_cache(self) -> Any:
+        """The cache; built now if its building waited for a subclass's ``__init__``."""
+        pending = self.__dict__.pop("_scramjet_pending", None)
+        if pending is not None:
+            self._setup_cache(len(self), pending)
+        return self.__dict__.get("_scramjet_cache")
+
     def _cached_item(self, index: Any) -> Any:
-        cache = self.__dict__.get("_scramjet_cache")
+        cache = self._ready_cache()
         if cache is None:  # called from the class's own __init__ (e.g. to read a shape)
             fn = self.__dict__.get("_scramjet_transform")
             sample = self._raw_item(index)
@@ -523,7 +544,7 @@ class _CachingMixin:
             # A subclass wrote its own __getitem__: the DataLoader's batched read must give
             # what indexing gives (its override may call super().__getitem__, still cached).
             return [getitem(self, i) for i in indices]
-        cache = self.__dict__.get("_scramjet_cache")
+        cache = self._ready_cache()
         if cache is None:
             return [self._cached_item(i) for i in indices]
         norm = [_normalise(i, cache.n, self._length) for i in indices]
@@ -554,6 +575,7 @@ class _CachingMixin:
         """``samples`` (the dataset's length), and the counts and bytes of the samples
         cached per tier: ``in_memory``, ``on_disk``, ``memory_bytes``, ``disk_bytes`` (all 0
         after :meth:`close_cache`, which deletes them)."""
+        self._ready_cache()
         return self._scramjet_cache.stats()
 
     def close_cache(self) -> None:
@@ -561,6 +583,7 @@ class _CachingMixin:
 
         The dataset stays usable: from then on every read decodes from the dataset, uncached.
         """
+        self._ready_cache()
         self._scramjet_cache.close()
 
 
@@ -707,8 +730,10 @@ def _decorate_dataset(cls: type[T], settings: dict[str, Any]) -> type[T]:
             # directly, with the transform applied as it will be afterwards.
             self._scramjet_transform = settings.get("transform")
         base_init(self, *args, **kwargs)
-        if outer:
+        if outer and type(self) is made[0]:
             self._setup_cache(len(self), settings)
+        elif outer:  # a subclass's __init__ goes on after this (its data set after super())
+            self._scramjet_pending = settings  # the cache is built at the first read
 
     def _raw_item(self: Any, index: int) -> Any:
         return base_getitem(self, index)

@@ -231,27 +231,33 @@ def patch_torch_module(
 
 
 def accelerate_dataset(
-    preloaded_data: int = 0, max_memory_size: int | None = None
+    preloaded_data: int = 0, max_memory_size: int | None = None, **options: Any
 ) -> Callable[[type[T]], type[T]]:
     """Class decorator with nebulgym's signature; see :func:`scramjet.accel.accelerate_dataset`.
 
     Args:
         preloaded_data: background preloaders (processes on Linux, sized to the free cores).
         max_memory_size: bytes the in-memory cache may hold; beyond it samples spill to disk.
+        options: scramjet's own, by keyword: ``transform`` (random augmentations, run
+            after the cache), ``probe``, ``spill``, ``cache_dir``.
 
     Returns:
         A decorator returning a same-named subclass.
     """
     _no_class("accelerate_dataset", preloaded_data, "preloaded_data")
-    return _accelerate_dataset(preloaded_data=preloaded_data, max_memory_size=max_memory_size)
+    return _accelerate_dataset(
+        preloaded_data=preloaded_data, max_memory_size=max_memory_size, **options
+    )
 
 
 def patch_dataset(
-    preloaded_data: int = 0, max_memory_size: int | None = None
+    preloaded_data: int = 0, max_memory_size: int | None = None, **options: Any
 ) -> Callable[[type[T]], type[T]]:
-    """nebulgym's older name for :func:`accelerate_dataset`."""
+    """nebulgym's older name for :func:`accelerate_dataset` (the same ``options``)."""
     _no_class("patch_dataset", preloaded_data, "preloaded_data")
-    return _accelerate_dataset(preloaded_data=preloaded_data, max_memory_size=max_memory_size)
+    return _accelerate_dataset(
+        preloaded_data=preloaded_data, max_memory_size=max_memory_size, **options
+    )
 
 
 class NebulDataset(CachedDataset):
@@ -261,6 +267,8 @@ class NebulDataset(CachedDataset):
         input_data: the map-style dataset to cache.
         preloaded_data: background preloaders (processes on Linux, sized to the free cores).
         max_memory_size: bytes the in-memory cache may hold; beyond it samples spill to disk.
+        options: scramjet's own, by keyword: ``transform``, ``probe``, ``spill``,
+            ``cache_dir`` (see :class:`scramjet.accel.CachedDataset`).
 
     Example:
         >>> from scramjet.compat.nebulgym import NebulDataset
@@ -273,8 +281,11 @@ class NebulDataset(CachedDataset):
         input_data: Dataset[Any] | Sequence[Any],
         preloaded_data: int = 0,
         max_memory_size: int | None = None,
+        **options: Any,
     ) -> None:
-        super().__init__(input_data, preloaded_data=preloaded_data, max_memory_size=max_memory_size)
+        super().__init__(
+            input_data, preloaded_data=preloaded_data, max_memory_size=max_memory_size, **options
+        )
 
 
 __all__ = [
