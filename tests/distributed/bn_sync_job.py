@@ -6,7 +6,9 @@ under torchrun (2 processes).
 - ``limit``: DDP, accumulation 2, ``LimitBatchesCallback(3)``: the epoch ends inside a
   window (its last micro-step runs under ``no_sync``);
 - ``stream``: DDP, accumulation 2, an ``IterableDataset`` of 3 batches per rank (length
-  unknown): the epoch ends inside a window too.
+  unknown): the epoch ends inside a window too;
+- ``fsdp``: the model sharded with ``shard_model``, accumulation 2, complete windows;
+- ``fsdp_limit``: sharded, and the epoch ends inside a window as in ``limit``.
 
 For each case every rank writes ``OUT/CASE/rank{r}.pt`` with its buffers after training,
 its predictions and evaluation loss; rank 0's checkpoint is ``OUT/CASE/final.pt``.
@@ -25,6 +27,7 @@ from torch.utils.data import IterableDataset, TensorDataset
 from scramjet import Trainer
 from scramjet.callbacks import LimitBatchesCallback
 from scramjet.runtime import distributed as dist
+from scramjet.runtime import shard_model
 
 
 def tensors(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -48,8 +51,8 @@ def make_model() -> nn.Module:
 
 
 def run(case: str, out: Path) -> None:
-    model = make_model()
-    callbacks = [LimitBatchesCallback(3)] if case == "limit" else []
+    model = shard_model(make_model()) if case.startswith("fsdp") else make_model()
+    callbacks = [LimitBatchesCallback(3)] if case.endswith("limit") else []
     data = Stream() if case == "stream" else TensorDataset(*tensors(32, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     trainer = Trainer(model, nn.CrossEntropyLoss(), optimizer, callbacks=callbacks, seed=0)

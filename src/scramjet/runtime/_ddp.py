@@ -73,7 +73,8 @@ def broadcast_buffers(module: torch.nn.Module, group: Any = None) -> None:
 
     Collective over ``group`` (default: every process); nothing to do for a module
     without buffers. The Trainer calls it after an update whose last forward ran without
-    the hook's sync (a window cut short under ``no_sync``).
+    the hook's sync (a window cut short under ``no_sync``) and, for a model sharded with
+    FSDP, with every update (:func:`scramjet.runtime.fsdp.sync_buffers`).
     """
     buffers = [b for b in module.buffers() if b is not None]
     if not buffers:

@@ -29,6 +29,7 @@ __all__ = [
     "load_full_optimizer_state",
     "set_gradient_sync",
     "shard_model",
+    "sync_buffers",
 ]
 
 ModuleSpec = nn.Module | str | type[nn.Module]
@@ -266,6 +267,20 @@ def set_gradient_sync(model: nn.Module, enabled: bool) -> None:
     for module in model.modules():
         if isinstance(module, FSDPModule):
             module.set_requires_gradient_sync(enabled, recurse=False)
+
+
+def sync_buffers(model: nn.Module) -> None:
+    """Copy rank 0's buffers (BatchNorm's running statistics) to every rank (collective).
+
+    ``fully_shard`` shards parameters only: each rank's buffers follow its own batches.
+    The Trainer calls this with every update, as the DDP wrapper broadcasts after each
+    synchronised forward, so evaluation, prediction and the checkpoint rank 0 writes use
+    one and the same model on every rank. Nothing to do in a single process.
+    """
+    if dist.get_world_size() > 1:
+        from scramjet.runtime._ddp import broadcast_buffers
+
+        broadcast_buffers(model)
 
 
 def _reshard(model: nn.Module) -> None:

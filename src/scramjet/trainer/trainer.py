@@ -884,6 +884,8 @@ class Trainer:
         self._apply_update()
 
     def _apply_update(self) -> None:
+        if self._sharded:  # fully_shard leaves buffers per rank: rank 0's, as DDP here
+            fsdp.sync_buffers(self._unwrapped_model)
         self.clip_gradients()
         scale = self.scaler.get_scale() if self.scaler is not None else 0.0
         self.optimizer_step()
