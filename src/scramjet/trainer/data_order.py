@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 from scramjet.runtime import distributed as dist
 from scramjet.runtime.stacklevel import user_stacklevel
 from scramjet.trainer._collate import loader_options
+from scramjet.trainer._epoch_data import set_dataset_epoch, warn_fresh_workers
 from scramjet.trainer.batch import PAD_VALUE
 from scramjet.trainer.samplers import EpochSampler as EpochSampler
 from scramjet.trainer.samplers import EvenShardBatches, explain_index_errors, read_past
@@ -346,57 +347,6 @@ def even_end(batches: Iterable[T]) -> Iterator[T]:
         yield cast(T, batch)
 
 
-def _set_dataset_epoch(loader: Any, dataset: Any, epoch: int) -> None:
-    """Select ``epoch`` on the data's ``set_epoch`` (seeded augmentations draw anew).
-
-    ``dataset`` is what the Trainer was given: a dataset, or a loader used as given. A
-    DataLoader has no ``set_epoch`` of its own; its ``dataset`` gets the call then (worker
-    processes started for the epoch take a copy of it with that epoch).
-    Wrappers without one of their own (``Subset``, ``random_split``'s parts,
-    ``ConcatDataset``, ...) pass it to what they wrap (``.dataset``, ``.datasets``).
-    """
-    seen: set[int] = set()
-    selected: list[Any] = []
-
-    def select(target: Any, depth: int) -> bool:
-        if target is None or id(target) in seen or depth > 8:
-            return False
-        seen.add(id(target))
-        if callable(getattr(target, "set_epoch", None)):
-            target.set_epoch(epoch)
-            selected.append(target)
-            return True
-        parts = getattr(target, "datasets", None)
-        inner = [*parts] if isinstance(parts, list | tuple) else []
-        inner.append(getattr(target, "dataset", None))
-        return any([select(part, depth + 1) for part in inner])  # every part, not the first
-
-    if not select(dataset, 0):
-        select(getattr(loader, "dataset", None), 0)
-    _warn_unseen_epoch(loader, selected)
-
-
-def _warn_unseen_epoch(loader: Any, selected: list[Any]) -> None:
-    """Say once when ``set_epoch`` cannot reach running persistent workers' copies."""
-    running = isinstance(loader, DataLoader) and loader.persistent_workers
-    if not running or getattr(loader, "_iterator", None) is None:
-        return  # workers start after the call (or there are none): they copy the epoch
-    unseen = [t for t in selected if not getattr(t, "epoch_in_shared_memory", False)]
-    if not unseen or getattr(loader, "_scramjet_epoch_warned", False):
-        return
-    loader._scramjet_epoch_warned = True
-    warnings.warn(
-        f"{type(unseen[0]).__name__}.set_epoch() reaches only this process's copy of the "
-        f"dataset: the DataLoader keeps persistent worker processes, which hold the copies "
-        f"they started with, so they go on with the epoch they started in (the same "
-        f"shuffle or augmentations every epoch). Pass persistent_workers=False, or keep "
-        f"the epoch in shared memory (a torch.multiprocessing.Value or a shared tensor) and "
-        f"set the class attribute epoch_in_shared_memory = True to silence this warning.",
-        RuntimeWarning,
-        stacklevel=user_stacklevel(),
-    )
-
-
 def _loader_batch_size(loader: Any, sampler: Any) -> int | None:
     """Samples per batch of ``loader``: its ``batch_size``, or, for a DataLoader with
     ``batch_size=None`` fed whole batches by a batch sampler (``PackedDataset.loader``
@@ -556,7 +506,7 @@ class DataOrder:
             # an epoch the checkpoint left with nothing to run: the next one is the first
             self._restarted = bool(skipped) and safe_len(loader) == 0
             if not self._restarted:
-                _warn_fresh_workers(loader, skipped, later_epoch=epoch > 0)
+                warn_fresh_workers(loader, skipped, later_epoch=epoch > 0)
         if safe_len(getattr(dataset, "dataset", dataset)):  # map-style: a short __getitem__
             batches = explain_index_errors(batches, dataset, "train_dataset")
         if not n_batches and not skip and dist.get_world_size() == 1:
@@ -610,7 +560,7 @@ class DataOrder:
         batch_sampler = getattr(loader, "batch_sampler", None)
         if isinstance(batch_sampler, SkipBatches):  # the user's batches: skipped as batches
             batch_sampler.set_epoch(epoch)
-            _set_dataset_epoch(loader, dataset, epoch)
+            set_dataset_epoch(loader, dataset, epoch)
             self._batch_size, self._base = batch_sampler.batch_size or batch_size, (0, skip)
             batch_sampler.set_start(skip)
             batch_sampler.set_draw_seed(self._draw_seed(epoch))
@@ -624,7 +574,7 @@ class DataOrder:
         self._adopt_drawn_seed(loader)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)
-        _set_dataset_epoch(loader, dataset, epoch)
+        set_dataset_epoch(loader, dataset, epoch)
         per_batch = _loader_batch_size(loader, sampler) or batch_size
         self._batch_size = per_batch
         self._base = (skip * per_batch * dist.get_world_size(), skip)
@@ -730,38 +680,6 @@ class DataOrder:
 
 #: What evaluation and prediction loaders call their data in errors.
 _EVAL_DATA = "the evaluation/prediction dataset"
-
-
-def _warn_fresh_workers(loader: Any, skipped: int, *, later_epoch: bool) -> None:
-    """A resumed run's DataLoader workers are new processes: what they draw at random
-    differs from the uninterrupted run's when they start at a batch other workers made
-    there (the epoch's first ``skipped`` batches were skipped without being loaded), or
-    when the uninterrupted run's workers persist across epochs (``persistent_workers``)
-    and the run resumes after its first epoch."""
-    if not isinstance(loader, DataLoader) or not loader.num_workers:
-        return
-    persistent = later_epoch and loader.persistent_workers
-    if not (skipped or persistent):
-        return
-    where = (
-        f"{skipped} batch(es) into the epoch, whose consumed samples are skipped without "
-        f"being loaded, so the new worker processes start their random generators at the "
-        f"next batch, where the uninterrupted run's workers had drawn for earlier batches"
-        if skipped
-        else "after the first epoch with persistent_workers=True, so the new worker "
-        "processes start their random generators afresh, where the uninterrupted run's "
-        "workers went on from the epochs before"
-    )
-    warnings.warn(
-        f"resumed {where} (num_workers={loader.num_workers}). Random draws made in the "
-        f"workers from here (random augmentations in __getitem__, a random collate_fn) "
-        f"differ from the uninterrupted run's; the order of the samples is the same, and "
-        f"so are the weights when the workers draw nothing. For exact draws, derive them "
-        f"from the sample index and the epoch, or train with num_workers=0"
-        f"{'' if persistent else ', or resume at an epoch boundary'}.",
-        RuntimeWarning,
-        stacklevel=user_stacklevel(),
-    )
 
 
 def _not_empty(batches: Iterable[T], dataset: Any, epoch: int) -> Iterator[T]:

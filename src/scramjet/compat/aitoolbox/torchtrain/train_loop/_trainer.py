@@ -17,6 +17,7 @@ from torch import nn
 from scramjet.callbacks.base import TrainerCallback
 from scramjet.compat.aitoolbox.torchtrain.model import route_forward
 from scramjet.compat.aitoolbox.torchtrain.multi_loss_optim import MultiLoss, MultiOptimizer
+from scramjet.compat.aitoolbox.torchtrain.train_loop._loaders import loader_spec
 from scramjet.runtime import distributed as dist
 from scramjet.trainer import Trainer
 from scramjet.trainer.batch import batch_size_of as core_batch_size_of
@@ -306,8 +307,6 @@ class TTTrainer(Trainer):
         """``(dataset, batch size, DataLoader settings)`` to evaluate ``loader`` with (its
         own collate function, workers and ``drop_last``); a loader that cannot be rebuilt
         is used as is."""
-        from scramjet.compat.aitoolbox.torchtrain.train_loop.train_loop import loader_spec
-
         spec = loader_spec(loader, train=False)
         outer, self.eval_loader_override = self.eval_loader_override, loader if spec.as_is else None
         try:
