@@ -32,6 +32,7 @@ from scramjet.compat.pytorch_accelerated.run_config import TrainerRunConfig
 from scramjet.compat.pytorch_accelerated.tracking import RunHistory
 from scramjet.compat.pytorch_accelerated.utils import active_batch_limit
 from scramjet.runtime import distributed as dist
+from scramjet.runtime import fsdp
 from scramjet.schedulers import TrainerPlaceholderValues as CorePlaceholderValues
 from scramjet.schedulers import _Placeholder, resolve_placeholders
 from scramjet.trainer import RunHistory as CoreRunHistory
@@ -287,7 +288,12 @@ class Trainer(CoreTrainer):
             view, _ = _files.read_file(checkpoint_path)
             return {**values, **view}
         view, _ = _files.read_file(checkpoint_path)
-        unwrap(self.unwrapped_model).load_state_dict(view["model_state_dict"])
+        model, path = unwrap(self.unwrapped_model), Path(checkpoint_path)
+        sharded = fsdp.is_sharded(model)  # FSDP: full state dicts into the shards
+        if sharded:
+            fsdp.load_full_model_state(model, view["model_state_dict"])
+        else:
+            model.load_state_dict(view["model_state_dict"])
         # Each state is checked against what it is loaded into first (an optimizer with
         # other parameter groups, another kind of optimizer or scheduler): the error names
         # both and the fix, where torch's only said "different number of parameter groups".
@@ -296,8 +302,13 @@ class Trainer(CoreTrainer):
             ("scheduler_state_dict", self.scheduler, load_scheduler),
             ("scaler_state_dict", self.scaler, load_optimizer),
         ):
-            if wanted and obj is not None and key in view:
-                load_training_object(key, obj, view[key], True, Path(checkpoint_path))
+            if not (wanted and obj is not None and key in view):
+                continue
+            if sharded and obj is self.optimizer:
+                load_training_object(key, obj, view[key], True, path, check_only=True)
+                fsdp.load_full_optimizer_state(model, obj, view[key])
+            else:
+                load_training_object(key, obj, view[key], True, path)
         return view
 
     def save_training_state(
