@@ -249,12 +249,24 @@ class Trainer(CoreTrainer):
         ``scheduler_state_dict`` (``save_scheduler``, when there is a scheduler) and each
         ``checkpoint_kwargs`` entry; it is also a complete scramjet checkpoint, so
         ``train(resume_from=save_path)`` resumes from it exactly. The first process of
-        each machine writes (``save_per_node``), or only the main process.
+        each machine writes (``save_per_node``), or only the main process; with a model
+        sharded by FSDP, only the main process, which alone holds the full state dicts.
         """
         state = self.training_state(include_optimizer=save_optimizer and self.has_optimizer)
         if not save_scheduler:
             state.pop("scheduler", None)
-        writer = dist.get_local_rank() == 0 if save_per_node else self.is_main_process
+        # FSDP gathers the full state dicts on the main process only: it alone writes.
+        per_node = save_per_node and not fsdp.is_sharded(unwrap(self.unwrapped_model))
+        if save_per_node and not per_node and _nodes() > 1 and dist.get_local_rank() == 0:
+            warnings.warn(
+                "save_checkpoint(save_per_node=True) with a model sharded by FSDP: the full "
+                "state dicts are gathered on the main process only, so only the main "
+                "process (on node 0) writes the file. Keep the checkpoint folder on a file "
+                "system every node shares (load_checkpoint reads the file on every "
+                "process), or pass save_per_node=False to say so.",
+                stacklevel=2,
+            )
+        writer = dist.get_local_rank() == 0 if per_node else self.is_main_process
         if writer:
             _files.write_file(
                 save_path, state, checkpoint_kwargs or {},
@@ -485,6 +497,12 @@ def replace_trainer_placeholder_values(trainer: Any, instance: Any) -> Any:
         "eval_dataloader_len": safe_len(_loader(trainer, "eval")),
     }
     return resolve_placeholders(instance, values)
+
+
+def _nodes() -> int:
+    """How many machines the run spans (processes per node from the launcher)."""
+    env = dist.read_env()
+    return max(env.world_size // max(env.local_world_size, 1), 1)
 
 
 def _loader(trainer: Any, kind: str) -> Any:
