@@ -1,8 +1,9 @@
 """Checkpoints that survive crashes, restarts and rotation, and exact resume.
 
 ``manager.py`` reads and writes checkpoint files (:class:`CheckpointManager`,
-:func:`write_checkpoint`, :func:`read_checkpoint`); ``records.py`` describes checkpoints and keeps the folder's index; ``payload.py`` turns live objects into
-values that ``torch.load(weights_only=True)`` reads back; ``background.py`` snapshots a
+:func:`write_checkpoint`, :func:`read_checkpoint`); ``records.py`` describes checkpoints and keeps the folder's index; ``payload.py`` builds the
+payload from live objects, with ``_storable.py`` turning every value into types that
+``torch.load(weights_only=True)`` reads back; ``background.py`` snapshots a
 payload and writes it on a background thread; ``resume.py`` says what a Trainer saves and
 restores; ``remote.py`` keeps checkpoints on object storage (``s3://``, any fsspec URL).
 """

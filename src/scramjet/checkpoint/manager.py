@@ -73,6 +73,8 @@ from scramjet.checkpoint.records import (
     ranked_best,
     read_index,
     read_ranking,
+    recorded_classes,
+    renamed_warning,
     write_index,
 )
 from scramjet.runtime.files import TMP_PREFIX, atomic_write, temporary_writer
@@ -411,7 +413,9 @@ class CheckpointManager:
         existing, highest = self._scan()
         self._remove_stale_temporaries()
         seq = highest + 1  # past every checkpoint name, files or not: never overwrite
-        payload = build_payload(state, seq=seq, step=step, epoch=epoch, metrics=metrics)
+        payload = build_payload(
+            state, seq=seq, step=step, epoch=epoch, metrics=metrics, classes=True
+        )
         info = CheckpointInfo(
             path=self.directory / f"ckpt-{seq:06d}-step{step}.pt",
             seq=seq,
@@ -642,6 +646,9 @@ class CheckpointManager:
         payload, path = self._load_first_readable(
             candidates, fallback and not self._is_path(which), map_location, which == "best"
         )
+        renamed = None if self._is_path(which) else renamed_warning(path, payload)
+        if renamed is not None:
+            warnings.warn(renamed, stacklevel=2)
         return self._restore(dict(state or {}), payload, path, strict=strict, scope=scope)
 
     @staticmethod
@@ -736,6 +743,7 @@ class CheckpointManager:
             metrics=dict(payload.get("metrics") or {}),
         )
         restored: set[str] = set()
+        kinds = recorded_classes(payload)
         targets = {
             name: obj
             for name, obj in ((name, unwrap(target)) for name, target in state.items())
@@ -755,12 +763,18 @@ class CheckpointManager:
                     if not check_only:
                         result.record_skipped(name, skipped)
                         restored.add(name)
-                elif check_only:
-                    load_training_object(name, obj, saved[name], strict, path, check_only=True)
                 else:
-                    values = from_storable(saved[name], copy=True)
-                    lacking = load_training_object(name, obj, values, strict, path)
-                    if lacking:  # strict=False: left as it was
+                    values = saved[name] if check_only else from_storable(saved[name], copy=True)
+                    lacking = load_training_object(
+                        name,
+                        obj,
+                        values,
+                        strict,
+                        path,
+                        check_only=check_only,
+                        saved_class=kinds.get(name),
+                    )
+                    if lacking and not check_only:  # strict=False: left as it was
                         result.missing_keys[name] = lacking
                     restored.add(name)
         # One call: views across entries stay views, as torch.load returns them.

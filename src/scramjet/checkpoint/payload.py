@@ -1,8 +1,8 @@
 """How checkpoint payloads are built from live objects, checked, and turned back into values.
 
-Everything stored goes through :func:`to_storable`, which only lets through types that
-``torch.load(weights_only=True)`` reads back (numpy arrays become tagged tensors). The
-file layer lives here too: the checksum, :func:`write_checked` (which turns a failed
+Everything stored goes through :func:`to_storable` (in ``_storable``), which rebuilds
+every value from the types that ``torch.load(weights_only=True)`` reads back, so no file
+is written that the loader refuses. The file layer lives here too: the checksum, :func:`write_checked` (which turns a failed
 write into an error naming the file and, for a full disk, the free space), the layout
 check, the checkpoint errors, and the matching of saved module state to a module.
 
@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from scramjet.checkpoint._storable import from_storable, to_storable
 from scramjet.checkpoint._values import check_count, clean_metrics
 from scramjet.checkpoint._values import short as _short
 from scramjet.runtime.files import atomic_write
@@ -52,8 +53,6 @@ _BLOCK = 4096  # bytes per summed block: a page, the unit in which storage tends
 _WORDS = _BLOCK // 8
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 _MAX_LISTED_KEYS = 20
-_NDARRAY_TAG = "__scramjet_ndarray__"
-_PRIMITIVES: tuple[type, ...] = (bool, int, float, complex, str, bytes)
 
 __all__ = [
     "DISK_FULL",
@@ -73,91 +72,6 @@ __all__ = [
     "verify_file",
     "write_checkpoint",
 ]
-
-
-def to_storable(value: Any, where: str) -> Any:
-    """Convert ``value`` into types that ``torch.load(weights_only=True)`` accepts."""
-    if value is None or type(value) in _PRIMITIVES:
-        return value
-    if isinstance(value, np.generic):  # before float: np.float64 subclasses float
-        return value.item()
-    for base in _PRIMITIVES:  # IntEnum, str subclasses, ...: store the plain value
-        if isinstance(value, base):
-            return base(value)
-    if isinstance(value, torch.Tensor | torch.dtype | torch.device):
-        return value
-    if isinstance(value, np.ndarray):
-        return {_NDARRAY_TAG: _array_tensor(value, where)}
-    if isinstance(value, Mapping):
-        return {k: to_storable(v, f"{where}[{k!r}]") for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        items = [to_storable(v, f"{where}[{i}]") for i, v in enumerate(value)]
-        if isinstance(value, list):
-            return items
-        if isinstance(value, tuple) and not hasattr(value, "_fields"):
-            return tuple(items)
-        return items if hasattr(value, "_fields") else type(value)(items)
-    raise TypeError(
-        f"{where}: cannot store a value of type {type(value).__qualname__}. Expected an object "
-        "with state_dict()/load_state_dict(), a tensor, a numpy array, a number, a string, "
-        "or lists/tuples/dicts of these. Convert it (e.g. to a dict) before saving."
-    )
-
-
-def _array_tensor(value: np.ndarray[Any, Any], where: str) -> torch.Tensor:
-    """A tensor holding ``value`` with its shape (0-d included) and values; a byte order
-    other than the machine's is converted (the values stay the same)."""
-    if value.dtype == object:
-        raise TypeError(
-            f"{where}: numpy arrays of dtype=object cannot be stored safely; "
-            "convert it to a numeric array or a list first"
-        )
-    # C order, native byte order, writable (torch warns about read-only memory); np.require
-    # copies only when needed and, unlike np.ascontiguousarray, keeps a 0-d array 0-d.
-    array = np.require(value, value.dtype.newbyteorder("="), requirements=["C", "W"])
-    try:
-        return torch.from_numpy(array)
-    except TypeError:
-        raise TypeError(
-            f"{where}: a numpy array of dtype {value.dtype} cannot be stored as a tensor "
-            "(torch has bool, integer, float and complex dtypes only); convert it to a "
-            "numeric array (e.g. .astype('int64') for datetimes) or to a list with "
-            ".tolist() first"
-        ) from None
-
-
-def from_storable(
-    value: Any, copy: bool = False, _memo: dict[tuple[str, int, int], Any] | None = None
-) -> Any:
-    """Undo :func:`to_storable`; ``copy`` copies tensors (to detach them from a mmap),
-    each storage once, so expanded tensors and views keep the layout ``torch.load`` gives."""
-    memo = {} if _memo is None else _memo
-    if isinstance(value, torch.Tensor):
-        return _copy_storage_once(value, memo) if copy else value
-    if isinstance(value, dict):
-        if len(value) == 1 and _NDARRAY_TAG in value:
-            return from_storable(value[_NDARRAY_TAG], copy, memo).numpy()
-        return {k: from_storable(v, copy, memo) for k, v in value.items()}
-    if isinstance(value, list):
-        return [from_storable(v, copy, memo) for v in value]
-    if isinstance(value, tuple):
-        return tuple(from_storable(v, copy, memo) for v in value)
-    return value
-
-
-def _copy_storage_once(tensor: torch.Tensor, memo: dict[tuple[str, int, int], Any]) -> Any:
-    """``tensor`` over a copy of its storage (one copy per storage, kept in ``memo``): a
-    clone would turn a stride-0 tensor of 4 bytes into one element per index."""
-    plain = type(tensor) is torch.Tensor and tensor.layout == torch.strided
-    if not plain or tensor.is_quantized or tensor.is_conj() or tensor.is_neg():
-        return tensor.clone()
-    source = tensor.untyped_storage()
-    key = (str(tensor.device), source.data_ptr(), source.nbytes())
-    if key not in memo:
-        memo[key] = source.clone()
-    out = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
-    out.set_(memo[key], tensor.storage_offset(), tensor.size(), tensor.stride())
-    return out.requires_grad_(tensor.requires_grad)
 
 
 def unwrap(obj: Any) -> Any:
@@ -184,33 +98,40 @@ def build_payload(
     step: int,
     epoch: int | None,
     metrics: Mapping[str, Any] | None,
+    classes: bool = False,
 ) -> dict[str, Any]:
-    """The dict stored in a checkpoint file (objects with ``state_dict`` saved through it)."""
+    """The dict stored in a checkpoint file (objects with ``state_dict`` saved through it).
+
+    With ``classes``, ``"classes"`` records the class name of each entry saved through
+    ``state_dict()``, so a load can refuse a scheduler of another class.
+    """
     if not isinstance(state, Mapping):
         raise TypeError(f"state must be a dict of entries, got {type(state).__qualname__}")
     step = check_count(step, "step")
     if epoch is not None:
         epoch = check_count(epoch, "epoch", optional=True)
     payload_state: dict[str, Any] = {}
-    stateful: list[str] = []
+    kinds: dict[str, str] = {}
     for key, value in state.items():
         if not isinstance(key, str):
             raise TypeError(f"state keys must be strings, got {key!r}")
+        key = str.__str__(key)  # a StrEnum member: its plain value (the loader refuses it)
         obj = unwrap(value)
         if is_stateful(obj):
             payload_state[key] = to_storable(obj.state_dict(), f"state[{key!r}].state_dict()")
-            stateful.append(key)
+            kinds[key] = type(obj).__qualname__
         else:
             payload_state[key] = to_storable(value, f"state[{key!r}]")
-    return {
+    payload = {
         MARKER: FORMAT_VERSION,
         "seq": seq,
         "step": step,
         "epoch": epoch,
         "metrics": clean_metrics(metrics),
-        "stateful": stateful,
+        "stateful": list(kinds),
         "state": payload_state,
     }
+    return payload | ({"classes": kinds} if classes and kinds else {})
 
 
 # --------------------------------------------------------------------------- layout
@@ -704,7 +625,7 @@ def write_checkpoint(
         )
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    payload = build_payload(state, seq=0, step=step, epoch=epoch, metrics=metrics)
+    payload = build_payload(state, seq=0, step=step, epoch=epoch, metrics=metrics, classes=True)
     for name in top_level:
         if name in payload["state"] and name not in payload:
             payload[name] = payload["state"][name]

@@ -113,27 +113,47 @@ _NEW_OPTIMIZER = (
 
 
 def load_training_object(
-    name: str, obj: Any, saved: Any, strict: bool, path: Path, *, check_only: bool = False
+    name: str,
+    obj: Any,
+    saved: Any,
+    strict: bool,
+    path: Path,
+    *,
+    check_only: bool = False,
+    saved_class: str | None = None,
 ) -> list[str]:
     """Load entry ``name`` of ``path`` into ``obj``; returns the keys it could not use.
 
     An optimizer or a learning-rate scheduler saved from another kind than ``obj`` (SGD's
     checkpoint into AdamW, a cosine schedule into OneCycleLR) is refused: torch would pour
     the saved hyperparameters into ``obj`` and fail at its next step, or silently follow
-    the other schedule. With ``strict`` that is a :class:`CheckpointMismatchError`;
-    otherwise ``obj`` is left as it was and the keys it lacks are returned.
-    ``check_only`` raises or returns the same without loading anything.
+    the other schedule. ``saved_class`` is the class name the file records for the entry
+    (see :func:`recorded_classes`; None for files that record none). With ``strict`` that
+    is a :class:`CheckpointMismatchError`; otherwise ``obj`` is left as it was and the keys
+    it lacks (or ``"<whole entry>"``) are returned. ``check_only`` raises or returns the
+    same without loading anything.
     """
-    refused = _training_problem(obj, saved) if isinstance(saved, Mapping) else None
+    refused = _training_problem(obj, saved, saved_class) if isinstance(saved, Mapping) else None
     if refused is not None:
         problem, keys, advice = refused
-        return _refuse(name, problem, keys, strict, path, advice=advice)
+        return _refuse(name, problem, keys or ["<whole entry>"], strict, path, advice=advice)
     if not check_only:
         obj.load_state_dict(dict(saved) if isinstance(obj, torch.optim.Optimizer) else saved)
     return []
 
 
-def _training_problem(obj: Any, saved: Mapping[str, Any]) -> tuple[str, list[str], str] | None:
+def recorded_classes(payload: Mapping[str, Any]) -> dict[str, str]:
+    """The class name of each entry a checkpoint saved through ``state_dict()``, as its
+    ``"classes"`` field records them (empty for files written before it did)."""
+    kinds = payload.get("classes")
+    if not isinstance(kinds, dict):
+        return {}
+    return {k: v for k, v in kinds.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _training_problem(
+    obj: Any, saved: Mapping[str, Any], saved_class: str | None
+) -> tuple[str, list[str], str] | None:
     """Why ``saved`` does not fit ``obj`` (the problem, the keys concerned, advice), if so."""
     if isinstance(obj, torch.optim.Optimizer):
         return _optimizer_problem(obj, saved)
@@ -147,17 +167,56 @@ def _training_problem(obj: Any, saved: Mapping[str, Any]) -> tuple[str, list[str
             )
             return problem, keys, ""
     if isinstance(obj, torch.optim.lr_scheduler.LRScheduler):
-        own = {k for k in obj.state_dict() if not k.startswith("_")}
-        held = {str(k) for k in saved if not str(k).startswith("_")}
-        # A checkpoint of an older version of the same class only lacks keys; another
-        # class both lacks some and holds others.
-        if own - held and held - own:
-            problem = (
-                f"was saved from another kind of scheduler than the {type(obj).__name__} it "
-                f"is loaded into: it holds {sorted(held - own)} and lacks {sorted(own - held)}"
-            )
-            return problem, sorted(own - held), " " + _NEW_OPTIMIZER
+        return _scheduler_problem(obj, saved, saved_class)
     return None
+
+
+# Settings schedulers of older torch versions held and newer ones dropped.
+_DROPPED_SCHEDULER_KEYS = frozenset({"verbose"})
+
+
+def _scheduler_problem(
+    obj: torch.optim.lr_scheduler.LRScheduler, saved: Mapping[str, Any], saved_class: str | None
+) -> tuple[str, list[str], str] | None:
+    own = {k for k in obj.state_dict() if not k.startswith("_")}
+    held = {str(k) for k in saved if not str(k).startswith("_")}
+    foreign = sorted(held - own - _DROPPED_SCHEDULER_KEYS)
+    target = type(obj).__name__
+    # The class itself where the file records it (a subclass of the saved class takes its
+    # state); otherwise the keys: the state of an older torch's version of the same class
+    # may lack keys, but never holds settings the class does not define.
+    if saved_class is not None:
+        if saved_class in {c.__qualname__ for c in type(obj).__mro__}:
+            return None
+        problem = f"was saved from {saved_class}, not from the {target} it is loaded into"
+    elif foreign:
+        problem = f"was saved from another kind of scheduler than the {target} it is loaded into"
+    else:
+        return None
+    if foreign:
+        problem += f": it holds {foreign}, which {target} does not define"
+    if own - held:
+        problem += f"{' and' if foreign else ': it'} lacks {sorted(own - held)}"
+    problem += (
+        f"; torch would pour its settings into the {target}, which would then follow "
+        "another schedule than the one it was built with"
+    )
+    return problem, sorted(own - held), " " + _NEW_OPTIMIZER
+
+
+def renamed_warning(path: Path, payload: Mapping[str, Any]) -> str | None:
+    """Why the checkpoint ``path`` chosen by its name's sequence number and step holds
+    another one (it was renamed or copied there), or None when they agree."""
+    match = NAME_RE.match(path.name)
+    seq, step = payload.get("seq"), payload.get("step")
+    if match is None or not isinstance(seq, int) or (int(match[1]), int(match[2])) == (seq, step):
+        return None
+    return (
+        f"checkpoint {str(path)!r} was chosen by its name (sequence {int(match[1])}, step "
+        f"{int(match[2])}) but holds sequence {seq}, step {step}: it was renamed or copied "
+        f"there. It is loaded as it is (training goes on from step {step}); if it is not "
+        f"the checkpoint to resume from, move it out of {str(path.parent)!r} and load again."
+    )
 
 
 def _optimizer_problem(
