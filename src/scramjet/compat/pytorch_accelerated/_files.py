@@ -30,6 +30,7 @@ from scramjet.checkpoint.payload import (
     from_storable,
     write_checked,
 )
+from scramjet.checkpoint.records import recorded_classes
 
 #: scramjet's entry names and the peer's top-level names for them.
 PEER_KEYS = {
@@ -42,7 +43,7 @@ PEER_KEYS = {
 KWARGS_ENTRY = "checkpoint_kwargs"
 # Top-level names of scramjet's own payload: a checkpoint_kwargs entry of the same name is
 # kept under ``state`` only (``load_checkpoint`` still returns it).
-_RESERVED = frozenset({MARKER, "seq", "step", "epoch", "metrics", "stateful", "state"})
+_RESERVED = frozenset({MARKER, "seq", "step", "epoch", "metrics", "stateful", "state", "classes"})
 
 
 def write_file(
@@ -55,7 +56,7 @@ def write_file(
 ) -> None:
     """Write ``state`` (checkpoint entries) and ``extras`` (plain values) to ``path``."""
     entries = {**state, KWARGS_ENTRY: dict(extras)}
-    payload = build_payload(entries, seq=0, step=step, epoch=epoch, metrics=None)
+    payload = build_payload(entries, seq=0, step=step, epoch=epoch, metrics=None, classes=True)
     saved = payload["state"]
     for ours, theirs in PEER_KEYS.items():
         if ours in saved:
@@ -68,13 +69,14 @@ def write_file(
     write_checked(target, lambda file: torch.save(payload, file), fsync=True)
 
 
-def read_file(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(peer view, state entries)`` of a checkpoint file.
+def read_file(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``(peer view, classes)`` of a checkpoint file.
 
     The peer view has the top-level keys (state dicts and ``checkpoint_kwargs`` entries);
-    a file written by pytorch-accelerated itself (no scramjet marker) is read as it is,
-    with ``weights_only=True`` (numpy scalars, dtypes and numeric arrays allowed), and has
-    no state entries.
+    ``classes`` the peer key of each state dict and the class it was saved from (a
+    scheduler of another class is then refused). A file written by pytorch-accelerated
+    itself (no scramjet marker) is read as it is, with ``weights_only=True`` (numpy
+    scalars, dtypes and numeric arrays allowed), and records no classes.
     """
     try:
         payload = read_checkpoint(path)
@@ -86,7 +88,8 @@ def read_file(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, A
     saved: dict[str, Any] = payload["state"]
     view = {k: from_storable(v) for k, v in payload.items() if k not in _RESERVED}
     view.update(from_storable(saved.get(KWARGS_ENTRY) or {}))
-    return view, saved
+    classes = recorded_classes(payload)
+    return view, {PEER_KEYS[k]: v for k, v in classes.items() if k in PEER_KEYS}
 
 
 def _read_peer_file(path: Path, error: CorruptCheckpointError) -> Any:

@@ -299,7 +299,7 @@ class Trainer(CoreTrainer):
             values = super().load_checkpoint(checkpoint_path, load_optimizer)
             view, _ = _files.read_file(checkpoint_path)
             return {**values, **view}
-        view, _ = _files.read_file(checkpoint_path)
+        view, classes = _files.read_file(checkpoint_path)
         model, path = unwrap(self.unwrapped_model), Path(checkpoint_path)
         sharded = fsdp.is_sharded(model)  # FSDP: full state dicts into the shards
         if sharded:
@@ -316,11 +316,14 @@ class Trainer(CoreTrainer):
         ):
             if not (wanted and obj is not None and key in view):
                 continue
+            kind = classes.get(key)
             if sharded and obj is self.optimizer:
-                load_training_object(key, obj, view[key], True, path, check_only=True)
+                load_training_object(
+                    key, obj, view[key], True, path, check_only=True, saved_class=kind
+                )
                 fsdp.load_full_optimizer_state(model, obj, view[key])
             else:
-                load_training_object(key, obj, view[key], True, path)
+                load_training_object(key, obj, view[key], True, path, saved_class=kind)
         return view
 
     def save_training_state(
