@@ -61,17 +61,20 @@ class Tagged(nn.Module):
         return self.fc(x) * len(tag)
 
 
-def test_at_dynamos_recompile_limit_compile_is_dropped_by_name(monkeypatch) -> None:
+def test_at_dynamos_recompile_limit_compile_is_dropped_by_name() -> None:
     # Dynamo runs a frame eagerly once it has compiled recompile_limit graphs of it; the
     # model used to go on under the COMPILE name. Now COMPILE is dropped, with the cause.
+    # (Dynamo's own patch: pytest's monkeypatch deletes the config entry when undone.)
     torch._dynamo.reset()
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)
     torch.manual_seed(0)
     fast = accelerate_model(Tagged(), backends=["COMPILE"])
     plain = Tagged()
     plain.load_state_dict(fast.state_dict())
     x = torch.randn(4, 8)
-    with warnings.catch_warnings(record=True) as caught:
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        torch._dynamo.config.patch(recompile_limit=2),
+    ):
         warnings.simplefilter("always", AccelerationWarning)
         outs = [fast(x, tag="t" * n) for n in range(1, 5)]
     assert active_backend(fast) == "PYTORCH"
