@@ -41,7 +41,9 @@ class WSDLrScheduler(StatefulSchedulerBase):
         decay_phase_ratio: the fraction of each period spent decaying, in (0, 1).
         lr_min: the floor, as a fraction of each group's starting learning rate.
         warmup_starting_lr: the first warm-up value.
-        use_inverse_sqrt_decay: decay as ``1 - sqrt(progress)`` (True) or linearly.
+        use_inverse_sqrt_decay: decay as ``lr_min + (1 - lr_min) * (1 - sqrt(t))`` (True)
+            or inversely proportional, ``1 / (t / lr_min + 1 - t)`` (the paper's formula),
+            for ``t`` from 0 to 1 through the decay; both end at ``lr_min``.
         num_checkpoints: how many periods (each ends with a decay).
         is_continuation_from_checkpoint: this run continues a checkpoint saved before a
             decay: call :meth:`load_state_dict` with that checkpoint's scheduler state.
@@ -79,6 +81,8 @@ class WSDLrScheduler(StatefulSchedulerBase):
         self.is_continuation_from_checkpoint = bool(is_continuation_from_checkpoint)
         self.previous_checkpoint_step: int | None = None
         self._get_checkpoint_info = functools.lru_cache(maxsize=4096)(self._checkpoint_info)
+        if self.num_warmup_steps:  # the first update runs at the warm-up's first value
+            self._set_values(self.get_updated_values(0))
 
     # -------------------------------------------------------------- periods
     def get_checkpoint_steps(self) -> list[int]:
@@ -130,8 +134,12 @@ class WSDLrScheduler(StatefulSchedulerBase):
         if decay == 0 or into < length - decay:
             return [b * 1.0 for b in self.base_lr_values]
         progress = (into - (length - decay)) / decay
-        shape = math.sqrt(progress) if self.use_inverse_sqrt_decay else progress
-        scale = 1.0 - (1.0 - self.lr_min) * shape
+        if self.use_inverse_sqrt_decay:
+            scale = 1.0 - (1.0 - self.lr_min) * math.sqrt(progress)
+        elif self.lr_min > 0:  # the paper's inverse proportional decay, as the peer has it
+            scale = 1.0 / (progress / self.lr_min + (1.0 - progress))
+        else:  # its limit for a floor of 0
+            scale = 1.0 if progress == 0 else 0.0
         return [b * scale for b in self.base_lr_values]
 
     def step(self) -> None:
