@@ -514,16 +514,27 @@ def check_step_takes_no_arguments(scheduler: object) -> None:
 
 
 def adopt_new_learning_rates(
-    optimizer: torch.optim.Optimizer, rates_at_end: Sequence[float | None] | None
+    optimizer: torch.optim.Optimizer,
+    rates_at_end: Sequence[float | None] | None,
+    scheduled: bool = True,
 ) -> None:
-    """A learning rate set by hand between two ``train()`` calls is where the next
-    schedule starts: torch's schedulers start from a group's ``initial_lr``, which an
-    earlier run's scheduler left at that run's peak. ``rates_at_end``: the groups' rates
-    when the previous run ended (None before a first run). A rate that is still the one
-    the previous run ended with is left to restart from that peak, as before; this holds
-    also when the previous run had no scheduler of its own."""
+    """Where the next ``train()``'s schedule starts. ``rates_at_end``: the groups' rates
+    when the previous run ended (None before a first run); ``scheduled``: the next run
+    builds a scheduler.
+
+    A rate set by hand between the two calls is the new peak: torch's schedulers start
+    from a group's ``initial_lr``, which an earlier run's scheduler left at that run's
+    peak, so it is set to the hand-set rate. A rate that is still the one the previous run
+    ended with restarts from that peak: the group's ``lr`` is put back to ``initial_lr``
+    too, since torch's chainable schedulers (``CosineAnnealingLR``, ``StepLR``,
+    ``LinearLR``...) start from the group's current ``lr`` (a cosine that ended at 0 would
+    train a second run at 0). Without a scheduler the rate stays as the run left it."""
     if rates_at_end is None:
         return
     for group, ended in zip(optimizer.param_groups, rates_at_end, strict=False):
-        if "initial_lr" in group and "lr" in group and group["lr"] != ended:
+        if "initial_lr" not in group or "lr" not in group:
+            continue
+        if group["lr"] != ended:
             group["initial_lr"] = group["lr"]
+        elif scheduled:
+            group["lr"] = group["initial_lr"]

@@ -674,7 +674,9 @@ class Trainer:
             num_epochs, per_device_batch_size, eval_bs, max_num_train_steps,
             gradient_accumulation_steps, (gradient_clip_value, gradient_clip_norm),
         )  # fmt: skip
-        adopt_new_learning_rates(self.optimizer, self._rates_at_end)
+        adopt_new_learning_rates(
+            self.optimizer, self._rates_at_end, self._create_scheduler_fn is not None
+        )
         self.scheduler = self.create_scheduler()
         if resume_from is not None:
             resume.restore(self, resume_from, check_plan=True)
