@@ -481,7 +481,8 @@ class _WarmupSteps(_Expr):
                 f"is unknown for a training dataset without a length. Give the dataset a "
                 f"__len__, or build the scheduler with warmup_steps=... (optimizer updates)."
             )
-        return math.ceil(per_epoch * self.epochs)
+        # exact: 1.1 epochs of 50 updates is 55 (the float product 55.00000000000001 made 56)
+        return math.ceil(int(per_epoch) * Fraction(str(float(self.epochs))))
 
 
 def check_step_takes_no_arguments(scheduler: object) -> None:

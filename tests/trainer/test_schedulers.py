@@ -319,3 +319,12 @@ def test_an_override_of_scheduler_step_may_pass_the_metric() -> None:
     plateau = functools.partial(torch.optim.lr_scheduler.ReduceLROnPlateau, patience=0)
     trainer.train(blobs(n=16), num_epochs=1, per_device_batch_size=4, create_scheduler_fn=plateau)
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.1**3)
+
+
+@pytest.mark.parametrize(("epochs", "n", "steps"), [(1.1, 50, 55), (0.14, 50, 7), (2.2, 45, 99)])
+def test_warmup_epochs_are_counted_exactly(epochs: float, n: int, steps: int) -> None:
+    # 1.1 x 50 in floats is 55.00000000000001, whose ceiling gave one update too many
+    trainer = make_trainer(TinyMLP())
+    fn = CosineWarmupScheduler.create_scheduler_fn(num_warmup_epochs=epochs)
+    trainer.train(blobs(n=n), num_epochs=3, per_device_batch_size=1, create_scheduler_fn=fn)
+    assert trainer.scheduler.warmup_steps == steps
