@@ -437,10 +437,14 @@ def _with_shapes(
     error: Exception, loss_func: Any, logits: Any, targets: Any, hook: str
 ) -> Exception:
     """The loss function's error, of the same type, with what it was given and the usual
-    fixes."""
+    fix; the error itself when the outputs and targets look right for the loss (the loss
+    function's own error, such as a check of its own, says it best)."""
+    hint = _loss_hint(error, loss_func, logits, targets)
+    if hint is None:
+        return error
     text = (
         f"{error}\n{hook}: {type(loss_func).__name__} received outputs {_described(logits)} "
-        f"and targets {_described(targets)}. {_loss_hint(error, loss_func, logits, targets)}"
+        f"and targets {_described(targets)}. {hint}"
     )
     try:
         return type(error)(text)
@@ -455,9 +459,9 @@ def _collated_sequence(targets: Any) -> bool:
     return isinstance(targets, list | tuple) and all(isinstance(t, kinds) for t in targets)
 
 
-def _loss_hint(error: Exception, loss_func: Any, logits: Any, targets: Any) -> str:
-    """The usual fix for a loss function's refusal of these outputs and targets."""
-    tensors = isinstance(logits, torch.Tensor) and isinstance(targets, torch.Tensor)
+def _loss_hint(error: Exception, loss_func: Any, logits: Any, targets: Any) -> str | None:
+    """The usual fix for a loss function's refusal of these outputs and targets; None when
+    they look right for the loss (the error is then the loss function's own matter)."""
     if _collated_sequence(targets):
         shown = ", ".join("tensor" if isinstance(t, torch.Tensor) else repr(t) for t in targets[:3])
         return (
@@ -468,34 +472,58 @@ def _loss_hint(error: Exception, loss_func: Any, logits: Any, targets: Any) -> s
             f"Return each sample's target as a number or tensor, mapping text labels to "
             f"class indices in the dataset (e.g. classes.index(label))."
         )
+    if not isinstance(logits, torch.Tensor) or not isinstance(targets, torch.Tensor):
+        return None
     if isinstance(loss_func, _ELEMENTWISE):
+        if targets.is_floating_point() and targets.dtype == logits.dtype:
+            return None  # float targets shaped like the outputs (checked before the call)
         return (
             "This loss compares each output with a float target of the same shape: make "
             "the targets float and shaped like the outputs (targets.float(), in the dataset "
             "or a collate_fn)."
         )
-    if tensors and "out of bounds" in str(error) and logits.ndim >= 2 and targets.numel():
-        low, high, classes = int(targets.min()), int(targets.max()), logits.shape[1]
-        if low < 0:
-            skip = (
-                f"{type(loss_func).__name__}(ignore_index={low})"
-                if isinstance(loss_func, nn.Module)
-                else f"pass ignore_index={low} to the loss function"
-            )
-            return (
-                f"Class targets are indices from 0, but the smallest target in this batch is "
-                f"{low}. If {low} marks samples without a label, have the loss skip them: "
-                f"{skip}; otherwise map the labels to 0..{classes - 1} in the dataset."
-            )
-        return (
-            f"The model outputs {classes} classes (dimension 1 of the outputs), so the "
-            f"targets must lie in 0..{classes - 1}, but the largest target in this batch is {high} and "
-            f"the smallest {low}: give the model's last layer as many outputs as the data "
-            f"has classes ({high + 1} for labels 0..{high}), map the labels to "
-            f"0..{classes - 1}, or mark targets to skip with the loss's ignore_index "
-            f"(-100 by default)."
+    if "out of bounds" in str(error) and logits.ndim >= 2 and targets.numel():
+        hint = _bounds_hint(loss_func, logits, targets)
+        if hint is not None:
+            return hint
+    return _class_target_hint(logits, targets)
+
+
+def _bounds_hint(loss_func: Any, logits: torch.Tensor, targets: torch.Tensor) -> str | None:
+    """Class targets outside ``0..C-1`` of outputs ``[N, C, ...]``; None when all lie inside."""
+    low, high, classes = int(targets.min()), int(targets.max()), logits.shape[1]
+    if low < 0:
+        skip = (
+            f"{type(loss_func).__name__}(ignore_index={low})"
+            if isinstance(loss_func, nn.Module)
+            else f"pass ignore_index={low} to the loss function"
         )
-    if tensors and logits.ndim >= 3 and tuple(targets.shape) == tuple(logits.shape[:-1]):
+        return (
+            f"Class targets are indices from 0, but the smallest target in this batch is "
+            f"{low}. If {low} marks samples without a label, have the loss skip them: "
+            f"{skip}; otherwise map the labels to 0..{classes - 1} in the dataset."
+        )
+    if high < classes:
+        return None
+    return (
+        f"The model outputs {classes} classes (dimension 1 of the outputs), so the "
+        f"targets must lie in 0..{classes - 1}, but the largest target in this batch is {high} and "
+        f"the smallest {low}: give the model's last layer as many outputs as the data "
+        f"has classes ({high + 1} for labels 0..{high}), map the labels to "
+        f"0..{classes - 1}, or mark targets to skip with the loss's ignore_index "
+        f"(-100 by default)."
+    )
+
+
+def _class_target_hint(logits: torch.Tensor, targets: torch.Tensor) -> str | None:
+    """Targets that are neither class indices (int64, the outputs' shape without dimension
+    1) nor class probabilities (float, the outputs' shape); None when they are one of them."""
+    index_shape = tuple(logits.shape[:1]) + tuple(logits.shape[2:])
+    if targets.dtype == torch.int64 and tuple(targets.shape) == index_shape:
+        return None
+    if targets.is_floating_point() and targets.shape == logits.shape:
+        return None
+    if logits.ndim >= 3 and tuple(targets.shape) == tuple(logits.shape[:-1]):
         return (
             f"The outputs hold the classes in their last dimension, but this loss reads "
             f"them in dimension 1 ([N, C, ...] against targets [N, ...]): pass "
