@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import operator
 import warnings
@@ -172,21 +173,43 @@ def new_metric_value(trainer: Any, name: str, seen: int) -> tuple[float | None, 
     """The latest value of ``name`` if one was recorded since ``seen`` values, else None.
 
     Returns the value and the new count. Epochs that record no value of the metric (it is
-    measured every few epochs, say) are thereby told apart from epochs that did not improve.
+    measured every few epochs, say) are thereby told apart from epochs that did not improve;
+    so is a metric measured for the first time after a few epochs.
 
     Raises:
-        MetricNotFoundError: no value of ``name`` was ever recorded (a misspelt name, say);
-            the message lists the recorded metrics.
+        MetricNotFoundError: no value of ``name`` was ever recorded and a recorded metric's
+            name is close to it (a misspelt name); the message lists the recorded metrics.
+            :func:`check_metric_recorded` warns at the run's end for any other name.
     """
     history = trainer.run_history
     if not hasattr(history, "get_metric_values"):  # a stand-in that only has the latest value
         return float(history.get_latest_metric(name)), seen
     count = len(history.get_metric_values(name))
     if count == 0:
-        history.get_latest_metric(name)  # raises, naming the metrics that were recorded
+        names = [n for n in history.get_metric_names() if history.get_metric_values(n)]
+        if difflib.get_close_matches(str(name), names, n=1, cutoff=0.75):
+            history.get_latest_metric(name)  # raises, naming the metrics and the likely one
+        return None, seen
     if count <= seen:
         return None, seen
     return float(history.get_latest_metric(name)), count
+
+
+def check_metric_recorded(trainer: Any, name: str, who: str) -> None:
+    """At a run's end: a watched metric that no epoch recorded (``who`` never acted) is
+    said in a warning naming the recorded ones, unless nothing was recorded at all (the
+    run ended inside its first epoch)."""
+    history = trainer.run_history
+    if not hasattr(history, "get_metric_values") or history.get_metric_values(name):
+        return
+    recorded = sorted(n for n in history.get_metric_names() if history.get_metric_values(n))
+    if recorded:
+        warnings.warn(
+            f"{who}: the run recorded no value of {name!r}, so it never acted; recorded "
+            f"metrics: {recorded}. Watch one of those, or record {name!r} (an evaluation, "
+            f"or trainer.log) in at least one epoch.",
+            stacklevel=user_stacklevel(),
+        )
 
 
 def epochs_in_history(trainer: Any) -> int | None:
@@ -321,6 +344,10 @@ class EarlyStoppingCallback(TrainerCallback):
             if say is not None:
                 say(err, flush=True)  # the run ends quietly otherwise: say why, and where
             raise err
+
+    def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """A watched metric that the whole run never recorded is said in a warning."""
+        check_metric_recorded(trainer, self.watch_metric, type(self).__name__)
 
     def state_dict(self) -> dict[str, Any]:
         """Best value and the count of epochs without improvement."""

@@ -15,6 +15,7 @@ from torch import nn
 
 from scramjet.callbacks.base import Event, TrainerCallback
 from scramjet.callbacks.control import (
+    check_metric_recorded,
     improved,
     is_last_update,
     is_resumed_run,
@@ -152,7 +153,9 @@ class SaveBestModelCallback(TrainerCallback):
             self.saved = True
 
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Reload the best weights if asked."""
+        """Reload the best weights if asked; a watched metric that the whole run never
+        recorded is said in a warning."""
+        check_metric_recorded(trainer, self.watch_metric, type(self).__name__)
         if self.load_saved_checkpoint and self.saved:
             # The weights only: the run's history, counters and callbacks stay as trained.
             trainer.load_checkpoint(self.save_path, load_optimizer=False, load_training_state=False)
