@@ -309,7 +309,10 @@ class ModelEmaCallback(_CoreEma):
         watch_metric: metric that decides "best".
         greater_is_better: whether larger values of it are better.
         model_ema: class that builds the average, called as ``model_ema(model, decay=...)``;
-            its ``module`` is the averaged copy.
+            its ``module`` is the averaged copy, and its ``update(model)`` (when it has
+            one) folds the weights in after every optimizer step, as in the peer: a class
+            of your own with a decay ramp is followed, and ``ModelEma`` averages
+            floating-point buffers (batch-norm statistics) like the weights.
         callbacks: callbacks that receive the evaluation events of the EMA evaluation.
     """
 
@@ -330,13 +333,25 @@ class ModelEmaCallback(_CoreEma):
         self.model_ema = model_ema
         self.eval_callbacks = CallbackHandler(callbacks)
         self.best: float | None = None
+        self._averager: Any = None  # what model_ema built, when it has update()
 
     def on_training_run_start(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Build the average with ``model_ema`` (or keep the restored one)."""
-        if self.ema_model is None:
+        """Build the average with ``model_ema`` (a restored average is loaded into it)."""
+        if self._averager is None:
             built = self.model_ema(trainer.unwrapped_model, decay=self.decay)
-            self.ema_model = getattr(built, "module", built)
+            module = getattr(built, "module", built)
+            if self.ema_model is not None:  # restored from a checkpoint
+                module.load_state_dict(self.ema_model.state_dict())
+            self.ema_model = module
+            self._averager = built if callable(getattr(built, "update", None)) else None
         super().on_training_run_start(trainer, **kwargs)
+
+    def on_optimizer_step_end(self, trainer: Trainer, **kwargs: Any) -> None:
+        """Fold the new weights in with ``model_ema``'s own ``update``, when it has one."""
+        if self._averager is None:
+            super().on_optimizer_step_end(trainer, **kwargs)
+        else:
+            self._averager.update(trainer.unwrapped_model)
 
     def on_training_run_epoch_end(self, trainer: Trainer, **kwargs: Any) -> None:
         """Save the EMA weights when the watched metric improved."""
