@@ -318,11 +318,23 @@ class _StepScheduler(LRScheduler):
         frac = step / self.warmup_steps
         return self.warmup_start_factor + (1.0 - self.warmup_start_factor) * frac
 
+    def adopt_new_groups(self) -> None:
+        """Groups added to the optimizer since the last step (layers unfrozen mid-run,
+        ``ModelFreezer.unfreeze``'s use) follow the schedule from the learning rate they
+        were added with, from their first update on: the Trainer calls this before each
+        optimizer step (a new group would otherwise take one update at its raw rate)."""
+        added = self.optimizer.param_groups[len(self.base_lrs) :]
+        if not added:
+            return
+        f = self.factor(min(max(self.last_epoch, 0), self.total_steps))
+        for group in added:
+            base = float(group.setdefault("initial_lr", group["lr"]))
+            self.base_lrs.append(base)
+            group["lr"] = base * f
+        self._last_lr = [float(g["lr"]) for g in self.optimizer.param_groups]
+
     def get_lr(self) -> list[float]:  # type: ignore[override]
-        # A group added since (layers unfrozen mid-run, ModelFreezer.unfreeze's use) follows
-        # the schedule from the learning rate it was added with.
-        for group in self.optimizer.param_groups[len(self.base_lrs) :]:
-            self.base_lrs.append(float(group.setdefault("initial_lr", group["lr"])))
+        self.adopt_new_groups()
         f = self.factor(min(self.last_epoch, self.total_steps))
         return [float(base) * f for base in self.base_lrs]
 

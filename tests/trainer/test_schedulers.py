@@ -12,6 +12,7 @@ import pytest
 import torch
 from tests.common.world import TinyMLP, blobs, make_trainer
 
+import scramjet.callbacks as schedulers_callbacks
 import scramjet.schedulers as schedulers
 from scramjet import Trainer
 from scramjet.schedulers import (
@@ -328,3 +329,40 @@ def test_warmup_epochs_are_counted_exactly(epochs: float, n: int, steps: int) ->
     fn = CosineWarmupScheduler.create_scheduler_fn(num_warmup_epochs=epochs)
     trainer.train(blobs(n=n), num_epochs=3, per_device_batch_size=1, create_scheduler_fn=fn)
     assert trainer.scheduler.warmup_steps == steps
+
+
+def test_a_group_added_mid_run_is_scheduled_from_its_first_update() -> None:
+    # layers unfrozen inside the warm-up: their first update ran at the raw rate (0.1 where
+    # the schedule said 0.05), a spike the warm-up is there to prevent
+    torch.manual_seed(0)
+    head, body = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
+    model = torch.nn.ModuleDict({"head": head, "body": body})
+    body.requires_grad_(False)
+    seen: list[list[float]] = []
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.parts = model
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return head(x) + body(x)
+
+    class Unfreeze(schedulers_callbacks.TrainerCallback):
+        def on_train_epoch_start(self, trainer: Any, **kwargs: Any) -> None:
+            if trainer.state.epoch == 1:
+                body.requires_grad_(True)
+                trainer.optimizer.add_param_group({"params": list(body.parameters()), "lr": 0.1})
+
+    class Recording(Trainer):
+        def optimizer_step(self) -> None:
+            seen.append([g["lr"] for g in self.optimizer.param_groups])
+            super().optimizer_step()
+
+    trainer = Recording(Net(), torch.nn.MSELoss(), torch.optim.SGD(head.parameters(), lr=0.1),
+                        callbacks=[Unfreeze()])  # fmt: skip
+    data = torch.utils.data.TensorDataset(torch.randn(16, 2), torch.randn(16, 1))
+    fn = CosineWarmupScheduler.create_scheduler_fn(num_warmup_epochs=2)
+    trainer.train(data, num_epochs=4, per_device_batch_size=4, create_scheduler_fn=fn)
+    assert seen[4] == pytest.approx([0.05, 0.05])  # update 4 of an 8-update warm-up from 0
+    assert all(len(lrs) == 2 and lrs[0] == pytest.approx(lrs[1]) for lrs in seen[4:])

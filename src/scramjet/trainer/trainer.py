@@ -890,6 +890,9 @@ class Trainer:
             fsdp.sync_buffers(self._unwrapped_model)
         self.clip_gradients()
         scale = self.scaler.get_scale() if self.scaler is not None else 0.0
+        adopt = getattr(self.scheduler, "adopt_new_groups", None)
+        if adopt is not None:  # a group added mid-run: scheduled from its first update
+            adopt()
         self.optimizer_step()
         # The hook only with a scheduler, as pytorch-accelerated; not after an update the
         # GradScaler skipped (inf/NaN gradients lower its scale), as HF accelerate.
