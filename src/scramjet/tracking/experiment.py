@@ -48,7 +48,7 @@ from scramjet.runtime import distributed as dist
 from scramjet.runtime import fsdp
 from scramjet.runtime.preemption import TrainingPreempted
 from scramjet.tracking import _evaluation, _files
-from scramjet.tracking._failure import record_traceback
+from scramjet.tracking._failure import earlier_failure, record_traceback, stop_failure
 from scramjet.tracking._interrupts import keep_ctrl_c, raise_lost_ctrl_c
 from scramjet.tracking._mirror import RunMirror
 from scramjet.tracking._params import (
@@ -184,12 +184,8 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
         self.logger_specs = list(loggers)
         check_options(checkpoint, mode, log_every_n_steps, on_storage_error)
         self.checkpoint = checkpoint
-        self.keep_best, self.monitor, self.mode, self.keep_last = (
-            keep_best,
-            monitor,
-            mode,
-            keep_last,
-        )
+        self.keep_best, self.monitor = keep_best, monitor
+        self.mode, self.keep_last = mode, keep_last
         self.resume = resume
         self.log_every_n_steps = log_every_n_steps
         self.on_complete = on_complete
@@ -227,6 +223,8 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
         self._kept_json: dict[str, str] = {}  # the run's JSON files, last written
         self._mid_epoch = False  # between a training epoch's start and end events
         self._syncing = False  # the storage is being synced and checked
+        self._start_step = 0  # the step this train() started (or resumed) at
+        self._earlier_failure: dict[str, Any] | None = None  # a continued run had failed
 
     # ----------------------------------------------------------------- folder
     @property
@@ -329,6 +327,7 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
         self._trackers, self._tracker_errors = trackers, []
         self._writer = TrackerWriter(trackers, self._upload_metric_files)
         info = _files.read_json(run / "run.json")  # may already hold the MLflow run id
+        self._earlier_failure = earlier_failure(info) if resumed else None
         _files.begin_session(info, run, resumed, written)
         stale = ("error", "traceback", "upload_error", "storage_error", "finished", "ended")
         for key in (*stale, "duration"):
@@ -376,6 +375,7 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
         if self.resume is not None and trainer.state.global_step == 0 and trainer.state.epoch == 0:
             self._self_restore(trainer)
         resumed = trainer.state.global_step > 0 or trainer.state.epoch > 0
+        self._start_step = trainer.state.global_step
         self._seen = {
             n: len(trainer.run_history.get_metric_values(n))
             for n in trainer.run_history.get_metric_names()
@@ -541,22 +541,29 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
         self._upload("checkpoints/index.json", periodic=True)
 
     def on_training_run_end(self, trainer: Trainer, **kwargs: Any) -> None:
-        """Final checkpoint and weights, plots, report; then wait for and verify uploads."""
+        """Final checkpoint and weights, plots, report; then wait for and verify uploads.
+
+        A run that ``train()`` ends by raising its stop's error (``TrainingNaNError``) is
+        ``failed``: it gets no final checkpoint and no ``model/``, as after a crash."""
         self._recreate_if_removed(trainer)
-        if self.checkpoint is not None and self._last_ckpt_step != trainer.state.global_step:
+        failure = stop_failure(trainer, self._start_step, self._earlier_failure)  # collective
+        saved = self._last_ckpt_step == trainer.state.global_step
+        if self.checkpoint is not None and not saved and failure is None:
             self._save_checkpoint(trainer)
         # Every checkpoint durable and rotated files gone before the final sync (all ranks).
         flush_checkpoints(self._manager)
         self._unsubscribe()
         model, full = trainer.unwrapped_model, None
-        if fsdp.is_sharded(model):  # collective: each rank holds only its shards
+        if fsdp.is_sharded(model) and failure is None:  # collective: each rank has its shards
             full = fsdp.full_state_dicts(model, None)[0]
         if not trainer.is_main_process or self._writer is None:
             return
         self._flush_steps(trainer)
         self._log_epoch_metrics(trainer)
-        _files.save_weights(model, self.run_dir / "model", full)
-        self.finish(trainer)  # trackers flushed and closed (a resuming train() reopens them)
+        if failure is None:
+            _files.save_weights(model, self.run_dir / "model", full)
+        with keep_ctrl_c():  # trackers flushed and closed (a resuming train() reopens them)
+            self._finish(trainer, failure)
         if self._storage is not None:
             self._storage.close()
             self._storage = None
@@ -632,7 +639,11 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
         with keep_ctrl_c():  # a Ctrl-C that a finalizer swallowed still stops it
             return self._finish(trainer)
 
-    def _finish(self, trainer: Trainer | None) -> UploadReport | None:
+    def _finish(
+        self, trainer: Trainer | None, failure: dict[str, Any] | None = None
+    ) -> UploadReport | None:
+        """``failure``: the ``error`` of a stop that ``train()`` raises: the run is ``failed``
+        (and stays so when results are logged after it)."""
         from scramjet.tracking.report import report_of_an_ended_run
 
         self._ensure_storage()
@@ -643,30 +654,35 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
         info.pop("upload_error", None)
         for key, value in {**self._run_fields(), "started": self._opened_at}.items():
             info.setdefault(key, value)  # a run that never trained: only start() opened it
-        if not (self._finished and info.get("status") == "finished"):
-            _files.mark_ended(info, "finished")  # results logged after the run keep its end time
+        info.update(failure or {})
+        if not (self._finished and info.get("status") in ("finished", "failed")):
+            _files.mark_ended(info, "finished" if failure is None else "failed")
+        failed = info.get("status") == "failed"  # results logged after the run keep its end
         # The report reads the final status and duration; kept for a folder removed later
         self._kept_json["run.json"] = _files.write_json(path, info)
         report_of_an_ended_run(self.run_dir)
         raise_lost_ctrl_c()
         # Cut short from here on (the trackers closed), close() records the run as not mirrored
         self._syncing = self._storage is not None
-        self._end_trackers("finished")
+        self._end_trackers("failed" if failed else "finished")
         raise_lost_ctrl_c()
         if self._tracker_errors:
             info = record_tracker_errors(path, self._tracker_errors)
         self._finished = True
-        self.upload_report = self._sync(info) if self._storage is not None else None
-        if self.upload_report is not None and not self.upload_report.ok:
-            reason = f" ({self.upload_report.error})" if self.upload_report.error else ""
+        ended = None if failed else info  # a failed run keeps its status whatever the upload
+        self.upload_report = self._sync(ended) if self._storage is not None else None
+        report = self.upload_report
+        if report is not None and not report.ok:
+            reason = f" ({report.error})" if report.error else ""
+            status = "" if failed else " (status 'upload-failed')"
             warnings.warn(
-                f"Training finished but uploading the run to {self.upload_report.remote} "
-                f"failed{reason} for {len(self.upload_report.failures)} file(s); local files "
-                f"are intact in {self.run_dir} (status 'upload-failed'). See manifest.json; "
-                f"rerun Experiment(..., resume=...) or copy them by hand.",
+                f"Training {'failed and' if failed else 'finished but'} uploading the run to "
+                f"{report.remote} failed{reason} for {len(report.failures)} file(s); local "
+                f"files are intact in {self.run_dir}{status}. See manifest.json; rerun "
+                f"Experiment(..., resume=...) or copy them by hand.",
                 stacklevel=2,
             )
-        elif self.on_complete is not None:
+        elif self.on_complete is not None and not failed:
             self.on_complete(self.upload_report)
         return self.upload_report
 
