@@ -47,11 +47,23 @@ def test_tensorboard_reads_back_what_metrics_csv_says(tmp_path: Path) -> None:
     assert end.status == api_pb2.STATUS_SUCCESS
 
 
-def test_a_resumed_run_replaces_the_steps_after_its_checkpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("counter", [0, 9, 99])
+def test_a_resumed_run_replaces_the_steps_after_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counter: int
+) -> None:
+    # TensorBoard reads a folder's event files in name order: two files made in the same
+    # second by one process were ordered by their counter as text (".10" before ".9"), so
+    # the purge marker came first and the old steps stayed (a failure that came and went
+    # with how many trackers the process had made before).
+    import itertools
+
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    from scramjet.tracking.loggers import tensorboard
     from scramjet.tracking.loggers.base import MetricRow
     from scramjet.tracking.loggers.tensorboard import TensorBoardTracker
+
+    monkeypatch.setattr(tensorboard, "_FILE_NUMBERS", itertools.count(counter))
 
     def rows(steps: range, value: float) -> list[MetricRow]:
         return [

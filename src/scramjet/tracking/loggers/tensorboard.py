@@ -18,6 +18,20 @@ _HPARAM_TYPES = (bool, int, float, str)
 _FILE_NUMBERS = itertools.count()
 
 
+def _file_stamp(log_dir: Path) -> int:
+    """The time in a new event file's name, later than every event file already in
+    ``log_dir``: TensorBoard reads a folder's files in name order, and a resumed run's
+    purge marker only works in the file read after the ones it purges. Two files made in
+    the same second (a resume, or two trainings in one process) were ordered by their pid
+    and counter as text, where ``.10`` sorts before ``.9``."""
+    stamp = int(time.time())
+    for path in log_dir.glob("events.out.tfevents.*"):
+        field = path.name.split(".")[3]
+        if field.isdigit():
+            stamp = max(stamp, int(field) + 1)
+    return stamp
+
+
 def _crc32c() -> Callable[[bytes], int]:
     """CRC-32C of a record: the C implementation when installed, else TensorBoard's own."""
     try:
@@ -86,7 +100,7 @@ class EventFile:
 
         log_dir.mkdir(parents=True, exist_ok=True)
         name = (
-            f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
+            f"events.out.tfevents.{_file_stamp(log_dir):010d}.{socket.gethostname()}."
             f"{os.getpid()}.{next(_FILE_NUMBERS)}"
         )
         self.path = log_dir / name
