@@ -92,25 +92,35 @@ def test_results_logged_after_the_failed_run_keep_it_failed(tmp_path: Path) -> N
     assert info["status"] == "failed" and info["error"].startswith("TrainingNaNError")
 
 
-def test_a_rerun_that_resumes_the_recorded_stop_keeps_the_run_failed(tmp_path: Path) -> None:
+def test_a_rerun_resumes_before_the_failure_and_meets_it_again(tmp_path: Path) -> None:
+    # The failed stop is not recorded as stop_training(): a rerun with resume_from="auto"
+    # used to load it, train nothing and return (exit 0: a requeued NaN job looked fine).
     saves = tmp_path / "states"
     exp = Experiment("p", "e", root=tmp_path / "runs")
     _, error = _train(tmp_path, [SaveTrainingStateCallback(saves), exp], nan_at=NAN_AT)
     assert error is not None
-    first = _info(exp.run_dir)
+    assert _checkpoint_steps_in(saves) == [BATCHES], "no save of the failed stop"
 
     again = Experiment("p", "e", root=tmp_path / "runs")
-    rerun, _ = _train(
-        tmp_path, [SaveTrainingStateCallback(saves), again], nan_at=None, resume_from="auto"
-    )
+    # the same data again: NaN at the 3rd batch after the resume point, as before
+    rerun, error = _train(
+        tmp_path, [SaveTrainingStateCallback(saves), again], nan_at=NAN_AT - BATCHES,
+        resume_from="auto",
+    )  # fmt: skip
+    assert error is not None, "the rerun meets the failure again and raises"
+    assert again.run_dir == exp.run_dir and rerun.state.global_step == NAN_AT - 1
+    assert _info(again.run_dir)["status"] == "failed"
 
-    assert again.run_dir == exp.run_dir, "the rerun continues the run's folder"
-    assert rerun.state.global_step == NAN_AT - 1, "the recorded stop trains nothing more"
-    info = _info(again.run_dir)
-    assert info["status"] == "failed", "the rerun must not turn the failed run into finished"
-    assert info["error"] == first["error"]
-    assert len(info["resumed"]) == 1
-    assert not (again.run_dir / "model").exists()
+    fixed = Experiment("p", "e", root=tmp_path / "runs")
+    rerun, error = _train(
+        tmp_path, [SaveTrainingStateCallback(saves), fixed], nan_at=None, resume_from="auto"
+    )
+    assert error is None and rerun.state.global_step == 3 * BATCHES, "fixed: it trains on"
+    assert _info(fixed.run_dir)["status"] == "finished"
+
+
+def _checkpoint_steps_in(folder: Path) -> list[int]:
+    return sorted(c.step for c in CheckpointManager(folder, keep_last=None).checkpoints())
 
 
 def test_resuming_the_failed_run_from_its_last_checkpoint_trains_on_and_finishes(

@@ -467,7 +467,7 @@ class CallbackHandler:
                 if holding:
                     deferred.append(callback)
                 else:
-                    _record_stop(trainer, callback)
+                    _record_stop(trainer, callback, exc)
             except Exception as exc:
                 name = str(getattr(event, "value", event))
                 written = getattr(method, "__name__", name)
@@ -481,25 +481,28 @@ class CallbackHandler:
         if stop is None:
             return
         if holding and self.hold_stop is not None and not stop.every_rank:
-            self.hold_stop(stop, any(_counts_as_stop_training(cb) for cb in deferred))
+            self.hold_stop(stop, any(_counts_as_stop_training(cb, stop) for cb in deferred))
             return
         for callback in deferred:
-            _record_stop(trainer, callback)
+            _record_stop(trainer, callback, stop)
         raise stop
 
 
-def _counts_as_stop_training(callback: TrainerCallback) -> bool:
+def _counts_as_stop_training(callback: TrainerCallback, stop: StopTrainingError) -> bool:
     """A callback that keeps no state of its own in checkpoints: its stop is recorded as
-    ``stop_training()``, so that a rerun of the run stops too."""
-    return type(callback).state_dict is TrainerCallback.state_dict
+    ``stop_training()``, so that a rerun of the run stops too. Not a stop that ``train()``
+    raises as an error (``reraise``: ``TerminateOnNaNCallback``'s ``TrainingNaNError``): the
+    run failed, and a rerun resumes from its last checkpoint to meet the failure again or
+    train on, instead of loading the stop, training nothing and exiting as a success."""
+    return type(callback).state_dict is TrainerCallback.state_dict and not stop.reraise
 
 
-def _record_stop(trainer: Trainer, callback: TrainerCallback) -> None:
+def _record_stop(trainer: Trainer, callback: TrainerCallback, stop: StopTrainingError) -> None:
     """Mark the run stopped in its counters, as ``stop_training()`` does, so that the same
     run again with ``resume_from="auto"`` stops too. A callback that keeps its own state in
     the checkpoint (``EarlyStoppingCallback``) judges that rerun from it (a larger patience
     trains on); a stand-in trainer without counters (a compat layer's) has nothing to mark."""
-    if not _counts_as_stop_training(callback):
+    if not _counts_as_stop_training(callback, stop):
         return
     state = getattr(trainer, "state", None)
     if state is not None and hasattr(state, "stop_requested"):
