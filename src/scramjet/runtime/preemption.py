@@ -10,11 +10,14 @@ raises :class:`TrainingPreempted`, which ends the process with status
 
 In a run of several processes the signal may reach the ranks at different steps (or
 only one of them), while the checkpoint needs every rank at the same step. So when a
-process group exists, :meth:`PreemptionWatcher.agreed` all-reduces the flag (one
-one-element tensor, maximum) in the background, about once a second, and every rank
-reads the result at the next check: all ranks stop at the same step, about two seconds
-after the signal at most (or two steps, when steps are longer), and the loop never waits
-for the network. In one process it reads a Python attribute at every step.
+process group exists, :meth:`PreemptionWatcher.agreed` all-reduces the flag (one small
+tensor, maximum) in the background at agreed steps, about once a second, and every rank
+reads the result at the step after: all ranks stop at the same step, within about two
+seconds of the signal (two steps, when steps are longer), and the loop seldom waits for
+the network. Rank 0 sizes each gap between checks from the steps before it, and a gap
+holds at most four times the steps of the one before (the first holds two): fast first
+steps (batches the DataLoader had ready) do not put the next check minutes away when the
+later steps are slow. In one process it reads a Python attribute at every step.
 
 Handlers are installed only by :meth:`PreemptionWatcher.install` (from the main thread,
 at the start of training) and the previous ones are put back by
@@ -204,10 +207,10 @@ class PreemptionWatcher:
         Call it at every optimizer step on every rank, with the step number. In one
         process it reads the flag. With a process group, it checks only at agreed steps,
         about every ``check_interval_s`` seconds (every step when steps are slower): each
-        check reads a one-element all-reduce started by the previous check (so the loop
-        never waits for the network) and starts the next one, which also carries rank
-        0's choice of the following check step. Every rank stops at the same step, at
-        most two checks after the signal.
+        check starts a small all-reduce of the flag, which also carries rank 0's choice of
+        the next check step, and every rank reads it at the following step (finished by
+        then, as a rule: the loop seldom waits for the network). Every rank stops at the
+        same step: the step after the first check that follows the signal.
         """
         if not dist.is_distributed():
             return self._seen is not None

@@ -6,8 +6,9 @@ at the same optimizer step: a rank that leaves alone leaves the others waiting i
 collective until the process group's timeout. So while a training run has several
 processes, a callback's stop is held on the rank that raised it and the ranks vote on it:
 about once a second at an optimizer update (:class:`StepVote`, one all-reduce of a few
-integers), and at the start of the run and at each epoch's end, before its checkpoint is
-written. A stop the callback raises on every rank
+integers; the gaps between votes grow from two steps, so fast first steps do not put the
+next vote far off), and at the start of the run and at each epoch's end, before its
+checkpoint is written. A stop the callback raises on every rank
 alike (``every_rank``, as :class:`TerminateOnNaNCallback`'s) is not held.
 
 ``trainer.stop_training()`` and ``trainer.end_epoch()`` act at once on the rank that calls
