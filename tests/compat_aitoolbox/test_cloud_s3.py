@@ -193,3 +193,52 @@ def test_checkpointing_train_loop_mirrors_its_files_to_s3(s3: S3Server, tmp_path
     assert f"{folder}/model/model_exp_{stamp}.pth" in keys
     local = tmp_path / "proj" / f"exp_{stamp}" / "model" / f"model_exp_{stamp}.pth"
     assert keys[f"{folder}/model/model_exp_{stamp}.pth"] == local.stat().st_size
+
+
+def test_an_endpoint_that_never_answers_leaves_no_thread_to_wait_for_at_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each attempt abandoned at its deadline left boto3's transfer threads waiting on their
+    # sockets; Python joins them at exit, so a script that saved during an outage took
+    # about 50 s more to end, with no output.
+    import concurrent.futures.thread
+    import dataclasses
+    import socket
+    import threading
+
+    from scramjet.compat.aitoolbox.cloud import _transfer
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+
+    def accept_and_say_nothing() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept_and_say_nothing, daemon=True).start()
+    short = dataclasses.replace(_transfer.StorageTimeouts(), connect=0.5, read=5.0, call=1.0)
+    monkeypatch.setattr(_transfer, "StorageTimeouts", lambda: short)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{listener.getsockname()[1]}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    local = tmp_path / "model.pth"
+    local.write_bytes(b"weights")
+    # what Python joins at exit: every live thread of a concurrent.futures pool
+    joined_at_exit = concurrent.futures.thread._threads_queues
+    before = {t for t in list(joined_at_exit) if t.is_alive()}
+    try:
+        with pytest.raises(RuntimeError, match="failed after 4 attempt"):
+            put_file(str(local), "s3://bucket/model.pth")
+        left = [t.name for t in list(joined_at_exit) if t.is_alive() and t not in before]
+        assert left == [], f"threads the interpreter would wait for at exit: {left}"
+        assert local.read_bytes() == b"weights"
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
