@@ -26,6 +26,7 @@ START_LIMIT_S = 120  # until rank 0 reaches the step the test acts at (a loaded 
 EXIT_LIMIT_S = 28  # from the signal to the launcher's exit; torchrun kills at 30 s
 # The docs promise about 2 s (20 steps of 0.1 s); room for a loaded machine's jitter.
 MAX_STEPS_AFTER, MAX_SECONDS_AFTER = 25, 6.0
+EXIT_AFTER_RECORD_S = 5.0  # from the job's last line to the launcher's exit
 STOP_AT = 15  # rank 1's callback raises its stop after this update (the job's STOP_AT)
 
 
@@ -82,8 +83,12 @@ def test_sigterm_saves_within_seconds_when_the_first_steps_were_fast(tmp_path: P
     sent = time.time()
     agent.send_signal(signal.SIGTERM)  # what a scheduler does to the launcher
     _wait(agent, EXIT_LIMIT_S)
+    ended = time.time()
     r0, r1 = _records(tmp_path)
     assert r0["error"] == r1["error"] == "TrainingPreempted", (r0, r1)
+    # the epoch's loader workers are stopped as the epoch is left: torch waited 5 s for
+    # each at the process's end (10 s with 2 workers), past its last line
+    assert ended - max(r0["time"], r1["time"]) < EXIT_AFTER_RECORD_S, (ended, r0, r1)
     assert r0["code"] == r1["code"] == 143, (r0, r1)  # each rank's exit status
     assert r0["step"] == r1["step"], (r0, r1)  # one step on both ranks
     assert signalled <= r0["step"] <= signalled + MAX_STEPS_AFTER, (signalled, r0, r1)

@@ -44,6 +44,7 @@ from scramjet.schedulers import (
 from scramjet.tracking._interrupts import keep_ctrl_c, raise_lost_ctrl_c
 from scramjet.tracking.metric_log import MetricLog
 from scramjet.trainer import _evaluation, _predict, _rerun
+from scramjet.trainer._epoch_data import ReleasedOnError
 from scramjet.trainer._explain import explain_batch_error
 from scramjet.trainer._rank_stops import RankStops
 from scramjet.trainer.batch import (
@@ -795,31 +796,32 @@ class Trainer:
         self._step_events = (handler.has(Event.TRAIN_STEP_START), handler.has(Event.TRAIN_STEP_END))
         window, open_window, self._epoch_cut, self._in_train_batches = accum, False, False, True
         known, base = n_batches, 0  # the epoch's length (0: unknown); where windows start
-        for batch in batches:
-            raise_lost_ctrl_c()
-            i = state.batches_seen_in_epoch
-            if known and i >= known:  # the loader's length fell short (an estimate)
-                known, base = 0, known
-                if not self._length_warned:  # once per run
-                    self._length_warned = True
-                    warn_length_fell_short(n_batches, accum, train_dl)
-            start = i - (i - base) % accum  # this micro-batch's accumulation window: [start, end)
-            end = min(start + accum, known) if known else start + accum
-            window, is_update = end - start, i + 1 == end
-            batch_output = self._train_micro_step(
-                batch, window=window, first_in_window=i == start, is_update=is_update,
-                sync=is_update or not known,
-            )  # fmt: skip
-            state.batches_seen_in_epoch = i + 1
-            state.samples_seen += batch_output["batch_size"]
-            open_window = not is_update
-            if is_update:
-                self._apply_update()
-                if self._reached_max_steps() or self._stop_after_update():
-                    self._epoch_cut = not known or state.batches_seen_in_epoch < known
+        with ReleasedOnError(batches, train_dl) as stream:
+            for batch in stream:
+                raise_lost_ctrl_c()
+                i = state.batches_seen_in_epoch
+                if known and i >= known:  # the loader's length fell short (an estimate)
+                    known, base = 0, known
+                    if not self._length_warned:  # once per run
+                        self._length_warned = True
+                        warn_length_fell_short(n_batches, accum, train_dl)
+                start = i - (i - base) % accum  # this micro-batch's window: [start, end)
+                end = min(start + accum, known) if known else start + accum
+                window, is_update = end - start, i + 1 == end
+                batch_output = self._train_micro_step(
+                    batch, window=window, first_in_window=i == start, is_update=is_update,
+                    sync=is_update or not known,
+                )  # fmt: skip
+                state.batches_seen_in_epoch = i + 1
+                state.samples_seen += batch_output["batch_size"]
+                open_window = not is_update
+                if is_update:
+                    self._apply_update()
+                    if self._reached_max_steps() or self._stop_after_update():
+                        self._epoch_cut = not known or state.batches_seen_in_epoch < known
+                        break
+                if self._end_epoch_requested:
                     break
-            if self._end_epoch_requested:
-                break
         if open_window:  # ended inside an accumulation window: end_epoch(), or unknown length
             self._close_window(window, held=(state.batches_seen_in_epoch - 1 - base) % accum + 1)
         self._end_epoch_requested = self._in_train_batches = False
