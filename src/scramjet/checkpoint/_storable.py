@@ -218,7 +218,11 @@ def _copy_storage_once(tensor: torch.Tensor, memo: dict[tuple[str, int, int], An
     clone would turn a stride-0 tensor of 4 bytes into one element per index."""
     plain = type(tensor) is torch.Tensor and tensor.layout == torch.strided
     if not plain or tensor.is_quantized or tensor.is_conj() or tensor.is_neg():
-        return tensor.clone()
+        # detached: a clone of a tensor that requires grad would carry a CloneBackward
+        copied = tensor.detach().clone()
+        if isinstance(tensor, torch.nn.Parameter):  # stays a Parameter, a leaf
+            return torch.nn.Parameter(copied, requires_grad=tensor.requires_grad)
+        return copied.requires_grad_(tensor.requires_grad) if tensor.requires_grad else copied
     source = tensor.untyped_storage()
     key = (str(tensor.device), source.data_ptr(), source.nbytes())
     if key not in memo:
