@@ -349,6 +349,27 @@ def plain_results(value: Any) -> Any:
     return value
 
 
+def results_mapping(results: Any) -> Mapping[str, Any]:
+    """What ``Experiment.log_results`` writes: a ``{metric: value}`` mapping, or the results
+    of an AIToolbox result package (``get_results()``).
+
+    Raises:
+        TypeError: anything else (a scramjet result package object, whose text would have
+            been written in place of its numbers).
+    """
+    if isinstance(results, Mapping):
+        return results
+    get = getattr(results, "get_results", None)
+    if callable(get) and isinstance(got := get(), Mapping):
+        return got
+    raise TypeError(
+        f"log_results(name, results): results must be a dict {{metric: value}}; received "
+        f"{type(results).__name__}. For a scramjet result package pass what it returns: "
+        f"results.evaluate(trainer, data) or results(y_pred, y_true); for an AIToolbox "
+        f"one, prepare it first (prepare_result_package) and pass it or its get_results()."
+    )
+
+
 def result_numbers(results: Any) -> dict[str, float]:
     """The numbers of a result package, nested names joined with ``/``."""
     out: dict[str, float] = {}

@@ -57,6 +57,7 @@ from scramjet.tracking._params import (
     plain_hyperparams,
     plain_results,
     result_numbers,
+    results_mapping,
     run_hyperparams,
     source_tags,
     tracker_params,
@@ -595,15 +596,15 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
 
         Args:
             name: e.g. ``"val"`` or ``"test"``: one file name (no ``/``; else a ValueError).
-            results: ``{metric: value}`` (numbers, lists, nested dicts).
+            results: ``{metric: value}`` (numbers, lists, nested dicts); else a TypeError.
             predictions: optional predictions saved as ``results/<name>_predictions.json``.
 
         Returns:
             The results file (None on other ranks). The numbers reach every logger as
-            ``<name>/<metric>``. After the run finished, the report is rebuilt, the loggers
-            get the results and artifacts again, and uploads are synced again.
-        """
+            ``<name>/<metric>``. After the run finished, the report is rebuilt, the
+            loggers get the results and artifacts again, and uploads are synced again."""
         _files.check_name(name, "log_results: name", "results", "val_fold1")
+        results = results_mapping(results)
         if not dist.is_main_process():
             return None
         folder = self.start() / "results"
