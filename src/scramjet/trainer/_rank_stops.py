@@ -16,8 +16,10 @@ them, so that every rank calling them at the same step stops exactly there; at t
 end a ``stop_training()`` from one rank's callbacks is voted on too.
 
 Each rank's vote is a code: 1 when it holds a callback's stop, plus 2 when the stop counts
-as ``stop_training()`` (recorded so that a rerun stops too). A stop voted for by any rank
-stops every rank; ranks that did not decide it stop with an error naming the rank that did.
+as ``stop_training()`` (recorded so that a rerun stops too), plus 4 when ``train()`` raises
+it as a failure (``reraise``: never recorded, and raised on every rank). A stop voted for by
+any rank stops every rank; ranks that did not decide it stop with an error naming the rank
+that did.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ class RankStops:
         if not self._vote.due(state.global_step):  # most updates: nothing to build or send
             return None
         values = [0] * self.world_size
-        values[self.rank] = 0 if self.held is None else 1 + 2 * self.held_records
+        held = self.held
+        values[self.rank] = 0 if held is None else 1 + 2 * self.held_records + 4 * held.reraise
         agreed = self._vote.vote(state.global_step, values)
         if agreed is None or not any(agreed):
             return None
@@ -74,7 +77,7 @@ class RankStops:
         asked for on one rank is taken by all."""
         code = 2 if self.trainer.state.stop_requested or (self.held and self.held_records) else 0
         if stop is not None or self.held is not None:
-            code += 1
+            code += 1 + 4 * bool((stop or self.held).reraise)  # type: ignore[union-attr]
         votes = torch.zeros(self.world_size, dtype=torch.int64, device=dist._comm_device())
         votes[self.rank] = code
         codes = [int(v) for v in dist.reduce(votes, op="sum", check=False).tolist()]
@@ -90,11 +93,13 @@ class RankStops:
         decided, which rank 0's count does not show, is recorded as ``stop_training()``."""
         stop, self.held = stop or self.held, None
         deciders = [r for r, code in enumerate(codes) if code & 1]
-        if any(code & 2 for code in codes) or (deciders and not codes[0] & 1):
+        failed = any(code & 4 for code in codes)  # a failure: no rerun may load it as a stop
+        if not failed and (any(code & 2 for code in codes) or (deciders and not codes[0] & 1)):
             self.trainer.state.stop_requested = True  # a rerun with resume_from="auto" too
         if deciders and stop is None:
             stop = StopTrainingError(
-                f"rank {deciders[0]} stopped the run {where}; every rank stops with it"
+                f"rank {deciders[0]} stopped the run {where}; every rank stops with it",
+                reraise=failed,
             )
         return stop if deciders else None
 
