@@ -70,3 +70,20 @@ def test_a_metric_the_run_never_records_is_said_at_its_end() -> None:
         _train([EarlyStoppingCallback(2, watch_metric="val_map")], epochs=2)
     said = [str(w.message) for w in caught if "never acted" in str(w.message)]
     assert len(said) == 1 and "EarlyStoppingCallback" in said[0] and "train_loss_epoch" in said[0]
+
+
+class EvalEveryOtherEpoch(TrainerCallback):
+    """Records the Trainer's own eval_loss_epoch at epochs 2 and 4 (an evaluation of its own)."""
+
+    def on_training_run_epoch_end(self, trainer: Any, **kwargs: Any) -> None:
+        epoch = trainer.run_history.current_epoch
+        if epoch % 2 == 0:
+            trainer.run_history.update_metric("eval_loss_epoch", 1.0 / epoch)
+
+
+def test_the_default_watch_metric_measured_from_epoch_2_is_waited_for() -> None:
+    # eval_loss_epoch reads like train_loss_epoch to a loose similarity test, which took it
+    # for a misspelling of it and stopped the run at epoch 1
+    stopper = EarlyStoppingCallback(2)
+    _train([EvalEveryOtherEpoch(), stopper], epochs=4)
+    assert stopper.best == 0.25

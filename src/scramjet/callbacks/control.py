@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 import operator
 import warnings
@@ -187,12 +186,34 @@ def new_metric_value(trainer: Any, name: str, seen: int) -> tuple[float | None, 
     count = len(history.get_metric_values(name))
     if count == 0:
         names = [n for n in history.get_metric_names() if history.get_metric_values(n)]
-        if difflib.get_close_matches(str(name), names, n=1, cutoff=0.75):
+        if _misspelt(str(name), names):
             history.get_latest_metric(name)  # raises, naming the metrics and the likely one
         return None, seen
     if count <= seen:
         return None, seen
     return float(history.get_latest_metric(name)), count
+
+
+#: The Trainer's own metrics: one is never a misspelling of the other (eval_loss_epoch is
+#: recorded only in epochs that evaluate, which may start after the first).
+_OWN_METRICS = frozenset({"train_loss_epoch", "eval_loss_epoch"})
+
+
+def _misspelt(name: str, recorded: list[str]) -> bool:
+    """Whether ``name`` is a recorded name with a typo: at most two edits from one."""
+    if name in _OWN_METRICS:
+        return False
+    return any(_edits(name, other) <= 2 for other in recorded)
+
+
+def _edits(a: str, b: str) -> int:
+    """Levenshtein distance (names are short)."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (x != y))
+    return row[-1]
 
 
 def check_metric_recorded(trainer: Any, name: str, who: str) -> None:

@@ -97,7 +97,7 @@ class StepVote:
         ``_GROWTH`` times the steps since the previous check."""
         now, last, self._last = time.monotonic(), self._last, (step, time.monotonic())
         if last is None or step <= last[0]:
-            return _FIRST_GAP
+            return 1 if self.interval_s <= 0 else _FIRST_GAP  # 0: a check at every step
         steps = step - last[0]
         per_step = max(now - last[1], 1e-9) / steps
         slower, self._per_step = max(per_step, self._per_step), per_step
