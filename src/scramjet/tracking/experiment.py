@@ -367,7 +367,7 @@ class Experiment(RunMirror, RunFolder, TrainerCallback):
         """Open the run folder, restore a resumed run, write hyperparameters and environment."""
         self._last_sync = time.monotonic()  # the first batch of uploads: sync_every_s from now
         fresh = trainer.state.global_step == 0 and trainer.state.epoch == 0
-        if fresh and (self._trained or self._finished):  # _finished: an evaluation-only run
+        if fresh and (self._trained or (self._finished and self.resume is None)):  # eval-only
             self._next_run(trainer)
         self._trained = True
         self.start()
