@@ -51,3 +51,16 @@ def test_schedulers_with_the_same_keys_are_told_apart(tmp_path: Path) -> None:
     )
     with pytest.raises(CheckpointMismatchError, match="LambdaLR"):
         other.load_checkpoint(path)
+
+
+def test_a_checkpoint_kwarg_named_classes_stays_the_users(tmp_path: Path) -> None:
+    # a classifier's label list under the peer's usual name: the file's top-level "classes"
+    # held scramjet's record of the state classes instead
+    path = tmp_path / "ckpt.pt"
+    trainer = _trainer(lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=10))
+    trainer.save_checkpoint(path, checkpoint_kwargs={"classes": ["cat", "dog"]})
+    assert torch.load(path, weights_only=True)["classes"] == ["cat", "dog"]
+    assert trainer.load_checkpoint(path)["classes"] == ["cat", "dog"]
+    plain = tmp_path / "plain.pt"
+    trainer.save_checkpoint(plain)
+    assert "classes" not in trainer.load_checkpoint(plain)

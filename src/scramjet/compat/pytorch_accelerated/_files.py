@@ -43,7 +43,10 @@ PEER_KEYS = {
 KWARGS_ENTRY = "checkpoint_kwargs"
 # Top-level names of scramjet's own payload: a checkpoint_kwargs entry of the same name is
 # kept under ``state`` only (``load_checkpoint`` still returns it).
-_RESERVED = frozenset({MARKER, "seq", "step", "epoch", "metrics", "stateful", "state", "classes"})
+# "classes" is not among them: a checkpoint_kwargs entry of that name (a classifier's label
+# list) is the file's top-level "classes", as in the peer; the class record then gives way
+# and a scheduler of another class is judged by its keys, as in files written before it.
+_RESERVED = frozenset({MARKER, "seq", "step", "epoch", "metrics", "stateful", "state"})
 
 
 def write_file(
@@ -86,7 +89,8 @@ def read_file(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, s
             return raw, {}
         raise
     saved: dict[str, Any] = payload["state"]
-    view = {k: from_storable(v) for k, v in payload.items() if k not in _RESERVED}
+    ours = _RESERVED | {"classes"}  # the class record: a user's "classes" comes back below
+    view = {k: from_storable(v) for k, v in payload.items() if k not in ours}
     view.update(from_storable(saved.get(KWARGS_ENTRY) or {}))
     classes = recorded_classes(payload)
     return view, {PEER_KEYS[k]: v for k, v in classes.items() if k in PEER_KEYS}
