@@ -115,3 +115,13 @@ def test_settings_objects_are_taken_as_hyperparameters(tmp_path: Path) -> None:
     assert nested.hyperparams["args"]["epochs"] == 3
     with pytest.raises(TypeError, match=r"received list\. Pass a dict"):
         Experiment("p", "bad", root=tmp_path, hyperparams=[("lr", 0.1)])
+
+
+def test_a_tuple_keeps_its_text_for_mlflow_and_tensorboard() -> None:
+    # turned into a list, an MLflow param written as "(16, 8)" read "[16, 8]" on resume:
+    # a changed param, a warning and a resumed.* tag for nothing
+    from scramjet.tracking.loggers.base import flatten_params
+
+    flat = flatten_params({"hidden": (16, 8), "layers": [16, 8], "cfg": {"betas": (0.9, 0.99)}})
+    assert flat == {"hidden": (16, 8), "layers": [16, 8], "cfg.betas": (0.9, 0.99)}
+    assert str(flat["hidden"]) == "(16, 8)" and str(flat["layers"]) == "[16, 8]"

@@ -104,12 +104,13 @@ def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any
 
 def param_value(value: Any) -> Any:
     """A hyperparameter as trackers take it: a bool, int, float, str or None as it is, a
-    list or tuple of those as a list (W&B filters and groups runs by them), anything else
-    as its text."""
+    list or tuple of those as it is (W&B filters and groups runs by them; MLflow and
+    TensorBoard show its text, ``(16, 8)`` for a tuple as before), anything else as its
+    text."""
     if isinstance(value, _PLAIN) or value is None:
         return value
     if isinstance(value, list | tuple) and all(isinstance(v, _PLAIN) or v is None for v in value):
-        return list(value)
+        return list(value) if isinstance(value, list) else tuple(value)
     return str(value)
 
 
