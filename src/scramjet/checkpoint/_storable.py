@@ -27,7 +27,7 @@ _FROZENSET_TAG = "__scramjet_frozenset__"
 _PRIMITIVES: tuple[type, ...] = (bool, int, float, complex, str, bytes)
 _KEY_ADVICE = (
     "Dict keys and set items must be str, int, float, bool, complex, bytes, None, a torch "
-    "dtype or device, or tuples of these; convert them first (e.g. {str(k): v for k, v in "
+    "dtype, device or tensor, or tuples of these; convert them first (e.g. {str(k): v for k, v in "
     "d.items()}, or tuple(sorted(s)) for a frozenset)."
 )
 
@@ -118,6 +118,8 @@ def _storable_key(key: Any, where: str) -> Any:
         return key
     if isinstance(key, tuple):  # named tuples too: the loader refuses their class
         return tuple(_storable_key(part, where) for part in key)
+    if isinstance(key, torch.Tensor):  # hashed by identity; the loader rebuilds it
+        return _loadable_tensor(key, f"{where} (a key)")
     if isinstance(key, (np.generic, enum.Enum, *_PRIMITIVES)):
         return to_storable(key, f"{where} (a key)")
     raise TypeError(
