@@ -46,7 +46,8 @@ def read_checkpoint(
         mmap: Memory-map the file instead of reading it (tensors stay backed by the file).
 
     Returns:
-        The raw payload: ``{"step", "epoch", "metrics", "seq", "stateful", "state"}``.
+        The raw payload: ``{"step", "epoch", "metrics", "seq", "stateful", "state"}``,
+        and ``"classes"`` (each entry's class) in files that record it.
 
     Raises:
         CorruptCheckpointError: The file does not match its checksum, is truncated,
