@@ -159,18 +159,20 @@ def test_a_failed_stop_across_processes_is_failed_on_every_rank_alike(
     tmp_path: Path, mode: str
 ) -> None:
     """Every rank skips the final checkpoint and weights together (no rank waits in a
-    collective the others left), also when only one rank's train() raises the stop."""
+    collective the others left), also when one rank's callback raised the stop: the ranks
+    vote on it and every one raises it."""
     job = Path(__file__).parent / "failed_stop_job.py"
     done = run_torchrun(job, mode, str(tmp_path), timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     raised = [r["raised"] for r in ranks]
-    assert raised == (["TrainingNaNError"] * 2 if mode == "nan" else [None, "StopTrainingError"])
+    # one rank's failure is voted on and raised by every rank (the other names the rank)
+    assert raised == (["TrainingNaNError"] * 2 if mode == "nan" else ["StopTrainingError"] * 2)
     run = Path(ranks[0]["run_dir"])
     assert {r["run_dir"] for r in ranks} == {str(run)}
     info = _info(run)
     assert info["status"] == "failed", info
-    expected = "TrainingNaNError" if mode == "nan" else "another process ended the run"
+    expected = "TrainingNaNError" if mode == "nan" else "StopTrainingError: rank 1 stopped"
     assert info["error"].startswith(expected), info["error"]
     assert info["last_step"] == ranks[0]["step"] == ranks[1]["step"]
     assert not (run / "model").exists()
