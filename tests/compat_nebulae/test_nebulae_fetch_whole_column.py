@@ -42,13 +42,7 @@ def test_whole_column_and_per_value_indexing_read_as_from_h5py(tmp_path: Path) -
         )
         return {"label": label[idx]}
 
-    depot.Tank(
-        str(dst),
-        {"image": "uint8", "label": "int64"},
-        batch_size=1,
-        shuffle=False,
-        fetch_fn=fetcher,
-    ).next()
+    _fetch_once(dst, {"image": "uint8", "label": "int64"}, fetcher)
     with h5py.File(dst, "r") as h5:
         labels = h5["label"][()]
         assert seen["label_shape"] == h5["label"].shape and seen["label_dtype"] == h5["label"].dtype
@@ -81,10 +75,9 @@ def test_a_ragged_column_is_not_indexed_along_its_values(tmp_path: Path) -> None
             tokens[:, 0]
         return {"label": idx}
 
-    depot.Tank(
-        str(dst),
-        {"image": "uint8", "tokens": "vint64"},
-        batch_size=1,
-        shuffle=False,
-        fetch_fn=fetcher,
-    ).next()
+    _fetch_once(dst, {"image": "uint8", "tokens": "vint64"}, fetcher)
+
+
+def _fetch_once(dst: Path, spec: dict[str, str], fetcher: Any) -> None:
+    """One batch of one sample through ``fetcher`` (which asserts what it reads)."""
+    depot.Tank(str(dst), spec, batch_size=1, shuffle=False, fetch_fn=fetcher).next()

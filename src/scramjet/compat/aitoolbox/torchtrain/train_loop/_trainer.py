@@ -122,14 +122,14 @@ class OptimizerProxy(torch.optim.Optimizer):
             self.param_groups = groups
         self.wrapped = wrapped
         self.iteration = iteration  # the loop's total_iteration_idx, when asked
+        self._no_scaler = torch.amp.GradScaler("cpu", enabled=False)  # step() is plain step()
         self.forward_zero_grad = False
 
     def step(self, closure: Any = None) -> Any:
         """Step every wrapped optimizer."""
         if isinstance(self.wrapped, MultiOptimizer):
-            scaler = torch.amp.GradScaler("cpu", enabled=False)  # step() is optimizer.step()
             for idx in range(len(self.wrapped.optimizer_list)):
-                self.wrapped.step(idx, self.iteration(), scaler)
+                self.wrapped.step(idx, self.iteration(), self._no_scaler)
             return None
         return self.wrapped.step()
 
